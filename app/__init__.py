@@ -1,0 +1,1 @@
+"""attnscope's FastAPI service and command line."""

@@ -1,0 +1,1 @@
+"""The transformer, its tokenizer, corpus, training and inspection. Never imports ``app``."""

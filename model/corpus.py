@@ -1,0 +1,238 @@
+"""Build the training corpus offline from Debian packages of modern English text.
+
+Sources (``apt-get install wordnet-base gnome-user-docs debian-handbook python3-doc``):
+
+=================  ==============================================  =========================
+package            text taken                                       licence
+=================  ==============================================  =========================
+wordnet-base       example sentences and glosses of every synset   WordNet 3.0 (BSD-like)
+gnome-user-docs    paragraphs and titles of the GNOME help pages   CC-BY-SA 3.0
+debian-handbook    paragraphs of The Debian Administrator's Hbk.   GPL-2+ / CC-BY-SA 3.0
+python3-doc        prose paragraphs of the Python documentation    PSF licence
+=================  ==============================================  =========================
+
+Held-out rule: a document goes to the validation split when the first byte of
+``sha1(doc_id)`` is below 5 (5/256 ≈ 2 %); the rest is training text. The rule depends on
+the document's id only, so it is stable across runs and machines.
+
+WordNet examples are written twice to the training split, and the way people type: first letter capitalised and a full stop
+added when the sentence has no final punctuation. The held-out WordNet example sentences are
+also written one per line to ``sentences_val.txt``: the "everyday sentences" on which
+bits per byte is reported.
+
+Run: ``python -m model.corpus --out data/corpus``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import html.parser
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+WORDNET_DIR = "/usr/share/wordnet"
+GNOME_HELP = "/usr/share/help/C"
+HANDBOOK = "/usr/share/doc/debian-handbook/html/en-US"
+PYDOC = "/usr/share/doc/python3/html/_sources"
+DOC_SEPARATOR = "<|endoftext|>"
+VAL_THRESHOLD = 5  # out of 256
+# WordNet's example sentences are the closest to text as people type it: they appear twice
+# in the training split (the held-out split keeps one copy).
+UPSAMPLE = {"wordnet-examples": 2}
+
+
+@dataclass
+class Document:
+    source: str
+    doc_id: str
+    text: str
+
+
+def is_validation(doc_id: str) -> bool:
+    return hashlib.sha1(doc_id.encode()).digest()[0] < VAL_THRESHOLD
+
+
+def _squash(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def as_typed(sentence: str) -> str:
+    """'the dog barked' -> 'The dog barked.'"""
+    s = sentence.strip()
+    if not s:
+        return s
+    s = s[0].upper() + s[1:]
+    if s[-1] not in ".!?\"'":
+        s += "."
+    return s
+
+
+# ---------------------------------------------------------------------------- WordNet
+
+
+def wordnet_documents(root: str = WORDNET_DIR, chunk: int = 8) -> Iterator[Document]:
+    examples: list[str] = []
+    glosses: list[str] = []
+    for pos in ("noun", "verb", "adj", "adv"):
+        path = Path(root) / f"data.{pos}"
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("  ") or "|" not in line:
+                continue  # licence header
+            head, gloss = line.split("|", 1)
+            lemma = head.split()[4].replace("_", " ")
+            quoted = re.findall(r'"([^"]+)"', gloss)
+            definition = _squash(re.sub(r'"[^"]*"', "", gloss)).strip(" ;:")
+            if definition:
+                glosses.append(f"{lemma[0].upper() + lemma[1:]}: {definition}.")
+            examples.extend(as_typed(_squash(q)) for q in quoted if len(q.split()) >= 3)
+    for name, items in (("examples", examples), ("glosses", glosses)):
+        for i in range(0, len(items), chunk):
+            yield Document("wordnet-" + name, f"wordnet/{name}/{i // chunk}", " ".join(items[i : i + chunk]))
+
+
+# ------------------------------------------------------------------------ GNOME help
+
+
+def gnome_documents(root: str = GNOME_HELP) -> Iterator[Document]:
+    for path in sorted(glob.glob(f"{root}/**/*.page", recursive=True)):
+        try:
+            tree = ET.parse(path)
+        except ET.ParseError:
+            continue
+        paras = []
+        for el in tree.iter():
+            tag = el.tag.rsplit("}", 1)[-1]
+            if tag in ("title", "p"):
+                text = _squash("".join(el.itertext()))
+                if len(text.split()) >= 2:
+                    paras.append(text)
+        if paras:
+            yield Document("gnome-user-docs", "gnome/" + str(Path(path).relative_to(root)), "\n".join(paras))
+
+
+# ------------------------------------------------------------------- Debian handbook
+
+
+class _ParagraphParser(html.parser.HTMLParser):
+    BLOCKS = {"p", "li", "h1", "h2", "h3", "h4", "dt", "dd", "td"}
+    SKIP = {"pre", "script", "style", "code"}
+
+    def __init__(self):
+        super().__init__()
+        self.paras: list[str] = []
+        self._buf: list[str] = []
+        self._depth_skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP and tag != "code":
+            self._depth_skip += 1
+        if tag in self.BLOCKS:
+            self._flush()
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and tag != "code":
+            self._depth_skip = max(0, self._depth_skip - 1)
+        if tag in self.BLOCKS:
+            self._flush()
+
+    def handle_data(self, data):
+        if not self._depth_skip:
+            self._buf.append(data)
+
+    def _flush(self):
+        text = _squash("".join(self._buf))
+        self._buf = []
+        if len(text.split()) >= 4:
+            self.paras.append(text)
+
+
+def handbook_documents(root: str = HANDBOOK) -> Iterator[Document]:
+    for path in sorted(glob.glob(f"{root}/*.html")):
+        parser = _ParagraphParser()
+        parser.feed(Path(path).read_text(encoding="utf-8", errors="replace"))
+        parser._flush()
+        if parser.paras:
+            yield Document("debian-handbook", "handbook/" + Path(path).name, "\n".join(parser.paras))
+
+
+# -------------------------------------------------------------------- Python docs
+
+
+def _rst_prose(text: str) -> list[str]:
+    """Prose paragraphs of a reStructuredText page: no code, directives or tables."""
+    paras = []
+    for block in re.split(r"\n\s*\n", text):
+        if not block.strip() or block.startswith((" ", "\t", "..", ">>>", "|", "+", "=", "-", "*")):
+            continue
+        if re.search(r"^[=\-~^*#]{3,}\s*$", block, flags=re.M):
+            continue  # section underline: a heading
+        s = re.sub(r":[a-z:]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`", r"\1", block)  # :func:`x` -> x
+        s = re.sub(r"`([^`<]*?)\s*<[^>]*>`_+", r"\1", s)  # `text <url>`_ -> text
+        s = s.replace("``", "").replace("`", "").replace("**", "").replace("::", ":")
+        s = _squash(s)
+        letters = sum(c.isalpha() or c == " " for c in s)
+        if len(s.split()) >= 6 and letters / max(1, len(s)) > 0.85:
+            paras.append(s)
+    return paras
+
+
+def pydoc_documents(root: str = PYDOC) -> Iterator[Document]:
+    for path in sorted(glob.glob(f"{root}/**/*.rst.txt", recursive=True)):
+        paras = _rst_prose(Path(path).read_text(encoding="utf-8", errors="replace"))
+        if paras:
+            yield Document("python3-doc", "pydoc/" + str(Path(path).relative_to(root)), "\n".join(paras))
+
+
+# -------------------------------------------------------------------------- build
+
+
+def all_documents() -> Iterator[Document]:
+    yield from wordnet_documents()
+    yield from gnome_documents()
+    yield from handbook_documents()
+    yield from pydoc_documents()
+
+
+def build(out: Path) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    stats: dict[str, dict[str, int]] = {}
+    sentences_val = []
+    with open(out / "train.txt", "w", encoding="utf-8") as ftrain, open(out / "val.txt", "w", encoding="utf-8") as fval:
+        for doc in all_documents():
+            split = "val" if is_validation(doc.doc_id) else "train"
+            copies = 1 if split == "val" else UPSAMPLE.get(doc.source, 1)
+            (fval if split == "val" else ftrain).write((doc.text + "\n" + DOC_SEPARATOR + "\n") * copies)
+            s = stats.setdefault(doc.source, {"documents": 0, "bytes_train": 0, "bytes_val": 0})
+            s["documents"] += 1
+            s["bytes_" + split] += len(doc.text.encode())
+            if split == "val" and doc.source == "wordnet-examples":
+                sentences_val.extend(re.split(r"(?<=[.!?])\s+(?=[A-Z])", doc.text))
+    (out / "sentences_val.txt").write_text("\n".join(sentences_val) + "\n", encoding="utf-8")
+    stats["sentences_val"] = {"sentences": len(sentences_val)}
+    (out / "stats.json").write_text(json.dumps(stats, indent=2))
+    return stats
+
+
+def read_documents(path: Path) -> list[str]:
+    """Documents of a split file written by :func:`build`."""
+    text = Path(path).read_text(encoding="utf-8")
+    return [d.strip("\n") for d in text.split("\n" + DOC_SEPARATOR + "\n") if d.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("data/corpus"))
+    args = ap.parse_args(argv)
+    print(json.dumps(build(args.out), indent=2))
+
+
+if __name__ == "__main__":
+    main()

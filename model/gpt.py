@@ -1,0 +1,250 @@
+"""A GPT-2 style causal transformer whose every attention step can be read out.
+
+Read it top to bottom: the config, one attention layer, the MLP, a block, the model.
+
+Shapes use B = batch, T = tokens, C = n_embd, nh = n_head, hs = head_dim = C // nh.
+
+Attention has two paths that compute the same thing:
+
+* the fast path, ``F.scaled_dot_product_attention``, used for training and for plain
+  forward passes;
+* the explicit path, used when a ``trace`` list is passed in: each step is a named tensor
+  (``q``, ``k``, ``v``, ``attn_scores_raw``, ``attn_scores``, ``pattern``, ``z``, ``mask``)
+  and the layer appends them to the trace as an :class:`AttentionTrace`.
+
+``AttentionOptions`` lets a caller rerun the model as a what-if (no causal mask, another
+scale) in every layer without touching any module state.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+
+@dataclass
+class GPTConfig:
+    """Architecture hyper-parameters; saved next to every checkpoint as JSON."""
+
+    block_size: int = 256  # context length in tokens
+    vocab_size: int = 4096
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+    layer_norm_epsilon: float = 1e-5
+    name: str = "attnscope"
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GPTConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass(frozen=True)
+class AttentionOptions:
+    """How every attention layer runs.
+
+    ``causal=False`` removes the mask (an encoder-style what-if); ``scale`` is the number the
+    raw scores are divided by, ``None`` meaning the trained default ``sqrt(head_dim)``.
+    """
+
+    causal: bool = True
+    scale: float | None = None
+
+    def divisor(self, head_dim: int) -> float:
+        return math.sqrt(head_dim) if self.scale is None else float(self.scale)
+
+
+@dataclass
+class AttentionTrace:
+    """Every step of one layer's attention, each ``(B, nh, T, ·)``; ``mask`` is ``(T, T)``."""
+
+    q: torch.Tensor  # (B, nh, T, hs)
+    k: torch.Tensor  # (B, nh, T, hs)
+    v: torch.Tensor  # (B, nh, T, hs)
+    attn_scores_raw: torch.Tensor  # (B, nh, T, T)  q @ kᵀ
+    attn_scores: torch.Tensor  # (B, nh, T, T)  raw / scale, -inf where masked
+    pattern: torch.Tensor  # (B, nh, T, T)  softmax(attn_scores)
+    pattern_unscaled: torch.Tensor  # (B, nh, T, T)  softmax of the masked raw scores
+    z: torch.Tensor  # (B, nh, T, hs)  pattern @ v
+    mask: torch.Tensor  # (T, T) bool, True = may attend
+    scale: float = field(default=1.0)
+
+
+def attention_mask(T: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(T, T) boolean mask, True where query row t may attend to key column s."""
+    full = torch.ones(T, T, dtype=torch.bool, device=device)
+    return torch.tril(full) if causal else full
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.head_dim = config.head_dim
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # fused q, k, v projection
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_dropout = config.dropout
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        opts: AttentionOptions = AttentionOptions(),
+        trace: list[AttentionTrace] | None = None,
+    ) -> torch.Tensor:
+        B, T, C = x.size()
+        nh, hs = self.n_head, self.head_dim
+        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 × (B, T, C)
+        q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        scale = opts.divisor(hs)
+
+        if trace is None:
+            # fast path: one fused kernel, nothing kept
+            z = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                dropout_p=self.attn_dropout if self.training else 0.0,
+                is_causal=opts.causal,
+                scale=1.0 / scale,
+            )  # (B, nh, T, hs)
+        else:
+            # explicit path: the same computation, one named tensor per step
+            mask = attention_mask(T, opts.causal, x.device)  # (T, T)
+            attn_scores_raw = q @ k.transpose(-2, -1)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
+            attn_scores = (attn_scores_raw / scale).masked_fill(~mask, float("-inf"))  # (B, nh, T, T)
+            pattern = F.softmax(attn_scores, dim=-1)  # (B, nh, T, T)
+            z = pattern @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
+            pattern_unscaled = F.softmax(attn_scores_raw.masked_fill(~mask, float("-inf")), dim=-1)  # (B, nh, T, T)
+            trace.append(
+                AttentionTrace(
+                    q=q,
+                    k=k,
+                    v=v,
+                    attn_scores_raw=attn_scores_raw,
+                    attn_scores=attn_scores,
+                    pattern=pattern,
+                    pattern_unscaled=pattern_unscaled,
+                    z=z,
+                    mask=mask,
+                    scale=scale,
+                )
+            )
+
+        y = z.transpose(1, 2).contiguous().view(B, T, C)  # (B, nh, T, hs) -> (B, T, C): heads side by side
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.gelu(self.c_fc(x), approximate="tanh")  # GPT-2's "gelu_new"
+        return self.dropout(self.c_proj(x))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.mlp = MLP(config)
+
+    def forward(self, x, opts: AttentionOptions = AttentionOptions(), trace=None):
+        x = x + self.attn(self.ln_1(x), opts, trace)
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+def sinusoidal_positions(n_pos: int, dim: int) -> torch.Tensor:
+    """(n_pos, dim) sine/cosine table of "Attention Is All You Need"."""
+    pos = torch.arange(n_pos, dtype=torch.float32)[:, None]  # (n_pos, 1)
+    freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))  # (dim/2,)
+    table = torch.zeros(n_pos, dim)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)
+    return table
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                drop=nn.Dropout(config.dropout),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon),
+            )
+        )
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # weight tying, as in GPT-2
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):  # GPT-2's scaled init of residual projections
+                torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        # Learned positions, started from a small sinusoid: still a plain GPT-2 wpe table,
+        # but position is readable from the first step, which helps previous-token heads form.
+        with torch.no_grad():
+            self.transformer.wpe.weight.copy_(0.1 * sinusoidal_positions(config.block_size, config.n_embd))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        opts: AttentionOptions = AttentionOptions(),
+        trace: list[AttentionTrace] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """idx (B, T) token ids -> logits (B, T, vocab), and the mean cross-entropy if targets given."""
+        B, T = idx.size()
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of {T} tokens is longer than the context of {self.config.block_size}")
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)  # (T,)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C) + (T, C) -> (B, T, C)
+        x = self.transformer.drop(x)
+        for block in self.transformer.h:
+            x = block(x, opts, trace)
+        x = self.transformer.ln_f(x)  # (B, T, C)
+        logits = self.lm_head(x)  # (B, T, vocab)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss

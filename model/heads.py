@@ -1,0 +1,85 @@
+"""What each head does, as scores in [0, 1] measured on built-in probe inputs.
+
+* ``previous_token``: mean weight a query puts on the token just before it (t-1).
+* ``first_token``: mean weight on position 0, the "attention sink" (queries t >= 1).
+* ``induction``: on a random token sequence repeated twice, mean weight from each token of
+  the second copy to the token that followed its earlier occurrence.
+* ``self``: mean weight on the diagonal (queries t >= 1).
+
+The functions take attention patterns ``(L, nh, T, T)`` so they can score any model,
+including the transformers reference (``output_attentions``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .gpt import GPT, AttentionTrace
+
+ROLES = ("previous_token", "first_token", "induction", "self")
+
+PROBE_SENTENCES = (
+    "The cat sat on the mat because it was warm and the sun was shining through the window.",
+    "Open the Settings window, choose Network, and switch the connection on or off.",
+    "She told her brother that the train would leave at noon, so they packed early.",
+    "A small dog ran across the park and chased the ball that the children had thrown.",
+)
+
+
+def previous_token_score(pattern: torch.Tensor) -> torch.Tensor:
+    """pattern (..., T, T) -> (...) mean of pattern[t, t-1] over t >= 1."""
+    return torch.diagonal(pattern, offset=-1, dim1=-2, dim2=-1).mean(-1)
+
+
+def first_token_score(pattern: torch.Tensor) -> torch.Tensor:
+    return pattern[..., 1:, 0].mean(-1)
+
+
+def self_score(pattern: torch.Tensor) -> torch.Tensor:
+    return torch.diagonal(pattern, dim1=-2, dim2=-1)[..., 1:].mean(-1)
+
+
+def induction_score(pattern: torch.Tensor, prefix: int, n: int) -> torch.Tensor:
+    """pattern (..., T, T) of ``prefix`` tokens then a random sequence of ``n`` tokens twice.
+
+    The j-th token of the second copy sits at ``prefix + n + j``; the token after its first
+    occurrence is at ``prefix + j + 1``. Scored for j = 0 .. n-2.
+    """
+    j = torch.arange(n - 1)
+    return pattern[..., prefix + n + j, prefix + j + 1].mean(-1)
+
+
+def induction_tokens(vocab_size: int, n: int = 40, batch: int = 4, seed: int = 0, low: int = 256) -> torch.Tensor:
+    """(batch, n) random token ids drawn from merged tokens (ids >= ``low``), seeded."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(low, vocab_size, (batch, n), generator=g)
+
+
+def _patterns(model: GPT, idx: torch.Tensor) -> torch.Tensor:
+    trace: list[AttentionTrace] = []
+    model(idx, trace=trace)
+    return torch.stack([t.pattern for t in trace], dim=1)  # L × (B, nh, T, T) -> (B, L, nh, T, T)
+
+
+@torch.inference_mode()
+def head_role_scores(model: GPT, tokenizer, n_induction: int = 40) -> torch.Tensor:
+    """(n_layer, n_head, 4) scores in [0, 1], roles in the order of :data:`ROLES`."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    eot = tokenizer.eot_id
+    T_max = model.config.block_size
+    n_induction = min(n_induction, (T_max - 1) // 2)
+    natural = []
+    for s in PROBE_SENTENCES:
+        ids = ([eot] + tokenizer.encode_ids(s))[:T_max]
+        p = _patterns(model, torch.tensor([ids], device=device))[0]  # (L, nh, T, T)
+        natural.append(torch.stack([previous_token_score(p), first_token_score(p), self_score(p)], -1))
+    prev, first, self_ = torch.stack(natural).mean(0).unbind(-1)  # (L, nh) each
+
+    rand = induction_tokens(model.config.vocab_size, n=n_induction).to(device)  # (B, n)
+    bos = torch.full((rand.size(0), 1), eot, device=device)
+    p = _patterns(model, torch.cat([bos, rand, rand], dim=1))  # (B, L, nh, T, T)
+    ind = induction_score(p, prefix=1, n=n_induction).mean(0)  # (L, nh)
+    model.train(was_training)
+    return torch.stack([prev, first, ind, self_], dim=-1).clamp(0, 1).cpu()

@@ -1,0 +1,270 @@
+"""Train the model: ``attnscope train`` or ``python -m model.train --preset small``.
+
+* tokenizer trained on the corpus (once, then reused from the run directory);
+* windows of ``block_size + 1`` tokens cut at random places of the token stream, so a
+  window crosses document boundaries the way GPT-2's did (``<|endoftext|>`` between documents);
+* in ``repeat_frac`` of the windows a span of 8–40 tokens is copied further along the same
+  window (some spans are random tokens): predicting the copy is what grows induction heads;
+* AdamW, linear warm-up then cosine decay, gradient clipping, fixed seed;
+* every ``eval_every`` steps: held-out loss, bits per byte on held-out sentences, and the
+  best previous-token and induction head scores; a checkpoint and the optimizer state are
+  saved so an interrupted run resumes where it stopped (``--resume``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .checkpoint import save_checkpoint
+from .corpus import read_documents
+from .evaluate import LN2, bits_per_byte, sentence_nll, stream_loss
+from .gpt import GPT, GPTConfig
+from .heads import ROLES, head_role_scores
+from .tokenizer import BPETokenizer
+
+
+@dataclass
+class TrainConfig:
+    corpus: str = "data/corpus"  # a directory with train.txt, val.txt, sentences_val.txt
+    out: str = "runs/small"  # run directory: checkpoint, optimizer state, metrics
+    model: GPTConfig = field(default_factory=GPTConfig)
+    vocab_size: int = 4096
+    batch_size: int = 16
+    max_steps: int = 9_000
+    max_minutes: float = 0.0  # stop (and save) after this long; 0 = no limit. Resume later.
+    lr: float = 2e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 300
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    repeat_frac: float = 0.5
+    random_span_frac: float = 0.25  # of the repeated spans, the share that are random tokens
+    eval_every: int = 500
+    eval_windows: int = 64
+    eval_sentences: int = 400
+    seed: int = 1337
+    threads: int = 0  # torch threads; 0 = leave torch's default
+
+
+PRESETS: dict[str, TrainConfig] = {
+    # the shipped model: 4 layers × 4 heads, d_model 128 (head size 32), context 256
+    "small": TrainConfig(),
+    # for tests: trains in seconds on a small text the test writes
+    "tiny": TrainConfig(
+        out="runs/tiny",
+        model=GPTConfig(block_size=32, vocab_size=300, n_layer=2, n_head=2, n_embd=32),
+        vocab_size=300,
+        batch_size=8,
+        max_steps=60,
+        lr=3e-3,
+        warmup_steps=10,
+        eval_every=30,
+        eval_windows=4,
+        eval_sentences=16,
+    ),
+}
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def tokenize_split(tok: BPETokenizer, docs: list[str]) -> np.ndarray:
+    ids: list[int] = []
+    for d in tok.encode_batch_ids(docs):
+        ids.extend(d)
+        ids.append(tok.eot_id)
+    return np.array(ids, dtype=np.uint16)
+
+
+def get_batch(data: np.ndarray, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    T, B = cfg.model.block_size, cfg.batch_size
+    starts = rng.integers(0, len(data) - T - 1, size=B)
+    w = np.stack([data[s : s + T + 1] for s in starts]).astype(np.int64)  # (B, T+1)
+    for row in w:
+        if rng.random() < cfg.repeat_frac:
+            L = int(rng.integers(8, min(41, (T + 1) // 3)))
+            src = int(rng.integers(0, T + 1 - 2 * L))
+            dst = int(rng.integers(src + L, T + 2 - L))
+            if rng.random() < cfg.random_span_frac:
+                row[src : src + L] = rng.integers(256, cfg.model.vocab_size, size=L)
+            row[dst : dst + L] = row[src : src + L]
+    w = torch.from_numpy(w)
+    return w[:, :-1].contiguous(), w[:, 1:].contiguous()  # (B, T) inputs, (B, T) targets
+
+
+def prepare(cfg: TrainConfig) -> tuple[BPETokenizer, np.ndarray, np.ndarray, list[str]]:
+    corpus, out = Path(cfg.corpus), Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    train_docs = read_documents(corpus / "train.txt")
+    val_docs = read_documents(corpus / "val.txt")
+    tok_file = out / "tokenizer.json"
+    if tok_file.exists():
+        tok = BPETokenizer.load(tok_file)
+    else:
+        tok = BPETokenizer.train(train_docs, vocab_size=cfg.vocab_size)
+        tok.save(tok_file)
+    cache = out / "tokens.npz"
+    if cache.exists():
+        z = np.load(cache)
+        train, val = z["train"], z["val"]
+    else:
+        train, val = tokenize_split(tok, train_docs), tokenize_split(tok, val_docs)
+        np.savez(cache, train=train, val=val)
+    sentences_file = corpus / "sentences_val.txt"
+    sentences = [s for s in sentences_file.read_text().splitlines() if s.strip()] if sentences_file.exists() else []
+    return tok, train, val, sentences[: cfg.eval_sentences]
+
+
+def evaluate(model: GPT, tok: BPETokenizer, val: np.ndarray, sentences: list[str], cfg: TrainConfig) -> dict:
+    m = {"val_loss": round(stream_loss(model, val, n_windows=cfg.eval_windows), 4)}
+    if sentences:
+        nats, _, nbytes = sentence_nll(model, tok, sentences)
+        m["sentence_bpb"] = round(bits_per_byte(nats, nbytes), 4)
+    roles = head_role_scores(model, tok)  # (L, nh, 4)
+    for r, name in enumerate(ROLES[:3]):
+        m[f"best_{name}"] = round(float(roles[..., r].max()), 3)
+    return m
+
+
+def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu") -> dict:
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    out = Path(cfg.out)
+    tok, train_data, val_data, sentences = prepare(cfg)
+    cfg = replace(cfg, model=replace(cfg.model, vocab_size=tok.vocab_size))
+    model = GPT(cfg.model).to(device)
+
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+    step, history, tokens_seen, elapsed = 0, [], 0, 0.0
+    state_file = out / "train_state.pt"
+    if resume and state_file.exists():
+        st = torch.load(state_file, weights_only=False)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["optimizer"])
+        step, history, tokens_seen, elapsed = st["step"], st["history"], st["tokens_seen"], st.get("elapsed", 0.0)
+        rng = np.random.default_rng(cfg.seed + step)  # a fresh but reproducible stream after resuming
+        torch.manual_seed(cfg.seed + step)
+
+    def save(final: bool) -> None:
+        training = {
+            "train_config": {k: v for k, v in asdict(cfg).items() if k != "model"},
+            "step": step,
+            "tokens_seen": tokens_seen,
+            "train_minutes": round(elapsed / 60, 1),
+            "parameters": model.num_parameters(),
+            "corpus_tokens": {"train": int(len(train_data)), "val": int(len(val_data))},
+            "history": history,
+            "final": final,
+        }
+        save_checkpoint(model, tok, out / "checkpoint", training)
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "step": step,
+                "history": history,
+                "tokens_seen": tokens_seen,
+                "elapsed": elapsed,
+            },
+            state_file,
+        )
+        (out / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+
+    model.train()
+    t_start = time.time() - elapsed
+    bar = tqdm(total=cfg.max_steps, initial=step, unit="step", dynamic_ncols=True, mininterval=2.0)
+    tok_per_step = cfg.batch_size * cfg.model.block_size
+    window_t, window_tokens = time.time(), 0
+    loss_ema = None
+    while step < cfg.max_steps:
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg)
+        x, y = get_batch(train_data, cfg, rng)
+        _, loss = model(x.to(device), y.to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        tokens_seen += tok_per_step
+        window_tokens += tok_per_step
+        loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
+        elapsed = time.time() - t_start
+        bar.update(1)
+        if step % 10 == 0:
+            rate = window_tokens / max(1e-6, time.time() - window_t)
+            window_t, window_tokens = time.time(), 0
+            bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{rate:,.0f}", lr=f"{lr_at(step, cfg):.1e}")
+        out_of_time = cfg.max_minutes and elapsed > cfg.max_minutes * 60
+        if step % cfg.eval_every == 0 or step == cfg.max_steps or out_of_time:
+            m = evaluate(model, tok, val_data, sentences, cfg)
+            m.update(step=step, tokens=tokens_seen, minutes=round(elapsed / 60, 2), train_loss=round(loss_ema, 4))
+            m["val_bpb_stream"] = round(m["val_loss"] / LN2 / _bytes_per_token(tok, val_data), 4)
+            history.append(m)
+            tqdm.write(json.dumps(m))
+            save(final=step >= cfg.max_steps)
+            if out_of_time:
+                tqdm.write(f"stopping after {cfg.max_minutes} minutes at step {step}; resume with --resume")
+                break
+    bar.close()
+    return history[-1] if history else {}
+
+
+_BPT_CACHE: dict[int, float] = {}
+
+
+def _bytes_per_token(tok: BPETokenizer, ids: np.ndarray) -> float:
+    key = id(ids)
+    if key not in _BPT_CACHE:
+        sample = ids[:200_000]
+        _BPT_CACHE[key] = sum(len(tok.token_bytes(int(i))) for i in sample) / len(sample)
+    return _BPT_CACHE[key]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Train an attnscope model")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    ap.add_argument("--corpus")
+    ap.add_argument("--out")
+    ap.add_argument("--max-steps", type=int)
+    ap.add_argument("--max-minutes", type=float)
+    ap.add_argument("--batch-size", type=int)
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--threads", type=int)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
+    args = ap.parse_args(argv)
+    cfg = PRESETS[args.preset]
+    overrides = {
+        k: getattr(args, k)
+        for k in ("corpus", "out", "max_steps", "max_minutes", "batch_size", "lr", "threads")
+        if getattr(args, k) is not None
+    }
+    cfg = replace(cfg, **overrides)
+    final = train(cfg, resume=args.resume, device=args.device)
+    print(json.dumps(final))
+
+
+if __name__ == "__main__":
+    main()
