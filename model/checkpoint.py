@@ -96,15 +96,22 @@ def load_checkpoint(path: str | Path | None = None, device: str | torch.device |
         for name in ("model.safetensors", "tokenizer.json"):
             if not (path / name).is_file():
                 raise CheckpointError(f"checkpoint is missing {path / name}")
+        # safetensors and tokenizers raise several types on bad files; each error names its file
         try:
-            config = GPTConfig.from_dict(cfg)
-            model = GPT(config)
-            state = load_file(str(path / "model.safetensors"))
+            model = GPT(GPTConfig.from_dict(cfg))
+        except Exception as e:
+            raise CheckpointError(f"{cfg_file} does not describe a model: {e}") from e
+        weights = path / "model.safetensors"
+        try:
+            state = load_file(str(weights))
             state["lm_head.weight"] = state["transformer.wte.weight"]
             model.load_state_dict(state, strict=True)
+        except Exception as e:
+            raise CheckpointError(f"cannot load the weights {weights}: {e}") from e
+        try:
             tokenizer = BPETokenizer.load(path / "tokenizer.json")
-        except Exception as e:  # safetensors and tokenizers raise several types on bad files
-            raise CheckpointError(f"cannot load checkpoint {path}: {e}") from e
+        except Exception as e:
+            raise CheckpointError(f"cannot load the tokenizer {path / 'tokenizer.json'}: {e}") from e
 
     training = {}
     if (path / "training.json").is_file():

@@ -50,10 +50,11 @@ class BPETokenizer:
         # bytes of each token, via the byte-level decoder's mapping
         self._byte_decoder = {c: b for b, c in _bytes_to_unicode().items()}
         vocab = tokenizer.get_vocab()
+        added = {t.content for t in tokenizer.get_added_tokens_decoder().values()}  # special tokens, stored as text
         self._bytes = [b""] * tokenizer.get_vocab_size()
         for tok, i in vocab.items():
-            if tok == EOT:
-                self._bytes[i] = EOT.encode()
+            if tok == EOT or tok in added:
+                self._bytes[i] = tok.encode()
             else:
                 self._bytes[i] = bytes(self._byte_decoder[c] for c in tok)
 

@@ -39,7 +39,7 @@ class TrainConfig:
     model: GPTConfig = field(default_factory=GPTConfig)
     vocab_size: int = 4096
     batch_size: int = 16
-    max_steps: int = 9_000
+    max_steps: int = 14_000
     max_minutes: float = 0.0  # stop (and save) after this long; 0 = no limit. Resume later.
     lr: float = 2e-3
     min_lr: float = 1e-4

@@ -1,0 +1,109 @@
+"""The one place that turns failures into responses. Every error body is ``{"detail": ...}``.
+
+* :class:`ApiError`, raised by the service for input the schema cannot judge (too many
+  tokens, a layer the model does not have): its status, detail a list of one item.
+* ``RequestValidationError`` (pydantic, or a body that is not JSON): 422, detail a list of
+  ``{"type", "loc", "msg", "ctx"}`` items; ``loc`` names the field, ``ctx`` the limit.
+  The offending input is not echoed back.
+* ``ValueError`` from model code (the lessons validate their arguments): 422.
+* Starlette ``HTTPException`` (404, 405, ...): its status, detail a string.
+* Anything else: 500 ``{"detail": "internal server error"}``, logged with its traceback in the
+  server log, never in the body.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pydantic
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .responses import ORJSONResponse
+
+log = logging.getLogger("attnscope")
+
+
+def error_item(type_: str, loc: Sequence[str | int], msg: str, ctx: dict[str, Any] | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {"type": type_, "loc": list(loc), "msg": msg}
+    if ctx:
+        item["ctx"] = ctx
+    return item
+
+
+class ApiError(Exception):
+    """A client error found after validation; ``loc`` names the field as pydantic would."""
+
+    def __init__(
+        self,
+        status_code: int,
+        msg: str,
+        *,
+        loc: Sequence[str | int] = ("body",),
+        type_: str = "value_error",
+        ctx: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(msg)
+        self.status_code = status_code
+        self.detail = [error_item(type_, loc, msg, ctx)]
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    return str(value)
+
+
+def clean_validation_errors(errors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """pydantic/FastAPI error dicts -> ``{"type", "loc", "msg", "ctx"}`` with JSON-safe values."""
+    out = []
+    for err in errors:
+        type_ = str(err.get("type", "value_error"))
+        loc = [part if isinstance(part, (int, str)) else str(part) for part in err.get("loc", ())]
+        msg = str(err.get("msg", "invalid input"))
+        ctx = _json_safe(err.get("ctx")) if err.get("ctx") else None
+        if type_ == "json_invalid":
+            reason = (ctx or {}).get("error", "not valid JSON")
+            msg = f"the body is not valid JSON: {reason}"
+        out.append(error_item(type_, loc, msg, ctx))
+    return out
+
+
+async def _api_error(request: Request, exc: ApiError) -> ORJSONResponse:
+    return ORJSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> ORJSONResponse:
+    return ORJSONResponse({"detail": clean_validation_errors(exc.errors())}, status_code=422)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> ORJSONResponse:
+    return ORJSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> ORJSONResponse:
+    log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
+    return ORJSONResponse({"detail": "internal server error"}, status_code=500)
+
+
+async def _value_error(request: Request, exc: ValueError) -> ORJSONResponse:
+    if isinstance(exc, pydantic.ValidationError):  # a model the server built itself is wrong: our bug
+        return await _server_error(request, exc)
+    return ORJSONResponse({"detail": [error_item("value_error", ("body",), str(exc))]}, status_code=422)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(ValueError, _value_error)
+    app.add_exception_handler(Exception, _server_error)

@@ -1,0 +1,322 @@
+"""Request and response models of the JSON API (shared/api-contract.md), with examples.
+
+Requests are strict (a JSON string is not an int, ``1`` is not ``true``) and refuse unknown
+fields, so a typo is an error instead of a silently ignored option. Responses are built as
+numpy arrays and encoded by orjson; the response models here document their shape in
+the OpenAPI schema (and the schema tests check the bodies against them).
+
+Numbers on the wire: ``pattern`` and ``pattern_unscaled`` are rounded to 5 decimals (rows
+still sum to 1 within 1e-3), scores and q/k/v to 4 decimals, statistics to 6 significant
+digits, prediction probabilities floored to 6 significant digits (so each top-k list sums
+to at most 1). Masked scores are ``null``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, field_validator
+from pydantic.functional_validators import PlainValidator
+from pydantic_core import PydanticCustomError
+
+from model import lessons
+
+FIELDS = ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v")
+IncludeName = Literal["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
+DEFAULT_INCLUDE = ["pattern", "stats"]
+
+SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their variances
+TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
+TOP_K_MAX = 50
+MAX_INDICES = 64  # longest `layers` / `heads` list
+LOGIT_ABS_MAX = 1e6
+FACTOR_MAX = 1e6
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+def optional_field(description: str) -> Any:
+    """A response field present only when asked for (absent, never null)."""
+    return Field(None, description=description, json_schema_extra=_no_default)
+
+
+# ------------------------------------------------------------------ requests
+
+
+def _check_scale(value: Any) -> str | float:
+    if isinstance(value, str) and value in ("sqrt_dk", "none"):
+        return value
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and SCALE_MIN <= value <= SCALE_MAX
+    ):
+        return float(value)
+    raise PydanticCustomError(
+        "scale_invalid",
+        "scale must be 'sqrt_dk', 'none' or a number from 0.001 to 10000",
+        {"min": SCALE_MIN, "max": SCALE_MAX},
+    )
+
+
+Scale = Annotated[
+    str | float,
+    PlainValidator(_check_scale),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "enum": ["sqrt_dk", "none"]},
+                {"type": "number", "minimum": SCALE_MIN, "maximum": SCALE_MAX},
+            ],
+            "description": "what the raw scores are divided by: 'sqrt_dk' (trained), 'none' (1) or a number",
+        }
+    ),
+]
+
+Index = Annotated[int, Field(ge=0)]
+
+
+class AttentionRequest(BaseModel):
+    """POST /api/attention. The text's length limit follows the server's settings."""
+
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"text": "The cat sat on the mat. The cat", "include": ["pattern", "stats"]},
+                {
+                    "text": "The cat sat on the mat.",
+                    "layers": [1],
+                    "heads": [2],
+                    "include": list(FIELDS),
+                    "causal": True,
+                    "scale": "sqrt_dk",
+                    "top_k": 5,
+                    "temperature": 1.0,
+                },
+            ]
+        },
+    )
+
+    text: str = Field(min_length=1, max_length=4000, description="the input, 1..4000 characters")
+    layers: list[Index] | None = Field(
+        None,
+        max_length=MAX_INDICES,
+        description="layers to return (0-based, ascending, duplicates ignored); all if absent",
+    )
+    heads: list[Index] | None = Field(
+        None, max_length=MAX_INDICES, description="heads to return in each layer (0-based); all if absent"
+    )
+    include: list[IncludeName] = Field(
+        default_factory=lambda: list(DEFAULT_INCLUDE),
+        max_length=len(FIELDS) * 2,
+        description="per-head fields to return",
+    )
+    causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
+    scale: Scale = "sqrt_dk"
+    top_k: int = Field(5, ge=0, le=TOP_K_MAX, description="next-token predictions per position")
+    temperature: float = Field(
+        1.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, allow_inf_nan=False, description="for the predictions"
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _text_is_usable(cls, value: str) -> str:
+        if not value.strip():
+            raise PydanticCustomError("text_blank", "text must contain something other than whitespace")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise PydanticCustomError(
+                "text_encoding",
+                "text contains an unpaired UTF-16 surrogate at character {position}",
+                {"position": e.start},
+            ) from None
+        return value
+
+
+def attention_request_model(max_text_chars: int) -> type[AttentionRequest]:
+    """:class:`AttentionRequest` with the server's text limit (the schema shows it too)."""
+    if max_text_chars == 4000:
+        return AttentionRequest
+
+    return create_model(
+        "AttentionRequest",
+        __base__=AttentionRequest,
+        __module__=__name__,
+        text=(
+            str,
+            Field(min_length=1, max_length=max_text_chars, description=f"the input, 1..{max_text_chars} characters"),
+        ),
+    )
+
+
+class BagOfWordsRequest(BaseModel):
+    model_config = ConfigDict(
+        strict=True, extra="forbid", json_schema_extra={"examples": [{"T": 8, "C": 2, "seed": 1337}]}
+    )
+    T: int = Field(8, ge=1, le=lessons.MAX_T, description="tokens")
+    C: int = Field(2, ge=1, le=lessons.MAX_C, description="channels")
+    seed: int = Field(1337, ge=0, le=lessons.MAX_SEED)
+
+
+FiniteLogit = Annotated[float, Field(ge=-LOGIT_ABS_MAX, le=LOGIT_ABS_MAX, allow_inf_nan=False)]
+
+
+class SoftmaxScalingRequest(BaseModel):
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={"examples": [{"logits": [0.1, -0.2, 0.3, -0.2, 0.5], "factor": 8}]},
+    )
+    logits: list[FiniteLogit] = Field(
+        default_factory=lambda: [0.1, -0.2, 0.3, -0.2, 0.5], min_length=1, max_length=lessons.MAX_LOGITS
+    )
+    factor: float = Field(8.0, gt=0, le=FACTOR_MAX, allow_inf_nan=False, description="the logits are multiplied by it")
+
+
+class VarianceRequest(BaseModel):
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={"examples": [{"head_size": 16, "T": 8, "seed": 1337, "samples": 4}]},
+    )
+    head_size: int = Field(16, ge=1, le=lessons.MAX_HEAD_SIZE)
+    T: int = Field(8, ge=1, le=lessons.MAX_T)
+    seed: int = Field(1337, ge=0, le=lessons.MAX_SEED)
+    samples: int = Field(4, ge=1, le=lessons.MAX_SAMPLES, description="independent (T, head_size) draws of q and k")
+
+
+# ------------------------------------------------------------------ responses
+
+
+class ErrorItem(BaseModel):
+    type: str
+    loc: list[str | int] = Field(description="where: 'body' then the field name (and index)")
+    msg: str
+    ctx: dict[str, Any] | None = optional_field("the limit and other values the message refers to")
+
+
+class ErrorResponse(BaseModel):
+    detail: str | list[ErrorItem]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class ModelInfo(BaseModel):
+    name: str
+    n_layer: int
+    n_head: int
+    d_model: int
+    head_dim: int
+    block_size: int = Field(description="context length in tokens")
+    vocab_size: int
+    device: str
+    parameters: int
+    checkpoint: str
+    training: dict[str, Any] = Field(description="what training measured (training.json), {} if unknown")
+
+
+class HeadStats(BaseModel):
+    var_q: float
+    var_k: float
+    var_scores_raw: float = Field(description="variance of q·kᵀ over unmasked entries")
+    var_scores: float = Field(description="variance of the scaled scores over unmasked entries")
+    variance_ratio: float = Field(description="var_scores_raw / var_scores; d_k when scale is sqrt_dk")
+    entropy: float = Field(description="mean row entropy of pattern, nats")
+    entropy_unscaled: float = Field(description="mean row entropy of pattern_unscaled, nats")
+    max_weight: float = Field(description="mean of the row maxima of pattern")
+    max_weight_unscaled: float
+    row_entropy: list[float]
+    row_entropy_unscaled: list[float]
+
+
+Matrix = list[list[float]]
+MaskedMatrix = list[list[float | None]]
+
+
+class HeadView(BaseModel):
+    head: int
+    pattern: Matrix | None = optional_field("T×T softmax weights; masked entries 0; rows sum to 1")
+    attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ before scaling; masked entries null")
+    attn_scores: MaskedMatrix | None = optional_field("T×T scaled scores; masked entries null")
+    pattern_unscaled: Matrix | None = optional_field("T×T softmax of the raw scores")
+    stats: HeadStats | None = optional_field("per-head statistics")
+    q: Matrix | None = optional_field("T×head_dim")
+    k: Matrix | None = optional_field("T×head_dim")
+    v: Matrix | None = optional_field("T×head_dim")
+
+
+class LayerView(BaseModel):
+    layer: int
+    heads: list[HeadView]
+
+
+class Prediction(BaseModel):
+    token: str
+    id: int
+    prob: float = Field(ge=0, le=1)
+
+
+class AttentionResponse(BaseModel):
+    tokens: list[str] = Field(description="display strings; a leading space shows as ␣")
+    token_ids: list[int]
+    offsets: list[list[int]] = Field(description="[start, end] character span of each token in text")
+    causal: bool
+    divisor: float = Field(description="the number raw scores were divided by")
+    mask: list[list[int]] = Field(description="T×T, 1 where the query may attend to the key")
+    layers: list[LayerView]
+    predictions: list[list[Prediction]] = Field(description="top_k next tokens after each position")
+    model: ModelInfo
+    timing_ms: float = Field(description="server time for this request (always the last field)")
+
+
+class HeadsResponse(BaseModel):
+    roles: list[str]
+    scores: list[list[list[float]]] = Field(description="[layer][head][role], each in [0, 1]")
+
+
+class BagOfWordsResponse(BaseModel):
+    T: int
+    C: int
+    seed: int
+    x: Matrix
+    loop: Matrix
+    matmul: Matrix
+    softmax: Matrix
+    weights: Matrix
+    agree: bool
+    max_abs_diff: float
+
+
+class SoftmaxScalingResponse(BaseModel):
+    logits: list[float]
+    factor: float
+    softmax: list[float]
+    softmax_scaled: list[float]
+    var: float
+    var_scaled: float
+    entropy: float
+    entropy_scaled: float
+
+
+class VarianceResponse(BaseModel):
+    head_size: int
+    T: int
+    seed: int
+    samples: int
+    var_q: float
+    var_k: float
+    var_scores_raw: float
+    var_scores: float
+    ratio: float
+    bin_edges: list[float]
+    hist_raw: list[int]
+    hist_scaled: list[int]

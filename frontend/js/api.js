@@ -1,0 +1,85 @@
+// Talking to the attnscope JSON API (see shared/api-contract.md). Same origin only.
+
+/** An answer that was not 2xx; `message` is the server's `detail` made readable. */
+export class ApiError extends Error {
+  constructor(status, detail) {
+    super(formatDetail(detail) || `the server answered ${status}`);
+    this.name = "ApiError";
+    this.status = status;
+    this.detail = detail;
+  }
+}
+
+/**
+ * The server's `detail` as one line of text. It is usually a string; FastAPI's validation
+ * errors are a list of `{loc, msg}` objects, shown as "text: String should have …".
+ */
+export function formatDetail(detail) {
+  if (detail === undefined || detail === null) return "";
+  if (typeof detail === "string") return detail;
+  if (Array.isArray(detail)) {
+    return detail
+      .map((item) => {
+        if (typeof item === "string") return item;
+        const loc = Array.isArray(item.loc) ? item.loc.filter((part) => part !== "body").join(".") : "";
+        const msg = item.msg ?? JSON.stringify(item);
+        return loc ? `${loc}: ${msg}` : msg;
+      })
+      .join("; ");
+  }
+  if (typeof detail === "object" && typeof detail.msg === "string") return detail.msg;
+  return JSON.stringify(detail);
+}
+
+async function parse(response) {
+  const type = response.headers.get("content-type") || "";
+  const body = type.includes("json") ? await response.json().catch(() => null) : await response.text();
+  if (!response.ok) {
+    const detail = body && typeof body === "object" ? body.detail : body;
+    throw new ApiError(response.status, detail || `${response.status} ${response.statusText}`);
+  }
+  return body;
+}
+
+export async function getJSON(url, signal) {
+  return parse(await fetch(url, { headers: { Accept: "application/json" }, signal }));
+}
+
+export async function postJSON(url, body, signal) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: JSON.stringify(body),
+    signal,
+  });
+  return parse(response);
+}
+
+/**
+ * A channel that only ever delivers its newest answer. Each call aborts the one before it
+ * and carries a sequence number; an answer arriving after a newer call started is dropped.
+ * Resolves to `{ stale: true }` for dropped answers, `{ stale: false, value }` otherwise.
+ */
+export function latestOnly(url) {
+  let seq = 0;
+  let controller = null;
+  return async function send(body) {
+    const mine = ++seq;
+    if (controller) controller.abort();
+    controller = new AbortController();
+    try {
+      const value = await postJSON(url, body, controller.signal);
+      return mine === seq ? { stale: false, value } : { stale: true };
+    } catch (err) {
+      if (mine !== seq || err.name === "AbortError") return { stale: true };
+      throw err;
+    }
+  };
+}
+
+/** Readable text for any error thrown while talking to the server. */
+export function errorText(err) {
+  if (err instanceof ApiError) return err.message;
+  if (err instanceof TypeError) return "Cannot reach the attnscope server. Is it still running?";
+  return String(err && err.message ? err.message : err);
+}

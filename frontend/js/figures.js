@@ -1,0 +1,980 @@
+// Pure functions: API data in, Plotly figure objects ({data, layout}) out.
+//
+// Nothing here touches the DOM or the network, so every figure is a plain function of its
+// arguments. Matrices are arrays of rows, indexed [query][key] as in the API.
+
+export const FONT_FAMILY =
+  'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Liberation Sans", Arial, sans-serif';
+export const INK = "#1f2430";
+export const MUTED = "#5c6370";
+export const ACCENT = "#4338ca";
+export const MASK_BG = "#eceef2";
+// Okabe–Ito colours: distinguishable with every common colour-vision deficiency.
+export const BLUE = "#0072B2";
+export const ORANGE = "#E69F00";
+export const GREEN = "#009E73";
+export const WEIGHT_SCALE = "Viridis";
+export const SCORE_SCALE = "Cividis";
+
+const MAX_TICKS_BIG = 40;
+
+// ---------------------------------------------------------------- small helpers
+
+/** At most `n` characters of a token label, with an ellipsis when cut. */
+export function shortToken(token, n = 12) {
+  return token.length > n ? token.slice(0, n - 1) + "…" : token;
+}
+
+/** Tick positions and labels for a token axis, thinned to about `maxTicks` labels. */
+export function tokenTicks(tokens, maxTicks = MAX_TICKS_BIG, maxChars = 12) {
+  const T = tokens.length;
+  const step = Math.max(1, Math.ceil(T / maxTicks));
+  const tickvals = [];
+  const ticktext = [];
+  for (let i = 0; i < T; i += step) {
+    tickvals.push(i);
+    ticktext.push(shortToken(tokens[i], maxChars));
+  }
+  return { tickvals, ticktext, step };
+}
+
+/** Copy of `matrix` with `null` wherever `mask` is 0: masked cells become gaps in a heatmap. */
+export function maskNull(matrix, mask) {
+  return matrix.map((row, i) => row.map((v, j) => (mask[i][j] ? v : null)));
+}
+
+/** q (T×d) times kᵀ (d×T): the full score matrix, including the entries the mask hides. */
+export function qkT(q, k) {
+  const T = q.length;
+  const d = T ? q[0].length : 0;
+  const out = new Array(T);
+  for (let i = 0; i < T; i++) {
+    const qi = q[i];
+    const row = new Array(T);
+    for (let j = 0; j < T; j++) {
+      const kj = k[j];
+      let s = 0;
+      for (let c = 0; c < d; c++) s += qi[c] * kj[c];
+      row[j] = s;
+    }
+    out[i] = row;
+  }
+  return out;
+}
+
+export const scaleMatrix = (m, divisor) => m.map((row) => row.map((v) => (v === null ? null : v / divisor)));
+
+export const rowSums = (m) => m.map((row) => row.reduce((a, v) => a + (v ?? 0), 0));
+
+/** Mean over heads of the patterns of one layer (each T×T). */
+export function meanMatrix(matrices) {
+  const n = matrices.length;
+  const T = matrices[0].length;
+  const out = new Array(T);
+  for (let i = 0; i < T; i++) {
+    const row = new Array(T).fill(0);
+    for (const m of matrices) {
+      const src = m[i];
+      for (let j = 0; j < T; j++) row[j] += src[j];
+    }
+    for (let j = 0; j < T; j++) row[j] /= n;
+    out[i] = row;
+  }
+  return out;
+}
+
+/** Every non-null entry of a matrix, flattened. */
+export function unmaskedValues(m) {
+  const out = [];
+  for (const row of m) for (const v of row) if (v !== null && v !== undefined) out.push(v);
+  return out;
+}
+
+export function variance(values) {
+  if (!values.length) return 0;
+  const mean = values.reduce((a, v) => a + v, 0) / values.length;
+  return values.reduce((a, v) => a + (v - mean) ** 2, 0) / values.length;
+}
+
+/** `v` with about three significant digits, fixed notation for ordinary sizes. */
+export function fmtSig(v) {
+  if (v === null || v === undefined || Number.isNaN(v)) return "–";
+  const a = Math.abs(v);
+  if (a === 0) return "0";
+  if (a >= 1000 || a < 1e-3) return v.toExponential(2);
+  return v.toPrecision(3);
+}
+
+const fmt = (v, digits = 3) => (v === null || v === undefined || Number.isNaN(v) ? "–" : Number(v).toFixed(digits));
+
+/**
+ * A layout image that hatches the masked cells of one subplot (axis ids like "x", "x3").
+ * `mask` is the T×T 0/1 mask (or a pooled one); the image is an SVG with one rectangle per
+ * run of masked cells, filled with diagonal stripes, stretched over the subplot and drawn
+ * below the heatmap, whose masked cells are gaps. A zero weight is a dark cell; a masked
+ * key shows stripes. `stripes` sets roughly how many stripes cross the plot. A data: URI, so
+ * nothing is requested over the network. Returns null when nothing is masked.
+ */
+export function hatchImage(mask, xaxis = "x", yaxis = "y", stripes = 60) {
+  const n = mask.length;
+  let path = "";
+  for (let i = 0; i < n; i++) {
+    const row = mask[i];
+    let j = 0;
+    while (j < n) {
+      if (row[j]) {
+        j++;
+        continue;
+      }
+      const a = j;
+      while (j < n && !row[j]) j++;
+      path += `M${a} ${i}h${j - a}v1h${a - j}z`;
+    }
+  }
+  if (!path) return null;
+  const s = n / stripes;
+  const svg =
+    `<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 ${n} ${n}' preserveAspectRatio='none'>` +
+    `<defs><pattern id='h' patternUnits='userSpaceOnUse' width='${s}' height='${s}' patternTransform='rotate(45)'>` +
+    `<rect width='${s}' height='${s}' fill='${MASK_BG}'/><rect width='${s * 0.3}' height='${s}' fill='#c3c8d2'/></pattern></defs>` +
+    `<path d='${path}' fill='url(#h)'/></svg>`;
+  return {
+    source: "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg),
+    xref: `${xaxis} domain`,
+    yref: `${yaxis} domain`,
+    x: 0,
+    y: 1,
+    sizex: 1,
+    sizey: 1,
+    sizing: "stretch",
+    xanchor: "left",
+    yanchor: "top",
+    layer: "below",
+  };
+}
+
+/** `hatchImage` as a list for `layout.images`: empty when nothing is masked. */
+const hatchImages = (...args) => {
+  const img = hatchImage(...args);
+  return img ? [img] : [];
+};
+
+/** A pooled mask: a block is masked only if every cell in it is. */
+export function poolMask(mask, f) {
+  if (f <= 1) return mask;
+  const T = mask.length;
+  const P = Math.ceil(T / f);
+  const out = Array.from({ length: P }, () => new Array(P).fill(0));
+  for (let i = 0; i < T; i++) {
+    const bi = (i / f) | 0;
+    const m = mask[i];
+    for (let j = 0; j < T; j++) if (m[j]) out[bi][(j / f) | 0] = 1;
+  }
+  return out;
+}
+
+function baseLayout(extra = {}) {
+  return {
+    font: { family: FONT_FAMILY, size: 12, color: INK },
+    paper_bgcolor: "rgba(0,0,0,0)",
+    plot_bgcolor: "#ffffff",
+    hoverlabel: { font: { family: FONT_FAMILY, size: 12 }, bgcolor: "#ffffff", bordercolor: "#c9ced8" },
+    autosize: true,
+    ...extra,
+  };
+}
+
+/** Font size of token tick labels: smaller as the axis gets crowded. */
+const tickFontSize = (T) => (T > 64 ? 9 : T > 24 ? 10 : 11);
+
+/** Rough pixel width of a label (system sans-serif averages about 0.6 em per character). */
+const labelPx = (text, size) => Math.ceil(text.length * size * 0.6);
+
+/**
+ * Margins that fit the token labels: left for the query labels, top for the key labels
+ * rotated by `angle` degrees. Computed here rather than with Plotly's automargin, which
+ * costs a second layout pass on every draw.
+ */
+export function tokenMargins(tokens, maxTicks, angle = -55, titles = true) {
+  const size = tickFontSize(tokens.length);
+  const { ticktext } = tokenTicks(tokens, maxTicks);
+  const widest = ticktext.reduce((w, t) => Math.max(w, labelPx(t, size)), 0);
+  const a = (Math.abs(angle) * Math.PI) / 180;
+  const extra = titles ? 22 : 4;
+  return {
+    l: Math.min(140, widest + extra + 6),
+    t: Math.min(140, Math.ceil(widest * Math.sin(a) + size * Math.cos(a)) + extra + 4),
+  };
+}
+
+function tokenAxis(tokens, { side, reversed, title, maxTicks = MAX_TICKS_BIG, showLabels = true, angle }) {
+  const T = tokens.length;
+  const { tickvals, ticktext } = tokenTicks(tokens, maxTicks);
+  return {
+    tickmode: "array",
+    tickvals: showLabels ? tickvals : [],
+    ticktext: showLabels ? ticktext : [],
+    range: reversed ? [T - 0.5, -0.5] : [-0.5, T - 0.5],
+    side,
+    tickangle: angle,
+    showgrid: false,
+    zeroline: false,
+    ticks: "",
+    tickfont: { size: tickFontSize(T) },
+    title: title ? { text: title, font: { size: 11, color: MUTED }, standoff: 4 } : undefined,
+  };
+}
+
+/** A white-on-black outline around query row `p`: the row whose predictions are shown. */
+function rowOutline(p, T, xref = "x", yref = "y") {
+  if (p === null || p === undefined || p < 0 || p >= T) return [];
+  const box = { type: "rect", xref, yref, x0: -0.5, x1: T - 0.5, y0: p - 0.5, y1: p + 0.5, layer: "above" };
+  return [
+    { ...box, line: { color: "#000000", width: 3 } },
+    { ...box, line: { color: "#ffffff", width: 1.5 } },
+  ];
+}
+
+// ---------------------------------------------------------------- head view
+
+/**
+ * The chosen head's pattern, queries as rows (top to bottom) and keys as columns.
+ * Masked cells are gaps over a hatched background, so they never look like a zero weight.
+ * `raw` and `scaled` (T×T, null where masked) add the scores to the hover when given.
+ */
+export function headHeatmapFigure({
+  tokens,
+  pattern,
+  mask,
+  raw = null,
+  scaled = null,
+  layer,
+  head,
+  position = null,
+  title = null,
+  zmax = 1,
+  showscale = true,
+  maxTicks = MAX_TICKS_BIG,
+  uirevision = null,
+}) {
+  const T = tokens.length;
+  const labels = tokens.map((t, i) => `${i} ${t}`);
+  const customdata = new Array(T);
+  for (let i = 0; i < T; i++) {
+    const row = new Array(T);
+    const rr = raw ? raw[i] : null;
+    const sr = scaled ? scaled[i] : null;
+    for (let j = 0; j < T; j++) row[j] = rr ? [labels[i], labels[j], rr[j], sr[j]] : [labels[i], labels[j]];
+    customdata[i] = row;
+  }
+  const scores = raw ? "<br>raw q·k %{customdata[2]:.3f}<br>scaled %{customdata[3]:.3f}" : "";
+  const trace = {
+    type: "heatmap",
+    z: maskNull(pattern, mask),
+    customdata,
+    colorscale: WEIGHT_SCALE,
+    zmin: 0,
+    zmax,
+    hoverongaps: false,
+    xgap: T <= 24 ? 1 : 0,
+    ygap: T <= 24 ? 1 : 0,
+    hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>weight %{z:.4f}${scores}<extra>L${layer} · H${head}</extra>`,
+    showscale,
+    colorbar: { title: { text: "weight", side: "right", font: { size: 11 } }, thickness: 12, len: 0.85, outlinewidth: 0 },
+  };
+  const layout = baseLayout({
+    margin: { ...tokenMargins(tokens, maxTicks), r: 10, b: 10 },
+    xaxis: tokenAxis(tokens, { side: "top", title: "key (attended to)", maxTicks, angle: -55 }),
+    yaxis: tokenAxis(tokens, { reversed: true, title: "query (attending)", maxTicks }),
+    images: hatchImages(mask),
+    shapes: rowOutline(position, T),
+    title: title ? { text: title, font: { size: 13 }, x: 0, xanchor: "left", xref: "paper", y: 1, yref: "container", yanchor: "top", pad: { t: 8 } } : undefined,
+    uirevision: uirevision ?? `${T}`,
+  });
+  return { data: [trace], layout };
+}
+
+// ---------------------------------------------------------------- all-heads grid
+
+/** Grid cell domains: `cols` columns and `rows` rows with gaps, row 0 at the top. */
+export function gridDomains(rows, cols, gap = 0.03) {
+  const w = (1 - gap * (cols - 1)) / cols;
+  const h = (1 - gap * (rows - 1)) / rows;
+  const cells = [];
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const x0 = c * (w + gap);
+      const y1 = 1 - r * (h + gap);
+      cells.push({ row: r, col: c, x: [x0, x0 + w], y: [y1 - h, y1] });
+    }
+  }
+  return cells;
+}
+
+/** The largest grid cell side drawn at full resolution; longer inputs are max-pooled to it. */
+export const GRID_MAX_CELLS = 64;
+
+/**
+ * Max-pool a T×T pattern into blocks of `f`×`f`, skipping masked entries; a block with no
+ * unmasked entry is null. With f = 1 this is `maskNull`. Max keeps thin structure (a
+ * previous-token diagonal, an attention sink) visible where a mean would wash it out.
+ */
+export function poolMax(matrix, mask, f) {
+  if (f <= 1) return maskNull(matrix, mask);
+  const T = matrix.length;
+  const P = Math.ceil(T / f);
+  const out = new Array(P);
+  for (let bi = 0; bi < P; bi++) {
+    const row = new Array(P).fill(null);
+    for (let i = bi * f; i < Math.min(T, (bi + 1) * f); i++) {
+      const src = matrix[i];
+      const m = mask[i];
+      for (let j = 0; j < T; j++) {
+        if (!m[j]) continue;
+        const bj = (j / f) | 0;
+        const v = src[j];
+        if (row[bj] === null || v > row[bj]) row[bj] = v;
+      }
+    }
+    out[bi] = row;
+  }
+  return out;
+}
+
+/** Axis labels of the grid cells: "5 ␣the" per token, or "8–11" per pooled block. */
+export function gridLabels(tokens, f) {
+  const T = tokens.length;
+  if (f <= 1) return tokens.map((t, i) => `${i} ${t}`);
+  const labels = [];
+  for (let a = 0; a < T; a += f) labels.push(`${a}–${Math.min(T, a + f) - 1}`);
+  return labels;
+}
+
+/**
+ * Layers × heads small multiples of `pattern`, one colour scale for all. `layers` is the
+ * API's `layers` list. With `aggregate`, a last column holds the mean over heads of each layer.
+ * Each trace's `meta` is `[layer, head]` (head -1 for the mean) so a click can select it.
+ * Inputs longer than GRID_MAX_CELLS tokens are max-pooled so each small multiple stays cheap.
+ */
+export function gridFigure({ tokens, layers, mask, selected, aggregate = false }) {
+  const T = tokens.length;
+  const f = Math.ceil(T / GRID_MAX_CELLS);
+  const labels = gridLabels(tokens, f);
+  const P = labels.length;
+  const what = f > 1 ? `max weight in the block (${f}×${f} tokens)` : "weight";
+  const nLayer = layers.length;
+  const nHead = Math.max(...layers.map((l) => l.heads.length));
+  const cols = nHead + (aggregate ? 1 : 0);
+  const cells = gridDomains(nLayer, cols, 0.035);
+  const data = [];
+  const pooledMask = poolMask(mask, f);
+  const layout = baseLayout({
+    margin: { l: 34, r: 6, t: 22, b: 6 },
+    showlegend: false,
+    coloraxis: { colorscale: WEIGHT_SCALE, cmin: 0, cmax: 1, showscale: false },
+    annotations: [],
+    shapes: [],
+    images: [],
+    hovermode: "closest",
+    uirevision: "grid",
+  });
+  cells.forEach((cell, n) => {
+    const layerData = layers[cell.row];
+    const isMean = aggregate && cell.col === nHead;
+    const headData = isMean ? null : layerData.heads[cell.col];
+    const suffix = n === 0 ? "" : String(n + 1);
+    const xa = "x" + suffix;
+    const ya = "y" + suffix;
+    const full = isMean ? meanMatrix(layerData.heads.map((h) => h.pattern)) : headData.pattern;
+    const headId = isMean ? -1 : headData.head;
+    const name = isMean ? `L${layerData.layer} · mean of heads` : `L${layerData.layer} · H${headData.head}`;
+    data.push({
+      type: "heatmap",
+      z: poolMax(full, mask, f),
+      x: labels,
+      y: labels,
+      coloraxis: "coloraxis",
+      xaxis: xa,
+      yaxis: ya,
+      hoverongaps: true,
+      meta: [layerData.layer, headId],
+      name,
+      hovertemplate: `<b>${name}</b><br>query %{y} → key %{x}<br>${what} %{z:.3f}<extra>click to open</extra>`,
+    });
+    const axisBase = { showticklabels: false, showgrid: false, zeroline: false, ticks: "", fixedrange: true, type: "category" };
+    layout["xaxis" + suffix] = { ...axisBase, domain: cell.x, range: [-0.5, P - 0.5], anchor: ya };
+    layout["yaxis" + suffix] = { ...axisBase, domain: cell.y, range: [P - 0.5, -0.5], anchor: xa };
+    layout.images.push(...hatchImages(pooledMask, xa, ya, 16));
+    if (cell.row === 0) {
+      layout.annotations.push({
+        text: isMean ? "mean" : `H${headData.head}`,
+        xref: "paper",
+        yref: "paper",
+        x: (cell.x[0] + cell.x[1]) / 2,
+        y: 1,
+        yanchor: "bottom",
+        showarrow: false,
+        font: { size: 11, color: MUTED },
+      });
+    }
+    if (cell.col === 0) {
+      layout.annotations.push({
+        text: `L${layerData.layer}`,
+        xref: "paper",
+        yref: "paper",
+        x: 0,
+        xshift: -8,
+        xanchor: "right",
+        y: (cell.y[0] + cell.y[1]) / 2,
+        showarrow: false,
+        font: { size: 11, color: MUTED },
+      });
+    }
+    if (selected && !isMean && layerData.layer === selected.layer && headData.head === selected.head) {
+      const pad = 0.012;
+      layout.shapes.push({
+        type: "rect",
+        xref: "paper",
+        yref: "paper",
+        x0: cell.x[0] - pad,
+        x1: cell.x[1] + pad,
+        y0: cell.y[0] - pad,
+        y1: cell.y[1] + pad,
+        line: { color: ACCENT, width: 3 },
+      });
+    }
+  });
+  return { data, layout };
+}
+
+// ---------------------------------------------------------------- scaled vs unscaled
+
+/** Per-row entropy of the scaled and unscaled patterns, with the uniform row as a ceiling. */
+export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, divisorLabel }) {
+  const T = tokens.length;
+  const x = tokens.map((_, i) => i);
+  const allowed = mask.map((row) => row.reduce((a, v) => a + (v ? 1 : 0), 0));
+  const ceiling = allowed.map((n) => Math.log(Math.max(1, n)));
+  const labels = tokens.map((t, i) => `${i} ${t}`);
+  const line = (y, name, color, dash, width = 2.2) => ({
+    type: "scatter",
+    mode: T <= 40 ? "lines+markers" : "lines",
+    x,
+    y,
+    name,
+    customdata: labels,
+    line: { color, width, dash, shape: "linear" },
+    marker: { size: 5, color },
+    hovertemplate: `%{customdata}: %{y:.3f} nats<extra>${name}</extra>`,
+  });
+  const { tickvals, ticktext } = tokenTicks(tokens, 30);
+  return {
+    data: [
+      line(ceiling, "uniform row (ln of keys seen)", "#9aa1ad", "dot", 1.5),
+      line(rowEntropyUnscaled, "unscaled softmax(q·kᵀ)", ORANGE, "solid"),
+      line(rowEntropy, `scaled softmax(q·kᵀ${divisorLabel})`, BLUE, "solid"),
+    ],
+    layout: baseLayout({
+      margin: { l: 52, r: 12, t: 10, b: tokenMargins(tokens, 30, -50).t },
+      xaxis: {
+        tickmode: "array",
+        tickvals,
+        ticktext,
+        tickangle: -50,
+        showgrid: false,
+        zeroline: false,
+        range: [-0.5, T - 0.5],
+        tickfont: { size: T > 64 ? 9 : 10 },
+        title: { text: "query position", font: { size: 11, color: MUTED } },
+      },
+      yaxis: {
+        title: { text: "row entropy (nats)", font: { size: 11, color: MUTED } },
+        rangemode: "tozero",
+        gridcolor: "#eceef2",
+        zeroline: false,
+      },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", font: { size: 11 } },
+      hovermode: "x unified",
+      uirevision: "entropy",
+    }),
+  };
+}
+
+/**
+ * Rows of the stats table: label, value for the scaled pattern, value for the unscaled one
+ * (where it has one), and a note. `divisor` is what the scores were divided by.
+ */
+export function statsRows(stats, headDim, divisor) {
+  const expected = divisor * divisor;
+  return [
+    { key: "var_q", label: "var(q)", value: fmtSig(stats.var_q), note: "over all positions and dims" },
+    { key: "var_k", label: "var(k)", value: fmtSig(stats.var_k), note: "" },
+    { key: "var_scores_raw", label: "var(q·kᵀ)", value: fmtSig(stats.var_scores_raw), note: "raw scores, unmasked entries" },
+    {
+      key: "var_scores",
+      label: `var(q·kᵀ / ${divisor === 1 ? "1" : "√d_k"})`,
+      value: fmtSig(stats.var_scores),
+      note: "the scores softmax sees",
+    },
+    {
+      key: "variance_ratio",
+      label: "ratio raw / scaled",
+      value: fmt(stats.variance_ratio, 2),
+      note: divisor === 1 ? "no scaling (what-if): ratio 1" : `d_k = ${headDim} (the divisor squared: ${fmt(expected, 2)})`,
+      highlight: true,
+    },
+    {
+      key: "entropy",
+      label: "mean row entropy",
+      value: fmt(stats.entropy),
+      unscaled: fmt(stats.entropy_unscaled),
+      note: "nats; higher = more spread out",
+    },
+    {
+      key: "max_weight",
+      label: "mean max weight",
+      value: fmt(stats.max_weight),
+      unscaled: fmt(stats.max_weight_unscaled),
+      note: "1 = each row puts everything on one key",
+    },
+  ];
+}
+
+// ---------------------------------------------------------------- mask pipeline
+
+/**
+ * The four steps of one head as small heatmaps, plus the row sums after softmax:
+ * q·kᵀ → ÷ divisor → masked_fill(−∞) → softmax. `full` is q·kᵀ over every pair.
+ */
+export function maskStepsFigure({ tokens, full, divisor, mask, pattern, causal, divisorLabel }) {
+  const T = tokens.length;
+  const scaledFull = scaleMatrix(full, divisor);
+  const masked = maskNull(scaledFull, mask);
+  const sums = rowSums(pattern).map((s) => [s]);
+  const labels = tokens.map((t, i) => `${i} ${t}`);
+  const cd = labels.map((q) => labels.map((k) => [q, k]));
+  const range = (m) => {
+    const vals = unmaskedValues(m);
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const v of vals) {
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+    return vals.length ? [lo, hi] : [0, 1];
+  };
+  const [rawLo, rawHi] = range(full);
+  const [scLo, scHi] = range(scaledFull);
+  const gap = 0.035;
+  const sumW = 0.045;
+  const stepW = (1 - sumW - gap * 4) / 4;
+  const doms = [0, 1, 2, 3].map((i) => [i * (stepW + gap), i * (stepW + gap) + stepW]);
+  doms.push([1 - sumW, 1]);
+  const hover = (what) => `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${what}<extra></extra>`;
+  const common = { customdata: cd, hoverongaps: false, xgap: T <= 16 ? 1 : 0, ygap: T <= 16 ? 1 : 0 };
+  const data = [
+    { ...common, type: "heatmap", z: full, coloraxis: "coloraxis", xaxis: "x", yaxis: "y", hovertemplate: hover("q·k %{z:.3f}") },
+    {
+      ...common,
+      type: "heatmap",
+      z: scaledFull,
+      coloraxis: "coloraxis2",
+      xaxis: "x2",
+      yaxis: "y2",
+      hovertemplate: hover(`q·k${divisorLabel} %{z:.3f}`),
+    },
+    {
+      ...common,
+      type: "heatmap",
+      z: masked,
+      coloraxis: "coloraxis2",
+      xaxis: "x3",
+      yaxis: "y3",
+      hovertemplate: hover("score %{z:.3f}"),
+    },
+    { ...common, type: "heatmap", z: pattern, coloraxis: "coloraxis3", xaxis: "x4", yaxis: "y4", hovertemplate: hover("weight %{z:.4f}") },
+    {
+      type: "heatmap",
+      z: sums,
+      x: [0],
+      customdata: labels.map((l) => [l]),
+      colorscale: [
+        [0, "#f3f4f7"],
+        [1, "#f3f4f7"],
+      ],
+      showscale: false,
+      xaxis: "x5",
+      yaxis: "y5",
+      texttemplate: T <= 20 ? "%{z:.3f}" : "",
+      textfont: { size: 9, color: INK },
+      ygap: T <= 16 ? 1 : 0,
+      hovertemplate: "row %{customdata[0]}<br>sum %{z:.6f}<extra></extra>",
+    },
+  ];
+  const titles = [
+    `① q·kᵀ<br><span style="font-size:10px;color:${MUTED}">[${fmt(rawLo, 1)}, ${fmt(rawHi, 1)}]</span>`,
+    `② ${divisorLabel.trim() || "÷ 1"}<br><span style="font-size:10px;color:${MUTED}">[${fmt(scLo, 2)}, ${fmt(scHi, 2)}]</span>`,
+    causal
+      ? `③ masked_fill(−∞)<br><span style="font-size:10px;color:${MUTED}">hatched = −∞</span>`
+      : `③ no mask (what-if)<br><span style="font-size:10px;color:${MUTED}">nothing hidden</span>`,
+    `④ softmax<br><span style="font-size:10px;color:${MUTED}">rows → weights</span>`,
+    `Σ row`,
+  ];
+  const layout = baseLayout({
+    margin: { l: 8, r: 8, t: 46, b: 8 },
+    coloraxis: { colorscale: SCORE_SCALE, showscale: false },
+    coloraxis2: { colorscale: SCORE_SCALE, showscale: false },
+    coloraxis3: { colorscale: WEIGHT_SCALE, cmin: 0, cmax: 1, showscale: false },
+    annotations: titles.map((text, i) => ({
+      text,
+      xref: "paper",
+      yref: "paper",
+      x: (doms[i][0] + doms[i][1]) / 2,
+      y: 1,
+      yanchor: "bottom",
+      yshift: 4,
+      showarrow: false,
+      font: { size: 12, color: INK },
+    })),
+    images: hatchImages(mask, "x3", "y3", 24),
+    uirevision: "steps",
+  });
+  const axis = { showgrid: false, zeroline: false, ticks: "", fixedrange: true, showticklabels: false };
+  doms.forEach((dom, i) => {
+    const s = i === 0 ? "" : String(i + 1);
+    const isSum = i === 4;
+    layout["xaxis" + s] = { ...axis, domain: dom, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + s };
+    layout["yaxis" + s] = { ...axis, domain: [0, 1], range: [T - 0.5, -0.5], anchor: "x" + s };
+  });
+  return { data, layout };
+}
+
+// ---------------------------------------------------------------- variance
+
+/**
+ * Histograms of the chosen head's raw and scaled scores (unmasked entries), on shared bins,
+ * with ±1 standard deviation marked for each.
+ */
+export function varianceFigure({ raw, scaled, divisorLabel, nbins = 60 }) {
+  const r = unmaskedValues(raw);
+  const s = unmaskedValues(scaled);
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of r.concat(s)) {
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  if (!Number.isFinite(lo)) {
+    lo = -1;
+    hi = 1;
+  }
+  const m = Math.max(Math.abs(lo), Math.abs(hi), 1e-6);
+  const size = (2 * m) / nbins;
+  const bins = { start: -m - size / 2, end: m + size / 2, size };
+  const sdR = Math.sqrt(variance(r));
+  const sdS = Math.sqrt(variance(s));
+  const meanR = r.reduce((a, v) => a + v, 0) / Math.max(1, r.length);
+  const meanS = s.reduce((a, v) => a + v, 0) / Math.max(1, s.length);
+  const hist = (x, name, color) => ({
+    type: "histogram",
+    x,
+    name,
+    xbins: bins,
+    autobinx: false,
+    marker: { color, line: { color: "#ffffff", width: 0.5 } },
+    opacity: 0.72,
+    hovertemplate: `${name}<br>%{x}: %{y} scores<extra></extra>`,
+  });
+  const sdLines = (mean, sd, color) =>
+    [mean - sd, mean + sd].map((x) => ({
+      type: "line",
+      xref: "x",
+      yref: "paper",
+      x0: x,
+      x1: x,
+      y0: 0,
+      y1: 1,
+      line: { color, width: 1.5, dash: "dash" },
+    }));
+  return {
+    data: [
+      hist(r, `raw q·kᵀ (var ${fmtSig(sdR * sdR)})`, ORANGE),
+      hist(s, `scaled q·kᵀ${divisorLabel} (var ${fmtSig(sdS * sdS)})`, BLUE),
+    ],
+    layout: baseLayout({
+      barmode: "overlay",
+      margin: { l: 56, r: 16, t: 10, b: 46 },
+      xaxis: { title: { text: "score", font: { size: 11, color: MUTED } }, zeroline: true, zerolinecolor: "#c9ced8", gridcolor: "#f0f1f4" },
+      yaxis: { title: { text: "number of (query, key) pairs", font: { size: 11, color: MUTED } }, gridcolor: "#eceef2" },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+      shapes: [...sdLines(meanR, sdR, ORANGE), ...sdLines(meanS, sdS, BLUE)],
+      uirevision: "variance",
+    }),
+  };
+}
+
+// ---------------------------------------------------------------- head roles
+
+/** Layers × heads heatmap of one role's scores, the chosen head outlined. */
+export function rolesFigure({ roles, scores, role, selected }) {
+  const r = Math.max(0, roles.indexOf(role));
+  const nLayer = scores.length;
+  const nHead = scores[0].length;
+  const z = scores.map((row) => row.map((cell) => cell[r]));
+  const x = Array.from({ length: nHead }, (_, h) => h);
+  const y = Array.from({ length: nLayer }, (_, l) => l);
+  const shapes = selected
+    ? [
+        {
+          type: "rect",
+          x0: selected.head - 0.5,
+          x1: selected.head + 0.5,
+          y0: selected.layer - 0.5,
+          y1: selected.layer + 0.5,
+          line: { color: "#ffffff", width: 4 },
+        },
+        {
+          type: "rect",
+          x0: selected.head - 0.5,
+          x1: selected.head + 0.5,
+          y0: selected.layer - 0.5,
+          y1: selected.layer + 0.5,
+          line: { color: ACCENT, width: 2 },
+        },
+      ]
+    : [];
+  return {
+    data: [
+      {
+        type: "heatmap",
+        z,
+        x,
+        y,
+        colorscale: WEIGHT_SCALE,
+        zmin: 0,
+        zmax: 1,
+        xgap: 3,
+        ygap: 3,
+        texttemplate: "%{z:.2f}",
+        textfont: { size: 13 },
+        hovertemplate: `L%{y} · H%{x}<br>${role.replace("_", " ")} score %{z:.3f}<extra>click to open</extra>`,
+        colorbar: { title: { text: "score", side: "right", font: { size: 11 } }, thickness: 12, outlinewidth: 0 },
+      },
+    ],
+    layout: baseLayout({
+      margin: { l: 50, r: 10, t: 30, b: 10 },
+      xaxis: {
+        tickmode: "array",
+        tickvals: x,
+        ticktext: x.map((h) => `H${h}`),
+        side: "top",
+        showgrid: false,
+        zeroline: false,
+        ticks: "",
+        fixedrange: true,
+      },
+      yaxis: {
+        tickmode: "array",
+        tickvals: y,
+        ticktext: y.map((l) => `L${l}`),
+        autorange: "reversed",
+        showgrid: false,
+        zeroline: false,
+        ticks: "",
+        fixedrange: true,
+      },
+      shapes,
+      uirevision: "roles",
+    }),
+  };
+}
+
+// ---------------------------------------------------------------- export
+
+const csvField = (v) => {
+  if (v === null || v === undefined) return "";
+  const s = String(v);
+  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+};
+
+/**
+ * The chosen head as long-format CSV: one line per (query, key) pair with the mask, the
+ * weights, scaled and unscaled, and the raw and scaled scores.
+ */
+export function headCsv({ tokens, mask, pattern, patternUnscaled, raw, scaled, layer, head }) {
+  const lines = [
+    [
+      "layer",
+      "head",
+      "query_index",
+      "query_token",
+      "key_index",
+      "key_token",
+      "mask",
+      "pattern",
+      "pattern_unscaled",
+      "attn_scores_raw",
+      "attn_scores",
+    ].join(","),
+  ];
+  const T = tokens.length;
+  for (let i = 0; i < T; i++) {
+    for (let j = 0; j < T; j++) {
+      lines.push(
+        [
+          layer,
+          head,
+          i,
+          csvField(tokens[i]),
+          j,
+          csvField(tokens[j]),
+          mask[i][j],
+          pattern[i][j],
+          patternUnscaled ? patternUnscaled[i][j] : "",
+          raw ? csvField(raw[i][j]) : "",
+          scaled ? csvField(scaled[i][j]) : "",
+        ].join(","),
+      );
+    }
+  }
+  return lines.join("\n") + "\n";
+}
+
+// ---------------------------------------------------------------- lessons
+
+/** The bag-of-words weights: row t is 1/(t+1) on keys 0..t; the −∞ cells are hatched. */
+export function bowWeightsFigure(weights) {
+  const T = weights.length;
+  const z = weights.map((row, i) => row.map((v, j) => (j <= i ? v : null)));
+  const idx = Array.from({ length: T }, (_, i) => i);
+  return {
+    data: [
+      {
+        type: "heatmap",
+        z,
+        x: idx,
+        y: idx,
+        colorscale: WEIGHT_SCALE,
+        zmin: 0,
+        zmax: 1,
+        xgap: 1,
+        ygap: 1,
+        hoverongaps: false,
+        texttemplate: T <= 10 ? "%{z:.2f}" : "",
+        textfont: { size: 10 },
+        hovertemplate: "position %{y} takes %{z:.4f} of position %{x}<extra></extra>",
+        colorbar: { thickness: 10, outlinewidth: 0, len: 0.9, title: { text: "weight", side: "right", font: { size: 11 } } },
+      },
+    ],
+    layout: baseLayout({
+      margin: { l: 36, r: 8, t: 28, b: 8 },
+      images: hatchImages(weights.map((row, i) => row.map((_, j) => (j <= i ? 1 : 0))), "x", "y", 24),
+      xaxis: { side: "top", range: [-0.5, T - 0.5], showgrid: false, zeroline: false, dtick: 1, fixedrange: true },
+      yaxis: { range: [T - 0.5, -0.5], showgrid: false, zeroline: false, dtick: 1, fixedrange: true },
+      uirevision: "bow",
+    }),
+  };
+}
+
+/** Softmax of a row and of the row × factor, as grouped bars. */
+export function softmaxBarsFigure({ logits, factor, softmax, softmax_scaled: scaled }) {
+  const x = logits.map((v, i) => `${i}: ${Number(v.toFixed(3))}`);
+  const bars = (y, name, color) => ({
+    type: "bar",
+    x,
+    y,
+    name,
+    marker: { color },
+    texttemplate: "%{y:.2f}",
+    textposition: "outside",
+    textfont: { size: 10 },
+    cliponaxis: false,
+    hovertemplate: `${name}<br>score %{x}<br>weight %{y:.4f}<extra></extra>`,
+  });
+  return {
+    data: [bars(softmax, "softmax(scores)", BLUE), bars(scaled, `softmax(scores × ${factor})`, ORANGE)],
+    layout: baseLayout({
+      barmode: "group",
+      bargap: 0.25,
+      margin: { l: 48, r: 8, t: 10, b: 40 },
+      yaxis: { range: [0, 1.08], title: { text: "weight", font: { size: 11, color: MUTED } }, gridcolor: "#eceef2", fixedrange: true },
+      xaxis: { title: { text: "position: score", font: { size: 11, color: MUTED } }, fixedrange: true, type: "category" },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+      uirevision: "softmax",
+    }),
+  };
+}
+
+/** The lesson's histograms: counts of raw and scaled random scores on the server's bins. */
+export function varianceLessonFigure({ bin_edges: edges, hist_raw: raw, hist_scaled: scaled, head_size: hs }) {
+  const centres = raw.map((_, i) => (edges[i] + edges[i + 1]) / 2);
+  const width = edges[1] - edges[0];
+  const bars = (y, name, color) => ({
+    type: "bar",
+    x: centres,
+    y,
+    width,
+    name,
+    marker: { color, line: { color: "#ffffff", width: 0.5 } },
+    opacity: 0.75,
+    hovertemplate: `${name}<br>around %{x:.2f}: %{y}<extra></extra>`,
+  });
+  return {
+    data: [bars(raw, "q·kᵀ", ORANGE), bars(scaled, `q·kᵀ / √${hs}`, BLUE)],
+    layout: baseLayout({
+      barmode: "overlay",
+      margin: { l: 48, r: 8, t: 10, b: 40 },
+      xaxis: { title: { text: "score", font: { size: 11, color: MUTED } }, zerolinecolor: "#c9ced8", fixedrange: true },
+      yaxis: { title: { text: "count", font: { size: 11, color: MUTED } }, gridcolor: "#eceef2", fixedrange: true },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+      uirevision: "variance-lesson",
+    }),
+  };
+}
+
+/** var(q·kᵀ) and var(q·kᵀ/√d_k) against head size, log–log, with y = d_k for reference. */
+export function varianceSweepFigure(points, current) {
+  const x = points.map((p) => p.head_size);
+  const line = (y, name, color, band = false) => ({
+    type: "scatter",
+    mode: band ? "lines" : "lines+markers",
+    x,
+    y,
+    name,
+    line: band ? { color: "rgba(154, 161, 173, 0.35)", width: 9 } : { color, width: 2.2 },
+    marker: { size: 6, color },
+    hovertemplate: `${name}<br>d_k %{x}: %{y:.3g}<extra></extra>`,
+  });
+  return {
+    data: [
+      line(x, "d_k and 1 (expected)", null, true),
+      { ...line(x.map(() => 1), "", null, true), showlegend: false, hoverinfo: "skip", hovertemplate: undefined },
+      line(points.map((p) => p.var_scores_raw), "var(q·kᵀ)", ORANGE),
+      line(points.map((p) => p.var_scores), "var(q·kᵀ / √d_k)", BLUE),
+    ],
+    layout: baseLayout({
+      margin: { l: 48, r: 8, t: 10, b: 40 },
+      xaxis: {
+        type: "log",
+        tickvals: x,
+        ticktext: x.map(String),
+        title: { text: "head size d_k", font: { size: 11, color: MUTED } },
+        gridcolor: "#f0f1f4",
+        fixedrange: true,
+      },
+      yaxis: {
+        type: "log",
+        tickvals: [0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500],
+        title: { text: "variance", font: { size: 11, color: MUTED } },
+        gridcolor: "#eceef2",
+        fixedrange: true,
+      },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+      shapes:
+        current === undefined
+          ? []
+          : [{ type: "line", xref: "x", yref: "paper", x0: current, x1: current, y0: 0, y1: 1, line: { color: ACCENT, width: 1.5, dash: "dash" } }],
+      uirevision: "sweep",
+    }),
+  };
+}

@@ -1,0 +1,470 @@
+// Wiring: DOM events and API answers change the state, then one render step redraws.
+
+import { errorText, getJSON, latestOnly } from "./api.js";
+import { headCsv } from "./figures.js";
+import {
+  EXAMPLES,
+  VIEWS,
+  createState,
+  currentDetail,
+  currentGrid,
+  detailRequest,
+  gridKey,
+  gridRequest,
+  headKey,
+  parseHash,
+  toHash,
+} from "./state.js";
+import { render, resizeView } from "./views.js";
+
+const state = createState();
+Object.assign(state, parseHash(window.location.hash));
+
+const $ = (id) => document.getElementById(id);
+const els = {
+  modelBadge: $("model-badge"),
+  textInput: $("text-input"),
+  examples: $("examples"),
+  tokens: $("tokens"),
+  tokenCount: $("token-count"),
+  status: $("status"),
+  statusText: $("status-text"),
+  layerSelect: $("layer-select"),
+  headSelect: $("head-select"),
+  causalToggle: $("causal-toggle"),
+  scaleToggle: $("scale-toggle"),
+  aggregateToggle: $("aggregate-toggle"),
+  temperature: $("temperature"),
+  temperatureValue: $("temperature-value"),
+  roleSelect: $("role-select"),
+  errorBanner: $("error-banner"),
+  errorText: $("error-text"),
+  errorClose: $("error-close"),
+  whatifBanner: $("whatif-banner"),
+  whatifText: $("whatif-text"),
+  views: $("views"),
+  headTitle: $("head-title"),
+  headHeatmap: $("head-heatmap"),
+  headsGrid: $("heads-grid"),
+  predictions: $("predictions"),
+  predictionsTitle: $("predictions-title"),
+  predictionsList: $("predictions-list"),
+  predictionsActual: $("predictions-actual"),
+  compareScaled: $("compare-scaled"),
+  compareUnscaled: $("compare-unscaled"),
+  compareEntropy: $("compare-entropy"),
+  statsTable: $("stats-table"),
+  statsCaption: $("stats-caption"),
+  maskSteps: $("mask-steps"),
+  rowSums: $("row-sums"),
+  pipelineDivisor: $("pipeline-divisor"),
+  varianceHist: $("variance-hist"),
+  varianceSummary: $("variance-summary"),
+  headRoles: $("head-roles"),
+  roleInfo: $("role-info"),
+  roleBest: $("role-best"),
+  downloadCsv: $("download-csv"),
+  downloadJson: $("download-json"),
+  copyLink: $("copy-link"),
+  toast: $("toast"),
+  tabs: Object.fromEntries(VIEWS.map((v) => [v, $(`tab-${v}`)])),
+  panels: Object.fromEntries(VIEWS.map((v) => [v, $(`view-${v}`)])),
+};
+
+// ---------------------------------------------------------------- render + URL
+
+let renderCount = 0;
+function update() {
+  const done = render(state, els);
+  renderCount += 1;
+  els.downloadCsv.disabled = !currentDetail(state);
+  els.downloadJson.disabled = !currentGrid(state);
+  scheduleHash();
+  performance.mark("attnscope:render");
+  document.dispatchEvent(new CustomEvent("attnscope:render", { detail: { ...done, count: renderCount } }));
+}
+
+let hashTimer = null;
+function scheduleHash() {
+  clearTimeout(hashTimer);
+  hashTimer = setTimeout(() => {
+    const hash = toHash(state);
+    if (window.location.hash !== hash) window.history.replaceState(null, "", hash);
+  }, 250);
+}
+
+// ---------------------------------------------------------------- requests
+
+const sendGrid = latestOnly("/api/attention");
+const sendDetail = latestOnly("/api/attention");
+const DEBOUNCE_MS = 30;
+
+/** Time a finished step as a performance measure (the benchmark reads these). */
+function measure(name, start) {
+  performance.measure(`attnscope:${name}`, { start, end: performance.now() });
+}
+
+async function fetchGrid() {
+  const key = gridKey(state);
+  state.pending.grid = true;
+  update();
+  const started = performance.now();
+  try {
+    const result = await sendGrid(gridRequest(state));
+    if (result.stale) return;
+    measure("grid-request", started);
+    state.grid = { key, response: result.value };
+    state.error = null;
+  } catch (err) {
+    state.error = errorText(err);
+  }
+  state.pending.grid = false;
+  const drawStart = performance.now();
+  update();
+  measure("render", drawStart);
+}
+
+async function fetchDetail() {
+  const key = headKey(state);
+  const textKey = gridKey(state);
+  const temperature = state.temperature;
+  state.pending.detail = true;
+  const started = performance.now();
+  try {
+    const result = await sendDetail(detailRequest(state));
+    if (result.stale) return;
+    measure("detail-request", started);
+    state.detail = { key, textKey, temperature, response: result.value };
+    if (!state.pending.grid) state.error = null;
+  } catch (err) {
+    state.error = errorText(err);
+  }
+  state.pending.detail = false;
+  update();
+}
+
+/**
+ * Ask for the current text. The request the visible view needs goes first and the other
+ * follows once it is answered, so on a busy machine they do not compete: the head view needs
+ * the all-heads grid, the other views the chosen head's detail.
+ */
+let generation = 0;
+async function refreshAll() {
+  const gen = ++generation;
+  const [first, second] = state.view === "head" ? [fetchGrid, fetchDetail] : [fetchDetail, fetchGrid];
+  await first();
+  if (gen === generation) second();
+}
+
+// Typing: a short debounce merges bursts (key repeat, paste). While an answer is on its way,
+// further edits only mark the text dirty; the newest text is sent as soon as that answer
+// lands, so a slow server never has a queue of outdated requests to work through.
+let typingTimer = null;
+let scheduled = false;
+let chainRunning = false;
+let dirty = false;
+
+async function runChain() {
+  chainRunning = true;
+  dirty = false;
+  try {
+    await refreshAll();
+  } finally {
+    chainRunning = false;
+    if (dirty) runChain();
+  }
+}
+
+function kick() {
+  scheduled = false;
+  if (chainRunning) dirty = true;
+  else runChain();
+}
+
+function scheduleRefresh() {
+  clearTimeout(typingTimer);
+  scheduled = true;
+  typingTimer = setTimeout(kick, DEBOUNCE_MS);
+}
+
+function refreshNow() {
+  clearTimeout(typingTimer);
+  kick();
+}
+
+/** After a view change: fetch what that view needs if it is missing. */
+function ensureData() {
+  if (state.view === "head" && !currentGrid(state) && !state.pending.grid) fetchGrid();
+  if (state.view !== "head" && !currentDetail(state) && !state.pending.detail) fetchDetail();
+}
+
+async function loadModel() {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      state.model = await getJSON("/api/model");
+      state.layer = Math.min(state.layer, state.model.n_layer - 1);
+      state.head = Math.min(state.head, state.model.n_head - 1);
+      update();
+      return;
+    } catch (err) {
+      if (attempt >= 60) {
+        state.error = errorText(err);
+        update();
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
+async function loadRoles() {
+  try {
+    state.roles = await getJSON("/api/heads");
+    const picker = els.roleSelect;
+    picker.replaceChildren(
+      ...state.roles.roles.map((role) => {
+        const o = document.createElement("option");
+        o.value = role;
+        o.textContent = role.replace("_", " ");
+        return o;
+      }),
+    );
+    if (!state.roles.roles.includes(state.role)) state.role = state.roles.roles[0];
+    picker.value = state.role;
+    update();
+  } catch (err) {
+    state.error = `Head roles: ${errorText(err)}`;
+    update();
+  }
+}
+
+// ---------------------------------------------------------------- selection
+
+function selectHead(layer, head) {
+  if (layer === state.layer && head === state.head) return;
+  state.layer = layer;
+  state.head = head;
+  update(); // draws at once from the grid's pattern
+  fetchDetail(); // then the scores and the per-head views
+}
+
+function selectPosition(p) {
+  state.position = p;
+  update();
+}
+
+function setView(view) {
+  if (!VIEWS.includes(view) || view === state.view) return;
+  state.view = view;
+  update();
+  resizeView(els, view);
+  ensureData();
+}
+
+// ---------------------------------------------------------------- export
+
+function download(name, text, type) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+function toast(message) {
+  els.toast.textContent = message;
+  els.toast.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => (els.toast.hidden = true), 2200);
+}
+
+els.downloadCsv.addEventListener("click", () => {
+  const detail = currentDetail(state);
+  if (!detail) return;
+  const h = detail.layers[0].heads[0];
+  const csv = headCsv({
+    tokens: detail.tokens,
+    mask: detail.mask,
+    pattern: h.pattern,
+    patternUnscaled: h.pattern_unscaled,
+    raw: h.attn_scores_raw,
+    scaled: h.attn_scores,
+    layer: state.layer,
+    head: state.head,
+  });
+  download(`attnscope-L${state.layer}H${state.head}.csv`, csv, "text/csv");
+});
+
+els.downloadJson.addEventListener("click", () => {
+  const grid = currentGrid(state);
+  if (!grid) return;
+  download("attnscope-attention.json", JSON.stringify(grid), "application/json");
+});
+
+els.copyLink.addEventListener("click", async () => {
+  const url = window.location.href.split("#")[0] + toHash(state);
+  window.history.replaceState(null, "", toHash(state));
+  try {
+    await navigator.clipboard.writeText(url);
+    toast("Link copied: it reopens this text, head and view.");
+  } catch {
+    toast("The address bar now holds the link to this view.");
+  }
+});
+
+// ---------------------------------------------------------------- events
+
+els.textInput.value = state.text;
+els.textInput.addEventListener("input", () => {
+  state.text = els.textInput.value;
+  scheduleRefresh();
+});
+els.textInput.addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+    ev.preventDefault();
+    state.text = els.textInput.value;
+    refreshNow();
+  }
+});
+
+for (const ex of EXAMPLES) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "example";
+  b.textContent = ex.label;
+  b.title = ex.text;
+  b.addEventListener("click", () => {
+    els.textInput.value = ex.text;
+    state.text = ex.text;
+    state.position = null;
+    refreshNow();
+  });
+  els.examples.append(b);
+}
+
+els.tokens.addEventListener("click", (ev) => {
+  const chip = ev.target.closest(".chip");
+  if (chip) selectPosition(Number(chip.dataset.index));
+});
+
+els.layerSelect.addEventListener("change", () => selectHead(Number(els.layerSelect.value), state.head));
+els.headSelect.addEventListener("change", () => selectHead(state.layer, Number(els.headSelect.value)));
+
+els.causalToggle.addEventListener("change", () => {
+  state.causal = els.causalToggle.checked;
+  refreshNow();
+});
+els.scaleToggle.addEventListener("change", () => {
+  state.scaled = els.scaleToggle.checked;
+  refreshNow();
+});
+els.aggregateToggle.addEventListener("change", () => {
+  state.aggregate = els.aggregateToggle.checked;
+  update();
+});
+els.roleSelect.addEventListener("change", () => {
+  state.role = els.roleSelect.value;
+  update();
+});
+
+let temperatureTimer = null;
+els.temperature.addEventListener("input", () => {
+  state.temperature = Number(els.temperature.value);
+  els.temperatureValue.textContent = state.temperature.toFixed(2);
+  clearTimeout(temperatureTimer);
+  temperatureTimer = setTimeout(fetchDetail, 120);
+  update();
+});
+
+els.errorClose.addEventListener("click", () => {
+  state.error = null;
+  update();
+});
+
+// tabs: click, and arrow keys between tabs as in the WAI-ARIA tabs pattern
+for (const view of VIEWS) {
+  els.tabs[view].addEventListener("click", () => setView(view));
+  els.tabs[view].addEventListener("keydown", (ev) => {
+    const i = VIEWS.indexOf(view);
+    let next = null;
+    if (ev.key === "ArrowRight") next = VIEWS[(i + 1) % VIEWS.length];
+    else if (ev.key === "ArrowLeft") next = VIEWS[(i - 1 + VIEWS.length) % VIEWS.length];
+    else if (ev.key === "Home") next = VIEWS[0];
+    else if (ev.key === "End") next = VIEWS[VIEWS.length - 1];
+    if (next) {
+      ev.preventDefault();
+      setView(next);
+      els.tabs[next].focus();
+    }
+  });
+}
+
+// Plotly click events: a grid cell or a role cell selects a head; a heatmap row a position.
+function onPlotClick(el, handler) {
+  // `on` exists once Plotly has drawn into the element; attach lazily.
+  const attach = () => {
+    if (el.on && !el.dataset.clickBound) {
+      el.on("plotly_click", (ev) => {
+        const pt = ev?.points?.[0];
+        if (pt) handler(pt, el);
+      });
+      el.dataset.clickBound = "1";
+    }
+  };
+  document.addEventListener("attnscope:render", attach);
+}
+
+onPlotClick(els.headsGrid, (pt, el) => {
+  const meta = el.data[pt.curveNumber]?.meta;
+  if (!meta) return;
+  const [layer, head] = meta;
+  selectHead(layer, head >= 0 ? head : state.head);
+});
+onPlotClick(els.headHeatmap, (pt) => {
+  if (Number.isInteger(pt.y)) selectPosition(pt.y);
+});
+onPlotClick(els.headRoles, (pt) => selectHead(pt.y, pt.x));
+
+window.addEventListener("hashchange", () => {
+  const next = parseHash(window.location.hash);
+  if (toHash({ ...state, ...next }) === toHash(state)) return;
+  Object.assign(state, next);
+  els.textInput.value = state.text;
+  update();
+  refreshNow();
+});
+
+// keyboard: "[" and "]" step through heads when focus is not in a text field
+document.addEventListener("keydown", (ev) => {
+  if (ev.target.closest("textarea, input, select") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+  const nHead = state.model?.n_head ?? 4;
+  const nLayer = state.model?.n_layer ?? 4;
+  const flat = state.layer * nHead + state.head;
+  if (ev.key === "]" || ev.key === "[") {
+    const next = (flat + (ev.key === "]" ? 1 : -1) + nHead * nLayer) % (nHead * nLayer);
+    selectHead(Math.floor(next / nHead), next % nHead);
+  }
+});
+
+// A read-only handle for tests and the benchmark.
+window.attnscope = {
+  get state() {
+    return state;
+  },
+  get renders() {
+    return renderCount;
+  },
+  /** True when nothing is pending and the current text's answers (or an error) are shown. */
+  get settled() {
+    if (scheduled || chainRunning || state.pending.grid || state.pending.detail) return false;
+    return state.error !== null || (!!currentGrid(state) && !!currentDetail(state));
+  },
+};
+
+update();
+loadModel();
+loadRoles();
+refreshNow();

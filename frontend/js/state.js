@@ -1,0 +1,161 @@
+// The one state object of the explorer, and its round trip through the URL hash.
+//
+// Everything the page shows is a function of this object: main.js changes it in response
+// to events and to API answers, views.js reads it and redraws.
+
+export const VIEWS = ["head", "compare", "pipeline", "variance", "roles"];
+
+export const VIEW_LABELS = {
+  head: "Head & all heads",
+  compare: "Scaled vs unscaled",
+  pipeline: "Mask pipeline",
+  variance: "Score variance",
+  roles: "Head roles",
+};
+
+export const EXAMPLES = [
+  {
+    label: "Cat on the mat",
+    text: "The cat sat on the mat because the mat was warm.",
+  },
+  {
+    label: "Repeated phrase (induction)",
+    text: "violet harbor pencil thunder orbit marble violet harbor pencil thunder orbit marble",
+  },
+  {
+    label: "Instructions",
+    text: "Click the Files icon, choose a folder, and press Delete to move it to the trash.",
+  },
+  {
+    label: "Python",
+    text: "def average(values):\n    total = sum(values)\n    return total / len(values)",
+  },
+  {
+    label: "Long paragraph",
+    text:
+      "A package manager keeps track of every file that a program installs, so that the program can be " +
+      "upgraded or removed cleanly later. When you ask it to install a package, it first reads the list of " +
+      "dependencies, works out which other packages are missing, and downloads all of them from the " +
+      "configured mirrors. Each archive is checked against a signature before anything is unpacked. If a " +
+      "check fails, the manager stops and tells you which file was wrong, because a damaged or tampered " +
+      "archive must never reach the system. After unpacking, small scripts inside the package may run to " +
+      "create users, start services or update caches. The whole operation is recorded in a log, so an " +
+      "administrator can see later what changed, when it changed and why. Removing a package reverses " +
+      "these steps, although configuration files are usually kept in case you install the program again.",
+  },
+];
+
+export const DEFAULT_TEXT = EXAMPLES[0].text;
+
+export const ROLE_INFO = {
+  previous_token: "attends to the token just before the query (position t−1).",
+  first_token: "parks its attention on the very first token, a common ‘attention sink’.",
+  induction: "on a repeated sequence, looks at the token that followed the earlier copy of the current token.",
+  self: "attends to the query’s own position (the diagonal).",
+};
+
+export function createState() {
+  return {
+    // what the user chose
+    text: DEFAULT_TEXT,
+    layer: 0,
+    head: 0,
+    view: "head",
+    causal: true, // what-if: false removes the mask in every layer
+    scaled: true, // what-if: false sends scale "none"
+    position: null, // query position whose predictions are shown; null = the last token
+    temperature: 1.0,
+    role: "induction",
+    aggregate: false, // show the per-layer mean of the heads in the grid
+    // what the server told us
+    model: null, // GET /api/model
+    roles: null, // GET /api/heads
+    grid: null, // {key, response}: all layers and heads, pattern + stats
+    detail: null, // {key, response}: the chosen head with every field
+    error: null, // text of the last error, shown in the banner
+    pending: { grid: false, detail: false },
+  };
+}
+
+// ---------------------------------------------------------------- URL hash
+
+const clampInt = (value, lo, hi, fallback) => {
+  const n = Number.parseInt(value, 10);
+  if (!Number.isFinite(n)) return fallback;
+  return Math.min(hi, Math.max(lo, n));
+};
+
+/** Read `#text=…&layer=…&head=…&view=…&causal=0&scale=none&pos=…&temp=…` into a partial state. */
+export function parseHash(hash) {
+  const params = new URLSearchParams(hash.replace(/^#/, ""));
+  const out = {};
+  if (params.has("text")) out.text = params.get("text");
+  if (params.has("layer")) out.layer = clampInt(params.get("layer"), 0, 63, 0);
+  if (params.has("head")) out.head = clampInt(params.get("head"), 0, 63, 0);
+  if (params.has("view") && VIEWS.includes(params.get("view"))) out.view = params.get("view");
+  if (params.has("causal")) out.causal = params.get("causal") !== "0";
+  if (params.has("scale")) out.scaled = params.get("scale") !== "none";
+  if (params.has("pos")) out.position = clampInt(params.get("pos"), 0, 4095, null);
+  if (params.has("temp")) {
+    const t = Number.parseFloat(params.get("temp"));
+    if (Number.isFinite(t) && t > 0) out.temperature = t;
+  }
+  if (params.has("role")) out.role = params.get("role");
+  if (params.has("mean")) out.aggregate = params.get("mean") === "1";
+  return out;
+}
+
+/** The hash that reopens the same picture; defaults are left out to keep links short. */
+export function toHash(state) {
+  const params = new URLSearchParams();
+  params.set("text", state.text);
+  params.set("layer", String(state.layer));
+  params.set("head", String(state.head));
+  params.set("view", state.view);
+  if (!state.causal) params.set("causal", "0");
+  if (!state.scaled) params.set("scale", "none");
+  if (state.position !== null) params.set("pos", String(state.position));
+  if (state.temperature !== 1) params.set("temp", String(state.temperature));
+  if (state.view === "roles") params.set("role", state.role);
+  if (state.aggregate) params.set("mean", "1");
+  return "#" + params.toString();
+}
+
+// ---------------------------------------------------------------- requests
+
+export const scaleParam = (state) => (state.scaled ? "sqrt_dk" : "none");
+
+/** Body of the all-heads request: one call for the grid, every layer and head. */
+export function gridRequest(state) {
+  return { text: state.text, include: ["pattern", "stats"], causal: state.causal, scale: scaleParam(state), top_k: 0 };
+}
+
+/** Body of the chosen-head request: every per-head field, plus the predictions. */
+export function detailRequest(state) {
+  return {
+    text: state.text,
+    layers: [state.layer],
+    heads: [state.head],
+    include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores", "stats", "q", "k"],
+    causal: state.causal,
+    scale: scaleParam(state),
+    top_k: 10,
+    temperature: state.temperature,
+  };
+}
+
+/** Identifies the answer to a grid request: text and what-ifs. */
+export const gridKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state)]);
+
+/** Identifies the answer to a chosen-head request (the temperature only moves the predictions). */
+export const headKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), state.layer, state.head]);
+
+/** The grid answer if it belongs to the current text and what-ifs, else null. */
+export function currentGrid(state) {
+  return state.grid && state.grid.key === gridKey(state) ? state.grid.response : null;
+}
+
+/** The chosen-head answer if it belongs to the current text, head and what-ifs, else null. */
+export function currentDetail(state) {
+  return state.detail && state.detail.key === headKey(state) ? state.detail.response : null;
+}

@@ -1,0 +1,514 @@
+// The render step: reads the state, builds figures with figures.js and hands them to
+// Plotly.react; fills the few HTML parts (tokens, tables, predictions, banners).
+//
+// Only the visible view is drawn. Each figure remembers a signature of what it shows, so a
+// render that changes nothing for a figure costs nothing.
+
+import {
+  entropyFigure,
+  fmtSig,
+  gridFigure,
+  headHeatmapFigure,
+  maskStepsFigure,
+  qkT,
+  rolesFigure,
+  statsRows,
+  varianceFigure,
+} from "./figures.js";
+import { ROLE_INFO, VIEWS, VIEW_LABELS, currentDetail, currentGrid, gridKey, scaleParam } from "./state.js";
+
+const Plotly = window.Plotly;
+
+// Stable ids for API answers, so a figure can tell whether its data changed.
+const ids = new WeakMap();
+let nextId = 1;
+export function idOf(obj) {
+  if (!obj) return 0;
+  if (!ids.has(obj)) ids.set(obj, nextId++);
+  return ids.get(obj);
+}
+
+function plotConfig(filename) {
+  return {
+    responsive: true,
+    displaylogo: false,
+    showSendToCloud: false,
+    showEditInChartStudio: false,
+    displayModeBar: "hover",
+    modeBarButtonsToRemove: [
+      "select2d",
+      "lasso2d",
+      "autoScale2d",
+      "toggleSpikelines",
+      "hoverClosestCartesian",
+      "hoverCompareCartesian",
+      "sendChartToCloud",
+    ],
+    toImageButtonOptions: { format: "png", filename, scale: 2 },
+  };
+}
+
+/** Plotly.react `el` with `build()` unless it already shows `signature`. */
+function draw(el, signature, build, filename) {
+  if (el.dataset.signature === signature) return false;
+  const start = performance.now();
+  const fig = build();
+  const built = performance.now();
+  Plotly.react(el, fig.data, fig.layout, plotConfig(filename));
+  performance.measure(`attnscope:build:${el.id}`, { start, end: built });
+  performance.measure(`attnscope:draw:${el.id}`, { start, end: performance.now() });
+  el.dataset.signature = signature;
+  el.classList.add("drawn");
+  return true;
+}
+
+export const divisorOf = (state, headDim) => (scaleParam(state) === "none" ? 1 : Math.sqrt(headDim));
+export const divisorLabel = (state) => (scaleParam(state) === "none" ? "" : " / √d_k");
+
+/** The model's head size: from GET /api/model, else from the first answer that names it. */
+function headDim(state) {
+  return state.model?.head_dim ?? currentGrid(state)?.model?.head_dim ?? 32;
+}
+
+/**
+ * What the chosen head shows now: the chosen-head answer when it is current, else the head's
+ * pattern from the grid answer (no scores in the hover until the detail arrives), else null.
+ */
+export function chosenHead(state) {
+  const detail = currentDetail(state);
+  if (detail) {
+    const h = detail.layers?.[0]?.heads?.[0];
+    if (h) return { response: detail, head: h, full: true };
+  }
+  const grid = currentGrid(state);
+  if (grid) {
+    const layer = grid.layers.find((l) => l.layer === state.layer);
+    const head = layer?.heads.find((h) => h.head === state.head);
+    if (head) return { response: grid, head, full: false };
+  }
+  return null;
+}
+
+/** Tokens of the newest answer for the current text, if any. */
+function tokensNow(state) {
+  return currentGrid(state)?.tokens ?? currentDetail(state)?.tokens ?? null;
+}
+
+export function selectedPosition(state, T) {
+  if (state.position === null || state.position >= T) return T - 1;
+  return state.position;
+}
+
+// ---------------------------------------------------------------- HTML parts
+
+function renderModel(state, els) {
+  const m = state.model;
+  if (!m) return;
+  const params = m.parameters >= 1e6 ? `${(m.parameters / 1e6).toFixed(2)} M` : `${Math.round(m.parameters / 1e3)} k`;
+  const sig = JSON.stringify([m.name, m.parameters, m.device]);
+  if (els.modelBadge.dataset.signature === sig) return;
+  els.modelBadge.dataset.signature = sig;
+  els.modelBadge.replaceChildren();
+  const parts = [
+    ["name", m.name],
+    ["size", `${params} parameters`],
+    ["shape", `${m.n_layer} layers × ${m.n_head} heads · d_k ${m.head_dim}`],
+    ["context", `context ${m.block_size}`],
+    ["device", m.device],
+  ];
+  for (const [cls, text] of parts) {
+    const span = document.createElement("span");
+    span.className = `badge-${cls}`;
+    span.textContent = text;
+    els.modelBadge.append(span);
+  }
+  els.modelBadge.title = `checkpoint: ${m.checkpoint ?? "?"}`;
+}
+
+function renderSelects(state, els) {
+  const m = state.model;
+  const nLayer = m?.n_layer ?? 4;
+  const nHead = m?.n_head ?? 4;
+  const fill = (select, n, prefix, value) => {
+    if (select.options.length !== n) {
+      select.replaceChildren(
+        ...Array.from({ length: n }, (_, i) => {
+          const o = document.createElement("option");
+          o.value = String(i);
+          o.textContent = `${prefix} ${i}`;
+          return o;
+        }),
+      );
+    }
+    select.value = String(value);
+  };
+  fill(els.layerSelect, nLayer, "Layer", state.layer);
+  fill(els.headSelect, nHead, "Head", state.head);
+  els.causalToggle.checked = state.causal;
+  els.scaleToggle.checked = state.scaled;
+  els.aggregateToggle.checked = state.aggregate;
+  els.temperature.value = String(state.temperature);
+  els.temperatureValue.textContent = state.temperature.toFixed(2);
+  if (els.roleSelect.value !== state.role && [...els.roleSelect.options].some((o) => o.value === state.role)) {
+    els.roleSelect.value = state.role;
+  }
+}
+
+function renderTokens(state, els) {
+  const response = currentGrid(state) ?? currentDetail(state);
+  if (!response) return;
+  const { tokens, token_ids: tokenIds, offsets } = response;
+  const sig = String(idOf(response));
+  if (els.tokens.dataset.signature !== sig) {
+    els.tokens.dataset.signature = sig;
+    const frag = document.createDocumentFragment();
+    tokens.forEach((tok, i) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "chip";
+      b.dataset.index = String(i);
+      const [start, end] = offsets?.[i] ?? [null, null];
+      const source = start === null ? "" : state.text.slice(start, end);
+      b.title = `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}`;
+      b.setAttribute("aria-label", `token ${i}: ${tok}, id ${tokenIds[i]}`);
+      const t = document.createElement("span");
+      t.className = "chip-text";
+      t.textContent = tok;
+      const id = document.createElement("span");
+      id.className = "chip-id";
+      id.textContent = String(tokenIds[i]);
+      b.append(t, id);
+      frag.append(b);
+    });
+    els.tokens.replaceChildren(frag);
+    els.tokenCount.textContent = `${tokens.length} token${tokens.length === 1 ? "" : "s"}`;
+  }
+  const p = selectedPosition(state, tokens.length);
+  for (const chip of els.tokens.children) {
+    const on = Number(chip.dataset.index) === p;
+    chip.classList.toggle("selected", on);
+    chip.setAttribute("aria-pressed", on ? "true" : "false");
+  }
+}
+
+function renderBanners(state, els) {
+  if (state.error) {
+    els.errorText.textContent = state.error;
+    els.errorBanner.hidden = false;
+  } else {
+    els.errorBanner.hidden = true;
+    els.errorText.textContent = "";
+  }
+  const notes = [];
+  if (!state.causal) {
+    notes.push(
+      "Causal mask removed: every token also sees the tokens after it, like an encoder. " +
+        "The model was trained with the mask, so these patterns and predictions are not what it computes.",
+    );
+  }
+  if (!state.scaled) {
+    notes.push(
+      "Scaling removed: scores are not divided by √d_k before softmax. The model was trained with the " +
+        "scaling, so the softmax sees scores about √d_k times too large and turns peaky.",
+    );
+  }
+  els.whatifBanner.hidden = notes.length === 0;
+  els.whatifText.replaceChildren(
+    ...notes.map((n) => {
+      const p = document.createElement("p");
+      p.textContent = n;
+      return p;
+    }),
+  );
+  document.body.classList.toggle("what-if", notes.length > 0);
+}
+
+function renderStatus(state, els) {
+  const busy = state.pending.grid || state.pending.detail;
+  els.status.classList.toggle("busy", busy);
+  const grid = currentGrid(state);
+  if (busy) els.statusText.textContent = "updating…";
+  else if (grid) els.statusText.textContent = `server ${Math.round(grid.timing_ms ?? 0)} ms`;
+  else els.statusText.textContent = "";
+  // dim what no longer matches the text while a new answer is on its way or failed
+  els.views.classList.toggle("stale", !grid && !!state.grid);
+}
+
+function renderStatsTable(state, els, head) {
+  const stats = head?.stats;
+  if (!stats) return;
+  const dk = headDim(state);
+  const rows = statsRows(stats, dk, divisorOf(state, dk));
+  const body = document.createElement("tbody");
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    tr.dataset.stat = row.key;
+    if (row.highlight) tr.className = "highlight";
+    const th = document.createElement("th");
+    th.scope = "row";
+    th.textContent = row.label;
+    const v = document.createElement("td");
+    v.className = "num";
+    v.textContent = row.value;
+    const u = document.createElement("td");
+    u.className = "num";
+    u.textContent = row.unscaled ?? "";
+    const note = document.createElement("td");
+    note.className = "note";
+    note.textContent = row.note;
+    tr.append(th, v, u, note);
+    body.append(tr);
+  }
+  els.statsTable.querySelector("tbody").replaceWith(body);
+  els.statsCaption.textContent = `Layer ${state.layer} · head ${state.head}`;
+}
+
+function renderPredictions(state, els) {
+  const d = state.detail;
+  const fresh = d && d.textKey === gridKey(state);
+  if (!fresh) return;
+  const { tokens, predictions } = d.response;
+  if (!predictions || !tokens) return;
+  const T = tokens.length;
+  const p = selectedPosition(state, T);
+  const sig = `${idOf(d.response)}|${p}`;
+  els.predictions.classList.toggle("stale", d.temperature !== state.temperature);
+  if (els.predictionsList.dataset.signature === sig) return;
+  els.predictionsList.dataset.signature = sig;
+  const actual = p + 1 < T ? tokens[p + 1] : null;
+  els.predictionsTitle.replaceChildren();
+  const lead = document.createTextNode("After ");
+  const tok = document.createElement("code");
+  tok.textContent = tokens[p];
+  const where = document.createTextNode(` (position ${p})`);
+  els.predictionsTitle.append(lead, tok, where);
+  const rows = predictions[p] ?? [];
+  const top = rows.length ? rows[0].prob : 1;
+  const list = document.createDocumentFragment();
+  rows.forEach((pred, rank) => {
+    const li = document.createElement("li");
+    if (actual !== null && pred.token === actual) li.classList.add("actual");
+    const name = document.createElement("span");
+    name.className = "pred-token";
+    name.textContent = pred.token;
+    const bar = document.createElement("span");
+    bar.className = "pred-bar";
+    const fill = document.createElement("span");
+    fill.style.width = `${Math.max(1, (100 * pred.prob) / Math.max(top, 1e-9))}%`;
+    bar.append(fill);
+    const pct = document.createElement("span");
+    pct.className = "pred-prob";
+    pct.textContent = `${(100 * pred.prob).toFixed(pred.prob < 0.1 ? 1 : 0)}%`;
+    li.title = `#${rank + 1}: ${pred.token} (id ${pred.id}) p = ${pred.prob.toFixed(4)}`;
+    li.append(name, bar, pct);
+    list.append(li);
+  });
+  els.predictionsList.replaceChildren(list);
+  if (actual === null) {
+    els.predictionsActual.textContent = "This is the last token: the model's guess for what comes next.";
+  } else {
+    const rank = rows.findIndex((r) => r.token === actual);
+    els.predictionsActual.textContent =
+      rank >= 0
+        ? `The text continues with “${actual}”, the model's #${rank + 1} guess.`
+        : `The text continues with “${actual}”, not in the model's top ${rows.length}.`;
+  }
+}
+
+// ---------------------------------------------------------------- figures per view
+
+function drawHeadView(state, els) {
+  const chosen = chosenHead(state);
+  const grid = currentGrid(state);
+  let head = false;
+  let gridDrawn = false;
+  if (chosen) {
+    const { response, head: h, full } = chosen;
+    const T = response.tokens.length;
+    const p = selectedPosition(state, T);
+    draw(
+      els.headHeatmap,
+      `${idOf(response)}|${state.layer}|${state.head}|${p}`,
+      () =>
+        headHeatmapFigure({
+          tokens: response.tokens,
+          pattern: h.pattern,
+          mask: response.mask,
+          raw: full ? h.attn_scores_raw : null,
+          scaled: full ? h.attn_scores : null,
+          layer: state.layer,
+          head: state.head,
+          position: p,
+        }),
+      `attnscope-L${state.layer}H${state.head}`,
+    );
+    els.headTitle.textContent = `Layer ${state.layer} · head ${state.head}`;
+    head = true;
+  }
+  if (grid) {
+    draw(
+      els.headsGrid,
+      `${idOf(grid)}|${state.layer}|${state.head}|${state.aggregate}`,
+      () =>
+        gridFigure({
+          tokens: grid.tokens,
+          layers: grid.layers,
+          mask: grid.mask,
+          selected: { layer: state.layer, head: state.head },
+          aggregate: state.aggregate,
+        }),
+      "attnscope-all-heads",
+    );
+    gridDrawn = true;
+  }
+  return { head, grid: gridDrawn };
+}
+
+function drawCompare(state, els) {
+  const detail = currentDetail(state);
+  if (!detail) return false;
+  const h = detail.layers[0].heads[0];
+  const sig = `${idOf(detail)}`;
+  const label = divisorLabel(state);
+  const both = (matrix, title, showscale, testid) =>
+    headHeatmapFigure({
+      tokens: detail.tokens,
+      pattern: matrix,
+      mask: detail.mask,
+      raw: h.attn_scores_raw,
+      scaled: h.attn_scores,
+      layer: state.layer,
+      head: state.head,
+      title,
+      showscale,
+      maxTicks: 28,
+      uirevision: testid,
+    });
+  draw(els.compareScaled, sig, () => both(h.pattern, null, false, "s"), "attnscope-scaled");
+  draw(els.compareUnscaled, sig, () => both(h.pattern_unscaled, null, true, "u"), "attnscope-unscaled");
+  for (const span of document.querySelectorAll(".divisor-label")) {
+    span.textContent = state.scaled ? "/ √d_k" : "/ 1, what-if";
+  }
+  draw(
+    els.compareEntropy,
+    sig,
+    () =>
+      entropyFigure({
+        tokens: detail.tokens,
+        rowEntropy: h.stats.row_entropy,
+        rowEntropyUnscaled: h.stats.row_entropy_unscaled,
+        mask: detail.mask,
+        divisorLabel: label,
+      }),
+    "attnscope-entropy",
+  );
+  renderStatsTable(state, els, h);
+  return true;
+}
+
+function drawPipeline(state, els) {
+  const detail = currentDetail(state);
+  if (!detail) return false;
+  const h = detail.layers[0].heads[0];
+  const dk = headDim(state);
+  const divisor = divisorOf(state, dk);
+  draw(
+    els.maskSteps,
+    `${idOf(detail)}`,
+    () =>
+      maskStepsFigure({
+        tokens: detail.tokens,
+        full: qkT(h.q, h.k),
+        divisor,
+        mask: detail.mask,
+        pattern: h.pattern,
+        causal: state.causal,
+        divisorLabel: divisor === 1 ? "" : ` / √${dk}`,
+      }),
+    "attnscope-mask-steps",
+  );
+  const sums = h.pattern.map((row) => row.reduce((a, v) => a + v, 0));
+  const lo = Math.min(...sums);
+  const hi = Math.max(...sums);
+  els.rowSums.textContent = `After softmax every row sums to 1: the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}.`;
+  els.pipelineDivisor.textContent = divisor === 1 ? "1 (what-if: no scaling)" : `√${dk} ≈ ${divisor.toFixed(3)}`;
+  return true;
+}
+
+function drawVariance(state, els) {
+  const detail = currentDetail(state);
+  if (!detail) return false;
+  const h = detail.layers[0].heads[0];
+  draw(
+    els.varianceHist,
+    `${idOf(detail)}`,
+    () => varianceFigure({ raw: h.attn_scores_raw, scaled: h.attn_scores, divisorLabel: divisorLabel(state) }),
+    "attnscope-variance",
+  );
+  const s = h.stats;
+  const dk = headDim(state);
+  els.varianceSummary.textContent =
+    `var(q·kᵀ) = ${fmtSig(s.var_scores_raw)}, var after scaling = ${fmtSig(s.var_scores)}: ` +
+    `the ratio is ${s.variance_ratio.toFixed(2)}` +
+    (state.scaled ? `, which is d_k = ${dk}, because dividing by √d_k divides the variance by d_k.` : " (no scaling).");
+  return true;
+}
+
+function drawRoles(state, els) {
+  const roles = state.roles;
+  if (!roles) return false;
+  draw(
+    els.headRoles,
+    `${idOf(roles)}|${state.role}|${state.layer}|${state.head}`,
+    () => rolesFigure({ roles: roles.roles, scores: roles.scores, role: state.role, selected: { layer: state.layer, head: state.head } }),
+    `attnscope-roles-${state.role}`,
+  );
+  const name = state.role.replace("_", "-");
+  els.roleInfo.textContent = `${/^[aeiou]/i.test(name) ? "An" : "A"} ${name} head ${ROLE_INFO[state.role] ?? ""}`;
+  const r = roles.roles.indexOf(state.role);
+  let best = null;
+  roles.scores.forEach((row, l) =>
+    row.forEach((cell, h) => {
+      if (!best || cell[r] > best.score) best = { l, h, score: cell[r] };
+    }),
+  );
+  els.roleBest.textContent = best ? `Strongest: layer ${best.l}, head ${best.h} (${best.score.toFixed(2)}).` : "";
+  return true;
+}
+
+function renderTabs(state, els) {
+  for (const view of VIEWS) {
+    const tab = els.tabs[view];
+    const panel = els.panels[view];
+    const on = view === state.view;
+    tab.setAttribute("aria-selected", on ? "true" : "false");
+    tab.tabIndex = on ? 0 : -1;
+    panel.hidden = !on;
+  }
+  document.title = `attnscope · ${VIEW_LABELS[state.view]}`;
+}
+
+/** Draw everything that the state calls for; returns what was drawn from current data. */
+export function render(state, els) {
+  renderModel(state, els);
+  renderSelects(state, els);
+  renderTabs(state, els);
+  renderBanners(state, els);
+  renderStatus(state, els);
+  renderTokens(state, els);
+  renderPredictions(state, els);
+  const done = { view: state.view, text: state.text, head: false, grid: false, detail: !!currentDetail(state) };
+  const drawnTokens = tokensNow(state);
+  if (state.view === "head") Object.assign(done, drawHeadView(state, els));
+  else if (state.view === "compare") done.compare = drawCompare(state, els);
+  else if (state.view === "pipeline") done.pipeline = drawPipeline(state, els);
+  else if (state.view === "variance") done.variance = drawVariance(state, els);
+  else if (state.view === "roles") done.roles = drawRoles(state, els);
+  done.tokens = drawnTokens ? drawnTokens.length : 0;
+  return done;
+}
+
+/** After a view becomes visible, let its plots take their container's size. */
+export function resizeView(els, view) {
+  for (const el of els.panels[view].querySelectorAll(".plot.drawn")) Plotly.Plots.resize(el);
+}

@@ -1,0 +1,108 @@
+"""Measure a checkpoint the way an outside user would: through its transformers export.
+
+Exports the checkpoint with ``model.hf.export_hf``, loads it with
+``transformers.GPT2LMHeadModel`` and ``PreTrainedTokenizerFast`` (offline), then reports
+
+* bits per byte on held-out everyday sentences (each scored on its own after
+  ``<|endoftext|>``), and
+* every head's role scores (previous-token, first-token, induction, self) computed from
+  transformers' ``output_attentions``,
+
+with the largest logit difference between our model and the export as a sanity figure.
+
+Run: ``python scripts/check_via_transformers.py [CHECKPOINT] [--sentences FILE]``
+(the default sentences file is the corpus builder's ``data/corpus/sentences_val.txt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import torch
+import transformers
+from torch.nn import functional as F
+
+from model.checkpoint import load_checkpoint
+from model.heads import (
+    PROBE_SENTENCES,
+    ROLES,
+    first_token_score,
+    induction_score,
+    induction_tokens,
+    previous_token_score,
+    self_score,
+)
+from model.hf import export_hf
+
+
+def attentions(hf_model, ids: list[list[int]]) -> torch.Tensor:
+    """(B, L, nh, T, T) attention patterns from transformers."""
+    out = hf_model(torch.tensor(ids), output_attentions=True)
+    return torch.stack(out.attentions, dim=1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("checkpoint", nargs="?", default=None)
+    ap.add_argument("--sentences", type=Path, default=Path("data/corpus/sentences_val.txt"))
+    args = ap.parse_args()
+
+    lm = load_checkpoint(args.checkpoint, device="cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        export_hf(lm.model, lm.tokenizer, tmp)
+        hf = transformers.GPT2LMHeadModel.from_pretrained(tmp, attn_implementation="eager").eval()
+        tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(Path(tmp) / "tokenizer.json"))
+    eot = lm.tokenizer.eot_id
+
+    with torch.inference_mode():
+        # bits per byte on held-out sentences
+        sentences = [s for s in args.sentences.read_text(encoding="utf-8").splitlines() if s.strip()]
+        nats, nbytes, ntok = 0.0, 0, 0
+        for s in sentences:
+            ids = [eot] + tok(s)["input_ids"]
+            logits = hf(torch.tensor([ids])).logits[0]
+            nats += F.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="sum").item()
+            ntok += len(ids) - 1
+            nbytes += len(s.encode("utf-8"))
+
+        # our logits against the export's on one sentence
+        ids = [eot] + tok(PROBE_SENTENCES[0])["input_ids"]
+        ours, _ = lm.model(torch.tensor([ids]))
+        max_diff = (ours[0] - hf(torch.tensor([ids])).logits[0]).abs().max().item()
+
+        # head roles from transformers' attentions
+        natural = []
+        for s in PROBE_SENTENCES:
+            p = attentions(hf, [[eot] + tok(s)["input_ids"]])[0]  # (L, nh, T, T)
+            natural.append(torch.stack([previous_token_score(p), first_token_score(p), self_score(p)], -1))
+        prev, first, self_ = torch.stack(natural).mean(0).unbind(-1)
+        n = 40
+        rand = induction_tokens(lm.config.vocab_size, n=n)
+        seqs = torch.cat([torch.full((rand.size(0), 1), eot), rand, rand], dim=1).tolist()
+        ind = induction_score(attentions(hf, seqs), prefix=1, n=n).mean(0)
+        roles = torch.stack([prev, first, ind, self_], -1)  # (L, nh, 4)
+
+    report = {
+        "checkpoint": str(lm.path),
+        "transformers": transformers.__version__,
+        "max_abs_logit_diff_ours_vs_hf": float(f"{max_diff:.2e}"),
+        "heldout_sentences": {
+            "file": str(args.sentences),
+            "sentences": len(sentences),
+            "bits_per_byte": round(nats / math.log(2) / nbytes, 4),
+            "nats_per_token": round(nats / ntok, 4),
+        },
+        "head_roles": {
+            role: [[round(float(x), 3) for x in row] for row in roles[..., r]] for r, role in enumerate(ROLES)
+        },
+        "best": {role: round(float(roles[..., r].max()), 3) for r, role in enumerate(ROLES)},
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Static files: nothing outside ``frontend/`` can be read, however the path is spelled."""
+
+from __future__ import annotations
+
+import pytest
+from appkit import asgi_get, status_of
+
+from app.main import FRONTEND_DIR, create_app
+
+SECRETS = (b"[project]", b"root:", b"def create_app", b"import ")
+
+TRAVERSALS = [
+    b"/../pyproject.toml",
+    b"/../../../../../../etc/passwd",
+    b"/%2e%2e/pyproject.toml",
+    b"/%2E%2E/%2E%2E/%2E%2E/etc/passwd",
+    b"/.%2e/app/main.py",
+    b"/js/../../pyproject.toml",
+    b"/js/..%2f..%2fpyproject.toml",
+    b"/..%2fpyproject.toml",
+    b"/%2e%2e%2fapp%2fmain.py",
+    b"/..%5cpyproject.toml",
+    b"/..\\..\\pyproject.toml",
+    b"//etc/passwd",
+    b"/%2fetc%2fpasswd",
+    b"/%00/../pyproject.toml",
+    b"/index.html%00.py",
+    b"/__init__.py",
+    b"/%5f%5finit%5f%5f.py",
+]
+
+
+@pytest.fixture(scope="module")
+def static_app(tmp_path_factory):
+    from app.settings import Settings
+
+    # static files need no model: an app whose lifespan never runs
+    return create_app(Settings(checkpoint=tmp_path_factory.mktemp("none") / "missing"))
+
+
+@pytest.mark.parametrize("raw_path", TRAVERSALS, ids=[p.decode("latin-1") for p in TRAVERSALS])
+def test_traversal_through_asgi(static_app, raw_path):
+    status, body = asgi_get(static_app, raw_path)
+    assert status in (400, 404), (status, body[:200])
+    assert not any(secret in body for secret in SECRETS)
+
+
+@pytest.mark.parametrize("raw_path", TRAVERSALS, ids=[p.decode("latin-1") for p in TRAVERSALS])
+def test_traversal_through_a_real_server(live_server, raw_path):
+    raw = live_server.raw(b"GET " + raw_path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert status_of(raw) in (400, 404), raw[:300]
+    assert not any(secret in raw for secret in SECRETS)
+
+
+def test_files_inside_are_served(static_app):
+    index = FRONTEND_DIR / "index.html"
+    if not index.is_file():
+        pytest.skip("frontend/index.html not written yet")
+    status, body = asgi_get(static_app, b"/")
+    assert status == 200
+    assert body == index.read_bytes()
+    status, body = asgi_get(static_app, b"/js/../index.html")  # stays inside: fine
+    assert status == 200
+
+
+def test_vendor_plotly_cannot_be_used_to_escape(static_app):
+    for raw_path in (b"/vendor/../pyproject.toml", b"/vendor/plotly.min.js/../../pyproject.toml"):
+        status, body = asgi_get(static_app, raw_path)
+        assert status == 404
+        assert b"[project]" not in body

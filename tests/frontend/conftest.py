@@ -1,0 +1,87 @@
+"""Browser tests: the real attnscope server in a child process, Debian chromium via Playwright.
+
+Skipped, with the reason, when /usr/bin/chromium or the playwright package is missing.
+The server loads ``$ATTNSCOPE_CHECKPOINT``, else the shipped model, else the training run's
+checkpoint, else a random model of the same shape (see ``attnscope_live.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+
+import pytest
+from attnscope_live import CHROMIUM, chromium, live_server, wait_settled
+
+VIEWPORT = {"width": 1280, "height": 800}
+
+
+def _skip_reason() -> str | None:
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing (apt-get install chromium); the browser tests drive Debian's chromium"
+    if importlib.util.find_spec("playwright") is None:
+        return "the playwright package is not installed (pip install -e '.[test]')"
+    return None
+
+
+@pytest.fixture(scope="session")
+def server():
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with live_server(threads=1) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def browser(server):
+    with chromium() as b:
+        yield b
+
+
+@dataclass
+class Tab:
+    """A page plus what it did: every requested URL, console errors, uncaught exceptions."""
+
+    page: object
+    base_url: str
+    requests: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+
+    def open(self, path: str = "/", settle: bool = True) -> None:
+        self.page.goto(self.base_url + path)
+        if settle and not path.startswith("/lessons"):
+            wait_settled(self.page)
+
+    def settle(self) -> None:
+        wait_settled(self.page)
+
+    def figure(self, testid: str) -> dict:
+        """The Plotly figure drawn in the element with this data-testid: {data, layout}."""
+        return self.page.evaluate(
+            """(id) => {
+                const gd = document.querySelector(`[data-testid="${id}"]`);
+                if (!gd || !gd.data) return null;
+                return { data: gd.data, layout: gd.layout };
+            }""",
+            testid,
+        )
+
+    def tokens(self) -> list[str]:
+        return self.page.locator("[data-testid=tokens] .chip-text").all_inner_texts()
+
+    def unexpected_console_errors(self, allowed: tuple[str, ...] = ()) -> list[str]:
+        return [e for e in self.console_errors if not any(a in e for a in allowed)]
+
+
+@pytest.fixture
+def tab(browser, server):
+    context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    t = Tab(page=page, base_url=server.url)
+    page.on("request", lambda r: t.requests.append(r.url))
+    page.on("console", lambda m: t.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: t.console_errors.append(f"uncaught: {e}"))
+    yield t
+    context.close()

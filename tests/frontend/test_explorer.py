@@ -1,0 +1,281 @@
+"""The explorer page in a real browser against the real server."""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.request
+from urllib.parse import quote
+
+import pytest
+from attnscope_live import FILLER, post_json
+
+pytestmark = pytest.mark.browser
+
+SENTENCE = "The cat sat on the mat because the mat was warm."
+
+
+def type_text(tab, text: str) -> None:
+    box = tab.page.get_by_test_id("text-input")
+    box.fill("")
+    box.press_sequentially(text)
+    tab.settle()
+
+
+def server_tokens(tab, text: str) -> list[str]:
+    body = {"text": text, "layers": [0], "heads": [0], "include": ["stats"], "top_k": 0}
+    return post_json(tab.base_url + "/api/attention", body)["tokens"]
+
+
+def server_error_detail(tab, text: str) -> str:
+    """The `detail` the server answers for a text it refuses, flattened to its messages."""
+    req = urllib.request.Request(
+        tab.base_url + "/api/attention",
+        data=json.dumps({"text": text}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=60)
+    assert info.value.code == 422
+    detail = json.loads(info.value.read())["detail"]
+    return detail if isinstance(detail, str) else " ".join(item["msg"] for item in detail)
+
+
+def test_typing_a_sentence_draws_a_token_by_token_heatmap(tab):
+    tab.open("/")
+    type_text(tab, SENTENCE)
+    expected = server_tokens(tab, SENTENCE)
+    assert tab.tokens() == expected
+
+    fig = tab.figure("head-heatmap")
+    z = fig["data"][0]["z"]
+    T = len(expected)
+    assert len(z) == T and all(len(row) == T for row in z)
+    # keys across the top, queries down the side, both labelled with the tokens
+    assert fig["layout"]["xaxis"]["ticktext"] == expected
+    assert fig["layout"]["yaxis"]["ticktext"] == expected
+    assert fig["layout"]["yaxis"]["range"][0] > fig["layout"]["yaxis"]["range"][1]  # row 0 at the top
+    # causal: the upper triangle is masked (gaps, drawn hatched), every row of weights sums to 1
+    for i, row in enumerate(z):
+        assert all(v is None for v in row[i + 1 :])
+        assert math.isclose(sum(v for v in row[: i + 1]), 1.0, abs_tol=2e-3)
+    assert fig["layout"]["images"], "masked cells need the hatched background"
+
+
+def test_changing_the_head_redraws_the_head_view(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    before = tab.figure("head-heatmap")["data"][0]
+    tab.page.get_by_test_id("head-select").select_option("2")
+    tab.page.get_by_test_id("layer-select").select_option("1")
+    tab.settle()
+    after = tab.figure("head-heatmap")["data"][0]
+    assert "L1 · H2" in after["hovertemplate"]
+    assert after["z"] != before["z"]
+    assert tab.page.locator("#head-title").inner_text() == "Layer 1 · head 2"
+    # the detail answer adds the raw and scaled scores to the hover
+    assert "raw q·k" in after["hovertemplate"]
+    tab.page.wait_for_function("() => location.hash.includes('layer=1') && location.hash.includes('head=2')")
+
+
+def test_clicking_a_grid_cell_selects_that_head(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    grid = tab.figure("heads-grid")
+    assert len(grid["data"]) == 16
+    # the small multiple of layer 2, head 3
+    n = next(i for i, trace in enumerate(grid["data"]) if trace["meta"] == [2, 3])
+    suffix = "" if n == 0 else str(n + 1)
+    x, y = tab.page.evaluate(
+        """(suffix) => {
+            const gd = document.querySelector('[data-testid=heads-grid]');
+            const xa = gd._fullLayout['xaxis' + suffix], ya = gd._fullLayout['yaxis' + suffix];
+            const box = gd.getBoundingClientRect();
+            return [box.left + xa._offset + xa._length / 2, box.top + ya._offset + ya._length / 2];
+        }""",
+        suffix,
+    )
+    tab.page.mouse.click(x, y)
+    tab.settle()
+    assert tab.page.get_by_test_id("layer-select").input_value() == "2"
+    assert tab.page.get_by_test_id("head-select").input_value() == "3"
+    assert "L2 · H3" in tab.figure("head-heatmap")["data"][0]["hovertemplate"]
+    # the grid outlines the chosen head
+    shapes = tab.figure("heads-grid")["layout"]["shapes"]
+    assert len(shapes) == 1
+
+
+def test_compare_view_shows_both_patterns_and_a_variance_ratio_of_d_k(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    tab.page.get_by_role("tab", name="Scaled vs unscaled").click()
+    tab.settle()
+    scaled = tab.figure("compare-scaled")["data"][0]
+    unscaled = tab.figure("compare-unscaled")["data"][0]
+    T = len(tab.tokens())
+    assert len(scaled["z"]) == T and len(unscaled["z"]) == T
+    assert scaled["z"] != unscaled["z"]
+    # one colour scale for both
+    assert (scaled["zmin"], scaled["zmax"]) == (unscaled["zmin"], unscaled["zmax"]) == (0, 1)
+    head_dim = json.loads(urllib.request.urlopen(tab.base_url + "/api/model", timeout=30).read())["head_dim"]
+    assert head_dim == 32
+    ratio_row = tab.page.locator("[data-testid=stats-table] tr[data-stat=variance_ratio]")
+    cells = ratio_row.locator("td").all_inner_texts()
+    assert math.isclose(float(cells[0]), head_dim, abs_tol=0.01)
+    assert f"d_k = {head_dim}" in cells[2]
+    entropy = tab.figure("compare-entropy")["data"]
+    assert len(entropy) == 3 and all(len(t["y"]) == T for t in entropy)
+
+
+def test_turning_the_causal_mask_off_puts_weight_above_the_diagonal(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    banner = tab.page.get_by_test_id("whatif-banner")
+    assert banner.is_hidden()
+    tab.page.locator("label[for=causal-toggle]").click()
+    tab.settle()
+    z = tab.figure("head-heatmap")["data"][0]["z"]
+    above = [v for i, row in enumerate(z) for v in row[i + 1 :]]
+    assert above and all(v is not None for v in above)
+    assert sum(above) > 0.1
+    assert banner.is_visible()
+    assert "not what it computes" in banner.inner_text()
+    tab.page.wait_for_function("() => location.hash.includes('causal=0')")
+    tab.page.locator("label[for=causal-toggle]").click()
+    tab.settle()
+    z = tab.figure("head-heatmap")["data"][0]["z"]
+    assert all(v is None for i, row in enumerate(z) for v in row[i + 1 :])
+    assert banner.is_hidden()
+
+
+def test_scaling_off_is_a_labelled_what_if(tab):
+    tab.open("/#view=compare&text=" + quote(SENTENCE))
+    tab.page.locator("label[for=scale-toggle]").click()
+    tab.settle()
+    assert "Scaling removed" in tab.page.get_by_test_id("whatif-banner").inner_text()
+    ratio = tab.page.locator("[data-testid=stats-table] tr[data-stat=variance_ratio] td").first.inner_text()
+    assert math.isclose(float(ratio), 1.0, abs_tol=0.01)
+
+
+@pytest.mark.parametrize("case", ["empty", "blank", "too_many_tokens"])
+def test_bad_input_shows_the_server_detail_and_keeps_the_picture(tab, case):
+    tab.open("/#text=" + quote(SENTENCE))
+    before = tab.figure("head-heatmap")["data"][0]["z"]
+    text = {"empty": "", "blank": "   ", "too_many_tokens": FILLER * 6}[case]
+    assert len(text) <= 4000
+    detail = server_error_detail(tab, text)
+    box = tab.page.get_by_test_id("text-input")
+    box.fill(text)
+    box.press("Enter")
+    tab.settle()
+    banner = tab.page.get_by_test_id("error-banner")
+    assert banner.is_visible()
+    assert detail in banner.inner_text()
+    if case == "too_many_tokens":
+        assert "256" in banner.inner_text()  # the limit is named
+    # the page keeps the last picture instead of going blank
+    assert tab.figure("head-heatmap")["data"][0]["z"] == before
+    assert tab.tokens()
+    # a good text clears the banner
+    box.fill(SENTENCE)
+    box.press("Enter")
+    tab.settle()
+    assert banner.is_hidden()
+    assert tab.unexpected_console_errors(allowed=("status of 422",)) == []
+
+
+def test_a_link_reopens_the_same_picture(tab):
+    tab.open("/#" + "&".join([f"text={quote(SENTENCE)}", "layer=3", "head=1", "view=variance"]))
+    assert tab.page.get_by_test_id("text-input").input_value() == SENTENCE
+    assert tab.page.get_by_test_id("layer-select").input_value() == "3"
+    assert tab.page.get_by_test_id("head-select").input_value() == "1"
+    assert tab.page.get_by_role("tab", name="Variance").get_attribute("aria-selected") == "true"
+    hist = tab.figure("variance-hist")["data"]
+    assert [t["type"] for t in hist] == ["histogram", "histogram"]
+    T = len(tab.tokens())
+    assert len(hist[0]["x"]) == T * (T + 1) // 2  # every unmasked raw score
+
+
+def test_a_token_chip_chooses_the_position_whose_predictions_are_shown(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    chips = tab.page.locator("[data-testid=tokens] .chip")
+    chips.nth(1).click()
+    title = tab.page.locator("#predictions-title")
+    assert "position 1" in title.inner_text()
+    items = tab.page.locator("[data-testid=predictions] li")
+    assert items.count() == 10
+    assert chips.nth(1).get_attribute("aria-pressed") == "true"
+    # the chosen query row is outlined in the head view
+    shapes = tab.figure("head-heatmap")["layout"]["shapes"]
+    assert shapes and shapes[0]["y0"] == 0.5
+
+
+def test_the_full_context_stays_usable(tab):
+    long_text = FILLER * 6
+    tab.open("/")
+    # the longest prefix of the filler that fits: trim at whitespace until the server accepts it
+    for cut in range(len(long_text), 0, -40):
+        try:
+            n = len(server_tokens(tab, long_text[:cut]))
+        except urllib.error.HTTPError:
+            continue
+        long_text = long_text[:cut]
+        break
+    assert n > 200
+    tab.page.get_by_test_id("text-input").fill(long_text)
+    tab.settle()
+    fig = tab.figure("head-heatmap")
+    assert len(fig["data"][0]["z"]) == n
+    assert len(fig["layout"]["xaxis"]["ticktext"]) <= 45  # thinned labels
+    grid = tab.figure("heads-grid")["data"]
+    assert len(grid) == 16
+    assert all(len(t["z"]) <= 64 for t in grid)  # pooled small multiples
+    assert tab.page.get_by_test_id("error-banner").is_hidden()
+
+
+def test_no_request_leaves_the_server_and_the_console_stays_clean(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    for name in ["Scaled vs unscaled", "Mask pipeline", "Variance", "Head roles", "Head & grid"]:
+        tab.page.get_by_role("tab", name=name).click()
+        tab.settle()
+    tab.page.locator("label[for=causal-toggle]").click()
+    tab.settle()
+    with tab.page.expect_download():
+        tab.page.locator("#download-csv").click()
+    tab.open("/lessons.html")
+    tab.page.wait_for_selector("[data-testid=bow-agree][data-agree]")
+    tab.page.wait_for_selector("#variance-sweep.drawn")
+    assert tab.requests
+    outside = [u for u in tab.requests if not (u.startswith(tab.base_url + "/") or u.startswith(("data:", "blob:")))]
+    assert outside == []
+    assert tab.console_errors == []
+
+
+def test_every_hook_is_on_the_page(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    for testid in [
+        "text-input",
+        "tokens",
+        "layer-select",
+        "head-select",
+        "head-heatmap",
+        "heads-grid",
+        "compare-scaled",
+        "compare-unscaled",
+        "stats-table",
+        "mask-steps",
+        "variance-hist",
+        "predictions",
+        "head-roles",
+        "causal-toggle",
+        "scale-toggle",
+        "error-banner",
+    ]:
+        assert tab.page.get_by_test_id(testid).count() == 1, testid
+    # each view draws its figures when shown
+    for name, testid in [("Mask pipeline", "mask-steps"), ("Head roles", "head-roles")]:
+        tab.page.get_by_role("tab", name=name).click()
+        tab.settle()
+        tab.page.wait_for_function(f"() => document.querySelector('[data-testid={testid}]').data !== undefined")
+    steps = tab.figure("mask-steps")["data"]
+    T = len(tab.tokens())
+    sums = steps[4]["z"]
+    assert len(sums) == T and all(math.isclose(s[0], 1.0, abs_tol=2e-3) for s in sums)
