@@ -189,8 +189,8 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
         return _fail(str(e))
     try:
         out = export_hf(lm.model, lm.tokenizer, Path(args.dir))
-    except OSError as e:
-        return _fail(f"cannot write {args.dir}: {e}")
+    except (OSError, ValueError) as e:
+        return _fail(f"cannot export to {args.dir}: {e}")
     print(f"attnscope: exported {source} to {out} (Hugging Face GPT-2 format)")
     return 0
 

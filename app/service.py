@@ -24,6 +24,7 @@ from model.gpt import AttentionTrace
 from model.heads import ROLES, head_role_scores
 from model.inspection import inspect_ids
 
+from . import jsonfast
 from .errors import ApiError
 from .responses import dumps
 from .schemas import FIELDS, AttentionRequest
@@ -152,15 +153,29 @@ def head_stats_arrays(
 ) -> dict[str, torch.Tensor]:
     """Per-head statistics of one layer's selected heads (``q, k (H, T, hs)``, the rest ``(H, T, T)``).
 
-    Same definitions as :func:`model.inspection.head_stats`: population variances over
-    unmasked entries, row entropies in nats, mean row maxima, ratio ``divisor²`` when the
-    scaled scores do not vary.
+    The definitions of :func:`model.inspection.head_stats` (a test holds them equal):
+    population variances over unmasked entries, row entropies in nats, mean row maxima,
+    ratio ``divisor²`` when the scaled scores do not vary. Computed in fewer passes: the
+    entropy of a softmax row needs no logarithm per entry, since for ``p = softmax(s)``
+    over the visible keys ``H = logsumexp(s) - Σ p·s`` and ``logsumexp(s) = max s - log max p``,
+    so ``H = -log max p - Σ p·(s - max s)``.
     """
-    var_raw = raw[:, mask].var(dim=-1, correction=0)  # (H,)
-    var_scaled = scores[:, mask].var(dim=-1, correction=0)  # the scores the model used, masked -inf
+    visible = raw[:, mask]  # (H, n) the unmasked raw scores
+    var_raw = visible.var(dim=-1, correction=0)
+    var_scaled = (visible / divisor).var(dim=-1, correction=0)  # the model's attn_scores, the same division
     ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-30), torch.full_like(var_raw, divisor**2))
-    ent = torch.special.entr(pattern).sum(-1)  # (H, T); entr(0) = 0
-    ent_u = torch.special.entr(pattern_unscaled).sum(-1)
+
+    p_max, pu_max = pattern.amax(-1), pattern_unscaled.amax(-1)
+    # H = -log max p - Σ p·(s - max s): the scores the model used, centred so that large scores
+    # (a small scale) do not cancel in float32; masked keys (-inf, p exactly 0) add nothing
+    s_max, top = scores.max(-1)  # (H, T); masked scores are -inf, never the maximum
+    lowest = torch.finfo(scores.dtype).min
+    p_dot = torch.linalg.vecdot(pattern, scores.clamp_min(lowest) - s_max[..., None]).double()
+    # the unscaled softmax is over the raw scores: centre them on the row's top raw score
+    c = raw.gather(-1, top[..., None])  # (H, T, 1)
+    pu_dot = torch.linalg.vecdot(pattern_unscaled, raw - c).double()
+    ent = (-p_max.double().log() - p_dot).clamp_min(0)
+    ent_u = (-pu_max.double().log() - pu_dot).clamp_min(0)
     return {
         "var_q": q.var(dim=(-2, -1), correction=0),
         "var_k": k.var(dim=(-2, -1), correction=0),
@@ -169,78 +184,78 @@ def head_stats_arrays(
         "variance_ratio": ratio,
         "entropy": ent.mean(-1),
         "entropy_unscaled": ent_u.mean(-1),
-        "max_weight": pattern.amax(-1).mean(-1),
-        "max_weight_unscaled": pattern_unscaled.amax(-1).mean(-1),
+        "max_weight": p_max.mean(-1),
+        "max_weight_unscaled": pu_max.mean(-1),
         "row_entropy": ent,
         "row_entropy_unscaled": ent_u,
     }
 
 
 _NAN = float("nan")
+WEIGHT_FIELDS = ("pattern", "pattern_unscaled")  # written by app.jsonfast
 
 
-def _layer_view(
+def _layer_fields(
     tr: AttentionTrace,
-    layer: int,
     heads: list[int],
     head_idx: torch.Tensor | None,
     include: set[str],
     divisor: float,
-) -> dict[str, Any]:
+) -> list[list[tuple[str, Any]]]:
+    """For each selected head of one layer, its included fields in contract order, as
+    ``(name, value)``: ``bytes`` already JSON, or values orjson writes (numpy arrays, dicts)."""
+
     def sel(x: torch.Tensor) -> torch.Tensor:  # (1, nh, T, ·) -> (H, T, ·)
         x = x[0]
         return x if head_idx is None else x.index_select(0, head_idx)
 
     mask = tr.mask
     hidden = ~mask
-    arrays: dict[str, np.ndarray] = {}
+    values: dict[str, Any] = {}
     pattern = sel(tr.pattern) if include & {"pattern", "stats"} else None
     pattern_u = sel(tr.pattern_unscaled) if include & {"pattern_unscaled", "stats"} else None
     raw = sel(tr.attn_scores_raw) if include & {"attn_scores_raw", "stats"} else None
-    if "pattern" in include:
-        arrays["pattern"] = round_fixed(pattern, PATTERN_DECIMALS)
+    scores = sel(tr.attn_scores) if include & {"attn_scores", "stats"} else None
+    mask_np = mask.cpu().numpy()
+    for name, weights in (("pattern", pattern), ("pattern_unscaled", pattern_u)):
+        if name in include:
+            values[name] = jsonfast.weight_matrices(weights.detach().to("cpu", torch.float32).numpy(), mask_np)
     if "attn_scores_raw" in include:
-        arrays["attn_scores_raw"] = round_fixed(raw.masked_fill(hidden, _NAN), SCORE_DECIMALS)
+        values["attn_scores_raw"] = round_fixed(raw.masked_fill(hidden, _NAN), SCORE_DECIMALS)
     if "attn_scores" in include:
-        arrays["attn_scores"] = round_fixed(sel(tr.attn_scores).masked_fill(hidden, _NAN), SCORE_DECIMALS)
-    if "pattern_unscaled" in include:
-        arrays["pattern_unscaled"] = round_fixed(pattern_u, PATTERN_DECIMALS)
+        values["attn_scores"] = round_fixed(scores.masked_fill(hidden, _NAN), SCORE_DECIMALS)
     for name in ("q", "k", "v"):
         if name in include:
-            arrays[name] = round_fixed(sel(getattr(tr, name)), SCORE_DECIMALS)
-
-    stats: dict[str, Any] | None = None
+            values[name] = round_fixed(sel(getattr(tr, name)), SCORE_DECIMALS)
     if "stats" in include:
-        s = head_stats_arrays(sel(tr.q), sel(tr.k), raw, sel(tr.attn_scores), pattern, pattern_u, mask, divisor)
-        stats = {}
+        s = head_stats_arrays(sel(tr.q), sel(tr.k), raw, scores, pattern, pattern_u, mask, divisor)
+        per_head = {}
         for name, value in s.items():
             if value.dim() == 1:  # one number per head
-                stats[name] = round_sig(value.detach().double().cpu().numpy()).tolist()
+                per_head[name] = round_sig(value.detach().double().cpu().numpy()).tolist()
             else:  # one list of T per head
-                stats[name] = round_fixed(value, PATTERN_DECIMALS)
-
-    views = []
-    for j, h in enumerate(heads):
-        view: dict[str, Any] = {"head": h}
-        for name in FIELDS:
-            if name == "stats" and stats is not None:
-                view["stats"] = {key: value[j] for key, value in stats.items()}
-            elif name in arrays:
-                view[name] = arrays[name][j]
-        views.append(view)
-    return {"layer": layer, "heads": views}
+                per_head[name] = round_fixed(value, PATTERN_DECIMALS)
+        values["stats"] = [{name: value[j] for name, value in per_head.items()} for j in range(len(heads))]
+    return [[(name, values[name][j]) for name in FIELDS if name in values] for j in range(len(heads))]
 
 
 def top_predictions(
-    logits: torch.Tensor, displays: list[str], top_k: int, temperature: float
+    logits: torch.Tensor, lse: torch.Tensor, displays: list[str], top_k: int, temperature: float
 ) -> list[list[dict[str, Any]]]:
-    """Top ``top_k`` of ``softmax(logits / temperature)`` (float64) after each position."""
+    """Top ``top_k`` of ``softmax(logits / temperature)`` after each position.
+
+    ``lse (T,)`` is ``logsumexp(logits / temperature)``. Probabilities are floored to 6
+    significant digits, after scaling a row down in the (rounding-error) case where its
+    top ``top_k`` would add up to more than 1: each list is sorted and sums to at most 1.
+    """
     T = logits.shape[0]
     if top_k == 0:
         return [[] for _ in range(T)]
-    probs = torch.softmax(logits.double() / temperature, dim=-1)  # (T, V)
-    top = torch.topk(probs, k=min(top_k, probs.shape[-1]), dim=-1)
-    p_rows = floor_sig(top.values.cpu().numpy()).tolist()
+    top = torch.topk(logits, k=min(top_k, logits.shape[-1]), dim=-1)  # the same order as the probabilities
+    probs = torch.exp(top.values.double() / temperature - lse.double()[:, None]).clamp_max(1.0)
+    total = probs.sum(-1, keepdim=True)
+    probs = torch.where(total > 1, probs / total, probs)
+    p_rows = floor_sig(probs.cpu().numpy()).tolist()
     i_rows = top.indices.cpu().tolist()
     return [
         [{"token": displays[i], "id": i, "prob": p} for p, i in zip(p_row, i_row)]
@@ -248,8 +263,16 @@ def top_predictions(
     ]
 
 
-def compute_attention(svc: Service, req: AttentionRequest) -> dict[str, Any]:
-    """The response of POST /api/attention without ``model`` and ``timing_ms``."""
+@dataclass
+class AttentionResult:
+    """POST /api/attention before encoding (without ``model`` and ``timing_ms``)."""
+
+    head: dict[str, Any]  # tokens, token_ids, offsets, causal, divisor, mask
+    layers: list[tuple[int, list[tuple[int, list[tuple[str, Any]]]]]]  # (layer, [(head, fields)])
+    predictions: list[list[dict[str, Any]]]
+
+
+def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     lm = svc.loaded
     cfg = lm.config
     enc = lm.tokenizer.encode(req.text)
@@ -269,7 +292,8 @@ def compute_attention(svc: Service, req: AttentionRequest) -> dict[str, Any]:
     include = set(req.include)
 
     traces, logits, divisor = inspect_ids(lm.model, enc.ids, causal=req.causal, scale=req.scale)
-    if not bool(torch.isfinite(logits).all()):
+    lse = torch.logsumexp(logits / req.temperature if req.temperature != 1 else logits, dim=-1)  # (T,)
+    if not bool(torch.isfinite(lse).all()):  # a non-finite score anywhere reaches the logits
         raise ApiError(
             422,
             f"scale {req.scale!r} makes the scores overflow; use a number from 0.001 to 10000",
@@ -279,16 +303,33 @@ def compute_attention(svc: Service, req: AttentionRequest) -> dict[str, Any]:
     head_idx = None
     if heads != list(range(cfg.n_head)):
         head_idx = torch.tensor(heads, dtype=torch.long, device=logits.device)
-    return {
-        "tokens": enc.tokens,
-        "token_ids": enc.ids,
-        "offsets": [[start, end] for start, end in enc.offsets],
-        "causal": req.causal,
-        "divisor": divisor,
-        "mask": traces[0].mask.to("cpu", torch.uint8).numpy(),
-        "layers": [_layer_view(traces[i], i, heads, head_idx, include, divisor) for i in layers],
-        "predictions": top_predictions(logits, svc.displays, req.top_k, req.temperature),
-    }
+    return AttentionResult(
+        head={
+            "tokens": enc.tokens,
+            "token_ids": enc.ids,
+            "offsets": [[start, end] for start, end in enc.offsets],
+            "causal": req.causal,
+            "divisor": divisor,
+            "mask": traces[0].mask.to("cpu", torch.uint8).numpy(),
+        },
+        layers=[(i, list(zip(heads, _layer_fields(traces[i], heads, head_idx, include, divisor)))) for i in layers],
+        predictions=top_predictions(logits, lse, svc.displays, req.top_k, req.temperature),
+    )
+
+
+def encode_attention(result: AttentionResult) -> bytes:
+    """The JSON object, without its closing brace (``model`` and ``timing_ms`` come next)."""
+    parts = [dumps(result.head)[:-1], b',"layers":[']
+    for i, (layer, heads) in enumerate(result.layers):
+        parts.append(b'%s{"layer":%d,"heads":[' % (b"," if i else b"", layer))
+        for j, (head, fields) in enumerate(heads):
+            parts.append(b'%s{"head":%d' % (b"," if j else b"", head))
+            for name, value in fields:
+                parts += (b',"', name.encode(), b'":', value if isinstance(value, bytes) else dumps(value))
+            parts.append(b"}")
+        parts.append(b"]}")
+    parts += (b'],"predictions":', dumps(result.predictions))
+    return b"".join(parts)
 
 
 def attention_json(svc: Service, req: AttentionRequest, started: float | None = None) -> tuple[bytes, dict[str, float]]:
@@ -299,12 +340,12 @@ def attention_json(svc: Service, req: AttentionRequest, started: float | None = 
     """
     t0 = time.perf_counter() if started is None else started
     t1 = time.perf_counter()
-    payload = compute_attention(svc, req)
+    result = compute_attention(svc, req)
     t2 = time.perf_counter()
-    body = dumps(payload)
+    body = encode_attention(result)
     t3 = time.perf_counter()
     total = (t3 - t0) * 1000
-    out = b"".join((body[:-1], b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}"))
+    out = b"".join((body, b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}"))
     timings = {"queue": (t1 - t0) * 1000, "compute": (t2 - t1) * 1000, "encode": (t3 - t2) * 1000, "total": total}
     return out, timings
 

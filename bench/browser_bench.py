@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -31,6 +32,7 @@ from attnscope_live import CHROMIUM, chromium, live_server, text_of_tokens, wait
 TARGET_MS = {32: 100.0, 256: 500.0}
 
 ARM = """() => {
+  performance.clearMeasures();
   const box = document.querySelector('[data-testid=text-input]');
   window.__bench = new Promise((resolve) => {
     let t0 = null;
@@ -40,12 +42,60 @@ ARM = """() => {
       if (t0 === null || !d.grid || !d.head || d.text !== box.value) return;
       document.removeEventListener('attnscope:render', onRender);
       const drawn = performance.now() - t0;
+      const stage = (name) => performance.getEntriesByName('attnscope:' + name).reduce((a, m) => a + m.duration, 0);
+      const server = window.attnscope.state.grid.response.timing_ms;
+      const parts = {
+        detail_request: stage('detail-request'),
+        grid_request: stage('grid-request'),
+        server,
+        head: stage('draw:head-heatmap'),
+        grid: stage('draw:heads-grid'),
+      };
       requestAnimationFrame(() => requestAnimationFrame(() =>
-        resolve({ drawn, painted: performance.now() - t0, tokens: d.tokens })));
+        resolve({ drawn, painted: performance.now() - t0, tokens: d.tokens, parts })));
     };
     document.addEventListener('attnscope:render', onRender);
   });
 }"""
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_table() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, command name, CPU seconds used so far) for every readable process."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        table[int(entry)] = (int(fields[1]), name, (int(fields[11]) + int(fields[12])) / TICKS)
+    return table
+
+
+def cpu_seconds(root: int, only: str | None = None) -> float:
+    """CPU time (user + system) of ``root``'s process tree; with ``only``, of the processes
+    whose command name starts with it (e.g. the chromium processes under the Playwright driver)."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        if pid not in table:
+            continue
+        _, name, cpu = table[pid]
+        if only is None or name.startswith(only):
+            total += cpu
+        stack.extend(children.get(pid, []))
+    return total
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -55,30 +105,37 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def measure(page, base_url: str, n_tokens: int, repeats: int, warmup: int) -> dict:
+def measure(page, base_url: str, n_tokens: int, repeats: int, warmup: int, server_pid: int | None) -> dict:
     text = text_of_tokens(base_url, n_tokens)
     page.goto(f"{base_url}/#view=head&text={quote(text)}")
     wait_settled(page)
     box = page.get_by_test_id("text-input")
     box.focus()
     page.keyboard.press("Control+End")
-    drawn, painted, tokens = [], [], []
+    drawn, painted, tokens, parts, browser_cpu, server_cpu = [], [], [], [], [], []
     deleted = None
     for i in range(warmup + repeats):
         page.evaluate(ARM)
+        cpu_b0 = cpu_seconds(os.getpid(), only="chrom")
+        cpu_s0 = cpu_seconds(server_pid) if server_pid else 0.0
         if deleted is None:
             deleted = box.input_value()[-1]
             page.keyboard.press("Backspace")
         else:
             page.keyboard.type(deleted)
             deleted = None
-        result = page.evaluate("() => window.__bench")
+        result = page.evaluate("() => window.__bench")  # resolves after the redraw: no polling
+        cpu_b1 = cpu_seconds(os.getpid(), only="chrom")
+        cpu_s1 = cpu_seconds(server_pid) if server_pid else 0.0
         wait_settled(page)
         page.wait_for_timeout(150)  # let the machine settle between keystrokes
         if i >= warmup:
             drawn.append(result["drawn"])
             painted.append(result["painted"])
             tokens.append(result["tokens"])
+            parts.append(result["parts"])
+            browser_cpu.append(1000 * (cpu_b1 - cpu_b0))
+            server_cpu.append(1000 * (cpu_s1 - cpu_s0))
     return {
         "tokens_target": n_tokens,
         "tokens_seen": [min(tokens), max(tokens)],
@@ -87,7 +144,15 @@ def measure(page, base_url: str, n_tokens: int, repeats: int, warmup: int) -> di
         "drawn_p90_ms": percentile(drawn, 0.9),
         "painted_median_ms": statistics.median(painted),
         "painted_p90_ms": percentile(painted, 0.9),
-        "server_ms_last": page.evaluate("() => window.attnscope.state.grid.response.timing_ms"),
+        # medians of the stages inside one keystroke: the two requests' round trips (and the
+        # grid request's server time within its), and drawing the head heatmap and the grid
+        "stages_median_ms": {k: round(statistics.median(p[k] for p in parts), 1) for k in parts[0]},
+        # CPU time from keystroke to redraw, whatever else the machine runs: all chromium
+        # processes (renderer, GPU, network) and the server process; both requests and renders
+        "cpu_median_ms": {
+            "browser": round(statistics.median(browser_cpu), 1),
+            "server": round(statistics.median(server_cpu), 1) if server_pid else None,
+        },
     }
 
 
@@ -104,13 +169,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{CHROMIUM} is missing: install Debian's chromium package", file=sys.stderr)
         return 2
 
-    def run(base_url: str, checkpoint: str) -> list[dict]:
+    def run(base_url: str, checkpoint: str, server_pid: int | None) -> list[dict]:
         results = []
         with chromium() as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             for n in args.tokens:
                 started = time.perf_counter()
-                r = measure(page, base_url, n, args.repeats, args.warmup)
+                r = measure(page, base_url, n, args.repeats, args.warmup, server_pid)
                 r["wall_s"] = round(time.perf_counter() - started, 1)
                 results.append(r)
         print(f"checkpoint: {checkpoint}")
@@ -123,13 +188,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['painted_median_ms']:>8.0f}ms {r['painted_p90_ms']:>8.0f}ms "
                 f"{'' if target is None else f'{target:.0f}ms':>8}  {ok}"
             )
+            stages = ", ".join(f"{k} {v:.0f}ms" for k, v in r["stages_median_ms"].items())
+            print(f"      stages (median): {stages}")
+            cpu = ", ".join(f"{k} {v:.0f}ms" for k, v in r["cpu_median_ms"].items() if v is not None)
+            print(f"      CPU time per keystroke (median): {cpu}")
         return results
 
     if args.url:
-        results = run(args.url.rstrip("/"), "(server given by --url)")
+        results = run(args.url.rstrip("/"), "(server given by --url)", None)
     else:
         with live_server(threads=args.threads) as server:
-            results = run(server.url, str(server.checkpoint))
+            results = run(server.url, str(server.checkpoint), server.proc.pid)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -15,8 +15,9 @@ Held-out rule: a document goes to the validation split when the first byte of
 ``sha1(doc_id)`` is below 5 (5/256 ≈ 2 %); the rest is training text. The rule depends on
 the document's id only, so it is stable across runs and machines.
 
-WordNet examples are written twice to the training split, and the way people type: first letter capitalised and a full stop
-added when the sentence has no final punctuation. The held-out WordNet example sentences are
+WordNet examples are written the way people type: first letter capitalised and a full stop
+added when the sentence has no final punctuation. Each example sentence is its own document;
+in the training split they are weighted ×3 and glosses ×0.4 (see :data:`WEIGHTS`). The held-out WordNet example sentences are
 also written one per line to ``sentences_val.txt``: the "everyday sentences" on which
 bits per byte is reported.
 
@@ -42,9 +43,11 @@ HANDBOOK = "/usr/share/doc/debian-handbook/html/en-US"
 PYDOC = "/usr/share/doc/python3/html/_sources"
 DOC_SEPARATOR = "<|endoftext|>"
 VAL_THRESHOLD = 5  # out of 256
-# WordNet's example sentences are the closest to text as people type it: they appear twice
-# in the training split (the held-out split keeps one copy).
-UPSAMPLE = {"wordnet-examples": 2}
+# How many times a training document is written. WordNet's example sentences are the closest
+# to text as people type it, so they are repeated; its glosses (definitions, mostly lower-case
+# fragments) are thinned. A fractional weight keeps a stable hash-chosen share of a copy.
+# The held-out split keeps every document once.
+WEIGHTS = {"wordnet-examples": 3.0, "wordnet-glosses": 0.4}
 
 
 @dataclass
@@ -52,6 +55,14 @@ class Document:
     source: str
     doc_id: str
     text: str
+    lines_are_documents: bool = False  # write each line as its own document
+
+
+def copies(doc: Document) -> int:
+    """Times a training document is written, from :data:`WEIGHTS` (stable per document)."""
+    w = WEIGHTS.get(doc.source, 1.0)
+    frac = hashlib.sha1((doc.doc_id + "#copies").encode()).digest()[0] / 256
+    return int(w) + (1 if frac < w - int(w) else 0)
 
 
 def is_validation(doc_id: str) -> bool:
@@ -93,9 +104,13 @@ def wordnet_documents(root: str = WORDNET_DIR, chunk: int = 8) -> Iterator[Docum
             if definition:
                 glosses.append(f"{lemma[0].upper() + lemma[1:]}: {definition}.")
             examples.extend(as_typed(_squash(q)) for q in quoted if len(q.split()) >= 3)
-    for name, items in (("examples", examples), ("glosses", glosses)):
-        for i in range(0, len(items), chunk):
-            yield Document("wordnet-" + name, f"wordnet/{name}/{i // chunk}", " ".join(items[i : i + chunk]))
+    # Examples are grouped in chunks of ``chunk`` for the split, but each sentence is its own
+    # document: the model then sees many sentences begin right after <|endoftext|>, the way a
+    # typed sentence is scored. Glosses stay in running chunks.
+    for i in range(0, len(examples), chunk):
+        yield Document("wordnet-examples", f"wordnet/examples/{i // chunk}", "\n".join(examples[i : i + chunk]), True)
+    for i in range(0, len(glosses), chunk):
+        yield Document("wordnet-glosses", f"wordnet/glosses/{i // chunk}", " ".join(glosses[i : i + chunk]))
 
 
 # ------------------------------------------------------------------------ GNOME help
@@ -208,13 +223,16 @@ def build(out: Path) -> dict:
     with open(out / "train.txt", "w", encoding="utf-8") as ftrain, open(out / "val.txt", "w", encoding="utf-8") as fval:
         for doc in all_documents():
             split = "val" if is_validation(doc.doc_id) else "train"
-            copies = 1 if split == "val" else UPSAMPLE.get(doc.source, 1)
-            (fval if split == "val" else ftrain).write((doc.text + "\n" + DOC_SEPARATOR + "\n") * copies)
-            s = stats.setdefault(doc.source, {"documents": 0, "bytes_train": 0, "bytes_val": 0})
+            n = 1 if split == "val" else copies(doc)
+            pieces = doc.text.split("\n") if doc.lines_are_documents else [doc.text]
+            block = "".join(p + "\n" + DOC_SEPARATOR + "\n" for p in pieces)
+            (fval if split == "val" else ftrain).write(block * n)
+            s = stats.setdefault(doc.source, {"documents": 0, "bytes_train": 0, "bytes_val": 0, "weight": 0.0})
             s["documents"] += 1
-            s["bytes_" + split] += len(doc.text.encode())
+            s["weight"] = WEIGHTS.get(doc.source, 1.0)
+            s["bytes_" + split] += len(doc.text.encode()) * n
             if split == "val" and doc.source == "wordnet-examples":
-                sentences_val.extend(re.split(r"(?<=[.!?])\s+(?=[A-Z])", doc.text))
+                sentences_val.extend(pieces)
     (out / "sentences_val.txt").write_text("\n".join(sentences_val) + "\n", encoding="utf-8")
     stats["sentences_val"] = {"sentences": len(sentences_val)}
     (out / "stats.json").write_text(json.dumps(stats, indent=2))

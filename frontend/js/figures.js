@@ -116,25 +116,26 @@ const fmt = (v, digits = 3) => (v === null || v === undefined || Number.isNaN(v)
  * nothing is requested over the network. Returns null when nothing is masked.
  */
 export function hatchImage(mask, xaxis = "x", yaxis = "y", stripes = 60) {
-  const n = mask.length;
+  const n = mask.length; // rows
+  const w = n ? mask[0].length : 0; // columns
   let path = "";
   for (let i = 0; i < n; i++) {
     const row = mask[i];
     let j = 0;
-    while (j < n) {
+    while (j < w) {
       if (row[j]) {
         j++;
         continue;
       }
       const a = j;
-      while (j < n && !row[j]) j++;
+      while (j < w && !row[j]) j++;
       path += `M${a} ${i}h${j - a}v1h${a - j}z`;
     }
   }
   if (!path) return null;
   const s = n / stripes;
   const svg =
-    `<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 ${n} ${n}' preserveAspectRatio='none'>` +
+    `<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 ${w} ${n}' preserveAspectRatio='none'>` +
     `<defs><pattern id='h' patternUnits='userSpaceOnUse' width='${s}' height='${s}' patternTransform='rotate(45)'>` +
     `<rect width='${s}' height='${s}' fill='${MASK_BG}'/><rect width='${s * 0.3}' height='${s}' fill='#c3c8d2'/></pattern></defs>` +
     `<path d='${path}' fill='url(#h)'/></svg>`;
@@ -216,7 +217,10 @@ function tokenAxis(tokens, { side, reversed, title, maxTicks = MAX_TICKS_BIG, sh
     ticktext: showLabels ? ticktext : [],
     range: reversed ? [T - 0.5, -0.5] : [-0.5, T - 0.5],
     side,
-    tickangle: angle,
+    tickangle: angle ?? 0,
+    // "allow": Plotly's default here measures every label's box on each draw to hide the
+    // ones that overflow the div, the costliest part of redrawing a labelled heatmap
+    ticklabeloverflow: "allow",
     showgrid: false,
     zeroline: false,
     ticks: "",
@@ -296,21 +300,6 @@ export function headHeatmapFigure({
 
 // ---------------------------------------------------------------- all-heads grid
 
-/** Grid cell domains: `cols` columns and `rows` rows with gaps, row 0 at the top. */
-export function gridDomains(rows, cols, gap = 0.03) {
-  const w = (1 - gap * (cols - 1)) / cols;
-  const h = (1 - gap * (rows - 1)) / rows;
-  const cells = [];
-  for (let r = 0; r < rows; r++) {
-    for (let c = 0; c < cols; c++) {
-      const x0 = c * (w + gap);
-      const y1 = 1 - r * (h + gap);
-      cells.push({ row: r, col: c, x: [x0, x0 + w], y: [y1 - h, y1] });
-    }
-  }
-  return cells;
-}
-
 /** The largest grid cell side drawn at full resolution; longer inputs are max-pooled to it. */
 export const GRID_MAX_CELLS = 64;
 
@@ -353,98 +342,155 @@ export function gridLabels(tokens, f) {
 /**
  * Layers × heads small multiples of `pattern`, one colour scale for all. `layers` is the
  * API's `layers` list. With `aggregate`, a last column holds the mean over heads of each layer.
- * Each trace's `meta` is `[layer, head]` (head -1 for the mean) so a click can select it.
- * Inputs longer than GRID_MAX_CELLS tokens are max-pooled so each small multiple stays cheap.
+ *
+ * Drawn as ONE heatmap: the blocks are tiled into a single matrix with empty strips between
+ * them, which Plotly draws far faster than one subplot per head. Inputs longer than
+ * GRID_MAX_CELLS tokens are max-pooled. `meta.blocks` lists each block's layer, head (-1 for
+ * the mean), first row and column and size; `meta.rowBlock[i]` / `meta.colBlock[j]` map a
+ * matrix row / column to its block row / column (-1 in the strips), so a click can select.
  */
 export function gridFigure({ tokens, layers, mask, selected, aggregate = false }) {
   const T = tokens.length;
   const f = Math.ceil(T / GRID_MAX_CELLS);
   const labels = gridLabels(tokens, f);
   const P = labels.length;
+  const gap = Math.max(1, Math.round(P / 8)); // empty strip between blocks
   const what = f > 1 ? `max weight in the block (${f}×${f} tokens)` : "weight";
   const nLayer = layers.length;
   const nHead = Math.max(...layers.map((l) => l.heads.length));
-  const cols = nHead + (aggregate ? 1 : 0);
-  const cells = gridDomains(nLayer, cols, 0.035);
-  const data = [];
+  const nCols = nHead + (aggregate ? 1 : 0);
+  const R = nLayer * P + (nLayer - 1) * gap;
+  const C = nCols * P + (nCols - 1) * gap;
   const pooledMask = poolMask(mask, f);
-  const layout = baseLayout({
-    margin: { l: 34, r: 6, t: 22, b: 6 },
-    showlegend: false,
-    coloraxis: { colorscale: WEIGHT_SCALE, cmin: 0, cmax: 1, showscale: false },
-    annotations: [],
-    shapes: [],
-    images: [],
-    hovermode: "closest",
-    uirevision: "grid",
-  });
-  cells.forEach((cell, n) => {
-    const layerData = layers[cell.row];
-    const isMean = aggregate && cell.col === nHead;
-    const headData = isMean ? null : layerData.heads[cell.col];
-    const suffix = n === 0 ? "" : String(n + 1);
-    const xa = "x" + suffix;
-    const ya = "y" + suffix;
-    const full = isMean ? meanMatrix(layerData.heads.map((h) => h.pattern)) : headData.pattern;
-    const headId = isMean ? -1 : headData.head;
-    const name = isMean ? `L${layerData.layer} · mean of heads` : `L${layerData.layer} · H${headData.head}`;
-    data.push({
-      type: "heatmap",
-      z: poolMax(full, mask, f),
-      x: labels,
-      y: labels,
-      coloraxis: "coloraxis",
-      xaxis: xa,
-      yaxis: ya,
-      hoverongaps: true,
-      meta: [layerData.layer, headId],
-      name,
-      hovertemplate: `<b>${name}</b><br>query %{y} → key %{x}<br>${what} %{z:.3f}<extra>click to open</extra>`,
+
+  const z = Array.from({ length: R }, () => new Array(C).fill(null));
+  const fullMask = Array.from({ length: R }, () => new Array(C).fill(1)); // strips are not masked
+  const rowBlock = new Array(R).fill(-1);
+  const colBlock = new Array(C).fill(-1);
+  const xLabels = new Array(C);
+  const yLabels = new Array(R);
+  const colName = (c) => (aggregate && c === nHead ? "mean" : `H${layers[0].heads[c].head}`);
+  for (let c = 0; c < nCols; c++) {
+    for (let j = 0; j < C; j++) {
+      const inBlock = j - c * (P + gap);
+      if (inBlock >= 0 && inBlock < P) {
+        colBlock[j] = c;
+        xLabels[j] = `${colName(c)} · ${labels[inBlock]}`;
+      }
+    }
+  }
+  for (let r = 0; r < nLayer; r++) {
+    for (let i = 0; i < R; i++) {
+      const inBlock = i - r * (P + gap);
+      if (inBlock >= 0 && inBlock < P) {
+        rowBlock[i] = r;
+        yLabels[i] = `L${layers[r].layer} · ${labels[inBlock]}`;
+      }
+    }
+  }
+  // the strips get unique blank labels: category axes need one label per column
+  for (let j = 0; j < C; j++) if (xLabels[j] === undefined) xLabels[j] = "\u200b".repeat(j + 1);
+  for (let i = 0; i < R; i++) if (yLabels[i] === undefined) yLabels[i] = "\u200b".repeat(i + 1);
+
+  const blocks = [];
+  const annotations = [];
+  const shapes = [];
+  for (let r = 0; r < nLayer; r++) {
+    const layerData = layers[r];
+    const row0 = r * (P + gap);
+    for (let c = 0; c < nCols; c++) {
+      const isMean = aggregate && c === nHead;
+      const headData = isMean ? null : layerData.heads[c];
+      const col0 = c * (P + gap);
+      const full = isMean ? meanMatrix(layerData.heads.map((h) => h.pattern)) : headData.pattern;
+      const pooled = poolMax(full, mask, f);
+      for (let i = 0; i < P; i++) {
+        const zr = z[row0 + i];
+        const mr = fullMask[row0 + i];
+        const src = pooled[i];
+        const m = pooledMask[i];
+        for (let j = 0; j < P; j++) {
+          zr[col0 + j] = src[j];
+          mr[col0 + j] = m[j];
+        }
+      }
+      blocks.push({ layer: layerData.layer, head: isMean ? -1 : headData.head, row0, col0, size: P });
+      if (selected && !isMean && layerData.layer === selected.layer && headData.head === selected.head) {
+        const pad = Math.max(0.6, gap * 0.45);
+        shapes.push({
+          type: "rect",
+          xref: "x",
+          yref: "y",
+          x0: col0 - 0.5 - pad,
+          x1: col0 + P - 0.5 + pad,
+          y0: row0 - 0.5 - pad,
+          y1: row0 + P - 0.5 + pad,
+          line: { color: ACCENT, width: 3 },
+        });
+      }
+    }
+    annotations.push({
+      text: `L${layerData.layer}`,
+      xref: "paper",
+      yref: "paper",
+      x: 0,
+      xshift: -8,
+      xanchor: "right",
+      y: 1 - (row0 + P / 2) / R,
+      showarrow: false,
+      font: { size: 11, color: MUTED },
     });
-    const axisBase = { showticklabels: false, showgrid: false, zeroline: false, ticks: "", fixedrange: true, type: "category" };
-    layout["xaxis" + suffix] = { ...axisBase, domain: cell.x, range: [-0.5, P - 0.5], anchor: ya };
-    layout["yaxis" + suffix] = { ...axisBase, domain: cell.y, range: [P - 0.5, -0.5], anchor: xa };
-    layout.images.push(...hatchImages(pooledMask, xa, ya, 16));
-    if (cell.row === 0) {
-      layout.annotations.push({
-        text: isMean ? "mean" : `H${headData.head}`,
-        xref: "paper",
-        yref: "paper",
-        x: (cell.x[0] + cell.x[1]) / 2,
-        y: 1,
-        yanchor: "bottom",
-        showarrow: false,
-        font: { size: 11, color: MUTED },
-      });
-    }
-    if (cell.col === 0) {
-      layout.annotations.push({
-        text: `L${layerData.layer}`,
-        xref: "paper",
-        yref: "paper",
-        x: 0,
-        xshift: -8,
-        xanchor: "right",
-        y: (cell.y[0] + cell.y[1]) / 2,
-        showarrow: false,
-        font: { size: 11, color: MUTED },
-      });
-    }
-    if (selected && !isMean && layerData.layer === selected.layer && headData.head === selected.head) {
-      const pad = 0.012;
-      layout.shapes.push({
-        type: "rect",
-        xref: "paper",
-        yref: "paper",
-        x0: cell.x[0] - pad,
-        x1: cell.x[1] + pad,
-        y0: cell.y[0] - pad,
-        y1: cell.y[1] + pad,
-        line: { color: ACCENT, width: 3 },
-      });
-    }
-  });
-  return { data, layout };
+  }
+  for (let c = 0; c < nCols; c++) {
+    annotations.push({
+      text: colName(c),
+      xref: "paper",
+      yref: "paper",
+      x: (c * (P + gap) + P / 2) / C,
+      y: 1,
+      yanchor: "bottom",
+      showarrow: false,
+      font: { size: 11, color: MUTED },
+    });
+  }
+  const axis = { visible: false, fixedrange: true, type: "category" };
+  return {
+    data: [
+      {
+        type: "heatmap",
+        z,
+        x: xLabels,
+        y: yLabels,
+        colorscale: WEIGHT_SCALE,
+        zmin: 0,
+        zmax: 1,
+        showscale: false,
+        hoverongaps: true,
+        meta: { blocks, rowBlock, colBlock, nCols },
+        hovertemplate: `query %{y}<br>key %{x}<br>${what} %{z:.3f}<extra>click to open</extra>`,
+      },
+    ],
+    layout: baseLayout({
+      margin: { l: 34, r: 6, t: 22, b: 6 },
+      showlegend: false,
+      xaxis: { ...axis, range: [-0.5, C - 0.5] },
+      yaxis: { ...axis, range: [R - 0.5, -0.5] },
+      images: hatchImages(fullMask, "x", "y", 64),
+      annotations,
+      shapes,
+      hovermode: "closest",
+      uirevision: "grid",
+    }),
+  };
+}
+
+/** The layer and head (-1: the layer's mean) of grid cell (row, col), or null in a strip. */
+export function gridCellHead(meta, row, col) {
+  const r = meta.rowBlock[row];
+  const c = meta.colBlock[col];
+  if (r === undefined || c === undefined || r < 0 || c < 0) return null;
+  const block = meta.blocks[r * meta.nCols + c];
+  return block ? { layer: block.layer, head: block.head } : null;
 }
 
 // ---------------------------------------------------------------- scaled vs unscaled
@@ -639,7 +685,7 @@ export function maskStepsFigure({ tokens, full, divisor, mask, pattern, causal, 
     images: hatchImages(mask, "x3", "y3", 24),
     uirevision: "steps",
   });
-  const axis = { showgrid: false, zeroline: false, ticks: "", fixedrange: true, showticklabels: false };
+  const axis = { visible: false, fixedrange: true };
   doms.forEach((dom, i) => {
     const s = i === 0 ? "" : String(i + 1);
     const isSum = i === 4;

@@ -9,7 +9,6 @@ import {
   varianceSweepFigure,
 } from "./figures.js";
 
-const Plotly = window.Plotly;
 const $ = (id) => document.getElementById(id);
 
 const HEAD_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256];
@@ -34,7 +33,12 @@ const config = {
 };
 
 function draw(el, fig, name) {
-  Plotly.react(el, fig.data, fig.layout, { ...config, toImageButtonOptions: { format: "png", filename: name, scale: 2 } });
+  if (!window.Plotly) {
+    state.errors.plotly = "The charting library did not load from /vendor/plotly.min.js.";
+    showErrors();
+    return;
+  }
+  window.Plotly.react(el, fig.data, fig.layout, { ...config, toImageButtonOptions: { format: "png", filename: name, scale: 2 } });
   el.classList.add("drawn");
 }
 

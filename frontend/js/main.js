@@ -1,7 +1,7 @@
 // Wiring: DOM events and API answers change the state, then one render step redraws.
 
 import { errorText, getJSON, latestOnly } from "./api.js";
-import { headCsv } from "./figures.js";
+import { gridCellHead, headCsv } from "./figures.js";
 import {
   EXAMPLES,
   VIEWS,
@@ -75,7 +75,16 @@ const els = {
 
 let renderCount = 0;
 function update() {
-  const done = render(state, els);
+  let done;
+  try {
+    done = render(state, els);
+  } catch (err) {
+    // a drawing bug must not blank the page: say what failed and keep what is on screen
+    state.error = `Could not draw this view: ${err && err.message ? err.message : err}`;
+    els.errorText.textContent = state.error;
+    els.errorBanner.hidden = false;
+    done = { view: state.view, text: state.text, failed: true };
+  }
   renderCount += 1;
   els.downloadCsv.disabled = !currentDetail(state);
   els.downloadJson.disabled = !currentGrid(state);
@@ -144,16 +153,15 @@ async function fetchDetail() {
 }
 
 /**
- * Ask for the current text. The request the visible view needs goes first and the other
- * follows once it is answered, so on a busy machine they do not compete: the head view needs
- * the all-heads grid, the other views the chosen head's detail.
+ * Ask for the current text: the chosen head's detail first (every view needs it, and the
+ * head heatmap is then drawn once, with the scores in its hover), then the all-heads grid.
+ * One after the other, so on a busy machine the two do not compete for the CPU.
  */
 let generation = 0;
 async function refreshAll() {
   const gen = ++generation;
-  const [first, second] = state.view === "head" ? [fetchGrid, fetchDetail] : [fetchDetail, fetchGrid];
-  await first();
-  if (gen === generation) second();
+  await fetchDetail();
+  if (gen === generation) fetchGrid();
 }
 
 // Typing: a short debounce merges bursts (key repeat, paste). While an answer is on its way,
@@ -418,10 +426,11 @@ function onPlotClick(el, handler) {
 }
 
 onPlotClick(els.headsGrid, (pt, el) => {
-  const meta = el.data[pt.curveNumber]?.meta;
-  if (!meta) return;
-  const [layer, head] = meta;
-  selectHead(layer, head >= 0 ? head : state.head);
+  const meta = el.data[0]?.meta;
+  if (!meta || !Array.isArray(pt.pointNumber)) return;
+  const [row, col] = pt.pointNumber;
+  const hit = gridCellHead(meta, row, col);
+  if (hit) selectHead(hit.layer, hit.head >= 0 ? hit.head : state.head);
 });
 onPlotClick(els.headHeatmap, (pt) => {
   if (Number.isInteger(pt.y)) selectPosition(pt.y);
@@ -464,6 +473,9 @@ window.attnscope = {
   },
 };
 
+if (!window.Plotly) {
+  state.error = "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?";
+}
 update();
 loadModel();
 loadRoles();

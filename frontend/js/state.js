@@ -20,7 +20,7 @@ export const EXAMPLES = [
   },
   {
     label: "Repeated phrase (induction)",
-    text: "violet harbor pencil thunder orbit marble violet harbor pencil thunder orbit marble",
+    text: "Open the red door, then close the blue window. Open the red door, then close the blue window.",
   },
   {
     label: "Instructions",

@@ -17,7 +17,16 @@ import {
 } from "./figures.js";
 import { ROLE_INFO, VIEWS, VIEW_LABELS, currentDetail, currentGrid, gridKey, scaleParam } from "./state.js";
 
-const Plotly = window.Plotly;
+
+/** Set an element's text only when it changes: each write would invalidate the page's layout. */
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
+/** Set an attribute only when it changes. */
+function setAttr(el, name, value) {
+  if (el.getAttribute(name) !== value) el.setAttribute(name, value);
+}
 
 // Stable ids for API answers, so a figure can tell whether its data changed.
 const ids = new WeakMap();
@@ -50,7 +59,8 @@ function plotConfig(filename) {
 
 /** Plotly.react `el` with `build()` unless it already shows `signature`. */
 function draw(el, signature, build, filename) {
-  if (el.dataset.signature === signature) return false;
+  const Plotly = window.Plotly;
+  if (!Plotly || el.dataset.signature === signature) return false;
   const start = performance.now();
   const fig = build();
   const built = performance.now();
@@ -140,15 +150,15 @@ function renderSelects(state, els) {
         }),
       );
     }
-    select.value = String(value);
+    if (select.value !== String(value)) select.value = String(value);
   };
   fill(els.layerSelect, nLayer, "Layer", state.layer);
   fill(els.headSelect, nHead, "Head", state.head);
-  els.causalToggle.checked = state.causal;
-  els.scaleToggle.checked = state.scaled;
-  els.aggregateToggle.checked = state.aggregate;
-  els.temperature.value = String(state.temperature);
-  els.temperatureValue.textContent = state.temperature.toFixed(2);
+  if (els.causalToggle.checked !== state.causal) els.causalToggle.checked = state.causal;
+  if (els.scaleToggle.checked !== state.scaled) els.scaleToggle.checked = state.scaled;
+  if (els.aggregateToggle.checked !== state.aggregate) els.aggregateToggle.checked = state.aggregate;
+  if (Number(els.temperature.value) !== state.temperature) els.temperature.value = String(state.temperature);
+  setText(els.temperatureValue, state.temperature.toFixed(2));
   if (els.roleSelect.value !== state.role && [...els.roleSelect.options].some((o) => o.value === state.role)) {
     els.roleSelect.value = state.role;
   }
@@ -187,18 +197,13 @@ function renderTokens(state, els) {
   for (const chip of els.tokens.children) {
     const on = Number(chip.dataset.index) === p;
     chip.classList.toggle("selected", on);
-    chip.setAttribute("aria-pressed", on ? "true" : "false");
+    setAttr(chip, "aria-pressed", on ? "true" : "false");
   }
 }
 
 function renderBanners(state, els) {
-  if (state.error) {
-    els.errorText.textContent = state.error;
-    els.errorBanner.hidden = false;
-  } else {
-    els.errorBanner.hidden = true;
-    els.errorText.textContent = "";
-  }
+  setText(els.errorText, state.error ?? "");
+  if (els.errorBanner.hidden !== !state.error) els.errorBanner.hidden = !state.error;
   const notes = [];
   if (!state.causal) {
     notes.push(
@@ -212,14 +217,18 @@ function renderBanners(state, els) {
         "scaling, so the softmax sees scores about √d_k times too large and turns peaky.",
     );
   }
-  els.whatifBanner.hidden = notes.length === 0;
-  els.whatifText.replaceChildren(
-    ...notes.map((n) => {
-      const p = document.createElement("p");
-      p.textContent = n;
-      return p;
-    }),
-  );
+  if (els.whatifBanner.hidden !== (notes.length === 0)) els.whatifBanner.hidden = notes.length === 0;
+  const sig = notes.join("|");
+  if (els.whatifText.dataset.signature !== sig) {
+    els.whatifText.dataset.signature = sig;
+    els.whatifText.replaceChildren(
+      ...notes.map((n) => {
+        const p = document.createElement("p");
+        p.textContent = n;
+        return p;
+      }),
+    );
+  }
   document.body.classList.toggle("what-if", notes.length > 0);
 }
 
@@ -227,9 +236,9 @@ function renderStatus(state, els) {
   const busy = state.pending.grid || state.pending.detail;
   els.status.classList.toggle("busy", busy);
   const grid = currentGrid(state);
-  if (busy) els.statusText.textContent = "updating…";
-  else if (grid) els.statusText.textContent = `server ${Math.round(grid.timing_ms ?? 0)} ms`;
-  else els.statusText.textContent = "";
+  if (busy) setText(els.statusText, "updating…");
+  else if (grid) setText(els.statusText, `server ${Math.round(grid.timing_ms ?? 0)} ms`);
+  else setText(els.statusText, "");
   // dim what no longer matches the text while a new answer is on its way or failed
   els.views.classList.toggle("stale", !grid && !!state.grid);
 }
@@ -239,6 +248,9 @@ function renderStatsTable(state, els, head) {
   if (!stats) return;
   const dk = headDim(state);
   const rows = statsRows(stats, dk, divisorOf(state, dk));
+  const sig = JSON.stringify(rows);
+  if (els.statsTable.dataset.signature === sig) return;
+  els.statsTable.dataset.signature = sig;
   const body = document.createElement("tbody");
   for (const row of rows) {
     const tr = document.createElement("tr");
@@ -260,7 +272,7 @@ function renderStatsTable(state, els, head) {
     body.append(tr);
   }
   els.statsTable.querySelector("tbody").replaceWith(body);
-  els.statsCaption.textContent = `Layer ${state.layer} · head ${state.head}`;
+  setText(els.statsCaption, `Layer ${state.layer} · head ${state.head}`);
 }
 
 function renderPredictions(state, els) {
@@ -342,7 +354,7 @@ function drawHeadView(state, els) {
         }),
       `attnscope-L${state.layer}H${state.head}`,
     );
-    els.headTitle.textContent = `Layer ${state.layer} · head ${state.head}`;
+    setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
     head = true;
   }
   if (grid) {
@@ -387,7 +399,7 @@ function drawCompare(state, els) {
   draw(els.compareScaled, sig, () => both(h.pattern, null, false, "s"), "attnscope-scaled");
   draw(els.compareUnscaled, sig, () => both(h.pattern_unscaled, null, true, "u"), "attnscope-unscaled");
   for (const span of document.querySelectorAll(".divisor-label")) {
-    span.textContent = state.scaled ? "/ √d_k" : "/ 1, what-if";
+    setText(span, state.scaled ? "/ √d_k" : "/ 1, what-if");
   }
   draw(
     els.compareEntropy,
@@ -430,8 +442,8 @@ function drawPipeline(state, els) {
   const sums = h.pattern.map((row) => row.reduce((a, v) => a + v, 0));
   const lo = Math.min(...sums);
   const hi = Math.max(...sums);
-  els.rowSums.textContent = `After softmax every row sums to 1: the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}.`;
-  els.pipelineDivisor.textContent = divisor === 1 ? "1 (what-if: no scaling)" : `√${dk} ≈ ${divisor.toFixed(3)}`;
+  setText(els.rowSums, `After softmax every row sums to 1: the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}.`);
+  setText(els.pipelineDivisor, divisor === 1 ? "1 (what-if: no scaling)" : `√${dk} ≈ ${divisor.toFixed(3)}`);
   return true;
 }
 
@@ -447,10 +459,12 @@ function drawVariance(state, els) {
   );
   const s = h.stats;
   const dk = headDim(state);
-  els.varianceSummary.textContent =
+  setText(
+    els.varianceSummary,
     `var(q·kᵀ) = ${fmtSig(s.var_scores_raw)}, var after scaling = ${fmtSig(s.var_scores)}: ` +
     `the ratio is ${s.variance_ratio.toFixed(2)}` +
-    (state.scaled ? `, which is d_k = ${dk}, because dividing by √d_k divides the variance by d_k.` : " (no scaling).");
+    (state.scaled ? `, which is d_k = ${dk}, because dividing by √d_k divides the variance by d_k.` : " (no scaling)."),
+  );
   return true;
 }
 
@@ -464,7 +478,7 @@ function drawRoles(state, els) {
     `attnscope-roles-${state.role}`,
   );
   const name = state.role.replace("_", "-");
-  els.roleInfo.textContent = `${/^[aeiou]/i.test(name) ? "An" : "A"} ${name} head ${ROLE_INFO[state.role] ?? ""}`;
+  setText(els.roleInfo, `${/^[aeiou]/i.test(name) ? "An" : "A"} ${name} head ${ROLE_INFO[state.role] ?? ""}`);
   const r = roles.roles.indexOf(state.role);
   let best = null;
   roles.scores.forEach((row, l) =>
@@ -472,7 +486,7 @@ function drawRoles(state, els) {
       if (!best || cell[r] > best.score) best = { l, h, score: cell[r] };
     }),
   );
-  els.roleBest.textContent = best ? `Strongest: layer ${best.l}, head ${best.h} (${best.score.toFixed(2)}).` : "";
+  setText(els.roleBest, best ? `Strongest: layer ${best.l}, head ${best.h} (${best.score.toFixed(2)}).` : "");
   return true;
 }
 
@@ -481,11 +495,12 @@ function renderTabs(state, els) {
     const tab = els.tabs[view];
     const panel = els.panels[view];
     const on = view === state.view;
-    tab.setAttribute("aria-selected", on ? "true" : "false");
-    tab.tabIndex = on ? 0 : -1;
-    panel.hidden = !on;
+    setAttr(tab, "aria-selected", on ? "true" : "false");
+    if (tab.tabIndex !== (on ? 0 : -1)) tab.tabIndex = on ? 0 : -1;
+    if (panel.hidden !== !on) panel.hidden = !on;
   }
-  document.title = `attnscope · ${VIEW_LABELS[state.view]}`;
+  const title = `attnscope · ${VIEW_LABELS[state.view]}`;
+  if (document.title !== title) document.title = title;
 }
 
 /** Draw everything that the state calls for; returns what was drawn from current data. */
@@ -510,5 +525,6 @@ export function render(state, els) {
 
 /** After a view becomes visible, let its plots take their container's size. */
 export function resizeView(els, view) {
-  for (const el of els.panels[view].querySelectorAll(".plot.drawn")) Plotly.Plots.resize(el);
+  if (!window.Plotly) return;
+  for (const el of els.panels[view].querySelectorAll(".plot.drawn")) window.Plotly.Plots.resize(el);
 }

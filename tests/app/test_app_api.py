@@ -9,13 +9,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from appkit import BLOCK_SIZE, HEAD_DIM, N_HEAD, N_LAYER, attention
 
 from app.schemas import FIELDS
 from app.service import build_service, head_stats_arrays
 from model.checkpoint import load_checkpoint
 from model.inspection import head_stats, inspect, predictions
-
-from appkit import BLOCK_SIZE, HEAD_DIM, N_HEAD, N_LAYER, attention
 
 TEXT = "The small cat sees the red door. The small cat"
 
@@ -211,7 +210,7 @@ def test_unscaled_entropy_below_scaled_on_average(client):
 def test_stats_match_model_head_stats(checkpoint_dir):
     """The service's stats are model.inspection.head_stats, for any subset of heads."""
     lm = load_checkpoint(checkpoint_dir, "cpu")
-    for causal, scale in ((True, "sqrt_dk"), (False, "none"), (True, 0.7)):
+    for causal, scale in ((True, "sqrt_dk"), (False, "none"), (True, 0.7), (True, 0.001), (False, 10000.0)):
         trace = inspect(lm.model, lm.tokenizer, TEXT, causal=causal, scale=scale)
         ref = head_stats(trace)
         for layer in range(N_LAYER):
@@ -227,8 +226,8 @@ def test_stats_match_model_head_stats(checkpoint_dir):
                 trace.scale,
             )
             for name, value in got.items():
-                expected = getattr(ref, name)[layer, heads]
-                assert torch.allclose(value, expected, rtol=1e-4, atol=1e-6), name
+                expected = getattr(ref, name)[layer, heads].double()
+                assert torch.allclose(value.double(), expected, rtol=1e-5, atol=1e-6), (name, causal, scale)
 
 
 def test_pattern_matches_inspect(client, checkpoint_dir):
@@ -407,7 +406,9 @@ def test_lesson_bag_of_words_agrees(client):
 
 def test_lesson_variance_ratio_is_head_size(client):
     for head_size in (16, 64):
-        data = client.post("/api/lessons/variance", json={"head_size": head_size, "T": 32, "seed": 1, "samples": 64}).json()
+        data = client.post(
+            "/api/lessons/variance", json={"head_size": head_size, "T": 32, "seed": 1, "samples": 64}
+        ).json()
         assert data["ratio"] == pytest.approx(head_size, rel=1e-4)
         assert data["var_scores_raw"] == pytest.approx(head_size, rel=0.15)
         assert data["var_scores"] == pytest.approx(1.0, rel=0.15)
@@ -418,7 +419,10 @@ def test_lesson_variance_ratio_is_head_size(client):
 
 def test_lessons_are_deterministic(client):
     body = {"head_size": 8, "T": 4, "seed": 99, "samples": 3}
-    assert client.post("/api/lessons/variance", json=body).content == client.post("/api/lessons/variance", json=body).content
+    assert (
+        client.post("/api/lessons/variance", json=body).content
+        == client.post("/api/lessons/variance", json=body).content
+    )
 
 
 # ------------------------------------------------------------------ static files and docs
@@ -518,6 +522,9 @@ def test_text_limit_follows_settings(settings):
         r = c.post("/api/attention", json={"text": "x" * 11})
         assert r.status_code == 422
         assert r.json()["detail"][0]["ctx"] == {"max_length": 10}
-        assert c.get("/openapi.json").json()["components"]["schemas"]["AttentionRequest"]["properties"]["text"][
-            "maxLength"
-        ] == 10
+        assert (
+            c.get("/openapi.json").json()["components"]["schemas"]["AttentionRequest"]["properties"]["text"][
+                "maxLength"
+            ]
+            == 10
+        )

@@ -23,7 +23,14 @@ CASES = [
     ("text a list", "/api/attention", {"text": ["a"]}, 422, ["text"], None),
     ("text lone surrogate", "/api/attention", b'{"text": "ab\\ud800cd"}', 422, ["text"], None),
     # include
-    ("include unknown name", "/api/attention", {"text": "x", "include": ["pattern", "attention"]}, 422, ["include", 1], "pattern"),
+    (
+        "include unknown name",
+        "/api/attention",
+        {"text": "x", "include": ["pattern", "attention"]},
+        422,
+        ["include", 1],
+        "pattern",
+    ),
     ("include a string", "/api/attention", {"text": "x", "include": "pattern"}, 422, ["include"], None),
     # layers and heads
     ("layer out of range", "/api/attention", {"text": "x", "layers": [0, 2]}, 422, ["layers", 1], 1),

@@ -98,7 +98,9 @@ def test_chunked_body_over_the_limit_on_a_real_socket(live_server):
         b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
     )
     payload = b'{"text": "' + b"x" * 100_000 + b'"}'
-    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (payload[i : i + 8192] for i in range(0, len(payload), 8192)))
+    chunked = b"".join(
+        b"%x\r\n%s\r\n" % (len(part), part) for part in (payload[i : i + 8192] for i in range(0, len(payload), 8192))
+    )
     raw = live_server.raw(head + chunked + b"0\r\n\r\n")
     assert status_of(raw) == 413
     body = json.loads(raw.split(b"\r\n\r\n", 1)[1])
@@ -108,8 +110,7 @@ def test_chunked_body_over_the_limit_on_a_real_socket(live_server):
 def test_content_length_over_the_limit_answered_before_the_body(live_server):
     """A declared size over the limit is refused without reading (or waiting for) the body."""
     head = (
-        b"POST /api/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Content-Length: 10000000\r\n\r\n"
+        b"POST /api/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n"
     )
     t0 = time.perf_counter()
     raw = live_server.raw(head, timeout=5)

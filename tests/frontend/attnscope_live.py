@@ -57,7 +57,8 @@ def build_random_checkpoint(path: Path) -> Path:
     from model.tokenizer import BPETokenizer
 
     rng = random.Random(0)
-    words = "the a cat dog sat on mat window opens river garden quietly because warm cold and or but".split()
+    words = ["the", "a", "cat", "dog", "sat", "on", "mat", "window", "opens", "river", "garden"]
+    words += ["quietly", "because", "warm", "cold", "and", "or", "but"]
     texts = [" ".join(rng.choice(words) for _ in range(40)) + "." for _ in range(300)]
     tokenizer = BPETokenizer.train(texts, vocab_size=400)
     torch.manual_seed(0)
@@ -176,7 +177,9 @@ def chromium():
 
 def wait_settled(page, timeout: float = 60_000) -> None:
     """Wait until the explorer shows the current text's answers (or an error) with nothing pending."""
-    page.wait_for_function("() => window.attnscope !== undefined && window.attnscope.settled", timeout=timeout)
+    page.wait_for_function(
+        "() => window.attnscope !== undefined && window.attnscope.settled", timeout=timeout, polling=50
+    )
 
 
 # A paragraph long enough for the full context once repeated; plain modern English.

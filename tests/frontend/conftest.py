@@ -74,9 +74,16 @@ class Tab:
         return [e for e in self.console_errors if not any(a in e for a in allowed)]
 
 
+@pytest.fixture(scope="session")
+def context(browser):
+    """One browser context for the session, so plotly.min.js comes from the HTTP cache after the first page."""
+    ctx = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+    yield ctx
+    ctx.close()
+
+
 @pytest.fixture
-def tab(browser, server):
-    context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+def tab(context, server):
     page = context.new_page()
     page.set_default_timeout(90_000)
     t = Tab(page=page, base_url=server.url)
@@ -84,4 +91,4 @@ def tab(browser, server):
     page.on("console", lambda m: t.console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: t.console_errors.append(f"uncaught: {e}"))
     yield t
-    context.close()
+    page.close()

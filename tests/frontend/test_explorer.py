@@ -82,18 +82,21 @@ def test_changing_the_head_redraws_the_head_view(tab):
 def test_clicking_a_grid_cell_selects_that_head(tab):
     tab.open("/#text=" + quote(SENTENCE))
     grid = tab.figure("heads-grid")
-    assert len(grid["data"]) == 16
-    # the small multiple of layer 2, head 3
-    n = next(i for i, trace in enumerate(grid["data"]) if trace["meta"] == [2, 3])
-    suffix = "" if n == 0 else str(n + 1)
+    blocks = grid["data"][0]["meta"]["blocks"]
+    assert sorted((b["layer"], b["head"]) for b in blocks) == [(layer, head) for layer in range(4) for head in range(4)]
+    # the middle of the small multiple of layer 2, head 3
+    block = next(b for b in blocks if (b["layer"], b["head"]) == (2, 3))
     x, y = tab.page.evaluate(
-        """(suffix) => {
+        """(b) => {
             const gd = document.querySelector('[data-testid=heads-grid]');
-            const xa = gd._fullLayout['xaxis' + suffix], ya = gd._fullLayout['yaxis' + suffix];
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const cols = gd.data[0].z[0].length, rows = gd.data[0].z.length;
             const box = gd.getBoundingClientRect();
-            return [box.left + xa._offset + xa._length / 2, box.top + ya._offset + ya._length / 2];
+            const col = b.col0 + b.size / 2, row = b.row0 + b.size / 2;
+            return [box.left + xa._offset + (col + 0.5) / cols * xa._length,
+                    box.top + ya._offset + (row + 0.5) / rows * ya._length];
         }""",
-        suffix,
+        block,
     )
     tab.page.mouse.click(x, y)
     tab.settle()
@@ -102,7 +105,7 @@ def test_clicking_a_grid_cell_selects_that_head(tab):
     assert "L2 · H3" in tab.figure("head-heatmap")["data"][0]["hovertemplate"]
     # the grid outlines the chosen head
     shapes = tab.figure("heads-grid")["layout"]["shapes"]
-    assert len(shapes) == 1
+    assert len(shapes) == 1 and shapes[0]["x0"] < block["col0"] < shapes[0]["x1"]
 
 
 def test_compare_view_shows_both_patterns_and_a_variance_ratio_of_d_k(tab):
@@ -225,9 +228,9 @@ def test_the_full_context_stays_usable(tab):
     fig = tab.figure("head-heatmap")
     assert len(fig["data"][0]["z"]) == n
     assert len(fig["layout"]["xaxis"]["ticktext"]) <= 45  # thinned labels
-    grid = tab.figure("heads-grid")["data"]
-    assert len(grid) == 16
-    assert all(len(t["z"]) <= 64 for t in grid)  # pooled small multiples
+    grid = tab.figure("heads-grid")["data"][0]
+    assert len(grid["meta"]["blocks"]) == 16
+    assert all(b["size"] <= 64 for b in grid["meta"]["blocks"])  # pooled small multiples
     assert tab.page.get_by_test_id("error-banner").is_hidden()
 
 
@@ -279,3 +282,33 @@ def test_every_hook_is_on_the_page(tab):
     T = len(tab.tokens())
     sums = steps[4]["z"]
     assert len(sums) == T and all(math.isclose(s[0], 1.0, abs_tol=2e-3) for s in sums)
+
+
+def test_controls_have_names_and_are_reachable_by_keyboard(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    unnamed = tab.page.evaluate(
+        """() => [...document.querySelectorAll('input, select, textarea, button')]
+            .filter((el) => el.offsetParent !== null)
+            .filter((el) => {
+                const label = el.labels && el.labels.length ? el.labels[0].textContent.trim() : '';
+                const name = label || el.getAttribute('aria-label') || el.textContent.trim() || el.title;
+                return !name;
+            })
+            .map((el) => el.outerHTML.slice(0, 80))"""
+    )
+    assert unnamed == []
+    # Tab from the text box walks through the examples and reaches the head controls
+    tab.page.get_by_test_id("text-input").focus()
+    reached = set()
+    for _ in range(60):
+        tab.page.keyboard.press("Tab")
+        reached.add(tab.page.evaluate("() => document.activeElement.id || document.activeElement.className"))
+        if {"layer-select", "head-select", "causal-toggle", "scale-toggle"} <= reached:
+            break
+    assert {"layer-select", "head-select", "causal-toggle", "scale-toggle"} <= reached
+    # arrow keys move between the view tabs
+    tab.page.get_by_role("tab", name="Head & grid").focus()
+    tab.page.keyboard.press("ArrowRight")
+    assert tab.page.get_by_role("tab", name="Scaled vs unscaled").get_attribute("aria-selected") == "true"
+    tab.page.keyboard.press("ArrowRight")
+    assert tab.page.get_by_role("tab", name="Mask pipeline").get_attribute("aria-selected") == "true"

@@ -1,0 +1,129 @@
+"""Screenshots of every view of the explorer and of the lessons, for docs/screenshots/.
+
+Starts the real server (or uses ``--url``), opens each view in headless Debian chromium at
+1280×800 (and the head view at 1024 px wide) and saves PNGs:
+
+    python scripts/screenshots.py                        # shipped model (see tests/frontend/attnscope_live.py)
+    ATTNSCOPE_CHECKPOINT=runs/small/checkpoint python scripts/screenshots.py
+    python scripts/screenshots.py --url http://127.0.0.1:8000 --out /tmp/shots
+
+Views are scrolled so that the tab bar sits under the top bar: what a user sees after
+choosing that tab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "frontend"))
+from attnscope_live import CHROMIUM, FILLER, chromium, live_server, text_of_tokens, wait_settled  # noqa: E402
+
+SENTENCE = "The cat sat on the mat because the mat was warm."
+REPEATED = "Open the red door, then close the blue window. Open the red door, then close the blue window."
+
+
+@dataclass
+class Shot:
+    name: str
+    hash: str
+    width: int = 1280
+    height: int = 800
+    scroll_to_views: bool = True
+    page: str = "/"
+    type_after: str | None = None  # text entered (then Enter) after the first picture is drawn
+    scroll_selector: str | None = None
+
+
+def shots(long_text: str) -> list[Shot]:
+    q = quote
+    return [
+        Shot("overview", f"#view=head&layer=1&head=2&text={q(REPEATED)}", scroll_to_views=False),
+        Shot("head", f"#view=head&layer=1&head=2&pos=12&text={q(REPEATED)}"),
+        Shot("compare", f"#view=compare&layer=0&head=1&text={q(SENTENCE)}"),
+        Shot("pipeline", f"#view=pipeline&layer=0&head=1&text={q(SENTENCE)}"),
+        Shot("variance", f"#view=variance&layer=2&head=0&text={q(SENTENCE)}"),
+        Shot("roles", f"#view=roles&role=previous_token&text={q(SENTENCE)}"),
+        Shot("whatif-no-mask", f"#view=head&causal=0&layer=1&head=2&text={q(SENTENCE)}"),
+        Shot("long-context", f"#view=head&layer=1&head=0&text={q(long_text)}"),
+        Shot("error-too-long", f"#view=head&text={q(SENTENCE)}", scroll_to_views=False, type_after=FILLER * 6),
+        Shot("head-1024", f"#view=head&layer=1&head=2&text={q(REPEATED)}", width=1024, scroll_to_views=False),
+        Shot("compare-1024", f"#view=compare&layer=0&head=1&text={q(SENTENCE)}", width=1024),
+        Shot("lessons", "", page="/lessons.html", scroll_to_views=False),
+        Shot("lessons-variance", "", page="/lessons.html", scroll_to_views=False, scroll_selector="#lesson-variance"),
+    ]
+
+
+SCROLL_TO_VIEWS = """() => {
+  const bar = document.querySelector('.viewbar');
+  const top = document.querySelector('.topbar').offsetHeight;
+  window.scrollTo(0, bar.getBoundingClientRect().top + window.scrollY - top);
+}"""
+
+
+def take(browser, base_url: str, shot: Shot, out: Path) -> Path:
+    page = browser.new_page(viewport={"width": shot.width, "height": shot.height})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(base_url + shot.page + shot.hash)
+    if shot.page == "/":
+        wait_settled(page, timeout=120_000)
+        page.wait_for_function("() => document.querySelector('.view:not([hidden]) .plot.drawn') !== null")
+    else:
+        page.wait_for_selector("#variance-sweep.drawn", timeout=120_000)
+    if shot.type_after is not None:
+        box = page.get_by_test_id("text-input")
+        box.fill(shot.type_after)
+        box.press("Enter")
+        wait_settled(page, timeout=120_000)
+    if shot.scroll_to_views:
+        page.evaluate(SCROLL_TO_VIEWS)
+    if shot.scroll_selector:
+        page.evaluate(
+            "(sel) => { const el = document.querySelector(sel); window.scrollTo(0, el.offsetTop - 60); }",
+            shot.scroll_selector,
+        )
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(400)  # let Plotly finish any resize
+    path = out / f"{shot.name}.png"
+    page.screenshot(path=str(path))
+    page.close()
+    if errors:
+        raise RuntimeError(f"{shot.name}: page errors {errors}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Screenshots of every view into docs/screenshots/")
+    ap.add_argument("--url", help="an attnscope server that is already running (default: start one)")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    ap.add_argument("--only", nargs="*", help="names of the shots to take (default: all)")
+    args = ap.parse_args(argv)
+    if not CHROMIUM.exists():
+        print(f"{CHROMIUM} is missing: install Debian's chromium package", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def run(base_url: str) -> None:
+        long_text = text_of_tokens(base_url, 256)
+        with chromium() as browser:
+            for shot in shots(long_text):
+                if args.only and shot.name not in args.only:
+                    continue
+                print(take(browser, base_url, shot, args.out))
+
+    if args.url:
+        run(args.url.rstrip("/"))
+    else:
+        with live_server(threads=2) as server:
+            print(f"server: {server.url}, checkpoint {server.checkpoint}")
+            run(server.url)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""The ``attnscope`` command line (``python -m app``): serve, inspect, export-hf, train."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from appkit import HEAD_DIM, N_HEAD, N_LAYER, free_port
+from fastapi.testclient import TestClient
+
+from app.cli import main
+from app.main import create_app
+from app.settings import Settings
+from model.checkpoint import SHIPPED, load_checkpoint
+
+REPO = Path(__file__).resolve().parents[2]
+TEXT = "The red cat opens the old door. The red cat"
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
+    full_env.pop("ATTNSCOPE_CHECKPOINT", None)
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def broken_copy(src: Path, dst: Path, file: str, content: bytes) -> Path:
+    shutil.copytree(src, dst)
+    (dst / file).write_bytes(content)
+    return dst
+
+
+# ------------------------------------------------------------------ serve: startup faults
+
+
+BAD_CHECKPOINTS = {
+    # case: (file to break or remove, new content or None to remove; None file = no directory)
+    "missing directory": (None, None),
+    "garbage weights": ("model.safetensors", b"\x00garbage" * 10),
+    "truncated config": ("config.json", b'{"n_layer": '),
+    "garbage tokenizer": ("tokenizer.json", b"{nope"),
+    "weights removed": ("model.safetensors", None),
+}
+
+
+def bad_checkpoint(checkpoint_dir: Path, tmp_path: Path, case: str) -> tuple[Path, str]:
+    """A broken checkpoint directory and the path its error message must name."""
+    file, content = BAD_CHECKPOINTS[case]
+    if file is None:
+        path = tmp_path / "no-such-checkpoint"
+        return path, str(path)
+    path = tmp_path / "ckpt"
+    shutil.copytree(checkpoint_dir, path)
+    if content is None:
+        (path / file).unlink()
+    else:
+        (path / file).write_bytes(content)
+    return path, str(path / file)
+
+
+@pytest.mark.parametrize("case", list(BAD_CHECKPOINTS))
+def test_serve_with_a_bad_checkpoint_fails_with_one_line(checkpoint_dir, tmp_path, capsys, case):
+    """Checked before uvicorn starts: one line naming the file, exit status 1."""
+    path, named = bad_checkpoint(checkpoint_dir, tmp_path, case)
+    assert main(["serve", "--checkpoint", str(path), "--port", str(free_port())]) == 1
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("attnscope: cannot start:")
+    assert named in lines[0]
+    assert "http://" not in captured.out  # it never got as far as serving
+
+
+@pytest.mark.parametrize("case", ["missing directory", "garbage weights"])
+def test_serve_process_exits_non_zero_with_one_line(checkpoint_dir, tmp_path, case):
+    """The same as a real process: nothing else on stderr (no traceback, no warnings)."""
+    path, named = bad_checkpoint(checkpoint_dir, tmp_path, case)
+    result = run_cli("serve", "--checkpoint", str(path), "--port", str(free_port()), timeout=90)
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("attnscope: cannot start:") and named in lines[0]
+    assert result.stdout == ""
+
+
+def test_lifespan_refuses_a_bad_checkpoint_too(tmp_path):
+    """Started by uvicorn directly (no CLI check), the lifespan stops it: one line, non-zero exit."""
+    missing = tmp_path / "gone"
+    env = {**os.environ, "ATTNSCOPE_CHECKPOINT": str(missing)}
+    result = subprocess.run(
+        [sys.executable, "-m", "uvicorn", "app.main:create_app_from_env", "--factory", "--port", str(free_port())],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    failures = [line for line in result.stderr.splitlines() if "cannot start" in line]
+    assert failures and str(missing) in failures[0]
+
+
+def test_create_app_with_a_bad_checkpoint_fails_at_startup(tmp_path):
+    app = create_app(Settings(checkpoint=tmp_path / "gone"))
+    with pytest.raises(Exception, match="gone"), TestClient(app):
+        pass
+
+
+# ------------------------------------------------------------------ serve: running
+
+
+def test_serve_prints_the_url_and_serves(checkpoint_dir):
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("ATTNSCOPE_CHECKPOINT", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve", "--checkpoint", str(checkpoint_dir), "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first = proc.stdout.readline()
+        assert f"http://127.0.0.1:{port}/" in first
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "the server did not become ready"
+            time.sleep(0.2)
+        info = httpx.get(f"http://127.0.0.1:{port}/api/model", timeout=5).json()
+        assert info["n_layer"] == N_LAYER
+        r = httpx.post(f"http://127.0.0.1:{port}/api/attention", json={"text": TEXT}, timeout=30)
+        assert r.status_code == 200
+        assert "server" not in r.headers  # no server banner
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_binds_localhost_by_default():
+    assert Settings().host == "127.0.0.1"
+
+
+# ------------------------------------------------------------------ inspect
+
+
+def test_inspect_prints_a_summary(checkpoint_dir, capsys):
+    assert main(["inspect", TEXT, "--checkpoint", str(checkpoint_dir), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    lm = load_checkpoint(checkpoint_dir, "cpu")
+    enc = lm.tokenizer.encode(TEXT)
+    assert f"{len(enc.ids)} tokens: " + " | ".join(enc.tokens) in out
+    assert "next-token guesses" in out
+    rows = [
+        line.split()
+        for line in out.splitlines()
+        if line.strip() and line.split()[0].isdigit() and len(line.split()) == 7
+    ]
+    assert [(int(r[0]), int(r[1])) for r in rows] == [
+        (layer, head) for layer in range(N_LAYER) for head in range(N_HEAD)
+    ]
+    assert all(float(r[6]) == pytest.approx(HEAD_DIM, rel=1e-3) for r in rows)  # variance ratio = d_k
+
+
+def test_inspect_one_head(checkpoint_dir, capsys):
+    assert main(["inspect", TEXT, "--checkpoint", str(checkpoint_dir), "--layer", "1", "--head", "0"]) == 0
+    out = capsys.readouterr().out
+    rows = [
+        line.split()
+        for line in out.splitlines()
+        if line.strip() and line.split()[0].isdigit() and len(line.split()) == 7
+    ]
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 0)]
+
+
+def test_inspect_json_is_the_api_response(checkpoint_dir, capsysbinary):
+    args = ["inspect", TEXT, "--json", "--checkpoint", str(checkpoint_dir), "--device", "cpu", "--layer", "1"]
+    args += ["--include", "pattern,attn_scores,stats", "--top-k", "3"]
+    assert main(args) == 0
+    cli_bytes = capsysbinary.readouterr().out.strip()
+    body = {"text": TEXT, "layers": [1], "include": ["pattern", "attn_scores", "stats"], "top_k": 3}
+    with TestClient(create_app(Settings(checkpoint=checkpoint_dir, device="cpu"))) as c:
+        api_bytes = c.post("/api/attention", json=body).content
+    assert cli_bytes.rsplit(b',"timing_ms":', 1)[0] == api_bytes.rsplit(b',"timing_ms":', 1)[0]
+    assert json.loads(cli_bytes)["layers"][0]["layer"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["   "], "text"),
+        (["ok", "--layer", "9"], "layers"),
+        (["ok", "--include", "pattern,nothing"], "include"),
+        (["the cat " * 40], "tokens"),
+    ],
+)
+def test_inspect_bad_input_is_one_line(checkpoint_dir, capsys, args, message):
+    code = main(["inspect", *args, "--checkpoint", str(checkpoint_dir)])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_inspect_missing_checkpoint(tmp_path, capsys):
+    assert main(["inspect", "hello", "--checkpoint", str(tmp_path / "none")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert str(tmp_path / "none") in err and len(err.splitlines()) == 1
+
+
+# ------------------------------------------------------------------ export-hf and train
+
+
+def test_export_hf_round_trips(checkpoint_dir, tmp_path, capsys):
+    out = tmp_path / "hf"
+    assert main(["export-hf", str(out), "--checkpoint", str(checkpoint_dir)]) == 0
+    assert str(out) in capsys.readouterr().out
+    assert json.loads((out / "config.json").read_text())["model_type"] == "gpt2"
+    ours = load_checkpoint(checkpoint_dir, "cpu")
+    back = load_checkpoint(out, "cpu")  # our loader reads the Hugging Face format too
+    ids = ours.tokenizer.encode_ids(TEXT)
+    assert back.tokenizer.encode_ids(TEXT) == ids
+    import torch
+
+    x = torch.tensor([ids])
+    with torch.inference_mode():
+        assert torch.allclose(ours.model(x)[0], back.model(x)[0], atol=1e-5)
+
+
+def test_train_passes_its_arguments_through(monkeypatch):
+    import model.train
+
+    seen = []
+    monkeypatch.setattr(model.train, "main", lambda argv=None: seen.append(argv))
+    assert main(["train", "--preset", "tiny", "--max-steps", "3", "--out", "/tmp/x"]) == 0
+    assert seen == [["--preset", "tiny", "--max-steps", "3", "--out", "/tmp/x"]]
+
+
+def test_train_help_is_model_train(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--preset" in out and "--max-steps" in out
+
+
+def test_help_lists_the_subcommands():
+    result = run_cli("--help", timeout=60)
+    assert result.returncode == 0
+    for command in ("serve", "train", "inspect", "export-hf"):
+        assert command in result.stdout
+
+
+# ------------------------------------------------------------------ the shipped model
+
+
+@pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="the shipped checkpoint is not there yet")
+def test_default_settings_serve_the_shipped_model(monkeypatch):
+    for var in ("ATTNSCOPE_CHECKPOINT", "ATTNSCOPE_DEVICE"):
+        monkeypatch.delenv(var, raising=False)
+    settings = Settings(torch_threads=1)
+    assert settings.checkpoint_path == SHIPPED
+    with TestClient(create_app(settings)) as c:
+        info = c.get("/api/model").json()
+        assert (info["n_layer"], info["n_head"], info["d_model"], info["head_dim"]) == (4, 4, 128, 32)
+        assert (info["block_size"], info["vocab_size"]) == (256, 4096)
+        lm = c.app.state.attnscope.service.loaded
+        ids = lm.tokenizer.encode_ids("The cat sat on the mat. " * 80)[:256]
+        text = lm.tokenizer.decode(ids)
+        n = len(lm.tokenizer.encode_ids(text))
+        r = c.post("/api/attention", json={"text": text, "include": ["stats"], "layers": [0], "heads": [0]})
+        assert r.status_code == (200 if n <= 256 else 422)
+        if r.status_code == 200:
+            assert r.json()["layers"][0]["heads"][0]["stats"]["variance_ratio"] == pytest.approx(32, rel=1e-3)
+        longer = lm.tokenizer.decode(lm.tokenizer.encode_ids("The cat sat on the mat. " * 80))
+        r = c.post("/api/attention", json={"text": longer})
+        assert r.status_code == 422
+        assert r.json()["detail"][0]["ctx"]["limit"] == 256
+        scores = c.get("/api/heads").json()["scores"]
+        assert len(scores) == 4 and all(len(layer) == 4 for layer in scores)
