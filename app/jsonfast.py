@@ -12,6 +12,8 @@ and each number is within 5.1e-6 of the weight (rows still sum to 1 within T * 5
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 DECIMALS = 5
@@ -49,33 +51,52 @@ def visible_prefix(mask: np.ndarray) -> np.ndarray | None:
     return counts if np.array_equal(prefix, mask) else None
 
 
+class WeightLayout:
+    """How the rows of one mask are written; build once per request, reuse for every layer."""
+
+    def __init__(self, mask: np.ndarray) -> None:
+        T = mask.shape[0]
+        counts = visible_prefix(mask)
+        if counts is None:  # not a prefix mask: every entry written in full
+            counts = np.full(T, T)
+            mask = np.ones((T, T), dtype=bool)
+        self.T = T
+        self.mask = mask
+        ends = np.cumsum(counts)
+        self.row_ends = ends[counts == T] - 1  # visible cells that close a row without a masked tail
+        self.spans = [(8 * int(a), 8 * int(b)) for a, b in zip([0, *ends[:-1]], ends)]
+        template: list = [b"["]
+        for n in counts:
+            template += (b"[", None, _zero_tail(T - int(n)), b",")
+        template[-1] = b"]"  # the last row's separator closes the matrix
+        self.template = template
+
+    def write(self, weights: np.ndarray) -> list[bytes]:
+        """``weights (H, T, T)`` in [0, 1] (masked entries 0) -> per head the JSON of its T×T matrix."""
+        visible = weights[:, self.mask]  # (H, n): each head's visible weights, row after row
+        # round half up to 5 decimals, clipped to the table (NaN would become 0)
+        k = np.clip(visible * np.float32(_ONE) + np.float32(0.5), 0, _ONE).astype(np.int32)
+        cells = _CELLS.take(k)  # (H, n) uint64: 8 bytes per weight
+        cells[:, self.row_ends] ^= _COMMA_TO_CLOSE
+        out = []
+        for h in range(weights.shape[0]):
+            data = memoryview(cells[h]).cast("B")
+            parts = self.template.copy()
+            parts[2::4] = [data[a:b] for a, b in self.spans]
+            out.append(b"".join(parts))
+        return out
+
+
+@functools.lru_cache(maxsize=64)
+def layout(T: int, causal: bool) -> WeightLayout:
+    """The layout of a causal (lower-triangular) or full T×T mask, cached."""
+    full = np.ones((T, T), dtype=bool)
+    return WeightLayout(np.tril(full) if causal else full)
+
+
 def weight_matrices(weights: np.ndarray, mask: np.ndarray) -> list[bytes]:
     """``weights (H, T, T)`` in [0, 1] (masked entries 0) -> per head the JSON of its T×T matrix.
 
     ``mask (T, T)`` bool, True where the query may attend: masked tails are written ``0``.
     """
-    H, T, _ = weights.shape
-    counts = visible_prefix(mask)
-    if counts is None:  # not a prefix mask: every entry written in full
-        counts = np.full(T, T)
-        mask = np.ones((T, T), dtype=bool)
-    visible = weights[:, mask]  # (H, n): each head's visible weights, row after row
-    # round half up to 5 decimals, clipped to the table (NaN would become 0)
-    k = np.clip(visible * np.float32(_ONE) + np.float32(0.5), 0, _ONE).astype(np.int32)
-    cells = _CELLS.take(k)  # (H, n) uint64: 8 bytes per weight
-    ends = np.cumsum(counts)
-    full = ends[counts == T] - 1  # rows without a masked tail end their last cell with "]"
-    cells[:, full] ^= _COMMA_TO_CLOSE
-
-    spans = [(8 * int(a), 8 * int(b)) for a, b in zip([0, *ends[:-1]], ends)]
-    template: list = [b"["]
-    for n in counts:
-        template += (b"[", None, _zero_tail(T - int(n)), b",")
-    template[-1] = b"]"  # the last row's separator closes the matrix
-    out = []
-    for h in range(H):
-        data = memoryview(cells[h]).cast("B")
-        parts = template.copy()
-        parts[2::4] = [data[a:b] for a, b in spans]
-        out.append(b"".join(parts))
-    return out
+    return WeightLayout(mask).write(weights)

@@ -44,15 +44,14 @@ def round_fixed(t: torch.Tensor, decimals: int) -> np.ndarray:
     return np.ascontiguousarray(np.round(a, decimals))
 
 
-def _to_sig(a: np.ndarray, digits: int, op) -> np.ndarray:
+def _to_sig(a, digits: int, op) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        mag = np.floor(np.log10(np.abs(a)))
-        exp = np.where(np.isfinite(mag), digits - 1 - mag, 0).astype(np.int64)
-        up = 10.0 ** np.clip(exp, 0, None)  # exact powers of ten
-        down = 10.0 ** np.clip(-exp, 0, None)
-        out = np.where(exp >= 0, op(a * up) / up, op(a / down) * down)
-    return np.where(np.isfinite(a), out, a)
+    finite = np.isfinite(a)
+    safe = np.where(finite & (a != 0), np.abs(a), 1.0)  # no log of 0, inf or NaN
+    exp = digits - 1 - np.floor(np.log10(safe)).astype(np.int64)
+    scale = 10.0 ** np.abs(exp)  # exact powers of ten
+    out = np.where(exp >= 0, op(a * scale) / scale, op(a / scale) * scale)
+    return np.where(finite, out, a)
 
 
 def round_sig(a, digits: int = STAT_DIGITS) -> np.ndarray:
@@ -141,6 +140,12 @@ def _indices(values: list[int] | None, n: int, name: str, unit: str) -> list[int
     return sorted(set(values))
 
 
+def _var(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    """Population variance over ``dims`` (centred first; faster than ``Tensor.var`` on CPU)."""
+    centred = x - x.mean(dims, keepdim=True)
+    return (centred * centred).mean(dims)
+
+
 def head_stats_arrays(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -151,7 +156,7 @@ def head_stats_arrays(
     mask: torch.Tensor,
     divisor: float,
 ) -> dict[str, torch.Tensor]:
-    """Per-head statistics of one layer's selected heads (``q, k (H, T, hs)``, the rest ``(H, T, T)``).
+    """Per-head statistics (``q, k (..., T, hs)``, the rest ``(..., T, T)``; ``...`` = heads, or layers and heads).
 
     The definitions of :func:`model.inspection.head_stats` (a test holds them equal):
     population variances over unmasked entries, row entropies in nats, mean row maxima,
@@ -160,9 +165,11 @@ def head_stats_arrays(
     over the visible keys ``H = logsumexp(s) - Σ p·s`` and ``logsumexp(s) = max s - log max p``,
     so ``H = -log max p - Σ p·(s - max s)``.
     """
-    visible = raw[:, mask]  # (H, n) the unmasked raw scores
-    var_raw = visible.var(dim=-1, correction=0)
-    var_scaled = (visible / divisor).var(dim=-1, correction=0)  # the model's attn_scores, the same division
+    visible = raw[..., mask]  # (..., n) the unmasked raw scores
+    centred = visible - visible.mean(-1, keepdim=True)
+    var_raw = torch.linalg.vecdot(centred, centred) / centred.shape[-1]
+    centred_scaled = centred / divisor  # the scaled scores, centred
+    var_scaled = torch.linalg.vecdot(centred_scaled, centred_scaled) / centred.shape[-1]
     ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-30), torch.full_like(var_raw, divisor**2))
 
     p_max, pu_max = pattern.amax(-1), pattern_unscaled.amax(-1)
@@ -177,8 +184,8 @@ def head_stats_arrays(
     ent = (-p_max.double().log() - p_dot).clamp_min(0)
     ent_u = (-pu_max.double().log() - pu_dot).clamp_min(0)
     return {
-        "var_q": q.var(dim=(-2, -1), correction=0),
-        "var_k": k.var(dim=(-2, -1), correction=0),
+        "var_q": _var(q, (-2, -1)),
+        "var_k": _var(k, (-2, -1)),
         "var_scores_raw": var_raw,
         "var_scores": var_scaled,
         "variance_ratio": ratio,
@@ -192,67 +199,105 @@ def head_stats_arrays(
 
 
 _NAN = float("nan")
-WEIGHT_FIELDS = ("pattern", "pattern_unscaled")  # written by app.jsonfast
+STAT_SCALARS = (
+    "var_q",
+    "var_k",
+    "var_scores_raw",
+    "var_scores",
+    "variance_ratio",
+    "entropy",
+    "entropy_unscaled",
+    "max_weight",
+    "max_weight_unscaled",
+)
+STAT_ROWS = ("row_entropy", "row_entropy_unscaled")
 
 
 def _layer_fields(
-    tr: AttentionTrace,
+    traces: list[AttentionTrace],
+    layers: list[int],
     heads: list[int],
     head_idx: torch.Tensor | None,
     include: set[str],
     divisor: float,
-) -> list[list[tuple[str, Any]]]:
-    """For each selected head of one layer, its included fields in contract order, as
-    ``(name, value)``: ``bytes`` already JSON, or values orjson writes (numpy arrays, dicts)."""
+) -> list[list[list[tuple[str, Any]]]]:
+    """``[layer][head]`` -> the included fields in contract order, as ``(name, value)``:
+    ``bytes`` already JSON, or values orjson writes (numpy arrays, dicts)."""
 
     def sel(x: torch.Tensor) -> torch.Tensor:  # (1, nh, T, ·) -> (H, T, ·)
         x = x[0]
         return x if head_idx is None else x.index_select(0, head_idx)
 
-    mask = tr.mask
+    mask = traces[0].mask
     hidden = ~mask
-    values: dict[str, Any] = {}
-    pattern = sel(tr.pattern) if include & {"pattern", "stats"} else None
-    pattern_u = sel(tr.pattern_unscaled) if include & {"pattern_unscaled", "stats"} else None
-    raw = sel(tr.attn_scores_raw) if include & {"attn_scores_raw", "stats"} else None
-    scores = sel(tr.attn_scores) if include & {"attn_scores", "stats"} else None
-    mask_np = mask.cpu().numpy()
-    for name, weights in (("pattern", pattern), ("pattern_unscaled", pattern_u)):
-        if name in include:
-            values[name] = jsonfast.weight_matrices(weights.detach().to("cpu", torch.float32).numpy(), mask_np)
-    if "attn_scores_raw" in include:
-        values["attn_scores_raw"] = round_fixed(raw.masked_fill(hidden, _NAN), SCORE_DECIMALS)
-    if "attn_scores" in include:
-        values["attn_scores"] = round_fixed(scores.masked_fill(hidden, _NAN), SCORE_DECIMALS)
-    for name in ("q", "k", "v"):
-        if name in include:
-            values[name] = round_fixed(sel(getattr(tr, name)), SCORE_DECIMALS)
+    layout = None
+    if include & {"pattern", "pattern_unscaled"}:
+        layout = jsonfast.layout(mask.shape[0], causal=not bool(mask.all()))
+    per_layer: list[dict[str, Any]] = []
+    for i in layers:
+        tr = traces[i]
+        values: dict[str, Any] = {}
+        for name in ("pattern", "pattern_unscaled"):
+            if name in include:
+                values[name] = layout.write(sel(getattr(tr, name)).detach().to("cpu", torch.float32).numpy())
+        for name in ("attn_scores_raw", "attn_scores"):
+            if name in include:
+                values[name] = round_fixed(sel(getattr(tr, name)).masked_fill(hidden, _NAN), SCORE_DECIMALS)
+        for name in ("q", "k", "v"):
+            if name in include:
+                values[name] = round_fixed(sel(getattr(tr, name)), SCORE_DECIMALS)
+        per_layer.append(values)
+
+    stats: list[dict[str, torch.Tensor]] = []
     if "stats" in include:
-        s = head_stats_arrays(sel(tr.q), sel(tr.k), raw, scores, pattern, pattern_u, mask, divisor)
-        per_head = {}
-        for name, value in s.items():
-            if value.dim() == 1:  # one number per head
-                per_head[name] = round_sig(value.detach().double().cpu().numpy()).tolist()
-            else:  # one list of T per head
-                per_head[name] = round_fixed(value, PATTERN_DECIMALS)
-        values["stats"] = [{name: value[j] for name, value in per_head.items()} for j in range(len(heads))]
-    return [[(name, values[name][j]) for name in FIELDS if name in values] for j in range(len(heads))]
+        # short texts: all layers in one go (fewer, larger operations); long ones: a layer at a
+        # time, which needs no stacked copies of the T×T tensors
+        group = len(layers) if mask.shape[0] <= 64 else 1
+        for start in range(0, len(layers), group):
+            chunk = layers[start : start + group]
+
+            def stacked(name: str, chunk=chunk) -> torch.Tensor:  # (layers, H, T, ·)
+                if len(chunk) == 1:  # a view, no copy
+                    return sel(getattr(traces[chunk[0]], name))[None]
+                return torch.stack([sel(getattr(traces[i], name)) for i in chunk])
+
+            names = ("q", "k", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled")
+            stats.append(head_stats_arrays(*(stacked(name) for name in names), mask, divisor))
+    if stats:  # rounded together: one numpy call for all layers' numbers, one per row statistic
+        scalars = torch.stack([torch.cat([s[name] for s in stats]).double() for name in STAT_SCALARS], 1)  # (L, S, H)
+        scalars_l = round_sig(scalars.cpu().numpy()).tolist()
+        rows = {name: round_fixed(torch.cat([s[name] for s in stats]), PATTERN_DECIMALS) for name in STAT_ROWS}
+        for li, values in enumerate(per_layer):
+            values["stats"] = [
+                {
+                    **{name: scalars_l[li][si][j] for si, name in enumerate(STAT_SCALARS)},
+                    **{name: rows[name][li, j] for name in STAT_ROWS},
+                }
+                for j in range(len(heads))
+            ]
+    return [
+        [[(name, values[name][j]) for name in FIELDS if name in values] for j in range(len(heads))]
+        for values in per_layer
+    ]
 
 
 def top_predictions(
-    logits: torch.Tensor, lse: torch.Tensor, displays: list[str], top_k: int, temperature: float
+    logits: torch.Tensor, displays: list[str], top_k: int, temperature: float
 ) -> list[list[dict[str, Any]]]:
     """Top ``top_k`` of ``softmax(logits / temperature)`` after each position.
 
-    ``lse (T,)`` is ``logsumexp(logits / temperature)``. Probabilities are floored to 6
-    significant digits, after scaling a row down in the (rounding-error) case where its
-    top ``top_k`` would add up to more than 1: each list is sorted and sums to at most 1.
+    Probabilities are floored to 6 significant digits, after scaling a row down in the
+    (rounding-error) case where its top ``top_k`` would add up to more than 1: each list is
+    sorted and sums to at most 1.
     """
     T = logits.shape[0]
     if top_k == 0:
         return [[] for _ in range(T)]
     top = torch.topk(logits, k=min(top_k, logits.shape[-1]), dim=-1)  # the same order as the probabilities
-    probs = torch.exp(top.values.double() / temperature - lse.double()[:, None]).clamp_max(1.0)
+    scaled = logits / temperature if temperature != 1 else logits
+    peak = scaled.gather(-1, top.indices[:, :1])  # (T, 1) the largest scaled logit
+    lse = peak.double()[:, 0] + (scaled - peak).exp_().sum(-1).double().log()  # logsumexp(scaled), (T,)
+    probs = torch.exp(top.values.double() / temperature - lse[:, None]).clamp_max(1.0)
     total = probs.sum(-1, keepdim=True)
     probs = torch.where(total > 1, probs / total, probs)
     p_rows = floor_sig(probs.cpu().numpy()).tolist()
@@ -292,8 +337,9 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     include = set(req.include)
 
     traces, logits, divisor = inspect_ids(lm.model, enc.ids, causal=req.causal, scale=req.scale)
-    lse = torch.logsumexp(logits / req.temperature if req.temperature != 1 else logits, dim=-1)  # (T,)
-    if not bool(torch.isfinite(lse).all()):  # a non-finite score anywhere reaches the logits
+    # LayerNorm spreads a NaN or inf anywhere in the residual stream to every logit of that
+    # position, so one column tells whether the scores overflowed in any layer
+    if not bool(torch.isfinite(logits[:, 0]).all()):
         raise ApiError(
             422,
             f"scale {req.scale!r} makes the scores overflow; use a number from 0.001 to 10000",
@@ -312,8 +358,10 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
             "divisor": divisor,
             "mask": traces[0].mask.to("cpu", torch.uint8).numpy(),
         },
-        layers=[(i, list(zip(heads, _layer_fields(traces[i], heads, head_idx, include, divisor)))) for i in layers],
-        predictions=top_predictions(logits, lse, svc.displays, req.top_k, req.temperature),
+        layers=list(
+            zip(layers, (list(zip(heads, f)) for f in _layer_fields(traces, layers, heads, head_idx, include, divisor)))
+        ),
+        predictions=top_predictions(logits, svc.displays, req.top_k, req.temperature),
     )
 
 

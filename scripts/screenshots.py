@@ -42,17 +42,22 @@ class Shot:
 def shots(long_text: str) -> list[Shot]:
     q = quote
     return [
-        Shot("overview", f"#view=head&layer=1&head=2&text={q(REPEATED)}", scroll_to_views=False),
-        Shot("head", f"#view=head&layer=1&head=2&pos=12&text={q(REPEATED)}"),
-        Shot("compare", f"#view=compare&layer=0&head=1&text={q(SENTENCE)}"),
-        Shot("pipeline", f"#view=pipeline&layer=0&head=1&text={q(SENTENCE)}"),
-        Shot("variance", f"#view=variance&layer=2&head=0&text={q(SENTENCE)}"),
-        Shot("roles", f"#view=roles&role=previous_token&text={q(SENTENCE)}"),
-        Shot("whatif-no-mask", f"#view=head&causal=0&layer=1&head=2&text={q(SENTENCE)}"),
-        Shot("long-context", f"#view=head&layer=1&head=0&text={q(long_text)}"),
+        Shot("overview", f"#view=head&layer=3&head=0&pos=15&text={q(REPEATED)}", scroll_to_views=False),
+        Shot("head", f"#view=head&layer=3&head=0&pos=15&text={q(REPEATED)}"),
+        Shot("compare", f"#view=compare&layer=2&head=3&text={q(SENTENCE)}"),
+        Shot("pipeline", f"#view=pipeline&layer=2&head=3&text={q(SENTENCE)}"),
+        Shot("variance", f"#view=variance&layer=3&head=0&text={q(SENTENCE)}"),
+        Shot("roles", f"#view=roles&role=induction&layer=3&head=0&text={q(REPEATED)}"),
+        Shot(
+            "whatif-no-mask",
+            f"#view=head&causal=0&layer=2&head=3&text={q(SENTENCE)}",
+            scroll_to_views=False,
+            scroll_selector="#whatif-banner",
+        ),
+        Shot("long-context", f"#view=head&layer=3&head=0&text={q(long_text)}"),
         Shot("error-too-long", f"#view=head&text={q(SENTENCE)}", scroll_to_views=False, type_after=FILLER * 6),
-        Shot("head-1024", f"#view=head&layer=1&head=2&text={q(REPEATED)}", width=1024, scroll_to_views=False),
-        Shot("compare-1024", f"#view=compare&layer=0&head=1&text={q(SENTENCE)}", width=1024),
+        Shot("head-1024", f"#view=head&layer=3&head=0&pos=15&text={q(REPEATED)}", width=1024, scroll_to_views=False),
+        Shot("compare-1024", f"#view=compare&layer=2&head=3&text={q(SENTENCE)}", width=1024),
         Shot("lessons", "", page="/lessons.html", scroll_to_views=False),
         Shot("lessons-variance", "", page="/lessons.html", scroll_to_views=False, scroll_selector="#lesson-variance"),
     ]

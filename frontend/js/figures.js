@@ -354,13 +354,14 @@ export function gridFigure({ tokens, layers, mask, selected, aggregate = false }
   const f = Math.ceil(T / GRID_MAX_CELLS);
   const labels = gridLabels(tokens, f);
   const P = labels.length;
-  const gap = Math.max(1, Math.round(P / 8)); // empty strip between blocks
+  const gap = Math.max(1, Math.round(P / 8)); // empty strip between blocks, and around them
+  const at = (k) => gap + k * (P + gap); // first row / column of block k
   const what = f > 1 ? `max weight in the block (${f}×${f} tokens)` : "weight";
   const nLayer = layers.length;
   const nHead = Math.max(...layers.map((l) => l.heads.length));
   const nCols = nHead + (aggregate ? 1 : 0);
-  const R = nLayer * P + (nLayer - 1) * gap;
-  const C = nCols * P + (nCols - 1) * gap;
+  const R = nLayer * P + (nLayer + 1) * gap;
+  const C = nCols * P + (nCols + 1) * gap;
   const pooledMask = poolMask(mask, f);
 
   const z = Array.from({ length: R }, () => new Array(C).fill(null));
@@ -372,7 +373,7 @@ export function gridFigure({ tokens, layers, mask, selected, aggregate = false }
   const colName = (c) => (aggregate && c === nHead ? "mean" : `H${layers[0].heads[c].head}`);
   for (let c = 0; c < nCols; c++) {
     for (let j = 0; j < C; j++) {
-      const inBlock = j - c * (P + gap);
+      const inBlock = j - at(c);
       if (inBlock >= 0 && inBlock < P) {
         colBlock[j] = c;
         xLabels[j] = `${colName(c)} · ${labels[inBlock]}`;
@@ -381,7 +382,7 @@ export function gridFigure({ tokens, layers, mask, selected, aggregate = false }
   }
   for (let r = 0; r < nLayer; r++) {
     for (let i = 0; i < R; i++) {
-      const inBlock = i - r * (P + gap);
+      const inBlock = i - at(r);
       if (inBlock >= 0 && inBlock < P) {
         rowBlock[i] = r;
         yLabels[i] = `L${layers[r].layer} · ${labels[inBlock]}`;
@@ -397,11 +398,11 @@ export function gridFigure({ tokens, layers, mask, selected, aggregate = false }
   const shapes = [];
   for (let r = 0; r < nLayer; r++) {
     const layerData = layers[r];
-    const row0 = r * (P + gap);
+    const row0 = at(r);
     for (let c = 0; c < nCols; c++) {
       const isMean = aggregate && c === nHead;
       const headData = isMean ? null : layerData.heads[c];
-      const col0 = c * (P + gap);
+      const col0 = at(c);
       const full = isMean ? meanMatrix(layerData.heads.map((h) => h.pattern)) : headData.pattern;
       const pooled = poolMax(full, mask, f);
       for (let i = 0; i < P; i++) {
@@ -434,7 +435,7 @@ export function gridFigure({ tokens, layers, mask, selected, aggregate = false }
       xref: "paper",
       yref: "paper",
       x: 0,
-      xshift: -8,
+      xshift: -4,
       xanchor: "right",
       y: 1 - (row0 + P / 2) / R,
       showarrow: false,
@@ -446,7 +447,7 @@ export function gridFigure({ tokens, layers, mask, selected, aggregate = false }
       text: colName(c),
       xref: "paper",
       yref: "paper",
-      x: (c * (P + gap) + P / 2) / C,
+      x: (at(c) + P / 2) / C,
       y: 1,
       yanchor: "bottom",
       showarrow: false,
@@ -471,7 +472,7 @@ export function gridFigure({ tokens, layers, mask, selected, aggregate = false }
       },
     ],
     layout: baseLayout({
-      margin: { l: 34, r: 6, t: 22, b: 6 },
+      margin: { l: 30, r: 2, t: 18, b: 2 },
       showlegend: false,
       xaxis: { ...axis, range: [-0.5, C - 0.5] },
       yaxis: { ...axis, range: [R - 0.5, -0.5] },

@@ -133,23 +133,27 @@ async function fetchGrid() {
   measure("render", drawStart);
 }
 
+/** Fetch the chosen head's detail; resolves to "ok", "stale" (a newer request took over) or "refused". */
 async function fetchDetail() {
   const key = headKey(state);
   const textKey = gridKey(state);
   const temperature = state.temperature;
   state.pending.detail = true;
   const started = performance.now();
+  let outcome = "ok";
   try {
     const result = await sendDetail(detailRequest(state));
-    if (result.stale) return;
+    if (result.stale) return "stale";
     measure("detail-request", started);
     state.detail = { key, textKey, temperature, response: result.value };
     if (!state.pending.grid) state.error = null;
   } catch (err) {
     state.error = errorText(err);
+    outcome = "refused";
   }
   state.pending.detail = false;
   update();
+  return outcome;
 }
 
 /**
@@ -160,8 +164,10 @@ async function fetchDetail() {
 let generation = 0;
 async function refreshAll() {
   const gen = ++generation;
-  await fetchDetail();
-  if (gen === generation) fetchGrid();
+  const outcome = await fetchDetail();
+  // a refused text (too long, empty) would be refused again: no second request. A detail
+  // made stale by a head change still needs the grid for this text.
+  if (outcome !== "refused" && gen === generation) fetchGrid();
 }
 
 // Typing: a short debounce merges bursts (key repeat, paste). While an answer is on its way,

@@ -1,10 +1,10 @@
 """A live attnscope server and a headless Debian chromium, shared by the browser tests,
 ``scripts/screenshots.py`` and ``bench/browser_bench.py``.
 
-The server is the real app (``app.main:create_app_from_env`` under uvicorn) in a child
-process. Its checkpoint is, in order: ``$ATTNSCOPE_CHECKPOINT``, the shipped model, the
-training run's latest checkpoint, else a random model of the shipped shape built on the
-spot (so the browser tests never depend on trained weights).
+The server is the real app, started as ``python -m app serve`` in a child process. Its
+checkpoint is, in order: ``$ATTNSCOPE_CHECKPOINT``, the shipped model, the training run's
+latest checkpoint, else a random model of the shipped shape built on the spot (so the
+browser tests never depend on trained weights).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def checkpoint_dir():
 
 
 class LiveServer:
-    """``python -m uvicorn app.main:create_app_from_env --factory`` on a free local port."""
+    """``python -m app serve`` on a free local port, in a child process."""
 
     def __init__(self, checkpoint: Path, port: int | None = None, threads: int = 1, log_path: Path | None = None):
         self.port = port or free_port()
@@ -103,18 +103,20 @@ class LiveServer:
         )
         self.log_path = log_path or Path(tempfile.mkstemp(prefix="attnscope-server-", suffix=".log")[1])
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        # the product's own entry point: `python -m app serve` (= `attnscope serve`)
         cmd = [
             sys.executable,
             "-m",
-            "uvicorn",
-            "app.main:create_app_from_env",
-            "--factory",
+            "app",
+            "serve",
             "--host",
             "127.0.0.1",
             "--port",
             str(self.port),
-            "--log-level",
-            "warning",
+            "--checkpoint",
+            str(checkpoint),
+            "--device",
+            env["ATTNSCOPE_DEVICE"],
         ]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 

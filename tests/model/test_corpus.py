@@ -100,21 +100,33 @@ def test_pydoc_keeps_prose_only(tmp_path):
     assert doc.text == "The len function returns the number of items in a list, see the tutorial for more."
 
 
-def test_build_splits_upsamples_and_collects_sentences(tmp_path, monkeypatch):
+def test_build_splits_weights_and_collects_sentences(tmp_path, monkeypatch):
     train_id, val_id = first_id("wordnet/examples", False), first_id("wordnet/examples", True)
     docs = [
-        Document("wordnet-examples", train_id, "The dog barked. A cat sat."),
-        Document("wordnet-examples", val_id, "It rained all day. Was it cold? Yes."),
+        # example sentences: one per line, each written as its own document
+        Document("wordnet-examples", train_id, "The dog barked.\nA cat sat.", True),
+        Document("wordnet-examples", val_id, "It rained all day.\nWas it cold?\nYes.", True),
         Document("python3-doc", first_id("pydoc", False), "Lists hold items in order."),
     ]
     monkeypatch.setattr(corpus, "all_documents", lambda: iter(docs))
     stats = build(tmp_path / "out")
     train = read_documents(tmp_path / "out" / "train.txt")
     val = read_documents(tmp_path / "out" / "val.txt")
-    assert train == ["The dog barked. A cat sat.", "The dog barked. A cat sat.", "Lists hold items in order."]
-    assert val == ["It rained all day. Was it cold? Yes."]
+    n = corpus.copies(docs[0])
+    assert n == int(corpus.WEIGHTS["wordnet-examples"])  # an integer weight: that many copies
+    assert train == ["The dog barked.", "A cat sat."] * n + ["Lists hold items in order."]
+    assert val == ["It rained all day.", "Was it cold?", "Yes."]  # held-out documents once
     sentences = (tmp_path / "out" / "sentences_val.txt").read_text().splitlines()
     assert sentences == ["It rained all day.", "Was it cold?", "Yes."]
     assert stats["wordnet-examples"]["documents"] == 2
     assert stats["sentences_val"] == {"sentences": 3}
     assert json.loads((tmp_path / "out" / "stats.json").read_text()) == stats
+
+
+def test_fractional_weight_keeps_a_stable_share(monkeypatch):
+    monkeypatch.setitem(corpus.WEIGHTS, "wordnet-glosses", 0.4)
+    docs = [Document("wordnet-glosses", f"wordnet/glosses/{i}", "x") for i in range(4000)]
+    kept = [corpus.copies(d) for d in docs]
+    assert set(kept) <= {0, 1}
+    assert abs(sum(kept) / len(kept) - 0.4) < 0.03  # sha1 bytes are close to uniform
+    assert kept == [corpus.copies(d) for d in docs]  # the same documents every run
