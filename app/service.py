@@ -175,12 +175,18 @@ def head_stats_arrays(
     p_max, pu_max = pattern.amax(-1), pattern_unscaled.amax(-1)
     # H = -log max p - Σ p·(s - max s): the scores the model used, centred so that large scores
     # (a small scale) do not cancel in float32; masked keys (-inf, p exactly 0) add nothing
-    s_max, top = scores.max(-1)  # (H, T); masked scores are -inf, never the maximum
-    lowest = torch.finfo(scores.dtype).min
-    p_dot = torch.linalg.vecdot(pattern, scores.clamp_min(lowest) - s_max[..., None]).double()
+    s_max, top = scores.max(-1)  # (..., T); masked scores are -inf, never the maximum
     # the unscaled softmax is over the raw scores: centre them on the row's top raw score
-    c = raw.gather(-1, top[..., None])  # (H, T, 1)
-    pu_dot = torch.linalg.vecdot(pattern_unscaled, raw - c).double()
+    c = raw.gather(-1, top[..., None])  # (..., T, 1)
+    raw_centred = raw - c
+    pu_dot = torch.linalg.vecdot(pattern_unscaled, raw_centred).double()
+    if divisor >= 1:
+        # s - max s = (raw - c) / divisor up to float32 rounding of s, |s| 6e-8 at most: the
+        # pass over the scaled scores is not needed
+        p_dot = torch.linalg.vecdot(pattern, raw_centred).double() / divisor
+    else:  # scores larger than the raw ones: use the model's own (float32) scaled scores
+        lowest = torch.finfo(scores.dtype).min
+        p_dot = torch.linalg.vecdot(pattern, scores.clamp_min(lowest) - s_max[..., None]).double()
     ent = (-p_max.double().log() - p_dot).clamp_min(0)
     ent_u = (-pu_max.double().log() - pu_dot).clamp_min(0)
     return {
