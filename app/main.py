@@ -100,7 +100,10 @@ class StrictJSONRequest(Request):
             def reject(name: str) -> Any:
                 raise json.JSONDecodeError(f"{name} is not a JSON number", text, text.find(name))
 
-            self._json = json.loads(text, parse_constant=reject)
+            try:
+                self._json = json.loads(text, parse_constant=reject)
+            except RecursionError:
+                raise json.JSONDecodeError("nested too deeply", text, 0) from None
         return self._json
 
 
@@ -192,8 +195,8 @@ async def lifespan(app: FastAPI):
     try:
         svc = await anyio.to_thread.run_sync(load_service, settings)
     except CheckpointError as e:
+        # the server logs this one line (LifespanErrorMiddleware) and exits non-zero
         state.startup_error = f"attnscope: cannot start: {one_line(e)}"
-        log.error(state.startup_error)
         raise
     state.service = svc
     info = svc.info

@@ -1,11 +1,13 @@
 """What the routes (and ``attnscope inspect``) compute: plain functions over a loaded model.
 
 The heavy one is :func:`attention_json`: tokenize, run the model's explicit attention path
-once (:func:`model.inspection.inspect_ids`), then for the requested layers and heads only,
-round the requested tensors in numpy and let orjson write the arrays directly (no Python
-loops over numbers). Statistics are computed by :func:`head_stats_arrays`, which gives the
-numbers of :func:`model.inspection.head_stats` (a test holds them equal) in fewer passes
-over the T×T tensors, for the selected heads only.
+once (:func:`model.inspection.inspect_ids`, without stacking the layers), then for the
+requested layers and heads only compute and write the requested fields: the T×T weight
+matrices through :mod:`app.jsonfast`, other arrays rounded in numpy and written by orjson
+directly (no Python loops over numbers). Statistics come from :func:`head_stats_arrays`,
+the numbers of :func:`model.inspection.head_stats` (a test holds them equal) in fewer
+passes over the T×T tensors. The response is assembled from these pieces in a fixed
+order, ``timing_ms`` last.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .errors import ApiError
 from .responses import dumps
 from .schemas import FIELDS, AttentionRequest
 
-PATTERN_DECIMALS = 5  # rows of T ≤ 256 weights still sum to 1 within 1e-3
+PATTERN_DECIMALS = 5  # pattern, pattern_unscaled (app.jsonfast) and the row entropies
 SCORE_DECIMALS = 4  # attn_scores_raw, attn_scores, q, k, v
 STAT_DIGITS = 6  # significant digits of the statistics and lesson values
 PROB_DIGITS = 6  # significant digits of prediction probabilities (floored)
@@ -258,7 +260,7 @@ def _layer_fields(
     if "stats" in include:
         # short texts: all layers in one go (fewer, larger operations); long ones: a layer at a
         # time, which needs no stacked copies of the T×T tensors
-        group = len(layers) if mask.shape[0] <= 64 else 1
+        group = max(1, len(layers)) if mask.shape[0] <= 64 else 1
         for start in range(0, len(layers), group):
             chunk = layers[start : start + group]
 

@@ -2,10 +2,12 @@
 # Load test: N requests (default 2,000) at concurrency C (default 16) against a real
 # `attnscope serve`, texts of mixed lengths (1 to 256 tokens) and the page's mixed requests.
 # Reports every error (there must be none), throughput, latency percentiles, and the
-# server's resident memory before, during (peak) and after the run.
+# server's resident memory before, during (peak) and after the run. ROUNDS=2 sends the N
+# requests twice to the same server: memory that levels off is the allocator's high-water
+# mark, memory that keeps growing would be a leak.
 #
 #   nice -n 19 bench/load_test.sh                      # the shipped model
-#   N=500 C=8 CHECKPOINT=runs/small/checkpoint nice -n 19 bench/load_test.sh
+#   N=500 C=8 ROUNDS=2 CHECKPOINT=runs/small/checkpoint nice -n 19 bench/load_test.sh
 #
 # Exits non-zero when any request failed. Needs only python3 with the project installed.
 set -euo pipefail
@@ -13,6 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 N="${N:-2000}"
 C="${C:-16}"
+ROUNDS="${ROUNDS:-1}"
 CHECKPOINT="${CHECKPOINT:-model/checkpoints/attnscope-small}"
 PORT="${PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 URL="http://127.0.0.1:${PORT}"
@@ -49,7 +52,7 @@ EOF
 
 echo "server pid $SERVER_PID at $URL, checkpoint $CHECKPOINT; $N requests at concurrency $C"
 
-python3 - "$URL" "$SERVER_PID" "$N" "$C" "$CHECKPOINT" <<'EOF'
+python3 - "$URL" "$SERVER_PID" "$N" "$C" "$CHECKPOINT" "$ROUNDS" <<'EOF'
 import asyncio
 import statistics
 import sys
@@ -62,6 +65,7 @@ import httpx
 from model.tokenizer import BPETokenizer
 
 url, pid, total, concurrency, checkpoint = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+rounds = int(sys.argv[6])
 
 
 def rss_kib() -> int:
@@ -105,7 +109,8 @@ def request(i: int) -> tuple[str, str, dict | None]:
     return "model", ("/api/model" if i % 20 == 9 else "/api/heads"), None
 
 
-async def main() -> None:
+async def one_round(number: int) -> int:
+    """Send ``total`` requests, ``concurrency`` at a time; print the figures; return the errors."""
     counter = iter(range(total))
     latencies: dict[str, list[float]] = {}
     errors: Counter = Counter()
@@ -147,18 +152,26 @@ async def main() -> None:
     rss_after = rss_kib()
 
     n_errors = sum(errors.values())
-    print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} req/s, {received / 1e6:.1f} MB received (gzip)")
+    print(f"round {number}: {total} requests in {elapsed:.1f} s: {total / elapsed:.1f} req/s, {received / 1e6:.1f} MB received (gzip)")
     print(f"status codes: {dict(sorted(statuses.items()))}")
     print(f"errors: {n_errors}")
     for text, count in errors.most_common(10):
         print(f"  {count} x {text}")
     every = [x for values in latencies.values() for x in values]
-    print(f"latency ms (all): p50 {statistics.median(every):.0f}, p99 {statistics.quantiles(every, n=100, method="inclusive")[98]:.0f}, max {max(every):.0f}")
+    p99 = statistics.quantiles(every, n=100, method='inclusive')[98]
+    print(f"latency ms (all): p50 {statistics.median(every):.0f}, p99 {p99:.0f}, max {max(every):.0f}")
     for kind, values in sorted(latencies.items()):
-        p99 = statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else values[0]
+        p99 = statistics.quantiles(values, n=100, method='inclusive')[98] if len(values) > 1 else values[0]
         print(f"  {kind:<8} {len(values):>5} requests  p50 {statistics.median(values):7.0f}  p99 {p99:7.0f}")
     print(f"server RSS: before {rss_before / 1024:.1f} MiB, peak {peak / 1024:.1f} MiB, after {rss_after / 1024:.1f} MiB")
-    sys.exit(1 if n_errors else 0)
+    return n_errors
+
+
+async def main() -> None:
+    failed = 0
+    for number in range(1, rounds + 1):
+        failed += await one_round(number)
+    sys.exit(1 if failed else 0)
 
 
 asyncio.run(main())

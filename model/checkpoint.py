@@ -50,12 +50,16 @@ class LoadedModel:
 def pick_device(requested: str | None = None) -> torch.device:
     """``requested`` (or ``$ATTNSCOPE_DEVICE``), else CUDA when present, else CPU.
 
-    Asking for CUDA on a machine without it falls back to the CPU with a warning.
+    Asking for CUDA on a machine without it falls back to the CPU with a warning; a name
+    torch does not know raises :class:`CheckpointError` naming it.
     """
     requested = requested or os.environ.get("ATTNSCOPE_DEVICE") or None
     if requested in (None, "", "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(requested)
+    try:
+        dev = torch.device(requested)
+    except RuntimeError as e:
+        raise CheckpointError(f"unknown device {requested!r} (use auto, cpu, cuda or cuda:N)") from e
     if dev.type == "cuda" and not torch.cuda.is_available():
         log.warning("CUDA was asked for (%s) but is not available; using the CPU", requested)
         return torch.device("cpu")

@@ -67,19 +67,21 @@ def head_role_scores(model: GPT, tokenizer, n_induction: int = 40) -> torch.Tens
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    eot = tokenizer.eot_id
-    T_max = model.config.block_size
-    n_induction = min(n_induction, (T_max - 1) // 2)
-    natural = []
-    for s in PROBE_SENTENCES:
-        ids = ([eot] + tokenizer.encode_ids(s))[:T_max]
-        p = _patterns(model, torch.tensor([ids], device=device))[0]  # (L, nh, T, T)
-        natural.append(torch.stack([previous_token_score(p), first_token_score(p), self_score(p)], -1))
-    prev, first, self_ = torch.stack(natural).mean(0).unbind(-1)  # (L, nh) each
+    try:
+        eot = tokenizer.eot_id
+        T_max = model.config.block_size
+        n_induction = min(n_induction, (T_max - 1) // 2)
+        natural = []
+        for s in PROBE_SENTENCES:
+            ids = ([eot] + tokenizer.encode_ids(s))[:T_max]
+            p = _patterns(model, torch.tensor([ids], device=device))[0]  # (L, nh, T, T)
+            natural.append(torch.stack([previous_token_score(p), first_token_score(p), self_score(p)], -1))
+        prev, first, self_ = torch.stack(natural).mean(0).unbind(-1)  # (L, nh) each
 
-    rand = induction_tokens(model.config.vocab_size, n=n_induction).to(device)  # (B, n)
-    bos = torch.full((rand.size(0), 1), eot, device=device)
-    p = _patterns(model, torch.cat([bos, rand, rand], dim=1))  # (B, L, nh, T, T)
-    ind = induction_score(p, prefix=1, n=n_induction).mean(0)  # (L, nh)
-    model.train(was_training)
-    return torch.stack([prev, first, ind, self_], dim=-1).clamp(0, 1).cpu()
+        rand = induction_tokens(model.config.vocab_size, n=n_induction).to(device)  # (B, n)
+        bos = torch.full((rand.size(0), 1), eot, device=device)
+        p = _patterns(model, torch.cat([bos, rand, rand], dim=1))  # (B, L, nh, T, T)
+        ind = induction_score(p, prefix=1, n=n_induction).mean(0)  # (L, nh)
+        return torch.stack([prev, first, ind, self_], dim=-1).clamp(0, 1).cpu()
+    finally:
+        model.train(was_training)

@@ -146,6 +146,7 @@ def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu") -> dict:
     rng = np.random.default_rng(cfg.seed)
     out = Path(cfg.out)
     tok, train_data, val_data, sentences = prepare(cfg)
+    val_bytes_per_token = bytes_per_token(tok, val_data)
     cfg = replace(cfg, model=replace(cfg.model, vocab_size=tok.vocab_size))
     model = GPT(cfg.model).to(device)
 
@@ -220,7 +221,7 @@ def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu") -> dict:
         if step % cfg.eval_every == 0 or step == cfg.max_steps or out_of_time:
             m = evaluate(model, tok, val_data, sentences, cfg)
             m.update(step=step, tokens=tokens_seen, minutes=round(elapsed / 60, 2), train_loss=round(loss_ema, 4))
-            m["val_bpb_stream"] = round(m["val_loss"] / LN2 / _bytes_per_token(tok, val_data), 4)
+            m["val_bpb_stream"] = round(m["val_loss"] / LN2 / val_bytes_per_token, 4)
             history.append(m)
             tqdm.write(json.dumps(m))
             save(final=step >= cfg.max_steps)
@@ -231,15 +232,10 @@ def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu") -> dict:
     return history[-1] if history else {}
 
 
-_BPT_CACHE: dict[int, float] = {}
-
-
-def _bytes_per_token(tok: BPETokenizer, ids: np.ndarray) -> float:
-    key = id(ids)
-    if key not in _BPT_CACHE:
-        sample = ids[:200_000]
-        _BPT_CACHE[key] = sum(len(tok.token_bytes(int(i))) for i in sample) / len(sample)
-    return _BPT_CACHE[key]
+def bytes_per_token(tok: BPETokenizer, ids: np.ndarray, sample: int = 200_000) -> float:
+    """Mean UTF-8 bytes per token over the first ``sample`` ids: turns nats/token into bits/byte."""
+    head = ids[:sample]
+    return sum(len(tok.token_bytes(int(i))) for i in head) / max(1, len(head))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -121,6 +121,10 @@ def test_include_layers_heads_select_exactly(client):
     empty = attention(client, text=TEXT, include=[], layers=[])
     assert empty["layers"] == []
     assert len(empty["predictions"]) == len(empty["tokens"])
+    # empty selections with fields to compute: nothing to compute, still a valid answer
+    assert attention(client, text=TEXT, layers=[])["layers"] == []
+    no_heads = attention(client, text=TEXT, heads=[], include=list(FIELDS))
+    assert no_heads["layers"] == [{"layer": i, "heads": []} for i in range(N_LAYER)]
 
 
 def test_selected_heads_equal_the_full_view(client):

@@ -67,6 +67,7 @@ CASES = [
     ("JSON with NaN", "/api/attention", b'{"text": "x", "temperature": NaN}', 422, [], "NaN"),
     ("JSON with Infinity", "/api/attention", b'{"text": "x", "scale": Infinity}', 422, [], "Infinity"),
     ("body not UTF-8", "/api/attention", b'{"text": "caf\xe9"}', 422, [], "UTF-8"),
+    ("JSON nested too deeply", "/api/attention", b"[" * 20_000 + b"]" * 20_000, 422, [], "nested"),
     # lessons
     ("bag-of-words T zero", "/api/lessons/bag-of-words", {"T": 0}, 422, ["T"], 1),
     ("bag-of-words T too big", "/api/lessons/bag-of-words", {"T": 65}, 422, ["T"], 64),

@@ -167,6 +167,14 @@ def test_serve_binds_localhost_by_default():
     assert Settings().host == "127.0.0.1"
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_asked_for_but_absent_falls_back_to_cpu(checkpoint_dir, caplog):
+    with caplog.at_level("WARNING"), TestClient(create_app(Settings(checkpoint=checkpoint_dir, device="cuda"))) as c:
+        assert c.get("/api/model").json()["device"] == "cpu"
+        assert c.post("/api/attention", json={"text": TEXT}).status_code == 200
+    assert any("CUDA" in record.getMessage() for record in caplog.records)
+
+
 # ------------------------------------------------------------------ inspect
 
 
