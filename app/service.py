@@ -162,29 +162,38 @@ def head_stats_arrays(
 
     The definitions of :func:`model.inspection.head_stats` (a test holds them equal):
     population variances over unmasked entries, row entropies in nats, mean row maxima,
-    ratio ``divisor²`` when the scaled scores do not vary. Computed in fewer passes: the
-    entropy of a softmax row needs no logarithm per entry, since for ``p = softmax(s)``
-    over the visible keys ``H = logsumexp(s) - Σ p·s`` and ``logsumexp(s) = max s - log max p``,
-    so ``H = -log max p - Σ p·(s - max s)``.
+    ratio ``divisor²`` when the scaled scores do not vary. Computed in fewer passes over the
+    T×T tensors, all of them on scores centred on each row's top score ``c``:
+
+    * variances from per-row sums over the visible keys of ``y = raw - c`` and ``y²``
+      (float64 across rows); the scaled scores are ``raw / divisor``, whose variance is
+      ``var(raw) / divisor²`` (the model's float32 division moves it by less than 1e-6);
+    * the entropy of a softmax row needs no logarithm per entry: for ``p = softmax(s)`` over
+      the visible keys, ``H = logsumexp(s) - Σ p·s`` and ``logsumexp(s) = max s - log max p``,
+      so ``H = -log max p - Σ p·(s - max s)``; centring keeps large scores (a small scale)
+      from cancelling in float32.
     """
-    visible = raw[..., mask]  # (..., n) the unmasked raw scores
-    centred = visible - visible.mean(-1, keepdim=True)
-    var_raw = torch.linalg.vecdot(centred, centred) / centred.shape[-1]
-    centred_scaled = centred / divisor  # the scaled scores, centred
-    var_scaled = torch.linalg.vecdot(centred_scaled, centred_scaled) / centred.shape[-1]
-    ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-30), torch.full_like(var_raw, divisor**2))
+    s_max, top = scores.max(-1)  # (..., T); masked scores are -inf, never the maximum
+    c = raw.gather(-1, top[..., None])  # (..., T, 1) the raw score of the row's top key
+    raw_centred = raw - c
+
+    visible = mask.to(raw.dtype)  # (T, T) 1 where the query sees the key
+    y = raw_centred * visible  # masked entries 0
+    s1 = y.sum(-1).double()  # (..., T) per-row sums of the visible centred scores
+    s2 = torch.linalg.vecdot(y, raw_centred).double()  # and of their squares
+    n_row = visible.sum(-1).double()  # (T,)
+    c64 = c[..., 0].double()
+    n = n_row.sum()
+    mean = (s1 + n_row * c64).sum(-1) / n
+    var_raw = ((s2 + 2 * c64 * s1 + n_row * c64 * c64).sum(-1) / n - mean * mean).clamp_min(0)
+    var_scaled = var_raw / divisor**2
+    ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, divisor**2))
 
     p_max, pu_max = pattern.amax(-1), pattern_unscaled.amax(-1)
-    # H = -log max p - Σ p·(s - max s): the scores the model used, centred so that large scores
-    # (a small scale) do not cancel in float32; masked keys (-inf, p exactly 0) add nothing
-    s_max, top = scores.max(-1)  # (..., T); masked scores are -inf, never the maximum
-    # the unscaled softmax is over the raw scores: centre them on the row's top raw score
-    c = raw.gather(-1, top[..., None])  # (..., T, 1)
-    raw_centred = raw - c
+    # masked keys have p exactly 0 and finite raw scores: they add nothing to the sums
     pu_dot = torch.linalg.vecdot(pattern_unscaled, raw_centred).double()
     if divisor >= 1:
-        # s - max s = (raw - c) / divisor up to float32 rounding of s, |s| 6e-8 at most: the
-        # pass over the scaled scores is not needed
+        # s - max s = (raw - c) / divisor up to the float32 rounding of s (|s| 6e-8 at most)
         p_dot = torch.linalg.vecdot(pattern, raw_centred).double() / divisor
     else:  # scores larger than the raw ones: use the model's own (float32) scaled scores
         lowest = torch.finfo(scores.dtype).min
