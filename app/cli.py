@@ -241,7 +241,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         train_main(argv[1:])
         return 0
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # the reader went away (`attnscope inspect ... | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

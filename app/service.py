@@ -382,8 +382,9 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     )
 
 
-def encode_attention(result: AttentionResult) -> bytes:
-    """The JSON object, without its closing brace (``model`` and ``timing_ms`` come next)."""
+def encode_attention(result: AttentionResult) -> list[bytes]:
+    """The JSON object as pieces to join, without its closing brace (``model`` and
+    ``timing_ms`` come next)."""
     parts = [dumps(result.head)[:-1], b',"layers":[']
     for i, (layer, heads) in enumerate(result.layers):
         parts.append(b'%s{"layer":%d,"heads":[' % (b"," if i else b"", layer))
@@ -394,25 +395,26 @@ def encode_attention(result: AttentionResult) -> bytes:
             parts.append(b"}")
         parts.append(b"]}")
     parts += (b'],"predictions":', dumps(result.predictions))
-    return b"".join(parts)
+    return parts
 
 
 def attention_json(svc: Service, req: AttentionRequest, started: float | None = None) -> tuple[bytes, dict[str, float]]:
     """The exact bytes of the POST /api/attention response, and the server timings in ms.
 
     ``timing_ms`` is always the last field, so two answers to the same request are
-    byte-identical up to it (``body.rsplit(b',"timing_ms":', 1)[0]``).
+    byte-identical up to it (``body.rsplit(b',"timing_ms":', 1)[0]``). It covers the wait
+    for a slot, the computation and the encoding, all but the final join of the pieces.
     """
     t0 = time.perf_counter() if started is None else started
     t1 = time.perf_counter()
     result = compute_attention(svc, req)
     t2 = time.perf_counter()
-    body = encode_attention(result)
+    parts = encode_attention(result)
     t3 = time.perf_counter()
     total = (t3 - t0) * 1000
-    out = b"".join((body, b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}"))
+    parts += (b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}")
     timings = {"queue": (t1 - t0) * 1000, "compute": (t2 - t1) * 1000, "encode": (t3 - t2) * 1000, "total": total}
-    return out, timings
+    return b"".join(parts), timings
 
 
 # ------------------------------------------------------------------ lessons

@@ -13,16 +13,17 @@
    Per view: p50/p99 of the round trip, p50 of the server's own time (``X-Timing-Ms``: from
    the route to the last encoded byte, before gzip), the server process's CPU time per
    request (from /proc, averaged over the rounds), and the body size without and with gzip.
-3. In this process, with the same thread count and in the same rounds (so that both meet the
-   same load on the machine): the bare ``model.inspection.inspect()`` call, and the plain
-   approach, ``inspect()`` + ``head_stats()`` + ``json.dumps`` of ``.tolist()`` of every
-   tensor at full precision; wall and CPU time of each.
+3. In this process, with the same thread count and allocator setting, and in the same
+   rounds (so that both meet the same load on the machine): the bare
+   ``model.inspection.inspect()`` call, and the plain approach, ``inspect()`` +
+   ``head_stats()`` + ``json.dumps`` of ``.tolist()`` of every tensor at full precision;
+   wall and CPU time of each.
 4. Prints the ratios against the targets: server time of the views at most 1.5x the bare
    inspection; the views at least 3x faster and 3x smaller than the plain approach.
 
 On a busy machine wall-clock times swing with the load; the CPU times (one torch thread by
-default, so that no thread spins waiting for another) are the steadier measure, and the
-ratios are given for both.
+default, so that no thread spins waiting for another) are steadier, so the ratios are given
+for both; the targets are judged on the server's own time.
 """
 
 from __future__ import annotations
@@ -215,6 +216,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
+    from app.main import limit_heap_retention
+
+    limit_heap_retention()  # the server's allocator setting, so that both pay the same page faults
     lm = load_checkpoint(args.checkpoint, "cpu")
     lengths = [int(x) for x in args.lengths.split(",")]
     texts = {T: text_of(lm.tokenizer, T) for T in lengths if T <= lm.config.block_size}
@@ -275,23 +279,20 @@ def report(results: dict) -> None:
             f"{p['bytes']:>12,} {p['bytes_gzip']:>11,}"
         )
     print()
-    print("ratios, CPU time (wall in brackets); targets: server/bare <= 1.5 for the page's views (grid, head);")
-    print("plain/served >= 3 in time and bytes; 'all' (every field of every head) for comparison only")
+    print("ratios: server time (X-Timing-Ms, wall) / bare inspect(), CPU in brackets (the server's CPU includes HTTP);")
+    print("targets: <= 1.5 for the page's views (grid, head); plain approach / served >= 3 in time and in bytes;")
+    print("'all' (every field of every head) is shown for comparison only")
     for T, row in results["lengths"].items():
         for name in ("grid", "head", "all"):
             r = row["ratios"][name]
             ok = (
-                r["server_over_bare_cpu"] <= 1.5
-                and r["plain_over_served_cpu"] >= 3
+                r["server_over_bare_wall"] <= 1.5
+                and r["plain_over_served_wall"] >= 3
                 and r["plain_over_served_bytes"] >= 3
             )
             verdict = "" if name == "all" else ("  ok" if ok else "  MISSED")
             print(
-                f"  T={T:>3} {name:<5} server/bare {r['server_over_bare_cpu']:5.2f}x ({r['server_over_bare_wall']:5.2f}x)"
-                f"  plain/served time {r['plain_over_served_cpu']:6.1f}x ({r['plain_over_served_wall']:6.1f}x)"
+                f"  T={T:>3} {name:<5} server/bare {r['server_over_bare_wall']:5.2f}x ({r['server_over_bare_cpu']:5.2f}x)"
+                f"  plain/served time {r['plain_over_served_wall']:6.1f}x ({r['plain_over_served_cpu']:6.1f}x)"
                 f"  bytes {r['plain_over_served_bytes']:6.1f}x{verdict}"
             )
-
-
-if __name__ == "__main__":
-    main()

@@ -532,3 +532,13 @@ def test_text_limit_follows_settings(settings):
             ]
             == 10
         )
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="glibc only")
+def test_heap_retention_is_limited_on_glibc(monkeypatch):
+    from app.main import limit_heap_retention
+
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    assert limit_heap_retention() is True
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")  # the operator's own setting wins
+    assert limit_heap_retention() is False
