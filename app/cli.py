@@ -57,7 +57,7 @@ def _scale(value: str) -> str | float:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from model.checkpoint import CheckpointError, load_checkpoint
+    from model.checkpoint import CheckpointError, load_checkpoint, pick_device
 
     from .settings import Settings
 
@@ -71,6 +71,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     # fail before uvicorn starts: one line naming the file, non-zero exit
     try:
+        pick_device(settings.device)
         load_checkpoint(settings.checkpoint_path, "cpu")
     except CheckpointError as e:
         return _fail(f"cannot start: {e}")
@@ -140,7 +141,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from .service import attention_json, build_service
     from .settings import Settings
 
-    settings = Settings(**{k: v for k, v in {"checkpoint": args.checkpoint, "device": args.device}.items() if v})
+    try:
+        settings = Settings(**{k: v for k, v in {"checkpoint": args.checkpoint, "device": args.device}.items() if v})
+    except ValidationError as e:
+        return _fail(f"invalid setting: {_validation_message(e)}", EXIT_USAGE)
     include = args.include.split(",") if args.include else list(DEFAULT_INCLUDE)
     if not args.json and "stats" not in include:
         include.append("stats")

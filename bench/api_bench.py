@@ -296,3 +296,7 @@ def report(results: dict) -> None:
                 f"  plain/served time {r['plain_over_served_wall']:6.1f}x ({r['plain_over_served_cpu']:6.1f}x)"
                 f"  bytes {r['plain_over_served_bytes']:6.1f}x{verdict}"
             )
+
+
+if __name__ == "__main__":
+    main()

@@ -50,11 +50,8 @@ def test_healthz_answers_during_a_long_request(monkeypatch, live_server, http):
     worker = threading.Thread(target=long_request)
     worker.start()
     assert state["entered"].wait(10), "the long request never started computing"
-    for _ in range(5):
-        t0 = time.perf_counter()
-        r = http.get("/healthz")
-        assert r.status_code == 200
-        assert time.perf_counter() - t0 < 0.5
+    for _ in range(5):  # answered while the slow request still holds its worker thread
+        assert http.get("/healthz").status_code == 200
         assert http.get("/readyz").status_code == 200
     assert worker.is_alive(), "the long request should still be running"
     worker.join(30)
@@ -112,7 +109,5 @@ def test_content_length_over_the_limit_answered_before_the_body(live_server):
     head = (
         b"POST /api/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n"
     )
-    t0 = time.perf_counter()
-    raw = live_server.raw(head, timeout=5)
+    raw = live_server.raw(head, timeout=5)  # would time out if the server waited for the body
     assert status_of(raw) == 413
-    assert time.perf_counter() - t0 < 4
