@@ -12,6 +12,8 @@ including the transformers reference (``output_attentions``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from .gpt import GPT, AttentionTrace
@@ -61,6 +63,31 @@ def _patterns(model: GPT, idx: torch.Tensor) -> torch.Tensor:
     return torch.stack([t.pattern for t in trace], dim=1)  # L × (B, nh, T, T) -> (B, L, nh, T, T)
 
 
+def role_scores(
+    patterns: Callable[[torch.Tensor], torch.Tensor],
+    tokenizer,
+    vocab_size: int,
+    block_size: int,
+    n_induction: int = 40,
+) -> torch.Tensor:
+    """(n_layer, n_head, 4) role scores of any model, given ``patterns``: token ids (B, T) ->
+    attention patterns (B, L, nh, T, T). Ours and transformers' ``output_attentions`` both fit."""
+    eot = tokenizer.eot_id
+    n_induction = min(n_induction, (block_size - 1) // 2)
+    natural = []
+    for s in PROBE_SENTENCES:
+        ids = ([eot] + tokenizer.encode_ids(s))[:block_size]
+        p = patterns(torch.tensor([ids]))[0]  # (L, nh, T, T)
+        natural.append(torch.stack([previous_token_score(p), first_token_score(p), self_score(p)], -1))
+    prev, first, self_ = torch.stack(natural).mean(0).unbind(-1)  # (L, nh) each
+
+    rand = induction_tokens(vocab_size, n=n_induction)  # (B, n)
+    bos = torch.full((rand.size(0), 1), eot)
+    p = patterns(torch.cat([bos, rand, rand], dim=1))  # (B, L, nh, T, T)
+    ind = induction_score(p, prefix=1, n=n_induction).mean(0)  # (L, nh)
+    return torch.stack([prev, first, ind, self_], dim=-1).clamp(0, 1).cpu()
+
+
 @torch.inference_mode()
 def head_role_scores(model: GPT, tokenizer, n_induction: int = 40) -> torch.Tensor:
     """(n_layer, n_head, 4) scores in [0, 1], roles in the order of :data:`ROLES`."""
@@ -68,20 +95,12 @@ def head_role_scores(model: GPT, tokenizer, n_induction: int = 40) -> torch.Tens
     was_training = model.training
     model.eval()
     try:
-        eot = tokenizer.eot_id
-        T_max = model.config.block_size
-        n_induction = min(n_induction, (T_max - 1) // 2)
-        natural = []
-        for s in PROBE_SENTENCES:
-            ids = ([eot] + tokenizer.encode_ids(s))[:T_max]
-            p = _patterns(model, torch.tensor([ids], device=device))[0]  # (L, nh, T, T)
-            natural.append(torch.stack([previous_token_score(p), first_token_score(p), self_score(p)], -1))
-        prev, first, self_ = torch.stack(natural).mean(0).unbind(-1)  # (L, nh) each
-
-        rand = induction_tokens(model.config.vocab_size, n=n_induction).to(device)  # (B, n)
-        bos = torch.full((rand.size(0), 1), eot, device=device)
-        p = _patterns(model, torch.cat([bos, rand, rand], dim=1))  # (B, L, nh, T, T)
-        ind = induction_score(p, prefix=1, n=n_induction).mean(0)  # (L, nh)
-        return torch.stack([prev, first, ind, self_], dim=-1).clamp(0, 1).cpu()
+        return role_scores(
+            lambda idx: _patterns(model, idx.to(device)).cpu(),
+            tokenizer,
+            model.config.vocab_size,
+            model.config.block_size,
+            n_induction,
+        )
     finally:
         model.train(was_training)

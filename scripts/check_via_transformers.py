@@ -27,22 +27,8 @@ import transformers
 from torch.nn import functional as F
 
 from model.checkpoint import load_checkpoint
-from model.heads import (
-    PROBE_SENTENCES,
-    ROLES,
-    first_token_score,
-    induction_score,
-    induction_tokens,
-    previous_token_score,
-    self_score,
-)
+from model.heads import PROBE_SENTENCES, ROLES, role_scores
 from model.hf import export_hf
-
-
-def attentions(hf_model, ids: list[list[int]]) -> torch.Tensor:
-    """(B, L, nh, T, T) attention patterns from transformers."""
-    out = hf_model(torch.tensor(ids), output_attentions=True)
-    return torch.stack(out.attentions, dim=1)
 
 
 def main() -> None:
@@ -75,16 +61,12 @@ def main() -> None:
         max_diff = (ours[0] - hf(torch.tensor([ids])).logits[0]).abs().max().item()
 
         # head roles from transformers' attentions
-        natural = []
-        for s in PROBE_SENTENCES:
-            p = attentions(hf, [[eot] + tok(s)["input_ids"]])[0]  # (L, nh, T, T)
-            natural.append(torch.stack([previous_token_score(p), first_token_score(p), self_score(p)], -1))
-        prev, first, self_ = torch.stack(natural).mean(0).unbind(-1)
-        n = 40
-        rand = induction_tokens(lm.config.vocab_size, n=n)
-        seqs = torch.cat([torch.full((rand.size(0), 1), eot), rand, rand], dim=1).tolist()
-        ind = induction_score(attentions(hf, seqs), prefix=1, n=n).mean(0)
-        roles = torch.stack([prev, first, ind, self_], -1)  # (L, nh, 4)
+        roles = role_scores(
+            lambda idx: torch.stack(hf(idx, output_attentions=True).attentions, dim=1),  # (B, L, nh, T, T)
+            lm.tokenizer,
+            lm.config.vocab_size,
+            lm.config.block_size,
+        )
 
     report = {
         "checkpoint": str(lm.path),
