@@ -7,7 +7,7 @@
    ``/readyz``.
 2. For texts of exactly 16, 64 and 256 tokens it sends, one request at a time, ``--repeat``
    rounds after ``--warmup`` unmeasured ones, each round one request of each view:
-   (a) ``grid``: every layer and head, ``include=["pattern", "stats"]`` (the page's grid);
+   (a) ``grid``: every layer and head, ``include=["pattern", "stats"]``, ``top_k=0`` (the page's grid request);
    (b) ``head``: one head, every field, ten predictions (the page's detail view);
    (c) ``all``: every layer and head, every field (like for like with the plain approach).
    Per view: p50/p99 of the round trip, p50 of the server's own time (``X-Timing-Ms``: from
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> dict:
     texts = {T: text_of(lm.tokenizer, T) for T in lengths if T <= lm.config.block_size}
     mid_layer, mid_head = lm.config.n_layer // 2, lm.config.n_head // 2
     views = {
-        "grid": {"include": ["pattern", "stats"]},
+        "grid": {"include": ["pattern", "stats"], "top_k": 0},  # as the page asks for it
         "head": {"include": ALL_FIELDS, "layers": [mid_layer], "heads": [mid_head], "top_k": 10},
         "all": {"include": ALL_FIELDS},
     }

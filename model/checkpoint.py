@@ -78,19 +78,24 @@ def save_checkpoint(model: GPT, tokenizer: BPETokenizer, path: str | Path, train
     return path
 
 
+def read_config(path: Path) -> dict:
+    """The ``config.json`` of a checkpoint directory, or a :class:`CheckpointError` naming the file."""
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise CheckpointError(f"checkpoint has no config.json: {cfg_file}")
+    try:
+        return json.loads(cfg_file.read_text())
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"cannot read {cfg_file}: {e}") from e
+
+
 def load_checkpoint(path: str | Path | None = None, device: str | torch.device | None = None) -> LoadedModel:
     """Load a checkpoint directory (ours or Hugging Face GPT-2 format) in eval mode."""
     path = Path(path) if path else SHIPPED
     dev = device if isinstance(device, torch.device) else pick_device(device)
     if not path.is_dir():
         raise CheckpointError(f"checkpoint directory not found: {path}")
-    cfg_file = path / "config.json"
-    if not cfg_file.is_file():
-        raise CheckpointError(f"checkpoint has no config.json: {cfg_file}")
-    try:
-        cfg = json.loads(cfg_file.read_text())
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"cannot read {cfg_file}: {e}") from e
+    cfg = read_config(path)
 
     if cfg.get("model_type") == "gpt2":
         from .hf import load_hf_dir
@@ -104,7 +109,7 @@ def load_checkpoint(path: str | Path | None = None, device: str | torch.device |
         try:
             model = GPT(GPTConfig.from_dict(cfg))
         except Exception as e:
-            raise CheckpointError(f"{cfg_file} does not describe a model: {e}") from e
+            raise CheckpointError(f"{path / 'config.json'} does not describe a model: {e}") from e
         weights = path / "model.safetensors"
         try:
             state = load_file(str(weights))

@@ -31,7 +31,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from .checkpoint import CheckpointError
+from .checkpoint import CheckpointError, read_config
 from .gpt import GPT, GPTConfig
 from .tokenizer import EOT, BPETokenizer
 
@@ -263,13 +263,7 @@ def load_hf_tokenizer(path: Path) -> BPETokenizer:
 def load_hf_dir(path: str | Path) -> tuple[GPT, BPETokenizer]:
     """Load a Hugging Face GPT-2 directory into our :class:`GPT` (CPU, eval mode) and tokenizer."""
     path = Path(path)
-    cfg_file = path / "config.json"
-    if not cfg_file.is_file():
-        raise CheckpointError(f"no config.json in {path}")
-    try:
-        cfg = json.loads(cfg_file.read_text())
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"cannot read {cfg_file}: {e}") from e
+    cfg = read_config(path)
     config = gpt_config_from_hf(cfg, name=path.name)
     tokenizer = load_hf_tokenizer(path)
     if tokenizer.vocab_size > config.vocab_size:

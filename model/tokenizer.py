@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -57,6 +58,7 @@ class BPETokenizer:
                 self._bytes[i] = tok.encode()
             else:
                 self._bytes[i] = bytes(self._byte_decoder[c] for c in tok)
+        self._display = [display_token(b) for b in self._bytes]  # looked up, not rebuilt, per encode
 
     @property
     def vocab_size(self) -> int:
@@ -65,9 +67,7 @@ class BPETokenizer:
     def encode(self, text: str) -> Encoding:
         enc = self.tk.encode(text, add_special_tokens=False)
         ids = list(enc.ids)
-        return Encoding(
-            ids=ids, tokens=[display_token(self._bytes[i]) for i in ids], offsets=_char_offsets(text, ids, self._bytes)
-        )
+        return Encoding(ids=ids, tokens=[self._display[i] for i in ids], offsets=_char_offsets(text, ids, self._bytes))
 
     def encode_ids(self, text: str) -> list[int]:
         return self.tk.encode(text, add_special_tokens=False).ids
@@ -82,7 +82,7 @@ class BPETokenizer:
         return self._bytes[i]
 
     def display(self, i: int) -> str:
-        return display_token(self._bytes[i])
+        return self._display[i]
 
     def save(self, path: str | Path) -> None:
         self.tk.save(str(path))
@@ -125,19 +125,13 @@ def _bytes_to_unicode() -> dict[int, str]:
 def _char_offsets(text: str, ids: list[int], token_bytes: list[bytes]) -> list[tuple[int, int]]:
     """Character span of each token. A token holding part of a multi-byte character covers
     that whole character, so neighbouring spans can share it."""
-    # byte position -> index of the character containing it
-    char_of_byte = []
-    for ci, ch in enumerate(text):
-        char_of_byte.extend([ci] * len(ch.encode("utf-8")))
-    offsets = []
-    pos = 0
-    for i in ids:
-        n = len(token_bytes[i])
-        if n == 0:
-            offsets.append((len(text), len(text)))
-            continue
-        start = char_of_byte[pos]
-        end = char_of_byte[pos + n - 1] + 1
-        offsets.append((start, end))
-        pos += n
-    return offsets
+    ends = list(accumulate(len(token_bytes[i]) for i in ids))  # byte offset after each token
+    starts = [0, *ends[:-1]]
+    if text.isascii():  # one byte per character: byte offsets are character offsets
+        return list(zip(starts, ends))
+    # byte position -> index of the character containing it (one past the end -> len(text))
+    char_of_byte = [ci for ci, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))]
+    char_of_byte.append(len(text))
+    return [
+        (char_of_byte[a], char_of_byte[b - 1] + 1) if b > a else (len(text), len(text)) for a, b in zip(starts, ends)
+    ]

@@ -46,6 +46,11 @@ class TrainConfig:
     warmup_steps: int = 300
     weight_decay: float = 0.1
     grad_clip: float = 1.0
+    # The step at which the LR schedule (warm-up, then cosine to min_lr at max_steps) begins.
+    # ``--resume --new-phase`` sets it to the resumed step: a second warm-up and cosine that
+    # continue a finished run for more steps instead of jumping back to mid-schedule.
+    phase_start: int = 0
+    keep_snapshots: bool = True  # also keep each evaluated checkpoint under OUT/snapshots/
     repeat_frac: float = 0.5
     random_span_frac: float = 0.25  # of the repeated spans, the share that are random tokens
     eval_every: int = 500
@@ -70,14 +75,16 @@ PRESETS: dict[str, TrainConfig] = {
         eval_every=30,
         eval_windows=4,
         eval_sentences=16,
+        keep_snapshots=False,
     ),
 }
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    s, total = step - cfg.phase_start, cfg.max_steps - cfg.phase_start
+    if s < cfg.warmup_steps:
+        return cfg.lr * (s + 1) / cfg.warmup_steps
+    progress = min(1.0, (s - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * progress))
 
 
@@ -139,7 +146,7 @@ def evaluate(model: GPT, tok: BPETokenizer, val: np.ndarray, sentences: list[str
     return m
 
 
-def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu") -> dict:
+def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu", new_phase: bool = False) -> dict:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -164,6 +171,7 @@ def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu") -> dict:
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["optimizer"])
         step, history, tokens_seen, elapsed = st["step"], st["history"], st["tokens_seen"], st.get("elapsed", 0.0)
+        cfg = replace(cfg, phase_start=step if new_phase else st.get("phase_start", 0))
         rng = np.random.default_rng(cfg.seed + step)  # a fresh but reproducible stream after resuming
         torch.manual_seed(cfg.seed + step)
 
@@ -179,6 +187,8 @@ def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu") -> dict:
             "final": final,
         }
         save_checkpoint(model, tok, out / "checkpoint", training)
+        if cfg.keep_snapshots:
+            save_checkpoint(model, tok, out / "snapshots" / f"step-{step:06d}", training)
         torch.save(
             {
                 "model": model.state_dict(),
@@ -187,6 +197,7 @@ def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu") -> dict:
                 "history": history,
                 "tokens_seen": tokens_seen,
                 "elapsed": elapsed,
+                "phase_start": cfg.phase_start,
             },
             state_file,
         )
@@ -250,15 +261,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
+    ap.add_argument(
+        "--new-phase",
+        action="store_true",
+        help="with --resume: start a fresh warm-up and cosine schedule at the resumed step (to train a finished run longer)",
+    )
+    ap.add_argument("--min-lr", type=float)
+    ap.add_argument("--warmup-steps", type=int)
     args = ap.parse_args(argv)
     cfg = PRESETS[args.preset]
     overrides = {
         k: getattr(args, k)
-        for k in ("corpus", "out", "max_steps", "max_minutes", "batch_size", "lr", "threads")
+        for k in ("corpus", "out", "max_steps", "max_minutes", "batch_size", "lr", "min_lr", "warmup_steps", "threads")
         if getattr(args, k) is not None
     }
     cfg = replace(cfg, **overrides)
-    final = train(cfg, resume=args.resume, device=args.device)
+    if args.new_phase and not args.resume:
+        ap.error("--new-phase needs --resume")
+    final = train(cfg, resume=args.resume, device=args.device, new_phase=args.new_phase)
     print(json.dumps(final))
 
 

@@ -106,7 +106,7 @@ function scheduleHash() {
 
 const sendGrid = latestOnly("/api/attention");
 const sendDetail = latestOnly("/api/attention");
-const DEBOUNCE_MS = 30;
+const DEBOUNCE_MS = 60;
 
 /** Time a finished step as a performance measure (the benchmark reads these). */
 function measure(name, start) {
@@ -157,26 +157,23 @@ async function fetchDetail() {
 }
 
 /**
- * Ask for the current text: the chosen head's detail first (every view needs it, and the
- * head heatmap is then drawn once, with the scores in its hover), then the all-heads grid.
- * One after the other, so on a busy machine the two do not compete for the CPU.
+ * Ask for the current text: the chosen head's detail (every view needs it) and the all-heads
+ * grid, both at once. The server answers them on separate workers, and each view is drawn as
+ * soon as its answer lands, so the grid's round trip overlaps the head view's drawing.
  */
-let generation = 0;
 async function refreshAll() {
-  const gen = ++generation;
-  const outcome = await fetchDetail();
-  // a refused text (too long, empty) would be refused again: no second request. A detail
-  // made stale by a head change still needs the grid for this text.
-  if (outcome !== "refused" && gen === generation) fetchGrid();
+  await Promise.all([fetchDetail(), fetchGrid()]);
 }
 
-// Typing: a short debounce merges bursts (key repeat, paste). While an answer is on its way,
-// further edits only mark the text dirty; the newest text is sent as soon as that answer
-// lands, so a slow server never has a queue of outdated requests to work through.
+// Typing, debounced on both edges: a keystroke after a pause goes out at once (no waiting),
+// while a burst (key repeat, fast typing) is merged and sent DEBOUNCE_MS after its last key.
+// While an answer is on its way, further edits only mark the text dirty; the newest text is
+// sent as soon as that answer lands, so a slow server never has a queue of outdated requests.
 let typingTimer = null;
 let scheduled = false;
 let chainRunning = false;
 let dirty = false;
+let lastKeyAt = -Infinity;
 
 async function runChain() {
   chainRunning = true;
@@ -197,6 +194,13 @@ function kick() {
 
 function scheduleRefresh() {
   clearTimeout(typingTimer);
+  const now = performance.now();
+  const afterPause = now - lastKeyAt > DEBOUNCE_MS;
+  lastKeyAt = now;
+  if (afterPause) {
+    kick();
+    return;
+  }
   scheduled = true;
   typingTimer = setTimeout(kick, DEBOUNCE_MS);
 }

@@ -7,7 +7,6 @@ generated sentences, in a couple of seconds.
 
 from __future__ import annotations
 
-import random
 import socket
 import threading
 import time
@@ -22,6 +21,7 @@ from fastapi import FastAPI
 from model.checkpoint import save_checkpoint
 from model.gpt import GPT, GPTConfig
 from model.tokenizer import BPETokenizer
+from tests.textgen import english_like
 
 BLOCK_SIZE = 64
 N_LAYER = 2
@@ -29,18 +29,7 @@ N_HEAD = 2
 N_EMBD = 32
 HEAD_DIM = N_EMBD // N_HEAD
 
-NOUNS = ["cat", "dog", "teacher", "window", "garden", "letter", "kitchen", "river", "map", "door"]
-VERBS = ["sees", "opens", "finds", "paints", "carries", "closes", "follows", "cleans"]
-ADJECTIVES = ["small", "red", "old", "quiet", "heavy", "bright"]
-
-
-def sentences(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        s = f"the {rng.choice(ADJECTIVES)} {rng.choice(NOUNS)} {rng.choice(VERBS)} the {rng.choice(NOUNS)}"
-        out.append(s[0].upper() + s[1:] + rng.choice([".", "!", "?"]))
-    return out
+sentences = english_like  # (n, seed) -> generated sentences
 
 
 def build_checkpoint(path: Path, seed: int = 0) -> Path:

@@ -4,7 +4,6 @@ documentation, and no test depends on trained weights."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
@@ -13,21 +12,7 @@ import torch
 from model.corpus import DOC_SEPARATOR
 from model.gpt import GPT, GPTConfig
 from model.tokenizer import BPETokenizer
-
-SUBJECTS = ["the cat", "a small dog", "my brother", "the teacher", "our neighbour", "the old man", "she", "he", "they"]
-VERBS = ["sat on", "looked at", "walked to", "opened", "painted", "found", "closed", "carried", "cleaned"]
-OBJECTS = ["the mat", "a red door", "the window", "the garden", "a heavy box", "the kitchen", "the letter", "a map"]
-ENDINGS = ["", " in the morning", " after lunch", " because it was warm", " with great care", " before the rain"]
-
-
-def english_like(n_sentences: int, seed: int) -> list[str]:
-    """``n_sentences`` short sentences from a fixed grammar, reproducible from ``seed``."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n_sentences):
-        s = f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}{rng.choice(ENDINGS)}"
-        out.append(s[0].upper() + s[1:] + rng.choice([".", ".", ".", "!", "?"]))
-    return out
+from tests.textgen import english_like
 
 
 def documents(n_docs: int, seed: int, per_doc: int = 8) -> list[str]:

@@ -70,6 +70,29 @@ def test_lr_schedule(tiny):
     assert lr_at(1000, cfg) == pytest.approx(1e-4)
 
 
+def test_a_new_phase_restarts_warmup_and_cosine_at_its_start(tiny):
+    first = replace(tiny, lr=1e-3, min_lr=1e-4, warmup_steps=10, max_steps=100)
+    second = replace(first, lr=5e-4, phase_start=100, max_steps=200)
+    # the same shape, shifted by the phase start and scaled to the new peak
+    for s in range(10):  # linear warm-up from 0
+        assert lr_at(100 + s, second) == pytest.approx(lr_at(s, first) / 2)
+    for s in range(10, 101):  # cosine from the peak down to min_lr
+        assert (lr_at(100 + s, second) - 1e-4) / 4e-4 == pytest.approx((lr_at(s, first) - 1e-4) / 9e-4)
+    assert lr_at(200, second) == pytest.approx(1e-4)
+
+
+def test_resume_with_a_new_phase_trains_on_and_keeps_snapshots(tiny, capsys):
+    main(["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--max-steps", "30"])
+    capsys.readouterr()
+    args = ["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--max-steps", "60", "--resume"]
+    main([*args, "--new-phase", "--lr", "1e-3"])
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["step"] == 60
+    state = torch.load(f"{tiny.out}/train_state.pt", weights_only=False)
+    assert state["phase_start"] == 30  # kept, so a later plain --resume stays on this schedule
+    with pytest.raises(SystemExit):
+        main(["--preset", "tiny", "--new-phase"])  # --new-phase without --resume is refused
+
+
 def has_repeat(row: np.ndarray, min_len: int = 8) -> bool:
     """True when some span of ``min_len`` tokens appears twice, later copy after the first ends."""
     n = len(row)
