@@ -20,6 +20,13 @@ from torch.nn import functional as F
 from .gpt import GPT
 
 LN2 = math.log(2.0)
+# 100 everyday sentences written by the attnscope authors, as people type them (capitals,
+# punctuation, contractions, numbers); not from any corpus source, never trained on.
+EVERYDAY = Path(__file__).resolve().parent / "evalsets" / "everyday.txt"
+
+
+def read_sentences(path: Path) -> list[str]:
+    return [s for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
 
 
 @torch.inference_mode()
@@ -109,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Held-out loss of a checkpoint and of a bigram baseline")
     ap.add_argument("checkpoint", nargs="?", default=None)
     ap.add_argument("--corpus", type=Path, default=Path("data/corpus"))
+    ap.add_argument("--everyday", type=Path, default=EVERYDAY, help="a second sentence set, one per line")
     args = ap.parse_args(argv)
     lm = load_checkpoint(args.checkpoint)
     tok = lm.tokenizer
@@ -122,14 +130,24 @@ def main(argv: list[str] | None = None) -> None:
 
     train, _ = stream("train")
     val, val_bytes = stream("val")
-    sentences = [s for s in (args.corpus / "sentences_val.txt").read_text().splitlines() if s.strip()]
+    sentences = read_sentences(args.corpus / "sentences_val.txt")
     bigram = Bigram(tok.vocab_size).fit(train)
 
     model_val = stream_loss(lm.model, val, n_windows=min(512, max(1, len(val) // lm.config.block_size)))
     bigram_val = bigram.nll(val)
     bytes_per_token = val_bytes / len(val)
-    m_nats, m_tok, m_bytes = sentence_nll(lm.model, tok, sentences)
-    b_nats, b_tok, _ = bigram.sentence_nll(tok, sentences)
+
+    def sentence_report(sents: list[str]) -> dict:
+        m_nats, m_tok, m_bytes = sentence_nll(lm.model, tok, sents)
+        b_nats, b_tok, _ = bigram.sentence_nll(tok, sents)
+        return {
+            "sentences": len(sents),
+            "model_nats_per_token": round(m_nats / m_tok, 4),
+            "model_bits_per_byte": round(bits_per_byte(m_nats, m_bytes), 4),
+            "bigram_nats_per_token": round(b_nats / b_tok, 4),
+            "bigram_bits_per_byte": round(bits_per_byte(b_nats, m_bytes), 4),
+        }
+
     report = {
         "heldout_split": {
             "tokens": int(len(val)),
@@ -138,13 +156,8 @@ def main(argv: list[str] | None = None) -> None:
             "bigram_nats_per_token": round(bigram_val, 4),
             "bigram_bits_per_byte": round(bigram_val / LN2 / bytes_per_token, 4),
         },
-        "heldout_sentences": {
-            "sentences": len(sentences),
-            "model_nats_per_token": round(m_nats / m_tok, 4),
-            "model_bits_per_byte": round(bits_per_byte(m_nats, m_bytes), 4),
-            "bigram_nats_per_token": round(b_nats / b_tok, 4),
-            "bigram_bits_per_byte": round(bits_per_byte(b_nats, m_bytes), 4),
-        },
+        "heldout_sentences": sentence_report(sentences),
+        "everyday_sentences": sentence_report(read_sentences(args.everyday)),
     }
     print(json.dumps(report, indent=2))
 

@@ -10,8 +10,9 @@ Exports the checkpoint with ``model.hf.export_hf``, loads it with
 
 with the largest logit difference between our model and the export as a sanity figure.
 
-Run: ``python scripts/check_via_transformers.py [CHECKPOINT] [--sentences FILE]``
-(the default sentences file is the corpus builder's ``data/corpus/sentences_val.txt``).
+Run: ``python scripts/check_via_transformers.py [CHECKPOINT] [--sentences FILE ...]``
+(default: the corpus builder's held-out ``data/corpus/sentences_val.txt`` and the 100
+hand-written ``model/evalsets/everyday.txt``; a file that is not there is skipped).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import transformers
 from torch.nn import functional as F
 
 from model.checkpoint import load_checkpoint
+from model.evaluate import EVERYDAY, read_sentences
 from model.heads import PROBE_SENTENCES, ROLES, role_scores
 from model.hf import export_hf
 
@@ -34,7 +36,7 @@ from model.hf import export_hf
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("checkpoint", nargs="?", default=None)
-    ap.add_argument("--sentences", type=Path, default=Path("data/corpus/sentences_val.txt"))
+    ap.add_argument("--sentences", type=Path, nargs="+", default=[Path("data/corpus/sentences_val.txt"), EVERYDAY])
     args = ap.parse_args()
 
     lm = load_checkpoint(args.checkpoint, device="cpu")
@@ -46,14 +48,23 @@ def main() -> None:
 
     with torch.inference_mode():
         # bits per byte on held-out sentences
-        sentences = [s for s in args.sentences.read_text(encoding="utf-8").splitlines() if s.strip()]
-        nats, nbytes, ntok = 0.0, 0, 0
-        for s in sentences:
-            ids = [eot] + tok(s)["input_ids"]
-            logits = hf(torch.tensor([ids])).logits[0]
-            nats += F.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="sum").item()
-            ntok += len(ids) - 1
-            nbytes += len(s.encode("utf-8"))
+        sentence_sets = {}
+        for path in args.sentences:
+            if not path.is_file():
+                continue
+            sentences = read_sentences(path)
+            nats, nbytes, ntok = 0.0, 0, 0
+            for s in sentences:
+                ids = [eot] + tok(s)["input_ids"]
+                logits = hf(torch.tensor([ids])).logits[0]
+                nats += F.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="sum").item()
+                ntok += len(ids) - 1
+                nbytes += len(s.encode("utf-8"))
+            sentence_sets[str(path)] = {
+                "sentences": len(sentences),
+                "bits_per_byte": round(nats / math.log(2) / nbytes, 4),
+                "nats_per_token": round(nats / ntok, 4),
+            }
 
         # our logits against the export's on one sentence
         ids = [eot] + tok(PROBE_SENTENCES[0])["input_ids"]
@@ -72,12 +83,7 @@ def main() -> None:
         "checkpoint": str(lm.path),
         "transformers": transformers.__version__,
         "max_abs_logit_diff_ours_vs_hf": float(f"{max_diff:.2e}"),
-        "heldout_sentences": {
-            "file": str(args.sentences),
-            "sentences": len(sentences),
-            "bits_per_byte": round(nats / math.log(2) / nbytes, 4),
-            "nats_per_token": round(nats / ntok, 4),
-        },
+        "sentences": sentence_sets,
         "head_roles": {
             role: [[round(float(x), 3) for x in row] for row in roles[..., r]] for r, role in enumerate(ROLES)
         },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -9,7 +10,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from model.evaluate import Bigram, bits_per_byte, sentence_nll, stream_loss
+from model.checkpoint import save_checkpoint
+from model.evaluate import EVERYDAY, Bigram, bits_per_byte, main, read_sentences, sentence_nll, stream_loss
 from model.gpt import GPT
 
 
@@ -50,3 +52,23 @@ def test_bigram_on_a_deterministic_sequence():
 def test_bits_per_byte():
     assert bits_per_byte(math.log(2) * 80, 10) == pytest.approx(8.0)
     assert bits_per_byte(0.0, 0) == 0.0
+
+
+def test_the_everyday_set_is_typed_sentences():
+    sentences = read_sentences(EVERYDAY)
+    assert len(sentences) == 100 and len(set(sentences)) == 100
+    for s in sentences:
+        assert s[0].isupper() and s[-1] in ".?!", s
+
+
+def test_main_reports_model_and_bigram_on_every_set(model, tokenizer, corpus_dir, tmp_path, capsys):
+    save_checkpoint(model, tokenizer, tmp_path / "ckpt", {})
+    main([str(tmp_path / "ckpt"), "--corpus", str(corpus_dir)])
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == {"heldout_split", "heldout_sentences", "everyday_sentences"}
+    assert report["everyday_sentences"]["sentences"] == 100
+    for part in report.values():
+        assert all(math.isfinite(v) and v > 0 for v in part.values())
+    # on text like its training split, the fitted bigram beats an untrained model
+    split = report["heldout_split"]
+    assert split["model_nats_per_token"] > split["bigram_nats_per_token"]
