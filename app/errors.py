@@ -5,7 +5,8 @@
 * ``RequestValidationError`` (pydantic, or a body that is not JSON): 422, detail a list of
   ``{"type", "loc", "msg", "ctx"}`` items; ``loc`` names the field, ``ctx`` the limit.
   The offending input is not echoed back.
-* ``ValueError`` from model code (the lessons validate their arguments): 422.
+* :class:`model.lessons.LessonArgumentError` (a lesson argument out of range, found by the
+  model code that also serves notebooks): 422, ``loc`` naming the argument.
 * Starlette ``HTTPException`` (404, 405, ...): its status, detail a string.
 * Anything else: 500 ``{"detail": "internal server error"}``, logged with its traceback in the
   server log, never in the body.
@@ -17,10 +18,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import pydantic
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from model.lessons import LessonArgumentError
 
 from .responses import ORJSONResponse
 
@@ -95,15 +97,13 @@ async def _server_error(request: Request, exc: Exception) -> ORJSONResponse:
     return ORJSONResponse({"detail": "internal server error"}, status_code=500)
 
 
-async def _value_error(request: Request, exc: ValueError) -> ORJSONResponse:
-    if isinstance(exc, pydantic.ValidationError):  # a model the server built itself is wrong: our bug
-        return await _server_error(request, exc)
-    return ORJSONResponse({"detail": [error_item("value_error", ("body",), str(exc))]}, status_code=422)
+async def _lesson_argument_error(request: Request, exc: LessonArgumentError) -> ORJSONResponse:
+    return ORJSONResponse({"detail": [error_item("value_error", ("body", exc.field), str(exc))]}, status_code=422)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(ValueError, _value_error)
+    app.add_exception_handler(LessonArgumentError, _lesson_argument_error)
     app.add_exception_handler(Exception, _server_error)

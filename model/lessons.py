@@ -35,32 +35,42 @@ HIST_EDGES = 41  # 40 bins
 # ------------------------------------------------------------------ argument checks
 
 
+class LessonArgumentError(ValueError):
+    """A lesson argument out of its range; ``field`` names the argument."""
+
+    def __init__(self, field: str, msg: str):
+        super().__init__(msg)
+        self.field = field
+
+
 def _check_int(name: str, value, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+        raise LessonArgumentError(name, f"{name} must be an integer from {low} to {high}, got {value!r}")
     if not low <= value <= high:
-        raise ValueError(f"{name} must be from {low} to {high}, got {value}")
+        raise LessonArgumentError(name, f"{name} must be from {low} to {high}, got {value}")
     return value
 
 
 def _check_factor(factor) -> float:
     if isinstance(factor, bool) or not isinstance(factor, Real):
-        raise ValueError(f"factor must be a finite number > 0, got {factor!r}")
+        raise LessonArgumentError("factor", f"factor must be a finite number > 0, got {factor!r}")
     factor = float(factor)
     if not math.isfinite(factor) or factor <= 0:
-        raise ValueError(f"factor must be a finite number > 0, got {factor}")
+        raise LessonArgumentError("factor", f"factor must be a finite number > 0, got {factor}")
     return factor
 
 
 def _check_logits(logits) -> list[float]:
     if isinstance(logits, (str, bytes)) or not hasattr(logits, "__len__"):
-        raise ValueError(f"logits must be a list of 1 to {MAX_LOGITS} finite numbers, got {type(logits).__name__}")
+        raise LessonArgumentError(
+            "logits", f"logits must be a list of 1 to {MAX_LOGITS} finite numbers, got {type(logits).__name__}"
+        )
     if not 1 <= len(logits) <= MAX_LOGITS:
-        raise ValueError(f"logits must hold 1 to {MAX_LOGITS} numbers, got {len(logits)}")
+        raise LessonArgumentError("logits", f"logits must hold 1 to {MAX_LOGITS} numbers, got {len(logits)}")
     out = []
     for i, v in enumerate(logits):
         if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(float(v)):
-            raise ValueError(f"logits must be finite numbers; logits[{i}] is {v!r}")
+            raise LessonArgumentError("logits", f"logits must be finite numbers; logits[{i}] is {v!r}")
         out.append(float(v))
     return out
 
@@ -161,7 +171,9 @@ def softmax_scaling(logits: list[float], factor: float) -> SoftmaxScaling:
     z = torch.tensor(values, dtype=torch.float64)
     zs = z * factor
     if not torch.isfinite(zs).all() or not math.isfinite(_var(zs)):
-        raise ValueError("logits × factor is too large to compute with; use smaller logits or a smaller factor")
+        raise LessonArgumentError(
+            "factor", "logits × factor is too large to compute with; use smaller logits or a smaller factor"
+        )
     p, ps = F.softmax(z, dim=-1), F.softmax(zs, dim=-1)
     return SoftmaxScaling(
         logits=values,

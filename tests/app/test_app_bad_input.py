@@ -179,17 +179,35 @@ def test_unexpected_errors_are_a_json_500_without_traceback(settings, monkeypatc
     assert any("boom in the service" in str(rec.exc_info[1]) for rec in caplog.records if rec.exc_info)
 
 
-def test_value_error_from_model_code_is_422(settings, monkeypatch):
+def test_a_lesson_argument_error_is_422_naming_the_argument(settings, monkeypatch):
     from fastapi.testclient import TestClient
 
     import app.service
     from app.main import create_app
+    from model.lessons import LessonArgumentError
 
     def refuses(*args, **kwargs):
-        raise ValueError("T must be from 1 to 64, got 0")
+        raise LessonArgumentError("T", "T must be from 1 to 64, got 0")
 
     monkeypatch.setattr(app.service, "lesson_bag_of_words", refuses)
     with TestClient(create_app(settings)) as c:
         r = c.post("/api/lessons/bag-of-words", json={})
     assert r.status_code == 422
     assert r.json()["detail"][0]["msg"] == "T must be from 1 to 64, got 0"
+    assert r.json()["detail"][0]["loc"] == ["body", "T"]
+
+
+def test_any_other_value_error_is_our_bug_not_the_clients(settings, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    import app.service
+    from app.main import create_app
+
+    def broken(*args, **kwargs):
+        raise ValueError("shapes do not match")
+
+    monkeypatch.setattr(app.service, "lesson_bag_of_words", broken)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        r = c.post("/api/lessons/bag-of-words", json={})
+        assert r.status_code == 500 and r.json() == {"detail": "internal server error"}
+        assert c.get("/healthz").status_code == 200  # and it keeps serving

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.lessons import bag_of_words, softmax_scaling, variance
+from model.lessons import LessonArgumentError, bag_of_words, softmax_scaling, variance
 
 
 def only_json_types(value) -> bool:
@@ -196,7 +196,8 @@ def test_results_are_json_ready():
     ],
 )
 def test_bad_arguments_raise_value_error_naming_argument_and_limit(call, argument, limit):
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(LessonArgumentError) as info:
         call()
     message = str(info.value)
     assert argument in message and limit in message
+    assert info.value.field == argument and isinstance(info.value, ValueError)
