@@ -5,8 +5,10 @@ the text box, presses a key, and measures in the page the time from the ``keydow
 the render step that has drawn both the head view and the all-heads grid for the new text
 (the explorer dispatches ``attnscope:render`` after each render), and to the next painted
 frame after it. The keystrokes alternate Backspace and retyping the deleted character, so T
-stays within one token of its target. The time includes the input debounce, both API calls
-(server compute, JSON transfer and parsing) and Plotly drawing.
+stays within one token of its target. Keystrokes are at least 150 ms apart, so each one comes
+after a pause and the page sends it at once (keys typed faster than 60 ms apart are merged and
+sent 60 ms after the last one). The time includes both API calls, which the page sends
+together (server compute, JSON transfer and parsing), and Plotly drawing.
 
     python bench/browser_bench.py                       # starts the real server itself
     python bench/browser_bench.py --url http://127.0.0.1:8000 --repeats 30

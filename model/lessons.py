@@ -2,7 +2,7 @@
 scores are scaled.
 
 Every function is pure (same arguments, same answer), validates its arguments with a
-``ValueError`` that names the argument and its limit, and returns a dataclass holding only
+:class:`LessonArgumentError` (a ``ValueError``) that names the argument and its limit, and returns a dataclass holding only
 Python ``int``/``float``/``bool`` and nested ``list`` values, ready for JSON.
 
 * :func:`bag_of_words` — the causal running mean of ``x`` computed three ways (a Python

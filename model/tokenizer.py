@@ -124,14 +124,13 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 def _char_offsets(text: str, ids: list[int], token_bytes: list[bytes]) -> list[tuple[int, int]]:
     """Character span of each token. A token holding part of a multi-byte character covers
-    that whole character, so neighbouring spans can share it."""
+    that whole character, so neighbouring spans can share it; a token with no bytes gets the
+    empty span at the end of the text."""
+    n = len(text)
     ends = list(accumulate(len(token_bytes[i]) for i in ids))  # byte offset after each token
     starts = [0, *ends[:-1]]
     if text.isascii():  # one byte per character: byte offsets are character offsets
-        return list(zip(starts, ends))
-    # byte position -> index of the character containing it (one past the end -> len(text))
+        return [(a, b) if b > a else (n, n) for a, b in zip(starts, ends)]
+    # byte position -> index of the character containing it
     char_of_byte = [ci for ci, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))]
-    char_of_byte.append(len(text))
-    return [
-        (char_of_byte[a], char_of_byte[b - 1] + 1) if b > a else (len(text), len(text)) for a, b in zip(starts, ends)
-    ]
+    return [(char_of_byte[a], char_of_byte[b - 1] + 1) if b > a else (n, n) for a, b in zip(starts, ends)]

@@ -80,6 +80,15 @@ PRESETS: dict[str, TrainConfig] = {
 }
 
 
+# The fields that make the LR schedule; saved with the training state so that a plain
+# ``--resume`` continues the schedule it was on (a later phase included).
+SCHEDULE = ("lr", "min_lr", "warmup_steps", "max_steps", "phase_start")
+
+
+class ResumeError(Exception):
+    """The saved run cannot be continued as asked."""
+
+
 def lr_at(step: int, cfg: TrainConfig) -> float:
     s, total = step - cfg.phase_start, cfg.max_steps - cfg.phase_start
     if s < cfg.warmup_steps:
@@ -166,12 +175,17 @@ def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu", new_phase
     )
     step, history, tokens_seen, elapsed = 0, [], 0, 0.0
     state_file = out / "train_state.pt"
+    if new_phase and not (resume and state_file.exists()):
+        raise ResumeError(f"a new phase continues a saved run, and there is no {state_file}")
     if resume and state_file.exists():
         st = torch.load(state_file, weights_only=False)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["optimizer"])
         step, history, tokens_seen, elapsed = st["step"], st["history"], st["tokens_seen"], st.get("elapsed", 0.0)
-        cfg = replace(cfg, phase_start=step if new_phase else st.get("phase_start", 0))
+        saved_start = st.get("schedule", {}).get("phase_start", st.get("phase_start", 0))
+        cfg = replace(cfg, phase_start=step if new_phase else saved_start)
+        if cfg.max_steps <= step:
+            raise ResumeError(f"the run in {out} is at step {step}: to train it on, give --max-steps above that")
         rng = np.random.default_rng(cfg.seed + step)  # a fresh but reproducible stream after resuming
         torch.manual_seed(cfg.seed + step)
 
@@ -197,7 +211,7 @@ def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu", new_phase
                 "history": history,
                 "tokens_seen": tokens_seen,
                 "elapsed": elapsed,
-                "phase_start": cfg.phase_start,
+                "schedule": {k: getattr(cfg, k) for k in SCHEDULE},
             },
             state_file,
         )
@@ -255,7 +269,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--corpus")
     ap.add_argument("--out")
     ap.add_argument("--max-steps", type=int)
-    ap.add_argument("--max-minutes", type=float)
+    ap.add_argument(
+        "--max-minutes",
+        type=float,
+        help="stop (and save) once the run's total training time, earlier phases included, passes this",
+    )
     ap.add_argument("--batch-size", type=int)
     ap.add_argument("--lr", type=float)
     ap.add_argument("--threads", type=int)
@@ -275,10 +293,18 @@ def main(argv: list[str] | None = None) -> None:
         for k in ("corpus", "out", "max_steps", "max_minutes", "batch_size", "lr", "min_lr", "warmup_steps", "threads")
         if getattr(args, k) is not None
     }
-    cfg = replace(cfg, **overrides)
     if args.new_phase and not args.resume:
         ap.error("--new-phase needs --resume")
-    final = train(cfg, resume=args.resume, device=args.device, new_phase=args.new_phase)
+    state_file = Path(overrides.get("out", cfg.out)) / "train_state.pt"
+    if args.resume and not args.new_phase and state_file.exists():
+        # continue on the saved schedule, except what this command line sets
+        saved = torch.load(state_file, map_location="cpu", weights_only=False).get("schedule", {})
+        overrides = {**{k: v for k, v in saved.items() if k != "phase_start"}, **overrides}
+    cfg = replace(cfg, **overrides)
+    try:
+        final = train(cfg, resume=args.resume, device=args.device, new_phase=args.new_phase)
+    except ResumeError as e:
+        ap.error(str(e))
     print(json.dumps(final))
 
 

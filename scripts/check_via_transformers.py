@@ -10,9 +10,9 @@ Exports the checkpoint with ``model.hf.export_hf``, loads it with
 
 with the largest logit difference between our model and the export as a sanity figure.
 
-Run: ``python scripts/check_via_transformers.py [CHECKPOINT] [--sentences FILE ...]``
-(default: the corpus builder's held-out ``data/corpus/sentences_val.txt`` and the 100
-hand-written ``model/evalsets/everyday.txt``; a file that is not there is skipped).
+Run: ``python scripts/check_via_transformers.py [CHECKPOINT] [--sentences FILE]...``
+(default: the corpus builder's held-out ``data/corpus/sentences_val.txt``, when it has been
+built, and the 100 hand-written ``model/evalsets/everyday.txt``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from model.hf import export_hf
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("checkpoint", nargs="?", default=None)
-    ap.add_argument("--sentences", type=Path, nargs="+", default=[Path("data/corpus/sentences_val.txt"), EVERYDAY])
+    ap.add_argument("--sentences", type=Path, action="append", help="a sentence file (repeatable); default: both sets")
     args = ap.parse_args()
 
     lm = load_checkpoint(args.checkpoint, device="cpu")
@@ -49,9 +49,8 @@ def main() -> None:
     with torch.inference_mode():
         # bits per byte on held-out sentences
         sentence_sets = {}
-        for path in args.sentences:
-            if not path.is_file():
-                continue
+        defaults = [p for p in (Path("data/corpus/sentences_val.txt"), EVERYDAY) if p.is_file()]
+        for path in args.sentences or defaults:
             sentences = read_sentences(path)
             nats, nbytes, ntok = 0.0, 0, 0
             for s in sentences:

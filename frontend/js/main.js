@@ -113,6 +113,12 @@ function measure(name, start) {
   performance.measure(`attnscope:${name}`, { start, end: performance.now() });
 }
 
+/** Record how the last `kind` request ended (null = it succeeded) and show the error left, if any. */
+function requestDone(kind, error) {
+  state.requestErrors[kind] = error;
+  state.error = state.requestErrors.detail ?? state.requestErrors.grid;
+}
+
 async function fetchGrid() {
   const key = gridKey(state);
   state.pending.grid = true;
@@ -123,9 +129,9 @@ async function fetchGrid() {
     if (result.stale) return;
     measure("grid-request", started);
     state.grid = { key, response: result.value };
-    state.error = null;
+    requestDone("grid", null);
   } catch (err) {
-    state.error = errorText(err);
+    requestDone("grid", errorText(err));
   }
   state.pending.grid = false;
   const drawStart = performance.now();
@@ -133,27 +139,24 @@ async function fetchGrid() {
   measure("render", drawStart);
 }
 
-/** Fetch the chosen head's detail; resolves to "ok", "stale" (a newer request took over) or "refused". */
+/** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
 async function fetchDetail() {
   const key = headKey(state);
   const textKey = gridKey(state);
   const temperature = state.temperature;
   state.pending.detail = true;
   const started = performance.now();
-  let outcome = "ok";
   try {
     const result = await sendDetail(detailRequest(state));
-    if (result.stale) return "stale";
+    if (result.stale) return;
     measure("detail-request", started);
     state.detail = { key, textKey, temperature, response: result.value };
-    if (!state.pending.grid) state.error = null;
+    requestDone("detail", null);
   } catch (err) {
-    state.error = errorText(err);
-    outcome = "refused";
+    requestDone("detail", errorText(err));
   }
   state.pending.detail = false;
   update();
-  return outcome;
 }
 
 /**
@@ -399,6 +402,7 @@ els.temperature.addEventListener("input", () => {
 
 els.errorClose.addEventListener("click", () => {
   state.error = null;
+  state.requestErrors = { grid: null, detail: null };
   update();
 });
 

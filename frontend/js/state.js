@@ -73,6 +73,9 @@ export function createState() {
     grid: null, // {key, response}: all layers and heads, pattern + stats
     detail: null, // {key, response}: the chosen head with every field
     error: null, // text of the last error, shown in the banner
+    // the last error of each request kind; the two run at once, so a success of one must not
+    // clear the other's error
+    requestErrors: { grid: null, detail: null },
     pending: { grid: false, detail: false },
   };
 }

@@ -21,15 +21,13 @@ from fastapi import FastAPI
 from model.checkpoint import save_checkpoint
 from model.gpt import GPT, GPTConfig
 from model.tokenizer import BPETokenizer
-from tests.textgen import english_like
+from tests.textgen import english_like as sentences
 
 BLOCK_SIZE = 64
 N_LAYER = 2
 N_HEAD = 2
 N_EMBD = 32
 HEAD_DIM = N_EMBD // N_HEAD
-
-sentences = english_like  # (n, seed) -> generated sentences
 
 
 def build_checkpoint(path: Path, seed: int = 0) -> Path:

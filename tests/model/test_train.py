@@ -81,16 +81,65 @@ def test_a_new_phase_restarts_warmup_and_cosine_at_its_start(tiny):
     assert lr_at(200, second) == pytest.approx(1e-4)
 
 
-def test_resume_with_a_new_phase_trains_on_and_keeps_snapshots(tiny, capsys):
+def test_resume_with_a_new_phase_trains_on_and_a_plain_resume_keeps_its_schedule(tiny, capsys):
     main(["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--max-steps", "30"])
     capsys.readouterr()
-    args = ["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--max-steps", "60", "--resume"]
-    main([*args, "--new-phase", "--lr", "1e-3"])
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["step"] == 60
+    base = ["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out]
+    main([*base, "--resume", "--new-phase", "--max-steps", "40", "--lr", "1e-3"])
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["step"] == 40
     state = torch.load(f"{tiny.out}/train_state.pt", weights_only=False)
-    assert state["phase_start"] == 30  # kept, so a later plain --resume stays on this schedule
+    assert state["schedule"] == {
+        "lr": 1e-3,
+        "min_lr": tiny.min_lr,
+        "warmup_steps": tiny.warmup_steps,
+        "max_steps": 40,
+        "phase_start": 30,
+    }
+    # a plain --resume with a longer run keeps the phase's peak and start, not the preset's
+    main([*base, "--resume", "--max-steps", "60"])
+    state = torch.load(f"{tiny.out}/train_state.pt", weights_only=False)
+    assert state["step"] == 60
+    assert state["schedule"] == {**state["schedule"], "lr": 1e-3, "phase_start": 30, "max_steps": 60}
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--new-phase"], "needs --resume"),
+        (["--resume", "--new-phase", "--max-steps", "20"], "no "),  # nothing saved yet
+    ],
+)
+def test_refused_new_phases(tiny, capsys, args, message):
     with pytest.raises(SystemExit):
-        main(["--preset", "tiny", "--new-phase"])  # --new-phase without --resume is refused
+        main(["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, *args])
+    assert message in capsys.readouterr().err
+
+
+def test_resuming_a_finished_run_without_more_steps_is_refused(tiny, capsys):
+    main(["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--max-steps", "30"])
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "--preset",
+                "tiny",
+                "--corpus",
+                tiny.corpus,
+                "--out",
+                tiny.out,
+                "--resume",
+                "--new-phase",
+                "--max-steps",
+                "30",
+            ]
+        )
+    assert "above" in capsys.readouterr().err
+
+
+def test_snapshots_keep_every_evaluated_checkpoint(tiny):
+    train(replace(tiny, keep_snapshots=True))
+    snapshots = sorted(p.name for p in (Path(tiny.out) / "snapshots").iterdir())
+    assert snapshots == ["step-000030", "step-000060"]
+    assert load_checkpoint(Path(tiny.out) / "snapshots" / "step-000030").training["step"] == 30
 
 
 def has_repeat(row: np.ndarray, min_len: int = 8) -> bool:
