@@ -353,10 +353,11 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     heads = _indices(req.heads, cfg.n_head, "heads", "heads per layer")
     include = set(req.include)
 
-    traces, logits, divisor = inspect_ids(lm.model, enc.ids, causal=req.causal, scale=req.scale)
-    # LayerNorm spreads a NaN or inf anywhere in the residual stream to every logit of that
-    # position, so one column tells whether the scores overflowed in any layer
-    if not bool(torch.isfinite(logits[:, 0]).all()):
+    # the LM head only when predictions are asked for (the all-heads grid asks for none)
+    traces, logits, divisor = inspect_ids(lm.model, enc.ids, causal=req.causal, scale=req.scale, logits=req.top_k > 0)
+    # scores that overflow make a softmax row NaN, and its z; the residual stream carries the
+    # NaN into every later layer, so the last layer's z tells whether any layer overflowed
+    if not bool(torch.isfinite(traces[-1].z).all()):
         raise ApiError(
             422,
             f"scale {req.scale!r} makes the scores overflow; use a number from 0.001 to 10000",
@@ -378,7 +379,9 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         layers=list(
             zip(layers, (list(zip(heads, f)) for f in _layer_fields(traces, layers, heads, head_idx, include, divisor)))
         ),
-        predictions=top_predictions(logits, svc.displays, req.top_k, req.temperature),
+        predictions=[[] for _ in range(n)]
+        if logits is None
+        else top_predictions(logits, svc.displays, req.top_k, req.temperature),
     )
 
 

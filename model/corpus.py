@@ -17,9 +17,10 @@ the document's id only, so it is stable across runs and machines.
 
 WordNet examples are written the way people type: first letter capitalised and a full stop
 added when the sentence has no final punctuation. Each example sentence is its own document;
-in the training split they are weighted ×3 and glosses ×0.4 (see :data:`WEIGHTS`). The held-out WordNet example sentences are
-also written one per line to ``sentences_val.txt``: the "everyday sentences" on which
-bits per byte is reported.
+in the training split they are weighted ×3 and glosses ×0.4 (see :data:`WEIGHTS`). The
+held-out WordNet example sentences are also written one per line to ``sentences_val.txt``,
+one of the two sentence sets on which bits per byte is reported (the other is the
+hand-written ``model/evalsets/everyday.txt``).
 
 Run: ``python -m model.corpus --out data/corpus``.
 """

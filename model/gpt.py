@@ -226,14 +226,14 @@ class GPT(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward(
+    def hidden_states(
         self,
         idx: torch.Tensor,
-        targets: torch.Tensor | None = None,
         opts: AttentionOptions = AttentionOptions(),
         trace: list[AttentionTrace] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """idx (B, T) token ids -> logits (B, T, vocab), and the mean cross-entropy if targets given."""
+    ) -> torch.Tensor:
+        """idx (B, T) token ids -> the final LayerNorm's output (B, T, C), what the LM head reads.
+        A view that needs only the attention (no predictions) stops here."""
         B, T = idx.size()
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens is longer than the context of {self.config.block_size}")
@@ -242,7 +242,17 @@ class GPT(nn.Module):
         x = self.transformer.drop(x)
         for block in self.transformer.h:
             x = block(x, opts, trace)
-        x = self.transformer.ln_f(x)  # (B, T, C)
+        return self.transformer.ln_f(x)  # (B, T, C)
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        opts: AttentionOptions = AttentionOptions(),
+        trace: list[AttentionTrace] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """idx (B, T) token ids -> logits (B, T, vocab), and the mean cross-entropy if targets given."""
+        x = self.hidden_states(idx, opts, trace)  # (B, T, C)
         logits = self.lm_head(x)  # (B, T, vocab)
         loss = None
         if targets is not None:

@@ -68,16 +68,21 @@ def _stack(traces: list[AttentionTrace], name: str) -> torch.Tensor:
 
 @torch.inference_mode()
 def inspect_ids(
-    model: GPT, token_ids: list[int], causal: bool = True, scale: Scale = "sqrt_dk"
-) -> tuple[list[AttentionTrace], torch.Tensor, float]:
-    """Run ``token_ids`` through the explicit attention path; (traces, logits (T, V), divisor)."""
+    model: GPT, token_ids: list[int], causal: bool = True, scale: Scale = "sqrt_dk", logits: bool = True
+) -> tuple[list[AttentionTrace], torch.Tensor | None, float]:
+    """Run ``token_ids`` through the explicit attention path; (traces, logits (T, V), divisor).
+
+    ``logits=False`` skips the LM head (logits ``None``): for views that need no predictions."""
     divisor = scale_divisor(scale, model.config.head_dim)
     opts = AttentionOptions(causal=causal, scale=divisor)
     device = next(model.parameters()).device
     idx = torch.tensor([token_ids], dtype=torch.long, device=device)  # (1, T)
     traces: list[AttentionTrace] = []
-    logits, _ = model(idx, opts=opts, trace=traces)  # (1, T, V)
-    return traces, logits[0], divisor
+    if not logits:
+        model.hidden_states(idx, opts=opts, trace=traces)
+        return traces, None, divisor
+    out, _ = model(idx, opts=opts, trace=traces)  # (1, T, V)
+    return traces, out[0], divisor
 
 
 def inspect(model: GPT, tokenizer, text: str, causal: bool = True, scale: Scale = "sqrt_dk") -> Trace:

@@ -99,6 +99,15 @@ def test_tokens_offsets_and_ids_agree(client):
     assert all(0 <= i < lm_vocab for i in data["token_ids"])
 
 
+def test_no_predictions_asked_none_computed(client):
+    body = attention(client, text=TEXT, top_k=0)
+    assert body["predictions"] == [[] for _ in body["tokens"]]
+    # and the attention is the same as with predictions
+    with_preds = attention(client, text=TEXT, top_k=3)
+    assert body["layers"] == with_preds["layers"]
+    assert all(len(row) == 3 for row in with_preds["predictions"])
+
+
 def test_every_field_for_one_head(client):
     data = attention(client, text=TEXT, layers=[1], heads=[0], include=list(FIELDS))
     T = len(data["tokens"])

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from model.inspection import head_stats, inspect, masked_var, predictions, row_entropy, scale_divisor
+from model.inspection import head_stats, inspect, inspect_ids, masked_var, predictions, row_entropy, scale_divisor
 
 TEXT = "The cat sat on the mat because it was warm. The dog sat on the mat too."
 
@@ -55,6 +55,19 @@ def test_inspect_logits_equal_the_fast_forward_pass(model, tokenizer):
     with torch.no_grad():
         fast, _ = model(torch.tensor([tr.token_ids]))
     assert (fast[0] - tr.logits).abs().max().item() <= 1e-5
+
+
+def test_without_logits_the_attention_is_the_same_and_the_lm_head_is_skipped(model, tokenizer):
+    ids = tokenizer.encode_ids(TEXT)
+    full, logits, divisor = inspect_ids(model, ids)
+    bare, none, divisor_bare = inspect_ids(model, ids, logits=False)
+    assert none is None and divisor_bare == divisor and logits.shape == (len(ids), model.config.vocab_size)
+    for a, b in zip(full, bare):
+        for name in ("q", "k", "v", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled", "z", "mask"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+    with torch.no_grad():  # forward = LM head over hidden_states
+        x = model.hidden_states(torch.tensor([ids]), trace=[])  # the explicit path, as inspect_ids runs
+        assert torch.equal(model.lm_head(x)[0], logits)
 
 
 @pytest.mark.parametrize(
