@@ -366,7 +366,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         )
     head_idx = None
     if heads != list(range(cfg.n_head)):
-        head_idx = torch.tensor(heads, dtype=torch.long, device=logits.device)
+        head_idx = torch.tensor(heads, dtype=torch.long, device=traces[0].mask.device)
     return AttentionResult(
         head={
             "tokens": enc.tokens,

@@ -99,11 +99,12 @@ def test_tokens_offsets_and_ids_agree(client):
     assert all(0 <= i < lm_vocab for i in data["token_ids"])
 
 
-def test_no_predictions_asked_none_computed(client):
-    body = attention(client, text=TEXT, top_k=0)
+@pytest.mark.parametrize("select", [{}, {"layers": [N_LAYER - 1], "heads": [N_HEAD - 1]}], ids=["all", "one head"])
+def test_no_predictions_asked_none_computed(client, select):
+    body = attention(client, text=TEXT, top_k=0, include=list(FIELDS), **select)
     assert body["predictions"] == [[] for _ in body["tokens"]]
     # and the attention is the same as with predictions
-    with_preds = attention(client, text=TEXT, top_k=3)
+    with_preds = attention(client, text=TEXT, top_k=3, include=list(FIELDS), **select)
     assert body["layers"] == with_preds["layers"]
     assert all(len(row) == 3 for row in with_preds["predictions"])
 
