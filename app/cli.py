@@ -45,23 +45,30 @@ def _validation_message(err: ValidationError) -> str:
 
 
 def _scale(value: str) -> str | float:
-    if value in ("sqrt_dk", "none"):
+    if value in ("model", "sqrt_dk", "none"):
         return value
     try:
         return float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"scale must be 'sqrt_dk', 'none' or a number, got {value!r}") from None
+        raise argparse.ArgumentTypeError(f"scale must be 'model', 'sqrt_dk', 'none' or a number, got {value!r}") from None
 
 
 # ------------------------------------------------------------------ serve
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from model.checkpoint import CheckpointError, load_checkpoint, pick_device
+    from model.checkpoint import CheckpointError, pick_device, read_config
+    from model.registry import family_of, load_model
 
     from .settings import Settings
 
-    options = {"host": args.host, "port": args.port, "checkpoint": args.checkpoint, "device": args.device}
+    options = {
+        "host": args.host,
+        "port": args.port,
+        "checkpoint": args.checkpoint,
+        "device": args.device,
+        "dtype": args.dtype,
+    }
     try:
         settings = Settings(**{k: v for k, v in options.items() if v is not None})
     except ValidationError as e:
@@ -71,8 +78,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     # fail before uvicorn starts: one line naming the file, non-zero exit
     try:
-        pick_device(settings.device)
-        load_checkpoint(settings.checkpoint_path, "cpu")
+        device = pick_device(settings.device)
+        if settings.dtype != "fp32" and device.type == "cpu":
+            raise CheckpointError(f"--dtype {settings.dtype} needs a GPU; on the CPU attnscope runs fp32")
+        # ours loads in milliseconds: a full check; a transformers model is opened once, by the server
+        if family_of(read_config(settings.checkpoint_path)) == "attnscope":
+            load_model(settings.checkpoint_path, "cpu")
     except CheckpointError as e:
         return _fail(f"cannot start: {e}")
 
@@ -86,7 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     common = {"host": settings.host, "port": settings.port, "server_header": False, "log_level": "info"}
     if args.workers > 1:
         # each worker process builds its own app from the environment
-        env = {"checkpoint": str(settings.checkpoint_path), "device": settings.device}
+        env = {"checkpoint": str(settings.checkpoint_path), "device": settings.device, "dtype": settings.dtype}
         for key, value in env.items():
             if value is not None:
                 os.environ[f"ATTNSCOPE_{key.upper()}"] = value
@@ -134,7 +145,8 @@ def _summary(data: dict, layer: int | None, head: int | None, width: int = 3) ->
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from model.checkpoint import CheckpointError, load_checkpoint
+    from model.checkpoint import CheckpointError
+    from model.registry import load_model
 
     from .errors import ApiError
     from .schemas import DEFAULT_INCLUDE, attention_request_model
@@ -142,7 +154,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from .settings import Settings
 
     try:
-        settings = Settings(**{k: v for k, v in {"checkpoint": args.checkpoint, "device": args.device}.items() if v})
+        options = {"checkpoint": args.checkpoint, "device": args.device, "dtype": args.dtype}
+        settings = Settings(**{k: v for k, v in options.items() if v})
     except ValidationError as e:
         return _fail(f"invalid setting: {_validation_message(e)}", EXIT_USAGE)
     include = args.include.split(",") if args.include else list(DEFAULT_INCLUDE)
@@ -163,7 +176,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     except ValidationError as e:
         return _fail(_validation_message(e), EXIT_USAGE)
     try:
-        lm = load_checkpoint(settings.checkpoint_path, settings.device)
+        lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
     except CheckpointError as e:
         return _fail(str(e))
     svc = build_service(lm, with_heads=False)
@@ -183,14 +196,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
-    from model.checkpoint import SHIPPED, CheckpointError, load_checkpoint
+    from model.backends import OursBackend
+    from model.checkpoint import SHIPPED, CheckpointError
     from model.hf import export_hf
+    from model.registry import load_model
 
     source = args.checkpoint or os.environ.get("ATTNSCOPE_CHECKPOINT") or SHIPPED
     try:
-        lm = load_checkpoint(source, "cpu")
+        lm = load_model(source, "cpu")
     except CheckpointError as e:
         return _fail(str(e))
+    if not isinstance(lm.backend, OursBackend):
+        return _fail(f"export-hf writes our own GPT; {source} is a {lm.facts.family} model already in transformers format")
     try:
         out = export_hf(lm.model, lm.tokenizer, Path(args.dir))
     except (OSError, ValueError) as e:
@@ -203,7 +220,7 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="attnscope", description="See attention in a small trained GPT-2-style model.")
+    ap = argparse.ArgumentParser(prog="attnscope", description="See attention in a causal transformer: our small GPT, or any local transformers model.")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the web app and JSON API")
@@ -211,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="default 8000")
     serve.add_argument("--checkpoint", help="checkpoint directory (default: the shipped model)")
     serve.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    serve.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32; bf16/fp16 on a GPU")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (each loads the model)")
     serve.set_defaults(func=cmd_serve)
 
@@ -221,11 +239,14 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--json", action="store_true", help="print the JSON of POST /api/attention instead")
     ins.add_argument("--checkpoint", help="checkpoint directory (default: the shipped model)")
     ins.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    ins.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32; bf16/fp16 on a GPU")
     ins.add_argument("--layer", type=int, help="only this layer")
     ins.add_argument("--head", type=int, help="only this head (in each layer shown)")
     ins.add_argument("--include", help="comma-separated fields (default pattern,stats)")
     ins.add_argument("--no-causal", action="store_true", help="what-if: remove the causal mask")
-    ins.add_argument("--scale", type=_scale, default="sqrt_dk", help="sqrt_dk (default), none or a number")
+    ins.add_argument(
+        "--scale", type=_scale, default="model", help="model (its own divisor, default), sqrt_dk, none or a number"
+    )
     ins.add_argument("--top-k", type=int, default=5)
     ins.add_argument("--temperature", type=float, default=1.0)
     ins.set_defaults(func=cmd_inspect)

@@ -39,7 +39,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
 import frontend
-from model.checkpoint import CheckpointError, load_checkpoint
+from model.checkpoint import CheckpointError
+from model.registry import load_model
 
 from . import service
 from .errors import install_error_handlers
@@ -211,7 +212,7 @@ def limit_heap_retention() -> bool:
 
 
 def load_service(settings: Settings) -> service.Service:
-    lm = load_checkpoint(settings.checkpoint_path, settings.device)
+    lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
     return service.build_service(lm)
 
 
@@ -271,8 +272,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="attnscope",
         version="0.1.0",
-        summary="See attention in a small trained GPT-2-style model",
-        description="Every layer and head of a small causal transformer: masks, raw and scaled "
+        summary="See attention in a causal transformer: our small trained GPT, or any local transformers model",
+        description="Every layer and head of a causal transformer: masks, raw and scaled "
         "scores, patterns, statistics and next-token predictions. Dimension order everywhere: "
         "[layer][head][query][key].",
         lifespan=lifespan,

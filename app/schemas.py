@@ -47,7 +47,7 @@ def optional_field(description: str) -> Any:
 
 
 def _check_scale(value: Any) -> str | float:
-    if isinstance(value, str) and value in ("sqrt_dk", "none"):
+    if isinstance(value, str) and value in ("model", "sqrt_dk", "none"):
         return value
     if (
         isinstance(value, (int, float))
@@ -58,7 +58,7 @@ def _check_scale(value: Any) -> str | float:
         return float(value)
     raise PydanticCustomError(
         "scale_invalid",
-        "scale must be 'sqrt_dk', 'none' or a number from 0.001 to 10000",
+        "scale must be 'model', 'sqrt_dk', 'none' or a number from 0.001 to 10000",
         {"min": SCALE_MIN, "max": SCALE_MAX},
     )
 
@@ -69,15 +69,29 @@ Scale = Annotated[
     WithJsonSchema(
         {
             "anyOf": [
-                {"type": "string", "enum": ["sqrt_dk", "none"]},
+                {"type": "string", "enum": ["model", "sqrt_dk", "none"]},
                 {"type": "number", "minimum": SCALE_MIN, "maximum": SCALE_MAX},
             ],
-            "description": "what the raw scores are divided by: 'sqrt_dk' (trained), 'none' (1) or a number",
+            "description": "what the raw scores are divided by: 'model' (the model's own divisor, as trained), "
+            "'sqrt_dk' (√head_dim), 'none' (1) or a number",
         }
     ),
 ]
 
 Index = Annotated[int, Field(ge=0)]
+THUMBNAIL_MIN, THUMBNAIL_MAX = 4, 256
+FocusField = Literal["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "q", "k", "v"]
+
+
+class Focus(BaseModel):
+    """One head sent at full resolution beside the selection (the head view beside the grid)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+    layer: Index
+    head: Index
+    include: list[FocusField] = Field(
+        default_factory=lambda: ["pattern"], max_length=len(FIELDS) * 2, description="fields of the focus head"
+    )
 
 
 class AttentionRequest(BaseModel):
@@ -90,12 +104,20 @@ class AttentionRequest(BaseModel):
             "examples": [
                 {"text": "The cat sat on the mat. The cat", "include": ["pattern", "stats"]},
                 {
+                    "text": "The cat sat on the mat. The cat",
+                    "include": ["stats"],
+                    "thumbnail": 64,
+                    "focus": {"layer": 1, "head": 2, "include": ["pattern", "attn_scores_raw"]},
+                    "encoding": "b64",
+                    "top_k": 5,
+                },
+                {
                     "text": "The cat sat on the mat.",
                     "layers": [1],
                     "heads": [2],
                     "include": list(FIELDS),
                     "causal": True,
-                    "scale": "sqrt_dk",
+                    "scale": "model",
                     "top_k": 5,
                     "temperature": 1.0,
                 },
@@ -117,8 +139,21 @@ class AttentionRequest(BaseModel):
         max_length=len(FIELDS) * 2,
         description="per-head fields to return",
     )
+    thumbnail: int | None = Field(
+        None,
+        ge=THUMBNAIL_MIN,
+        le=THUMBNAIL_MAX,
+        description="each selected head also gets `thumbnail`: its pattern max-pooled on the server to at most "
+        "N×N, as levels 0..255 (weight × 255, rounded)",
+    )
+    focus: Focus | None = Field(None, description="one head in full: the response's `focus` object")
+    encoding: Literal["json", "b64"] = Field(
+        "json",
+        description="json: numbers; b64: every matrix a typed array {dtype, bdata (base64), shape} as Plotly.js reads",
+    )
+    precision: Literal["f4", "f2"] = Field("f4", description="float type of the b64 matrices (f2: half the bytes)")
     causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
-    scale: Scale = "sqrt_dk"
+    scale: Scale = "model"
     top_k: int = Field(5, ge=0, le=TOP_K_MAX, description="next-token predictions per position")
     temperature: float = Field(
         1.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, allow_inf_nan=False, description="for the predictions"
@@ -212,16 +247,35 @@ class Health(BaseModel):
 
 class ModelInfo(BaseModel):
     name: str
+    family: str = Field(description="'attnscope' (ours) or the transformers model_type: gpt2, gpt_neox, llama, ...")
     n_layer: int
-    n_head: int
-    d_model: int
+    n_head: int = Field(description="query heads per layer")
+    n_kv_head: int = Field(description="key/value heads per layer (fewer than n_head with grouped-query attention)")
+    kv_head_of: list[int] = Field(description="for each query head, the key/value head it reads")
     head_dim: int
+    d_model: int
+    divisor: float = Field(description="what the model divides q·kᵀ by (not always √head_dim)")
+    divisor_rule: str = Field(description="how the model defines its divisor")
+    softcap: float | None = Field(description="attention logit softcapping, null if none")
+    sliding_window: list[int | None] = Field(description="per layer: the sliding window in tokens, null if none")
     block_size: int = Field(description="context length in tokens")
     vocab_size: int
+    positions: str = Field(description="learned, rotary, ...")
+    bos_token: str | None = Field(description="the token put in front of every text, as in training")
+    dtype: str
     device: str
     parameters: int
     checkpoint: str
     training: dict[str, Any] = Field(description="what training measured (training.json), {} if unknown")
+
+
+class TypedArray(BaseModel):
+    """A matrix in ``encoding: "b64"``: decode with ``np.frombuffer(base64.b64decode(bdata), dtype)``
+    and reshape to ``shape`` ("rows, cols"); the form Plotly.js reads (f2 it does not)."""
+
+    dtype: Literal["u1", "f2", "f4"]
+    bdata: str
+    shape: str
 
 
 class HeadStats(BaseModel):
@@ -234,16 +288,20 @@ class HeadStats(BaseModel):
     entropy_unscaled: float = Field(description="mean row entropy of pattern_unscaled, nats")
     max_weight: float = Field(description="mean of the row maxima of pattern")
     max_weight_unscaled: float
-    row_entropy: list[float]
-    row_entropy_unscaled: list[float]
+    row_entropy: list[float] | TypedArray
+    row_entropy_unscaled: list[float] | TypedArray
 
 
-Matrix = list[list[float]]
-MaskedMatrix = list[list[float | None]]
+Matrix = list[list[float]] | TypedArray
+MaskedMatrix = list[list[float | None]] | TypedArray
+Levels = list[list[int]] | TypedArray
 
 
 class HeadView(BaseModel):
     head: int
+    thumbnail: Levels | None = optional_field(
+        "the pattern max-pooled to at most N×N (request `thumbnail`), levels 0..255 = weight × 255"
+    )
     pattern: Matrix | None = optional_field("T×T softmax weights; masked entries 0; rows sum to 1")
     attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ before scaling; masked entries null")
     attn_scores: MaskedMatrix | None = optional_field("T×T scaled scores; masked entries null")
@@ -256,7 +314,28 @@ class HeadView(BaseModel):
 
 class LayerView(BaseModel):
     layer: int
+    divisor: float = Field(description="what this layer divided q·kᵀ by")
+    mask: Levels | None = optional_field("this layer's mask, only where it differs from the top-level one")
+    thumbnail_mask: Levels | None = optional_field("this layer's thumbnail mask, where it differs")
     heads: list[HeadView]
+
+
+class FocusView(BaseModel):
+    layer: int
+    head: int
+    pattern: Matrix | None = optional_field("T×T softmax weights")
+    attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ; masked entries null (NaN in b64)")
+    attn_scores: MaskedMatrix | None = optional_field("T×T scaled scores; masked entries null (NaN in b64)")
+    pattern_unscaled: Matrix | None = optional_field("T×T softmax of the raw scores")
+    q: Matrix | None = optional_field("T×head_dim")
+    k: Matrix | None = optional_field("T×head_dim (post-rotary, the key/value head this query head reads)")
+    v: Matrix | None = optional_field("T×head_dim")
+
+
+class ThumbnailInfo(BaseModel):
+    size: int = Field(description="thumbnails are size×size")
+    factor: float = Field(description="tokens per thumbnail cell (T / size): 1 means not downsampled")
+    mask: Levels = Field(description="size×size, 1 where any cell of the block may attend")
 
 
 class Prediction(BaseModel):
@@ -270,9 +349,13 @@ class AttentionResponse(BaseModel):
     token_ids: list[int]
     offsets: list[list[int]] = Field(description="[start, end] character span of each token in text")
     causal: bool
-    divisor: float = Field(description="the number raw scores were divided by")
-    mask: list[list[int]] = Field(description="T×T, 1 where the query may attend to the key")
+    scale: str | float = Field(description="the request's scale option")
+    divisor: float = Field(description="the number raw scores were divided by (the first returned layer's)")
+    encoding: Literal["json", "b64"]
+    mask: Levels | None = optional_field("T×T, 1 where the query may attend to the key (absent if no layer)")
+    thumbnail: ThumbnailInfo | None = optional_field("present when thumbnails were asked for")
     layers: list[LayerView]
+    focus: FocusView | None = optional_field("the focus head, when asked for")
     predictions: list[list[Prediction]] = Field(description="top_k next tokens after each position")
     model: ModelInfo
     timing_ms: float = Field(description="server time for this request (always the last field)")

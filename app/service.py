@@ -1,17 +1,21 @@
 """What the routes (and ``attnscope inspect``) compute: plain functions over a loaded model.
 
-The heavy one is :func:`attention_json`: tokenize, run the model's explicit attention path
-once (:func:`model.inspection.inspect_ids`, without stacking the layers), then for the
-requested layers and heads only compute and write the requested fields: the T×T weight
-matrices through :mod:`app.jsonfast`, other arrays rounded in numpy and written by orjson
-directly (no Python loops over numbers). Statistics come from :func:`head_stats_arrays`,
-the numbers of :func:`model.inspection.head_stats` (a test holds them equal) in fewer
-passes over the T×T tensors. The response is assembled from these pieces in a fixed
-order, ``timing_ms`` last.
+``POST /api/attention`` is three steps:
+
+1. **selection**: the request checked against the model (:func:`select`): token count,
+   layer and head indices, the focus head; the result is a :class:`model.capture.Selection`;
+2. **compute**: one forward pass with a :class:`model.capture.Capture` as the trace sink,
+   which takes statistics, thumbnails and the selected heads' matrices inside the pass
+   (typed numpy arrays, nothing encoded yet), then the predictions;
+3. **encode**: plain JSON (numbers; masked scores ``null``) or ``"b64"``: every matrix a
+   typed array ``{"dtype", "bdata", "shape"}`` in the form Plotly.js reads.
+
+``timing_ms`` is always the response's last field.
 """
 
 from __future__ import annotations
 
+import base64
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,10 +25,12 @@ import numpy as np
 import torch
 
 from model import lessons
-from model.checkpoint import LoadedModel
-from model.gpt import AttentionTrace
-from model.heads import ROLES, head_role_scores
-from model.inspection import inspect_ids
+from model.backends import LoadedModel
+from model.capture import Capture, LayerCapture, Selection
+from model.gpt import AttentionOptions
+from model.heads import ROLES, role_scores
+from model.inspection import scale_divisor
+from model.stats import STAT_ROWS, STAT_SCALARS
 
 from . import jsonfast
 from .errors import ApiError
@@ -50,7 +56,8 @@ def _to_sig(a, digits: int, op) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     finite = np.isfinite(a)
     safe = np.where(finite & (a != 0), np.abs(a), 1.0)  # no log of 0, inf or NaN
-    exp = digits - 1 - np.floor(np.log10(safe)).astype(np.int64)
+    # below 1e-290 the power of ten would overflow float64: such values come out as 0
+    exp = np.minimum(digits - 1 - np.floor(np.log10(safe)).astype(np.int64), 290)
     scale = 10.0 ** np.abs(exp)  # exact powers of ten
     out = np.where(exp >= 0, op(a * scale) / scale, op(a / scale) * scale)
     return np.where(finite, out, a)
@@ -90,41 +97,49 @@ def checkpoint_label(path: Path) -> str:
 
 
 def model_info(lm: LoadedModel) -> dict[str, Any]:
-    cfg = lm.config
+    """The model's facts (family, heads, key/value heads, divisor, context, dtype, device, ...)."""
     return {
-        "name": cfg.name,
-        "n_layer": cfg.n_layer,
-        "n_head": cfg.n_head,
-        "d_model": cfg.n_embd,
-        "head_dim": cfg.head_dim,
-        "block_size": cfg.block_size,
-        "vocab_size": cfg.vocab_size,
-        "device": str(lm.device),
-        "parameters": lm.model.num_parameters(),
+        **lm.facts.to_dict(),
         "checkpoint": checkpoint_label(lm.path),
         "training": lm.training or {},
     }
 
 
 def head_roles(lm: LoadedModel) -> dict[str, Any]:
-    scores = head_role_scores(lm.model, lm.tokenizer)  # (L, nh, 4)
+    facts, tok = lm.facts, lm.tokenizer
+    scores = role_scores(lm.backend.patterns, tok, facts.vocab_size, facts.block_size, **_probe_tokens(tok))
     return {"roles": list(ROLES), "scores": np.round(scores.double().numpy(), 4).tolist()}
+
+
+def _probe_tokens(tokenizer) -> dict[str, Any]:
+    """The head-role probes' BOS and pool of random tokens, for any tokenizer (not only ours)."""
+    try:
+        import inspect as _inspect
+
+        params = _inspect.signature(role_scores).parameters
+    except (TypeError, ValueError):
+        return {}
+    kwargs: dict[str, Any] = {}
+    if "bos_id" in params:
+        kwargs["bos_id"] = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eot_id
+    return kwargs
 
 
 def build_service(lm: LoadedModel, with_heads: bool = True) -> Service:
     info = model_info(lm)
+    tok = lm.tokenizer
     svc = Service(
         loaded=lm,
         info=info,
         info_json=dumps(info),
-        displays=[lm.tokenizer.display(i) for i in range(lm.config.vocab_size)],
+        displays=[tok.display(i) if i < tok.vocab_size else f"<{i}>" for i in range(lm.facts.vocab_size)],
     )
     if with_heads:
         svc.heads_json = dumps(head_roles(lm))
     return svc
 
 
-# ------------------------------------------------------------------ attention
+# ------------------------------------------------------------------ 1. selection
 
 
 def _indices(values: list[int] | None, n: int, name: str, unit: str) -> list[int]:
@@ -142,160 +157,52 @@ def _indices(values: list[int] | None, n: int, name: str, unit: str) -> list[int
     return sorted(set(values))
 
 
-def _var(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
-    """Population variance over ``dims`` (centred first; faster than ``Tensor.var`` on CPU)."""
-    centred = x - x.mean(dims, keepdim=True)
-    return (centred * centred).mean(dims)
+def _check_index(value: int, n: int, loc: tuple, unit: str) -> None:
+    if value >= n:
+        raise ApiError(
+            422,
+            f"{'.'.join(str(p) for p in loc[1:])} is {value}; the model has {n} {unit} (0 to {n - 1})",
+            loc=loc,
+            type_="index_out_of_range",
+            ctx={"limit": n - 1, "value": value},
+        )
 
 
-def head_stats_arrays(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    raw: torch.Tensor,
-    scores: torch.Tensor,
-    pattern: torch.Tensor,
-    pattern_unscaled: torch.Tensor,
-    mask: torch.Tensor,
-    divisor: float,
-) -> dict[str, torch.Tensor]:
-    """Per-head statistics (``q, k (..., T, hs)``, the rest ``(..., T, T)``; ``...`` = heads, or layers and heads).
-
-    The definitions of :func:`model.inspection.head_stats` (a test holds them equal):
-    population variances over unmasked entries, row entropies in nats, mean row maxima,
-    ratio ``divisor²`` when the scaled scores do not vary. Computed in fewer passes over the
-    T×T tensors, all of them on scores centred on each row's top score ``c``:
-
-    * variances from per-row sums over the visible keys of ``y = raw - c`` and ``y²``
-      (float64 across rows); the scaled scores are ``raw / divisor``, whose variance is
-      ``var(raw) / divisor²`` (the model's float32 division moves it by less than 1e-6);
-    * the entropy of a softmax row needs no logarithm per entry: for ``p = softmax(s)`` over
-      the visible keys, ``H = logsumexp(s) - Σ p·s`` and ``logsumexp(s) = max s - log max p``,
-      so ``H = -log max p - Σ p·(s - max s)``; centring keeps large scores (a small scale)
-      from cancelling in float32.
-    """
-    s_max, top = scores.max(-1)  # (..., T); masked scores are -inf, never the maximum
-    c = raw.gather(-1, top[..., None])  # (..., T, 1) the raw score of the row's top key
-    raw_centred = raw - c
-
-    visible = mask.to(raw.dtype)  # (T, T) 1 where the query sees the key
-    y = raw_centred * visible  # masked entries 0
-    s1 = y.sum(-1).double()  # (..., T) per-row sums of the visible centred scores
-    s2 = torch.linalg.vecdot(y, raw_centred).double()  # and of their squares
-    n_row = visible.sum(-1).double()  # (T,)
-    c64 = c[..., 0].double()
-    n = n_row.sum()
-    mean = (s1 + n_row * c64).sum(-1) / n
-    var_raw = ((s2 + 2 * c64 * s1 + n_row * c64 * c64).sum(-1) / n - mean * mean).clamp_min(0)
-    var_scaled = var_raw / divisor**2
-    ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, divisor**2))
-
-    p_max, pu_max = pattern.amax(-1), pattern_unscaled.amax(-1)
-    # masked keys have p exactly 0 and finite raw scores: they add nothing to the sums
-    pu_dot = torch.linalg.vecdot(pattern_unscaled, raw_centred).double()
-    if divisor >= 1:
-        # s - max s = (raw - c) / divisor up to the float32 rounding of s (|s| 6e-8 at most)
-        p_dot = torch.linalg.vecdot(pattern, raw_centred).double() / divisor
-    else:  # scores larger than the raw ones: use the model's own (float32) scaled scores
-        lowest = torch.finfo(scores.dtype).min
-        p_dot = torch.linalg.vecdot(pattern, scores.clamp_min(lowest) - s_max[..., None]).double()
-    ent = (-p_max.double().log() - p_dot).clamp_min(0)
-    ent_u = (-pu_max.double().log() - pu_dot).clamp_min(0)
-    return {
-        "var_q": _var(q, (-2, -1)),
-        "var_k": _var(k, (-2, -1)),
-        "var_scores_raw": var_raw,
-        "var_scores": var_scaled,
-        "variance_ratio": ratio,
-        "entropy": ent.mean(-1),
-        "entropy_unscaled": ent_u.mean(-1),
-        "max_weight": p_max.mean(-1),
-        "max_weight_unscaled": pu_max.mean(-1),
-        "row_entropy": ent,
-        "row_entropy_unscaled": ent_u,
-    }
+def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
+    """The request checked against the model: a :class:`Selection`, or an :class:`ApiError` naming the field."""
+    facts = svc.loaded.facts
+    if n_tokens == 0:
+        raise ApiError(422, "text has no tokens", loc=("body", "text"), type_="text_no_tokens")
+    if n_tokens > facts.block_size:
+        raise ApiError(
+            422,
+            f"text is {n_tokens} tokens; the model's context is {facts.block_size} tokens",
+            loc=("body", "text"),
+            type_="too_many_tokens",
+            ctx={"limit": facts.block_size, "count": n_tokens},
+        )
+    layers = _indices(req.layers, facts.n_layer, "layers", "layers")
+    heads = _indices(req.heads, facts.n_head, "heads", "heads per layer")
+    focus = None
+    focus_fields: frozenset[str] = frozenset()
+    if req.focus is not None:
+        _check_index(req.focus.layer, facts.n_layer, ("body", "focus", "layer"), "layers")
+        _check_index(req.focus.head, facts.n_head, ("body", "focus", "head"), "heads per layer")
+        focus = (req.focus.layer, req.focus.head)
+        focus_fields = frozenset(req.focus.include)
+    include = set(req.include)
+    return Selection(
+        layers=layers,
+        heads=heads,
+        fields=frozenset(include - {"stats"}),
+        stats="stats" in include,
+        thumbnail=req.thumbnail,
+        focus=focus,
+        focus_fields=focus_fields,
+    )
 
 
-_NAN = float("nan")
-STAT_SCALARS = (
-    "var_q",
-    "var_k",
-    "var_scores_raw",
-    "var_scores",
-    "variance_ratio",
-    "entropy",
-    "entropy_unscaled",
-    "max_weight",
-    "max_weight_unscaled",
-)
-STAT_ROWS = ("row_entropy", "row_entropy_unscaled")
-
-
-def _layer_fields(
-    traces: list[AttentionTrace],
-    layers: list[int],
-    heads: list[int],
-    head_idx: torch.Tensor | None,
-    include: set[str],
-    divisor: float,
-) -> list[list[list[tuple[str, Any]]]]:
-    """``[layer][head]`` -> the included fields in contract order, as ``(name, value)``:
-    ``bytes`` already JSON, or values orjson writes (numpy arrays, dicts)."""
-
-    def sel(x: torch.Tensor) -> torch.Tensor:  # (1, nh, T, ·) -> (H, T, ·)
-        x = x[0]
-        return x if head_idx is None else x.index_select(0, head_idx)
-
-    mask = traces[0].mask
-    hidden = ~mask
-    layout = None
-    if include & {"pattern", "pattern_unscaled"}:
-        layout = jsonfast.layout(mask.shape[0], causal=not bool(mask.all()))
-    per_layer: list[dict[str, Any]] = []
-    for i in layers:
-        tr = traces[i]
-        values: dict[str, Any] = {}
-        for name in ("pattern", "pattern_unscaled"):
-            if name in include:
-                values[name] = layout.write(sel(getattr(tr, name)).detach().to("cpu", torch.float32).numpy())
-        for name in ("attn_scores_raw", "attn_scores"):
-            if name in include:
-                values[name] = round_fixed(sel(getattr(tr, name)).masked_fill(hidden, _NAN), SCORE_DECIMALS)
-        for name in ("q", "k", "v"):
-            if name in include:
-                values[name] = round_fixed(sel(getattr(tr, name)), SCORE_DECIMALS)
-        per_layer.append(values)
-
-    stats: list[dict[str, torch.Tensor]] = []
-    if "stats" in include:
-        # short texts: all layers in one go (fewer, larger operations); long ones: a layer at a
-        # time, which needs no stacked copies of the T×T tensors
-        group = max(1, len(layers)) if mask.shape[0] <= 64 else 1
-        for start in range(0, len(layers), group):
-            chunk = layers[start : start + group]
-
-            def stacked(name: str, chunk=chunk) -> torch.Tensor:  # (layers, H, T, ·)
-                if len(chunk) == 1:  # a view, no copy
-                    return sel(getattr(traces[chunk[0]], name))[None]
-                return torch.stack([sel(getattr(traces[i], name)) for i in chunk])
-
-            names = ("q", "k", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled")
-            stats.append(head_stats_arrays(*(stacked(name) for name in names), mask, divisor))
-    if stats:  # rounded together: one numpy call for all layers' numbers, one per row statistic
-        scalars = torch.stack([torch.cat([s[name] for s in stats]).double() for name in STAT_SCALARS], 1)  # (L, S, H)
-        scalars_l = round_sig(scalars.cpu().numpy()).tolist()
-        rows = {name: round_fixed(torch.cat([s[name] for s in stats]), PATTERN_DECIMALS) for name in STAT_ROWS}
-        for li, values in enumerate(per_layer):
-            values["stats"] = [
-                {
-                    **{name: scalars_l[li][si][j] for si, name in enumerate(STAT_SCALARS)},
-                    **{name: rows[name][li, j] for name in STAT_ROWS},
-                }
-                for j in range(len(heads))
-            ]
-    return [
-        [[(name, values[name][j]) for name in FIELDS if name in values] for j in range(len(heads))]
-        for values in per_layer
-    ]
+# ------------------------------------------------------------------ 2. compute
 
 
 def top_predictions(
@@ -310,6 +217,7 @@ def top_predictions(
     T = logits.shape[0]
     if top_k == 0:
         return [[] for _ in range(T)]
+    logits = logits.float()
     top = torch.topk(logits, k=min(top_k, logits.shape[-1]), dim=-1)  # the same order as the probabilities
     scaled = logits / temperature if temperature != 1 else logits
     peak = scaled.gather(-1, top.indices[:, :1])  # (T, 1) the largest scaled logit
@@ -329,75 +237,157 @@ def top_predictions(
 class AttentionResult:
     """POST /api/attention before encoding (without ``model`` and ``timing_ms``)."""
 
-    head: dict[str, Any]  # tokens, token_ids, offsets, causal, divisor, mask
-    layers: list[tuple[int, list[tuple[int, list[tuple[str, Any]]]]]]  # (layer, [(head, fields)])
+    tokens: list[str]
+    token_ids: list[int]
+    offsets: list[list[int]]
+    causal: bool
+    divisor: float
+    sel: Selection
+    capture: Capture
     predictions: list[list[dict[str, Any]]]
 
 
 def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     lm = svc.loaded
-    cfg = lm.config
     enc = lm.tokenizer.encode(req.text)
-    n = len(enc.ids)
-    if n == 0:
-        raise ApiError(422, "text has no tokens", loc=("body", "text"), type_="text_no_tokens")
-    if n > cfg.block_size:
-        raise ApiError(
-            422,
-            f"text is {n} tokens; the model's context is {cfg.block_size} tokens",
-            loc=("body", "text"),
-            type_="too_many_tokens",
-            ctx={"limit": cfg.block_size, "count": n},
-        )
-    layers = _indices(req.layers, cfg.n_layer, "layers", "layers")
-    heads = _indices(req.heads, cfg.n_head, "heads", "heads per layer")
-    include = set(req.include)
-
+    sel = select(svc, req, len(enc.ids))
+    capture = Capture(sel)
+    opts = AttentionOptions(causal=req.causal, divisor=scale_divisor(req.scale, lm.facts.head_dim))
     # the LM head only when predictions are asked for (the all-heads grid asks for none)
-    traces, logits, divisor = inspect_ids(lm.model, enc.ids, causal=req.causal, scale=req.scale, logits=req.top_k > 0)
-    # scores that overflow make a softmax row NaN, and its z; the residual stream carries the
-    # NaN into every later layer, so the last layer's z tells whether any layer overflowed
-    if not bool(torch.isfinite(traces[-1].z).all()):
+    logits = lm.backend.run(enc.ids, opts, capture, logits=req.top_k > 0)
+    if not capture.finite():
         raise ApiError(
             422,
             f"scale {req.scale!r} makes the scores overflow; use a number from 0.001 to 10000",
             loc=("body", "scale"),
             type_="scale_overflow",
         )
-    head_idx = None
-    if heads != list(range(cfg.n_head)):
-        head_idx = torch.tensor(heads, dtype=torch.long, device=traces[0].mask.device)
+    divisor = capture.layers[0].divisor if capture.layers else opts.divisor_for(lm.facts.divisor)
     return AttentionResult(
-        head={
-            "tokens": enc.tokens,
-            "token_ids": enc.ids,
-            "offsets": [[start, end] for start, end in enc.offsets],
-            "causal": req.causal,
-            "divisor": divisor,
-            "mask": traces[0].mask.to("cpu", torch.uint8).numpy(),
-        },
-        layers=list(
-            zip(layers, (list(zip(heads, f)) for f in _layer_fields(traces, layers, heads, head_idx, include, divisor)))
-        ),
-        predictions=[[] for _ in range(n)]
+        tokens=enc.tokens,
+        token_ids=enc.ids,
+        offsets=[[start, end] for start, end in enc.offsets],
+        causal=req.causal,
+        divisor=divisor,
+        sel=sel,
+        capture=capture,
+        predictions=[[] for _ in enc.ids]
         if logits is None
         else top_predictions(logits, svc.displays, req.top_k, req.temperature),
     )
 
 
-def encode_attention(result: AttentionResult) -> list[bytes]:
+# ------------------------------------------------------------------ 3. encode
+
+
+def typed_array(a: np.ndarray, dtype: str) -> dict[str, Any]:
+    """numpy -> ``{"dtype", "bdata", "shape"}``, Plotly.js's typed-array form (shape "r, c")."""
+    a = np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<"))
+    return {"dtype": dtype, "bdata": base64.b64encode(a.data).decode("ascii"), "shape": ", ".join(map(str, a.shape))}
+
+
+class Encoder:
+    """How numbers go on the wire: ``json`` (rounded numbers) or ``b64`` (typed arrays)."""
+
+    def __init__(self, encoding: str, precision: str, causal_layout: jsonfast.WeightLayout | None):
+        self.b64 = encoding == "b64"
+        self.float_dtype = precision
+        self.layout = causal_layout
+
+    def weights(self, a: np.ndarray, mask: np.ndarray) -> Any:
+        """A (T, T) softmax matrix."""
+        if self.b64:
+            return typed_array(a, self.float_dtype)
+        if self.layout is not None and np.array_equal(self.layout.mask, mask):
+            return self.layout.write(a[None])[0]
+        return jsonfast.weight_matrices(a[None], mask)[0]
+
+    def matrix(self, a: np.ndarray, decimals: int = SCORE_DECIMALS) -> Any:
+        """Scores (NaN where masked) or q/k/v."""
+        if self.b64:
+            return typed_array(a, self.float_dtype)
+        return np.ascontiguousarray(np.round(a, decimals))
+
+    def levels(self, a: np.ndarray) -> Any:
+        """uint8 thumbnails and masks."""
+        return typed_array(a, "u1") if self.b64 else a
+
+    def rows(self, a: np.ndarray) -> Any:
+        return typed_array(a, "f4") if self.b64 else np.round(a, PATTERN_DECIMALS)
+
+    def field(self, name: str, a: np.ndarray, mask: np.ndarray) -> Any:
+        if name in ("pattern", "pattern_unscaled"):
+            return self.weights(a, mask)
+        return self.matrix(a)
+
+
+def _head_stats(cap: LayerCapture, scalars: list, j: int, enc: Encoder) -> dict[str, Any]:
+    return {
+        **{name: scalars[si][j] for si, name in enumerate(STAT_SCALARS)},
+        **{name: enc.rows(cap.stats[name][j]) for name in STAT_ROWS},
+    }
+
+
+def encode_attention(result: AttentionResult, req: AttentionRequest) -> list[bytes]:
     """The JSON object as pieces to join, without its closing brace (``model`` and
     ``timing_ms`` come next)."""
-    parts = [dumps(result.head)[:-1], b',"layers":[']
-    for i, (layer, heads) in enumerate(result.layers):
-        parts.append(b'%s{"layer":%d,"heads":[' % (b"," if i else b"", layer))
-        for j, (head, fields) in enumerate(heads):
-            parts.append(b'%s{"head":%d' % (b"," if j else b"", head))
+    cap, sel = result.capture, result.sel
+    first_mask = cap.layers[0].mask if cap.layers else None
+    layout = None
+    if first_mask is not None and sel.fields & {"pattern", "pattern_unscaled"}:
+        layout = jsonfast.WeightLayout(first_mask)
+    enc = Encoder(req.encoding, req.precision, layout)
+    T = len(result.token_ids)
+    head: dict[str, Any] = {
+        "tokens": result.tokens,
+        "token_ids": result.token_ids,
+        "offsets": result.offsets,
+        "causal": result.causal,
+        "scale": req.scale,
+        "divisor": result.divisor,
+        "encoding": req.encoding,
+    }
+    if first_mask is not None:
+        head["mask"] = enc.levels(first_mask.astype(np.uint8))
+    if sel.thumbnail and cap.layers:
+        n = cap.layers[0].thumbnail_mask.shape[0]
+        head["thumbnail"] = {"size": n, "factor": T / n, "mask": enc.levels(cap.layers[0].thumbnail_mask)}
+    parts = [dumps(head)[:-1], b',"layers":[']
+    for i, lc in enumerate(cap.layers):
+        layer_obj: dict[str, Any] = {"layer": lc.layer, "divisor": lc.divisor}
+        if first_mask is not None and not np.array_equal(lc.mask, first_mask):
+            layer_obj["mask"] = enc.levels(lc.mask.astype(np.uint8))
+            if lc.thumbnail_mask is not None:
+                layer_obj["thumbnail_mask"] = enc.levels(lc.thumbnail_mask)
+        parts.append((b"," if i else b"") + dumps(layer_obj)[:-1] + b',"heads":[')
+        scalars = None
+        if lc.stats:
+            scalars = round_sig(np.stack([lc.stats[name] for name in STAT_SCALARS])).tolist()  # (S, H)
+        for j, h in enumerate(sel.heads):
+            fields: list[tuple[str, Any]] = []
+            if lc.thumbnail is not None:
+                fields.append(("thumbnail", enc.levels(lc.thumbnail[j])))
+            for name in FIELDS:
+                if name == "stats" and scalars is not None:
+                    fields.append(("stats", _head_stats(lc, scalars, j, enc)))
+                elif name in lc.fields:
+                    fields.append((name, enc.field(name, lc.fields[name][j], lc.mask)))
+            parts.append(b'%s{"head":%d' % (b"," if j else b"", h))
             for name, value in fields:
                 parts += (b',"', name.encode(), b'":', value if isinstance(value, bytes) else dumps(value))
             parts.append(b"}")
         parts.append(b"]}")
-    parts += (b'],"predictions":', dumps(result.predictions))
+    parts.append(b"]")
+    if sel.focus is not None and cap.focus is not None:
+        layer, h = sel.focus
+        mask = next((lc.mask for lc in cap.layers if lc.layer == layer), first_mask)
+        parts.append(b',"focus":{"layer":%d,"head":%d' % (layer, h))
+        for name in FIELDS:
+            if name in cap.focus:
+                value = enc.field(name, cap.focus[name], mask if mask is not None else np.ones((T, T), bool))
+                parts += (b',"', name.encode(), b'":', value if isinstance(value, bytes) else dumps(value))
+        parts.append(b"}")
+    parts += (b',"predictions":', dumps(result.predictions))
     return parts
 
 
@@ -412,7 +402,7 @@ def attention_json(svc: Service, req: AttentionRequest, started: float | None = 
     t1 = time.perf_counter()
     result = compute_attention(svc, req)
     t2 = time.perf_counter()
-    parts = encode_attention(result)
+    parts = encode_attention(result, req)
     t3 = time.perf_counter()
     total = (t3 - t0) * 1000
     parts += (b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}")

@@ -4,6 +4,7 @@
 | --- | --- | --- |
 | ``ATTNSCOPE_CHECKPOINT`` | the shipped model | checkpoint directory to load |
 | ``ATTNSCOPE_DEVICE`` | auto | ``cpu``, ``cuda``, ``cuda:1``, ``auto`` (CUDA when present) |
+| ``ATTNSCOPE_DTYPE`` | fp32 | ``fp32``; on a GPU also ``bf16`` or ``fp16`` |
 | ``ATTNSCOPE_HOST`` | ``127.0.0.1`` | address to bind; ``0.0.0.0`` only when asked (the container) |
 | ``ATTNSCOPE_PORT`` | 8000 | |
 | ``ATTNSCOPE_MAX_TEXT_CHARS`` | 4000 | longest ``text`` accepted |
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -39,6 +40,7 @@ class Settings(BaseSettings):
 
     checkpoint: Path | None = Field(None, description="checkpoint directory; unset = the shipped model")
     device: str | None = Field(None, description="cpu, cuda, cuda:N or auto")
+    dtype: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="weights and activations; half only on a GPU")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     max_text_chars: int = Field(4000, ge=1, le=100_000)

@@ -7,8 +7,8 @@ A checkpoint is a directory holding
 * ``tokenizer.json``     the ``tokenizers`` byte-level BPE;
 * ``training.json``      what training measured (optional).
 
-A directory in Hugging Face GPT-2 format (``config.json`` with ``model_type: gpt2``) loads
-too, through :mod:`model.hf`.
+Which loader opens a directory (ours, GPT-2 converted into ours, any other transformers
+causal LM) is decided in one place, :mod:`model.registry`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -32,19 +31,6 @@ SHIPPED = Path(__file__).parent / "checkpoints" / "attnscope-small"
 
 class CheckpointError(RuntimeError):
     """A checkpoint directory is missing, incomplete or unreadable."""
-
-
-@dataclass
-class LoadedModel:
-    model: GPT
-    tokenizer: BPETokenizer
-    device: torch.device
-    path: Path
-    training: dict = field(default_factory=dict)
-
-    @property
-    def config(self) -> GPTConfig:
-        return self.model.config
 
 
 def pick_device(requested: str | None = None) -> torch.device:
@@ -89,44 +75,42 @@ def read_config(path: Path) -> dict:
         raise CheckpointError(f"cannot read {cfg_file}: {e}") from e
 
 
-def load_checkpoint(path: str | Path | None = None, device: str | torch.device | None = None) -> LoadedModel:
-    """Load a checkpoint directory (ours or Hugging Face GPT-2 format) in eval mode."""
-    path = Path(path) if path else SHIPPED
-    dev = device if isinstance(device, torch.device) else pick_device(device)
-    if not path.is_dir():
-        raise CheckpointError(f"checkpoint directory not found: {path}")
-    cfg = read_config(path)
+def load_ours(path: Path) -> tuple[GPT, BPETokenizer]:
+    """Our own checkpoint directory -> (model on the CPU, tokenizer); each error names its file."""
+    for name in ("model.safetensors", "tokenizer.json"):
+        if not (path / name).is_file():
+            raise CheckpointError(f"checkpoint is missing {path / name}")
+    # safetensors and tokenizers raise several types on bad files; each error names its file
+    try:
+        model = GPT(GPTConfig.from_dict(read_config(path)))
+    except CheckpointError:
+        raise
+    except Exception as e:
+        raise CheckpointError(f"{path / 'config.json'} does not describe a model: {e}") from e
+    weights = path / "model.safetensors"
+    try:
+        state = load_file(str(weights))
+        state["lm_head.weight"] = state["transformer.wte.weight"]
+        model.load_state_dict(state, strict=True)
+    except Exception as e:
+        raise CheckpointError(f"cannot load the weights {weights}: {e}") from e
+    try:
+        tokenizer = BPETokenizer.load(path / "tokenizer.json")
+    except Exception as e:
+        raise CheckpointError(f"cannot load the tokenizer {path / 'tokenizer.json'}: {e}") from e
+    return model, tokenizer
 
-    if cfg.get("model_type") == "gpt2":
-        from .hf import load_hf_dir
 
-        model, tokenizer = load_hf_dir(path)
-    else:
-        for name in ("model.safetensors", "tokenizer.json"):
-            if not (path / name).is_file():
-                raise CheckpointError(f"checkpoint is missing {path / name}")
-        # safetensors and tokenizers raise several types on bad files; each error names its file
-        try:
-            model = GPT(GPTConfig.from_dict(cfg))
-        except Exception as e:
-            raise CheckpointError(f"{path / 'config.json'} does not describe a model: {e}") from e
-        weights = path / "model.safetensors"
-        try:
-            state = load_file(str(weights))
-            state["lm_head.weight"] = state["transformer.wte.weight"]
-            model.load_state_dict(state, strict=True)
-        except Exception as e:
-            raise CheckpointError(f"cannot load the weights {weights}: {e}") from e
-        try:
-            tokenizer = BPETokenizer.load(path / "tokenizer.json")
-        except Exception as e:
-            raise CheckpointError(f"cannot load the tokenizer {path / 'tokenizer.json'}: {e}") from e
+def read_training(path: Path) -> dict:
+    """``training.json`` if present and readable, else ``{}``."""
+    try:
+        return json.loads((path / "training.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
-    training = {}
-    if (path / "training.json").is_file():
-        try:
-            training = json.loads((path / "training.json").read_text())
-        except ValueError:
-            training = {}
-    model.to(dev).eval()
-    return LoadedModel(model=model, tokenizer=tokenizer, device=dev, path=path, training=training)
+
+def load_checkpoint(path=None, device=None, dtype: str = "fp32"):
+    """Kept for callers written before the registry: :func:`model.registry.load_model`."""
+    from .registry import load_model
+
+    return load_model(path, device, dtype)

@@ -8,12 +8,16 @@ Attention has two paths that compute the same thing:
 
 * the fast path, ``F.scaled_dot_product_attention``, used for training and for plain
   forward passes;
-* the explicit path, used when a ``trace`` list is passed in: each step is a named tensor
+* the explicit path, used when a ``trace`` sink is passed in: each step is a named tensor
   (``q``, ``k``, ``v``, ``attn_scores_raw``, ``attn_scores``, ``pattern``, ``z``, ``mask``)
-  and the layer appends them to the trace as an :class:`AttentionTrace`.
+  and the layer appends them to the sink as an :class:`AttentionTrace`. A plain ``list``
+  keeps every layer; :mod:`model.capture` has sinks that keep only what a view needs.
 
 ``AttentionOptions`` lets a caller rerun the model as a what-if (no causal mask, another
-scale) in every layer without touching any module state.
+divisor) in every layer without touching any module state.
+
+:class:`AttentionTrace` is also what the transformers backend (:mod:`model.hf_backend`)
+records for the other families, so everything above the model is written once.
 """
 
 from __future__ import annotations
@@ -56,31 +60,43 @@ class GPTConfig:
 class AttentionOptions:
     """How every attention layer runs.
 
-    ``causal=False`` removes the mask (an encoder-style what-if); ``scale`` is the number the
-    raw scores are divided by, ``None`` meaning the trained default ``sqrt(head_dim)``.
+    ``causal=False`` removes the mask (an encoder-style what-if); ``divisor`` is the number
+    the raw scores are divided by, ``None`` meaning the model's own (``sqrt(head_dim)`` here).
     """
 
     causal: bool = True
-    scale: float | None = None
+    divisor: float | None = None
 
-    def divisor(self, head_dim: int) -> float:
-        return math.sqrt(head_dim) if self.scale is None else float(self.scale)
+    def divisor_for(self, default: float) -> float:
+        return default if self.divisor is None else float(self.divisor)
 
 
 @dataclass
 class AttentionTrace:
-    """Every step of one layer's attention, each ``(B, nh, T, ·)``; ``mask`` is ``(T, T)``."""
+    """Every step of one layer's attention, each ``(B, nh, T, ·)``; ``mask`` is ``(T, T)``.
+
+    With grouped-query attention ``k`` and ``v`` are already expanded to one per query head.
+    ``pattern_unscaled`` is ``None`` when the sink said it does not need it
+    (``needs_unscaled = False``): it costs one more T×T softmax per layer.
+    """
 
     q: torch.Tensor  # (B, nh, T, hs)
     k: torch.Tensor  # (B, nh, T, hs)
     v: torch.Tensor  # (B, nh, T, hs)
     attn_scores_raw: torch.Tensor  # (B, nh, T, T)  q @ kᵀ
-    attn_scores: torch.Tensor  # (B, nh, T, T)  raw / scale, -inf where masked
+    attn_scores: torch.Tensor  # (B, nh, T, T)  raw / divisor (then softcapped), -inf where masked
     pattern: torch.Tensor  # (B, nh, T, T)  softmax(attn_scores)
-    pattern_unscaled: torch.Tensor  # (B, nh, T, T)  softmax of the masked raw scores
+    pattern_unscaled: torch.Tensor | None  # (B, nh, T, T)  the same with divisor 1
     z: torch.Tensor  # (B, nh, T, hs)  pattern @ v
     mask: torch.Tensor  # (T, T) bool, True = may attend
-    scale: float = field(default=1.0)
+    divisor: float = field(default=1.0)
+    softcap: float | None = None  # scores = softcap · tanh(scores / softcap) before the mask (Gemma 2)
+    layer: int = 0
+
+
+def needs_unscaled(sink) -> bool:
+    """Whether a trace sink wants ``pattern_unscaled`` (a plain list does)."""
+    return getattr(sink, "needs_unscaled", True)
 
 
 def attention_mask(T: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -90,9 +106,10 @@ def attention_mask(T: int, causal: bool, device: torch.device | str = "cpu") -> 
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, layer_idx: int = 0):
         super().__init__()
         assert config.n_embd % config.n_head == 0
+        self.layer_idx = layer_idx
         self.n_head = config.n_head
         self.n_embd = config.n_embd
         self.head_dim = config.head_dim
@@ -105,7 +122,7 @@ class CausalSelfAttention(nn.Module):
         self,
         x: torch.Tensor,
         opts: AttentionOptions = AttentionOptions(),
-        trace: list[AttentionTrace] | None = None,
+        trace=None,
     ) -> torch.Tensor:
         B, T, C = x.size()
         nh, hs = self.n_head, self.head_dim
@@ -113,7 +130,7 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        scale = opts.divisor(hs)
+        divisor = opts.divisor_for(math.sqrt(hs))
 
         if trace is None:
             # fast path: one fused kernel, nothing kept
@@ -123,16 +140,18 @@ class CausalSelfAttention(nn.Module):
                 v,
                 dropout_p=self.attn_dropout if self.training else 0.0,
                 is_causal=opts.causal,
-                scale=1.0 / scale,
+                scale=1.0 / divisor,
             )  # (B, nh, T, hs)
         else:
             # explicit path: the same computation, one named tensor per step
             mask = attention_mask(T, opts.causal, x.device)  # (T, T)
             attn_scores_raw = q @ k.transpose(-2, -1)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
-            attn_scores = (attn_scores_raw / scale).masked_fill(~mask, float("-inf"))  # (B, nh, T, T)
+            attn_scores = (attn_scores_raw / divisor).masked_fill(~mask, float("-inf"))  # (B, nh, T, T)
             pattern = F.softmax(attn_scores, dim=-1)  # (B, nh, T, T)
             z = pattern @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
-            pattern_unscaled = F.softmax(attn_scores_raw.masked_fill(~mask, float("-inf")), dim=-1)  # (B, nh, T, T)
+            pattern_unscaled = None
+            if needs_unscaled(trace):
+                pattern_unscaled = F.softmax(attn_scores_raw.masked_fill(~mask, float("-inf")), dim=-1)  # (B, nh, T, T)
             trace.append(
                 AttentionTrace(
                     q=q,
@@ -144,7 +163,8 @@ class CausalSelfAttention(nn.Module):
                     pattern_unscaled=pattern_unscaled,
                     z=z,
                     mask=mask,
-                    scale=scale,
+                    divisor=divisor,
+                    layer=self.layer_idx,
                 )
             )
 
@@ -167,10 +187,10 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-LayerNorm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, layer_idx: int = 0):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        self.attn = CausalSelfAttention(config)
+        self.attn = CausalSelfAttention(config, layer_idx)
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
         self.mlp = MLP(config)
 
@@ -199,7 +219,7 @@ class GPT(nn.Module):
                 wte=nn.Embedding(config.vocab_size, config.n_embd),
                 wpe=nn.Embedding(config.block_size, config.n_embd),
                 drop=nn.Dropout(config.dropout),
-                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                h=nn.ModuleList([Block(config, i) for i in range(config.n_layer)]),
                 ln_f=nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon),
             )
         )
@@ -230,7 +250,7 @@ class GPT(nn.Module):
         self,
         idx: torch.Tensor,
         opts: AttentionOptions = AttentionOptions(),
-        trace: list[AttentionTrace] | None = None,
+        trace=None,
     ) -> torch.Tensor:
         """idx (B, T) token ids -> the final LayerNorm's output (B, T, C), what the LM head reads.
         A view that needs only the attention (no predictions) stops here."""
@@ -249,7 +269,7 @@ class GPT(nn.Module):
         idx: torch.Tensor,
         targets: torch.Tensor | None = None,
         opts: AttentionOptions = AttentionOptions(),
-        trace: list[AttentionTrace] | None = None,
+        trace=None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """idx (B, T) token ids -> logits (B, T, vocab), and the mean cross-entropy if targets given."""
         x = self.hidden_states(idx, opts, trace)  # (B, T, C)

@@ -4,7 +4,8 @@
 >>> trace.pattern.shape          # (n_layer, n_head, T, T)
 
 ``causal=False`` and another ``scale`` rerun the forward pass with that change in every
-layer (a what-if: the model was trained causal with ``sqrt(head_dim)``). Nothing is stored on
+layer (a what-if: the model was trained causal with its own divisor, ``sqrt(head_dim)`` for
+ours). Any backend of :mod:`model.backends` works, so any family is inspected the same way. Nothing is stored on
 the model, so concurrent calls with different options do not interfere.
 """
 
@@ -16,20 +17,25 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
+from .backends import OursBackend
 from .gpt import GPT, AttentionOptions, AttentionTrace
+from .stats import head_stats_arrays
 
-Scale = str | float  # "sqrt_dk", "none" or a positive number the scores are divided by
+Scale = str | float  # "model", "sqrt_dk", "none" or a positive number the scores are divided by
 
 
-def scale_divisor(scale: Scale, head_dim: int) -> float:
-    """The number raw scores are divided by: sqrt(d_k), 1 ("none") or the given number."""
+def scale_divisor(scale: Scale, head_dim: int) -> float | None:
+    """The number raw scores are divided by: ``None`` for the model's own ("model"),
+    sqrt(d_k) ("sqrt_dk"), 1 ("none") or the given number."""
+    if scale == "model":
+        return None
     if scale == "sqrt_dk":
         return math.sqrt(head_dim)
     if scale == "none":
         return 1.0
     value = float(scale)
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"scale must be 'sqrt_dk', 'none' or a positive number, got {scale!r}")
+        raise ValueError(f"scale must be 'model', 'sqrt_dk', 'none' or a positive number, got {scale!r}")
     return value
 
 
@@ -37,7 +43,8 @@ def scale_divisor(scale: Scale, head_dim: int) -> float:
 class Trace:
     """Everything one forward pass computed, batch dimension dropped.
 
-    Per-step tensors are stacked over layers: ``(n_layer, n_head, T, ·)``.
+    Per-step tensors are stacked over layers: ``(n_layer, n_head, T, ·)``. ``divisor`` is
+    the first layer's (models that divide by the layer index have one per layer).
     """
 
     text: str
@@ -45,10 +52,10 @@ class Trace:
     token_ids: list[int]
     offsets: list[tuple[int, int]]
     causal: bool
-    scale: float  # the divisor used
+    divisor: float  # the divisor used
     mask: torch.Tensor  # (T, T) bool, True = may attend
     q: torch.Tensor  # (L, nh, T, hs)
-    k: torch.Tensor  # (L, nh, T, hs)
+    k: torch.Tensor  # (L, nh, T, hs), one per query head
     v: torch.Tensor  # (L, nh, T, hs)
     attn_scores_raw: torch.Tensor  # (L, nh, T, T)
     attn_scores: torch.Tensor  # (L, nh, T, T), -inf where masked
@@ -56,6 +63,7 @@ class Trace:
     pattern_unscaled: torch.Tensor  # (L, nh, T, T)
     z: torch.Tensor  # (L, nh, T, hs)
     logits: torch.Tensor  # (T, vocab)
+    softcap: float | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -66,42 +74,50 @@ def _stack(traces: list[AttentionTrace], name: str) -> torch.Tensor:
     return torch.stack([getattr(t, name)[0] for t in traces])  # L × (nh, T, ·) -> (L, nh, T, ·)
 
 
+def as_backend(model, tokenizer=None):
+    """A backend (anything with ``run``) as is; our :class:`GPT` wrapped in :class:`OursBackend`."""
+    if isinstance(model, GPT):
+        p = next(model.parameters())
+        return OursBackend(model, tokenizer, p.device, p.dtype)
+    return model
+
+
 @torch.inference_mode()
 def inspect_ids(
-    model: GPT, token_ids: list[int], causal: bool = True, scale: Scale = "sqrt_dk", logits: bool = True
+    model, token_ids: list[int], causal: bool = True, scale: Scale = "model", logits: bool = True, tokenizer=None
 ) -> tuple[list[AttentionTrace], torch.Tensor | None, float]:
     """Run ``token_ids`` through the explicit attention path; (traces, logits (T, V), divisor).
 
     ``logits=False`` skips the LM head (logits ``None``): for views that need no predictions."""
-    divisor = scale_divisor(scale, model.config.head_dim)
-    opts = AttentionOptions(causal=causal, scale=divisor)
-    device = next(model.parameters()).device
-    idx = torch.tensor([token_ids], dtype=torch.long, device=device)  # (1, T)
+    backend = as_backend(model, tokenizer)
+    opts = AttentionOptions(causal=causal, divisor=scale_divisor(scale, backend.facts.head_dim))
     traces: list[AttentionTrace] = []
-    if not logits:
-        model.hidden_states(idx, opts=opts, trace=traces)
-        return traces, None, divisor
-    out, _ = model(idx, opts=opts, trace=traces)  # (1, T, V)
-    return traces, out[0], divisor
+    out = backend.run(token_ids, opts, traces, logits=logits)
+    return traces, out, traces[0].divisor
 
 
-def inspect(model: GPT, tokenizer, text: str, causal: bool = True, scale: Scale = "sqrt_dk") -> Trace:
-    """Tokenize ``text`` and run it, keeping q, k, v, scores, masks and patterns per layer/head."""
+def inspect(model, tokenizer, text: str, causal: bool = True, scale: Scale = "model") -> Trace:
+    """Tokenize ``text`` and run it, keeping q, k, v, scores, masks and patterns per layer/head.
+
+    ``model``: our :class:`GPT` (with its ``tokenizer``) or any backend of :mod:`model.backends`."""
+    backend = as_backend(model, tokenizer)
+    tokenizer = backend.tokenizer
     enc = tokenizer.encode(text)
     if not enc.ids:
         raise ValueError("text has no tokens")
-    if len(enc.ids) > model.config.block_size:
-        raise ValueError(f"text is {len(enc.ids)} tokens; the model's context is {model.config.block_size}")
-    traces, logits, divisor = inspect_ids(model, enc.ids, causal=causal, scale=scale)
+    if len(enc.ids) > backend.facts.block_size:
+        raise ValueError(f"text is {len(enc.ids)} tokens; the model's context is {backend.facts.block_size}")
+    traces, logits, divisor = inspect_ids(backend, enc.ids, causal=causal, scale=scale)
     return Trace(
         text=text,
         tokens=enc.tokens,
         token_ids=enc.ids,
         offsets=enc.offsets,
         causal=causal,
-        scale=divisor,
+        divisor=divisor,
         mask=traces[0].mask,
         logits=logits,
+        softcap=traces[0].softcap,
         **{
             name: _stack(traces, name)
             for name in ("q", "k", "v", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled", "z")
@@ -144,29 +160,25 @@ class HeadStats:
 
 
 def head_stats(trace: Trace) -> HeadStats:
-    """Variances over unmasked entries, and entropy and peakiness of each head's rows.
+    """Variances over unmasked entries, and entropy and peakiness of each head's rows
+    (:func:`model.stats.head_stats_arrays`, the one implementation, over all layers at once).
 
-    ``variance_ratio`` is var(raw) / var(scaled), which is ``scale²`` (= d_k for the default
-    scale) whenever the scores vary; with a single unmasked score (T = 1) both variances are 0
-    and the ratio is reported as ``scale²``, its value in the limit.
+    ``variance_ratio`` is var(raw) / var(scaled), which is ``divisor²`` (= d_k for the
+    default) whenever the scores vary; with a single unmasked score (T = 1) both variances
+    are 0 and the ratio is reported as ``divisor²``, its value in the limit.
     """
-    var_raw = masked_var(trace.attn_scores_raw, trace.mask)
-    var_scaled = masked_var(trace.attn_scores_raw / trace.scale, trace.mask)
-    ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-30), torch.full_like(var_raw, trace.scale**2))
-    ent, ent_u = row_entropy(trace.pattern), row_entropy(trace.pattern_unscaled)  # (L, nh, T)
-    return HeadStats(
-        var_q=trace.q.var(dim=(-2, -1), unbiased=False),
-        var_k=trace.k.var(dim=(-2, -1), unbiased=False),
-        var_scores_raw=var_raw,
-        var_scores=var_scaled,
-        variance_ratio=ratio,
-        entropy=ent.mean(-1),
-        entropy_unscaled=ent_u.mean(-1),
-        max_weight=trace.pattern.amax(-1).mean(-1),
-        max_weight_unscaled=trace.pattern_unscaled.amax(-1).mean(-1),
-        row_entropy=ent,
-        row_entropy_unscaled=ent_u,
+    values = head_stats_arrays(
+        trace.q,
+        trace.k,
+        trace.attn_scores_raw,
+        trace.attn_scores,
+        trace.pattern,
+        trace.pattern_unscaled,
+        trace.mask,
+        trace.divisor,
+        trace.softcap,
     )
+    return HeadStats(**values)
 
 
 @dataclass

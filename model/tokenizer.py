@@ -1,11 +1,24 @@
-"""Byte-level BPE tokenizer (Hugging Face ``tokenizers``), trained on our corpus.
+"""Tokenizers as attnscope shows them: ids, display strings and character offsets.
 
-Byte-level means every string, whatever its script or control characters, maps to tokens
-and back exactly: the base alphabet is the 256 byte values.
+Our own model uses a byte-level BPE (Hugging Face ``tokenizers``) trained on our corpus:
+byte-level means every string, whatever its script or control characters, maps to tokens
+and back exactly, the base alphabet being the 256 byte values. Other models bring their own
+``tokenizer.json``; two spellings of a token's bytes are understood:
+
+* byte-level (GPT-2, GPT-NeoX, Llama 3, Qwen2, SmolLM2): each byte is one printable character;
+* SentencePiece style (Llama 2, TinyLlama, Mistral, Gemma): ``▁`` is a space and byte
+  fallback tokens are written ``<0x0A>``.
+
+Either way the display string comes from the token's bytes, and offsets are found by lining
+the tokens' bytes up with the text, so the spans tile the text in order. Models whose
+tokenizer adds a beginning-of-sequence token (``<s>``, ``<|begin_of_text|>``) get it here
+too, with an empty span at 0: they were trained with it and attend to it.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
@@ -42,38 +55,69 @@ def display_token(raw: bytes) -> str:
     return "".join(out)
 
 
-class BPETokenizer:
-    """Thin wrapper over a ``tokenizers.Tokenizer`` adding display strings and offsets."""
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+METASPACE = "▁"
 
-    def __init__(self, tokenizer: Tokenizer):
+
+def _uses_byte_level(tokenizer: Tokenizer) -> bool:
+    """Whether the tokenizer spells bytes GPT-2's way (a ByteLevel pre-tokenizer or decoder)."""
+    spec = json.loads(tokenizer.to_str())
+    return "ByteLevel" in json.dumps([spec.get("pre_tokenizer"), spec.get("decoder")])
+
+
+class BPETokenizer:
+    """Wrapper over a ``tokenizers.Tokenizer`` adding display strings, offsets and BOS handling.
+
+    ``add_bos``: prefix the tokenizer's beginning-of-sequence token (``bos_id``) to every
+    encoding, as the model saw in training. Our own model has none (``bos_id`` is ``None``).
+    """
+
+    def __init__(self, tokenizer: Tokenizer, bos_token: str | None = None):
         self.tk = tokenizer
         self.eot_id = tokenizer.token_to_id(EOT)
-        # bytes of each token, via the byte-level decoder's mapping
-        self._byte_decoder = {c: b for b, c in _bytes_to_unicode().items()}
+        self.bos_id = tokenizer.token_to_id(bos_token) if bos_token else None
+        self.byte_level = _uses_byte_level(tokenizer)
         vocab = tokenizer.get_vocab()
         added = {t.content for t in tokenizer.get_added_tokens_decoder().values()}  # special tokens, stored as text
+        self.special_ids = {vocab[t] for t in added if t in vocab}
         self._bytes = [b""] * tokenizer.get_vocab_size()
+        byte_decoder = {c: b for b, c in _bytes_to_unicode().items()}
         for tok, i in vocab.items():
-            if tok == EOT or tok in added:
+            if not self.byte_level and _BYTE_TOKEN.fullmatch(tok):  # byte fallback, even when stored as added
+                self._bytes[i] = _sentencepiece_bytes(tok)
+                self.special_ids.discard(i)
+            elif tok == EOT or tok in added:
                 self._bytes[i] = tok.encode()
+            elif self.byte_level:
+                self._bytes[i] = bytes(byte_decoder[c] for c in tok if c in byte_decoder)
             else:
-                self._bytes[i] = bytes(self._byte_decoder[c] for c in tok)
+                self._bytes[i] = _sentencepiece_bytes(tok)
         self._display = [display_token(b) for b in self._bytes]  # looked up, not rebuilt, per encode
 
     @property
     def vocab_size(self) -> int:
         return self.tk.get_vocab_size()
 
+    def _ids(self, text: str) -> list[int]:
+        ids = self.tk.encode(text, add_special_tokens=False).ids
+        return [self.bos_id, *ids] if self.bos_id is not None else list(ids)
+
     def encode(self, text: str) -> Encoding:
-        enc = self.tk.encode(text, add_special_tokens=False)
-        ids = list(enc.ids)
-        return Encoding(ids=ids, tokens=[self._display[i] for i in ids], offsets=_char_offsets(text, ids, self._bytes))
+        ids = self._ids(text)
+        if self.byte_level:
+            pieces = [self._bytes[i] for i in ids]
+            if self.bos_id is not None:
+                pieces[0] = b""  # the prefixed BOS is not in the text
+            offsets = _char_offsets(text, pieces)
+        else:
+            offsets = _aligned_offsets(text, ids, self._bytes, self.special_ids)
+        return Encoding(ids=ids, tokens=[self._display[i] for i in ids], offsets=offsets)
 
     def encode_ids(self, text: str) -> list[int]:
-        return self.tk.encode(text, add_special_tokens=False).ids
+        return self._ids(text)
 
     def encode_batch_ids(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.tk.encode_batch(texts, add_special_tokens=False)]
+        return [self._ids(t) for t in texts]
 
     def decode(self, ids: Iterable[int]) -> str:
         return b"".join(self._bytes[i] for i in ids).decode("utf-8", errors="replace")
@@ -88,8 +132,8 @@ class BPETokenizer:
         self.tk.save(str(path))
 
     @classmethod
-    def load(cls, path: str | Path) -> BPETokenizer:
-        return cls(Tokenizer.from_file(str(path)))
+    def load(cls, path: str | Path, bos_token: str | None = None) -> BPETokenizer:
+        return cls(Tokenizer.from_file(str(path)), bos_token=bos_token)
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 4096) -> BPETokenizer:
@@ -122,15 +166,53 @@ def _bytes_to_unicode() -> dict[int, str]:
     return table
 
 
-def _char_offsets(text: str, ids: list[int], token_bytes: list[bytes]) -> list[tuple[int, int]]:
-    """Character span of each token. A token holding part of a multi-byte character covers
-    that whole character, so neighbouring spans can share it; a token with no bytes gets the
-    empty span at the end of the text."""
+def _char_offsets(text: str, pieces: list[bytes]) -> list[tuple[int, int]]:
+    """Character span of each token, from each token's bytes (``pieces``). A token holding part
+    of a multi-byte character covers that whole character, so neighbouring spans can share
+    it; a token with no bytes (a prefixed BOS) gets the empty span where it stands."""
     n = len(text)
-    ends = list(accumulate(len(token_bytes[i]) for i in ids))  # byte offset after each token
+    ends = list(accumulate(len(b) for b in pieces))  # byte offset after each token
     starts = [0, *ends[:-1]]
     if text.isascii():  # one byte per character: byte offsets are character offsets
-        return [(a, b) if b > a else (n, n) for a, b in zip(starts, ends)]
+        return [(a, b) if b > a else (a, a) for a, b in zip(starts, ends)]
     # byte position -> index of the character containing it
-    char_of_byte = [ci for ci, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))]
-    return [(char_of_byte[a], char_of_byte[b - 1] + 1) if b > a else (n, n) for a, b in zip(starts, ends)]
+    char_of_byte = [ci for ci, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))] + [n]
+    return [
+        (char_of_byte[a], char_of_byte[b - 1] + 1) if b > a else (char_of_byte[a], char_of_byte[a])
+        for a, b in zip(starts, ends)
+    ]
+
+
+def _sentencepiece_bytes(token: str) -> bytes:
+    """``▁the`` -> b" the"; a byte-fallback token ``<0x0A>`` -> b"\\n"."""
+    m = _BYTE_TOKEN.fullmatch(token)
+    if m:
+        return bytes([int(m.group(1), 16)])
+    return token.replace(METASPACE, " ").encode("utf-8")
+
+
+def _aligned_offsets(
+    text: str, ids: list[int], token_bytes: list[bytes], special: set[int]
+) -> list[tuple[int, int]]:
+    """Character spans found by lining each token's bytes up with the text's bytes.
+
+    SentencePiece adds a space before the first word (and special tokens have no bytes in
+    the text): a token's bytes are matched where the text continues, a leading space the
+    text does not have is skipped, and a token that matches nothing gets the empty span
+    where the text stands. Spans of tokens splitting one character cover all of it, as in
+    :func:`_char_offsets`.
+    """
+    data = text.encode("utf-8")
+    char_of_byte = [ci for ci, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))] + [len(text)]
+    pos, spans = 0, []
+    for i in ids:
+        b = b"" if i in special else token_bytes[i]
+        if b and not data.startswith(b, pos) and b[:1] == b" " and data.startswith(b[1:], pos):
+            b = b[1:]  # the dummy-prefix space
+        if not b or not data.startswith(b, pos):
+            spans.append((char_of_byte[pos], char_of_byte[pos]))
+            continue
+        start, end = pos, pos + len(b)
+        spans.append((char_of_byte[start], char_of_byte[end - 1] + 1))
+        pos = end
+    return spans

@@ -12,7 +12,8 @@ import torch
 from appkit import BLOCK_SIZE, HEAD_DIM, N_HEAD, N_LAYER, attention
 
 from app.schemas import FIELDS
-from app.service import build_service, head_stats_arrays
+from app.service import build_service
+from model.stats import head_stats_arrays
 from model.checkpoint import load_checkpoint
 from model.inspection import head_stats, inspect, predictions
 
@@ -134,7 +135,7 @@ def test_include_layers_heads_select_exactly(client):
     # empty selections with fields to compute: nothing to compute, still a valid answer
     assert attention(client, text=TEXT, layers=[])["layers"] == []
     no_heads = attention(client, text=TEXT, heads=[], include=list(FIELDS))
-    assert no_heads["layers"] == [{"layer": i, "heads": []} for i in range(N_LAYER)]
+    assert [(lv["layer"], lv["heads"]) for lv in no_heads["layers"]] == [(i, []) for i in range(N_LAYER)]
 
 
 def test_selected_heads_equal_the_full_view(client):
@@ -237,7 +238,7 @@ def test_stats_match_model_head_stats(checkpoint_dir):
                 trace.pattern[layer, heads],
                 trace.pattern_unscaled[layer, heads],
                 trace.mask,
-                trace.scale,
+                trace.divisor,
             )
             for name, value in got.items():
                 expected = getattr(ref, name)[layer, heads].double()
@@ -390,7 +391,7 @@ def test_heads_are_computed_once(client, app, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("head roles recomputed")
 
-    monkeypatch.setattr(app.service, "head_role_scores", fail)
+    monkeypatch.setattr(app.service, "role_scores", fail)
     assert client.get("/api/heads").content == before
 
 

@@ -16,8 +16,8 @@ from model.gpt import GPT, AttentionOptions, GPTConfig, attention_mask
 OPTIONS = [
     AttentionOptions(),
     AttentionOptions(causal=False),
-    AttentionOptions(causal=True, scale=2.5),
-    AttentionOptions(causal=False, scale=1.0),
+    AttentionOptions(causal=True, divisor=2.5),
+    AttentionOptions(causal=False, divisor=1.0),
 ]
 
 
@@ -39,7 +39,7 @@ def check_trace_invariants(trace, opts: AttentionOptions, head_dim: int, T: int)
     above = torch.triu(torch.ones(T, T, dtype=torch.bool, device=mask.device), diagonal=1)
     for t in trace:
         assert torch.equal(t.mask, mask)
-        assert t.scale == pytest.approx(opts.divisor(head_dim))
+        assert t.divisor == pytest.approx(opts.divisor_for(math.sqrt(head_dim)))
         # rows are probability distributions
         torch.testing.assert_close(t.pattern.sum(-1), torch.ones_like(t.pattern[..., 0]), atol=1e-5, rtol=0)
         torch.testing.assert_close(t.pattern_unscaled.sum(-1), torch.ones_like(t.pattern[..., 0]), atol=1e-5, rtol=0)
@@ -53,7 +53,7 @@ def check_trace_invariants(trace, opts: AttentionOptions, head_dim: int, T: int)
             assert (t.pattern[..., above] > 0).all()
         # each step is what its name says
         torch.testing.assert_close(t.attn_scores_raw, t.q @ t.k.transpose(-2, -1))
-        expected_scores = (t.attn_scores_raw / t.scale).masked_fill(~t.mask, float("-inf"))
+        expected_scores = (t.attn_scores_raw / t.divisor).masked_fill(~t.mask, float("-inf"))
         torch.testing.assert_close(t.attn_scores, expected_scores)
         torch.testing.assert_close(t.pattern, F.softmax(expected_scores, dim=-1))
         unscaled = F.softmax(t.attn_scores_raw.masked_fill(~t.mask, float("-inf")), dim=-1)
@@ -92,7 +92,7 @@ def test_trace_steps_are_consistent(model, opts):
 def test_paths_agree_for_any_length_and_options(tiny_config, T, causal, scale, seed):
     torch.manual_seed(seed)
     model = GPT(tiny_config).eval()
-    opts = AttentionOptions(causal=causal, scale=scale)
+    opts = AttentionOptions(causal=causal, divisor=scale)
     idx = random_ids(tiny_config, B=1, T=T, seed=seed)
     with torch.no_grad():
         fast, _ = model(idx, opts=opts)
@@ -121,8 +121,8 @@ def test_scale_option_changes_the_output(model):
     idx = random_ids(model.config, B=1, T=16, seed=3)
     with torch.no_grad():
         default, _ = model(idx)
-        explicit_default, _ = model(idx, opts=AttentionOptions(scale=math.sqrt(model.config.head_dim)))
-        other, _ = model(idx, opts=AttentionOptions(scale=1.0))
+        explicit_default, _ = model(idx, opts=AttentionOptions(divisor=math.sqrt(model.config.head_dim)))
+        other, _ = model(idx, opts=AttentionOptions(divisor=1.0))
     torch.testing.assert_close(default, explicit_default)
     assert not torch.allclose(default, other)
 

@@ -85,7 +85,7 @@ def test_variance_ratio_for_a_single_token_is_the_limit(model, tokenizer):
     assert tr.n_tokens == 1
     stats = head_stats(tr)
     assert (stats.var_scores_raw == 0).all()
-    torch.testing.assert_close(stats.variance_ratio, torch.full_like(stats.variance_ratio, tr.scale**2))
+    torch.testing.assert_close(stats.variance_ratio, torch.full_like(stats.variance_ratio, tr.divisor**2))
 
 
 def test_head_stats_shapes_and_ranges(model, tokenizer):

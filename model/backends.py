@@ -1,0 +1,145 @@
+"""What every model family offers the rest of attnscope: facts, a tokenizer, and ``run``.
+
+``run(ids, opts, sink, logits)`` is one forward pass through the explicit attention path:
+each layer appends an :class:`~model.gpt.AttentionTrace` to ``sink`` (a list, or a sink of
+:mod:`model.capture` that keeps only what a view asks for) and the logits come back if asked.
+The service, the CLI, head roles and the page are written once against this interface.
+
+Two families implement it:
+
+* :class:`OursBackend`: our own :class:`~model.gpt.GPT` (the shipped model, and GPT-2
+  directories converted into it), the readable reference;
+* :class:`model.hf_backend.TransformersBackend`: any local transformers causal LM, recorded
+  through transformers' ``AttentionInterface``.
+
+:func:`model.registry.load_model` picks one from ``config.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .gpt import GPT, AttentionOptions, AttentionTrace
+from .tokenizer import BPETokenizer
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class ModelFacts:
+    """What the API's ``model`` object and the page's model panel show."""
+
+    name: str
+    family: str  # "attnscope" (ours), or transformers' model_type: "gpt2", "gpt_neox", "llama", ...
+    n_layer: int
+    n_head: int  # query heads per layer
+    n_kv_head: int  # key/value heads per layer (fewer with grouped-query attention)
+    head_dim: int
+    d_model: int
+    divisor: float  # what q·kᵀ is divided by in the trained model
+    divisor_rule: str  # how the model defines it, e.g. "sqrt(head_dim)", "sqrt(query_pre_attn_scalar)"
+    block_size: int  # context in tokens
+    vocab_size: int
+    positions: str  # "learned", "rotary", ...
+    parameters: int
+    dtype: str
+    device: str
+    softcap: float | None = None  # attention logit softcapping (Gemma 2)
+    sliding_window: list[int | None] = field(default_factory=list)  # per layer; None = full causal
+    bos_token: str | None = None  # prefixed to every text, as in training
+
+    @property
+    def kv_head_of(self) -> list[int]:
+        """For each query head, the key/value head it reads."""
+        group = self.n_head // self.n_kv_head
+        return [h // group for h in range(self.n_head)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "kv_head_of": self.kv_head_of}
+
+
+def parameter_count(module: torch.nn.Module) -> int:
+    """Parameters, a tied embedding counted once."""
+    return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+
+
+class OursBackend:
+    """Our :class:`GPT`: the reference implementation, one named tensor per attention step."""
+
+    family = "attnscope"
+
+    def __init__(self, model: GPT, tokenizer: BPETokenizer, device: torch.device, dtype: torch.dtype = torch.float32):
+        self.model = model.to(device=device, dtype=dtype).eval()
+        self.tokenizer = tokenizer
+        self.device = device
+        cfg = model.config
+        self.facts = ModelFacts(
+            name=cfg.name,
+            family=self.family,
+            n_layer=cfg.n_layer,
+            n_head=cfg.n_head,
+            n_kv_head=cfg.n_head,
+            head_dim=cfg.head_dim,
+            d_model=cfg.n_embd,
+            divisor=math.sqrt(cfg.head_dim),
+            divisor_rule="sqrt(head_dim)",
+            block_size=cfg.block_size,
+            vocab_size=cfg.vocab_size,
+            positions="learned",
+            parameters=parameter_count(model),
+            dtype=str(dtype).removeprefix("torch."),
+            device=str(device),
+            sliding_window=[None] * cfg.n_layer,
+        )
+
+    @torch.inference_mode()
+    def run(self, ids: list[int], opts: AttentionOptions, sink, logits: bool = True) -> torch.Tensor | None:
+        """Token ids -> each layer's :class:`AttentionTrace` into ``sink``; logits ``(T, V)`` or ``None``."""
+        idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
+        if not logits:
+            self.model.hidden_states(idx, opts=opts, trace=sink)
+            return None
+        out, _ = self.model(idx, opts=opts, trace=sink)  # (1, T, V)
+        return out[0]
+
+    @torch.inference_mode()
+    def patterns(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> the trained model's patterns ``(B, L, nh, T, T)`` on the CPU."""
+        trace: list[AttentionTrace] = []
+        self.model(idx.to(self.device), trace=trace)
+        return torch.stack([t.pattern for t in trace], dim=1).float().cpu()  # L × (B, nh, T, T) -> (B, L, nh, T, T)
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to inspect: its backend, where it came from and what training measured."""
+
+    backend: Any  # OursBackend | TransformersBackend
+    path: Path
+    training: dict = field(default_factory=dict)
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.backend.model
+
+    @property
+    def tokenizer(self):
+        return self.backend.tokenizer
+
+    @property
+    def config(self):
+        """The model's own config (:class:`~model.gpt.GPTConfig` for ours)."""
+        return self.backend.model.config
+
+    @property
+    def device(self) -> torch.device:
+        return self.backend.device
+
+    @property
+    def facts(self) -> ModelFacts:
+        return self.backend.facts

@@ -1,0 +1,141 @@
+"""Sinks that keep only what a view asked for, taken inside the forward pass.
+
+A backend's ``run`` hands every layer's :class:`~model.gpt.AttentionTrace` to a sink as soon
+as the layer has computed it. A plain ``list`` keeps all of it (fine for a 4×4 model and 64
+tokens); :class:`Capture` reduces each layer on the model's device right away (statistics,
+thumbnails, the selected heads' matrices) and lets the layer's T×T tensors go, so a request
+for a 12×12 model at 1024 tokens never holds an ``(L, nh, T, T)`` tensor of any kind.
+
+What it keeps is plain numpy, ready for any encoder (JSON, base64 typed arrays):
+
+* per selected layer: its divisor, its mask, and for the selected heads
+  ``fields`` (``(H, T, ·)`` float32; masked scores NaN), ``stats`` and ``thumbnail``
+  (``(H, n, n)`` uint8: each head's pattern max-pooled on the device to at most n×n, then
+  weight × 255 rounded);
+* ``focus``: every asked-for field of one head at full resolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from .gpt import AttentionTrace
+from .stats import STAT_ROWS, STAT_SCALARS, head_stats_arrays
+
+MATRIX_FIELDS = ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled")
+VECTOR_FIELDS = ("q", "k", "v")
+STATS_BUDGET_BYTES = 64 << 20  # T×T temporaries of the statistics, per group of heads
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What one request wants from the forward pass."""
+
+    layers: list[int]
+    heads: list[int]  # per selected layer
+    fields: frozenset[str] = frozenset()  # full matrices of every selected head
+    stats: bool = False
+    thumbnail: int | None = None  # n: each selected head's pattern max-pooled to at most n×n
+    focus: tuple[int, int] | None = None  # (layer, head) sent at full resolution
+    focus_fields: frozenset[str] = frozenset()
+
+    @property
+    def needs_unscaled(self) -> bool:
+        return self.stats or "pattern_unscaled" in self.fields or "pattern_unscaled" in self.focus_fields
+
+
+@dataclass
+class LayerCapture:
+    layer: int
+    divisor: float
+    mask: np.ndarray  # (T, T) bool
+    fields: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (H, T, ·) float32
+    stats: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (H,) float64 or (H, T) float32
+    thumbnail: np.ndarray | None = None  # (H, n, n) uint8
+    thumbnail_mask: np.ndarray | None = None  # (n, n) uint8, 1 where any cell of the block may attend
+
+
+def thumbnails(pattern: torch.Tensor, n: int) -> torch.Tensor:
+    """(H, T, T) weights -> (H, m, m) uint8 with m = min(T, n): block maxima × 255, rounded.
+
+    Max-pooling keeps a one-cell diagonal visible at any reduction (an average would fade it).
+    """
+    m = min(pattern.shape[-1], n)
+    pooled = F.adaptive_max_pool2d(pattern.float(), m) if m < pattern.shape[-1] else pattern.float()
+    return (pooled * 255).round_().to(torch.uint8)
+
+
+def _cpu(x: torch.Tensor) -> np.ndarray:
+    return x.detach().to("cpu", torch.float32).numpy()
+
+
+class Capture:
+    """A trace sink: reduces each layer to what :class:`Selection` asks for, then drops it."""
+
+    def __init__(self, sel: Selection) -> None:
+        self.sel = sel
+        self.needs_unscaled = sel.needs_unscaled
+        self.layers: list[LayerCapture] = []
+        self.focus: dict[str, np.ndarray] | None = None
+        self.n_seen = 0
+        self._last_z: torch.Tensor | None = None
+        self._want = set(sel.layers)
+
+    def finite(self) -> bool:
+        """Whether the forward pass stayed finite: scores that overflow make a softmax row NaN,
+        the residual stream carries it into every later layer, so the last layer's z tells."""
+        return self._last_z is None or bool(torch.isfinite(self._last_z).all())
+
+    def append(self, tr: AttentionTrace) -> None:
+        layer = self.n_seen
+        self.n_seen += 1
+        self._last_z = tr.z
+        sel = self.sel
+        if sel.focus is not None and sel.focus[0] == layer:
+            h = sel.focus[1]
+            self.focus = {name: self._field(tr, name, [h])[0] for name in sel.focus_fields}
+        if layer not in self._want:
+            return
+        heads = sel.heads
+        cap = LayerCapture(layer=layer, divisor=tr.divisor, mask=tr.mask.cpu().numpy())
+        for name in sel.fields:
+            cap.fields[name] = self._field(tr, name, heads)
+        if sel.thumbnail:
+            cap.thumbnail = thumbnails(self._heads(tr.pattern, heads), sel.thumbnail).cpu().numpy()
+            cap.thumbnail_mask = thumbnails(tr.mask[None].float(), sel.thumbnail)[0].cpu().numpy() // 255
+        if sel.stats and heads:
+            cap.stats = self._stats(tr, heads)
+        self.layers.append(cap)
+
+    @staticmethod
+    def _heads(x: torch.Tensor, heads: list[int]) -> torch.Tensor:
+        """(1, nh, T, ·) -> (H, T, ·), a view when all heads are selected in order."""
+        x = x[0]
+        if heads == list(range(x.shape[0])):
+            return x
+        return x.index_select(0, torch.tensor(heads, dtype=torch.long, device=x.device))
+
+    def _field(self, tr: AttentionTrace, name: str, heads: list[int]) -> np.ndarray:
+        x = self._heads(getattr(tr, name), heads)
+        if name in ("attn_scores_raw", "attn_scores"):
+            x = x.float().masked_fill(~tr.mask, float("nan"))  # masked: NaN (null in JSON)
+        return np.ascontiguousarray(_cpu(x))
+
+    def _stats(self, tr: AttentionTrace, heads: list[int]) -> dict[str, np.ndarray]:
+        T = tr.mask.shape[0]
+        group = max(1, STATS_BUDGET_BYTES // (8 * 4 * T * T))  # ~8 T×T float32 temporaries per head
+        parts: list[dict[str, torch.Tensor]] = []
+        for start in range(0, len(heads), group):
+            hs = heads[start : start + group]
+            q, k, raw, scores, pattern, unscaled = (
+                self._heads(getattr(tr, name), hs).float()
+                for name in ("q", "k", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled")
+            )
+            parts.append(head_stats_arrays(q, k, raw, scores, pattern, unscaled, tr.mask, tr.divisor, tr.softcap))
+        out = {name: torch.cat([p[name] for p in parts]).double().cpu().numpy() for name in STAT_SCALARS}
+        out.update({name: _cpu(torch.cat([p[name] for p in parts])) for name in STAT_ROWS})
+        return out

@@ -1,0 +1,315 @@
+"""Any local transformers causal LM, every step of its attention recorded.
+
+transformers looks a model's attention function up by name in ``AttentionInterface``; we
+register :func:`attnscope_attention` under ``"attnscope"`` (and eager's mask builder under
+the same name in ``AttentionMaskInterface``) and load models with
+``attn_implementation="attnscope"``. Each attention layer of every family then calls our
+function with what it computed itself: ``query`` and ``key`` after rotary embeddings, the
+model's own ``scaling`` (not always ``1/√head_dim``), ``softcap`` where a family has it,
+and a mask that already holds causality and any sliding window. The function does eager
+attention's arithmetic (the same ``output_attentions``, to the last bit in float32) one named
+step at a time and appends the :class:`~model.gpt.AttentionTrace` to the sink of the running
+call, found through a context variable, so concurrent calls never share one.
+
+What-ifs: ``causal=False`` drops the mask (sliding windows with it), another divisor
+replaces the model's; both are applied in every layer, as for our own model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from .backends import DTYPES, ModelFacts, parameter_count
+from .checkpoint import CheckpointError
+from .gpt import AttentionOptions, AttentionTrace, needs_unscaled
+from .tokenizer import BPETokenizer
+
+log = logging.getLogger(__name__)
+
+IMPLEMENTATION = "attnscope"
+
+
+@dataclass
+class _Recording:
+    sink: object
+    opts: AttentionOptions
+
+
+_ACTIVE: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("attnscope_recording", default=None)
+
+
+@contextlib.contextmanager
+def recording(sink, opts: AttentionOptions):
+    """Within this block, attention layers append their traces to ``sink`` and apply ``opts``."""
+    token = _ACTIVE.set(_Recording(sink, opts))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def attnscope_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    softcap: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager attention, one named step at a time; the signature transformers calls."""
+    rec = _ACTIVE.get()
+    opts = rec.opts if rec is not None else AttentionOptions()
+    B, nh, T, hs = query.shape  # (B, nh, T, hs)
+    n_rep = nh // key.shape[1]
+    k = key.repeat_interleave(n_rep, dim=1) if n_rep > 1 else key  # (B, n_kv, S, hs) -> (B, nh, S, hs)
+    v = value.repeat_interleave(n_rep, dim=1) if n_rep > 1 else value  # (B, nh, S, hs)
+    S = k.shape[2]
+
+    model_scaling = hs**-0.5 if scaling is None else float(scaling)
+    if opts.causal:
+        if attention_mask is None:
+            mask = torch.ones(T, S, dtype=torch.bool, device=query.device)
+        elif attention_mask.dtype == torch.bool:
+            mask = attention_mask[0, 0]  # (T, S)
+        else:  # eager's additive mask: 0 where visible, the dtype's minimum elsewhere
+            mask = attention_mask[0, 0] == 0  # (T, S)
+    else:
+        mask = torch.ones(T, S, dtype=torch.bool, device=query.device)
+
+    attn_scores_raw = torch.matmul(query, k.transpose(2, 3))  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
+    if opts.divisor is None:
+        divisor = 1.0 / model_scaling
+        scaled = attn_scores_raw * model_scaling  # exactly eager's multiplication
+    else:
+        divisor = float(opts.divisor)
+        scaled = attn_scores_raw / divisor
+    if softcap is not None:
+        scaled = torch.tanh(scaled / softcap) * softcap
+    attn_scores = scaled.masked_fill(~mask, float("-inf"))  # (B, nh, T, S)
+    pattern = F.softmax(attn_scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, nh, T, S)
+    z = torch.matmul(pattern, v)  # (B, nh, T, S) @ (B, nh, S, hs) -> (B, nh, T, hs)
+
+    if rec is not None:
+        pattern_unscaled = None
+        if needs_unscaled(rec.sink):
+            raw = attn_scores_raw if softcap is None else torch.tanh(attn_scores_raw / softcap) * softcap
+            pattern_unscaled = F.softmax(raw.masked_fill(~mask, float("-inf")), dim=-1, dtype=torch.float32)
+        rec.sink.append(
+            AttentionTrace(
+                q=query,
+                k=k,
+                v=v,
+                attn_scores_raw=attn_scores_raw,
+                attn_scores=attn_scores,
+                pattern=pattern,
+                pattern_unscaled=pattern_unscaled,
+                z=z,
+                mask=mask,
+                divisor=divisor,
+                softcap=softcap,
+                layer=int(getattr(module, "layer_idx", 0) or 0),
+            )
+        )
+    return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects
+
+
+_registered = False
+
+
+def register() -> None:
+    """Make ``attn_implementation="attnscope"`` known to transformers (once per process)."""
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(IMPLEMENTATION, attnscope_attention)
+    AttentionMaskInterface.register(IMPLEMENTATION, eager_mask)
+    _registered = True
+
+
+class _Probe(list):
+    """A sink for the load-time probe: layer facts only."""
+
+    needs_unscaled = False
+
+
+class TransformersBackend:
+    """A transformers ``AutoModelForCausalLM`` with every attention layer recorded."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: BPETokenizer, device: torch.device, name: str):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.device = device
+        cfg = model.config
+        self.family = str(cfg.model_type)
+        n_head = int(cfg.num_attention_heads)
+        d_model = int(cfg.hidden_size)
+
+        # one short pass tells each layer's divisor, softcap and window as the model applies them
+        probe = _Probe()
+        T = 4
+        with recording(probe, AttentionOptions()):
+            self.run_ids(list(_probe_ids(tokenizer, T)), logits=False)
+        if not probe:
+            raise CheckpointError(
+                f"{name}: the model ran without calling an attention function; attnscope shows softmax "
+                "attention, and this architecture has none it can record (state-space and linear-attention "
+                "models are not supported)"
+            )
+        first = probe[0]
+        head_dim = int(first.q.shape[-1])
+        n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_head)
+        windows = [_window(t.mask) for t in probe]
+        divisors = {round(t.divisor, 6) for t in probe}
+        rule = _divisor_rule(cfg, head_dim, first.divisor)
+        if len(divisors) > 1:
+            rule = "per layer: " + rule
+        self.layer_divisors = [t.divisor for t in probe]
+        self.facts = ModelFacts(
+            name=name,
+            family=self.family,
+            n_layer=len(probe),
+            n_head=n_head,
+            n_kv_head=n_kv,
+            head_dim=head_dim,
+            d_model=d_model,
+            divisor=first.divisor,
+            divisor_rule=rule,
+            block_size=int(
+                getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048
+            ),
+            vocab_size=int(cfg.vocab_size),
+            positions=_positions(cfg),
+            parameters=parameter_count(model),
+            dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+            device=str(device),
+            softcap=first.softcap,
+            sliding_window=windows,
+            bos_token=tokenizer.tk.id_to_token(tokenizer.bos_id) if tokenizer.bos_id is not None else None,
+        )
+
+    def run_ids(self, ids: list[int], logits: bool) -> torch.Tensor | None:
+        idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
+        if not logits:
+            self.model.base_model(input_ids=idx, use_cache=False)
+            return None
+        return self.model(input_ids=idx, use_cache=False).logits[0]  # (T, V)
+
+    @torch.inference_mode()
+    def run(self, ids: list[int], opts: AttentionOptions, sink, logits: bool = True) -> torch.Tensor | None:
+        """Token ids -> each layer's :class:`AttentionTrace` into ``sink``; logits ``(T, V)`` or ``None``."""
+        with recording(sink, opts):
+            return self.run_ids(ids, logits)
+
+    @torch.inference_mode()
+    def patterns(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> the trained model's patterns ``(B, L, nh, T, T)`` on the CPU."""
+        trace: list[AttentionTrace] = []
+        with recording(trace, AttentionOptions()):
+            self.model.base_model(input_ids=idx.to(self.device), use_cache=False)
+        return torch.stack([t.pattern for t in trace], dim=1).float().cpu()  # (B, L, nh, T, T)
+
+
+def _probe_ids(tokenizer: BPETokenizer, T: int) -> list[int]:
+    ids = tokenizer.encode_ids("The cat sat on the mat.")
+    return (ids * T)[:T]
+
+
+def _window(mask: torch.Tensor) -> int | None:
+    """The sliding window a (T, T) mask holds, or None for plain causal (visible at this length)."""
+    T = mask.shape[0]
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool, device=mask.device))
+    if torch.equal(mask, causal):
+        return None
+    return int(mask[-1].sum())
+
+
+def _divisor_rule(cfg, head_dim: int, divisor: float) -> str:
+    if math.isclose(divisor, math.sqrt(head_dim), rel_tol=1e-6):
+        return "sqrt(head_dim)"
+    qpas = getattr(cfg, "query_pre_attn_scalar", None)
+    if qpas and math.isclose(divisor, math.sqrt(qpas), rel_tol=1e-6):
+        return "sqrt(query_pre_attn_scalar)"
+    return f"{divisor:g} (set by the model)"
+
+
+def _positions(cfg) -> str:
+    if getattr(cfg, "model_type", "") == "gpt2":
+        return "learned"
+    if getattr(cfg, "rope_theta", None) or getattr(cfg, "rope_parameters", None) or getattr(cfg, "rotary_pct", None):
+        return "rotary"
+    return "other"
+
+
+def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32") -> TransformersBackend:
+    """Open a local transformers causal-LM directory offline; :class:`CheckpointError` on anything it can't show."""
+    try:
+        from transformers import AutoConfig, AutoModelForCausalLM
+    except ImportError as e:
+        raise CheckpointError(
+            f"{path} is a transformers model; install transformers to open it (pip install 'attnscope[transformers]')"
+        ) from e
+    register()
+    try:
+        cfg = AutoConfig.from_pretrained(path, local_files_only=True)
+    except Exception as e:
+        raise CheckpointError(f"cannot read the model config in {path}: {' '.join(str(e).split())}") from e
+    if getattr(cfg, "is_encoder_decoder", False):
+        raise CheckpointError(
+            f"{path} holds an encoder-decoder model ({cfg.model_type}); attnscope shows decoder-only causal LMs"
+        )
+    tok_file = path / "tokenizer.json"
+    if not tok_file.is_file():
+        raise CheckpointError(f"no tokenizer.json in {path}: attnscope needs the fast tokenizer file beside the model")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, local_files_only=True, attn_implementation=IMPLEMENTATION, dtype=DTYPES[dtype]
+        )
+    except ValueError as e:
+        raise CheckpointError(f"cannot open {path} as a causal LM: {' '.join(str(e).split())[:300]}") from e
+    except OSError as e:
+        raise CheckpointError(f"cannot read the weights in {path}: {' '.join(str(e).split())[:300]}") from e
+    try:
+        model.to(device)
+    except torch.OutOfMemoryError as e:
+        gib = parameter_count(model) * model.dtype.itemsize / 2**30
+        raise CheckpointError(
+            f"the model ({gib:.1f} GiB in {dtype}) does not fit on {device}; try --dtype bf16 or --device cpu"
+        ) from e
+    tokenizer = BPETokenizer.load(tok_file, bos_token=_bos_token(path, cfg))
+    return TransformersBackend(model, tokenizer, device, name=path.name)
+
+
+def _bos_token(path: Path, cfg) -> str | None:
+    """The BOS the model's tokenizer adds to every text (``add_bos_token``), else None."""
+    import json
+
+    tc_file = path / "tokenizer_config.json"
+    tc = json.loads(tc_file.read_text()) if tc_file.is_file() else {}
+    bos = tc.get("bos_token")
+    if isinstance(bos, dict):
+        bos = bos.get("content")
+    if tc.get("add_bos_token") and bos:
+        return bos
+    # a post-processor that inserts the BOS (Llama 3's TemplateProcessing) says the same
+    from tokenizers import Tokenizer
+
+    tk = Tokenizer.from_file(str(path / "tokenizer.json"))
+    with_special = tk.encode("a", add_special_tokens=True).ids
+    plain = tk.encode("a", add_special_tokens=False).ids
+    if len(with_special) > len(plain) and with_special[1:] == plain[: len(with_special) - 1]:
+        return tk.id_to_token(with_special[0])
+    return None

@@ -1,0 +1,73 @@
+"""One place that decides how a model directory is opened, from its ``config.json``.
+
+=====================================  ==========================================  ============
+``config.json``                        family                                      backend
+=====================================  ==========================================  ============
+no ``model_type`` (ours)               attnscope, the shipped model                our GPT
+``model_type: gpt2``, plain GPT-2      GPT-2 converted into our GPT (exact)        our GPT
+any other ``model_type``, or a GPT-2   GPT-NeoX/Pythia, Llama, Qwen2, Mistral,     transformers
+our GPT cannot run exactly             Gemma 2, ... (``AutoModelForCausalLM``)
+=====================================  ==========================================  ============
+
+Everything loads offline (``local_files_only``); nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from .backends import DTYPES, LoadedModel, OursBackend
+from .checkpoint import SHIPPED, CheckpointError, load_ours, pick_device, read_config, read_training
+
+log = logging.getLogger(__name__)
+
+
+def family_of(cfg: dict) -> str:
+    """``"attnscope"`` for our config, else the transformers ``model_type``."""
+    return str(cfg.get("model_type") or "attnscope")
+
+
+def load_model(path: str | Path | None = None, device: str | torch.device | None = None, dtype: str = "fp32") -> LoadedModel:
+    """Open a model directory (the shipped model when ``path`` is None) on ``device`` in eval mode.
+
+    ``dtype``: ``fp32`` (default), ``bf16`` or ``fp16``; half precision only on a GPU.
+    """
+    path = Path(path) if path else SHIPPED
+    dev = device if isinstance(device, torch.device) else pick_device(device)
+    if dtype not in DTYPES:
+        raise CheckpointError(f"unknown dtype {dtype!r} (use {', '.join(DTYPES)})")
+    if dtype != "fp32" and dev.type == "cpu":
+        raise CheckpointError(f"--dtype {dtype} needs a GPU; on the CPU attnscope runs fp32")
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint directory not found: {path}")
+    cfg = read_config(path)
+    family = family_of(cfg)
+
+    if family == "attnscope":
+        model, tokenizer = load_ours(path)
+        backend = OursBackend(model, tokenizer, dev, DTYPES[dtype])
+    elif family == "gpt2" and _our_gpt_runs(path):
+        from .hf import load_hf_dir
+
+        model, tokenizer = load_hf_dir(path)
+        backend = OursBackend(model, tokenizer, dev, DTYPES[dtype])
+    else:
+        from .hf_backend import load_transformers_dir
+
+        backend = load_transformers_dir(path, dev, dtype)
+    return LoadedModel(backend=backend, path=path, training=read_training(path))
+
+
+def _our_gpt_runs(path: Path) -> bool:
+    """Whether our GPT computes this GPT-2 exactly (else transformers runs it)."""
+    from .hf import gpt_config_from_hf
+
+    try:
+        gpt_config_from_hf(read_config(path))
+    except CheckpointError as e:
+        log.info("%s: %s; opening it through transformers", path, e)
+        return False
+    return True

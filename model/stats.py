@@ -1,0 +1,115 @@
+"""Per-head statistics of one attention layer: the one implementation of them.
+
+The variance lesson's numbers for a real model: how much q·kᵀ varies before and after the
+divisor (``variance_ratio`` is ``divisor²``, so ``d_k`` for the trained default), and how
+peaky each head's softmax rows are with and without the divisor (entropy, mean row maximum).
+The service, ``attnscope inspect`` and :func:`model.inspection.head_stats` all call
+:func:`head_stats_arrays`; it runs inside the forward pass, a layer at a time, on the
+device the model is on.
+"""
+
+from __future__ import annotations
+
+import torch
+
+STAT_SCALARS = (
+    "var_q",
+    "var_k",
+    "var_scores_raw",
+    "var_scores",
+    "variance_ratio",
+    "entropy",
+    "entropy_unscaled",
+    "max_weight",
+    "max_weight_unscaled",
+)
+STAT_ROWS = ("row_entropy", "row_entropy_unscaled")
+
+
+def _var(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    """Population variance over ``dims`` (centred first; faster than ``Tensor.var`` on CPU)."""
+    centred = x - x.mean(dims, keepdim=True)
+    return (centred * centred).mean(dims)
+
+
+def head_stats_arrays(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    raw: torch.Tensor,
+    scores: torch.Tensor,
+    pattern: torch.Tensor,
+    pattern_unscaled: torch.Tensor,
+    mask: torch.Tensor,
+    divisor: float,
+    softcap: float | None = None,
+) -> dict[str, torch.Tensor]:
+    """Per-head statistics (``q, k (..., T, hs)``, the rest ``(..., T, T)``; ``...`` = heads, or layers and heads).
+
+    The definitions of :func:`model.inspection.head_stats` (a test holds them equal):
+    population variances over unmasked entries, row entropies in nats, mean row maxima,
+    ratio ``divisor²`` when the scaled scores do not vary. Computed in fewer passes over the
+    T×T tensors, all of them on scores centred on each row's top score ``c``:
+
+    * variances from per-row sums over the visible keys of ``y = raw - c`` and ``y²``
+      (float64 across rows); the scaled scores are ``raw / divisor``, whose variance is
+      ``var(raw) / divisor²`` (the model's float32 division moves it by less than 1e-6);
+    * the entropy of a softmax row needs no logarithm per entry: for ``p = softmax(s)`` over
+      the visible keys, ``H = logsumexp(s) - Σ p·s`` and ``logsumexp(s) = max s - log max p``,
+      so ``H = -log max p - Σ p·(s - max s)``; centring keeps large scores (a small scale)
+      from cancelling in float32.
+
+    With ``softcap`` (Gemma 2) the scores are not a multiple of the raw ones: their variance
+    and the entropies are taken from the scores themselves.
+    """
+    s_max, top = scores.max(-1)  # (..., T); masked scores are -inf, never the maximum
+    c = raw.gather(-1, top[..., None])  # (..., T, 1) the raw score of the row's top key
+    raw_centred = raw - c
+
+    visible = mask.to(raw.dtype)  # (T, T) 1 where the query sees the key
+    y = raw_centred * visible  # masked entries 0
+    s1 = y.sum(-1).double()  # (..., T) per-row sums of the visible centred scores
+    s2 = torch.linalg.vecdot(y, raw_centred).double()  # and of their squares
+    n_row = visible.sum(-1).double()  # (T,)
+    c64 = c[..., 0].double()
+    n = n_row.sum()
+    mean = (s1 + n_row * c64).sum(-1) / n
+    var_raw = ((s2 + 2 * c64 * s1 + n_row * c64 * c64).sum(-1) / n - mean * mean).clamp_min(0)
+    if softcap is None:
+        var_scaled = var_raw / divisor**2
+    else:
+        s_vis = torch.where(mask, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
+        s_sum = s_vis.sum((-2, -1)).double()
+        var_scaled = ((s_vis.double() ** 2).sum((-2, -1)) / n - (s_sum / n) ** 2).clamp_min(0)
+    ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, divisor**2))
+
+    p_max, pu_max = pattern.amax(-1), pattern_unscaled.amax(-1)
+    # masked keys have p exactly 0 and finite raw scores: they add nothing to the sums
+    if softcap is None:
+        pu_dot = torch.linalg.vecdot(pattern_unscaled, raw_centred).double()
+    else:  # the unscaled scores are softcap·tanh(raw / softcap)
+        capped = torch.tanh(raw / softcap) * softcap
+        pu_dot = torch.linalg.vecdot(pattern_unscaled, capped - capped.gather(-1, top[..., None])).double()
+        pu_dot = torch.where(torch.isfinite(pu_dot), pu_dot, torch.zeros_like(pu_dot))
+    if divisor >= 1 and softcap is None:
+        # s - max s = (raw - c) / divisor up to the float32 rounding of s (|s| 6e-8 at most)
+        p_dot = torch.linalg.vecdot(pattern, raw_centred).double() / divisor
+    else:  # scores larger than the raw ones: use the model's own (float32) scaled scores
+        lowest = torch.finfo(scores.dtype).min
+        p_dot = torch.linalg.vecdot(pattern, scores.clamp_min(lowest) - s_max[..., None]).double()
+    ent = (-p_max.double().log() - p_dot).clamp_min(0)
+    ent_u = (-pu_max.double().log() - pu_dot).clamp_min(0)
+    return {
+        "var_q": _var(q, (-2, -1)),
+        "var_k": _var(k, (-2, -1)),
+        "var_scores_raw": var_raw,
+        "var_scores": var_scaled,
+        "variance_ratio": ratio,
+        "entropy": ent.mean(-1),
+        "entropy_unscaled": ent_u.mean(-1),
+        "max_weight": p_max.mean(-1),
+        "max_weight_unscaled": pu_max.mean(-1),
+        "row_entropy": ent,
+        "row_entropy_unscaled": ent_u,
+    }
+
+

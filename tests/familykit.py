@@ -1,0 +1,138 @@
+"""Tiny random-weight models of other families, written to disk the way a user's download is.
+
+Each is built from a transformers config in the test itself (no download), with the query and
+key weights scaled up so attention patterns are far from uniform, and saved with a
+``tokenizer.json`` beside it: our shipped byte-level BPE for the byte-level families, a
+SentencePiece-style BPE (``▁``, byte fallback, ``<s>`` prefix) trained here for Llama.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from model.checkpoint import SHIPPED
+
+QK_GAIN = 6.0  # query/key weights × this: peaky, far-from-uniform patterns
+
+SP_TEXT = [
+    "The cat sat on the mat. The dog sat on the log.",
+    "She told her brother that the train would leave at noon, so they packed early.",
+    "Open the window, choose a network, and switch the connection on or off.",
+    "A small dog ran across the park and chased the ball that the children had thrown.",
+] * 20
+
+
+def family_configs() -> dict[str, dict]:
+    """Family name -> transformers config kwargs (small: builds and runs in a fraction of a second)."""
+    common = dict(vocab_size=4096, tie_word_embeddings=False)
+    return {
+        # a GPT-2 our own GPT cannot run exactly (scores also divided by the layer index): transformers runs it
+        "gpt2": dict(
+            model_type="gpt2",
+            n_layer=2,
+            n_head=4,
+            n_embd=64,
+            n_positions=128,
+            scale_attn_by_inverse_layer_idx=True,
+            **common,
+        ),
+        "gpt_neox": dict(
+            model_type="gpt_neox",
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            hidden_size=64,
+            intermediate_size=128,
+            max_position_embeddings=128,
+            rotary_pct=0.25,
+            **common,
+        ),
+        "llama": dict(  # grouped-query attention: 6 query heads read 2 key/value heads
+            model_type="llama",
+            num_hidden_layers=3,
+            num_attention_heads=6,
+            num_key_value_heads=2,
+            hidden_size=96,
+            intermediate_size=128,
+            max_position_embeddings=128,
+            **common,
+        ),
+        "qwen2": dict(
+            model_type="qwen2",
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            hidden_size=64,
+            intermediate_size=128,
+            max_position_embeddings=128,
+            **common,
+        ),
+        "gemma2": dict(  # softcapping and a divisor of sqrt(query_pre_attn_scalar), not sqrt(head_dim)
+            model_type="gemma2",
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            hidden_size=64,
+            head_dim=16,
+            intermediate_size=128,
+            max_position_embeddings=128,
+            query_pre_attn_scalar=64,
+            attn_logit_softcapping=20.0,
+            sliding_window=6,
+            **common,
+        ),
+    }
+
+
+def sentencepiece_tokenizer():
+    """A Llama-style tokenizer.json: ``▁`` for spaces, byte fallback ``<0xNN>``, ``<s>`` added in front."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tk = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tk.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="▁", prepend_scheme="first")])
+    specials = ["<unk>", "<s>", "</s>"]
+    byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=specials + byte_tokens, show_progress=False)
+    tk.train_from_iterator(SP_TEXT, trainer=trainer)
+    tk.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tk.token_to_id("<s>"))]
+    )
+    return tk
+
+
+def build(family: str, out: Path, seed: int = 0) -> Path:
+    """Write a tiny random ``family`` model and its tokenizer to ``out``; returns ``out``."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    kwargs = dict(family_configs()[family])
+    model_type = kwargs.pop("model_type")
+    out.mkdir(parents=True, exist_ok=True)
+    if family == "llama":
+        tk = sentencepiece_tokenizer()
+        kwargs["vocab_size"] = tk.get_vocab_size()
+        kwargs.update(bos_token_id=tk.token_to_id("<s>"), eos_token_id=tk.token_to_id("</s>"))
+        tk.save(str(out / "tokenizer.json"))
+        tokenizer_config = {
+            "tokenizer_class": "LlamaTokenizerFast",
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "add_bos_token": True,
+        }
+    else:
+        (out / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
+        tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"}
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+
+    config = AutoConfig.for_model(model_type, **kwargs)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if any(key in name for key in ("q_proj.weight", "k_proj.weight", "c_attn.weight", "query_key_value.weight")):
+                p.mul_(QK_GAIN)
+    model.save_pretrained(out)
+    return out
