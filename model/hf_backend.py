@@ -172,7 +172,7 @@ class TransformersBackend:
         first = probe[0]
         head_dim = int(first.q.shape[-1])
         n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_head)
-        windows = [_window(t.mask) for t in probe]
+        windows = _windows(cfg, len(probe))
         divisors = {round(t.divisor, 6) for t in probe}
         rule = _divisor_rule(cfg, head_dim, first.divisor)
         if len(divisors) > 1:
@@ -228,13 +228,15 @@ def _probe_ids(tokenizer: BPETokenizer, T: int) -> list[int]:
     return (ids * T)[:T]
 
 
-def _window(mask: torch.Tensor) -> int | None:
-    """The sliding window a (T, T) mask holds, or None for plain causal (visible at this length)."""
-    T = mask.shape[0]
-    causal = torch.tril(torch.ones(T, T, dtype=torch.bool, device=mask.device))
-    if torch.equal(mask, causal):
-        return None
-    return int(mask[-1].sum())
+def _windows(cfg, n_layer: int) -> list[int | None]:
+    """Each layer's sliding window in tokens (None: full causal), as the config declares it."""
+    window = getattr(cfg, "sliding_window", None)
+    types = getattr(cfg, "layer_types", None)
+    if not window:
+        return [None] * n_layer
+    if types:
+        return [int(window) if t == "sliding_attention" else None for t in types][:n_layer]
+    return [int(window) if getattr(cfg, "use_sliding_window", True) else None] * n_layer
 
 
 def _divisor_rule(cfg, head_dim: int, divisor: float) -> str:

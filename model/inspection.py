@@ -64,6 +64,8 @@ class Trace:
     z: torch.Tensor  # (L, nh, T, hs)
     logits: torch.Tensor  # (T, vocab)
     softcap: float | None = None
+    layer_divisors: list[float] | None = None  # each layer's divisor (some models divide by the layer index)
+    layer_masks: torch.Tensor | None = None  # (L, T, T): sliding-window layers differ from ``mask``
 
     @property
     def n_tokens(self) -> int:
@@ -118,6 +120,8 @@ def inspect(model, tokenizer, text: str, causal: bool = True, scale: Scale = "mo
         mask=traces[0].mask,
         logits=logits,
         softcap=traces[0].softcap,
+        layer_divisors=[t.divisor for t in traces],
+        layer_masks=torch.stack([t.mask for t in traces]),
         **{
             name: _stack(traces, name)
             for name in ("q", "k", "v", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled", "z")

@@ -15,7 +15,7 @@ import torch
 
 from model.checkpoint import SHIPPED
 
-QK_GAIN = 6.0  # query/key weights × this: peaky, far-from-uniform patterns
+QK_GAIN = 12.0  # query/key weights × this: peaky, far-from-uniform patterns
 
 SP_TEXT = [
     "The cat sat on the mat. The dog sat on the log.",

@@ -13,9 +13,9 @@ from appkit import BLOCK_SIZE, HEAD_DIM, N_HEAD, N_LAYER, attention
 
 from app.schemas import FIELDS
 from app.service import build_service
-from model.stats import head_stats_arrays
 from model.checkpoint import load_checkpoint
 from model.inspection import head_stats, inspect, predictions
+from model.stats import head_stats_arrays
 
 TEXT = "The small cat sees the red door. The small cat"
 

@@ -1,0 +1,174 @@
+"""Other families through the transformers backend: every number equals transformers' own.
+
+Each family is a tiny random-weight model built in the test (tests/familykit.py), with query
+and key weights scaled up so patterns are far from uniform, and a tokenizer beside it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from model.checkpoint import CheckpointError  # noqa: E402
+from model.gpt import AttentionOptions  # noqa: E402
+from model.inspection import head_stats, inspect  # noqa: E402
+from model.registry import load_model  # noqa: E402
+from tests.familykit import build, family_configs  # noqa: E402
+
+FAMILIES = list(family_configs())
+TEXT = "The cat sat on the mat. Then the cat 🎉 saw the dog, and the dog sat on the log."
+
+
+@pytest.fixture(scope="module")
+def family_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("families")
+    return {name: build(name, root / name) for name in FAMILIES}
+
+
+@pytest.fixture(scope="module")
+def loaded(family_dirs):
+    return {name: load_model(path, "cpu") for name, path in family_dirs.items()}
+
+
+def eager(path, ids):
+    ref = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
+    with torch.no_grad():
+        return ref(torch.tensor([ids]), output_attentions=True)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pattern_and_logits_equal_eager_output_attentions(family, family_dirs, loaded):
+    lm = loaded[family]
+    trace = inspect(lm.backend, None, TEXT)
+    out = eager(family_dirs[family], trace.token_ids)
+    ref = torch.stack([a[0] for a in out.attentions])  # (L, nh, T, T)
+    assert trace.pattern.shape == ref.shape
+    assert (trace.pattern - ref).abs().max() <= 1e-5
+    assert (trace.logits - out.logits[0]).abs().max() <= 1e-4
+    # far from uniform (whose row maximum is 1 / (t + 1)): a wrong mask or scale would show
+    T = trace.pattern.shape[-1]
+    uniform_max = (1.0 / torch.arange(1, T + 1)).mean()
+    assert trace.pattern.amax(-1).mean() > 3 * uniform_max
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_step_is_what_its_name_says(family, loaded):
+    lm = loaded[family]
+    tr = inspect(lm.backend, None, TEXT)
+    facts = lm.facts
+    L, nh, T, hs = tr.q.shape
+    assert (L, nh, hs) == (facts.n_layer, facts.n_head, facts.head_dim)
+    assert tr.k.shape == tr.q.shape  # one key per query head, grouped-query attention expanded
+    torch.testing.assert_close(tr.attn_scores_raw, tr.q @ tr.k.transpose(-2, -1), rtol=1e-5, atol=1e-4)
+    # rows sum to 1, masked entries exactly 0, the upper triangle masked
+    torch.testing.assert_close(tr.pattern.sum(-1), torch.ones(L, nh, T))
+    masks = tr.layer_masks[:, None].expand_as(tr.pattern)  # (L, nh, T, T), sliding windows included
+    assert (tr.pattern[~masks] == 0).all()
+    assert not tr.layer_masks.triu(1).any()
+    # the model's own divisor per layer (and softcap) turn raw scores into the scores
+    divisors = torch.tensor(tr.layer_divisors)[:, None, None, None]
+    scaled = tr.attn_scores_raw / divisors
+    if facts.softcap:
+        scaled = torch.tanh(scaled / facts.softcap) * facts.softcap
+    visible = masks
+    torch.testing.assert_close(tr.attn_scores[visible], scaled[visible], rtol=1e-5, atol=1e-5)
+    # grouped-query attention: query heads of one group read the same key head
+    for h, kv in enumerate(facts.kv_head_of):
+        first = facts.kv_head_of.index(kv)
+        torch.testing.assert_close(tr.k[:, h], tr.k[:, first])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_what_ifs_behave(family, loaded):
+    lm = loaded[family]
+    trained = inspect(lm.backend, None, TEXT)
+    open_ = inspect(lm.backend, None, TEXT, causal=False)
+    assert open_.mask.all()
+    assert (open_.pattern[..., trained.mask.logical_not()] > 0).any()  # the future is now seen
+    # layer 0 has the same q and k whatever the what-if: the first layer's raw scores agree
+    torch.testing.assert_close(open_.attn_scores_raw[0], trained.attn_scores_raw[0])
+    # dividing by 1 instead of the model's divisor: larger score variance by divisor², peakier rows
+    unscaled = inspect(lm.backend, None, TEXT, scale="none")
+    assert unscaled.divisor == 1.0
+    assert trained.divisor == pytest.approx(lm.facts.divisor)
+    torch.testing.assert_close(unscaled.pattern[0], trained.pattern_unscaled[0], rtol=1e-4, atol=1e-5)
+    s_trained, s_unscaled = head_stats(trained), head_stats(unscaled)
+    assert s_unscaled.max_weight[0].mean() > s_trained.max_weight[0].mean()
+    if not lm.facts.softcap:
+        torch.testing.assert_close(
+            s_trained.variance_ratio, torch.full_like(s_trained.variance_ratio, trained.divisor**2), rtol=1e-3, atol=0
+        )
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_offsets_tile_the_text(family, loaded):
+    tok = loaded[family].tokenizer
+    for text in (TEXT, "Hello", "  two  spaces\nand a newline", "naïve café — ok?"):
+        enc = tok.encode(text)
+        assert len(enc.ids) == len(enc.tokens) == len(enc.offsets)
+        pos, pieces = 0, []
+        for a, b in enc.offsets:
+            assert a <= b and a <= pos  # no gap: each span starts where the text so far ends, or inside
+            assert b >= pos or a == b  # and never goes backwards (a shared character at most)
+            pieces.append(text[pos:b] if b > pos else "")
+            pos = max(pos, b)
+        assert "".join(pieces) == text
+
+
+def test_sentencepiece_tokens_read_as_text(loaded):
+    tok = loaded["llama"].tokenizer
+    enc = tok.encode("The cat 🎉")
+    assert tok.bos_id is not None and enc.ids[0] == tok.bos_id and enc.offsets[0] == (0, 0)
+    assert enc.tokens[0] == "<s>"
+    assert "␣cat" in enc.tokens  # ▁ shown as a visible space
+    assert any(t.startswith("<0x") for t in enc.tokens)  # byte fallback for the emoji, byte by byte
+    assert not any("▁" in t for t in enc.tokens)
+
+
+def test_facts_describe_the_model(loaded):
+    llama = loaded["llama"].facts
+    assert (llama.n_head, llama.n_kv_head, llama.kv_head_of) == (6, 2, [0, 0, 0, 1, 1, 1])
+    assert llama.positions == "rotary" and llama.bos_token == "<s>"
+    gemma = loaded["gemma2"].facts
+    assert gemma.divisor == pytest.approx(math.sqrt(64)) and gemma.divisor_rule == "sqrt(query_pre_attn_scalar)"
+    assert gemma.softcap == 20.0
+    gpt2 = loaded["gpt2"].facts
+    assert gpt2.family == "gpt2" and gpt2.positions == "learned"
+    assert gpt2.divisor_rule.startswith("per layer")  # scale_attn_by_inverse_layer_idx
+    assert gemma.sliding_window == [6, None]  # Gemma 2 alternates sliding-window and global layers
+
+
+def test_not_supported_models_say_why(tmp_path):
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    cfg = AutoConfig.for_model("t5", vocab_size=64, d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
+    AutoModelForSeq2SeqLM.from_config(cfg).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="encoder-decoder"):
+        load_model(tmp_path, "cpu")
+
+
+def test_half_precision_needs_a_gpu(family_dirs):
+    with pytest.raises(CheckpointError, match="needs a GPU"):
+        load_model(family_dirs["llama"], "cpu", dtype="bf16")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_families_on_cuda(family_dirs, dtype):
+    lm = load_model(family_dirs["llama"], "cuda", dtype=dtype)
+    tr = inspect(lm.backend, None, TEXT)
+    assert tr.pattern.device.type == "cuda"
+    cpu = inspect(load_model(family_dirs["llama"], "cpu").backend, None, TEXT)
+    tol = 2e-3 if dtype == "fp32" else 5e-2
+    assert (tr.pattern.float().cpu() - cpu.pattern).abs().max() <= tol
+    options = AttentionOptions(causal=False)
+    trace: list = []
+    lm.backend.run(tr.token_ids, options, trace, logits=False)
+    assert trace[0].mask.all()
