@@ -106,23 +106,9 @@ def model_info(lm: LoadedModel) -> dict[str, Any]:
 
 
 def head_roles(lm: LoadedModel) -> dict[str, Any]:
-    facts, tok = lm.facts, lm.tokenizer
-    scores = role_scores(lm.backend.patterns, tok, facts.vocab_size, facts.block_size, **_probe_tokens(tok))
+    facts = lm.facts
+    scores = role_scores(lm.backend.patterns, lm.tokenizer, facts.vocab_size, facts.block_size)  # (L, nh, 4)
     return {"roles": list(ROLES), "scores": np.round(scores.double().numpy(), 4).tolist()}
-
-
-def _probe_tokens(tokenizer) -> dict[str, Any]:
-    """The head-role probes' BOS and pool of random tokens, for any tokenizer (not only ours)."""
-    try:
-        import inspect as _inspect
-
-        params = _inspect.signature(role_scores).parameters
-    except (TypeError, ValueError):
-        return {}
-    kwargs: dict[str, Any] = {}
-    if "bos_id" in params:
-        kwargs["bos_id"] = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eot_id
-    return kwargs
 
 
 def build_service(lm: LoadedModel, with_heads: bool = True) -> Service:

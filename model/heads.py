@@ -7,7 +7,10 @@
 * ``self``: mean weight on the diagonal (queries t >= 1).
 
 The functions take attention patterns ``(L, nh, T, T)`` so they can score any model,
-including the transformers reference (``output_attentions``).
+including the transformers reference (``output_attentions``) and every family of
+:mod:`model.backends`. Nothing here assumes our tokenizer: each probe starts with the
+model's own beginning-of-sequence token (or ``<|endoftext|>``, or nothing), and random tokens
+are drawn from the model's ordinary multi-byte tokens (:func:`random_pool`).
 """
 
 from __future__ import annotations
@@ -51,10 +54,34 @@ def induction_score(pattern: torch.Tensor, prefix: int, n: int) -> torch.Tensor:
     return pattern[..., prefix + n + j, prefix + j + 1].mean(-1)
 
 
-def induction_tokens(vocab_size: int, n: int = 40, batch: int = 4, seed: int = 0, low: int = 256) -> torch.Tensor:
-    """(batch, n) random token ids drawn from merged tokens (ids >= ``low``), seeded."""
+def induction_tokens(
+    vocab_size: int, n: int = 40, batch: int = 4, seed: int = 0, low: int = 256, pool: torch.Tensor | None = None
+) -> torch.Tensor:
+    """(batch, n) random token ids, seeded: drawn from ``pool`` if given, else ids ``low .. vocab_size - 1``."""
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(low, vocab_size, (batch, n), generator=g)
+    if pool is None:
+        return torch.randint(low, vocab_size, (batch, n), generator=g)
+    return pool[torch.randint(len(pool), (batch, n), generator=g)]
+
+
+def random_pool(tokenizer, vocab_size: int) -> torch.Tensor | None:
+    """Ids of ordinary tokens of two or more bytes (no special, byte or byte-fallback tokens),
+    which a model has seen as whole pieces of text; None if the tokenizer cannot tell."""
+    if not hasattr(tokenizer, "token_bytes"):
+        return None
+    special = getattr(tokenizer, "special_ids", set())
+    n = min(vocab_size, tokenizer.vocab_size)
+    ids = [i for i in range(n) if i not in special and len(tokenizer.token_bytes(i)) >= 2]
+    return torch.tensor(ids) if len(ids) >= 16 else None
+
+
+def probe_prefix(tokenizer) -> list[int]:
+    """What every probe starts with: nothing if the tokenizer already adds the model's BOS,
+    else ``<|endoftext|>`` when the vocabulary has it (GPT-2's BOS), else nothing."""
+    if getattr(tokenizer, "bos_id", None) is not None:
+        return []
+    eot = getattr(tokenizer, "eot_id", None)
+    return [eot] if eot is not None else []
 
 
 def _patterns(model: GPT, idx: torch.Tensor) -> torch.Tensor:
@@ -72,19 +99,20 @@ def role_scores(
 ) -> torch.Tensor:
     """(n_layer, n_head, 4) role scores of any model, given ``patterns``: token ids (B, T) ->
     attention patterns (B, L, nh, T, T). Ours and transformers' ``output_attentions`` both fit."""
-    eot = tokenizer.eot_id
+    prefix = probe_prefix(tokenizer)
     n_induction = min(n_induction, (block_size - 1) // 2)
     natural = []
     for s in PROBE_SENTENCES:
-        ids = ([eot] + tokenizer.encode_ids(s))[:block_size]
+        ids = (prefix + tokenizer.encode_ids(s))[:block_size]
         p = patterns(torch.tensor([ids]))[0]  # (L, nh, T, T)
         natural.append(torch.stack([previous_token_score(p), first_token_score(p), self_score(p)], -1))
     prev, first, self_ = torch.stack(natural).mean(0).unbind(-1)  # (L, nh) each
 
-    rand = induction_tokens(vocab_size, n=n_induction)  # (B, n)
-    bos = torch.full((rand.size(0), 1), eot)
+    rand = induction_tokens(vocab_size, n=n_induction, pool=random_pool(tokenizer, vocab_size))  # (B, n)
+    start = prefix or tokenizer.encode_ids("")[:1]  # the BOS a tokenizer adds, if any
+    bos = torch.tensor(start, dtype=torch.long).expand(rand.size(0), len(start))  # (B, 0 or 1)
     p = patterns(torch.cat([bos, rand, rand], dim=1))  # (B, L, nh, T, T)
-    ind = induction_score(p, prefix=1, n=n_induction).mean(0)  # (L, nh)
+    ind = induction_score(p, prefix=len(start), n=n_induction).mean(0)  # (L, nh)
     return torch.stack([prev, first, ind, self_], dim=-1).clamp(0, 1).cpu()
 
 

@@ -1,0 +1,186 @@
+"""The API over other families, and the compact wire format (thumbnails, focus head, b64).
+
+Served numbers are checked against transformers' own eager ``output_attentions`` and against
+each other: the b64 form decodes to the JSON form's numbers, thumbnails are a max-pool of
+the full pattern, the focus head is that head of the full answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+
+import numpy as np
+import pytest
+import torch
+from appkit import attention
+from fastapi.testclient import TestClient
+
+pytest.importorskip("transformers")
+
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from app.main import create_app  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from tests.familykit import build, family_configs  # noqa: E402
+
+FAMILIES = list(family_configs())
+TEXT = "The cat sat on the mat. Then the cat 🎉 saw the dog, and the dog sat on the log."
+ALL_FIELDS = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
+
+
+def decode(x) -> np.ndarray:
+    """The README's recipe: a typed array back to numpy."""
+    a = np.frombuffer(base64.b64decode(x["bdata"]), dtype=x["dtype"])
+    return a.reshape([int(n) for n in x["shape"].split(",")])
+
+
+@pytest.fixture(scope="module")
+def family_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("served-families")
+    return {name: build(name, root / name) for name in FAMILIES}
+
+
+@pytest.fixture(scope="module")
+def clients(family_dirs):
+    out, stack = {}, []
+    for name, path in family_dirs.items():
+        c = TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1)))
+        c.__enter__()
+        stack.append(c)
+        out[name] = c
+    yield out
+    for c in stack:
+        c.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_served_pattern_equals_eager_over_json(family, family_dirs, clients):
+    data = attention(clients[family], text=TEXT, include=["pattern", "q", "k", "attn_scores_raw"], top_k=3)
+    ref = AutoModelForCausalLM.from_pretrained(family_dirs[family], attn_implementation="eager")
+    with torch.no_grad():
+        out = ref(torch.tensor([data["token_ids"]]), output_attentions=True)
+    for lv in data["layers"]:
+        expected = out.attentions[lv["layer"]][0].numpy()  # (nh, T, T)
+        for hv in lv["heads"]:
+            assert np.abs(np.array(hv["pattern"]) - expected[hv["head"]]).max() <= 2e-3
+    # predictions are the model's own top guesses
+    top = out.logits[0].argmax(-1).tolist()
+    assert [p[0]["id"] for p in data["predictions"]] == top
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_served_raw_scores_are_q_dot_k_of_the_served_q_and_k(family, clients):
+    data = attention(clients[family], text=TEXT, include=["q", "k", "attn_scores_raw"], encoding="b64", top_k=0)
+    mask = decode(data["mask"]).astype(bool)
+    for lv in data["layers"]:
+        layer_mask = decode(lv["mask"]).astype(bool) if "mask" in lv else mask
+        for hv in lv["heads"]:
+            q, k, raw = decode(hv["q"]), decode(hv["k"]), decode(hv["attn_scores_raw"])
+            np.testing.assert_allclose(raw[layer_mask], (q @ k.T)[layer_mask], rtol=1e-4, atol=1e-3)
+            assert np.isnan(raw[~layer_mask]).all()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_model_facts_and_head_roles(family, clients):
+    c = clients[family]
+    info = c.get("/api/model").json()
+    assert info["family"] == family
+    assert len(info["kv_head_of"]) == info["n_head"]
+    assert max(info["kv_head_of"]) == info["n_kv_head"] - 1
+    assert info["divisor"] > 0 and info["dtype"] == "float32" and info["device"] == "cpu"
+    roles = c.get("/api/heads").json()
+    scores = np.array(roles["scores"])
+    assert scores.shape == (info["n_layer"], info["n_head"], len(roles["roles"]))
+    assert ((scores >= 0) & (scores <= 1)).all()
+    # the what-ifs: causal off sees the future, "none" divides by 1
+    opened = attention(c, text=TEXT, include=["pattern"], causal=False, layers=[0], top_k=0)
+    assert np.array(opened["mask"]).all()
+    plain = attention(c, text=TEXT, include=["stats"], scale="none", layers=[0], top_k=0)
+    assert plain["divisor"] == 1.0
+    trained = attention(c, text=TEXT, include=["stats"], layers=[0], top_k=0)
+    assert trained["divisor"] == pytest.approx(info["divisor"])
+
+
+@pytest.fixture(scope="module")
+def ours(checkpoint_dir):
+    with TestClient(create_app(Settings(checkpoint=checkpoint_dir, device="cpu", torch_threads=1))) as c:
+        yield c
+
+
+@pytest.mark.parametrize("family", ["ours", "llama", "gemma2"])
+def test_b64_decodes_to_the_json_numbers(family, clients, ours):
+    c = ours if family == "ours" else clients[family]
+    body = dict(text=TEXT, include=ALL_FIELDS, thumbnail=8, focus={"layer": 1, "head": 1, "include": ALL_FIELDS[:4]})
+    as_json, as_b64 = attention(c, **body), attention(c, **body, encoding="b64")
+    assert as_b64["encoding"] == "b64" and as_json["encoding"] == "json"
+    assert (decode(as_b64["mask"]) == np.array(as_json["mask"])).all()
+    for lj, lb in zip(as_json["layers"], as_b64["layers"]):
+        for hj, hb in zip(lj["heads"], lb["heads"]):
+            assert (decode(hb["thumbnail"]) == np.array(hj["thumbnail"])).all()
+            for name in ("pattern", "pattern_unscaled"):
+                np.testing.assert_allclose(decode(hb[name]), np.array(hj[name]), atol=5.1e-6)
+            for name in ("attn_scores_raw", "attn_scores", "q", "k", "v"):
+                j = np.array(hj[name], dtype=np.float64)  # null -> nan
+                np.testing.assert_allclose(decode(hb[name]), j, atol=5.1e-5, rtol=1e-6)
+            for name in ("row_entropy", "row_entropy_unscaled"):
+                np.testing.assert_allclose(decode(hb["stats"][name]), hj["stats"][name], atol=5.1e-6)
+            assert {k: v for k, v in hb["stats"].items() if not k.startswith("row_")} == {
+                k: v for k, v in hj["stats"].items() if not k.startswith("row_")
+            }
+    for name in ALL_FIELDS[:4]:
+        np.testing.assert_allclose(
+            decode(as_b64["focus"][name]), np.array(as_json["focus"][name], dtype=np.float64), atol=5.1e-5
+        )
+
+
+def test_thumbnails_are_a_max_pool_of_the_pattern(ours):
+    text = " ".join(["The cat sat on the mat and looked at the dog."] * 2)
+    data = attention(ours, text=text, include=["pattern"], thumbnail=8, encoding="b64", top_k=0)
+    T = len(data["tokens"])
+    info = data["thumbnail"]
+    assert info["size"] == 8 and info["factor"] == pytest.approx(T / 8)
+    for lv in data["layers"]:
+        for hv in lv["heads"]:
+            full = torch.from_numpy(decode(hv["pattern"]).copy())[None]
+            expected = (torch.nn.functional.adaptive_max_pool2d(full, 8)[0] * 255).round().to(torch.uint8).numpy()
+            assert (decode(hv["thumbnail"]) == expected).all()
+    # the thumbnail mask: a block is masked only when every cell in it is
+    tmask = decode(info["mask"])
+    full_mask = torch.from_numpy(decode(data["mask"]).astype(np.float32))[None]
+    assert (tmask == torch.nn.functional.adaptive_max_pool2d(full_mask, 8)[0].numpy()).all()
+    # short texts are not downsampled
+    short = attention(ours, text="The cat", include=[], thumbnail=64, top_k=0)
+    assert short["thumbnail"]["factor"] == 1.0
+
+
+def test_focus_is_that_head_of_the_full_answer(ours):
+    full = attention(ours, text=TEXT, include=["pattern", "attn_scores_raw"], top_k=0)
+    focus = attention(
+        ours,
+        text=TEXT,
+        include=["stats"],
+        thumbnail=16,
+        focus={"layer": 1, "head": 1, "include": ["pattern", "attn_scores_raw"]},
+    )
+    assert (focus["focus"]["layer"], focus["focus"]["head"]) == (1, 1)
+    head = full["layers"][1]["heads"][1]
+    assert focus["focus"]["pattern"] == head["pattern"]
+    assert focus["focus"]["attn_scores_raw"] == head["attn_scores_raw"]
+    assert all(set(hv) == {"head", "thumbnail", "stats"} for lv in focus["layers"] for hv in lv["heads"])
+
+
+def test_a_focus_out_of_range_names_the_field(ours):
+    r = ours.post("/api/attention", json={"text": TEXT, "focus": {"layer": 99, "head": 0}})
+    assert r.status_code == 422
+    item = r.json()["detail"][0]
+    assert item["loc"] == ["body", "focus", "layer"] and "layers" in item["msg"]
+    r = ours.post("/api/attention", json={"text": TEXT, "thumbnail": 2})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "thumbnail"]
+
+
+def test_tiny_probabilities_are_numbers_not_null(ours):
+    """temperature 0.01: far-down guesses have probabilities under 1e-300, floored to 0."""
+    data = attention(ours, text="The cat sat on the mat.", include=[], top_k=5, temperature=0.01)
+    probs = [p["prob"] for row in data["predictions"] for p in row]
+    assert all(isinstance(p, float) and 0 <= p <= 1 and not math.isnan(p) for p in probs)
