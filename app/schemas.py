@@ -143,8 +143,8 @@ class AttentionRequest(BaseModel):
         None,
         ge=THUMBNAIL_MIN,
         le=THUMBNAIL_MAX,
-        description="each selected head also gets `thumbnail`: its pattern max-pooled on the server to at most "
-        "N×N, as levels 0..255 (weight × 255, rounded)",
+        description="each selected head also gets `thumbnail`: its pattern max-pooled on the server over "
+        "blocks of ceil(T / N) tokens to at most N×N cells, as levels 0..255 (weight × 255, rounded)",
     )
     focus: Focus | None = Field(None, description="one head in full: the response's `focus` object")
     encoding: Literal["json", "b64"] = Field(
@@ -334,7 +334,10 @@ class FocusView(BaseModel):
 
 class ThumbnailInfo(BaseModel):
     size: int = Field(description="thumbnails are size×size")
-    factor: float = Field(description="tokens per thumbnail cell (T / size): 1 means not downsampled")
+    block: int = Field(
+        description="tokens per thumbnail cell along each axis: cell (i, j) is the maximum over queries "
+        "i·block .. and keys j·block .. (the last cell of a row may cover fewer); 1 = not downsampled"
+    )
     mask: Levels = Field(description="size×size, 1 where any cell of the block may attend")
 
 

@@ -26,7 +26,7 @@ import torch
 
 from model import lessons
 from model.backends import LoadedModel
-from model.capture import Capture, LayerCapture, Selection
+from model.capture import Capture, LayerCapture, Selection, thumbnail_block
 from model.gpt import AttentionOptions
 from model.heads import ROLES, role_scores
 from model.inspection import scale_divisor
@@ -337,7 +337,8 @@ def encode_attention(result: AttentionResult, req: AttentionRequest) -> list[byt
         head["mask"] = enc.levels(first_mask.astype(np.uint8))
     if sel.thumbnail and cap.layers:
         n = cap.layers[0].thumbnail_mask.shape[0]
-        head["thumbnail"] = {"size": n, "factor": T / n, "mask": enc.levels(cap.layers[0].thumbnail_mask)}
+        block = thumbnail_block(T, sel.thumbnail)
+        head["thumbnail"] = {"size": n, "block": block, "mask": enc.levels(cap.layers[0].thumbnail_mask)}
     parts = [dumps(head)[:-1], b',"layers":[']
     for i, lc in enumerate(cap.layers):
         layer_obj: dict[str, Any] = {"layer": lc.layer, "divisor": lc.divisor}

@@ -17,6 +17,7 @@ What it keeps is plain numpy, ready for any encoder (JSON, base64 typed arrays):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,13 +60,21 @@ class LayerCapture:
     thumbnail_mask: np.ndarray | None = None  # (n, n) uint8, 1 where any cell of the block may attend
 
 
-def thumbnails(pattern: torch.Tensor, n: int) -> torch.Tensor:
-    """(H, T, T) weights -> (H, m, m) uint8 with m = min(T, n): block maxima × 255, rounded.
+def thumbnail_block(T: int, n: int) -> int:
+    """Tokens per thumbnail cell: the smallest k with ceil(T / k) <= n."""
+    return max(1, math.ceil(T / n))
 
-    Max-pooling keeps a one-cell diagonal visible at any reduction (an average would fade it).
+
+def thumbnails(pattern: torch.Tensor, n: int) -> torch.Tensor:
+    """(H, T, T) weights -> (H, m, m) uint8: the maximum of each k×k block of cells
+    (k = :func:`thumbnail_block`, the last block of a row or column may be shorter,
+    m = ceil(T / k) <= n), × 255, rounded.
+
+    Max-pooling keeps a one-cell diagonal visible at any reduction (an average would fade it);
+    cell (i, j) covers queries ``i·k ..`` and keys ``j·k ..``, up to k of each.
     """
-    m = min(pattern.shape[-1], n)
-    pooled = F.adaptive_max_pool2d(pattern.float(), m) if m < pattern.shape[-1] else pattern.float()
+    k = thumbnail_block(pattern.shape[-1], n)
+    pooled = F.max_pool2d(pattern.float(), k, ceil_mode=True) if k > 1 else pattern.float()
     return (pooled * 255).round_().to(torch.uint8)
 
 
@@ -84,6 +93,7 @@ class Capture:
         self.n_seen = 0
         self._last_z: torch.Tensor | None = None
         self._want = set(sel.layers)
+        self._mask_thumbnails: list[tuple[torch.Tensor, np.ndarray]] = []
 
     def finite(self) -> bool:
         """Whether the forward pass stayed finite: scores that overflow make a softmax row NaN,
@@ -106,10 +116,19 @@ class Capture:
             cap.fields[name] = self._field(tr, name, heads)
         if sel.thumbnail:
             cap.thumbnail = thumbnails(self._heads(tr.pattern, heads), sel.thumbnail).cpu().numpy()
-            cap.thumbnail_mask = thumbnails(tr.mask[None].float(), sel.thumbnail)[0].cpu().numpy() // 255
+            cap.thumbnail_mask = self._thumbnail_mask(tr.mask)
         if sel.stats and heads:
             cap.stats = self._stats(tr, heads)
         self.layers.append(cap)
+
+    def _thumbnail_mask(self, mask: torch.Tensor) -> np.ndarray:
+        """(m, m) uint8, 1 where any cell of the block may attend; computed once per distinct mask."""
+        for seen, pooled in self._mask_thumbnails:
+            if seen is mask or torch.equal(seen, mask):
+                return pooled
+        pooled = (thumbnails(mask[None].float(), self.sel.thumbnail)[0] // 255).cpu().numpy()
+        self._mask_thumbnails.append((mask, pooled))
+        return pooled
 
     @staticmethod
     def _heads(x: torch.Tensor, heads: list[int]) -> torch.Tensor:

@@ -111,5 +111,3 @@ def head_stats_arrays(
         "row_entropy": ent,
         "row_entropy_unscaled": ent_u,
     }
-
-
