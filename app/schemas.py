@@ -80,7 +80,7 @@ Scale = Annotated[
 
 Index = Annotated[int, Field(ge=0)]
 THUMBNAIL_MIN, THUMBNAIL_MAX = 4, 256
-FocusField = Literal["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "q", "k", "v"]
+FocusField = Literal["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
 
 
 class Focus(BaseModel):
@@ -125,7 +125,7 @@ class AttentionRequest(BaseModel):
         },
     )
 
-    text: str = Field(min_length=1, max_length=4000, description="the input, 1..4000 characters")
+    text: str = Field(min_length=1, max_length=16000, description="the input, 1..16000 characters")
     layers: list[Index] | None = Field(
         None,
         max_length=MAX_INDICES,
@@ -147,6 +147,9 @@ class AttentionRequest(BaseModel):
         "blocks of ceil(T / N) tokens to at most N×N cells, as levels 0..255 (weight × 255, rounded)",
     )
     focus: Focus | None = Field(None, description="one head in full: the response's `focus` object")
+    stats_rows: bool = Field(
+        True, description="false: `stats` without the per-row arrays row_entropy* (the all-heads grid draws none)"
+    )
     encoding: Literal["json", "b64"] = Field(
         "json",
         description="json: numbers; b64: every matrix a typed array {dtype, bdata (base64), shape} as Plotly.js reads",
@@ -177,7 +180,7 @@ class AttentionRequest(BaseModel):
 
 def attention_request_model(max_text_chars: int) -> type[AttentionRequest]:
     """:class:`AttentionRequest` with the server's text limit (the schema shows it too)."""
-    if max_text_chars == 4000:
+    if max_text_chars == 16000:
         return AttentionRequest
 
     return create_model(
@@ -288,8 +291,8 @@ class HeadStats(BaseModel):
     entropy_unscaled: float = Field(description="mean row entropy of pattern_unscaled, nats")
     max_weight: float = Field(description="mean of the row maxima of pattern")
     max_weight_unscaled: float
-    row_entropy: list[float] | TypedArray
-    row_entropy_unscaled: list[float] | TypedArray
+    row_entropy: list[float] | TypedArray | None = optional_field("per query row (absent with stats_rows false)")
+    row_entropy_unscaled: list[float] | TypedArray | None = optional_field("per query row")
 
 
 Matrix = list[list[float]] | TypedArray
@@ -327,6 +330,7 @@ class FocusView(BaseModel):
     attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ; masked entries null (NaN in b64)")
     attn_scores: MaskedMatrix | None = optional_field("T×T scaled scores; masked entries null (NaN in b64)")
     pattern_unscaled: Matrix | None = optional_field("T×T softmax of the raw scores")
+    stats: HeadStats | None = optional_field("the focus head's statistics, with the per-row arrays")
     q: Matrix | None = optional_field("T×head_dim")
     k: Matrix | None = optional_field("T×head_dim (post-rotary, the key/value head this query head reads)")
     v: Matrix | None = optional_field("T×head_dim")

@@ -26,7 +26,7 @@ import torch
 
 from model import lessons
 from model.backends import LoadedModel
-from model.capture import Capture, LayerCapture, Selection, thumbnail_block
+from model.capture import Capture, Selection, thumbnail_block
 from model.gpt import AttentionOptions
 from model.heads import ROLES, role_scores
 from model.inspection import scale_divisor
@@ -307,11 +307,11 @@ class Encoder:
         return self.matrix(a)
 
 
-def _head_stats(cap: LayerCapture, scalars: list, j: int, enc: Encoder) -> dict[str, Any]:
-    return {
-        **{name: scalars[si][j] for si, name in enumerate(STAT_SCALARS)},
-        **{name: enc.rows(cap.stats[name][j]) for name in STAT_ROWS},
-    }
+def _head_stats(stats: dict[str, np.ndarray], scalars: list, j: int, enc: Encoder, rows: bool) -> dict[str, Any]:
+    out = {name: scalars[si][j] for si, name in enumerate(STAT_SCALARS)}
+    if rows:
+        out.update({name: enc.rows(stats[name][j]) for name in STAT_ROWS})
+    return out
 
 
 def encode_attention(result: AttentionResult, req: AttentionRequest) -> list[bytes]:
@@ -356,7 +356,7 @@ def encode_attention(result: AttentionResult, req: AttentionRequest) -> list[byt
                 fields.append(("thumbnail", enc.levels(lc.thumbnail[j])))
             for name in FIELDS:
                 if name == "stats" and scalars is not None:
-                    fields.append(("stats", _head_stats(lc, scalars, j, enc)))
+                    fields.append(("stats", _head_stats(lc.stats, scalars, j, enc, req.stats_rows)))
                 elif name in lc.fields:
                     fields.append((name, enc.field(name, lc.fields[name][j], lc.mask)))
             parts.append(b'%s{"head":%d' % (b"," if j else b"", h))
@@ -370,7 +370,11 @@ def encode_attention(result: AttentionResult, req: AttentionRequest) -> list[byt
         mask = next((lc.mask for lc in cap.layers if lc.layer == layer), first_mask)
         parts.append(b',"focus":{"layer":%d,"head":%d' % (layer, h))
         for name in FIELDS:
-            if name in cap.focus:
+            if name == "stats" and cap.focus_stats is not None:
+                stats = {k: v[None] for k, v in cap.focus_stats.items()}
+                scalars = round_sig(np.stack([stats[n] for n in STAT_SCALARS])).tolist()
+                parts += (b',"stats":', dumps(_head_stats(stats, scalars, 0, enc, True)))
+            elif name in cap.focus:
                 value = enc.field(name, cap.focus[name], mask if mask is not None else np.ones((T, T), bool))
                 parts += (b',"', name.encode(), b'":', value if isinstance(value, bytes) else dumps(value))
         parts.append(b"}")

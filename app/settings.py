@@ -7,7 +7,7 @@
 | ``ATTNSCOPE_DTYPE`` | fp32 | ``fp32``; on a GPU also ``bf16`` or ``fp16`` |
 | ``ATTNSCOPE_HOST`` | ``127.0.0.1`` | address to bind; ``0.0.0.0`` only when asked (the container) |
 | ``ATTNSCOPE_PORT`` | 8000 | |
-| ``ATTNSCOPE_MAX_TEXT_CHARS`` | 4000 | longest ``text`` accepted |
+| ``ATTNSCOPE_MAX_TEXT_CHARS`` | 16000 | longest ``text`` accepted (2,000+ tokens of English) |
 | ``ATTNSCOPE_MAX_BODY_BYTES`` | 65536 | larger request bodies get 413 |
 | ``ATTNSCOPE_MAX_CONCURRENCY`` | 0 = auto | model computations running at once; the rest wait |
 | ``ATTNSCOPE_TORCH_THREADS`` | 0 = auto | torch intra-op threads |
@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     dtype: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="weights and activations; half only on a GPU")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    max_text_chars: int = Field(4000, ge=1, le=100_000)
+    max_text_chars: int = Field(16000, ge=1, le=100_000)
     max_body_bytes: int = Field(65536, ge=1024)
     max_concurrency: int = Field(0, ge=0, description="0 = one per group of torch threads, at least 2")
     torch_threads: int = Field(0, ge=0, description="0 = the CPUs available, at most 8")

@@ -4,7 +4,9 @@
                                [--threads 2] [--device cpu|cuda] [--json OUT.json]
 
 ``gpt2-small`` is a GPT-2-small-shaped random model (12 layers × 12 heads, d 768, context
-1024) built from a transformers config and saved to a temporary folder: no download. Per
+1024) built from a transformers config and saved to a temporary folder: no download. It
+opens in our GPT, as any plain GPT-2 does; ``gpt2-small-tf`` is the same shape run through
+the transformers backend. Per
 length T it measures, in this process, with the same threads, interleaved round by round:
 
 * ``bare``: transformers' eager forward with ``output_attentions=True`` (same weights; for
@@ -19,8 +21,9 @@ length T it measures, in this process, with the same threads, interleaved round 
   ``head`` = one head, every field, five predictions, b64;
   ``json-grid`` = every head's full pattern + stats as plain JSON (the old grid request).
 
-Also the peak resident memory a ``grid+head`` request adds (``ru_maxrss`` growth in a fresh
-child process, from after the model loaded and answered a two-token request). Ratios printed against the targets of issues 9 and 10.
+Also the peak resident memory a ``grid+head`` request adds: in a fresh child process, the
+resident set sampled every millisecond during the request, minus what it was after the
+model loaded and answered a two-token request. Ratios printed against the targets of issues 9 and 10.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ import argparse
 import gzip
 import json
 import multiprocessing as mp
-import resource
+import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -50,17 +54,27 @@ from model.checkpoint import SHIPPED  # noqa: E402
 from model.registry import load_model  # noqa: E402
 
 GZIP_LEVEL = 1
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def gpt2_small(out: Path) -> Path:
-    """A random GPT-2-small-shaped model and our tokenizer, saved like a download."""
+def gpt2_small(out: Path, through_transformers: bool = False) -> Path:
+    """A random GPT-2-small-shaped model and our tokenizer, saved like a download.
+
+    A plain GPT-2 opens in our own GPT (the registry converts it); ``through_transformers``
+    sets ``scale_attn_by_inverse_layer_idx``, which only transformers runs, to time that path."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    out.mkdir(parents=True, exist_ok=True)
     (out / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
     (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
     torch.manual_seed(0)
     cfg = GPT2Config(
-        n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=4096, scale_attn_by_inverse_layer_idx=True
+        n_layer=12,
+        n_head=12,
+        n_embd=768,
+        n_positions=1024,
+        vocab_size=4096,
+        scale_attn_by_inverse_layer_idx=through_transformers,
     )
     GPT2LMHeadModel(cfg).save_pretrained(out)
     return out
@@ -82,8 +96,16 @@ def views(T: int, n_layer: int, n_head: int) -> dict[str, dict]:
     focus_dtype = "f2" if T >= 512 else "f4"
     focus = {"layer": n_layer // 2, "head": n_head // 2, "include": ["pattern"]}
     return {
-        "grid": dict(include=["stats"], thumbnail=64, encoding="b64", top_k=0),
-        "grid+head": dict(include=["stats"], thumbnail=64, focus=focus, encoding="b64", precision=focus_dtype, top_k=5),
+        "grid": dict(include=["stats"], stats_rows=False, thumbnail=64, encoding="b64", top_k=0),
+        "grid+head": dict(
+            include=["stats"],
+            stats_rows=False,
+            thumbnail=64,
+            focus=focus,
+            encoding="b64",
+            precision=focus_dtype,
+            top_k=5,
+        ),
         "head": dict(
             layers=[n_layer // 2],
             heads=[n_head // 2],
@@ -101,15 +123,29 @@ def timed(fn):
     return (time.perf_counter() - t) * 1000, out
 
 
+def _rss_mb() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * PAGE / 2**20
+
+
 def _request_rss(path: str, device: str, threads: int, text: str, body: dict, q) -> None:
     torch.set_num_threads(threads)
     svc = build_service(load_model(path, device), with_heads=False)
     req = AttentionRequest(text=text, **body)
     attention_json(svc, AttentionRequest(text="warm up", include=[]))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # the model loaded, nothing long run yet
+    before, peak, running = _rss_mb(), [0.0], [True]
+
+    def sample() -> None:  # the resident set, every millisecond, while the requests run
+        while running[0]:
+            peak[0] = max(peak[0], _rss_mb())
+            time.sleep(0.001)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
     for _ in range(2):
         attention_json(svc, req)
-    q.put((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+    running[0] = False
+    sampler.join()
+    q.put(peak[0] - before)
 
 
 def request_memory_mb(path: Path, device: str, threads: int, text: str, body: dict) -> float:
@@ -197,7 +233,7 @@ def report(all_results: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=["shipped", "gpt2-small", "both"], default="both")
+    ap.add_argument("--model", choices=["shipped", "gpt2-small", "gpt2-small-tf", "both"], default="both")
     ap.add_argument("--lengths", default="64,256,1024")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
@@ -215,6 +251,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.model in ("gpt2-small", "both"):
             path = gpt2_small(tmp / "gpt2-small")
             results.append(bench_model("gpt2-small", path, path, lengths, args.repeat, args.device, args.threads))
+        if args.model == "gpt2-small-tf":
+            path = gpt2_small(tmp / "gpt2-small-tf", through_transformers=True)
+            results.append(bench_model("gpt2-small-tf", path, path, lengths, args.repeat, args.device, args.threads))
     report(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

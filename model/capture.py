@@ -29,7 +29,7 @@ from .stats import STAT_ROWS, STAT_SCALARS, head_stats_arrays
 
 MATRIX_FIELDS = ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled")
 VECTOR_FIELDS = ("q", "k", "v")
-STATS_BUDGET_BYTES = 64 << 20  # T×T temporaries of the statistics, per group of heads
+STATS_BUDGET_BYTES = 96 << 20  # T×T temporaries of the statistics, per group of heads
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,8 @@ class Selection:
 
     @property
     def needs_unscaled(self) -> bool:
-        return self.stats or "pattern_unscaled" in self.fields or "pattern_unscaled" in self.focus_fields
+        """The statistics do not need the unscaled softmax built (see :mod:`model.stats`)."""
+        return "pattern_unscaled" in self.fields or "pattern_unscaled" in self.focus_fields
 
 
 @dataclass
@@ -90,6 +91,7 @@ class Capture:
         self.needs_unscaled = sel.needs_unscaled
         self.layers: list[LayerCapture] = []
         self.focus: dict[str, np.ndarray] | None = None
+        self.focus_stats: dict[str, np.ndarray] | None = None
         self.n_seen = 0
         self._last_z: torch.Tensor | None = None
         self._want = set(sel.layers)
@@ -107,7 +109,9 @@ class Capture:
         sel = self.sel
         if sel.focus is not None and sel.focus[0] == layer:
             h = sel.focus[1]
-            self.focus = {name: self._field(tr, name, [h])[0] for name in sel.focus_fields}
+            self.focus = {name: self._field(tr, name, [h])[0] for name in sel.focus_fields if name != "stats"}
+            if "stats" in sel.focus_fields:
+                self.focus_stats = {name: value[0] for name, value in self._stats(tr, [h]).items()}
         if layer not in self._want:
             return
         heads = sel.heads
@@ -134,8 +138,8 @@ class Capture:
     def _heads(x: torch.Tensor, heads: list[int]) -> torch.Tensor:
         """(1, nh, T, ·) -> (H, T, ·), a view when all heads are selected in order."""
         x = x[0]
-        if heads == list(range(x.shape[0])):
-            return x
+        if heads and heads == list(range(heads[0], heads[-1] + 1)):
+            return x[heads[0] : heads[-1] + 1]  # a contiguous run: a view, no copy
         return x.index_select(0, torch.tensor(heads, dtype=torch.long, device=x.device))
 
     def _field(self, tr: AttentionTrace, name: str, heads: list[int]) -> np.ndarray:
@@ -146,15 +150,15 @@ class Capture:
 
     def _stats(self, tr: AttentionTrace, heads: list[int]) -> dict[str, np.ndarray]:
         T = tr.mask.shape[0]
-        group = max(1, STATS_BUDGET_BYTES // (8 * 4 * T * T))  # ~8 T×T float32 temporaries per head
+        group = max(1, STATS_BUDGET_BYTES // (4 * 4 * T * T))  # ~4 T×T float32 temporaries per head
         parts: list[dict[str, torch.Tensor]] = []
         for start in range(0, len(heads), group):
             hs = heads[start : start + group]
-            q, k, raw, scores, pattern, unscaled = (
+            q, k, raw, scores, pattern = (
                 self._heads(getattr(tr, name), hs).float()
-                for name in ("q", "k", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled")
+                for name in ("q", "k", "attn_scores_raw", "attn_scores", "pattern")
             )
-            parts.append(head_stats_arrays(q, k, raw, scores, pattern, unscaled, tr.mask, tr.divisor, tr.softcap))
+            parts.append(head_stats_arrays(q, k, raw, scores, pattern, tr.mask, tr.divisor, tr.softcap))
         out = {name: torch.cat([p[name] for p in parts]).double().cpu().numpy() for name in STAT_SCALARS}
         out.update({name: _cpu(torch.cat([p[name] for p in parts])) for name in STAT_ROWS})
         return out

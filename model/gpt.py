@@ -146,7 +146,7 @@ class CausalSelfAttention(nn.Module):
             # explicit path: the same computation, one named tensor per step
             mask = attention_mask(T, opts.causal, x.device)  # (T, T)
             attn_scores_raw = q @ k.transpose(-2, -1)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
-            attn_scores = (attn_scores_raw / divisor).masked_fill(~mask, float("-inf"))  # (B, nh, T, T)
+            attn_scores = (attn_scores_raw / divisor).masked_fill_(~mask, float("-inf"))  # (B, nh, T, T)
             pattern = F.softmax(attn_scores, dim=-1)  # (B, nh, T, T)
             z = pattern @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
             pattern_unscaled = None

@@ -177,7 +177,6 @@ def head_stats(trace: Trace) -> HeadStats:
         trace.attn_scores_raw,
         trace.attn_scores,
         trace.pattern,
-        trace.pattern_unscaled,
         trace.mask,
         trace.divisor,
         trace.softcap,

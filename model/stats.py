@@ -32,13 +32,18 @@ def _var(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     return (centred * centred).mean(dims)
 
 
+def _capped(raw: torch.Tensor, softcap: float, top: torch.Tensor) -> torch.Tensor:
+    """softcap·tanh(raw / softcap), centred on each row's top key (what divisor 1 gives under softcapping)."""
+    capped = torch.tanh(raw / softcap) * softcap
+    return capped - capped.gather(-1, top[..., None])
+
+
 def head_stats_arrays(
     q: torch.Tensor,
     k: torch.Tensor,
     raw: torch.Tensor,
     scores: torch.Tensor,
     pattern: torch.Tensor,
-    pattern_unscaled: torch.Tensor,
     mask: torch.Tensor,
     divisor: float,
     softcap: float | None = None,
@@ -56,7 +61,10 @@ def head_stats_arrays(
     * the entropy of a softmax row needs no logarithm per entry: for ``p = softmax(s)`` over
       the visible keys, ``H = logsumexp(s) - Σ p·s`` and ``logsumexp(s) = max s - log max p``,
       so ``H = -log max p - Σ p·(s - max s)``; centring keeps large scores (a small scale)
-      from cancelling in float32.
+      from cancelling in float32;
+    * the unscaled softmax (divisor 1) is never built: with ``e = exp(raw - c)`` over the
+      visible keys and ``Z = Σ e``, its row maximum is ``1 / Z`` and its entropy
+      ``log Z - Σ e·(raw - c) / Z``, one pass of ``exp`` instead of a T×T softmax to keep.
 
     With ``softcap`` (Gemma 2) the scores are not a multiple of the raw ones: their variance
     and the entropies are taken from the scores themselves.
@@ -82,14 +90,14 @@ def head_stats_arrays(
         var_scaled = ((s_vis.double() ** 2).sum((-2, -1)) / n - (s_sum / n) ** 2).clamp_min(0)
     ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, divisor**2))
 
-    p_max, pu_max = pattern.amax(-1), pattern_unscaled.amax(-1)
-    # masked keys have p exactly 0 and finite raw scores: they add nothing to the sums
-    if softcap is None:
-        pu_dot = torch.linalg.vecdot(pattern_unscaled, raw_centred).double()
-    else:  # the unscaled scores are softcap·tanh(raw / softcap)
-        capped = torch.tanh(raw / softcap) * softcap
-        pu_dot = torch.linalg.vecdot(pattern_unscaled, capped - capped.gather(-1, top[..., None])).double()
-        pu_dot = torch.where(torch.isfinite(pu_dot), pu_dot, torch.zeros_like(pu_dot))
+    # the unscaled softmax, from its normaliser: masked keys clamp to exp(0) = 1, then count 0
+    u = raw_centred if softcap is None else _capped(raw, softcap, top)
+    e = u.clamp_max(0).exp_().mul_(visible)  # (..., T, T)
+    z = e.sum(-1).double()  # (..., T) >= 1: the top key contributes exp(0)
+    pu_max = 1.0 / z
+    ent_u = (z.log() - torch.linalg.vecdot(e, u).double() / z).clamp_min(0)
+    del e
+    p_max = pattern.amax(-1)
     if divisor >= 1 and softcap is None:
         # s - max s = (raw - c) / divisor up to the float32 rounding of s (|s| 6e-8 at most)
         p_dot = torch.linalg.vecdot(pattern, raw_centred).double() / divisor
@@ -97,7 +105,6 @@ def head_stats_arrays(
         lowest = torch.finfo(scores.dtype).min
         p_dot = torch.linalg.vecdot(pattern, scores.clamp_min(lowest) - s_max[..., None]).double()
     ent = (-p_max.double().log() - p_dot).clamp_min(0)
-    ent_u = (-pu_max.double().log() - pu_dot).clamp_min(0)
     return {
         "var_q": _var(q, (-2, -1)),
         "var_k": _var(k, (-2, -1)),
@@ -107,7 +114,7 @@ def head_stats_arrays(
         "entropy": ent.mean(-1),
         "entropy_unscaled": ent_u.mean(-1),
         "max_weight": p_max.mean(-1),
-        "max_weight_unscaled": pu_max.mean(-1),
+        "max_weight_unscaled": pu_max.mean(-1).to(p_max.dtype),
         "row_entropy": ent,
         "row_entropy_unscaled": ent_u,
     }

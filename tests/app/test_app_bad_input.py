@@ -15,7 +15,7 @@ CASES = [
     # text
     ("text empty", "/api/attention", {"text": ""}, 422, ["text"], 1),
     ("text whitespace only", "/api/attention", {"text": " \n\t\u3000 "}, 422, ["text"], None),
-    ("text over the character limit", "/api/attention", {"text": "x" * 4001}, 422, ["text"], 4000),
+    ("text over the character limit", "/api/attention", {"text": "x" * 16001}, 422, ["text"], 16000),
     ("text over the context", "/api/attention", {"text": LONG_TOKENS}, 422, ["text"], 64),
     ("text missing", "/api/attention", {"include": ["pattern"]}, 422, ["text"], None),
     ("text a number", "/api/attention", {"text": 123}, 422, ["text"], None),
@@ -145,7 +145,7 @@ def test_body_just_under_the_limit_is_read(client):
     """A large but allowed body reaches validation (and fails there, on the text limit)."""
     body = json.dumps({"text": "y" * 60_000}).encode()
     assert len(body) < 65536
-    assert_error(post(client, "/api/attention", body), 422, ["text"], 4000)
+    assert_error(post(client, "/api/attention", body), 422, ["text"], 16000)
 
 
 def test_wrong_content_type(client):

@@ -187,3 +187,15 @@ def test_tiny_probabilities_are_numbers_not_null(ours):
     data = attention(ours, text="The cat sat on the mat.", include=[], top_k=5, temperature=0.01)
     probs = [p["prob"] for row in data["predictions"] for p in row]
     assert all(isinstance(p, float) and 0 <= p <= 1 and not math.isnan(p) for p in probs)
+
+
+def test_grid_stats_without_rows_and_focus_stats_with_them(ours):
+    full = attention(ours, text=TEXT, include=["stats"], top_k=0)
+    grid = attention(
+        ours, text=TEXT, include=["stats"], stats_rows=False, focus={"layer": 0, "head": 1, "include": ["stats"]}
+    )
+    for lg, lf in zip(grid["layers"], full["layers"]):
+        for hg, hf in zip(lg["heads"], lf["heads"]):
+            assert set(hf["stats"]) - set(hg["stats"]) == {"row_entropy", "row_entropy_unscaled"}
+            assert all(hg["stats"][k] == hf["stats"][k] for k in hg["stats"])
+    assert grid["focus"]["stats"] == full["layers"][0]["heads"][1]["stats"]
