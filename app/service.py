@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from model import lessons
-from model.backends import LoadedModel
+from model.backends import LoadedModel, top_logits
 from model.capture import Capture, Selection, thumbnail_block
 from model.gpt import AttentionOptions
 from model.heads import ROLES, role_scores
@@ -192,31 +192,31 @@ def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
 
 
 def top_predictions(
-    logits: torch.Tensor, displays: list[str], top_k: int, temperature: float
+    values: torch.Tensor, indices: torch.Tensor, lse: torch.Tensor, displays: list[str], temperature: float
 ) -> list[list[dict[str, Any]]]:
-    """Top ``top_k`` of ``softmax(logits / temperature)`` after each position.
+    """The top logits ``values``/``indices`` (T, k) and ``lse = logsumexp(logits / temperature)``
+    (:func:`model.backends.top_logits`) as probabilities of ``softmax(logits / temperature)``.
 
     Probabilities are floored to 6 significant digits, after scaling a row down in the
-    (rounding-error) case where its top ``top_k`` would add up to more than 1: each list is
-    sorted and sums to at most 1.
+    (rounding-error) case where its top k would add up to more than 1: each list is sorted
+    and sums to at most 1.
     """
-    T = logits.shape[0]
-    if top_k == 0:
-        return [[] for _ in range(T)]
-    logits = logits.float()
-    top = torch.topk(logits, k=min(top_k, logits.shape[-1]), dim=-1)  # the same order as the probabilities
-    scaled = logits / temperature if temperature != 1 else logits
-    peak = scaled.gather(-1, top.indices[:, :1])  # (T, 1) the largest scaled logit
-    lse = peak.double()[:, 0] + (scaled - peak).exp_().sum(-1).double().log()  # logsumexp(scaled), (T,)
-    probs = torch.exp(top.values.double() / temperature - lse[:, None]).clamp_max(1.0)
+    probs = torch.exp(values.double() / temperature - lse[:, None]).clamp_max(1.0)
     total = probs.sum(-1, keepdim=True)
     probs = torch.where(total > 1, probs / total, probs)
     p_rows = floor_sig(probs.cpu().numpy()).tolist()
-    i_rows = top.indices.cpu().tolist()
+    i_rows = indices.cpu().tolist()
     return [
         [{"token": displays[i], "id": i, "prob": p} for p, i in zip(p_row, i_row)]
         for p_row, i_row in zip(p_rows, i_rows)
     ]
+
+
+def _predictions(svc: Service, hidden: torch.Tensor, top_k: int, temperature: float) -> list:
+    """Top ``top_k`` next tokens after each position; the LM head runs only when they are asked for
+    (the all-heads grid asks for none), a chunk of positions at a time."""
+    values, indices, lse = top_logits(svc.loaded.backend, hidden, top_k, temperature)
+    return top_predictions(values, indices, lse, svc.displays, temperature)
 
 
 @dataclass
@@ -239,8 +239,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     sel = select(svc, req, len(enc.ids))
     capture = Capture(sel)
     opts = AttentionOptions(causal=req.causal, divisor=scale_divisor(req.scale, lm.facts.head_dim))
-    # the LM head only when predictions are asked for (the all-heads grid asks for none)
-    logits = lm.backend.run(enc.ids, opts, capture, logits=req.top_k > 0)
+    hidden = lm.backend.hidden(enc.ids, opts, capture)  # (T, C)
     if not capture.finite():
         raise ApiError(
             422,
@@ -257,9 +256,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         divisor=divisor,
         sel=sel,
         capture=capture,
-        predictions=[[] for _ in enc.ids]
-        if logits is None
-        else top_predictions(logits, svc.displays, req.top_k, req.temperature),
+        predictions=_predictions(svc, hidden, req.top_k, req.temperature) if req.top_k else [[] for _ in enc.ids],
     )
 
 

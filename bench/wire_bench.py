@@ -128,6 +128,9 @@ def _rss_mb() -> float:
 
 
 def _request_rss(path: str, device: str, threads: int, text: str, body: dict, q) -> None:
+    from app.main import limit_heap_retention
+
+    limit_heap_retention()  # as the server does at startup
     torch.set_num_threads(threads)
     svc = build_service(load_model(path, device), with_heads=False)
     req = AttentionRequest(text=text, **body)

@@ -108,11 +108,41 @@ class OursBackend:
         return out[0]
 
     @torch.inference_mode()
+    def hidden(self, ids: list[int], opts: AttentionOptions, sink) -> torch.Tensor:
+        """Like :meth:`run`, but returns what the LM head reads, ``(T, C)``: predictions can
+        then be taken a chunk of positions at a time (:func:`top_logits`)."""
+        idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
+        return self.model.hidden_states(idx, opts=opts, trace=sink)[0]  # (T, C)
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """(n, C) -> logits (n, V)."""
+        return self.model.lm_head(h)
+
+    @torch.inference_mode()
     def patterns(self, idx: torch.Tensor) -> torch.Tensor:
         """Token ids ``(B, T)`` -> the trained model's patterns ``(B, L, nh, T, T)`` on the CPU."""
         trace: list[AttentionTrace] = []
         self.model(idx.to(self.device), trace=trace)
         return torch.stack([t.pattern for t in trace], dim=1).float().cpu()  # L × (B, nh, T, T) -> (B, L, nh, T, T)
+
+
+@torch.inference_mode()
+def top_logits(
+    backend, hidden: torch.Tensor, k: int, temperature: float, chunk: int = 128
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The LM head over ``hidden (T, C)`` a chunk of positions at a time, keeping per position
+    the top ``k`` logits ``(T, k)``, their ids ``(T, k)`` and ``logsumexp(logits / temperature)``
+    ``(T,)`` float64: never a (T, vocab) tensor (206 MB for GPT-2 at 1024 tokens)."""
+    values, indices, lse = [], [], []
+    for start in range(0, hidden.shape[0], chunk):
+        logits = backend.head(hidden[start : start + chunk]).float()  # (n, V)
+        top = torch.topk(logits, k=min(k, logits.shape[-1]), dim=-1)
+        scaled = logits / temperature if temperature != 1 else logits
+        peak = scaled.gather(-1, top.indices[:, :1])  # (n, 1) the largest scaled logit
+        lse.append(peak.double()[:, 0] + (scaled - peak).exp_().sum(-1).double().log())
+        values.append(top.values)
+        indices.append(top.indices)
+    return torch.cat(values), torch.cat(indices), torch.cat(lse)
 
 
 @dataclass

@@ -29,7 +29,7 @@ from .stats import STAT_ROWS, STAT_SCALARS, head_stats_arrays
 
 MATRIX_FIELDS = ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled")
 VECTOR_FIELDS = ("q", "k", "v")
-STATS_BUDGET_BYTES = 96 << 20  # T×T temporaries of the statistics, per group of heads
+STATS_BUDGET_BYTES = 48 << 20  # T×T temporaries of the statistics, per group of heads
 
 
 @dataclass(frozen=True)

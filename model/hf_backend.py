@@ -188,9 +188,7 @@ class TransformersBackend:
             d_model=d_model,
             divisor=first.divisor,
             divisor_rule=rule,
-            block_size=int(
-                getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048
-            ),
+            block_size=int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048),
             vocab_size=int(cfg.vocab_size),
             positions=_positions(cfg),
             parameters=parameter_count(model),
@@ -213,6 +211,26 @@ class TransformersBackend:
         """Token ids -> each layer's :class:`AttentionTrace` into ``sink``; logits ``(T, V)`` or ``None``."""
         with recording(sink, opts):
             return self.run_ids(ids, logits)
+
+    @torch.inference_mode()
+    def hidden(self, ids: list[int], opts: AttentionOptions, sink) -> torch.Tensor:
+        """Like :meth:`run`, but returns what the LM head reads, ``(T, C)``."""
+        idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
+        with recording(sink, opts):
+            return self.model.base_model(input_ids=idx, use_cache=False).last_hidden_state[0]
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """(n, C) -> logits (n, V), with the output scaling a family applies after its LM head."""
+        cfg = self.model.config
+        logits = self.model.get_output_embeddings()(h)
+        if getattr(cfg, "logits_scaling", None):  # Granite
+            logits = logits / cfg.logits_scaling
+        if getattr(cfg, "logit_scale", None):  # Cohere
+            logits = logits * cfg.logit_scale
+        cap = getattr(cfg, "final_logit_softcapping", None)  # Gemma 2
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
     @torch.inference_mode()
     def patterns(self, idx: torch.Tensor) -> torch.Tensor:
