@@ -37,12 +37,14 @@ COPY wheels/ /wheels/
 RUN pip install --no-cache-dir --find-links /wheels --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY app/ app/
 COPY model/ model/
 COPY frontend/ frontend/
-# a regular (non-editable) install: code, shipped checkpoint and static files go to site-packages
-RUN pip install --no-cache-dir --find-links /wheels . \
+# a regular (non-editable) install: code, shipped checkpoint and static files go to site-packages;
+# the versions CI tested (constraints.txt), and transformers for the other model families
+RUN grep -v '^torch==' constraints.txt > /tmp/constraints.txt \
+    && pip install --no-cache-dir --find-links /wheels -c /tmp/constraints.txt ".[transformers]" \
     && python3 -c "import app, frontend, model; print('attnscope installed')"
 
 # ---------------------------------------------------------------- runtime: base + the venv
