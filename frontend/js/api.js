@@ -1,5 +1,7 @@
 // Talking to the attnscope JSON API (see shared/api-contract.md). Same origin only.
 
+import { decodeResponse } from "./wire.js";
+
 /** An answer that was not 2xx; `message` is the server's `detail` made readable. */
 export class ApiError extends Error {
   constructor(status, detail) {
@@ -52,7 +54,7 @@ export async function postJSON(url, body, signal) {
     body: JSON.stringify(body),
     signal,
   });
-  return parse(response);
+  return decodeResponse(await parse(response));
 }
 
 /**

@@ -1,7 +1,8 @@
 // Wiring: DOM events and API answers change the state, then one render step redraws.
 
 import { errorText, getJSON, latestOnly } from "./api.js";
-import { gridCellHead, headCsv } from "./figures.js";
+import { headCsv } from "./figures.js";
+import { cellAt, gridTooltip } from "./gridcanvas.js";
 import {
   EXAMPLES,
   VIEWS,
@@ -13,6 +14,7 @@ import {
   gridRequest,
   headKey,
   parseHash,
+  predictionsRequest,
   toHash,
 } from "./state.js";
 import { render, resizeView } from "./views.js";
@@ -46,6 +48,10 @@ const els = {
   headTitle: $("head-title"),
   headHeatmap: $("head-heatmap"),
   headsGrid: $("heads-grid"),
+  gridCanvas: $("heads-grid-canvas"),
+  gridTip: $("grid-tip"),
+  gridCaption: $("grid-caption"),
+  gridPng: $("grid-png"),
   predictions: $("predictions"),
   predictionsTitle: $("predictions-title"),
   predictionsList: $("predictions-list"),
@@ -391,12 +397,28 @@ els.roleSelect.addEventListener("change", () => {
   update();
 });
 
+// the temperature only changes the predictions: ask for those alone (no layer in the answer)
+const sendPredictions = latestOnly("/api/attention");
 let temperatureTimer = null;
+async function fetchPredictions() {
+  const detail = state.detail;
+  if (!detail || detail.key !== headKey(state)) return fetchDetail();
+  const temperature = state.temperature;
+  try {
+    const result = await sendPredictions(predictionsRequest(state));
+    if (result.stale || state.detail !== detail) return;
+    state.detail = { ...detail, temperature, response: { ...detail.response, predictions: result.value.predictions } };
+    requestDone("detail", null);
+  } catch (err) {
+    requestDone("detail", errorText(err));
+  }
+  update();
+}
 els.temperature.addEventListener("input", () => {
   state.temperature = Number(els.temperature.value);
   els.temperatureValue.textContent = state.temperature.toFixed(2);
   clearTimeout(temperatureTimer);
-  temperatureTimer = setTimeout(fetchDetail, 120);
+  temperatureTimer = setTimeout(fetchPredictions, 80);
   update();
 });
 
@@ -439,12 +461,56 @@ function onPlotClick(el, handler) {
   document.addEventListener("attnscope:render", attach);
 }
 
-onPlotClick(els.headsGrid, (pt, el) => {
-  const meta = el.data[0]?.meta;
-  if (!meta || !Array.isArray(pt.pointNumber)) return;
-  const [row, col] = pt.pointNumber;
-  const hit = gridCellHead(meta, row, col);
-  if (hit) selectHead(hit.layer, hit.head >= 0 ? hit.head : state.head);
+// the grid canvas: hover shows the cell, click opens the head, arrow keys move between heads
+function gridHit(ev) {
+  const g = els.headsGrid.gridLayout;
+  if (!g) return null;
+  const rect = els.gridCanvas.getBoundingClientRect();
+  const { geom, size, nRows, nCols } = g.layout;
+  const hit = cellAt(geom, size, nRows, nCols, ev.clientX - rect.left, ev.clientY - rect.top);
+  return hit ? { ...hit, g } : null;
+}
+els.gridCanvas.addEventListener("mousemove", (ev) => {
+  const hit = gridHit(ev);
+  if (!hit) {
+    els.gridTip.hidden = true;
+    return;
+  }
+  els.gridTip.textContent = gridTooltip({ grid: hit.g.grid, hit, aggregate: hit.g.aggregate }).join("\n");
+  els.gridTip.hidden = false;
+  const box = els.headsGrid.getBoundingClientRect();
+  const x = ev.clientX - box.left + 14;
+  els.gridTip.style.left = `${Math.min(x, box.width - els.gridTip.offsetWidth - 4)}px`;
+  els.gridTip.style.top = `${ev.clientY - box.top + 14}px`;
+});
+els.gridCanvas.addEventListener("mouseleave", () => (els.gridTip.hidden = true));
+els.gridCanvas.addEventListener("click", (ev) => {
+  const hit = gridHit(ev);
+  if (!hit) return;
+  const head = hit.g.layout.cols[hit.col];
+  if (head >= 0) selectHead(hit.g.grid.layers[hit.row].layer, head);
+});
+els.gridCanvas.addEventListener("keydown", (ev) => {
+  const nHead = state.model?.n_head ?? 4;
+  const nLayer = state.model?.n_layer ?? 4;
+  const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+  const m = moves[ev.key];
+  if (!m) return;
+  ev.preventDefault();
+  selectHead(Math.min(nLayer - 1, Math.max(0, state.layer + m[0])), Math.min(nHead - 1, Math.max(0, state.head + m[1])));
+});
+els.gridPng.addEventListener("click", () => {
+  els.gridCanvas.toBlob((blob) => {
+    if (!blob) return;
+    const url = URL.createObjectURL(blob);
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = "attnscope-all-heads.png";
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }, "image/png");
 });
 onPlotClick(els.headHeatmap, (pt) => {
   if (Number.isInteger(pt.y)) selectPosition(pt.y);

@@ -126,20 +126,55 @@ export function toHash(state) {
 
 // ---------------------------------------------------------------- requests
 
-export const scaleParam = (state) => (state.scaled ? "sqrt_dk" : "none");
+/** The request's `scale`: the model's own divisor, or 1 as the what-if. */
+export const scaleParam = (state) => (state.scaled ? "model" : "none");
 
-/** Body of the all-heads request: one call for the grid, every layer and head. */
+/** Thumbnails of the grid are at most this many cells a side (max-pooled on the server). */
+export const GRID_THUMBNAIL = 64;
+
+/** Past this many tokens the chosen head's matrices come as half floats (half the bytes). */
+export const HALF_PRECISION_FROM = 257;
+
+/**
+ * Body of the all-heads request: every layer and head as a max-pooled thumbnail (u1) with
+ * its statistics, no per-row arrays and no predictions: small at any length.
+ */
 export function gridRequest(state) {
-  return { text: state.text, include: ["pattern", "stats"], causal: state.causal, scale: scaleParam(state), top_k: 0 };
+  return {
+    text: state.text,
+    include: ["stats"],
+    stats_rows: false,
+    thumbnail: GRID_THUMBNAIL,
+    encoding: "b64",
+    causal: state.causal,
+    scale: scaleParam(state),
+    top_k: 0,
+  };
 }
 
 /** Body of the chosen-head request: every per-head field, plus the predictions. */
 export function detailRequest(state) {
+  const T = state.grid?.response?.tokens?.length ?? 0;
   return {
     text: state.text,
     layers: [state.layer],
     heads: [state.head],
     include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores", "stats", "q", "k"],
+    encoding: "b64",
+    precision: T >= HALF_PRECISION_FROM ? "f2" : "f4",
+    causal: state.causal,
+    scale: scaleParam(state),
+    top_k: 10,
+    temperature: state.temperature,
+  };
+}
+
+/** Body of the temperature slider's request: predictions only, no layer computed into the answer. */
+export function predictionsRequest(state) {
+  return {
+    text: state.text,
+    layers: [],
+    include: [],
     causal: state.causal,
     scale: scaleParam(state),
     top_k: 10,

@@ -7,14 +7,13 @@
 import {
   entropyFigure,
   fmtSig,
-  gridFigure,
   headHeatmapFigure,
   maskStepsFigure,
-  qkT,
   rolesFigure,
   statsRows,
   varianceFigure,
 } from "./figures.js";
+import { paintGrid } from "./gridcanvas.js";
 import { ROLE_INFO, VIEWS, VIEW_LABELS, currentDetail, currentGrid, gridKey, scaleParam } from "./state.js";
 
 
@@ -94,7 +93,7 @@ export function chosenHead(state) {
   if (grid) {
     const layer = grid.layers.find((l) => l.layer === state.layer);
     const head = layer?.heads.find((h) => h.head === state.head);
-    if (head) return { response: grid, head, full: false };
+    if (head?.pattern) return { response: grid, head, full: false }; // a plain-JSON grid holds full patterns
   }
   return null;
 }
@@ -115,18 +114,30 @@ function renderModel(state, els) {
   const m = state.model;
   if (!m) return;
   const params = m.parameters >= 1e6 ? `${(m.parameters / 1e6).toFixed(2)} M` : `${Math.round(m.parameters / 1e3)} k`;
-  const sig = JSON.stringify([m.name, m.parameters, m.device]);
+  const sig = JSON.stringify([m.name, m.parameters, m.device, m.dtype, m.family]);
   if (els.modelBadge.dataset.signature === sig) return;
   els.modelBadge.dataset.signature = sig;
   els.modelBadge.replaceChildren();
+  const gqa = m.n_kv_head && m.n_kv_head < m.n_head ? ` (${m.n_kv_head} key/value heads, shared)` : "";
+  const rule = m.divisor_rule ?? "sqrt(head_dim)";
+  const divisor =
+    rule === "sqrt(head_dim)"
+      ? `scores ÷ √${m.head_dim}`
+      : `scores ÷ ${Number(m.divisor).toPrecision(4)} (${rule})`;
   const parts = [
     ["name", m.name],
+    ["family", m.family && m.family !== "attnscope" ? m.family : null],
     ["size", `${params} parameters`],
-    ["shape", `${m.n_layer} layers × ${m.n_head} heads · d_k ${m.head_dim}`],
-    ["context", `context ${m.block_size}`],
-    ["device", m.device],
+    ["shape", `${m.n_layer} layers × ${m.n_head} heads${gqa} · d_k ${m.head_dim}`],
+    ["divisor", m.softcap ? `${divisor}, softcap ${m.softcap}` : divisor],
+    ["context", `context ${m.block_size}${m.positions ? ` · ${m.positions} positions` : ""}`],
+    ["device", m.dtype && m.dtype !== "float32" ? `${m.device} · ${m.dtype}` : m.device],
   ];
+  // the scaling switch names the model's own divisor
+  const label = document.querySelector("label[for=scale-toggle]");
+  if (label && rule !== "sqrt(head_dim)") label.textContent = `Scale by ${Number(m.divisor).toPrecision(4)}`;
   for (const [cls, text] of parts) {
+    if (!text) continue;
     const span = document.createElement("span");
     span.className = `badge-${cls}`;
     span.textContent = text;
@@ -329,6 +340,20 @@ function renderPredictions(state, els) {
 
 // ---------------------------------------------------------------- figures per view
 
+/** What the grid shows, in words: how far the thumbnails are downsampled, what a cell is. */
+export function gridCaption(grid, aggregate) {
+  const T = grid.tokens.length;
+  const { block, size } = grid.thumbnail;
+  const n = grid.layers.length;
+  const h = grid.layers[0]?.heads.length ?? 0;
+  const what =
+    block === 1
+      ? `${n} layers × ${h} heads, every cell one query and key (${T} tokens, not downsampled).`
+      : `${n} layers × ${h} heads, downsampled ${block}× (${T} tokens → ${size} cells a side): each cell is the largest weight in a ${block}×${block} block of queries and keys, so a one-token diagonal stays visible.`;
+  const mean = aggregate ? " The last column is the mean over each layer's heads of those cell values." : "";
+  return `${what} Grey cells are masked (no key there may be attended), not zero.${mean}`;
+}
+
 function drawHeadView(state, els) {
   const chosen = chosenHead(state);
   const grid = currentGrid(state);
@@ -357,20 +382,22 @@ function drawHeadView(state, els) {
     setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
     head = true;
   }
-  if (grid) {
-    draw(
-      els.headsGrid,
-      `${idOf(grid)}|${state.layer}|${state.head}|${state.aggregate}`,
-      () =>
-        gridFigure({
-          tokens: grid.tokens,
-          layers: grid.layers,
-          mask: grid.mask,
-          selected: { layer: state.layer, head: state.head },
-          aggregate: state.aggregate,
-        }),
-      "attnscope-all-heads",
-    );
+  if (grid && grid.thumbnail) {
+    const width = Math.max(240, els.headsGrid.clientWidth || 560);
+    const sig = `${idOf(grid)}|${state.layer}|${state.head}|${state.aggregate}|${width}`;
+    if (els.headsGrid.dataset.signature !== sig) {
+      const start = performance.now();
+      const layout = paintGrid(els.gridCanvas, grid, {
+        selected: { layer: state.layer, head: state.head },
+        aggregate: state.aggregate,
+        width,
+      });
+      els.headsGrid.gridLayout = { grid, layout, aggregate: state.aggregate };
+      els.headsGrid.dataset.signature = sig;
+      els.headsGrid.classList.add("drawn");
+      performance.measure("attnscope:draw:heads-grid", { start, end: performance.now() });
+    }
+    setText(els.gridCaption, gridCaption(grid, state.aggregate));
     gridDrawn = true;
   }
   return { head, grid: gridDrawn };
@@ -423,19 +450,21 @@ function drawPipeline(state, els) {
   if (!detail) return false;
   const h = detail.layers[0].heads[0];
   const dk = headDim(state);
-  const divisor = divisorOf(state, dk);
+  // the server's own numbers: its q·kᵀ (masked entries null) and the divisor it used
+  const divisor = detail.divisor ?? divisorOf(state, dk);
+  const rootDk = Math.abs(divisor - Math.sqrt(dk)) < 1e-9;
   draw(
     els.maskSteps,
     `${idOf(detail)}`,
     () =>
       maskStepsFigure({
         tokens: detail.tokens,
-        full: qkT(h.q, h.k),
+        full: h.attn_scores_raw,
         divisor,
         mask: detail.mask,
         pattern: h.pattern,
         causal: state.causal,
-        divisorLabel: divisor === 1 ? "" : ` / √${dk}`,
+        divisorLabel: divisor === 1 ? "" : rootDk ? ` / √${dk}` : ` / ${divisor.toPrecision(4)}`,
       }),
     "attnscope-mask-steps",
   );
@@ -443,7 +472,10 @@ function drawPipeline(state, els) {
   const lo = Math.min(...sums);
   const hi = Math.max(...sums);
   setText(els.rowSums, `After softmax every row sums to 1: the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}.`);
-  setText(els.pipelineDivisor, divisor === 1 ? "1 (what-if: no scaling)" : `√${dk} ≈ ${divisor.toFixed(3)}`);
+  setText(
+    els.pipelineDivisor,
+    divisor === 1 ? "1 (what-if: no scaling)" : rootDk ? `√${dk} ≈ ${divisor.toFixed(3)}` : `${divisor.toPrecision(4)} (the model's own divisor)`,
+  );
   return true;
 }
 

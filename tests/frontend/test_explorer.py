@@ -79,33 +79,74 @@ def test_changing_the_head_redraws_the_head_view(tab):
     tab.page.wait_for_function("() => location.hash.includes('layer=1') && location.hash.includes('head=2')")
 
 
+def grid_tile_center(tab, layer: int, head: int) -> tuple[float, float]:
+    """Page coordinates of the middle of a head's tile in the grid canvas."""
+    return tab.page.evaluate(
+        """([layer, head]) => {
+            const g = document.querySelector('[data-testid=heads-grid]').gridLayout;
+            const { geom, cols } = g.layout;
+            const r = g.grid.layers.findIndex((l) => l.layer === layer), c = cols.indexOf(head);
+            const box = document.getElementById('heads-grid-canvas').getBoundingClientRect();
+            return [box.left + geom.label + (c + 0.5) * geom.tile, box.top + geom.label + (r + 0.5) * geom.tile];
+        }""",
+        [layer, head],
+    )
+
+
+def contrast(fg: str, bg: str) -> float:
+    """WCAG contrast ratio of two CSS rgb() colours."""
+
+    def lum(css: str) -> float:
+        r, g, b = (int(v) / 255 for v in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((lum(fg), lum(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
 def test_clicking_a_grid_cell_selects_that_head(tab):
     tab.open("/#text=" + quote(SENTENCE))
-    grid = tab.figure("heads-grid")
-    blocks = grid["data"][0]["meta"]["blocks"]
-    assert sorted((b["layer"], b["head"]) for b in blocks) == [(layer, head) for layer in range(4) for head in range(4)]
-    # the middle of the small multiple of layer 2, head 3
-    block = next(b for b in blocks if (b["layer"], b["head"]) == (2, 3))
-    x, y = tab.page.evaluate(
-        """(b) => {
-            const gd = document.querySelector('[data-testid=heads-grid]');
-            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-            const cols = gd.data[0].z[0].length, rows = gd.data[0].z.length;
-            const box = gd.getBoundingClientRect();
-            const col = b.col0 + b.size / 2, row = b.row0 + b.size / 2;
-            return [box.left + xa._offset + (col + 0.5) / cols * xa._length,
-                    box.top + ya._offset + (row + 0.5) / rows * ya._length];
-        }""",
-        block,
+    layout = tab.page.evaluate(
+        "() => { const g = document.querySelector('[data-testid=heads-grid]').gridLayout;"
+        " return {rows: g.grid.layers.map((l) => l.layer), cols: g.layout.cols}; }"
     )
+    assert layout == {"rows": [0, 1, 2, 3], "cols": [0, 1, 2, 3]}
+    x, y = grid_tile_center(tab, 2, 3)
+    tab.page.mouse.move(x, y)
+    tip = tab.page.locator("#grid-tip")
+    tip.wait_for(state="visible")
+    text = tip.inner_text()
+    assert text.startswith("Layer 2 · head 3") and "click to open" in text
+    style = tip.evaluate("(el) => [getComputedStyle(el).color, getComputedStyle(el).backgroundColor]")
+    assert contrast(*style) >= 4.5
     tab.page.mouse.click(x, y)
     tab.settle()
     assert tab.page.get_by_test_id("layer-select").input_value() == "2"
     assert tab.page.get_by_test_id("head-select").input_value() == "3"
     assert "L2 · H3" in tab.figure("head-heatmap")["data"][0]["hovertemplate"]
-    # the grid outlines the chosen head
-    shapes = tab.figure("heads-grid")["layout"]["shapes"]
-    assert len(shapes) == 1 and shapes[0]["x0"] < block["col0"] < shapes[0]["x1"]
+    # arrow keys on the grid move between heads
+    tab.page.locator("#heads-grid-canvas").focus()
+    tab.page.keyboard.press("ArrowLeft")
+    tab.settle()
+    assert tab.page.get_by_test_id("head-select").input_value() == "2"
+
+
+def test_a_masked_grid_cell_says_masked(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    # the top-right cell of a tile: the last key for the first query, masked under the causal mask
+    x, y = tab.page.evaluate(
+        """() => {
+            const g = document.querySelector('[data-testid=heads-grid]').gridLayout;
+            const { geom, size } = g.layout;
+            const box = document.getElementById('heads-grid-canvas').getBoundingClientRect();
+            return [box.left + geom.label + (size - 0.5) * geom.scale, box.top + geom.label + 0.5 * geom.scale];
+        }"""
+    )
+    tab.page.mouse.move(x, y)
+    tip = tab.page.locator("#grid-tip")
+    tip.wait_for(state="visible")
+    assert "masked" in tip.inner_text() and "weight" not in tip.inner_text()
 
 
 def test_compare_view_shows_both_patterns_and_a_variance_ratio_of_d_k(tab):
@@ -228,9 +269,13 @@ def test_the_full_context_stays_usable(tab):
     fig = tab.figure("head-heatmap")
     assert len(fig["data"][0]["z"]) == n
     assert len(fig["layout"]["xaxis"]["ticktext"]) <= 45  # thinned labels
-    grid = tab.figure("heads-grid")["data"][0]
-    assert len(grid["meta"]["blocks"]) == 16
-    assert all(b["size"] <= 64 for b in grid["meta"]["blocks"])  # pooled small multiples
+    info = tab.page.evaluate(
+        "() => { const g = document.querySelector('[data-testid=heads-grid]').gridLayout;"
+        " return {n: g.grid.layers.length * g.layout.cols.length, size: g.layout.size, block: g.grid.thumbnail.block}; }"
+    )
+    assert info["n"] == 16 and info["size"] <= 64 and info["block"] == math.ceil(n / 64)  # pooled on the server
+    caption = tab.page.get_by_test_id("grid-caption").inner_text()
+    assert f"downsampled {info['block']}×" in caption and f"{n} tokens" in caption
     assert tab.page.get_by_test_id("error-banner").is_hidden()
 
 

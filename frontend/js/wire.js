@@ -1,0 +1,79 @@
+// The API's compact encoding (`encoding: "b64"`): every matrix is a typed array
+// {dtype: "u1" | "f2" | "f4", bdata: base64, shape: "rows, cols"}, the form Plotly.js reads.
+//
+// decodeResponse() turns an answer into what the figure functions take:
+//   * u1 (thumbnails, masks): a Uint8Array per row, kept typed (the grid canvas reads them);
+//   * f4 / f2 (weights, scores, q/k/v): plain arrays of numbers per row, NaN (a masked score)
+//     as null, exactly what the plain JSON encoding gives; f2 is widened here, Plotly has no f2.
+
+const TYPES = { u1: Uint8Array, f4: Float32Array };
+
+export function isTypedSpec(x) {
+  return x !== null && typeof x === "object" && typeof x.dtype === "string" && typeof x.bdata === "string";
+}
+
+function bytesOf(b64) {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** IEEE half floats (little-endian uint16) to numbers. */
+export function halfToFloat(h) {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >> 10) & 0x1f;
+  const frac = h & 0x3ff;
+  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
+}
+
+/** One typed-array spec -> flat typed array and its shape. */
+export function flat(spec) {
+  const bytes = bytesOf(spec.bdata);
+  const shape = String(spec.shape ?? "").split(",").map((s) => Number.parseInt(s, 10)).filter(Number.isFinite);
+  let values;
+  if (spec.dtype === "f2") {
+    const halves = new Uint16Array(bytes.buffer, 0, bytes.length / 2);
+    values = new Float32Array(halves.length);
+    for (let i = 0; i < halves.length; i++) values[i] = halfToFloat(halves[i]);
+  } else {
+    const T = TYPES[spec.dtype];
+    if (!T) throw new Error(`unknown dtype ${spec.dtype}`);
+    values = new T(bytes.buffer, 0, bytes.length / T.BYTES_PER_ELEMENT);
+  }
+  return { values, shape: shape.length ? shape : [values.length] };
+}
+
+/** A spec as rows: typed rows for u1, number arrays (NaN -> null) for floats. */
+export function decodeTyped(spec) {
+  const { values, shape } = flat(spec);
+  const isFloat = spec.dtype !== "u1";
+  const plain = (a) => Array.from(a, (v) => (Number.isNaN(v) ? null : v));
+  if (shape.length === 1) return isFloat ? plain(values) : values;
+  const [rows, cols] = shape;
+  const out = new Array(rows);
+  for (let r = 0; r < rows; r++) {
+    const row = values.subarray(r * cols, (r + 1) * cols);
+    out[r] = isFloat ? plain(row) : row;
+  }
+  return out;
+}
+
+/** Every typed-array spec in an answer, decoded in place (plain JSON answers pass through). */
+export function decodeResponse(body) {
+  if (!body || typeof body !== "object" || body.encoding !== "b64") return body;
+  const walk = (x) => {
+    if (Array.isArray(x)) {
+      for (let i = 0; i < x.length; i++) x[i] = walk(x[i]);
+      return x;
+    }
+    if (x !== null && typeof x === "object") {
+      if (isTypedSpec(x)) return decodeTyped(x);
+      for (const key of Object.keys(x)) x[key] = walk(x[key]);
+    }
+    return x;
+  };
+  return walk(body);
+}
