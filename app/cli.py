@@ -81,9 +81,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         device = pick_device(settings.device)
         if settings.dtype != "fp32" and device.type == "cpu":
             raise CheckpointError(f"--dtype {settings.dtype} needs a GPU; on the CPU attnscope runs fp32")
-        # ours loads in milliseconds: a full check; a transformers model is opened once, by the server
+        # ours loads in milliseconds: a full check; a transformers model is opened once, by the
+        # server, after the checks that need no weights
         if family_of(read_config(settings.checkpoint_path)) == "attnscope":
             load_model(settings.checkpoint_path, "cpu")
+        else:
+            from model.hf_backend import preflight
+
+            preflight(Path(settings.checkpoint_path))
     except CheckpointError as e:
         return _fail(f"cannot start: {e}")
 

@@ -155,22 +155,21 @@ class TransformersBackend:
         self.device = device
         cfg = model.config
         self.family = str(cfg.model_type)
-        n_head = int(cfg.num_attention_heads)
-        d_model = int(cfg.hidden_size)
 
         # one short pass tells each layer's divisor, softcap and window as the model applies them
         probe = _Probe()
         T = 4
         with recording(probe, AttentionOptions()):
             self.run_ids(list(_probe_ids(tokenizer, T)), logits=False)
-        if not probe:
+        if not probe:  # e.g. Mamba, RWKV: no softmax attention layer called our function
             raise CheckpointError(
                 f"{name}: the model ran without calling an attention function; attnscope shows softmax "
                 "attention, and this architecture has none it can record (state-space and linear-attention "
                 "models are not supported)"
             )
         first = probe[0]
-        head_dim = int(first.q.shape[-1])
+        n_head, head_dim = int(first.q.shape[1]), int(first.q.shape[-1])
+        d_model = int(getattr(cfg, "hidden_size", 0) or n_head * head_dim)
         n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_head)
         windows = _windows(cfg, len(probe))
         divisors = {round(t.divisor, 6) for t in probe}
@@ -274,15 +273,15 @@ def _positions(cfg) -> str:
     return "other"
 
 
-def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32") -> TransformersBackend:
-    """Open a local transformers causal-LM directory offline; :class:`CheckpointError` on anything it can't show."""
+def preflight(path: Path):
+    """What can be told without loading the weights: transformers present, a readable config of a
+    decoder-only model, a tokenizer.json. Returns the config; :class:`CheckpointError` otherwise."""
     try:
-        from transformers import AutoConfig, AutoModelForCausalLM
+        from transformers import AutoConfig
     except ImportError as e:
         raise CheckpointError(
             f"{path} is a transformers model; install transformers to open it (pip install 'attnscope[transformers]')"
         ) from e
-    register()
     try:
         cfg = AutoConfig.from_pretrained(path, local_files_only=True)
     except Exception as e:
@@ -291,9 +290,18 @@ def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32")
         raise CheckpointError(
             f"{path} holds an encoder-decoder model ({cfg.model_type}); attnscope shows decoder-only causal LMs"
         )
-    tok_file = path / "tokenizer.json"
-    if not tok_file.is_file():
+    if not (path / "tokenizer.json").is_file():
         raise CheckpointError(f"no tokenizer.json in {path}: attnscope needs the fast tokenizer file beside the model")
+    return cfg
+
+
+def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32") -> TransformersBackend:
+    """Open a local transformers causal-LM directory offline; :class:`CheckpointError` on anything it can't show."""
+    cfg = preflight(path)
+    from transformers import AutoModelForCausalLM
+
+    register()
+    tok_file = path / "tokenizer.json"
     try:
         model = AutoModelForCausalLM.from_pretrained(
             path, local_files_only=True, attn_implementation=IMPLEMENTATION, dtype=DTYPES[dtype]

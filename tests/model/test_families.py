@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from model.checkpoint import CheckpointError  # noqa: E402
+from model.checkpoint import SHIPPED, CheckpointError  # noqa: E402
 from model.gpt import AttentionOptions  # noqa: E402
 from model.inspection import head_stats, inspect  # noqa: E402
 from model.registry import load_model  # noqa: E402
@@ -150,6 +150,17 @@ def test_not_supported_models_say_why(tmp_path):
     cfg = AutoConfig.for_model("t5", vocab_size=64, d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
     AutoModelForSeq2SeqLM.from_config(cfg).save_pretrained(tmp_path)
     with pytest.raises(CheckpointError, match="encoder-decoder"):
+        load_model(tmp_path, "cpu")
+
+
+def test_models_without_softmax_attention_say_why(tmp_path):
+    from transformers import MambaConfig, MambaForCausalLM
+
+    MambaForCausalLM(MambaConfig(vocab_size=4096, hidden_size=16, num_hidden_layers=1, state_size=4)).save_pretrained(
+        tmp_path
+    )
+    (tmp_path / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
+    with pytest.raises(CheckpointError, match="softmax attention"):
         load_model(tmp_path, "cpu")
 
 
