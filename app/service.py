@@ -240,6 +240,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     capture = Capture(sel)
     opts = AttentionOptions(causal=req.causal, divisor=scale_divisor(req.scale, lm.facts.head_dim))
     hidden = lm.backend.hidden(enc.ids, opts, capture)  # (T, C)
+    capture.finish()
     if not capture.finite():
         raise ApiError(
             422,

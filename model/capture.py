@@ -30,6 +30,7 @@ from .stats import STAT_ROWS, STAT_SCALARS, head_stats_arrays
 MATRIX_FIELDS = ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled")
 VECTOR_FIELDS = ("q", "k", "v")
 STATS_BUDGET_BYTES = 48 << 20  # T×T temporaries of the statistics, per group of heads
+BATCH_STATS_BYTES = 8 << 20  # below this (all selected layers' T×T scores), statistics in one call
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class Capture:
         self._last_z: torch.Tensor | None = None
         self._want = set(sel.layers)
         self._mask_thumbnails: list[tuple[torch.Tensor, np.ndarray]] = []
+        self._pending: list[tuple[LayerCapture, AttentionTrace]] = []
 
     def finite(self) -> bool:
         """Whether the forward pass stayed finite: scores that overflow make a softmax row NaN,
@@ -122,8 +124,44 @@ class Capture:
             cap.thumbnail = thumbnails(self._heads(tr.pattern, heads), sel.thumbnail).cpu().numpy()
             cap.thumbnail_mask = self._thumbnail_mask(tr.mask)
         if sel.stats and heads:
-            cap.stats = self._stats(tr, heads)
+            T = tr.mask.shape[0]
+            if len(sel.layers) * len(heads) * T * T * 4 <= BATCH_STATS_BYTES and tr.softcap is None:
+                self._pending.append((cap, tr))  # small: all layers in one call, in finish()
+            else:
+                cap.stats = self._stats(tr, heads)
         self.layers.append(cap)
+
+    def finish(self) -> None:
+        """Statistics held back for one batched call (short inputs: fewer, larger operations)."""
+        if not self._pending:
+            return
+        heads = self.sel.heads
+        stacked = {
+            name: torch.stack([self._heads(getattr(tr, name), heads).float() for _, tr in self._pending])
+            for name in ("q", "k", "attn_scores_raw", "attn_scores", "pattern")
+        }  # (layers, H, T, ·)
+        masks = torch.stack([tr.mask for _, tr in self._pending])[:, None]  # (layers, 1, T, T)
+        divisors = torch.tensor([tr.divisor for _, tr in self._pending], device=masks.device)
+        same = bool((divisors == divisors[0]).all()) and bool((masks == masks[:1]).all())
+        if not same:  # per-layer divisors or masks: one call per layer
+            for cap, tr in self._pending:
+                cap.stats = self._stats(tr, heads)
+        else:
+            tr0 = self._pending[0][1]
+            values = head_stats_arrays(
+                stacked["q"],
+                stacked["k"],
+                stacked["attn_scores_raw"],
+                stacked["attn_scores"],
+                stacked["pattern"],
+                tr0.mask,
+                tr0.divisor,
+            )
+            scalars = {n: values[n].double().cpu().numpy() for n in STAT_SCALARS}
+            rows = {n: _cpu(values[n]) for n in STAT_ROWS}
+            for li, (cap, _) in enumerate(self._pending):
+                cap.stats = {**{n: v[li] for n, v in scalars.items()}, **{n: v[li] for n, v in rows.items()}}
+        self._pending = []
 
     def _thumbnail_mask(self, mask: torch.Tensor) -> np.ndarray:
         """(m, m) uint8, 1 where any cell of the block may attend; computed once per distinct mask."""

@@ -32,6 +32,12 @@ def _var(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     return (centred * centred).mean(dims)
 
 
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Row-wise dot product over the last axis: (..., T, T) -> (..., T). ``(a * b).sum(-1)`` is
+    2-5× faster than ``torch.linalg.vecdot`` on the CPU (torch 2.13)."""
+    return (a * b).sum(-1)
+
+
 def _capped(raw: torch.Tensor, softcap: float, top: torch.Tensor) -> torch.Tensor:
     """softcap·tanh(raw / softcap), centred on each row's top key (what divisor 1 gives under softcapping)."""
     capped = torch.tanh(raw / softcap) * softcap
@@ -76,7 +82,7 @@ def head_stats_arrays(
     visible = mask.to(raw.dtype)  # (T, T) 1 where the query sees the key
     y = raw_centred * visible  # masked entries 0
     s1 = y.sum(-1).double()  # (..., T) per-row sums of the visible centred scores
-    s2 = torch.linalg.vecdot(y, raw_centred).double()  # and of their squares
+    s2 = _dot(y, raw_centred).double()  # and of their squares
     n_row = visible.sum(-1).double()  # (T,)
     c64 = c[..., 0].double()
     n = n_row.sum()
@@ -95,15 +101,15 @@ def head_stats_arrays(
     e = u.clamp_max(0).exp_().mul_(visible)  # (..., T, T)
     z = e.sum(-1).double()  # (..., T) >= 1: the top key contributes exp(0)
     pu_max = 1.0 / z
-    ent_u = (z.log() - torch.linalg.vecdot(e, u).double() / z).clamp_min(0)
+    ent_u = (z.log() - _dot(e, u).double() / z).clamp_min(0)
     del e
     p_max = pattern.amax(-1)
     if divisor >= 1 and softcap is None:
         # s - max s = (raw - c) / divisor up to the float32 rounding of s (|s| 6e-8 at most)
-        p_dot = torch.linalg.vecdot(pattern, raw_centred).double() / divisor
+        p_dot = _dot(pattern, raw_centred).double() / divisor
     else:  # scores larger than the raw ones: use the model's own (float32) scaled scores
         lowest = torch.finfo(scores.dtype).min
-        p_dot = torch.linalg.vecdot(pattern, scores.clamp_min(lowest) - s_max[..., None]).double()
+        p_dot = _dot(pattern, scores.clamp_min(lowest) - s_max[..., None]).double()
     ent = (-p_max.double().log() - p_dot).clamp_min(0)
     return {
         "var_q": _var(q, (-2, -1)),
