@@ -295,12 +295,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     router = APIRouter(route_class=StrictJSONRoute)
 
-    @router.get("/healthz", response_model=Health, tags=["health"], summary="The process is running")
+    @router.api_route(
+        "/healthz", methods=["GET", "HEAD"], response_model=Health, tags=["health"], summary="The process is running"
+    )
     async def healthz() -> ORJSONResponse:
         return ORJSONResponse({"status": "ok"})
 
-    @router.get(
+    @router.api_route(
         "/readyz",
+        methods=["GET", "HEAD"],
         response_model=Health,
         responses=ERRORS_GET,
         tags=["health"],

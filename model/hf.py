@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import torch
@@ -129,7 +130,11 @@ def export_hf(model: GPT, tokenizer: BPETokenizer, out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     eot = tokenizer.eot_id
-    save_file(hf_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
+    weights = out / "model.safetensors"
+    save_file(hf_state_dict(model), str(weights), metadata={"format": "pt"})
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(weights, 0o666 & ~umask)  # safetensors writes 0600; give it the mode of the other files
     _write_json(out / "config.json", hf_config(model.config, eot))
     _write_json(out / "generation_config.json", {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot})
     tokenizer.save(out / "tokenizer.json")

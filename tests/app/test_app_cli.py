@@ -264,7 +264,7 @@ def test_train_passes_its_arguments_through(monkeypatch):
     import model.train
 
     seen = []
-    monkeypatch.setattr(model.train, "main", lambda argv=None: seen.append(argv))
+    monkeypatch.setattr(model.train, "main", lambda argv=None, prog=None: seen.append(argv))
     assert main(["train", "--preset", "tiny", "--max-steps", "3", "--out", "/tmp/x"]) == 0
     assert seen == [["--preset", "tiny", "--max-steps", "3", "--out", "/tmp/x"]]
 
@@ -311,3 +311,30 @@ def test_default_settings_serve_the_shipped_model(monkeypatch):
         assert r.json()["detail"][0]["ctx"]["limit"] == 256
         scores = c.get("/api/heads").json()["scores"]
         assert len(scores) == 4 and all(len(layer) == 4 for layer in scores)
+
+
+def test_train_help_names_the_subcommand(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--help"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: attnscope train")
+
+
+def test_train_without_a_corpus_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--preset", "tiny", "--corpus", str(tmp_path / "none"), "--out", str(tmp_path / "run")])
+    assert info.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no corpus" in err and "model.corpus" in err
+
+
+def test_export_hf_files_follow_the_umask(checkpoint_dir, tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        assert main(["export-hf", str(tmp_path / "out"), "--checkpoint", str(checkpoint_dir)]) == 0
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out").iterdir()}
+    assert modes["model.safetensors"] == 0o644 == modes["config.json"]

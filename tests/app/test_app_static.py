@@ -66,3 +66,10 @@ def test_vendor_plotly_cannot_be_used_to_escape(static_app):
         status, body = asgi_get(static_app, raw_path)
         assert status == 404
         assert b"[project]" not in body
+
+
+def test_health_answers_head_requests(client):
+    for path in ("/healthz", "/readyz"):
+        r = client.head(path)
+        assert r.status_code == 200, path
+        assert r.content == b""
