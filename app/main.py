@@ -7,6 +7,8 @@
   (and ``/healthz``) stays responsive while long requests compute;
 * the static browser app (``frontend/``) is mounted at ``/`` after the API routes, and
   ``/vendor/plotly.min.js`` is served from the installed ``plotly`` package;
+* ``/docs`` loads Swagger UI from the installed ``fastapi-offline`` package, never from a CDN
+  (ReDoc is left out: its bundle calls cdn.redoc.ly);
 * middleware, outermost first: body size limit (413), CORS (only if origins are
   configured), gzip.
 
@@ -32,6 +34,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import FileResponse
 from starlette.routing import Route
@@ -269,7 +272,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     state = AppState(settings)
     AttentionRequest = attention_request_model(settings.max_text_chars)
 
-    app = FastAPI(
+    # FastAPI with /docs (Swagger UI 5) served from the fastapi-offline package: the API page
+    # works with no network, as the app does
+    app = FastAPIOffline(
         title="attnscope",
         version="0.1.0",
         summary="See attention in a causal transformer: our small trained GPT, or any local transformers model",
@@ -278,7 +283,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "[layer][head][query][key].",
         lifespan=lifespan,
         default_response_class=ORJSONResponse,
-        redoc_url=None,
+        docs_url="/docs",
+        redoc_url=None,  # ReDoc's bundle fetches from cdn.redoc.ly even when served locally
     )
     app.state.attnscope = state
     install_error_handlers(app)
