@@ -80,8 +80,30 @@ export function latestOnly(url) {
 }
 
 /** Readable text for any error thrown while talking to the server. */
+/** The server's refusal of the text, in plain words; null for other errors. */
+export function plainWords(detail) {
+  const item = Array.isArray(detail) ? detail[0] : null;
+  if (!item || !Array.isArray(item.loc) || item.loc[1] !== "text") return null;
+  const ctx = item.ctx ?? {};
+  switch (item.type) {
+    case "string_too_short":
+    case "missing":
+      return "Type some text to see its attention.";
+    case "text_blank":
+      return "The text is only spaces: type some words to see their attention.";
+    case "string_too_long":
+      return `That text is too long: the server reads at most ${ctx.max_length ?? "a limited number of"} characters.`;
+    case "too_many_tokens":
+      return `That text is ${ctx.count} tokens; this model reads at most ${ctx.limit}. Shorten it to see its attention.`;
+    case "text_no_tokens":
+      return "That text has no tokens: type some words to see their attention.";
+    default:
+      return null;
+  }
+}
+
 export function errorText(err) {
-  if (err instanceof ApiError) return err.message;
+  if (err instanceof ApiError) return plainWords(err.detail) ?? err.message;
   if (err instanceof TypeError) return "Cannot reach the attnscope server. Is it still running?";
   return String(err && err.message ? err.message : err);
 }

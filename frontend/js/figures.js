@@ -130,7 +130,8 @@ function baseLayout(extra = {}) {
     font: { family: FONT_FAMILY, size: 12, color: INK },
     paper_bgcolor: "rgba(0,0,0,0)",
     plot_bgcolor: "#ffffff",
-    hoverlabel: { font: { family: FONT_FAMILY, size: 12 }, bgcolor: "#ffffff", bordercolor: "#c9ced8" },
+    // dark text on white, 15.9:1 (WCAG AA asks 4.5:1); Plotly would take the text colour from the border
+    hoverlabel: { font: { family: FONT_FAMILY, size: 12, color: INK }, bgcolor: "#ffffff", bordercolor: "#4a5160" },
     autosize: true,
     ...extra,
   };
@@ -559,7 +560,7 @@ export function rolesFigure({ roles, scores, role, selected }) {
         ygap: 3,
         texttemplate: "%{z:.2f}",
         textfont: { size: 13 },
-        hovertemplate: `L%{y} · H%{x}<br>${role.replace("_", " ")} score %{z:.3f}<extra>click to open</extra>`,
+        hovertemplate: `%{y} · %{x}<br>${role.replace("_", " ")} score %{z:.3f}<extra>click to open</extra>`,
         colorbar: { title: { text: "score", side: "right", font: { size: 11 } }, thickness: 12, outlinewidth: 0 },
       },
     ],

@@ -1,6 +1,6 @@
 // Wiring: DOM events and API answers change the state, then one render step redraws.
 
-import { errorText, getJSON, latestOnly } from "./api.js";
+import { errorText, getJSON, latestOnly, postJSON } from "./api.js";
 import { headCsv } from "./figures.js";
 import { cellAt, gridTooltip } from "./gridcanvas.js";
 import {
@@ -325,10 +325,19 @@ els.downloadCsv.addEventListener("click", () => {
   download(`attnscope-L${state.layer}H${state.head}.csv`, csv, "text/csv");
 });
 
-els.downloadJson.addEventListener("click", () => {
-  const grid = currentGrid(state);
-  if (!grid) return;
-  download("attnscope-attention.json", JSON.stringify(grid), "application/json");
+// the JSON export is what its title says: a full plain-JSON answer for this text and these
+// what-ifs (every field of every layer and head, and the predictions), asked for on click
+els.downloadJson.addEventListener("click", async () => {
+  if (!currentGrid(state)) return;
+  try {
+    const body = { ...detailRequest(state), layers: null, heads: null, encoding: "json" };
+    body.include = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"];
+    delete body.precision;
+    const answer = await postJSON("/api/attention", body);
+    download("attnscope-attention.json", JSON.stringify(answer), "application/json");
+  } catch (err) {
+    toast(`Export failed: ${errorText(err)}`);
+  }
 });
 
 els.copyLink.addEventListener("click", async () => {
@@ -515,7 +524,15 @@ els.gridPng.addEventListener("click", () => {
 onPlotClick(els.headHeatmap, (pt) => {
   if (Number.isInteger(pt.y)) selectPosition(pt.y);
 });
-onPlotClick(els.headRoles, (pt) => selectHead(pt.y, pt.x));
+// a role cell opens that head in the head view (axis labels are "L2" and "H1", or indices)
+const indexOf = (v) => (typeof v === "number" ? v : Number.parseInt(String(v).replace(/\D/g, ""), 10));
+onPlotClick(els.headRoles, (pt) => {
+  const layer = indexOf(pt.y);
+  const head = indexOf(pt.x);
+  if (!Number.isInteger(layer) || !Number.isInteger(head)) return;
+  selectHead(layer, head);
+  setView("head");
+});
 
 window.addEventListener("hashchange", () => {
   const next = parseHash(window.location.hash);

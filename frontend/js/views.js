@@ -177,7 +177,15 @@ function renderSelects(state, els) {
 
 function renderTokens(state, els) {
   const response = currentGrid(state) ?? currentDetail(state);
-  if (!response) return;
+  if (!response) {
+    // a text the server refused (or no answer yet after an error): no chips of an older text
+    if (state.error && els.tokens.dataset.signature !== "none") {
+      els.tokens.dataset.signature = "none";
+      els.tokens.replaceChildren();
+      els.tokenCount.textContent = "no tokens";
+    }
+    return;
+  }
   const { tokens, token_ids: tokenIds, offsets } = response;
   const sig = String(idOf(response));
   if (els.tokens.dataset.signature !== sig) {
@@ -189,7 +197,8 @@ function renderTokens(state, els) {
       b.className = "chip";
       b.dataset.index = String(i);
       const [start, end] = offsets?.[i] ?? [null, null];
-      const source = start === null ? "" : state.text.slice(start, end);
+      // offsets count characters (code points), as Python does; JS strings count UTF-16 units
+      const source = start === null ? "" : codePoints(state.text).slice(start, end).join("");
       b.title = `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}`;
       b.setAttribute("aria-label", `token ${i}: ${tok}, id ${tokenIds[i]}`);
       const t = document.createElement("span");
@@ -212,6 +221,9 @@ function renderTokens(state, els) {
   }
 }
 
+/** A string as its characters (code points): offsets from the API index this, not UTF-16 units. */
+export const codePoints = (text) => Array.from(text);
+
 function renderBanners(state, els) {
   setText(els.errorText, state.error ?? "");
   if (els.errorBanner.hidden !== !state.error) els.errorBanner.hidden = !state.error;
@@ -223,10 +235,30 @@ function renderBanners(state, els) {
     );
   }
   if (!state.scaled) {
+    const m = state.model;
+    const by = !m || (m.divisor_rule ?? "sqrt(head_dim)") === "sqrt(head_dim)" ? "√d_k" : `its divisor ${Number(m.divisor).toPrecision(4)}`;
     notes.push(
-      "Scaling removed: scores are not divided by √d_k before softmax. The model was trained with the " +
-        "scaling, so the softmax sees scores about √d_k times too large and turns peaky.",
+      `Scaling removed: scores are not divided by ${by} before softmax. The model was trained with the ` +
+        `scaling, so the softmax sees scores ${by === "√d_k" ? "about √d_k" : "that many"} times too large and turns peaky.`,
     );
+  }
+  if (state.view === "roles" && notes.length) {
+    // role scores are measured once, on the trained model: the switches do not change them
+    notes.splice(
+      0,
+      notes.length,
+      "Head roles are measured on the trained model (causal mask on, trained scaling); the what-if switches do not change these scores.",
+    );
+    document.body.classList.remove("what-if");
+    if (els.whatifBanner.hidden) els.whatifBanner.hidden = false;
+    const sig = notes.join("|");
+    if (els.whatifText.dataset.signature !== sig) {
+      els.whatifText.dataset.signature = sig;
+      const p = document.createElement("p");
+      p.textContent = notes[0];
+      els.whatifText.replaceChildren(p);
+    }
+    return;
   }
   if (els.whatifBanner.hidden !== (notes.length === 0)) els.whatifBanner.hidden = notes.length === 0;
   const sig = notes.join("|");
