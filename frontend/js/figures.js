@@ -502,7 +502,13 @@ export function varianceFigure({ raw, scaled, divisorLabel, nbins = 60 }) {
   return {
     data: [
       hist(r, `raw q·kᵀ (var ${fmtSig(sdR * sdR)})`, ORANGE),
-      hist(s, `scaled q·kᵀ${divisorLabel} (var ${fmtSig(sdS * sdS)})`, BLUE),
+      hist(
+        s,
+        divisorLabel
+          ? `scaled q·kᵀ${divisorLabel} (var ${fmtSig(sdS * sdS)})`
+          : `q·kᵀ ÷ 1, what-if: the same scores (var ${fmtSig(sdS * sdS)})`,
+        BLUE,
+      ),
     ],
     layout: baseLayout({
       barmode: "overlay",

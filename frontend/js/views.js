@@ -13,6 +13,7 @@ import {
   statsRows,
   varianceFigure,
 } from "./figures.js";
+import { compareLeftCaption, divisorWords, pipelineNotes } from "./captions.js";
 import { paintGrid } from "./gridcanvas.js";
 import { ROLE_INFO, VIEWS, VIEW_LABELS, currentDetail, currentGrid, gridKey, scaleParam } from "./state.js";
 
@@ -457,8 +458,9 @@ function drawCompare(state, els) {
     });
   draw(els.compareScaled, sig, () => both(h.pattern, null, false, "s"), "attnscope-scaled");
   draw(els.compareUnscaled, sig, () => both(h.pattern_unscaled, null, true, "u"), "attnscope-unscaled");
+  setText(document.getElementById("compare-left-caption"), compareLeftCaption(state));
   for (const span of document.querySelectorAll(".divisor-label")) {
-    setText(span, state.scaled ? "/ √d_k" : "/ 1, what-if");
+    setText(span, state.scaled ? `/ ${divisorWords(detail.divisor, headDim(state))}` : "/ 1, what-if");
   }
   draw(
     els.compareEntropy,
@@ -500,6 +502,8 @@ function drawPipeline(state, els) {
       }),
     "attnscope-mask-steps",
   );
+  const notes = pipelineNotes({ causal: detail.causal, divisor, headDim: dk });
+  document.querySelectorAll("#pipeline-notes li").forEach((li, i) => setText(li, notes[i]));
   const sums = h.pattern.map((row) => row.reduce((a, v) => a + v, 0));
   const lo = Math.min(...sums);
   const hi = Math.max(...sums);

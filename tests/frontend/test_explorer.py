@@ -427,3 +427,29 @@ def test_the_grid_exports_as_one_png(tab):
     blob = Path(info.value.path()).read_bytes()
     assert info.value.suggested_filename == "attnscope-all-heads.png"
     assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) > 2000
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("scaled", [True, False])
+def test_every_caption_is_true_in_every_what_if(tab, causal, scaled):
+    flags = ("" if causal else "&causal=0") + ("" if scaled else "&scale=none")
+    tab.open(f"/#view=pipeline{flags}&text=" + quote(SENTENCE))
+    notes = tab.page.locator("#pipeline-notes li").all_inner_texts()
+    assert len(notes) == 4 and all(notes)
+    joined = " ".join(notes)
+    assert ("exactly 0" in joined) == causal
+    assert ("set to −∞ (hatched)" in joined) == causal
+    assert ("stays soft" in joined) == scaled
+    assert notes[1].startswith("÷ 1 (what-if") != scaled
+    tab.page.get_by_role("tab", name="Scaled vs unscaled").click()
+    tab.settle()
+    left = tab.page.locator("#compare-left-caption").inner_text()
+    assert (left == "what the model computes") == (causal and scaled)
+    if not scaled:
+        assert "same as the right panel" in left
+    tab.page.get_by_role("tab", name="Variance", exact=True).click()
+    tab.settle()
+    names = [t["name"] for t in tab.figure("variance-hist")["data"]]
+    assert ("what-if" in names[1]) != scaled and names[1].startswith("scaled") == scaled
+    banner = tab.page.get_by_test_id("whatif-banner")
+    assert banner.is_visible() == (not (causal and scaled))
