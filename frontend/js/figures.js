@@ -400,7 +400,7 @@ export function maskStepsFigure({ tokens, full, divisor, mask, pattern, causal, 
       type: "heatmap",
       z: sums,
       x: [0],
-      customdata: labels.map((l) => [l]),
+      customdata: labels.map((l) => [[l]]), // one cell per row, its customdata the array [label]
       colorscale: [
         [0, "#f3f4f7"],
         [1, "#f3f4f7"],

@@ -524,6 +524,20 @@ els.gridPng.addEventListener("click", () => {
 onPlotClick(els.headHeatmap, (pt) => {
   if (Number.isInteger(pt.y)) selectPosition(pt.y);
 });
+// a click anywhere on a row chooses it, the hatched (masked) cells too, which Plotly leaves
+// without click events: the row comes from the y axis under the pointer
+els.headHeatmap.addEventListener("click", (ev) => {
+  const ya = els.headHeatmap._fullLayout?.yaxis;
+  const xa = els.headHeatmap._fullLayout?.xaxis;
+  const n = els.headHeatmap.data?.[0]?.z?.length ?? 0;
+  if (!ya || !xa || !n) return;
+  const box = els.headHeatmap.getBoundingClientRect();
+  const x = ev.clientX - box.left - xa._offset;
+  const y = ev.clientY - box.top - ya._offset;
+  if (x < 0 || x > xa._length || y < 0 || y > ya._length) return;
+  const row = Math.round(ya.p2d(y));
+  if (Number.isInteger(row) && row >= 0 && row < n) selectPosition(row);
+});
 // a role cell opens that head in the head view (axis labels are "L2" and "H1", or indices)
 const indexOf = (v) => (typeof v === "number" ? v : Number.parseInt(String(v).replace(/\D/g, ""), 10));
 onPlotClick(els.headRoles, (pt) => {

@@ -453,3 +453,24 @@ def test_every_caption_is_true_in_every_what_if(tab, causal, scaled):
     assert ("what-if" in names[1]) != scaled and names[1].startswith("scaled") == scaled
     banner = tab.page.get_by_test_id("whatif-banner")
     assert banner.is_visible() == (not (causal and scaled))
+
+
+def test_a_click_on_the_hatched_part_of_a_row_chooses_it(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    # the far right of row 1: keys after the query, masked and hatched
+    x, y = tab.page.evaluate(
+        """() => { const gd = document.querySelector('[data-testid=head-heatmap]');
+                   const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+                   const T = gd.data[0].z.length;
+                   return [box.left + xa._offset + xa.d2p(T - 1), box.top + ya._offset + ya.d2p(1)]; }"""
+    )
+    tab.page.mouse.click(x, y)
+    assert "position 1" in tab.page.locator("#predictions-title").inner_text()
+
+
+def test_the_row_sum_column_names_its_row(tab):
+    tab.open("/#view=pipeline&text=" + quote(SENTENCE))
+    sums = tab.figure("mask-steps")["data"][4]
+    assert sums["hovertemplate"].startswith("row %{customdata[0]}")
+    assert sums["customdata"][3] == [["3 ␣on"]]  # the row's label, not a letter of it
+    assert tab.unexpected_console_errors() == []
