@@ -300,19 +300,24 @@ MaskedMatrix = list[list[float | None]] | TypedArray
 Levels = list[list[int]] | TypedArray
 
 
-class HeadView(BaseModel):
+class HeadFields(BaseModel):
+    """What one head computed, each field present only when asked for (typed arrays in b64)."""
+
+    pattern: Matrix | None = optional_field("T×T softmax weights; masked entries 0; rows sum to 1")
+    attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ before scaling; masked entries null (NaN in b64)")
+    attn_scores: MaskedMatrix | None = optional_field("T×T scaled scores; masked entries null (NaN in b64)")
+    pattern_unscaled: Matrix | None = optional_field("T×T softmax of the raw scores")
+    stats: HeadStats | None = optional_field("per-head statistics")
+    q: Matrix | None = optional_field("T×head_dim")
+    k: Matrix | None = optional_field("T×head_dim (after rotary; the key/value head this query head reads)")
+    v: Matrix | None = optional_field("T×head_dim")
+
+
+class HeadView(HeadFields):
     head: int
     thumbnail: Levels | None = optional_field(
         "the pattern max-pooled to at most N×N (request `thumbnail`), levels 0..255 = weight × 255"
     )
-    pattern: Matrix | None = optional_field("T×T softmax weights; masked entries 0; rows sum to 1")
-    attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ before scaling; masked entries null")
-    attn_scores: MaskedMatrix | None = optional_field("T×T scaled scores; masked entries null")
-    pattern_unscaled: Matrix | None = optional_field("T×T softmax of the raw scores")
-    stats: HeadStats | None = optional_field("per-head statistics")
-    q: Matrix | None = optional_field("T×head_dim")
-    k: Matrix | None = optional_field("T×head_dim")
-    v: Matrix | None = optional_field("T×head_dim")
 
 
 class LayerView(BaseModel):
@@ -323,17 +328,11 @@ class LayerView(BaseModel):
     heads: list[HeadView]
 
 
-class FocusView(BaseModel):
+class FocusView(HeadFields):
+    """The focus head at full resolution; its `stats` carry the per-row arrays."""
+
     layer: int
     head: int
-    pattern: Matrix | None = optional_field("T×T softmax weights")
-    attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ; masked entries null (NaN in b64)")
-    attn_scores: MaskedMatrix | None = optional_field("T×T scaled scores; masked entries null (NaN in b64)")
-    pattern_unscaled: Matrix | None = optional_field("T×T softmax of the raw scores")
-    stats: HeadStats | None = optional_field("the focus head's statistics, with the per-row arrays")
-    q: Matrix | None = optional_field("T×head_dim")
-    k: Matrix | None = optional_field("T×head_dim (post-rotary, the key/value head this query head reads)")
-    v: Matrix | None = optional_field("T×head_dim")
 
 
 class ThumbnailInfo(BaseModel):
