@@ -50,7 +50,9 @@ def _scale(value: str) -> str | float:
     try:
         return float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"scale must be 'model', 'sqrt_dk', 'none' or a number, got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"scale must be 'model', 'sqrt_dk', 'none' or a number, got {value!r}"
+        ) from None
 
 
 # ------------------------------------------------------------------ serve
@@ -212,7 +214,9 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
     except CheckpointError as e:
         return _fail(str(e))
     if not isinstance(lm.backend, OursBackend):
-        return _fail(f"export-hf writes our own GPT; {source} is a {lm.facts.family} model already in transformers format")
+        return _fail(
+            f"export-hf writes our own GPT; {source} is a {lm.facts.family} model already in transformers format"
+        )
     try:
         out = export_hf(lm.model, lm.tokenizer, Path(args.dir))
     except (OSError, ValueError) as e:
@@ -225,7 +229,10 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="attnscope", description="See attention in a causal transformer: our small GPT, or any local transformers model.")
+    ap = argparse.ArgumentParser(
+        prog="attnscope",
+        description="See attention in a causal transformer: our small GPT, or any local transformers model.",
+    )
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the web app and JSON API")

@@ -47,8 +47,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from model.checkpoint import SHIPPED, load_checkpoint  # noqa: E402
+from model.checkpoint import SHIPPED  # noqa: E402
 from model.inspection import head_stats, inspect  # noqa: E402
+from model.registry import load_model  # noqa: E402
 
 ALL_FIELDS = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
 PARAGRAPH = (
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> dict:
     from app.main import limit_heap_retention
 
     limit_heap_retention()  # the server's allocator setting, so that both pay the same page faults
-    lm = load_checkpoint(args.checkpoint, "cpu")
+    lm = load_model(args.checkpoint, "cpu")
     lengths = [int(x) for x in args.lengths.split(",")]
     texts = {T: text_of(lm.tokenizer, T) for T in lengths if T <= lm.config.block_size}
     mid_layer, mid_head = lm.config.n_layer // 2, lm.config.n_head // 2

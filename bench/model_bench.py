@@ -28,9 +28,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from model.checkpoint import SHIPPED, load_checkpoint, save_checkpoint  # noqa: E402
+from model.checkpoint import SHIPPED, save_checkpoint  # noqa: E402
 from model.gpt import GPT, GPTConfig  # noqa: E402
 from model.inspection import head_stats, inspect  # noqa: E402
+from model.registry import load_model  # noqa: E402
 from model.tokenizer import BPETokenizer  # noqa: E402
 from model.train import PRESETS  # noqa: E402
 
@@ -53,9 +54,9 @@ def find_checkpoint(explicit: str | None) -> Path | None:
     return None
 
 
-def load_model(path: Path | None) -> tuple[GPT, BPETokenizer, str]:
+def load_bench_model(path: Path | None) -> tuple[GPT, BPETokenizer, str]:
     if path is not None:
-        lm = load_checkpoint(path, device="cpu")
+        lm = load_model(path, device="cpu")
         return lm.model, lm.tokenizer, str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     config = PRESETS["small"].model
     tok_file = ROOT / "runs" / "small" / "tokenizer.json"
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    model, tokenizer, source = load_model(find_checkpoint(args.checkpoint))
+    model, tokenizer, source = load_bench_model(find_checkpoint(args.checkpoint))
     cfg = model.config
     print(f"model      {source}")
     print(

@@ -107,10 +107,3 @@ def read_training(path: Path) -> dict:
         return json.loads((path / "training.json").read_text())
     except (OSError, ValueError):
         return {}
-
-
-def load_checkpoint(path=None, device=None, dtype: str = "fp32"):
-    """Kept for callers written before the registry: :func:`model.registry.load_model`."""
-    from .registry import load_model
-
-    return load_model(path, device, dtype)

@@ -110,15 +110,15 @@ def bits_per_byte(nats: float, nbytes: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .checkpoint import load_checkpoint
     from .corpus import read_documents
+    from .registry import load_model
 
     ap = argparse.ArgumentParser(description="Held-out loss of a checkpoint and of a bigram baseline")
     ap.add_argument("checkpoint", nargs="?", default=None)
     ap.add_argument("--corpus", type=Path, default=Path("data/corpus"))
     ap.add_argument("--everyday", type=Path, default=EVERYDAY, help="a second sentence set, one per line")
     args = ap.parse_args(argv)
-    lm = load_checkpoint(args.checkpoint)
+    lm = load_model(args.checkpoint)
     tok = lm.tokenizer
 
     def stream(split: str) -> tuple[np.ndarray, int]:

@@ -30,7 +30,9 @@ def family_of(cfg: dict) -> str:
     return str(cfg.get("model_type") or "attnscope")
 
 
-def load_model(path: str | Path | None = None, device: str | torch.device | None = None, dtype: str = "fp32") -> LoadedModel:
+def load_model(
+    path: str | Path | None = None, device: str | torch.device | None = None, dtype: str = "fp32"
+) -> LoadedModel:
     """Open a model directory (the shipped model when ``path`` is None) on ``device`` in eval mode.
 
     ``dtype``: ``fp32`` (default), ``bf16`` or ``fp16``; half precision only on a GPU.

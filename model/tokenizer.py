@@ -191,9 +191,7 @@ def _sentencepiece_bytes(token: str) -> bytes:
     return token.replace(METASPACE, " ").encode("utf-8")
 
 
-def _aligned_offsets(
-    text: str, ids: list[int], token_bytes: list[bytes], special: set[int]
-) -> list[tuple[int, int]]:
+def _aligned_offsets(text: str, ids: list[int], token_bytes: list[bytes], special: set[int]) -> list[tuple[int, int]]:
     """Character spans found by lining each token's bytes up with the text's bytes.
 
     SentencePiece adds a space before the first word (and special tokens have no bytes in

@@ -27,10 +27,10 @@ import torch
 import transformers
 from torch.nn import functional as F
 
-from model.checkpoint import load_checkpoint
 from model.evaluate import EVERYDAY, read_sentences
 from model.heads import PROBE_SENTENCES, ROLES, role_scores
 from model.hf import export_hf
+from model.registry import load_model
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--sentences", type=Path, action="append", help="a sentence file (repeatable); default: both sets")
     args = ap.parse_args()
 
-    lm = load_checkpoint(args.checkpoint, device="cpu")
+    lm = load_model(args.checkpoint, device="cpu")
     with tempfile.TemporaryDirectory() as tmp:
         export_hf(lm.model, lm.tokenizer, tmp)
         hf = transformers.GPT2LMHeadModel.from_pretrained(tmp, attn_implementation="eager").eval()

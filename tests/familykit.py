@@ -92,7 +92,9 @@ def sentencepiece_tokenizer():
 
     tk = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
     tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
-    tk.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="▁", prepend_scheme="first")])
+    tk.decoder = decoders.Sequence(
+        [decoders.ByteFallback(), decoders.Metaspace(replacement="▁", prepend_scheme="first")]
+    )
     specials = ["<unk>", "<s>", "</s>"]
     byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
     trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=specials + byte_tokens, show_progress=False)
@@ -132,7 +134,9 @@ def build(family: str, out: Path, seed: int = 0) -> Path:
     model = AutoModelForCausalLM.from_config(config)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if any(key in name for key in ("q_proj.weight", "k_proj.weight", "c_attn.weight", "query_key_value.weight")):
+            if any(
+                key in name for key in ("q_proj.weight", "k_proj.weight", "c_attn.weight", "query_key_value.weight")
+            ):
                 p.mul_(QK_GAIN)
     model.save_pretrained(out)
     return out

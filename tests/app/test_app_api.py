@@ -13,8 +13,8 @@ from appkit import BLOCK_SIZE, HEAD_DIM, N_HEAD, N_LAYER, attention
 
 from app.schemas import FIELDS
 from app.service import build_service
-from model.checkpoint import load_checkpoint
 from model.inspection import inspect, masked_var, predictions, row_entropy
+from model.registry import load_model
 from model.stats import head_stats_arrays
 
 TEXT = "The small cat sees the red door. The small cat"
@@ -61,7 +61,7 @@ def test_model_info(client, checkpoint_dir):
     assert info["head_dim"] == HEAD_DIM
     assert info["block_size"] == BLOCK_SIZE
     assert info["device"] == "cpu"
-    lm = load_checkpoint(checkpoint_dir, "cpu")
+    lm = load_model(checkpoint_dir, "cpu")
     assert info["vocab_size"] == lm.config.vocab_size
     assert info["parameters"] == lm.model.num_parameters()
     assert info["training"] == lm.training
@@ -225,7 +225,7 @@ def test_unscaled_entropy_below_scaled_on_average(client):
 def test_stats_match_their_definitions(checkpoint_dir):
     """The one statistics implementation equals the definitions written out plainly, for any subset of heads:
     population variances over unmasked entries, entropies of explicit softmax rows, mean row maxima."""
-    lm = load_checkpoint(checkpoint_dir, "cpu")
+    lm = load_model(checkpoint_dir, "cpu")
     for causal, scale in ((True, "sqrt_dk"), (False, "none"), (True, 0.7), (True, 0.001), (False, 10000.0)):
         trace = inspect(lm.model, lm.tokenizer, TEXT, causal=causal, scale=scale)
         for layer in range(N_LAYER):
@@ -256,7 +256,7 @@ def test_stats_match_their_definitions(checkpoint_dir):
 
 
 def test_pattern_matches_inspect(client, checkpoint_dir):
-    lm = load_checkpoint(checkpoint_dir, "cpu")
+    lm = load_model(checkpoint_dir, "cpu")
     trace = inspect(lm.model, lm.tokenizer, TEXT)
     data = attention(client, text=TEXT, include=["pattern", "q"])
     assert data["token_ids"] == trace.token_ids
@@ -277,7 +277,7 @@ def test_predictions_are_a_distribution(client, checkpoint_dir):
             assert sum(probs) <= 1 + 1e-9
             assert len({p["id"] for p in row}) == top_k
     # the same guesses as model.inspection.predictions
-    lm = load_checkpoint(checkpoint_dir, "cpu")
+    lm = load_model(checkpoint_dir, "cpu")
     svc = build_service(lm, with_heads=False)
     ref = predictions(inspect(lm.model, lm.tokenizer, TEXT), lm.tokenizer, top_k=5, temperature=0.8)
     data = attention(client, text=TEXT, include=[], top_k=5, temperature=0.8)
@@ -317,7 +317,7 @@ def test_unusual_text_is_valid(client, text):
 
 
 def test_full_context_is_accepted(client, checkpoint_dir):
-    lm = load_checkpoint(checkpoint_dir, "cpu")
+    lm = load_model(checkpoint_dir, "cpu")
     ids = lm.tokenizer.encode_ids(" ".join(["the cat"] * 200))[:BLOCK_SIZE]
     text = lm.tokenizer.decode(ids)
     assert len(lm.tokenizer.encode_ids(text)) == BLOCK_SIZE

@@ -19,7 +19,8 @@ from fastapi.testclient import TestClient
 from app.cli import main
 from app.main import create_app
 from app.settings import Settings
-from model.checkpoint import SHIPPED, load_checkpoint
+from model.checkpoint import SHIPPED
+from model.registry import load_model
 
 REPO = Path(__file__).resolve().parents[2]
 TEXT = "The red cat opens the old door. The red cat"
@@ -181,7 +182,7 @@ def test_cuda_asked_for_but_absent_falls_back_to_cpu(checkpoint_dir, caplog):
 def test_inspect_prints_a_summary(checkpoint_dir, capsys):
     assert main(["inspect", TEXT, "--checkpoint", str(checkpoint_dir), "--device", "cpu"]) == 0
     out = capsys.readouterr().out
-    lm = load_checkpoint(checkpoint_dir, "cpu")
+    lm = load_model(checkpoint_dir, "cpu")
     enc = lm.tokenizer.encode(TEXT)
     assert f"{len(enc.ids)} tokens: " + " | ".join(enc.tokens) in out
     assert "next-token guesses" in out
@@ -249,8 +250,8 @@ def test_export_hf_round_trips(checkpoint_dir, tmp_path, capsys):
     assert main(["export-hf", str(out), "--checkpoint", str(checkpoint_dir)]) == 0
     assert str(out) in capsys.readouterr().out
     assert json.loads((out / "config.json").read_text())["model_type"] == "gpt2"
-    ours = load_checkpoint(checkpoint_dir, "cpu")
-    back = load_checkpoint(out, "cpu")  # our loader reads the Hugging Face format too
+    ours = load_model(checkpoint_dir, "cpu")
+    back = load_model(out, "cpu")  # our loader reads the Hugging Face format too
     ids = ours.tokenizer.encode_ids(TEXT)
     assert back.tokenizer.encode_ids(TEXT) == ids
     import torch

@@ -34,7 +34,11 @@ def merged_gpu_deployment() -> dict:
 
 
 def manifests() -> list[tuple[str, dict]]:
-    out = [(f"{p.name}[{i}]", d) for p in (K8S / "deployment.yaml", K8S / "service.yaml") for i, d in enumerate(documents(p))]
+    out = [
+        (f"{p.name}[{i}]", d)
+        for p in (K8S / "deployment.yaml", K8S / "service.yaml")
+        for i, d in enumerate(documents(p))
+    ]
     return [*out, ("gpu deployment", merged_gpu_deployment())]
 
 

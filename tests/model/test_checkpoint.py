@@ -8,7 +8,8 @@ import logging
 import pytest
 import torch
 
-from model.checkpoint import CheckpointError, load_checkpoint, pick_device, save_checkpoint
+from model.checkpoint import CheckpointError, pick_device, save_checkpoint
+from model.registry import load_model
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def saved(model, tokenizer, tmp_path):
 def test_round_trip(saved, tokenizer):
     path, model = saved
     assert {p.name for p in path.iterdir()} == {"model.safetensors", "config.json", "tokenizer.json", "training.json"}
-    loaded = load_checkpoint(path, device="cpu")
+    loaded = load_model(path, device="cpu")
     assert loaded.config == model.config
     assert loaded.training == {"step": 7, "final": False}
     assert loaded.path == path and loaded.device == torch.device("cpu")
@@ -34,7 +35,7 @@ def test_round_trip(saved, tokenizer):
 def test_missing_directory(tmp_path):
     missing = tmp_path / "nowhere"
     with pytest.raises(CheckpointError, match="nowhere"):
-        load_checkpoint(missing)
+        load_model(missing)
 
 
 @pytest.mark.parametrize("name", ["config.json", "model.safetensors", "tokenizer.json"])
@@ -42,7 +43,7 @@ def test_missing_file_is_named(saved, name):
     path, _ = saved
     (path / name).unlink()
     with pytest.raises(CheckpointError, match=name.replace(".", r"\.")):
-        load_checkpoint(path)
+        load_model(path)
 
 
 @pytest.mark.parametrize(
@@ -59,7 +60,7 @@ def test_corrupt_file_is_named(saved, name, content):
     path, _ = saved
     (path / name).write_bytes(content)
     with pytest.raises(CheckpointError, match=name.replace(".", r"\.")):
-        load_checkpoint(path)
+        load_model(path)
 
 
 def test_weights_that_do_not_fit_the_config(saved):
@@ -67,13 +68,13 @@ def test_weights_that_do_not_fit_the_config(saved):
     config = json.loads((path / "config.json").read_text())
     (path / "config.json").write_text(json.dumps({**config, "n_layer": config["n_layer"] + 1}))
     with pytest.raises(CheckpointError, match="model.safetensors"):
-        load_checkpoint(path)
+        load_model(path)
 
 
 def test_unreadable_training_json_is_ignored(saved):
     path, _ = saved
     (path / "training.json").write_text("{oops")
-    assert load_checkpoint(path).training == {}
+    assert load_model(path).training == {}
 
 
 def test_pick_device_falls_back_to_cpu_with_a_warning(monkeypatch, caplog):
@@ -108,7 +109,7 @@ def test_pick_device_prefers_cuda_when_present(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_load_onto_the_gpu(saved):
     path, model = saved
-    loaded = load_checkpoint(path, device="cuda")
+    loaded = load_model(path, device="cuda")
     assert next(loaded.model.parameters()).device.type == "cuda"
     idx = torch.randint(0, model.config.vocab_size, (1, 16))
     with torch.no_grad():

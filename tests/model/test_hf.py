@@ -8,9 +8,10 @@ import sys
 import pytest
 import torch
 
-from model.checkpoint import CheckpointError, load_checkpoint
+from model.checkpoint import CheckpointError
 from model.hf import export_hf, load_hf_dir
 from model.inspection import inspect
+from model.registry import load_model
 
 transformers = pytest.importorskip("transformers")
 
@@ -83,7 +84,7 @@ def test_transformers_gpt2_loads_into_our_model(hf_dir, tokenizer):
 
 def test_load_checkpoint_dispatches_a_gpt2_directory(hf_dir):
     directory, hf_model = hf_dir
-    loaded = load_checkpoint(directory, device="cpu")
+    loaded = load_model(directory, device="cpu")
     assert not loaded.model.training and loaded.device.type == "cpu"
     assert_same_function(loaded.model, loaded.tokenizer, hf_model)
 

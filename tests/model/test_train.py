@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.checkpoint import load_checkpoint
 from model.evaluate import stream_loss
 from model.gpt import GPT
+from model.registry import load_model
 from model.train import PRESETS, get_batch, lr_at, main, prepare, train
 
 
@@ -33,7 +33,7 @@ def test_tiny_preset_learns_and_writes_a_loadable_checkpoint(tiny):
     assert final["step"] == tiny.max_steps
     assert final["val_loss"] < loss_before - 1.0  # measured: ≈ 5.7 -> ≈ 4.0 nats in 60 steps
 
-    loaded = load_checkpoint(f"{tiny.out}/checkpoint", device="cpu")
+    loaded = load_model(f"{tiny.out}/checkpoint", device="cpu")
     assert loaded.training["step"] == tiny.max_steps and loaded.training["final"] is True
     assert [h["step"] for h in loaded.training["history"]] == [30, 60]
     assert loaded.training["tokens_seen"] == tiny.max_steps * tiny.batch_size * tiny.model.block_size
@@ -53,7 +53,7 @@ def test_resume_continues_from_the_saved_step(tiny, capsys):
 
     final = train(replace(tiny, max_steps=60), resume=True)
     assert final["step"] == 60
-    training = load_checkpoint(f"{tiny.out}/checkpoint").training
+    training = load_model(f"{tiny.out}/checkpoint").training
     history = training["history"]
     assert [h["step"] for h in history] == [30, 60]
     assert history[0] == first  # the first 30 steps were kept, not redone
@@ -139,7 +139,7 @@ def test_snapshots_keep_every_evaluated_checkpoint(tiny):
     train(replace(tiny, keep_snapshots=True))
     snapshots = sorted(p.name for p in (Path(tiny.out) / "snapshots").iterdir())
     assert snapshots == ["step-000030", "step-000060"]
-    assert load_checkpoint(Path(tiny.out) / "snapshots" / "step-000030").training["step"] == 30
+    assert load_model(Path(tiny.out) / "snapshots" / "step-000030").training["step"] == 30
 
 
 def has_repeat(row: np.ndarray, min_len: int = 8) -> bool:
