@@ -54,6 +54,14 @@ function plotConfig(filename) {
       "sendChartToCloud",
     ],
     toImageButtonOptions: { format: "png", filename, scale: 2 },
+    // for papers: the same figure as vector graphics (Plotly draws it offline, in the page)
+    modeBarButtonsToAdd: [
+      {
+        name: "Download as SVG",
+        icon: window.Plotly?.Icons?.camera,
+        click: (gd) => window.Plotly.downloadImage(gd, { format: "svg", filename, width: gd.clientWidth, height: gd.clientHeight }),
+      },
+    ],
   };
 }
 

@@ -474,3 +474,19 @@ def test_the_row_sum_column_names_its_row(tab):
     assert sums["hovertemplate"].startswith("row %{customdata[0]}")
     assert sums["customdata"][3] == [["3 ␣on"]]  # the row's label, not a letter of it
     assert tab.unexpected_console_errors() == []
+
+
+def test_any_figure_downloads_as_svg(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    names = tab.page.evaluate(
+        "() => document.querySelector('[data-testid=head-heatmap]')._context.modeBarButtonsToAdd.map((b) => b.name)"
+    )
+    assert "Download as SVG" in names
+    with tab.page.expect_download() as info:
+        tab.page.evaluate(
+            """() => { const gd = document.querySelector('[data-testid=head-heatmap]');
+                       gd._context.modeBarButtonsToAdd.find((b) => b.name === 'Download as SVG').click(gd); }"""
+        )
+    svg = Path(info.value.path()).read_text()
+    assert info.value.suggested_filename.endswith(".svg")
+    assert svg.lstrip().startswith("<svg") and "<image" in svg  # Plotly's SVG of a heatmap embeds its cells
