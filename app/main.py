@@ -36,7 +36,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import FileResponse
+from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
@@ -301,15 +301,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     router = APIRouter(route_class=StrictJSONRoute)
 
-    @router.api_route(
-        "/healthz", methods=["GET", "HEAD"], response_model=Health, tags=["health"], summary="The process is running"
-    )
+    @router.get("/healthz", response_model=Health, tags=["health"], summary="The process is running")
     async def healthz() -> ORJSONResponse:
         return ORJSONResponse({"status": "ok"})
 
-    @router.api_route(
+    @router.get(
         "/readyz",
-        methods=["GET", "HEAD"],
         response_model=Health,
         responses=ERRORS_GET,
         tags=["health"],
@@ -319,6 +316,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if not state.ready:
             return ORJSONResponse({"detail": "the model is not loaded yet"}, status_code=503)
         return ORJSONResponse({"status": "ready"})
+
+    # HEAD for probes and load balancers that send it: the status of GET, no body, not in the schema
+    @router.head("/healthz", include_in_schema=False)
+    async def healthz_head() -> Response:
+        return Response(status_code=200)
+
+    @router.head("/readyz", include_in_schema=False)
+    async def readyz_head() -> Response:
+        return Response(status_code=200 if state.ready else 503)
 
     @router.get("/api/model", response_model=ModelInfo, responses=ERRORS_GET, tags=["model"])
     async def get_model(svc: service.Service = Depends(get_service)) -> RawJSONResponse:

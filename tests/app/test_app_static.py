@@ -73,3 +73,13 @@ def test_health_answers_head_requests(client):
         r = client.head(path)
         assert r.status_code == 200, path
         assert r.content == b""
+
+
+def test_head_readyz_is_503_until_the_model_is_loaded(unstarted_client):
+    assert unstarted_client.head("/readyz").status_code == 503
+    assert unstarted_client.head("/healthz").status_code == 200
+
+
+def test_head_routes_stay_out_of_the_schema(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    assert set(paths["/healthz"]) == {"get"} and set(paths["/readyz"]) == {"get"}
