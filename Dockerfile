@@ -38,6 +38,7 @@ RUN pip install --no-cache-dir --find-links /wheels --index-url "${TORCH_INDEX_U
 
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
+COPY attnscope/ attnscope/
 COPY app/ app/
 COPY model/ model/
 COPY frontend/ frontend/
@@ -45,7 +46,7 @@ COPY frontend/ frontend/
 # the versions CI tested (constraints.txt), and transformers for the other model families
 RUN grep -v '^torch==' constraints.txt > /tmp/constraints.txt \
     && pip install --no-cache-dir --find-links /wheels -c /tmp/constraints.txt ".[transformers]" \
-    && python3 -c "import app, frontend, model; print('attnscope installed')"
+    && python3 -c "import attnscope.app, attnscope.frontend, attnscope.model; print('attnscope installed')"
 
 # ---------------------------------------------------------------- runtime: base + the venv
 FROM ${BASE_IMAGE}

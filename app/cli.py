@@ -5,7 +5,7 @@
     attnscope inspect "The cat sat on the mat." [--json] [--layer L] [--head H] [--checkpoint DIR]
     attnscope export-hf OUT_DIR [--checkpoint DIR]
 
-Also ``python -m app ...``. Settings not given as options come from ``ATTNSCOPE_*``
+Also ``python -m attnscope ...``. Settings not given as options come from ``ATTNSCOPE_*``
 variables (see :mod:`app.settings`). Errors are one line on stderr and a non-zero exit.
 """
 
@@ -59,9 +59,8 @@ def _scale(value: str) -> str | float:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from model.checkpoint import CheckpointError, pick_device, read_config
-    from model.registry import family_of, load_model
-
+    from ..model.checkpoint import CheckpointError, pick_device, read_config
+    from ..model.registry import family_of, load_model
     from .settings import Settings
 
     options = {
@@ -88,7 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if family_of(read_config(settings.checkpoint_path)) == "attnscope":
             load_model(settings.checkpoint_path, "cpu")
         else:
-            from model.hf_backend import preflight
+            from ..model.hf_backend import preflight
 
             preflight(Path(settings.checkpoint_path))
     except CheckpointError as e:
@@ -108,7 +107,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for key, value in env.items():
             if value is not None:
                 os.environ[f"ATTNSCOPE_{key.upper()}"] = value
-        uvicorn.run("app.main:create_app_from_env", factory=True, workers=args.workers, **common)
+        uvicorn.run("attnscope.app.main:create_app_from_env", factory=True, workers=args.workers, **common)
     else:
         from .main import create_app
 
@@ -152,9 +151,8 @@ def _summary(data: dict, layer: int | None, head: int | None, width: int = 3) ->
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from model.checkpoint import CheckpointError
-    from model.registry import load_model
-
+    from ..model.checkpoint import CheckpointError
+    from ..model.registry import load_model
     from .errors import ApiError
     from .schemas import DEFAULT_INCLUDE, attention_request_model
     from .service import attention_json, build_service
@@ -203,10 +201,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
-    from model.backends import OursBackend
-    from model.checkpoint import SHIPPED, CheckpointError
-    from model.hf import export_hf
-    from model.registry import load_model
+    from ..model.backends import OursBackend
+    from ..model.checkpoint import SHIPPED, CheckpointError
+    from ..model.hf import export_hf
+    from ..model.registry import load_model
 
     source = args.checkpoint or os.environ.get("ATTNSCOPE_CHECKPOINT") or SHIPPED
     try:
@@ -244,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1, help="worker processes (each loads the model)")
     serve.set_defaults(func=cmd_serve)
 
-    sub.add_parser("train", help="train a model (arguments go to python -m model.train; see attnscope train -h)")
+    sub.add_parser(
+        "train", help="train a model (arguments go to python -m attnscope.model.train; see attnscope train -h)"
+    )
 
     ins = sub.add_parser("inspect", help="run a text through the model and summarise what each head does")
     ins.add_argument("text")
@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "train":
-        from model.train import main as train_main
+        from ..model.train import main as train_main
 
         train_main(argv[1:], prog="attnscope train")
         return 0

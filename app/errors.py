@@ -22,8 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from model.lessons import LessonArgumentError
-
+from ..model.lessons import LessonArgumentError
 from .responses import ORJSONResponse
 
 log = logging.getLogger("attnscope")

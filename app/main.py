@@ -41,10 +41,9 @@ from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
-import frontend
-from model.checkpoint import CheckpointError
-from model.registry import load_model
-
+from .. import frontend
+from ..model.checkpoint import CheckpointError
+from ..model.registry import load_model
 from . import service
 from .errors import install_error_handlers
 from .middleware import BodySizeLimitMiddleware
@@ -401,5 +400,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def create_app_from_env() -> FastAPI:
-    """Factory for ``uvicorn --factory app.main:create_app_from_env`` (settings from the environment)."""
+    """Factory for ``uvicorn --factory attnscope.app.main:create_app_from_env`` (settings from the environment)."""
     return create_app(Settings())

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model,
 from pydantic.functional_validators import PlainValidator
 from pydantic_core import PydanticCustomError
 
-from model import lessons
+from ..model import lessons
 
 FIELDS = ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v")
 IncludeName = Literal["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]

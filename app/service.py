@@ -24,14 +24,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from model import lessons
-from model.backends import LoadedModel, top_logits
-from model.capture import Capture, Selection, thumbnail_block
-from model.gpt import AttentionOptions
-from model.heads import ROLES, role_scores
-from model.inspection import scale_divisor
-from model.stats import STAT_ROWS, STAT_SCALARS
-
+from ..model import lessons
+from ..model.backends import LoadedModel, top_logits
+from ..model.capture import Capture, Selection, thumbnail_block
+from ..model.gpt import AttentionOptions
+from ..model.heads import ROLES, role_scores
+from ..model.inspection import scale_divisor
+from ..model.stats import STAT_ROWS, STAT_SCALARS
 from . import jsonfast
 from .errors import ApiError
 from .responses import dumps

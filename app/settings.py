@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from model.checkpoint import SHIPPED
+from ..model.checkpoint import SHIPPED
 
 
 def cpu_count() -> int:

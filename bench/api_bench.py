@@ -2,7 +2,7 @@
 
     nice -n 19 python bench/api_bench.py [--checkpoint DIR] [--repeat 30] [--threads 1] [--json OUT.json]
 
-1. Starts ``python -m app serve`` (uvicorn, the real server) on a free port with the
+1. Starts ``python -m attnscope serve`` (uvicorn, the real server) on a free port with the
    checkpoint (default: the shipped model) and ``--threads`` torch threads, and waits for
    ``/readyz``.
 2. For texts of exactly 16, 64 and 256 tokens it sends, one request at a time, ``--repeat``
@@ -47,9 +47,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from model.checkpoint import SHIPPED  # noqa: E402
-from model.inspection import head_stats, inspect  # noqa: E402
-from model.registry import load_model  # noqa: E402
+from attnscope.model.checkpoint import SHIPPED  # noqa: E402
+from attnscope.model.inspection import head_stats, inspect  # noqa: E402
+from attnscope.model.registry import load_model  # noqa: E402
 
 ALL_FIELDS = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
 PARAGRAPH = (
@@ -90,7 +90,7 @@ def process_cpu_ms(pid: int) -> float:
 def start_server(checkpoint: Path, port: int, threads: int) -> subprocess.Popen:
     env = {**os.environ, "ATTNSCOPE_CHECKPOINT": str(checkpoint), "ATTNSCOPE_TORCH_THREADS": str(threads)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--port", str(port), "--checkpoint", str(checkpoint)],
+        [sys.executable, "-m", "attnscope", "serve", "--port", str(port), "--checkpoint", str(checkpoint)],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    from app.main import limit_heap_retention
+    from attnscope.app.main import limit_heap_retention
 
     limit_heap_retention()  # the server's allocator setting, so that both pay the same page faults
     lm = load_model(args.checkpoint, "cpu")

@@ -21,7 +21,7 @@ PORT="${PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0
 URL="http://127.0.0.1:${PORT}"
 LOG="$(mktemp -t attnscope-load.XXXXXX)"
 
-python3 -m app serve --port "$PORT" --checkpoint "$CHECKPOINT" >"$LOG" 2>&1 &
+python3 -m attnscope serve --port "$PORT" --checkpoint "$CHECKPOINT" >"$LOG" 2>&1 &
 SERVER_PID=$!
 stop_server() {
     if kill -0 "$SERVER_PID" 2>/dev/null; then
@@ -62,7 +62,7 @@ from pathlib import Path
 
 import httpx
 
-from model.tokenizer import BPETokenizer
+from attnscope.model.tokenizer import BPETokenizer
 
 url, pid, total, concurrency, checkpoint = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 rounds = int(sys.argv[6])

@@ -47,11 +47,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from api_bench import PARAGRAPH  # noqa: E402
-
-from app.schemas import AttentionRequest  # noqa: E402
-from app.service import attention_json, build_service  # noqa: E402
-from model.checkpoint import SHIPPED  # noqa: E402
-from model.registry import load_model  # noqa: E402
+from attnscope.app.schemas import AttentionRequest  # noqa: E402
+from attnscope.app.service import attention_json, build_service  # noqa: E402
+from attnscope.model.checkpoint import SHIPPED  # noqa: E402
+from attnscope.model.registry import load_model  # noqa: E402
 
 GZIP_LEVEL = 1
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -81,7 +80,7 @@ def gpt2_small(out: Path, through_transformers: bool = False) -> Path:
 
 
 def shipped_as_hf(out: Path) -> Path:
-    from model.hf import export_hf
+    from attnscope.model.hf import export_hf
 
     lm = load_model(SHIPPED, "cpu")
     return export_hf(lm.model, lm.tokenizer, out)
@@ -128,7 +127,7 @@ def _rss_mb() -> float:
 
 
 def _request_rss(path: str, device: str, threads: int, text: str, body: dict, q) -> None:
-    from app.main import limit_heap_retention
+    from attnscope.app.main import limit_heap_retention
 
     limit_heap_retention()  # as the server does at startup
     torch.set_num_threads(threads)

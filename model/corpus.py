@@ -22,7 +22,7 @@ held-out WordNet example sentences are also written one per line to ``sentences_
 one of the two sentence sets on which bits per byte is reported (the other is the
 hand-written ``model/evalsets/everyday.txt``).
 
-Run: ``python -m model.corpus --out data/corpus``.
+Run: ``python -m attnscope.model.corpus --out data/corpus``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Bits per byte divides the total negative log-likelihood (converted to bits) by the UTF-8
 length of the text, so it compares models with different tokenizers.
 
-Run ``python -m model.evaluate [CHECKPOINT]`` to print the figures the model card quotes.
+Run ``python -m attnscope.model.evaluate [CHECKPOINT]`` to print the figures the model card quotes.
 """
 
 from __future__ import annotations

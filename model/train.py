@@ -1,4 +1,4 @@
-"""Train the model: ``attnscope train`` or ``python -m model.train --preset small``.
+"""Train the model: ``attnscope train`` or ``python -m attnscope.model.train --preset small``.
 
 * tokenizer trained on the corpus (once, then reused from the run directory);
 * windows of ``block_size + 1`` tokens cut at random places of the token stream, so a
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
         ap.exit(
             1,
             f"{ap.prog}: no corpus in {corpus} ({', '.join(missing)} missing): build it with "
-            f"`python -m model.corpus --out {corpus}` (see README, Train your own model)\n",
+            f"`python -m attnscope.model.corpus --out {corpus}` (see README, Train your own model)\n",
         )
     try:
         final = train(cfg, resume=args.resume, device=device, new_phase=args.new_phase)

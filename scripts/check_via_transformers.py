@@ -25,12 +25,11 @@ from pathlib import Path
 
 import torch
 import transformers
+from attnscope.model.evaluate import EVERYDAY, read_sentences
+from attnscope.model.heads import PROBE_SENTENCES, ROLES, role_scores
+from attnscope.model.hf import export_hf
+from attnscope.model.registry import load_model
 from torch.nn import functional as F
-
-from model.evaluate import EVERYDAY, read_sentences
-from model.heads import PROBE_SENTENCES, ROLES, role_scores
-from model.hf import export_hf
-from model.registry import load_model
 
 
 def main() -> None:

@@ -12,8 +12,7 @@ import json
 from pathlib import Path
 
 import torch
-
-from model.checkpoint import SHIPPED
+from attnscope.model.checkpoint import SHIPPED
 
 QK_GAIN = 12.0  # query/key weights × this: peaky, far-from-uniform patterns
 

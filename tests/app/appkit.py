@@ -16,11 +16,11 @@ from urllib.parse import unquote_to_bytes
 import anyio
 import torch
 import uvicorn
+from attnscope.model.checkpoint import save_checkpoint
+from attnscope.model.gpt import GPT, GPTConfig
+from attnscope.model.tokenizer import BPETokenizer
 from fastapi import FastAPI
 
-from model.checkpoint import save_checkpoint
-from model.gpt import GPT, GPTConfig
-from model.tokenizer import BPETokenizer
 from tests.textgen import english_like as sentences
 
 BLOCK_SIZE = 64

@@ -8,11 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 from appkit import LiveServer, build_checkpoint
+from attnscope.app.main import create_app
+from attnscope.app.settings import Settings
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-
-from app.main import create_app
-from app.settings import Settings
 
 
 @pytest.fixture(scope="session")

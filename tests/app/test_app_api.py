@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 import torch
 from appkit import BLOCK_SIZE, HEAD_DIM, N_HEAD, N_LAYER, attention
-
-from app.schemas import FIELDS
-from app.service import build_service
-from model.inspection import inspect, masked_var, predictions, row_entropy
-from model.registry import load_model
-from model.stats import head_stats_arrays
+from attnscope.app.schemas import FIELDS
+from attnscope.app.service import build_service
+from attnscope.model.inspection import inspect, masked_var, predictions, row_entropy
+from attnscope.model.registry import load_model
+from attnscope.model.stats import head_stats_arrays
 
 TEXT = "The small cat sees the red door. The small cat"
 
@@ -394,14 +393,14 @@ def test_heads_roles(client):
 
 def test_heads_are_computed_once(client, app, monkeypatch):
     """After startup /api/heads answers from the cache: computing again would fail here."""
-    import app.service
+    from attnscope.app import service
 
     before = client.get("/api/heads").content
 
     def fail(*args, **kwargs):
         raise AssertionError("head roles recomputed")
 
-    monkeypatch.setattr(app.service, "role_scores", fail)
+    monkeypatch.setattr(service, "role_scores", fail)
     assert client.get("/api/heads").content == before
 
 
@@ -504,9 +503,8 @@ def test_no_cors_by_default(client):
 
 
 def test_cors_when_configured(settings):
+    from attnscope.app.main import create_app
     from fastapi.testclient import TestClient
-
-    from app.main import create_app
 
     app = create_app(settings.model_copy(update={"cors_origins": ["http://allowed.example"]}))
     with TestClient(app) as c:
@@ -517,7 +515,7 @@ def test_cors_when_configured(settings):
 
 
 def test_settings_from_environment(monkeypatch, tmp_path):
-    from app.settings import Settings
+    from attnscope.app.settings import Settings
 
     monkeypatch.setenv("ATTNSCOPE_CHECKPOINT", str(tmp_path))
     monkeypatch.setenv("ATTNSCOPE_CORS_ORIGINS", "http://a.example, http://b.example")
@@ -531,16 +529,15 @@ def test_settings_from_environment(monkeypatch, tmp_path):
     assert s.max_body_bytes == 65536
     monkeypatch.delenv("ATTNSCOPE_CHECKPOINT")
     monkeypatch.delenv("ATTNSCOPE_CORS_ORIGINS")
-    from model.checkpoint import SHIPPED
+    from attnscope.model.checkpoint import SHIPPED
 
     assert Settings().checkpoint_path == SHIPPED
     assert Settings().cors_origins == []
 
 
 def test_text_limit_follows_settings(settings):
+    from attnscope.app.main import create_app
     from fastapi.testclient import TestClient
-
-    from app.main import create_app
 
     with TestClient(create_app(settings.model_copy(update={"max_text_chars": 10}))) as c:
         assert c.post("/api/attention", json={"text": "x" * 10, "include": []}).status_code == 200
@@ -557,7 +554,7 @@ def test_text_limit_follows_settings(settings):
 
 @pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="glibc only")
 def test_heap_retention_is_limited_on_glibc(monkeypatch):
-    from app.main import limit_heap_retention
+    from attnscope.app.main import limit_heap_retention
 
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     assert limit_heap_retention() is True

@@ -1,4 +1,4 @@
-"""The ``attnscope`` command line (``python -m app``): serve, inspect, export-hf, train."""
+"""The ``attnscope`` command line (``python -m attnscope``): serve, inspect, export-hf, train."""
 
 from __future__ import annotations
 
@@ -14,13 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 from appkit import HEAD_DIM, N_HEAD, N_LAYER, free_port
+from attnscope.app.cli import main
+from attnscope.app.main import create_app
+from attnscope.app.settings import Settings
+from attnscope.model.checkpoint import SHIPPED
+from attnscope.model.registry import load_model
 from fastapi.testclient import TestClient
-
-from app.cli import main
-from app.main import create_app
-from app.settings import Settings
-from model.checkpoint import SHIPPED
-from model.registry import load_model
 
 REPO = Path(__file__).resolve().parents[2]
 TEXT = "The red cat opens the old door. The red cat"
@@ -30,7 +29,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subpro
     full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
     full_env.pop("ATTNSCOPE_CHECKPOINT", None)
     return subprocess.run(
-        [sys.executable, "-m", "app", *args],
+        [sys.executable, "-m", "attnscope", *args],
         cwd=REPO,
         env=full_env,
         capture_output=True,
@@ -103,7 +102,15 @@ def test_lifespan_refuses_a_bad_checkpoint_too(tmp_path):
     missing = tmp_path / "gone"
     env = {**os.environ, "ATTNSCOPE_CHECKPOINT": str(missing)}
     result = subprocess.run(
-        [sys.executable, "-m", "uvicorn", "app.main:create_app_from_env", "--factory", "--port", str(free_port())],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "attnscope.app.main:create_app_from_env",
+            "--factory",
+            "--port",
+            str(free_port()),
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -130,7 +137,7 @@ def test_serve_prints_the_url_and_serves(checkpoint_dir):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("ATTNSCOPE_CHECKPOINT", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--checkpoint", str(checkpoint_dir), "--port", str(port)],
+        [sys.executable, "-m", "attnscope", "serve", "--checkpoint", str(checkpoint_dir), "--port", str(port)],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -262,10 +269,10 @@ def test_export_hf_round_trips(checkpoint_dir, tmp_path, capsys):
 
 
 def test_train_passes_its_arguments_through(monkeypatch):
-    import model.train
+    from attnscope.model import train
 
     seen = []
-    monkeypatch.setattr(model.train, "main", lambda argv=None, prog=None: seen.append(argv))
+    monkeypatch.setattr(train, "main", lambda argv=None, prog=None: seen.append(argv))
     assert main(["train", "--preset", "tiny", "--max-steps", "3", "--out", "/tmp/x"]) == 0
     assert seen == [["--preset", "tiny", "--max-steps", "3", "--out", "/tmp/x"]]
 

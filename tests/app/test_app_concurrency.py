@@ -10,8 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from appkit import status_of
-
-import app.service
+from attnscope.app import service
 
 TEXT = "The old dog follows the quiet river. The old dog"
 
@@ -19,7 +18,7 @@ TEXT = "The old dog follows the quiet river. The old dog"
 def slowed(monkeypatch, seconds: float):
     """Make every attention computation take ``seconds`` longer (as a slow device would),
     and count how many run at once."""
-    real = app.service.attention_json
+    real = service.attention_json
     state = {"active": 0, "max_active": 0, "entered": threading.Event()}
     lock = threading.Lock()
 
@@ -35,7 +34,7 @@ def slowed(monkeypatch, seconds: float):
             with lock:
                 state["active"] -= 1
 
-    monkeypatch.setattr(app.service, "attention_json", slow)
+    monkeypatch.setattr(service, "attention_json", slow)
     return state
 
 

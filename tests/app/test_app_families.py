@@ -18,10 +18,10 @@ from fastapi.testclient import TestClient
 
 pytest.importorskip("transformers")
 
+from attnscope.app.main import create_app  # noqa: E402
+from attnscope.app.settings import Settings  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from app.main import create_app  # noqa: E402
-from app.settings import Settings  # noqa: E402
 from tests.familykit import build, family_configs  # noqa: E402
 
 FAMILIES = list(family_configs())

@@ -7,8 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
-
-from app.jsonfast import layout, visible_prefix, weight_matrices
+from attnscope.app.jsonfast import layout, visible_prefix, weight_matrices
 
 
 def softmax_rows(H: int, T: int, mask: np.ndarray, seed: int, spread: float = 3.0) -> np.ndarray:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from appkit import asgi_get, status_of
-
-from app.main import FRONTEND_DIR, create_app
+from attnscope.app.main import FRONTEND_DIR, create_app
 
 SECRETS = (b"[project]", b"root:", b"def create_app", b"import ")
 
@@ -32,7 +31,7 @@ TRAVERSALS = [
 
 @pytest.fixture(scope="module")
 def static_app(tmp_path_factory):
-    from app.settings import Settings
+    from attnscope.app.settings import Settings
 
     # static files need no model: an app whose lifespan never runs
     return create_app(Settings(checkpoint=tmp_path_factory.mktemp("none") / "missing"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from attnscope.app.main import create_app
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
     content_type_conformance,
@@ -17,8 +18,6 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-
-from app.main import create_app
 
 CHECKS = [
     not_a_server_error,

@@ -1,7 +1,7 @@
 """A live attnscope server and a headless Debian chromium, shared by the browser tests,
 ``scripts/screenshots.py`` and ``bench/browser_bench.py``.
 
-The server is the real app, started as ``python -m app serve`` in a child process. Its
+The server is the real app, started as ``python -m attnscope serve`` in a child process. Its
 checkpoint is, in order: ``$ATTNSCOPE_CHECKPOINT``, the shipped model, the training run's
 latest checkpoint, else a random model of the shipped shape built on the spot (so the
 browser tests never depend on trained weights).
@@ -51,10 +51,9 @@ def build_random_checkpoint(path: Path) -> Path:
     """A random model of the shipped shape (4 layers × 4 heads, d_k 32, context 256)."""
     sys.path.insert(0, str(ROOT))
     import torch
-
-    from model.checkpoint import save_checkpoint
-    from model.gpt import GPT, GPTConfig
-    from model.tokenizer import BPETokenizer
+    from attnscope.model.checkpoint import save_checkpoint
+    from attnscope.model.gpt import GPT, GPTConfig
+    from attnscope.model.tokenizer import BPETokenizer
 
     rng = random.Random(0)
     words = ["the", "a", "cat", "dog", "sat", "on", "mat", "window", "opens", "river", "garden"]
@@ -88,7 +87,7 @@ def checkpoint_dir():
 
 
 class LiveServer:
-    """``python -m app serve`` on a free local port, in a child process."""
+    """``python -m attnscope serve`` on a free local port, in a child process."""
 
     def __init__(self, checkpoint: Path, port: int | None = None, threads: int = 1, log_path: Path | None = None):
         self.port = port or free_port()
@@ -103,11 +102,11 @@ class LiveServer:
         )
         self.log_path = log_path or Path(tempfile.mkstemp(prefix="attnscope-server-", suffix=".log")[1])
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        # the product's own entry point: `python -m app serve` (= `attnscope serve`)
+        # the product's own entry point: `python -m attnscope serve` (= `attnscope serve`)
         cmd = [
             sys.executable,
             "-m",
-            "app",
+            "attnscope",
             "serve",
             "--host",
             "127.0.0.1",

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from attnscope.model.corpus import DOC_SEPARATOR
+from attnscope.model.gpt import GPT, GPTConfig
+from attnscope.model.tokenizer import BPETokenizer
 
-from model.corpus import DOC_SEPARATOR
-from model.gpt import GPT, GPTConfig
-from model.tokenizer import BPETokenizer
 from tests.textgen import english_like
 
 

@@ -7,9 +7,8 @@ import logging
 
 import pytest
 import torch
-
-from model.checkpoint import CheckpointError, pick_device, save_checkpoint
-from model.registry import load_model
+from attnscope.model.checkpoint import CheckpointError, pick_device, save_checkpoint
+from attnscope.model.registry import load_model
 
 
 @pytest.fixture

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from model import corpus
-from model.corpus import (
+from attnscope.model import corpus
+from attnscope.model.corpus import (
     DOC_SEPARATOR,
     Document,
     as_typed,

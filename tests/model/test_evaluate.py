@@ -8,11 +8,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from attnscope.model.checkpoint import save_checkpoint
+from attnscope.model.evaluate import EVERYDAY, Bigram, bits_per_byte, main, read_sentences, sentence_nll, stream_loss
+from attnscope.model.gpt import GPT
 from torch.nn import functional as F
-
-from model.checkpoint import save_checkpoint
-from model.evaluate import EVERYDAY, Bigram, bits_per_byte, main, read_sentences, sentence_nll, stream_loss
-from model.gpt import GPT
 
 
 def test_sentence_nll_equals_one_sentence_at_a_time(model, tokenizer, sentences):

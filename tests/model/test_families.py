@@ -13,12 +13,12 @@ import torch
 
 pytest.importorskip("transformers")
 
+from attnscope.model.checkpoint import SHIPPED, CheckpointError  # noqa: E402
+from attnscope.model.gpt import AttentionOptions  # noqa: E402
+from attnscope.model.inspection import head_stats, inspect  # noqa: E402
+from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from model.checkpoint import SHIPPED, CheckpointError  # noqa: E402
-from model.gpt import AttentionOptions  # noqa: E402
-from model.inspection import head_stats, inspect  # noqa: E402
-from model.registry import load_model  # noqa: E402
 from tests.familykit import build, family_configs  # noqa: E402
 
 FAMILIES = list(family_configs())

@@ -7,11 +7,10 @@ import math
 
 import pytest
 import torch
+from attnscope.model.gpt import GPT, AttentionOptions, GPTConfig, attention_mask
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn import functional as F
-
-from model.gpt import GPT, AttentionOptions, GPTConfig, attention_mask
 
 OPTIONS = [
     AttentionOptions(),

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from model.heads import (
+from attnscope.model.heads import (
     PROBE_SENTENCES,
     ROLES,
     first_token_score,

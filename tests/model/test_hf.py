@@ -7,11 +7,10 @@ import sys
 
 import pytest
 import torch
-
-from model.checkpoint import CheckpointError
-from model.hf import export_hf, load_hf_dir
-from model.inspection import inspect
-from model.registry import load_model
+from attnscope.model.checkpoint import CheckpointError
+from attnscope.model.hf import export_hf, load_hf_dir
+from attnscope.model.inspection import inspect
+from attnscope.model.registry import load_model
 
 transformers = pytest.importorskip("transformers")
 

@@ -6,9 +6,16 @@ import math
 
 import pytest
 import torch
+from attnscope.model.inspection import (
+    head_stats,
+    inspect,
+    inspect_ids,
+    masked_var,
+    predictions,
+    row_entropy,
+    scale_divisor,
+)
 from torch.nn import functional as F
-
-from model.inspection import head_stats, inspect, inspect_ids, masked_var, predictions, row_entropy, scale_divisor
 
 TEXT = "The cat sat on the mat because it was warm. The dog sat on the mat too."
 

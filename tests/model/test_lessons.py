@@ -7,10 +7,9 @@ import json
 import math
 
 import pytest
+from attnscope.model.lessons import LessonArgumentError, bag_of_words, softmax_scaling, variance
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from model.lessons import LessonArgumentError, bag_of_words, softmax_scaling, variance
 
 
 def only_json_types(value) -> bool:

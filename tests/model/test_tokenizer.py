@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from attnscope.model.tokenizer import EOT, BPETokenizer, display_token
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
-
-from model.tokenizer import EOT, BPETokenizer, display_token
 
 # characters a web form will eventually receive: emoji (incl. ZWJ sequences and skin tones),
 # CJK, right-to-left scripts, combining marks, control characters, odd whitespace

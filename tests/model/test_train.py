@@ -10,11 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from model.evaluate import stream_loss
-from model.gpt import GPT
-from model.registry import load_model
-from model.train import PRESETS, get_batch, lr_at, main, prepare, train
+from attnscope.model.evaluate import stream_loss
+from attnscope.model.gpt import GPT
+from attnscope.model.registry import load_model
+from attnscope.model.train import PRESETS, get_batch, lr_at, main, prepare, train
 
 
 @pytest.fixture

@@ -1,0 +1,32 @@
+"""attnscope: see attention in causal transformers.
+
+One installed package with three parts, kept as top-level folders in the repository and installed
+under this name (``pyproject.toml``, ``[tool.setuptools.package-dir]``):
+
+- ``attnscope.model``: our GPT, its tokenizer, training, the backends (ours and transformers) and
+  the capture of attention;
+- ``attnscope.app``: the FastAPI service and the ``attnscope`` command line;
+- ``attnscope.frontend``: the static page the service serves.
+
+``python -m attnscope`` is the ``attnscope`` command. From Python::
+
+    import attnscope
+    lm = attnscope.load_model()          # the shipped model; or a path to a checkpoint folder
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("attnscope")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["__version__", "load_model"]
+
+
+def load_model(checkpoint=None, device: str | None = "cpu", dtype: str = "fp32"):
+    """Open a model attnscope can show: ``None`` for the shipped one, else a checkpoint folder
+    (ours, or any transformers causal LM on disk). Returns the loaded backend with its tokenizer."""
+    from .model.registry import load_model as _load
+
+    return _load(checkpoint, device=device, dtype=dtype)

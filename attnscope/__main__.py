@@ -1,0 +1,7 @@
+"""``python -m attnscope``: the same program as the ``attnscope`` command."""
+
+import sys
+
+from .app.cli import main
+
+sys.exit(main())

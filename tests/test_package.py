@@ -1,0 +1,98 @@
+"""The installed package: one ``attnscope`` in site-packages, never generic top-level names.
+
+``pip install .`` used to put packages called ``app``, ``model`` and ``frontend`` into
+site-packages, so a user's own ``model.py`` broke ``python -m app``. These tests install the
+project the way a user does (a real, non-editable build) into a folder of their own and look.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """``pip install --no-deps --target DIR .``: what site-packages receives, and nothing else."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(target),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return target
+
+
+def test_only_attnscope_is_installed(installed):
+    top = {p.name for p in installed.iterdir() if p.name not in ("bin", "__pycache__")}
+    assert {"app", "model", "frontend"}.isdisjoint(top)
+    assert {p for p in top if not p.endswith(".dist-info")} == {"attnscope"}
+    package = installed / "attnscope"
+    # the three parts, the shipped checkpoint and the page travel inside it
+    assert (package / "app" / "cli.py").is_file()
+    assert (package / "model" / "checkpoints" / "attnscope-small" / "model.safetensors").is_file()
+    assert (package / "frontend" / "index.html").is_file()
+    assert (package / "frontend" / "js" / "main.js").is_file()
+
+
+def test_a_users_own_model_py_does_not_break_the_command(installed, tmp_path):
+    """In a folder holding ``model.py`` and ``app.py``, ``python -m attnscope`` still runs."""
+    (tmp_path / "model.py").write_text("raise SystemExit('the user module was imported')\n")
+    (tmp_path / "app.py").write_text("raise SystemExit('the user module was imported')\n")
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    run = subprocess.run(
+        [sys.executable, "-m", "attnscope", "inspect", "The cat sat.", "--top-k", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "attnscope-small" in run.stdout
+    where = subprocess.run(
+        [sys.executable, "-c", "import attnscope.model.gpt as g; print(g.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert Path(where.stdout.strip()).is_relative_to(installed)
+
+
+def test_python_dash_m_is_the_command():
+    """``python -m attnscope`` and the ``attnscope`` script are one program (same help)."""
+    script = Path(sys.executable).parent / "attnscope"
+    by_module = subprocess.run([sys.executable, "-m", "attnscope", "--help"], capture_output=True, text=True)
+    assert by_module.returncode == 0 and "serve" in by_module.stdout
+    if script.is_file():
+        by_script = subprocess.run([str(script), "--help"], capture_output=True, text=True)
+        assert by_script.stdout.replace("attnscope", "") == by_module.stdout.replace("attnscope", "")
+
+
+def test_public_entry_point():
+    import attnscope
+
+    lm = attnscope.load_model()
+    assert lm.backend.facts.n_layer >= 1
+    assert attnscope.__version__
