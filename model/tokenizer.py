@@ -9,10 +9,12 @@ and back exactly, the base alphabet being the 256 byte values. Other models brin
 * SentencePiece style (Llama 2, TinyLlama, Mistral, Gemma): ``▁`` is a space and byte
   fallback tokens are written ``<0x0A>``.
 
-Either way the display string comes from the token's bytes, and offsets are found by lining
-the tokens' bytes up with the text, so the spans tile the text in order. Models whose
-tokenizer adds a beginning-of-sequence token (``<s>``, ``<|begin_of_text|>``) get it here
-too, with an empty span at 0: they were trained with it and attend to it.
+Either way the display string comes from the token's bytes. Offsets come from the tokenizer's
+own offset mapping (``tokenizers`` ``Encoding.offsets``), which knows what each token stands for
+(an ``<unk>`` covers the characters it replaced), made into spans that tile the text: in order,
+never overlapping, and together they rebuild it (:func:`tile_offsets`). Models whose tokenizer
+adds a beginning-of-sequence token (``<s>``, ``<|begin_of_text|>``) get it here too, with an
+empty span at 0: they were trained with it and attend to it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import accumulate
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -103,14 +104,10 @@ class BPETokenizer:
         return [self.bos_id, *ids] if self.bos_id is not None else list(ids)
 
     def encode(self, text: str) -> Encoding:
-        ids = self._ids(text)
-        if self.byte_level:
-            pieces = [self._bytes[i] for i in ids]
-            if self.bos_id is not None:
-                pieces[0] = b""  # the prefixed BOS is not in the text
-            offsets = _char_offsets(text, pieces)
-        else:
-            offsets = _aligned_offsets(text, ids, self._bytes, self.special_ids)
+        enc = self.tk.encode(text, add_special_tokens=False)
+        ids, offsets = list(enc.ids), tile_offsets(enc.offsets, len(text))
+        if self.bos_id is not None:  # the prefixed BOS is not in the text
+            ids, offsets = [self.bos_id, *ids], [(0, 0), *offsets]
         return Encoding(ids=ids, tokens=[self._display[i] for i in ids], offsets=offsets)
 
     def encode_ids(self, text: str) -> list[int]:
@@ -166,23 +163,6 @@ def _bytes_to_unicode() -> dict[int, str]:
     return table
 
 
-def _char_offsets(text: str, pieces: list[bytes]) -> list[tuple[int, int]]:
-    """Character span of each token, from each token's bytes (``pieces``). A token holding part
-    of a multi-byte character covers that whole character, so neighbouring spans can share
-    it; a token with no bytes (a prefixed BOS) gets the empty span where it stands."""
-    n = len(text)
-    ends = list(accumulate(len(b) for b in pieces))  # byte offset after each token
-    starts = [0, *ends[:-1]]
-    if text.isascii():  # one byte per character: byte offsets are character offsets
-        return [(a, b) if b > a else (a, a) for a, b in zip(starts, ends)]
-    # byte position -> index of the character containing it
-    char_of_byte = [ci for ci, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))] + [n]
-    return [
-        (char_of_byte[a], char_of_byte[b - 1] + 1) if b > a else (char_of_byte[a], char_of_byte[a])
-        for a, b in zip(starts, ends)
-    ]
-
-
 def _sentencepiece_bytes(token: str) -> bytes:
     """``▁the`` -> b" the"; a byte-fallback token ``<0x0A>`` -> b"\\n"."""
     m = _BYTE_TOKEN.fullmatch(token)
@@ -191,26 +171,36 @@ def _sentencepiece_bytes(token: str) -> bytes:
     return token.replace(METASPACE, " ").encode("utf-8")
 
 
-def _aligned_offsets(text: str, ids: list[int], token_bytes: list[bytes], special: set[int]) -> list[tuple[int, int]]:
-    """Character spans found by lining each token's bytes up with the text's bytes.
+def tile_offsets(offsets: Iterable[tuple[int, int]], n_chars: int) -> list[tuple[int, int]]:
+    """The tokenizer's character spans made into a tiling of a text of ``n_chars`` characters.
 
-    SentencePiece adds a space before the first word (and special tokens have no bytes in
-    the text): a token's bytes are matched where the text continues, a leading space the
-    text does not have is skipped, and a token that matches nothing gets the empty span
-    where the text stands. Spans of tokens splitting one character cover all of it, as in
-    :func:`_char_offsets`.
+    A tokenizer gives every byte piece of a split character the whole character (an emoji in
+    four byte tokens: four times the same span) and may let a token reach into the next one's
+    character (a space followed by half of ``£``). Here each character belongs to the *last*
+    token that claims it, earlier pieces keeping what is left (possibly an empty span where the
+    character starts); characters no token claims (dropped by a normaliser) go to the next token
+    that has any, or at the end to the last one. The result is in order, never overlaps, and
+    ``"".join(text[a:b] for a, b in spans) == text``.
     """
-    data = text.encode("utf-8")
-    char_of_byte = [ci for ci, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))] + [len(text)]
-    pos, spans = 0, []
-    for i in ids:
-        b = b"" if i in special else token_bytes[i]
-        if b and not data.startswith(b, pos) and b[:1] == b" " and data.startswith(b[1:], pos):
-            b = b[1:]  # the dummy-prefix space
-        if not b or not data.startswith(b, pos):
-            spans.append((char_of_byte[pos], char_of_byte[pos]))
-            continue
-        start, end = pos, pos + len(b)
-        spans.append((char_of_byte[start], char_of_byte[end - 1] + 1))
-        pos = end
-    return spans
+    spans = [[a, b] for a, b in offsets]
+    nxt = n_chars
+    for sp in reversed(spans):  # a character goes to the last token holding it
+        sp[1] = max(0, min(sp[1], nxt))
+        sp[0] = min(sp[0], sp[1])
+        if sp[1] > sp[0]:
+            nxt = sp[0]
+    prev = 0
+    for sp in spans:  # in order; a gap before a token is the token's
+        if sp[1] > sp[0]:
+            sp[0], sp[1] = prev, max(sp[1], prev)
+        else:
+            sp[0] = sp[1] = prev
+        prev = sp[1]
+    if prev < n_chars:  # characters after the last token's: its
+        last = max((i for i, sp in enumerate(spans) if sp[1] > sp[0]), default=len(spans) - 1)
+        if last >= 0:
+            for sp in spans[last:]:
+                sp[1] = n_chars
+            for sp in spans[last + 1 :]:
+                sp[0] = n_chars
+    return [(a, b) for a, b in spans]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from attnscope.model.tokenizer import EOT, BPETokenizer, display_token
+from attnscope.model.tokenizer import EOT, BPETokenizer, display_token, tile_offsets
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 # characters a web form will eventually receive: emoji (incl. ZWJ sequences and skin tones),
 # CJK, right-to-left scripts, combining marks, control characters, odd whitespace
@@ -29,31 +29,116 @@ def test_decode_encode_is_identity(tokenizer, s):
     assert tokenizer.decode(tokenizer.encode_ids(s)) == s
 
 
+def assert_tiles(text: str, spans: list[tuple[int, int]]) -> None:
+    """In order, never overlapping, and together the spans rebuild the text."""
+    assert all(0 <= a <= b <= len(text) for a, b in spans)
+    assert all(spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1))
+    if spans:
+        assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert "".join(text[a:b] for a, b in spans) == text
+
+
+def assert_follows_the_tokenizer(tk: Tokenizer, text: str, spans: list[tuple[int, int]]) -> None:
+    """Each character is held by the last token whose own offset mapping (``tokenizers``) claims it."""
+    raw = tk.encode(text, add_special_tokens=False).offsets
+    assert len(raw) == len(spans)
+    owner = {}
+    for t, (a, b) in enumerate(raw):
+        for c in range(a, b):
+            owner[c] = t  # later tokens overwrite: the last claim wins
+    for t, (a, b) in enumerate(spans):
+        for c in range(a, b):
+            assert owner.get(c, t) == t, (text, c, raw, spans)
+
+
 @settings(max_examples=300, deadline=None)
 @given(texts)
 @example("")
 @example("x👨‍👩‍👧y")
-def test_offsets_are_ordered_spans_covering_the_text(tokenizer, s):
+@example("\ufeff\ufeffhi")
+@example("a £5 😀 x")
+def test_offsets_tile_the_text_as_the_tokenizer_maps_it(tokenizer, s):
     enc = tokenizer.encode(s)
     assert len(enc.ids) == len(enc.tokens) == len(enc.offsets)
-    if not s:
-        assert enc.ids == []
-        return
-    covered = [False] * len(s)
-    prev_start, prev_end = 0, 0
-    for i, (start, end) in zip(enc.ids, enc.offsets):
-        assert 0 <= start < end <= len(s)
-        # in order; a token may share its first character with the previous token only when
-        # both hold bytes of that one multi-byte character
-        assert start >= prev_start and end >= prev_end
-        assert start in (prev_end, prev_end - 1)
-        # the token's bytes are found inside the characters it claims
-        assert tokenizer.token_bytes(i) in s[start:end].encode("utf-8")
-        for c in range(start, end):
-            covered[c] = True
-        prev_start, prev_end = start, end
-    assert enc.offsets[0][0] == 0 and enc.offsets[-1][1] == len(s)
-    assert all(covered)
+    assert_tiles(s, enc.offsets)
+    assert_follows_the_tokenizer(tokenizer.tk, s, enc.offsets)
+    for i, (a, b) in zip(enc.ids, enc.offsets):
+        if b > a:  # the token's bytes end inside the characters it holds
+            assert s[a:b].encode("utf-8").endswith(tokenizer.token_bytes(i)[-1:])
+
+
+def test_a_character_split_into_bytes_is_covered_once_by_its_last_piece(tokenizer):
+    enc = tokenizer.encode("\ufeff\ufeffhi")  # two byte-order marks: three byte tokens each
+    assert enc.offsets[:6] == [(0, 0), (0, 0), (0, 1), (1, 1), (1, 1), (1, 2)]
+    enc = tokenizer.encode("a £5")  # " " and the first byte of "£" may share a token
+    assert_tiles("a £5", enc.offsets)
+    assert sum(1 for a, b in enc.offsets if a <= 2 < b) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)).map(sorted).map(tuple), max_size=12), st.integers(0, 30))
+def test_any_offset_mapping_becomes_a_tiling(raw, n):
+    """Whatever a tokenizer reports (out of order, overlapping, past the end), the result tiles the text."""
+    text = "x" * n
+    spans = tile_offsets(raw, n)
+    assert len(spans) == len(raw)
+    if raw:
+        assert_tiles(text, spans)
+
+
+def sentencepiece_without_byte_fallback() -> Tokenizer:
+    """A SentencePiece-style BPE whose vocabulary lacks "£", digits and emoji: they become ``<unk>``."""
+    tk = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=False))
+    tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tk.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+    tk.train_from_iterator(["The cat sat on the mat. The dog ate the pie, and we went home."] * 20, trainer=trainer)
+    return tk
+
+
+SP_TEXTS = st.one_of(
+    st.text(alphabet=st.sampled_from(list("The cat sat on mat.£😀0123 \ufeffé\n")), max_size=40),
+    st.text(max_size=30),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SP_TEXTS)
+@example("It costs £87 for 3 cats 😀 and the dog.")
+@example("\ufeffThe cat")
+def test_unknown_characters_keep_honest_spans(s):
+    tk = sentencepiece_without_byte_fallback()
+    bpe = BPETokenizer(tk, bos_token="<s>")
+    enc = bpe.encode(s)
+    assert enc.ids[0] == tk.token_to_id("<s>") and enc.offsets[0] == (0, 0)  # the prefixed BOS
+    assert_tiles(s, enc.offsets[1:])
+    assert_follows_the_tokenizer(tk, s, enc.offsets[1:])
+    unk = tk.token_to_id("<unk>")
+    for i, (a, b) in zip(enc.ids[1:], enc.offsets[1:]):
+        if i == unk:  # an <unk> covers the characters it stands for
+            assert b > a and not any(ch in "Thecatsonm." for ch in s[a:b])
+
+
+def test_after_an_unknown_character_tokens_still_point_at_their_words():
+    tk = sentencepiece_without_byte_fallback()
+    text = "It costs £87 for the cat."
+    enc = BPETokenizer(tk).encode(text)
+    words = {text[a:b].strip() for a, b in enc.offsets}
+    assert "£" in words and "cat" in {w.strip(".") for w in words}
+    cat = text.index("cat")
+    assert any(a <= cat < b for a, b in enc.offsets[-3:])
+
+
+def test_sentencepiece_with_byte_fallback_tiles_the_text():
+    from tests.familykit import sentencepiece_tokenizer
+
+    tk = sentencepiece_tokenizer()
+    bpe = BPETokenizer(tk, bos_token="<s>")
+    for s in ["It costs £87 😀 for the cat.", "\ufeffThe cat", "  two  spaces\n", "漢字"]:
+        enc = bpe.encode(s)
+        assert enc.offsets[0] == (0, 0)
+        assert_tiles(s, enc.offsets[1:])
+        assert_follows_the_tokenizer(tk, s, enc.offsets[1:])
 
 
 def test_encode_variants_agree(tokenizer, sentences):
