@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from .gpt import GPT, AttentionOptions, AttentionTrace
+from .precision import exact_fp32
 from .tokenizer import BPETokenizer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -98,6 +99,7 @@ class OursBackend:
         )
 
     @torch.inference_mode()
+    @exact_fp32()
     def run(self, ids: list[int], opts: AttentionOptions, sink, logits: bool = True) -> torch.Tensor | None:
         """Token ids -> each layer's :class:`AttentionTrace` into ``sink``; logits ``(T, V)`` or ``None``."""
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
@@ -108,6 +110,7 @@ class OursBackend:
         return out[0]
 
     @torch.inference_mode()
+    @exact_fp32()
     def hidden(self, ids: list[int], opts: AttentionOptions, sink) -> torch.Tensor:
         """Like :meth:`run`, but returns what the LM head reads, ``(T, C)``: predictions can
         then be taken a chunk of positions at a time (:func:`top_logits`)."""
@@ -119,6 +122,7 @@ class OursBackend:
         return self.model.lm_head(h)
 
     @torch.inference_mode()
+    @exact_fp32()
     def patterns(self, idx: torch.Tensor) -> torch.Tensor:
         """Token ids ``(B, T)`` -> the trained model's patterns ``(B, L, nh, T, T)`` on the CPU."""
         trace: list[AttentionTrace] = []
@@ -127,6 +131,7 @@ class OursBackend:
 
 
 @torch.inference_mode()
+@exact_fp32()
 def top_logits(
     backend, hidden: torch.Tensor, k: int, temperature: float, chunk: int = 128
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

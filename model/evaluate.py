@@ -18,6 +18,7 @@ import torch
 from torch.nn import functional as F
 
 from .gpt import GPT
+from .precision import exact_fp32
 
 LN2 = math.log(2.0)
 # 100 everyday sentences written by the attnscope authors, as people type them (capitals,
@@ -30,6 +31,7 @@ def read_sentences(path: Path) -> list[str]:
 
 
 @torch.inference_mode()
+@exact_fp32()
 def sentence_nll(model: GPT, tokenizer, sentences: list[str], batch_size: int = 64) -> tuple[float, int, int]:
     """Total NLL (nats) of each sentence scored on its own after a ``<|endoftext|>``.
 
@@ -59,6 +61,7 @@ def sentence_nll(model: GPT, tokenizer, sentences: list[str], batch_size: int = 
 
 
 @torch.inference_mode()
+@exact_fp32()
 def stream_loss(model: GPT, tokens: np.ndarray, n_windows: int = 64, batch_size: int = 16) -> float:
     """Mean NLL (nats/token) over ``n_windows`` evenly spaced full-context windows."""
     device = next(model.parameters()).device

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 
 from .gpt import GPT, AttentionTrace
+from .precision import exact_fp32
 
 ROLES = ("previous_token", "first_token", "induction", "self")
 
@@ -117,6 +118,7 @@ def role_scores(
 
 
 @torch.inference_mode()
+@exact_fp32()
 def head_role_scores(model: GPT, tokenizer, n_induction: int = 40) -> torch.Tensor:
     """(n_layer, n_head, 4) scores in [0, 1], roles in the order of :data:`ROLES`."""
     device = next(model.parameters()).device

@@ -30,6 +30,7 @@ from torch.nn import functional as F
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
 from .gpt import AttentionOptions, AttentionTrace, needs_unscaled
+from .precision import exact_fp32
 from .tokenizer import BPETokenizer
 
 log = logging.getLogger(__name__)
@@ -206,12 +207,14 @@ class TransformersBackend:
         return self.model(input_ids=idx, use_cache=False).logits[0]  # (T, V)
 
     @torch.inference_mode()
+    @exact_fp32()
     def run(self, ids: list[int], opts: AttentionOptions, sink, logits: bool = True) -> torch.Tensor | None:
         """Token ids -> each layer's :class:`AttentionTrace` into ``sink``; logits ``(T, V)`` or ``None``."""
         with recording(sink, opts):
             return self.run_ids(ids, logits)
 
     @torch.inference_mode()
+    @exact_fp32()
     def hidden(self, ids: list[int], opts: AttentionOptions, sink) -> torch.Tensor:
         """Like :meth:`run`, but returns what the LM head reads, ``(T, C)``."""
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
@@ -232,6 +235,7 @@ class TransformersBackend:
         return logits
 
     @torch.inference_mode()
+    @exact_fp32()
     def patterns(self, idx: torch.Tensor) -> torch.Tensor:
         """Token ids ``(B, T)`` -> the trained model's patterns ``(B, L, nh, T, T)`` on the CPU."""
         trace: list[AttentionTrace] = []

@@ -19,6 +19,7 @@ from torch.nn import functional as F
 
 from .backends import OursBackend
 from .gpt import GPT, AttentionOptions, AttentionTrace
+from .precision import exact_fp32
 from .stats import head_stats_arrays
 
 Scale = str | float  # "model", "sqrt_dk", "none" or a positive number the scores are divided by
@@ -85,6 +86,7 @@ def as_backend(model, tokenizer=None):
 
 
 @torch.inference_mode()
+@exact_fp32()
 def inspect_ids(
     model, token_ids: list[int], causal: bool = True, scale: Scale = "model", logits: bool = True, tokenizer=None
 ) -> tuple[list[AttentionTrace], torch.Tensor | None, float]:

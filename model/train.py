@@ -30,6 +30,7 @@ from .corpus import read_documents
 from .evaluate import LN2, bits_per_byte, sentence_nll, stream_loss
 from .gpt import GPT, GPTConfig
 from .heads import ROLES, head_role_scores
+from .precision import tf32_for_training
 from .tokenizer import BPETokenizer
 
 
@@ -171,20 +172,23 @@ def _autocast(device: str):
 
 
 def setup_device(device: str) -> str:
-    """``auto`` -> CUDA when present, else CPU; on CUDA, TF32 matmuls."""
+    """``auto`` -> CUDA when present, else CPU. (TF32 is turned on by :func:`train` for its own
+    loop only, never left on for the process: see :mod:`model.precision`.)"""
     from .checkpoint import pick_device
 
-    dev = pick_device(device)
-    if dev.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    return str(dev)
+    return str(pick_device(device))
 
 
 CUDA_BATCH_SIZE = 64  # the default on a GPU: 64 × 256 tokens keeps an H100 busy with this model
 
 
 def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu", new_phase: bool = False) -> dict:
+    """Train (or resume) a run; on CUDA with TF32 matmuls inside this call only."""
+    with tf32_for_training(device):
+        return _train(cfg, resume=resume, device=device, new_phase=new_phase)
+
+
+def _train(cfg: TrainConfig, resume: bool, device: str, new_phase: bool) -> dict:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)

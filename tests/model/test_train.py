@@ -43,8 +43,9 @@ def test_tiny_preset_learns_and_writes_a_loadable_checkpoint(tiny):
 
 
 def test_resume_continues_from_the_saved_step(tiny, capsys):
-    # first run: stops at step 30 (through the command line, as a user would run it)
-    main(["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--max-steps", "30"])
+    # first run: stops at step 30 (through the command line, as a user would run it); on the CPU
+    # whatever the machine has, so that the batch size is the preset's (a GPU's default is 64)
+    main(["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--max-steps", "30", "--device", "cpu"])
     first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert first["step"] == 30
     state = torch.load(f"{tiny.out}/train_state.pt", weights_only=False)
