@@ -351,7 +351,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     async def bag_of_words(body: BagOfWordsRequest, svc: service.Service = Depends(get_service)) -> ORJSONResponse:
         """Causal running mean three ways (loop, `tril` matmul, masked softmax): all agree."""
-        return ORJSONResponse(await run_limited(service.lesson_bag_of_words, body.T, body.C, body.seed))
+        result = await run_limited(service.lesson_bag_of_words, body.T, body.C, body.seed, body.draw, body.B)
+        return ORJSONResponse(result)
 
     @router.post(
         "/api/lessons/softmax-scaling",

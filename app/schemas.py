@@ -196,11 +196,17 @@ def attention_request_model(max_text_chars: int) -> type[AttentionRequest]:
 
 class BagOfWordsRequest(BaseModel):
     model_config = ConfigDict(
-        strict=True, extra="forbid", json_schema_extra={"examples": [{"T": 8, "C": 2, "seed": 1337}]}
+        strict=True,
+        extra="forbid",
+        json_schema_extra={"examples": [{"T": 8, "C": 2, "seed": 1337}, {"draw": "randn", "seed": 42}]},
     )
     T: int = Field(8, ge=1, le=lessons.MAX_T, description="tokens")
     C: int = Field(2, ge=1, le=lessons.MAX_C, description="channels")
-    seed: int = Field(1337, ge=0, le=lessons.MAX_SEED)
+    seed: int = Field(1337, ge=0, le=lessons.MAX_SEED, description="torch.manual_seed(seed) before the draw")
+    draw: Literal["rand", "randn"] = Field(
+        "rand", description="x = torch.rand(B, T, C) (uniform, notebook 000) or torch.randn(B, T, C) (normal)"
+    )
+    B: int = Field(4, ge=1, le=lessons.MAX_B, description="batch drawn, as in the notebooks; x[0] is returned")
 
 
 FiniteLogit = Annotated[float, Field(ge=-LOGIT_ABS_MAX, le=LOGIT_ABS_MAX, allow_inf_nan=False)]
@@ -376,7 +382,9 @@ class BagOfWordsResponse(BaseModel):
     T: int
     C: int
     seed: int
-    x: Matrix
+    draw: str
+    B: int
+    x: Matrix = Field(description="x[0], (T, C)")
     loop: Matrix
     matmul: Matrix
     softmax: Matrix

@@ -400,7 +400,7 @@ def attention_json(svc: Service, req: AttentionRequest, started: float | None = 
 
 # ------------------------------------------------------------------ lessons
 
-_EXACT = {"T", "C", "seed", "head_size", "samples", "logits", "factor", "agree", "hist_raw", "hist_scaled"}
+_EXACT = {"T", "C", "B", "seed", "draw", "head_size", "samples", "logits", "factor", "agree", "hist_raw", "hist_scaled"}
 
 
 def _rounded(result: Any) -> dict[str, Any]:
@@ -416,8 +416,8 @@ def _rounded(result: Any) -> dict[str, Any]:
     return out
 
 
-def lesson_bag_of_words(T: int, C: int, seed: int) -> dict[str, Any]:
-    return _rounded(lessons.bag_of_words(T, C, seed))
+def lesson_bag_of_words(T: int, C: int, seed: int, draw: str = "rand", B: int = 4) -> dict[str, Any]:
+    return _rounded(lessons.bag_of_words(T, C, seed, draw, B))
 
 
 def lesson_softmax_scaling(logits: list[float], factor: float) -> dict[str, Any]:

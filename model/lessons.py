@@ -8,6 +8,10 @@ Python ``int``/``float``/``bool`` and nested ``list`` values, ready for JSON.
 * :func:`bag_of_words` — the causal running mean of ``x`` computed three ways (a Python
   loop, a row-normalised lower-triangular matrix, a softmax over a ``-inf``-masked zero
   matrix); all three agree, and the third is exactly an attention pattern with equal scores.
+  ``x`` is drawn as the seed notebooks draw it, ``torch.manual_seed(seed)`` then
+  ``torch.rand(B, T, C)`` or ``torch.randn(B, T, C)``, and batch element 0 is returned, so the
+  numbers equal, bit for bit, ``x[0]`` and ``xbow[0]`` in the notebook with the same draw,
+  seed and shape (see :data:`PRESETS`).
 * :func:`softmax_scaling` — the same logits through softmax before and after multiplying
   by ``factor``: larger spread, peakier distribution, lower entropy.
 * :func:`variance` — for unit-variance ``q`` and ``k`` the raw scores ``q·k`` have variance
@@ -25,6 +29,8 @@ from torch.nn import functional as F
 
 MAX_T = 64
 MAX_C = 16
+MAX_B = 16
+DRAWS = ("rand", "randn")  # torch.rand: uniform in [0, 1); torch.randn: standard normal
 MAX_HEAD_SIZE = 512
 MAX_SAMPLES = 256
 MAX_LOGITS = 64
@@ -75,6 +81,21 @@ def _check_logits(logits) -> list[float]:
     return out
 
 
+# How the seed notebooks draw the toy ``x`` of the bag-of-words cell (B, T, C = 4, 8, 2 in each):
+# name -> (draw, seed, what the learner sees).
+PRESETS = {
+    "notebook-000": ("rand", 42, "notebook 000: set_seed(42); x = torch.rand(B, T, C)"),
+    "notebook-001-003": ("randn", 42, "notebooks 001 and 003: torch.manual_seed(42); x = torch.randn(B, T, C)"),
+    "lecture": ("randn", 1337, "the lecture: torch.manual_seed(1337); x = torch.randn(B, T, C)"),
+}
+
+
+def _check_draw(draw) -> str:
+    if draw not in DRAWS:
+        raise LessonArgumentError("draw", f"draw must be one of {', '.join(map(repr, DRAWS))}, got {draw!r}")
+    return draw
+
+
 def _generator(seed) -> torch.Generator:
     _check_int("seed", seed, 0, MAX_SEED)
     return torch.Generator().manual_seed(seed)
@@ -98,7 +119,9 @@ class BagOfWords:
     T: int
     C: int
     seed: int
-    x: list[list[float]]  # (T, C) the inputs, uniform in [0, 1)
+    draw: str  # "rand" (uniform in [0, 1)) or "randn" (standard normal)
+    B: int  # the batch drawn; only element 0 is returned
+    x: list[list[float]]  # (T, C) x[0] of the (B, T, C) draw
     loop: list[list[float]]  # (T, C) mean of x[:t+1] by a Python loop
     matmul: list[list[float]]  # (T, C) row-normalised tril(ones) @ x
     softmax: list[list[float]]  # (T, C) softmax(zeros masked with -inf above the diagonal) @ x
@@ -107,26 +130,35 @@ class BagOfWords:
     max_abs_diff: float  # largest difference between any two of the three
 
 
-def bag_of_words(T: int, C: int, seed: int) -> BagOfWords:
-    """Causal running mean of ``x (T, C)`` three ways; ``x = torch.rand(T, C)`` from ``seed``."""
+def bag_of_words(T: int, C: int, seed: int, draw: str = "rand", B: int = 4) -> BagOfWords:
+    """Causal running mean of ``x`` three ways, on ``x = torch.<draw>(B, T, C)`` after seeding with ``seed``.
+
+    The notebooks' cells, run on the whole batch and cut to element 0 at the end, so that every
+    number is the one torch prints there: a fresh ``torch.Generator().manual_seed(seed)`` gives
+    the same stream as ``torch.manual_seed(seed)`` on the CPU, and ``randn`` fills a tensor in
+    blocks, so ``randn(B, T, C)[0]`` is not ``randn(T, C)`` in general: ``B`` matters.
+    """
     _check_int("T", T, 1, MAX_T)
     _check_int("C", C, 1, MAX_C)
-    x = torch.rand(T, C, generator=_generator(seed))  # (T, C)
+    _check_int("B", B, 1, MAX_B)
+    sample = torch.rand if _check_draw(draw) == "rand" else torch.randn
+    xb = sample(B, T, C, generator=_generator(seed))  # (B, T, C)
+    x = xb[0]  # (T, C)
 
     # 1. loop: row t is the mean of rows 0..t
     loop = torch.zeros(T, C)
     for t in range(T):
-        loop[t] = x[: t + 1].mean(dim=0)
+        loop[t] = torch.mean(x[: t + 1], dim=0)
 
     # 2. matmul: lower-triangular ones, each row divided by its sum, times x
     tril = torch.tril(torch.ones(T, T))  # (T, T)
     averaging = tril / tril.sum(dim=1, keepdim=True)
-    matmul = averaging @ x  # (T, T) @ (T, C) -> (T, C)
+    matmul = (averaging @ xb)[0]  # (T, T) @ (B, T, C) -> (B, T, C), as the notebooks do
 
     # 3. softmax: equal scores (zeros), future positions set to -inf, softmax per row
     scores = torch.zeros(T, T).masked_fill(tril == 0, float("-inf"))
     weights = F.softmax(scores, dim=-1)  # (T, T)
-    soft = weights @ x  # (T, C)
+    soft = (weights @ xb)[0]  # (T, C)
 
     pairs = ((loop, matmul), (loop, soft), (matmul, soft))
     agree = all(torch.allclose(a, b) for a, b in pairs)
@@ -135,6 +167,8 @@ def bag_of_words(T: int, C: int, seed: int) -> BagOfWords:
         T=T,
         C=C,
         seed=seed,
+        draw=draw,
+        B=B,
         x=x.tolist(),
         loop=loop.tolist(),
         matmul=matmul.tolist(),

@@ -7,9 +7,11 @@ import json
 import math
 
 import pytest
-from attnscope.model.lessons import LessonArgumentError, bag_of_words, softmax_scaling, variance
+import torch
+from attnscope.model.lessons import DRAWS, PRESETS, LessonArgumentError, bag_of_words, softmax_scaling, variance
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.nn import functional as F
 
 
 def only_json_types(value) -> bool:
@@ -60,6 +62,76 @@ def test_bag_of_words_three_ways_agree(T, C, seed):
     t = T - 1
     for c in range(C):
         assert b.loop[t][c] == pytest.approx(sum(b.x[s][c] for s in range(T)) / T, rel=1e-5)
+
+
+def notebook_cell(draw: str, seed: int, B: int, T: int, C: int) -> tuple[torch.Tensor, ...]:
+    """The oracle: the notebooks' bag-of-words cells, as they run them, on torch's global generator."""
+    torch.manual_seed(seed)
+    x = (torch.rand if draw == "rand" else torch.randn)(B, T, C)
+    xbow = torch.zeros((B, T, C))  # version 1: a loop
+    for b in range(B):
+        for t in range(T):
+            xprev = x[b, : t + 1]
+            xbow[b, t] = torch.mean(xprev, dim=0)
+    wei = torch.tril(torch.ones(T, T))  # version 2: tril, normalised rows
+    wei = wei / wei.sum(dim=1, keepdim=True)
+    xbow2 = wei @ x  # (T, T) @ (B, T, C) -> (B, T, C)
+    tril = torch.tril(torch.ones(T, T))  # version 3: softmax of masked zeros
+    wei = torch.zeros((T, T))
+    wei = wei.masked_fill(tril == 0, float("-inf"))
+    wei = F.softmax(wei, dim=-1)
+    xbow3 = wei @ x
+    return x, xbow, xbow2, xbow3, wei
+
+
+def as_tensor(rows: list[list[float]]) -> torch.Tensor:
+    """Our lists back to float32: exact, since each value is a float32 widened to a Python float."""
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize(("T", "C"), [(8, 2), (8, 16), (5, 3), (64, 16), (1, 1)])
+def test_each_preset_is_the_notebooks_own_draw_bit_for_bit(preset, T, C):
+    """x[0] and the three xbow[0] equal, bit for bit, what torch computes in the notebook's cells (B = 4)."""
+    draw, seed, _ = PRESETS[preset]
+    b = bag_of_words(T, C, seed, draw, 4)
+    x, xbow, xbow2, xbow3, wei = notebook_cell(draw, seed, 4, T, C)
+    assert (b.draw, b.seed, b.B) == (draw, seed, 4)
+    assert torch.equal(as_tensor(b.x), x[0])
+    assert torch.equal(as_tensor(b.loop), xbow[0])
+    assert torch.equal(as_tensor(b.matmul), xbow2[0])
+    assert torch.equal(as_tensor(b.softmax), xbow3[0])
+    assert torch.equal(as_tensor(b.weights), wei)
+
+
+def test_the_presets_name_their_notebooks_and_draws():
+    assert PRESETS["notebook-000"][:2] == ("rand", 42)
+    assert PRESETS["notebook-001-003"][:2] == ("randn", 42)
+    assert PRESETS["lecture"][:2] == ("randn", 1337)
+    for draw, seed, label in PRESETS.values():
+        assert f"torch.{draw}(B, T, C)" in label and str(seed) in label
+
+
+@pytest.mark.parametrize("B", [1, 2, 16])
+@pytest.mark.parametrize("draw", DRAWS)
+def test_other_batch_sizes_follow_torch_too(B, draw):
+    b = bag_of_words(8, 3, 7, draw, B)
+    x, xbow, *_ = notebook_cell(draw, 7, B, 8, 3)
+    assert torch.equal(as_tensor(b.x), x[0]) and torch.equal(as_tensor(b.loop), xbow[0])
+
+
+def test_randn_depends_on_the_batch_and_rand_does_not():
+    """Why B is a field: randn fills in blocks of 16, so x[0] of (4, 8, 3) is not a fresh (1, 8, 3) draw."""
+    assert bag_of_words(8, 3, 42, "randn", 4).x != bag_of_words(8, 3, 42, "randn", 1).x
+    assert bag_of_words(8, 3, 42, "rand", 4).x == bag_of_words(8, 3, 42, "rand", 1).x
+
+
+def test_the_draws_differ_in_distribution():
+    uniform = torch.tensor(bag_of_words(64, 16, 0, "rand").x)
+    normal = torch.tensor(bag_of_words(64, 16, 0, "randn").x)
+    assert 0 <= float(uniform.min()) and float(uniform.max()) < 1
+    assert float(normal.min()) < 0  # 1024 normals: P(all >= 0) = 2^-1024
+    assert abs(float(normal.mean())) < 0.15 and 0.8 < float(normal.std()) < 1.2  # ~5 standard errors
 
 
 def test_bag_of_words_is_seeded():
@@ -177,6 +249,10 @@ def test_results_are_json_ready():
         (lambda: bag_of_words(4.5, 2, 0), "T", "64"),
         (lambda: bag_of_words(True, 2, 0), "T", "64"),
         (lambda: bag_of_words(4, 2, -1), "seed", "0"),
+        (lambda: bag_of_words(4, 2, 0, "normal"), "draw", "'randn'"),
+        (lambda: bag_of_words(4, 2, 0, None), "draw", "'rand'"),
+        (lambda: bag_of_words(4, 2, 0, "rand", 0), "B", "16"),
+        (lambda: bag_of_words(4, 2, 0, "rand", 17), "B", "16"),
         (lambda: variance(0, 4, 0, 4), "head_size", "512"),
         (lambda: variance(513, 4, 0, 4), "head_size", "512"),
         (lambda: variance(8, 65, 0, 4), "T", "64"),
@@ -200,3 +276,64 @@ def test_bad_arguments_raise_value_error_naming_argument_and_limit(call, argumen
     message = str(info.value)
     assert argument in message and limit in message
     assert info.value.field == argument and isinstance(info.value, ValueError)
+
+
+# ------------------------------------------------------------------ the API field
+
+
+@pytest.fixture(scope="module")
+def lessons_client(tokenizer, tmp_path_factory):
+    """The real app over a one-layer random model: the lesson endpoints need a loaded service."""
+    from attnscope.app.main import create_app
+    from attnscope.app.settings import Settings
+    from attnscope.model.checkpoint import save_checkpoint
+    from attnscope.model.gpt import GPT, GPTConfig
+    from fastapi.testclient import TestClient
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=16, vocab_size=tokenizer.vocab_size, n_layer=1, n_head=1, n_embd=8))
+    path = save_checkpoint(model, tokenizer, tmp_path_factory.mktemp("lessons") / "tiny")
+    with TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1))) as client:
+        yield client
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_the_api_serves_the_notebook_draw(lessons_client, preset):
+    draw, seed, _ = PRESETS[preset]
+    r = lessons_client.post("/api/lessons/bag-of-words", json={"draw": draw, "seed": seed})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert (data["draw"], data["seed"], data["B"], data["T"], data["C"]) == (draw, seed, 4, 8, 2)
+    x, xbow, *_ = notebook_cell(draw, seed, 4, 8, 2)
+    # the API rounds to 6 significant digits; the notebook prints 4 decimals
+    assert torch.allclose(as_tensor(data["x"]), x[0], rtol=1e-5, atol=1e-7)
+    assert torch.allclose(as_tensor(data["loop"]), xbow[0], rtol=1e-5, atol=1e-7)
+
+
+def test_the_api_default_draw_is_uniform_as_before(lessons_client):
+    data = lessons_client.post("/api/lessons/bag-of-words", json={}).json()
+    assert (data["draw"], data["seed"], data["B"]) == ("rand", 1337, 4)
+    torch.manual_seed(1337)
+    assert torch.allclose(as_tensor(data["x"]), torch.rand(8, 2), rtol=1e-5)  # what a (T, C) draw gave before B
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "limit"),
+    [
+        ({"draw": "normal"}, "draw", "'randn'"),
+        ({"draw": "RAND"}, "draw", "'rand'"),
+        ({"draw": 1}, "draw", "'rand'"),
+        ({"B": 0}, "B", 1),
+        ({"B": 17}, "B", 16),
+        ({"B": 2.0}, "B", None),
+    ],
+)
+def test_the_api_rejects_a_bad_draw_or_batch_naming_the_field(lessons_client, body, field, limit):
+    r = lessons_client.post("/api/lessons/bag-of-words", json=body)
+    assert r.status_code == 422
+    item = r.json()["detail"][0]
+    assert item["loc"] == ["body", field]
+    if isinstance(limit, str):
+        assert limit in item["msg"]
+    elif limit is not None:
+        assert limit in (item["ctx"] or {}).values()
