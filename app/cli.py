@@ -140,9 +140,10 @@ def _summary(data: dict, layer: int | None, head: int | None, width: int = 3) ->
     for lv in data["layers"]:
         for hv in lv["heads"]:
             s = hv["stats"]
+            ratio = "undefined" if s["variance_ratio"] is None else f"{s['variance_ratio']:.2f}"  # 0 / 0: one token
             lines.append(
                 f"  {lv['layer']:>5} {hv['head']:>4} {s['entropy']:>8.3f} {s['entropy_unscaled']:>9.3f} "
-                f"{s['max_weight']:>7.3f} {s['max_weight_unscaled']:>9.3f} {s['variance_ratio']:>10.2f}"
+                f"{s['max_weight']:>7.3f} {s['max_weight_unscaled']:>9.3f} {ratio:>10}"
             )
     if layer is not None or head is not None:
         lines.append(f"  (layer {layer if layer is not None else 'all'}, head {head if head is not None else 'all'})")

@@ -22,8 +22,20 @@ from pydantic_core import PydanticCustomError
 
 from ..model import lessons
 
-FIELDS = ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v")
-IncludeName = Literal["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
+FIELDS = (
+    "pattern",
+    "attn_scores_raw",
+    "attn_scores_uncapped",
+    "attn_scores",
+    "pattern_unscaled",
+    "stats",
+    "q",
+    "k",
+    "v",
+)
+IncludeName = Literal[
+    "pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"
+]
 DEFAULT_INCLUDE = ["pattern", "stats"]
 
 SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their variances
@@ -80,7 +92,7 @@ Scale = Annotated[
 
 Index = Annotated[int, Field(ge=0)]
 THUMBNAIL_MIN, THUMBNAIL_MAX = 4, 256
-FocusField = Literal["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
+FocusField = IncludeName
 
 
 class Focus(BaseModel):
@@ -290,9 +302,16 @@ class TypedArray(BaseModel):
 class HeadStats(BaseModel):
     var_q: float
     var_k: float
+    mean_scores_raw: float = Field(description="mean of q·kᵀ over unmasked entries")
+    mean_scores: float = Field(description="mean of attn_scores (what softmax sees) over unmasked entries")
     var_scores_raw: float = Field(description="variance of q·kᵀ over unmasked entries")
-    var_scores: float = Field(description="variance of the scaled scores over unmasked entries")
-    variance_ratio: float = Field(description="var_scores_raw / var_scores; d_k when scale is sqrt_dk")
+    var_scores: float = Field(
+        description="variance of attn_scores over unmasked entries: var_scores_raw / divisor², unless a softcap bends them"
+    )
+    variance_ratio: float | None = Field(
+        description="var_scores_raw / var_scores: the divisor squared without a softcap (d_k when scale is sqrt_dk); "
+        "null where var_scores is 0 (a one-token text: 0 / 0 has no value)"
+    )
     entropy: float = Field(description="mean row entropy of pattern, nats")
     entropy_unscaled: float = Field(description="mean row entropy of pattern_unscaled, nats")
     max_weight: float = Field(description="mean of the row maxima of pattern")
@@ -311,7 +330,13 @@ class HeadFields(BaseModel):
 
     pattern: Matrix | None = optional_field("T×T softmax weights; masked entries 0; rows sum to 1")
     attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ before scaling; masked entries null (NaN in b64)")
-    attn_scores: MaskedMatrix | None = optional_field("T×T scaled scores; masked entries null (NaN in b64)")
+    attn_scores_uncapped: MaskedMatrix | None = optional_field(
+        "T×T q·kᵀ / divisor before the layer's softcap; the same as attn_scores where the layer has no softcap"
+    )
+    attn_scores: MaskedMatrix | None = optional_field(
+        "T×T the scores softmax sees: q·kᵀ / divisor, then softcap·tanh(· / softcap) where the layer has a softcap; "
+        "masked entries null (NaN in b64)"
+    )
     pattern_unscaled: Matrix | None = optional_field("T×T softmax of the raw scores")
     stats: HeadStats | None = optional_field("per-head statistics")
     q: Matrix | None = optional_field("T×head_dim")
@@ -329,7 +354,21 @@ class HeadView(HeadFields):
 class LayerView(BaseModel):
     layer: int
     divisor: float = Field(description="what this layer divided q·kᵀ by")
-    mask: Levels | None = optional_field("this layer's mask, only where it differs from the top-level one")
+    divisor_rule: str = Field(
+        description="how that divisor came about: 'sqrt(head_dim)', 'sqrt(query_pre_attn_scalar)', "
+        "'sqrt(head_dim) * (layer + 1)', '1' (scale 'none'), 'scale' (the number asked) or "
+        "'<value> (set by the model)'"
+    )
+    softcap: float | None = Field(
+        description="attention logit softcap: attn_scores = softcap·tanh(q·kᵀ / divisor / softcap); null if none"
+    )
+    window: int | None = Field(
+        description="the sliding window this layer's mask applied: a query sees itself and the window − 1 tokens "
+        "before it; null if none (full causal, or causal false)"
+    )
+    mask: Levels | None = optional_field(
+        "this layer's mask (1 = may attend), only where it differs from the top-level one (a sliding window)"
+    )
     thumbnail_mask: Levels | None = optional_field("this layer's thumbnail mask, where it differs")
     heads: list[HeadView]
 

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import base64
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from ..model import lessons
-from ..model.backends import LoadedModel, top_logits
+from ..model.backends import LoadedModel, ModelFacts, top_logits
 from ..model.capture import Capture, Selection, thumbnail_block
 from ..model.gpt import AttentionOptions
 from ..model.heads import ROLES, role_scores
@@ -260,6 +261,26 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     )
 
 
+def divisor_rule(scale: str | float, divisor: float, layer: int, facts: ModelFacts) -> str:
+    """How a layer's divisor came about, as an expression the page puts in words:
+    ``"sqrt(head_dim)"``, ``"sqrt(query_pre_attn_scalar)"``, ``"sqrt(head_dim) * (layer + 1)"``,
+    ``"1"`` (scale "none"), ``"scale"`` (a number asked for), or ``"<value> (set by the model)"``."""
+    if scale == "none":
+        return "1"
+    if scale == "sqrt_dk":
+        return "sqrt(head_dim)"
+    if not isinstance(scale, str):
+        return "scale"
+    root = math.sqrt(facts.head_dim)
+    if math.isclose(divisor, facts.divisor, rel_tol=1e-6):
+        return facts.divisor_rule.removeprefix("per layer: ")
+    if math.isclose(divisor, root, rel_tol=1e-6):
+        return "sqrt(head_dim)"
+    if math.isclose(divisor, root * (layer + 1), rel_tol=1e-6):
+        return "sqrt(head_dim) * (layer + 1)"
+    return f"{divisor:g} (set by the model)"
+
+
 # ------------------------------------------------------------------ 3. encode
 
 
@@ -311,9 +332,9 @@ def _head_stats(stats: dict[str, np.ndarray], scalars: list, j: int, enc: Encode
     return out
 
 
-def encode_attention(result: AttentionResult, req: AttentionRequest) -> list[bytes]:
+def encode_attention(result: AttentionResult, req: AttentionRequest, facts: ModelFacts) -> list[bytes]:
     """The JSON object as pieces to join, without its closing brace (``model`` and
-    ``timing_ms`` come next)."""
+    ``timing_ms`` come next). ``facts`` (the model's) name each layer's ``divisor_rule``."""
     cap, sel = result.capture, result.sel
     first_mask = cap.layers[0].mask if cap.layers else None
     layout = None
@@ -339,6 +360,9 @@ def encode_attention(result: AttentionResult, req: AttentionRequest) -> list[byt
     parts = [dumps(head)[:-1], b',"layers":[']
     for i, lc in enumerate(cap.layers):
         layer_obj: dict[str, Any] = {"layer": lc.layer, "divisor": lc.divisor}
+        layer_obj["divisor_rule"] = divisor_rule(req.scale, lc.divisor, lc.layer, facts)
+        layer_obj["softcap"] = lc.softcap
+        layer_obj["window"] = lc.window
         if first_mask is not None and not np.array_equal(lc.mask, first_mask):
             layer_obj["mask"] = enc.levels(lc.mask.astype(np.uint8))
             if lc.thumbnail_mask is not None:
@@ -390,7 +414,7 @@ def attention_json(svc: Service, req: AttentionRequest, started: float | None = 
     t1 = time.perf_counter()
     result = compute_attention(svc, req)
     t2 = time.perf_counter()
-    parts = encode_attention(result, req)
+    parts = encode_attention(result, req, svc.loaded.facts)
     t3 = time.perf_counter()
     total = (t3 - t0) * 1000
     parts += (b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}")

@@ -27,7 +27,8 @@ from torch.nn import functional as F
 from .gpt import AttentionTrace
 from .stats import STAT_ROWS, STAT_SCALARS, head_stats_arrays
 
-MATRIX_FIELDS = ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled")
+MATRIX_FIELDS = ("pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled")
+SCORE_FIELDS = ("attn_scores_raw", "attn_scores_uncapped", "attn_scores")  # NaN where masked
 VECTOR_FIELDS = ("q", "k", "v")
 STATS_BUDGET_BYTES = 48 << 20  # T×T temporaries of the statistics, per group of heads
 BATCH_STATS_BYTES = 8 << 20  # below this (all selected layers' T×T scores), statistics in one call
@@ -56,6 +57,8 @@ class LayerCapture:
     layer: int
     divisor: float
     mask: np.ndarray  # (T, T) bool
+    softcap: float | None = None  # the layer's attention logit softcap (Gemma 2), None if none
+    window: int | None = None  # the sliding window its mask applied, None if none (or the mask is off)
     fields: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (H, T, ·) float32
     stats: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (H,) float64 or (H, T) float32
     thumbnail: np.ndarray | None = None  # (H, n, n) uint8
@@ -117,7 +120,9 @@ class Capture:
         if layer not in self._want:
             return
         heads = sel.heads
-        cap = LayerCapture(layer=layer, divisor=tr.divisor, mask=tr.mask.cpu().numpy())
+        cap = LayerCapture(
+            layer=layer, divisor=tr.divisor, mask=tr.mask.cpu().numpy(), softcap=tr.softcap, window=tr.window
+        )
         for name in sel.fields:
             cap.fields[name] = self._field(tr, name, heads)
         if sel.thumbnail:
@@ -181,8 +186,10 @@ class Capture:
         return x.index_select(0, torch.tensor(heads, dtype=torch.long, device=x.device))
 
     def _field(self, tr: AttentionTrace, name: str, heads: list[int]) -> np.ndarray:
+        if name == "attn_scores_uncapped" and tr.attn_scores_uncapped is None:
+            name = "attn_scores"  # no softcap: the scores softmax sees are raw / divisor
         x = self._heads(getattr(tr, name), heads)
-        if name in ("attn_scores_raw", "attn_scores"):
+        if name in SCORE_FIELDS:
             x = x.float().masked_fill(~tr.mask, float("nan"))  # masked: NaN (null in JSON)
         return np.ascontiguousarray(_cpu(x))
 

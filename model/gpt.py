@@ -92,6 +92,8 @@ class AttentionTrace:
     divisor: float = field(default=1.0)
     softcap: float | None = None  # scores = softcap · tanh(scores / softcap) before the mask (Gemma 2)
     layer: int = 0
+    window: int | None = None  # the sliding window the mask applied, in tokens (the query and the W − 1 before it)
+    attn_scores_uncapped: torch.Tensor | None = None  # (B, nh, T, T) raw / divisor before the softcap, if any
 
 
 def needs_unscaled(sink) -> bool:

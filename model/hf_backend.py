@@ -66,6 +66,7 @@ def attnscope_attention(
     scaling: float | None = None,
     dropout: float = 0.0,
     softcap: float | None = None,
+    sliding_window: int | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eager attention, one named step at a time; the signature transformers calls."""
@@ -95,7 +96,9 @@ def attnscope_attention(
     else:
         divisor = float(opts.divisor)
         scaled = attn_scores_raw / divisor
+    uncapped = None
     if softcap is not None:
+        uncapped = scaled
         scaled = torch.tanh(scaled / softcap) * softcap
     attn_scores = scaled.masked_fill(~mask, float("-inf"))  # (B, nh, T, S)
     pattern = F.softmax(attn_scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, nh, T, S)
@@ -120,6 +123,8 @@ def attnscope_attention(
                 divisor=divisor,
                 softcap=softcap,
                 layer=int(getattr(module, "layer_idx", 0) or 0),
+                window=int(sliding_window) if sliding_window and opts.causal else None,
+                attn_scores_uncapped=uncapped,
             )
         )
     return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects

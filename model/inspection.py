@@ -154,6 +154,8 @@ class HeadStats:
 
     var_q: torch.Tensor
     var_k: torch.Tensor
+    mean_scores_raw: torch.Tensor
+    mean_scores: torch.Tensor
     var_scores_raw: torch.Tensor
     var_scores: torch.Tensor
     variance_ratio: torch.Tensor
@@ -170,8 +172,8 @@ def head_stats(trace: Trace) -> HeadStats:
     (:func:`model.stats.head_stats_arrays`, the one implementation, over all layers at once).
 
     ``variance_ratio`` is var(raw) / var(scaled), which is ``divisor²`` (= d_k for the
-    default) whenever the scores vary; with a single unmasked score (T = 1) both variances
-    are 0 and the ratio is reported as ``divisor²``, its value in the limit.
+    default) whenever the scores vary; where the scaled scores do not vary (a single
+    unmasked score, T = 1) it is 0 / 0: NaN, undefined (``null`` in the API).
     """
     values = head_stats_arrays(
         trace.q,

@@ -1,7 +1,8 @@
 """Per-head statistics of one attention layer: the one implementation of them.
 
 The variance lesson's numbers for a real model: how much q·kᵀ varies before and after the
-divisor (``variance_ratio`` is ``divisor²``, so ``d_k`` for the trained default), and how
+divisor (``variance_ratio`` is ``divisor²``, so ``d_k`` for the trained default; NaN, ``null`` in
+the API, where the scaled scores do not vary and the ratio is 0 / 0), and how
 peaky each head's softmax rows are with and without the divisor (entropy, mean row maximum).
 The service, ``attnscope inspect`` and :func:`model.inspection.head_stats` all call
 :func:`head_stats_arrays`; it runs inside the forward pass, a layer at a time, on the
@@ -15,6 +16,8 @@ import torch
 STAT_SCALARS = (
     "var_q",
     "var_k",
+    "mean_scores_raw",
+    "mean_scores",
     "var_scores_raw",
     "var_scores",
     "variance_ratio",
@@ -57,8 +60,10 @@ def head_stats_arrays(
     """Per-head statistics (``q, k (..., T, hs)``, the rest ``(..., T, T)``; ``...`` = heads, or layers and heads).
 
     The definitions of :func:`model.inspection.head_stats` (a test holds them equal):
-    population variances over unmasked entries, row entropies in nats, mean row maxima,
-    ratio ``divisor²`` when the scaled scores do not vary. Computed in fewer passes over the
+    population means and variances over unmasked entries, row entropies in nats, mean row maxima.
+    ``variance_ratio`` is NaN (undefined) where the scaled scores do not vary, e.g. a one-token
+    text: its one score has variance 0, and 0 / 0 has no value (every other statistic is
+    defined for any text, as each query sees at least itself). Computed in fewer passes over the
     T×T tensors, all of them on scores centred on each row's top score ``c``:
 
     * variances from per-row sums over the visible keys of ``y = raw - c`` and ``y²``
@@ -89,12 +94,14 @@ def head_stats_arrays(
     mean = (s1 + n_row * c64).sum(-1) / n
     var_raw = ((s2 + 2 * c64 * s1 + n_row * c64 * c64).sum(-1) / n - mean * mean).clamp_min(0)
     if softcap is None:
+        mean_scaled = mean / divisor
         var_scaled = var_raw / divisor**2
     else:
         s_vis = torch.where(mask, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
-        s_sum = s_vis.sum((-2, -1)).double()
-        var_scaled = ((s_vis.double() ** 2).sum((-2, -1)) / n - (s_sum / n) ** 2).clamp_min(0)
-    ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, divisor**2))
+        mean_scaled = s_vis.sum((-2, -1)).double() / n
+        var_scaled = ((s_vis.double() ** 2).sum((-2, -1)) / n - mean_scaled**2).clamp_min(0)
+    # 0 / 0 (or x / 0) where the scaled scores do not vary: undefined, NaN
+    ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, float("nan")))
 
     # the unscaled softmax, from its normaliser: masked keys clamp to exp(0) = 1, then count 0
     u = raw_centred if softcap is None else _capped(raw, softcap, top)
@@ -114,6 +121,8 @@ def head_stats_arrays(
     return {
         "var_q": _var(q, (-2, -1)),
         "var_k": _var(k, (-2, -1)),
+        "mean_scores_raw": mean,
+        "mean_scores": mean_scaled,
         "var_scores_raw": var_raw,
         "var_scores": var_scaled,
         "variance_ratio": ratio,

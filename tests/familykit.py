@@ -82,6 +82,18 @@ def family_configs() -> dict[str, dict]:
             sliding_window=6,
             **common,
         ),
+        "mistral": dict(  # every layer a sliding window of 5 tokens: shorter than most test texts
+            model_type="mistral",
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            hidden_size=64,
+            head_dim=16,
+            intermediate_size=128,
+            max_position_embeddings=128,
+            sliding_window=5,
+            **common,
+        ),
     }
 
 

@@ -87,12 +87,14 @@ def test_variance_ratio_is_scale_squared(model, tokenizer, scale, expected_ratio
     torch.testing.assert_close(stats.variance_ratio, torch.full_like(stats.variance_ratio, expected), rtol=1e-4, atol=0)
 
 
-def test_variance_ratio_for_a_single_token_is_the_limit(model, tokenizer):
+def test_variance_ratio_for_a_single_token_is_undefined(model, tokenizer):
     tr = inspect(model, tokenizer, "A")
     assert tr.n_tokens == 1
     stats = head_stats(tr)
-    assert (stats.var_scores_raw == 0).all()
-    torch.testing.assert_close(stats.variance_ratio, torch.full_like(stats.variance_ratio, tr.divisor**2))
+    assert (stats.var_scores_raw == 0).all() and (stats.var_scores == 0).all()
+    assert stats.variance_ratio.isnan().all()  # 0 / 0: no value, not divisor²
+    # the rest is defined: one key, all the weight on it
+    assert (stats.entropy == 0).all() and (stats.max_weight == 1).all()
 
 
 def test_head_stats_shapes_and_ranges(model, tokenizer):
