@@ -121,6 +121,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--corpus", type=Path, default=Path("data/corpus"))
     ap.add_argument("--everyday", type=Path, default=EVERYDAY, help="a second sentence set, one per line")
     args = ap.parse_args(argv)
+    missing = [f for f in ("train.txt", "val.txt", "sentences_val.txt") if not (args.corpus / f).is_file()]
+    if missing:
+        raise SystemExit(
+            f"evaluate: no corpus at {args.corpus} ({', '.join(missing)} missing); build it with "
+            f"`python -m attnscope.model.corpus --out {args.corpus}` or pass --corpus DIR"
+        )
     lm = load_model(args.checkpoint)
     tok = lm.tokenizer
 

@@ -71,3 +71,11 @@ def test_main_reports_model_and_bigram_on_every_set(model, tokenizer, corpus_dir
     # on text like its training split, the fitted bigram beats an untrained model
     split = report["heldout_split"]
     assert split["model_nats_per_token"] > split["bigram_nats_per_token"]
+
+
+def test_main_without_a_corpus_says_so_in_one_line(tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--corpus", str(tmp_path / "nowhere")])
+    message = str(exit_info.value)
+    assert len(message.splitlines()) == 1
+    assert "no corpus" in message and "attnscope.model.corpus" in message
