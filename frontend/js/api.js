@@ -79,13 +79,32 @@ export function latestOnly(url) {
   };
 }
 
-/** Readable text for any error thrown while talking to the server. */
-/** The server's refusal of the text, in plain words; null for other errors. */
-export function plainWords(detail) {
+/**
+ * The server's refusal of the text: the `{type, ctx}` of its 422 detail item about `text`
+ * (ctx holds its numbers, e.g. the token `count` and the context `limit`); null for other errors.
+ */
+export function refusalOf(detail) {
   const item = Array.isArray(detail) ? detail[0] : null;
   if (!item || !Array.isArray(item.loc) || item.loc[1] !== "text") return null;
-  const ctx = item.ctx ?? {};
-  switch (item.type) {
+  return { type: item.type, ctx: item.ctx ?? {} };
+}
+
+/**
+ * The token counter's words while the text has no tokens on screen. A refused text shows the
+ * server's own numbers, the very ones the message (plainWords) says.
+ */
+export function countWords(refusal) {
+  if (refusal?.type === "too_many_tokens") return `${refusal.ctx.count} tokens · at most ${refusal.ctx.limit}`;
+  if (refusal?.type === "string_too_long") return `over ${refusal.ctx.max_length} characters`;
+  return "no tokens";
+}
+
+/** The server's refusal of the text, in plain words; null for other errors. */
+export function plainWords(detail) {
+  const refusal = refusalOf(detail);
+  if (!refusal) return null;
+  const ctx = refusal.ctx;
+  switch (refusal.type) {
     case "string_too_short":
     case "missing":
       return "Type some text to see its attention.";
@@ -102,6 +121,7 @@ export function plainWords(detail) {
   }
 }
 
+/** Readable text for any error thrown while talking to the server. */
 export function errorText(err) {
   if (err instanceof ApiError) return plainWords(err.detail) ?? err.message;
   if (err instanceof TypeError) return "Cannot reach the attnscope server. Is it still running?";

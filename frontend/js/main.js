@@ -1,6 +1,6 @@
 // Wiring: DOM events and API answers change the state, then one render step redraws.
 
-import { errorText, getJSON, latestOnly, postJSON } from "./api.js";
+import { errorText, getJSON, latestOnly, postJSON, refusalOf } from "./api.js";
 import { headCsv } from "./figures.js";
 import { cellAt, gridTooltip } from "./gridcanvas.js";
 import {
@@ -10,6 +10,7 @@ import {
   currentDetail,
   currentGrid,
   detailRequest,
+  fitHead,
   gridKey,
   gridRequest,
   headKey,
@@ -28,6 +29,7 @@ const els = {
   textInput: $("text-input"),
   examples: $("examples"),
   tokens: $("tokens"),
+  emptyState: $("empty-state"),
   tokenCount: $("token-count"),
   status: $("status"),
   statusText: $("status-text"),
@@ -42,6 +44,9 @@ const els = {
   errorBanner: $("error-banner"),
   errorText: $("error-text"),
   errorClose: $("error-close"),
+  linkNotice: $("link-notice"),
+  linkNoticeText: $("link-notice-text"),
+  linkNoticeClose: $("link-notice-close"),
   whatifBanner: $("whatif-banner"),
   whatifText: $("whatif-text"),
   views: $("views"),
@@ -79,10 +84,19 @@ const els = {
 
 // ---------------------------------------------------------------- render + URL
 
+/** The page's own parts around the views: the calm notice and the empty state of an empty box. */
+function renderPage() {
+  if (els.linkNoticeText.textContent !== (state.notice ?? "")) els.linkNoticeText.textContent = state.notice ?? "";
+  if (els.linkNotice.hidden !== !state.notice) els.linkNotice.hidden = !state.notice;
+  const empty = state.text === "";
+  if (els.emptyState.hidden !== !empty) els.emptyState.hidden = !empty;
+}
+
 let renderCount = 0;
 function update() {
   let done;
   try {
+    renderPage();
     done = render(state, els);
   } catch (err) {
     // a drawing bug must not blank the page: say what failed and keep what is on screen
@@ -119,13 +133,17 @@ function measure(name, start) {
   performance.measure(`attnscope:${name}`, { start, end: performance.now() });
 }
 
-/** Record how the last `kind` request ended (null = it succeeded) and show the error left, if any. */
-function requestDone(kind, error) {
-  state.requestErrors[kind] = error;
+/** Record how the last `kind` request ended (err null = it succeeded) and show the error left, if any. */
+function requestDone(kind, err) {
+  state.requestErrors[kind] = err ? errorText(err) : null;
   state.error = state.requestErrors.detail ?? state.requestErrors.grid;
+  // the refusal's numbers feed the token counter, so it says what the message says
+  if (err) state.refusal = refusalOf(err.detail);
+  else if (!state.error) state.refusal = null;
 }
 
 async function fetchGrid() {
+  if (state.text === "") return; // an empty box asks nothing (see refreshAll)
   const key = gridKey(state);
   state.pending.grid = true;
   update();
@@ -137,7 +155,7 @@ async function fetchGrid() {
     state.grid = { key, response: result.value };
     requestDone("grid", null);
   } catch (err) {
-    requestDone("grid", errorText(err));
+    requestDone("grid", err);
   }
   state.pending.grid = false;
   const drawStart = performance.now();
@@ -147,6 +165,12 @@ async function fetchGrid() {
 
 /** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
 async function fetchDetail() {
+  if (state.text === "") return;
+  if (!state.model) {
+    // a link may name a head the model lacks: wait for the model, which clamps it (fitToModel)
+    state.pending.detail = true;
+    await modelReady;
+  }
   const key = headKey(state);
   const textKey = gridKey(state);
   const temperature = state.temperature;
@@ -159,7 +183,7 @@ async function fetchDetail() {
     state.detail = { key, textKey, temperature, response: result.value };
     requestDone("detail", null);
   } catch (err) {
-    requestDone("detail", errorText(err));
+    requestDone("detail", err);
   }
   state.pending.detail = false;
   update();
@@ -171,6 +195,15 @@ async function fetchDetail() {
  * soon as its answer lands, so the grid's round trip overlaps the head view's drawing.
  */
 async function refreshAll() {
+  if (state.text === "") {
+    // an empty box is not an error: the empty state says what to do, nothing is asked, and
+    // an error of an earlier text goes with it
+    state.requestErrors = { grid: null, detail: null };
+    state.error = null;
+    state.refusal = null;
+    update();
+    return;
+  }
   await Promise.all([fetchDetail(), fetchGrid()]);
 }
 
@@ -225,12 +258,20 @@ function ensureData() {
   if (state.view !== "head" && !currentDetail(state) && !state.pending.detail) fetchDetail();
 }
 
+/** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */
+function fitToModel() {
+  if (!state.model) return;
+  const fit = fitHead(state, state.model);
+  state.layer = fit.layer;
+  state.head = fit.head;
+  if (fit.note) state.notice = fit.note;
+}
+
 async function loadModel() {
   for (let attempt = 0; ; attempt++) {
     try {
       state.model = await getJSON("/api/model");
-      state.layer = Math.min(state.layer, state.model.n_layer - 1);
-      state.head = Math.min(state.head, state.model.n_head - 1);
+      fitToModel();
       update();
       return;
     } catch (err) {
@@ -271,6 +312,7 @@ function selectHead(layer, head) {
   if (layer === state.layer && head === state.head) return;
   state.layer = layer;
   state.head = head;
+  state.notice = null; // the user chose a head: the note about the link's head is done
   update(); // draws at once from the grid's pattern
   fetchDetail(); // then the scores and the per-head views
 }
@@ -353,15 +395,26 @@ els.copyLink.addEventListener("click", async () => {
 
 // ---------------------------------------------------------------- events
 
+/**
+ * A new text lets go of a clicked token. After an edit the same position may hold another
+ * token, and someone typing watches the guess for what comes after their last word: so any
+ * change of the text goes back to the last token, rather than keeping a stale choice.
+ */
+function changeText(text) {
+  if (text === state.text) return;
+  state.text = text;
+  state.position = null;
+}
+
 els.textInput.value = state.text;
 els.textInput.addEventListener("input", () => {
-  state.text = els.textInput.value;
+  changeText(els.textInput.value);
   scheduleRefresh();
 });
 els.textInput.addEventListener("keydown", (ev) => {
   if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
     ev.preventDefault();
-    state.text = els.textInput.value;
+    changeText(els.textInput.value);
     refreshNow();
   }
 });
@@ -374,8 +427,7 @@ for (const ex of EXAMPLES) {
   b.title = ex.text;
   b.addEventListener("click", () => {
     els.textInput.value = ex.text;
-    state.text = ex.text;
-    state.position = null;
+    changeText(ex.text);
     refreshNow();
   });
   els.examples.append(b);
@@ -419,7 +471,7 @@ async function fetchPredictions() {
     state.detail = { ...detail, temperature, response: { ...detail.response, predictions: result.value.predictions } };
     requestDone("detail", null);
   } catch (err) {
-    requestDone("detail", errorText(err));
+    requestDone("detail", err);
   }
   update();
 }
@@ -428,6 +480,11 @@ els.temperature.addEventListener("input", () => {
   els.temperatureValue.textContent = state.temperature.toFixed(2);
   clearTimeout(temperatureTimer);
   temperatureTimer = setTimeout(fetchPredictions, 80);
+  update();
+});
+
+els.linkNoticeClose.addEventListener("click", () => {
+  state.notice = null;
   update();
 });
 
@@ -552,6 +609,7 @@ window.addEventListener("hashchange", () => {
   const next = parseHash(window.location.hash);
   if (toHash({ ...state, ...next }) === toHash(state)) return;
   Object.assign(state, next);
+  fitToModel();
   els.textInput.value = state.text;
   update();
   refreshNow();
@@ -580,6 +638,7 @@ window.attnscope = {
   /** True when nothing is pending and the current text's answers (or an error) are shown. */
   get settled() {
     if (scheduled || chainRunning || state.pending.grid || state.pending.detail) return false;
+    if (state.text === "") return true; // the empty state: nothing to ask
     return state.error !== null || (!!currentGrid(state) && !!currentDetail(state));
   },
 };
@@ -588,6 +647,6 @@ if (!window.Plotly) {
   state.error = "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?";
 }
 update();
-loadModel();
+const modelReady = loadModel();
 loadRoles();
 refreshNow();

@@ -20,7 +20,9 @@ export const EXAMPLES = [
   },
   {
     label: "Repeated phrase (induction)",
-    text: "Open the red door, then close the blue window. Open the red door, then close the blue window.",
+    // ends one token short of the copy: the token that followed "blue" the first time is the
+    // next prediction, which is what an induction head supplies (tests/app/test_app_examples.py)
+    text: "Open the red door, then close the blue window. Open the red door, then close the blue",
   },
   {
     label: "Instructions",
@@ -73,6 +75,10 @@ export function createState() {
     grid: null, // {key, response}: all layers and heads, pattern + stats
     detail: null, // {key, response}: the chosen head with every field
     error: null, // text of the last error, shown in the banner
+    // the server's refusal of the text (its 422 detail item: type and ctx, e.g. the token count),
+    // so that the message and the token counter say the same number; null when it was accepted
+    refusal: null,
+    notice: null, // a calm note (not an error), e.g. that a link named a head the model lacks
     // the last error of each request kind; the two run at once, so a success of one must not
     // clear the other's error
     requestErrors: { grid: null, detail: null },
@@ -88,13 +94,31 @@ const clampInt = (value, lo, hi, fallback) => {
   return Math.min(hi, Math.max(lo, n));
 };
 
+/** The largest layer or head a link may name before the model is known. */
+const MAX_INDEX = 9999;
+
+/**
+ * The chosen layer and head inside `model` (the answer of GET /api/model): the last layer or
+ * head where the choice is past it. `note` says what happened in words, or is null.
+ */
+export function fitHead({ layer, head }, model) {
+  const fit = { layer: Math.min(layer, model.n_layer - 1), head: Math.min(head, model.n_head - 1) };
+  const note =
+    fit.layer === layer && fit.head === head
+      ? null
+      : `This link names layer ${layer}, head ${head}; this model has ${model.n_layer} layers × ` +
+        `${model.n_head} heads: showing layer ${fit.layer}, head ${fit.head}.`;
+  return { ...fit, note };
+}
+
 /** Read `#text=…&layer=…&head=…&view=…&causal=0&scale=none&pos=…&temp=…` into a partial state. */
 export function parseHash(hash) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const out = {};
   if (params.has("text")) out.text = params.get("text");
-  if (params.has("layer")) out.layer = clampInt(params.get("layer"), 0, 63, 0);
-  if (params.has("head")) out.head = clampInt(params.get("head"), 0, 63, 0);
+  // kept as asked: fitHead clamps them into the model once /api/model has answered, and says so
+  if (params.has("layer")) out.layer = clampInt(params.get("layer"), 0, MAX_INDEX, 0);
+  if (params.has("head")) out.head = clampInt(params.get("head"), 0, MAX_INDEX, 0);
   if (params.has("view") && VIEWS.includes(params.get("view"))) out.view = params.get("view");
   if (params.has("causal")) out.causal = params.get("causal") !== "0";
   if (params.has("scale")) out.scaled = params.get("scale") !== "none";

@@ -13,6 +13,7 @@ import {
   statsRows,
   varianceFigure,
 } from "./figures.js";
+import { countWords } from "./api.js";
 import { compareLeftCaption, divisorWords, pipelineNotes } from "./captions.js";
 import { paintGrid } from "./gridcanvas.js";
 import { ROLE_INFO, VIEWS, VIEW_LABELS, currentDetail, currentGrid, gridKey, scaleParam } from "./state.js";
@@ -187,12 +188,14 @@ function renderSelects(state, els) {
 function renderTokens(state, els) {
   const response = currentGrid(state) ?? currentDetail(state);
   if (!response) {
-    // a text the server refused (or no answer yet after an error): no chips of an older text
-    if (state.error && els.tokens.dataset.signature !== "none") {
+    // a text the server refused, no answer yet after an error, or no text: no chips of an older
+    // text; the counter says the server's own count of a refused text (the message's number)
+    if (!state.error && state.text !== "") return;
+    if (els.tokens.dataset.signature !== "none") {
       els.tokens.dataset.signature = "none";
       els.tokens.replaceChildren();
-      els.tokenCount.textContent = "no tokens";
     }
+    setText(els.tokenCount, countWords(state.refusal));
     return;
   }
   const { tokens, token_ids: tokenIds, offsets } = response;
@@ -347,7 +350,6 @@ function renderPredictions(state, els) {
   const where = document.createTextNode(` (position ${p})`);
   els.predictionsTitle.append(lead, tok, where);
   const rows = predictions[p] ?? [];
-  const top = rows.length ? rows[0].prob : 1;
   const list = document.createDocumentFragment();
   rows.forEach((pred, rank) => {
     const li = document.createElement("li");
@@ -358,11 +360,12 @@ function renderPredictions(state, els) {
     const bar = document.createElement("span");
     bar.className = "pred-bar";
     const fill = document.createElement("span");
-    fill.style.width = `${Math.max(1, (100 * pred.prob) / Math.max(top, 1e-9))}%`;
+    // the whole track is probability 1: a bar is as long as its probability, not scaled to the top guess
+    fill.style.width = `${100 * pred.prob}%`;
     bar.append(fill);
     const pct = document.createElement("span");
     pct.className = "pred-prob";
-    pct.textContent = `${(100 * pred.prob).toFixed(pred.prob < 0.1 ? 1 : 0)}%`;
+    pct.textContent = pred.prob < 0.0005 ? "<0.1%" : `${(100 * pred.prob).toFixed(pred.prob < 0.1 ? 1 : 0)}%`;
     li.title = `#${rank + 1}: ${pred.token} (id ${pred.id}) p = ${pred.prob.toFixed(4)}`;
     li.append(name, bar, pct);
     list.append(li);

@@ -1,0 +1,226 @@
+"""What a new user met in the explorer (issue 15, item 5): links, bars, selection, empty and long
+text, a phone-sized window. Each test checks the page against the server's own answer."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from urllib.parse import quote
+
+import pytest
+from attnscope_live import FILLER, post_json, wait_settled
+
+pytestmark = pytest.mark.browser
+
+SENTENCE = "The cat sat on the mat because the mat was warm."
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def refusal(base_url: str, text: str) -> dict:
+    """The server's 422 `detail` item for a text it refuses."""
+    req = urllib.request.Request(
+        base_url + "/api/attention",
+        data=json.dumps({"text": text}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=60)
+    assert info.value.code == 422
+    return json.loads(info.value.read())["detail"][0]
+
+
+def attention_posts(tab) -> int:
+    return sum(1 for u in tab.requests if u.endswith("/api/attention"))
+
+
+# ------------------------------------------------------------------ a link to a head the model lacks
+
+
+def test_a_link_naming_a_head_the_model_lacks_is_clamped_and_says_so(tab):
+    model = get_json(tab.base_url + "/api/model")
+    n_layer, n_head = model["n_layer"], model["n_head"]
+    asked_layer, asked_head = n_layer + 3, n_head + 5
+    tab.open(f"/#text={quote(SENTENCE)}&layer={asked_layer}&head={asked_head}")
+    last_layer, last_head = n_layer - 1, n_head - 1
+    page = tab.page
+    assert page.get_by_test_id("layer-select").input_value() == str(last_layer)
+    assert page.get_by_test_id("head-select").input_value() == str(last_head)
+    # a calm notice, not the red error banner
+    notice = page.get_by_test_id("link-notice")
+    assert notice.is_visible()
+    words = notice.inner_text()
+    assert f"layer {asked_layer}, head {asked_head}" in words
+    assert f"{n_layer} layers × {n_head} heads" in words
+    assert f"showing layer {last_layer}, head {last_head}" in words
+    assert page.get_by_test_id("error-banner").is_hidden()
+    # the head views are drawn, for the head the page shows
+    assert f"L{last_layer} · H{last_head}" in tab.figure("head-heatmap")["data"][0]["hovertemplate"]
+    assert page.locator("#head-title").inner_text() == f"Layer {last_layer} · head {last_head}"
+    # the address is rewritten to what is shown
+    page.wait_for_function(
+        "([l, h]) => location.hash.includes(`layer=${l}&`) && location.hash.includes(`head=${h}&`)",
+        arg=[last_layer, last_head],
+    )
+    assert tab.unexpected_console_errors() == []
+    # the notice can be dismissed
+    page.get_by_role("button", name="Dismiss the note").click()
+    assert notice.is_hidden()
+
+
+def test_a_link_within_the_model_has_no_notice(tab):
+    tab.open(f"/#text={quote(SENTENCE)}&layer=1&head=2")
+    assert tab.page.get_by_test_id("layer-select").input_value() == "1"
+    assert tab.page.get_by_test_id("link-notice").is_hidden()
+
+
+# ------------------------------------------------------------------ next-token bars
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.5])
+def test_next_token_bars_are_as_long_as_their_probability(tab, temperature):
+    # position 1 ("cat"): a spread-out guess, so a bar scaled to the top guess would show
+    tab.open(f"/#text={quote(SENTENCE)}&temp={temperature}&pos=1")
+    answer = post_json(
+        tab.base_url + "/api/attention",
+        {"text": SENTENCE, "layers": [], "include": [], "top_k": 10, "temperature": temperature},
+    )
+    expected = answer["predictions"][1]
+    rows = tab.page.evaluate(
+        """() => [...document.querySelectorAll('#predictions-list li')].map((li) => ({
+            token: li.querySelector('.pred-token').textContent,
+            track: li.querySelector('.pred-bar').getBoundingClientRect().width,
+            fill: li.querySelector('.pred-bar span').getBoundingClientRect().width,
+            label: li.querySelector('.pred-prob').textContent,
+        }))"""
+    )
+    assert [r["token"] for r in rows] == [p["token"] for p in expected]
+    assert expected[0]["prob"] < 0.9  # else a full top bar would be right either way
+    for row, pred in zip(rows, expected, strict=True):
+        # the whole track is 100 %: the fill is the probability, within a pixel
+        assert abs(row["fill"] - pred["prob"] * row["track"]) <= 1.0, (row, pred)
+        # the label is the same probability, in per cent
+        shown = float(row["label"].rstrip("%").lstrip("<"))
+        assert abs(shown - 100 * pred["prob"]) <= 0.5 or (row["label"].startswith("<") and 100 * pred["prob"] < shown)
+    # widths compare as the probabilities do
+    top, second = rows[0], rows[1]
+    if second["fill"] > 2:
+        assert abs(top["fill"] / second["fill"] - expected[0]["prob"] / expected[1]["prob"]) < 0.1
+
+
+# ------------------------------------------------------------------ a clicked token and new text
+
+
+def test_a_clicked_token_is_let_go_when_the_text_changes(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    chips = tab.page.locator("[data-testid=tokens] .chip")
+    chips.nth(1).click()
+    assert "position 1" in tab.page.locator("#predictions-title").inner_text()
+    box = tab.page.get_by_test_id("text-input")
+    box.press("End")
+    box.press_sequentially(" It slept")
+    tab.settle()
+    T = chips.count()
+    pressed = [i for i in range(T) if chips.nth(i).get_attribute("aria-pressed") == "true"]
+    assert pressed == [T - 1]  # back to the last token, where the text goes on
+    assert f"position {T - 1}" in tab.page.locator("#predictions-title").inner_text()
+    assert "pos=" not in tab.page.evaluate("() => location.hash")
+
+
+# ------------------------------------------------------------------ an empty box
+
+
+def test_an_empty_box_shows_an_empty_state_and_asks_nothing(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    before = attention_posts(tab)
+    box = tab.page.get_by_test_id("text-input")
+    box.fill("")
+    tab.page.wait_for_timeout(400)  # longer than the typing debounce
+    tab.settle()
+    empty = tab.page.get_by_test_id("empty-state")
+    assert empty.is_visible() and "Type" in empty.inner_text()
+    assert tab.page.get_by_test_id("error-banner").is_hidden()
+    assert tab.tokens() == []
+    assert attention_posts(tab) == before
+    box.press("Enter")
+    tab.page.wait_for_timeout(200)
+    assert attention_posts(tab) == before and tab.page.get_by_test_id("error-banner").is_hidden()
+    # typing again brings the picture back
+    box.press_sequentially("The dog ran")
+    tab.settle()
+    assert empty.is_hidden() and tab.tokens()
+    assert tab.unexpected_console_errors() == []
+
+
+def test_a_link_with_an_empty_text_opens_on_the_empty_state(tab):
+    tab.open("/#text=")
+    assert tab.page.get_by_test_id("empty-state").is_visible()
+    assert tab.page.get_by_test_id("error-banner").is_hidden()
+    assert attention_posts(tab) == 0
+
+
+# ------------------------------------------------------------------ a text over the context
+
+
+def test_the_too_long_message_and_the_counter_say_the_same_number(tab):
+    text = FILLER * 6
+    detail = refusal(tab.base_url, text)
+    assert detail["type"] == "too_many_tokens"
+    count, limit = detail["ctx"]["count"], detail["ctx"]["limit"]
+    tab.open("/#text=" + quote(SENTENCE))
+    box = tab.page.get_by_test_id("text-input")
+    box.fill(text)
+    box.press("Enter")
+    tab.settle()
+    message = tab.page.get_by_test_id("error-banner").inner_text()
+    counter = tab.page.locator("#token-count").inner_text()
+    said = [int(n) for n in re.findall(r"(\d+) tokens", message)]
+    counted = [int(n) for n in re.findall(r"(\d+) tokens", counter)]
+    assert said == [count] and counted == [count], (message, counter)
+    assert str(limit) in message and str(limit) in counter
+
+
+# ------------------------------------------------------------------ a phone-sized window
+
+
+@pytest.fixture
+def phone(browser, server):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    page = ctx.new_page()
+    page.set_default_timeout(90_000)
+    yield page
+    ctx.close()
+
+
+def no_sideways_scroll(page) -> None:
+    sizes = page.evaluate("() => [document.scrollingElement.scrollWidth, window.innerWidth]")
+    assert sizes[0] <= sizes[1], f"the page is {sizes[0]} px wide in a {sizes[1]} px window"
+
+
+def test_at_390_px_nothing_scrolls_sideways_and_every_tab_is_reachable(phone, server):
+    phone.goto(server.url + "/#text=" + quote(SENTENCE))
+    wait_settled(phone)
+    no_sideways_scroll(phone)
+    tabs = phone.get_by_role("tab")
+    assert tabs.count() == 5
+    for i in range(tabs.count()):
+        t = tabs.nth(i)
+        t.scroll_into_view_if_needed()
+        box = t.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, (t.inner_text(), box)
+        t.click()
+        assert t.get_attribute("aria-selected") == "true"
+        wait_settled(phone)
+        no_sideways_scroll(phone)
+    # a long text and a refused one do not widen the page either
+    box = phone.get_by_test_id("text-input")
+    box.fill(FILLER * 6)
+    box.press("Enter")
+    wait_settled(phone)
+    no_sideways_scroll(phone)
