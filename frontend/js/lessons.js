@@ -16,11 +16,23 @@ const VARIANCE_T = 16;
 const VARIANCE_SAMPLES = 16;
 const VARIANCE_SEED = 1337;
 
+// How each seed notebook draws x in its bag-of-words cell (model/lessons.py PRESETS): B, T, C = 4, 8, 2.
+const NOTEBOOK_SHAPE = { B: 4, T: 8, C: 2 };
+const PRESETS = {
+  "notebook-000": { draw: "rand", seed: 42, seeding: "set_seed(42)  # calls torch.manual_seed(42)" },
+  "notebook-001-003": { draw: "randn", seed: 42, seeding: "torch.manual_seed(42)" },
+  lecture: { draw: "randn", seed: 1337, seeding: "torch.manual_seed(1337)" },
+};
+const DEFAULT_PRESET = "notebook-000";
+const MAX_LOGITS = 64; // lessons.MAX_LOGITS
+const LOGIT_ABS_MAX = 1e6; // schemas.LOGIT_ABS_MAX
+
 const state = {
-  bow: { T: 8, C: 2, seed: 1337 },
+  bow: { ...NOTEBOOK_SHAPE, draw: PRESETS[DEFAULT_PRESET].draw, seed: PRESETS[DEFAULT_PRESET].seed },
   softmax: { logits: [0.1, -0.2, 0.3, -0.2, 0.5], factor: 8 },
   headSize: 16,
   sweep: null,
+  softmaxShown: null, // the logits the chart was drawn for
   errors: {},
 };
 
@@ -90,17 +102,46 @@ function matrixTable(title, m, digits = 3) {
 
 const sendBow = latestOnly("/api/lessons/bag-of-words");
 
+/** The preset whose draw, seed and shape the current controls match, else "custom". */
+function matchingPreset(bow) {
+  const shapeMatches = bow.B === NOTEBOOK_SHAPE.B && bow.T === NOTEBOOK_SHAPE.T && bow.C === NOTEBOOK_SHAPE.C;
+  const hit = Object.entries(PRESETS).find(([, p]) => shapeMatches && p.draw === bow.draw && p.seed === bow.seed);
+  return hit ? hit[0] : "custom";
+}
+
+/** The Python that draws the same x: what to type in a notebook to check the numbers. */
+function bowCode(bow) {
+  const preset = PRESETS[matchingPreset(bow)];
+  const seeding = preset ? preset.seeding : `torch.manual_seed(${bow.seed})`;
+  return `${seeding}\nx = torch.${bow.draw}(${bow.B}, ${bow.T}, ${bow.C})  # B, T, C; shown: x[0], xbow[0]`;
+}
+
+function showBowControls() {
+  const bow = state.bow;
+  $("bow-preset").value = matchingPreset(bow);
+  $("bow-draw").value = bow.draw;
+  if (document.activeElement !== $("bow-seed")) $("bow-seed").value = String(bow.seed);
+  for (const key of ["T", "C"]) {
+    $(`bow-${key}`).value = String(bow[key]);
+    $(`bow-${key}-value`).textContent = String(bow[key]);
+  }
+  $("bow-code").textContent = bowCode(bow);
+}
+
 async function runBow() {
+  showBowControls();
   try {
     const r = await sendBow(state.bow);
     if (r.stale) return;
     const res = r.value;
     setError("bag-of-words", null);
     draw($("bow-weights"), bowWeightsFigure(res.weights), "attnscope-bag-of-words");
+    // 4 decimals, as torch prints them in the notebooks
     $("bow-matrices").replaceChildren(
-      matrixTable("loop", res.loop),
-      matrixTable("tril matmul", res.matmul),
-      matrixTable("masked softmax", res.softmax),
+      matrixTable(`x[0] (torch.${res.draw})`, res.x, 4),
+      matrixTable("loop", res.loop, 4),
+      matrixTable("tril matmul", res.matmul, 4),
+      matrixTable("masked softmax", res.softmax, 4),
     );
     const verdict = $("bow-verdict");
     verdict.dataset.agree = String(res.agree);
@@ -131,8 +172,48 @@ bindRange("bow-C", (v) => {
   state.bow.C = v;
   runBow();
 });
+$("bow-preset").addEventListener("change", (ev) => {
+  const preset = PRESETS[ev.target.value];
+  if (!preset) return; // "your own draw": keep the current one and let the controls change it
+  Object.assign(state.bow, NOTEBOOK_SHAPE, { draw: preset.draw, seed: preset.seed });
+  showSeedError(null);
+  runBow();
+});
+$("bow-draw").addEventListener("change", (ev) => {
+  state.bow.draw = ev.target.value;
+  runBow();
+});
+
+/** "42" -> 42; a message naming the problem for anything that is not a whole number from 0 to 2^53 - 1. */
+export function parseSeed(text) {
+  const t = text.trim();
+  if (!t) return { error: "seed: type a whole number, for example 42" };
+  if (!/^\d+$/.test(t)) return { error: `seed: "${t}" is not a whole number from 0 to ${Number.MAX_SAFE_INTEGER}` };
+  const v = Number(t);
+  if (!Number.isSafeInteger(v)) return { error: `seed: at most ${Number.MAX_SAFE_INTEGER}, got ${t}` };
+  return { value: v };
+}
+
+function showSeedError(message) {
+  const box = $("bow-seed-error");
+  box.hidden = !message;
+  box.textContent = message || "";
+  $("bow-seed").setAttribute("aria-invalid", message ? "true" : "false");
+}
+
+$("bow-seed").addEventListener("input", (ev) => {
+  const { value, error } = parseSeed(ev.target.value);
+  showSeedError(error);
+  if (error) return;
+  state.bow.seed = value;
+  runBow();
+});
+$("bow-seed").addEventListener("blur", () => {
+  if ($("bow-seed").getAttribute("aria-invalid") !== "true") $("bow-seed").value = String(state.bow.seed);
+});
 $("bow-reseed").addEventListener("click", () => {
   state.bow.seed = (state.bow.seed * 48271 + 11) % 2147483647;
+  showSeedError(null);
   runBow();
 });
 
@@ -140,12 +221,37 @@ $("bow-reseed").addEventListener("click", () => {
 
 const sendSoftmax = latestOnly("/api/lessons/softmax-scaling");
 
+/** What the chart shows, and whether it is still what the box says. */
+function markSoftmaxStale(shownLogits) {
+  const current = parseLogits($("softmax-logits").value);
+  const same =
+    current.values !== null &&
+    shownLogits !== null &&
+    current.values.length === shownLogits.length &&
+    current.values.every((v, i) => v === shownLogits[i]);
+  const stale = shownLogits !== null && !same;
+  const section = $("lesson-softmax");
+  if (stale) section.dataset.stale = "true";
+  else delete section.dataset.stale;
+  const note = $("softmax-stale");
+  note.hidden = !stale;
+  note.textContent = stale ? `Not updated: the chart and numbers are still for ${shownLogits.join(", ")}.` : "";
+}
+
+function showLogitsError(message) {
+  const box = $("softmax-logits-error");
+  box.hidden = !message;
+  box.textContent = message || "";
+  $("softmax-logits").setAttribute("aria-invalid", message ? "true" : "false");
+}
+
 async function runSoftmax() {
   try {
     const r = await sendSoftmax(state.softmax);
     if (r.stale) return;
     const res = r.value;
     setError("softmax", null);
+    state.softmaxShown = res.logits;
     draw($("softmax-bars"), softmaxBarsFigure(res), "attnscope-softmax-scaling");
     const f = res.factor;
     $("softmax-numbers").replaceChildren(
@@ -156,28 +262,48 @@ async function runSoftmax() {
       number("largest weight", res.softmax.reduce((a, v) => Math.max(a, v), 0).toFixed(3)),
       number(`largest weight × ${f}`, res.softmax_scaled.reduce((a, v) => Math.max(a, v), 0).toFixed(3), true),
     );
+    if (!parseLogits($("softmax-logits").value).error) showLogitsError(null);
+    markSoftmaxStale(state.softmaxShown);
   } catch (err) {
-    setError("softmax", err);
+    if (err.status === 422) {
+      showLogitsError(`scores: ${errorText(err)}`); // the server's limit, named
+      markSoftmaxStale(state.softmaxShown);
+    } else {
+      setError("softmax", err);
+    }
   }
 }
 
-/** "0.1, -0.2 0.3" -> [0.1, -0.2, 0.3]; null if any part is not a number. */
+/**
+ * "0.1, -0.2 0.3" -> {values: [0.1, -0.2, 0.3]}; otherwise {values: null, error} with a message
+ * naming the first problem: nothing typed, a part that is not a number, too many, too large.
+ */
 export function parseLogits(text) {
   const parts = text.split(/[\s,;]+/).filter(Boolean);
-  if (!parts.length) return null;
-  const values = parts.map(Number);
-  return values.every(Number.isFinite) ? values : null;
+  if (!parts.length) return { values: null, error: "type at least one score, for example 0.1, -0.2, 0.3" };
+  if (parts.length > MAX_LOGITS) return { values: null, error: `at most ${MAX_LOGITS} scores, got ${parts.length}` };
+  const values = [];
+  for (const [i, part] of parts.entries()) {
+    const v = Number(part);
+    if (!Number.isFinite(v)) {
+      return { values: null, error: `"${part}" (score ${i + 1}) is not a number; separate numbers with commas` };
+    }
+    if (Math.abs(v) > LOGIT_ABS_MAX) {
+      return { values: null, error: `score ${i + 1} is ${part}; scores must be from -1e6 to 1e6` };
+    }
+    values.push(v);
+  }
+  return { values, error: null };
 }
 
 $("softmax-logits").addEventListener("input", (ev) => {
-  const values = parseLogits(ev.target.value);
-  ev.target.setAttribute("aria-invalid", values ? "false" : "true");
-  if (!values) {
-    state.errors.softmax = "softmax: type numbers separated by commas, for example 0.1, -0.2, 0.3";
-    showErrors();
+  const { values, error } = parseLogits(ev.target.value);
+  showLogitsError(error ? `scores: ${error}` : null);
+  if (error) {
+    markSoftmaxStale(state.softmaxShown);
     return;
   }
-  state.softmax.logits = values;
+  state.softmax.logits = values; // the answer clears the stale mark
   runSoftmax();
 });
 bindRange("softmax-factor", (v) => {
