@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .gpt import GPT, AttentionOptions, AttentionTrace
+from .gpt import GPT, AttentionOptions, AttentionTrace, KVCache
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
 
@@ -120,6 +120,27 @@ class OursBackend:
     def head(self, h: torch.Tensor) -> torch.Tensor:
         """(n, C) -> logits (n, V)."""
         return self.model.lm_head(h)
+
+    @torch.inference_mode()
+    @exact_fp32()
+    def last_logits(self, idx: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> the logits after the last position ``(B, V)``, float32: the fast
+        attention path, a batch of what-ifs at once (head effects)."""
+        h = self.model.hidden_states(idx.to(self.device), opts=opts)  # (B, T, C)
+        return self.model.lm_head(h[:, -1]).float()
+
+    def start_generation(self) -> KVCache:
+        """An empty key/value cache for :meth:`step`."""
+        return KVCache.empty(self.model.config.n_layer)
+
+    @torch.inference_mode()
+    @exact_fp32()
+    def step(self, ids: list[int], cache: KVCache, opts: AttentionOptions) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Generation: the tokens after those in ``cache`` -> logits after the last one ``(V,)`` and
+        each layer's pattern row of that last token ``(nh, S)`` over every token so far."""
+        idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T_new)
+        logits, patterns = self.model.decode(idx, cache, opts)  # (1, T_new, V), L × (1, nh, T_new, S)
+        return logits[0, -1].float(), [p[0, :, -1].float() for p in patterns]
 
     @torch.inference_mode()
     @exact_fp32()

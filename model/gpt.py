@@ -62,13 +62,48 @@ class AttentionOptions:
 
     ``causal=False`` removes the mask (an encoder-style what-if); ``divisor`` is the number
     the raw scores are divided by, ``None`` meaning the model's own (``sqrt(head_dim)`` here).
+    ``ablate`` switches heads off: :func:`ablate_heads` replaces their output before the
+    layer's output projection.
     """
 
     causal: bool = True
     divisor: float | None = None
+    # ablation: these (layer, head) outputs are replaced before the output projection, in every batch row
+    ablate: frozenset[tuple[int, int]] = frozenset()
+    # per batch row, one more set of heads switched off in that row only (head effects: row i ablates head i)
+    ablate_rows: tuple[frozenset[tuple[int, int]], ...] | None = None
+    # per layer (nh, hs): what an ablated head's output becomes instead of zeros (mean-ablation)
+    ablate_values: tuple[torch.Tensor, ...] | None = None
 
     def divisor_for(self, default: float) -> float:
         return default if self.divisor is None else float(self.divisor)
+
+    def switched_off(self, layer: int, B: int, nh: int, device) -> torch.Tensor | None:
+        """(B, nh, 1, 1) bool, True where head h of this layer is ablated in batch row b; None if none is."""
+        off = [h for (lay, h) in self.ablate if lay == layer]
+        rows = self.ablate_rows
+        if not off and not (rows and any(lay == layer for row in rows for (lay, _) in row)):
+            return None
+        mask = torch.zeros(B, nh, dtype=torch.bool)
+        mask[:, off] = True
+        for b, row in enumerate(rows or ()):
+            mask[b, [h for (lay, h) in row if lay == layer]] = True
+        return mask.to(device)[:, :, None, None]
+
+
+def ablate_heads(z: torch.Tensor, layer: int, opts: AttentionOptions) -> torch.Tensor:
+    """Each head's output ``z`` (B, nh, T, hs) with the switched-off heads replaced: zeros, or
+    the mean output ``opts.ablate_values[layer]`` (nh, hs) given. Called right before the output
+    projection, so every later layer and the predictions see the change."""
+    B, nh = z.shape[0], z.shape[1]
+    off = opts.switched_off(layer, B, nh, z.device)  # (B, nh, 1, 1)
+    if off is None:
+        return z
+    if opts.ablate_values is None:
+        return z.masked_fill(off, 0.0)
+    replacement = opts.ablate_values[layer].to(z.dtype)[None, :, None, :]  # (1, nh, 1, hs)
+    return torch.where(off, replacement, z)  # (B, nh, T, hs)
+
 
 
 @dataclass
@@ -170,8 +205,57 @@ class CausalSelfAttention(nn.Module):
                 )
             )
 
+        z = ablate_heads(z, self.layer_idx, opts)  # (B, nh, T, hs), switched-off heads replaced
         y = z.transpose(1, 2).contiguous().view(B, T, C)  # (B, nh, T, hs) -> (B, T, C): heads side by side
         return self.resid_dropout(self.c_proj(y))
+
+
+    def decode(self, x: torch.Tensor, cache: KVCache, opts: AttentionOptions = AttentionOptions()):
+        """Generation: ``x`` (B, T_new, C) holds only the new tokens; the keys and values of the
+        tokens before them come from ``cache`` (and the new ones are appended to it), so a step
+        costs one token's work. Returns the output (B, T_new, C) and the pattern rows
+        (B, nh, T_new, S) of the new tokens over all S tokens so far. Always causal."""
+        B, T, C = x.size()
+        nh, hs = self.n_head, self.head_dim
+        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 × (B, T_new, C)
+        q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T_new, hs)
+        k, v = cache.extend(
+            self.layer_idx,
+            k.view(B, T, nh, hs).transpose(1, 2),  # (B, nh, T_new, hs)
+            v.view(B, T, nh, hs).transpose(1, 2),
+        )  # (B, nh, S, hs): earlier tokens' keys and values, then the new ones
+        S = k.shape[2]
+        mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # new token t sees keys ≤ S − T + t
+        scores = (q @ k.transpose(-2, -1)) / opts.divisor_for(math.sqrt(hs))  # (B, nh, T_new, S)
+        pattern = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (B, nh, T_new, S)
+        z = ablate_heads(pattern @ v, self.layer_idx, opts)  # (B, nh, T_new, hs)
+        y = z.transpose(1, 2).contiguous().view(B, T, C)  # (B, T_new, C)
+        return self.c_proj(y), pattern
+
+
+@dataclass
+class KVCache:
+    """Keys and values of every token seen so far, one ``(B, nh, S, hs)`` pair per layer."""
+
+    k: list[torch.Tensor | None]
+    v: list[torch.Tensor | None]
+
+    @classmethod
+    def empty(cls, n_layer: int) -> KVCache:
+        return cls([None] * n_layer, [None] * n_layer)
+
+    @property
+    def length(self) -> int:
+        """S: how many tokens the cache holds."""
+        return 0 if self.k[0] is None else int(self.k[0].shape[2])
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new tokens' keys and values (B, nh, T_new, hs); returns all of them (B, nh, S, hs)."""
+        if self.k[layer] is not None:
+            k = torch.cat([self.k[layer], k], dim=2)
+            v = torch.cat([self.v[layer], v], dim=2)
+        self.k[layer], self.v[layer] = k, v
+        return k, v
 
 
 class MLP(nn.Module):
@@ -200,6 +284,14 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x), opts, trace)
         x = x + self.mlp(self.ln_2(x))
         return x
+
+    def decode(self, x, cache: KVCache, opts: AttentionOptions = AttentionOptions()):
+        """:meth:`forward` for the new tokens only, with the cache; also returns their pattern rows."""
+        a, pattern = self.attn.decode(self.ln_1(x), cache, opts)
+        x = x + a
+        x = x + self.mlp(self.ln_2(x))
+        return x, pattern
+
 
 
 def sinusoidal_positions(n_pos: int, dim: int) -> torch.Tensor:
@@ -280,3 +372,21 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
+
+    def decode(
+        self, idx: torch.Tensor, cache: KVCache, opts: AttentionOptions = AttentionOptions()
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Generation with a cache: ``idx`` (B, T_new) the tokens after the ``cache.length`` already
+        seen (all of the prompt at first, then one token a step) -> logits (B, T_new, vocab) and
+        each layer's pattern rows (B, nh, T_new, S)."""
+        start = cache.length
+        T = idx.size(1)
+        if start + T > self.config.block_size:
+            raise ValueError(f"sequence of {start + T} tokens is longer than the context of {self.config.block_size}")
+        pos = torch.arange(start, start + T, dtype=torch.long, device=idx.device)  # (T_new,)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T_new, C)
+        patterns = []
+        for block in self.transformer.h:
+            x, pattern = block.decode(x, cache, opts)
+            patterns.append(pattern)
+        return self.lm_head(self.transformer.ln_f(x)), patterns  # (B, T_new, vocab)

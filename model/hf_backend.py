@@ -12,7 +12,9 @@ step at a time and appends the :class:`~model.gpt.AttentionTrace` to the sink of
 call, found through a context variable, so concurrent calls never share one.
 
 What-ifs: ``causal=False`` drops the mask (sliding windows with it), another divisor
-replaces the model's; both are applied in every layer, as for our own model.
+replaces the model's; both are applied in every layer, as for our own model. Ablated heads'
+outputs are replaced (:func:`~model.gpt.ablate_heads`) in the per-head output this function
+returns, before the model's ``o_proj``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from torch.nn import functional as F
 
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
-from .gpt import AttentionOptions, AttentionTrace, needs_unscaled
+from .gpt import AttentionOptions, AttentionTrace, ablate_heads, needs_unscaled
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
 
@@ -127,6 +129,7 @@ def attnscope_attention(
                 attn_scores_uncapped=uncapped,
             )
         )
+    z = ablate_heads(z, int(getattr(module, "layer_idx", 0) or 0), opts)  # switched-off heads, before o_proj
     return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects
 
 
@@ -247,6 +250,56 @@ class TransformersBackend:
         with recording(trace, AttentionOptions()):
             self.model.base_model(input_ids=idx.to(self.device), use_cache=False)
         return torch.stack([t.pattern for t in trace], dim=1).float().cpu()  # (B, L, nh, T, T)
+
+
+    @torch.inference_mode()
+    @exact_fp32()
+    def last_logits(self, idx: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> the logits after the last position ``(B, V)``, float32 (head effects)."""
+        with recording(_Discard(), opts):
+            h = self.model.base_model(input_ids=idx.to(self.device), use_cache=False).last_hidden_state
+        return self.head(h[:, -1]).float()
+
+    def start_generation(self) -> object:
+        """A fresh transformers cache for :meth:`step`."""
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    @torch.inference_mode()
+    @exact_fp32()
+    def step(self, ids: list[int], cache, opts: AttentionOptions) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Generation: the tokens after those in ``cache`` -> logits after the last one ``(V,)`` and
+        each layer's pattern row of that last token ``(nh, S)`` over every token so far (keys a
+        sliding window dropped from the cache: weight 0)."""
+        start = cache.get_seq_length()
+        idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T_new)
+        rows = _Rows()
+        with recording(rows, opts):
+            out = self.model(input_ids=idx, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        S = start + len(ids)
+        patterns = []
+        for pattern in rows:  # (nh, S') with S' ≤ S
+            patterns.append(F.pad(pattern, (S - pattern.shape[-1], 0)) if pattern.shape[-1] < S else pattern)
+        return out.logits[0, -1].float(), patterns
+
+
+class _Discard:
+    """A sink that keeps nothing."""
+
+    needs_unscaled = False
+
+    def append(self, trace: AttentionTrace) -> None:
+        pass
+
+
+class _Rows(list):
+    """A sink that keeps each layer's last pattern row (nh, S)."""
+
+    needs_unscaled = False
+
+    def append(self, trace: AttentionTrace) -> None:
+        super().append(trace.pattern[0, :, -1].float())
 
 
 def _probe_ids(tokenizer: BPETokenizer, T: int) -> list[int]:

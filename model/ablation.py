@@ -1,0 +1,186 @@
+"""Switching heads off, over any backend (ours or transformers).
+
+* :func:`head_effects`: for one position and one target token, the change in log-probability
+  when each head alone is switched off. Every head is a row of one batch (row 0 switches off
+  nothing), so all heads cost a few batched forward passes, not one pass per head; and since
+  attention is causal, only the tokens up to that position are run.
+* :func:`generate`: new tokens one at a time with a key/value cache (each step feeds only the
+  newest token), greedy or sampled with a seed, recording where each step's query looked.
+
+An ablated head's output (its pattern applied to v) is replaced before the layer's output
+projection (:func:`model.gpt.ablate_heads`): by zeros, or by its mean output over the text
+(mean-ablation, the means taken from a run without the ablation under study).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import torch
+
+from .gpt import AttentionOptions, AttentionTrace
+
+ROWS_BUDGET_BYTES = 256 << 20  # activations of one batch of head-effect rows, roughly
+
+
+class MeanOutputs(list):
+    """A trace sink keeping each layer's per-head output averaged over the tokens, ``(nh, hs)``."""
+
+    needs_unscaled = False
+
+    def append(self, trace: AttentionTrace) -> None:
+        super().append(trace.z[0].mean(dim=1).float())  # (nh, T, hs) -> (nh, hs)
+
+
+def mean_outputs(backend, ids: list[int], opts: AttentionOptions) -> tuple[torch.Tensor, ...]:
+    """Per layer, each head's mean output over the text ``(nh, hs)``: what mean-ablation puts in its place."""
+    sink = MeanOutputs()
+    backend.run(ids, opts, sink, logits=False)
+    return tuple(sink)
+
+
+@dataclass
+class HeadEffects:
+    position: int
+    token_id: int
+    logprob: float  # log p(token_id) after position, nothing ablated
+    delta: torch.Tensor  # (L, nh) float64: log-prob with head (l, h) alone ablated, minus logprob
+
+
+def rows_per_batch(T: int, n_head: int, d_model: int) -> int:
+    """How many rows of T tokens one batch holds within :data:`ROWS_BUDGET_BYTES` (float32 scores
+    of every head and a few (T, C) activations per row)."""
+    per_row = 4 * T * (2 * n_head * T + 16 * d_model)
+    return max(1, ROWS_BUDGET_BYTES // per_row)
+
+
+def head_effects(
+    backend,
+    ids: list[int],
+    position: int,
+    token_id: int | None = None,
+    mode: str = "zero",
+    base: AttentionOptions = AttentionOptions(),
+) -> HeadEffects:
+    """Switch each head off alone and measure ``log p(token_id)`` after ``position``.
+
+    ``token_id`` None: the model's top prediction there. ``mode`` "zero" or "mean".
+    ``base`` holds the what-ifs every row shares (heads already switched off, ...).
+    """
+    facts = backend.facts
+    prefix = ids[: position + 1]  # causal: later tokens cannot change this prediction
+    values = mean_outputs(backend, ids, base) if mode == "mean" else None
+    heads = [(layer, h) for layer in range(facts.n_layer) for h in range(facts.n_head)]
+    rows = [frozenset()] + [frozenset({lh}) for lh in heads]  # row 0: no head switched off
+    per = rows_per_batch(len(prefix), facts.n_head, facts.d_model)
+    logprobs = []
+    for start in range(0, len(rows), per):
+        chunk = tuple(rows[start : start + per])
+        idx = torch.tensor([prefix] * len(chunk), dtype=torch.long)  # (n, T)
+        opts = replace(base, ablate_rows=chunk, ablate_values=values)
+        logits = backend.last_logits(idx, opts)  # (n, V)
+        if token_id is None:
+            token_id = int(logits[0].argmax())
+        logprobs.append(torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu())
+    lp = torch.cat(logprobs)  # (1 + L·nh,)
+    delta = (lp[1:] - lp[0]).view(facts.n_layer, facts.n_head)
+    return HeadEffects(position=position, token_id=int(token_id), logprob=float(lp[0]), delta=delta)
+
+
+# ------------------------------------------------------------------ generation
+
+
+@dataclass
+class Step:
+    """One generated token."""
+
+    step: int  # 1, 2, ...
+    token_id: int
+    prob: float  # its probability under softmax(logits / temperature)
+    top_ids: list[int]
+    top_probs: list[float]
+    attention: torch.Tensor  # (L, nh, S): the row of the query that predicted it, over every earlier token
+
+
+@dataclass
+class Done:
+    ids: list[int]  # prompt and generated tokens
+    generated: list[int]
+    reason: str  # "length" | "eos" | "context"
+
+
+def eos_ids(backend) -> set[int]:
+    """The tokens that end a generation: the model's EOS (ours: ``<|endoftext|>``)."""
+    model = backend.model
+    found = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if found is None:
+        found = getattr(model.config, "eos_token_id", None)
+    if found is None:
+        found = getattr(backend.tokenizer, "eot_id", None)
+    if found is None:
+        return set()
+    return {int(i) for i in (found if isinstance(found, (list, tuple)) else [found])}
+
+
+def generate(
+    backend,
+    ids: list[int],
+    max_new_tokens: int,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 0,
+    opts: AttentionOptions = AttentionOptions(),
+    top_n: int = 5,
+) -> Iterator[Step | Done]:
+    """Yields a :class:`Step` per new token as it is produced, then one :class:`Done`.
+
+    The first step runs the whole prompt into the cache; every later step feeds only the token
+    just chosen. Greedy takes the arg-max logit (what transformers' ``generate(do_sample=False)``
+    does); sampling draws from ``softmax(logits / temperature)`` over the ``top_k`` best
+    (all if None) with a generator seeded by ``seed``. Stops after ``max_new_tokens``
+    ("length"), on the model's EOS ("eos"), or when the text fills the context ("context").
+    The caller may stop iterating at any step; nothing is left running.
+    """
+    block_size = backend.facts.block_size
+    eos = eos_ids(backend)
+    gen = torch.Generator().manual_seed(int(seed)) if do_sample else None
+    seq = list(ids)
+    if len(seq) >= block_size:
+        yield Done(ids=seq, generated=[], reason="context")
+        return
+    cache = backend.start_generation()
+    feed = list(ids)
+    for step in range(1, max_new_tokens + 1):
+        logits, rows = backend.step(feed, cache, opts)  # (V,), L × (nh, S)
+        probs = torch.softmax(logits.double().cpu() / temperature, dim=-1)  # (V,)
+        if do_sample:
+            weights = probs
+            if top_k is not None and top_k < probs.numel():
+                kth = torch.topk(probs, top_k).values[-1]
+                weights = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+            token = int(torch.multinomial(weights, 1, generator=gen))
+        else:
+            token = int(logits.argmax())
+        top = torch.topk(probs, min(top_n, probs.numel()))
+        yield Step(
+            step=step,
+            token_id=token,
+            prob=float(probs[token]),
+            top_ids=top.indices.tolist(),
+            top_probs=top.values.tolist(),
+            attention=torch.stack(rows).cpu(),  # (L, nh, S)
+        )
+        seq.append(token)
+        reason = None
+        if token in eos:
+            reason = "eos"
+        elif step == max_new_tokens:
+            reason = "length"
+        elif len(seq) >= block_size:
+            reason = "context"
+        if reason:
+            yield Done(ids=seq, generated=seq[len(ids) :], reason=reason)
+            return
+        feed = [token]
