@@ -53,6 +53,8 @@ class ModelFacts:
     softcap: float | None = None  # attention logit softcapping (Gemma 2)
     sliding_window: list[int | None] = field(default_factory=list)  # per layer; None = full causal
     bos_token: str | None = None  # prefixed to every text, as in training
+    source_format: str = "safetensors"  # what the weights were read from: safetensors, pytorch (.bin) or gguf
+    quantization: str | None = None  # a GGUF file's type (Q4_K_M, Q8_0, F16, ...); None for other formats
 
     @property
     def kv_head_of(self) -> list[int]:

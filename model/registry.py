@@ -9,6 +9,9 @@ any other ``model_type``, or a GPT-2   GPT-NeoX/Pythia, Llama, Qwen2, Mistral,  
 our GPT cannot run exactly             Gemma 2, ... (``AutoModelForCausalLM``)
 =====================================  ==========================================  ============
 
+A ``.gguf`` file (or a folder holding one and no ``config.json``) is read by transformers' GGUF
+loader, its weights dequantized (:mod:`model.gguf_file`).
+
 Everything loads offline (``local_files_only``); nothing is downloaded.
 """
 
@@ -43,6 +46,13 @@ def load_model(
         raise CheckpointError(f"unknown dtype {dtype!r} (use {', '.join(DTYPES)})")
     if dtype != "fp32" and dev.type == "cpu":
         raise CheckpointError(f"--dtype {dtype} needs a GPU; on the CPU attnscope runs fp32")
+    from .gguf_file import find_gguf
+
+    gguf = find_gguf(path)  # a .gguf file, or a folder holding one
+    if gguf is not None:
+        from .gguf_file import load_gguf
+
+        return LoadedModel(backend=load_gguf(gguf, dev, dtype), path=gguf)
     if not path.is_dir():
         raise CheckpointError(f"checkpoint directory not found: {path}")
     cfg = read_config(path)
@@ -60,6 +70,8 @@ def load_model(
         from .hf_backend import load_transformers_dir
 
         backend = load_transformers_dir(path, dev, dtype)
+        if not any(path.glob("*.safetensors")):
+            backend.facts.source_format = "pytorch"
     return LoadedModel(backend=backend, path=path, training=read_training(path))
 
 
