@@ -1,0 +1,134 @@
+"""Generation with a key/value cache: greedy equals transformers' ``generate(do_sample=False)``
+token for token, each step's attention row is the full forward pass's row, and sums to 1."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from attnscope.model.ablation import Done, Step, generate  # noqa: E402
+from attnscope.model.backends import OursBackend  # noqa: E402
+from attnscope.model.gpt import AttentionOptions  # noqa: E402
+from attnscope.model.registry import load_model  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from tests.familykit import build  # noqa: E402
+from tests.model.test_ablation import hooked, model_dirs  # noqa: E402, F401
+
+PROMPT = "The cat sat on the mat. Then the dog"
+
+
+@pytest.fixture(scope="module")
+def gen_dirs(model_dirs, tmp_path_factory):
+    root = tmp_path_factory.mktemp("gen")
+    return {**model_dirs, "gemma2": build("gemma2", root / "gemma2")}  # sliding window + softcap
+
+
+@pytest.fixture(scope="module")
+def loaded(gen_dirs):
+    return {name: load_model(path, "cpu") for name, path in gen_dirs.items()}
+
+
+def run(backend, ids, n, **kw):
+    steps = list(generate(backend, ids, n, **kw))
+    assert isinstance(steps[-1], Done) and all(isinstance(s, Step) for s in steps[:-1])
+    return steps[:-1], steps[-1]
+
+
+def hf_greedy(path, ids, n, heads=()):
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+    with torch.no_grad(), hooked(model, heads):
+        out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False)
+    generated = out[0, len(ids) :].tolist()
+    eos = model.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [eos])
+    for i, t in enumerate(generated):  # after EOS, transformers pads
+        if t in eos:
+            return generated[: i + 1]
+    return generated
+
+
+@pytest.mark.parametrize("name", ["gpt2-export", "llama", "gemma2"])
+def test_greedy_equals_transformers_generate(name, gen_dirs, loaded):
+    lm = loaded[name]
+    ids = lm.tokenizer.encode_ids(PROMPT)
+    steps, done = run(lm.backend, ids, 24)
+    expected = hf_greedy(gen_dirs[name], ids, 24)
+    assert [s.token_id for s in steps] == expected
+    assert done.generated == expected
+    assert done.reason == ("eos" if len(expected) < 24 else "length")
+
+
+@pytest.mark.parametrize("name", ["gpt2-export", "llama"])
+def test_greedy_with_heads_switched_off_equals_hooked_generate(name, gen_dirs, loaded):
+    lm = loaded[name]
+    ids = lm.tokenizer.encode_ids(PROMPT)
+    heads = [(0, 1), (1, 0)]
+    steps, _ = run(lm.backend, ids, 12, opts=AttentionOptions(ablate=frozenset(heads)))
+    assert [s.token_id for s in steps] == hf_greedy(gen_dirs[name], ids, 12, heads)
+
+
+@pytest.mark.parametrize("name", ["gpt2-export", "llama", "gemma2"])
+def test_each_step_is_the_full_forward_pass(name, loaded):
+    """With the cache, step k's logits and attention rows equal a whole forward pass over the
+    prompt and the k − 1 tokens before it: the row of its last position, over every earlier token."""
+    lm = loaded[name]
+    ids = lm.tokenizer.encode_ids(PROMPT)
+    steps, done = run(lm.backend, ids, 10)
+    for s in steps:
+        seq = done.ids[: len(ids) + s.step - 1]
+        traces = []
+        logits = lm.backend.run(seq, AttentionOptions(), traces, logits=True)
+        full = torch.stack([t.pattern[0, :, -1] for t in traces])  # (L, nh, S)
+        assert s.attention.shape == full.shape == (lm.facts.n_layer, lm.facts.n_head, len(seq))
+        assert (s.attention - full).abs().max() <= 1e-5
+        torch.testing.assert_close(s.attention.sum(-1), torch.ones(lm.facts.n_layer, lm.facts.n_head))
+        probs = torch.softmax(logits[-1].double(), -1)
+        assert abs(s.prob - float(probs[s.token_id])) <= 1e-5
+        assert s.top_ids[0] == int(probs.argmax()) and s.top_probs == sorted(s.top_probs, reverse=True)
+
+
+def test_our_cache_is_one_token_of_work_per_step(loaded):
+    """After the prompt, every step feeds the model exactly one token."""
+    backend = loaded["gpt2-export"].backend
+    assert isinstance(backend, OursBackend)
+    fed = []
+    original = backend.step
+
+    def spy(ids, cache, opts):
+        fed.append(len(ids))
+        return original(ids, cache, opts)
+
+    backend.step = spy
+    try:
+        ids = backend.tokenizer.encode_ids(PROMPT)
+        run(backend, ids, 8)
+    finally:
+        del backend.step
+    assert fed[0] == len(ids) and set(fed[1:]) == {1}
+
+
+@pytest.mark.parametrize("name", ["gpt2-export", "llama"])
+def test_a_generation_that_fills_the_context_stops_there(name, loaded):
+    lm = loaded[name]
+    block = lm.facts.block_size
+    ids = (lm.tokenizer.encode_ids(PROMPT) * block)[: block - 3]
+    steps, done = run(lm.backend, ids, 20)
+    assert len(steps) == 3 and len(done.ids) == block
+    assert done.reason == "context"
+    steps, done = run(lm.backend, ids + [ids[0]] * 3, 5)
+    assert steps == [] and done.reason == "context"
+
+
+def test_sampling_is_seeded(loaded):
+    backend = loaded["llama"].backend
+    ids = backend.tokenizer.encode_ids(PROMPT)
+    a = [s.token_id for s in run(backend, ids, 12, do_sample=True, seed=3, temperature=2.0)[0]]
+    b = [s.token_id for s in run(backend, ids, 12, do_sample=True, seed=3, temperature=2.0)[0]]
+    c = [s.token_id for s in run(backend, ids, 12, do_sample=True, seed=4, temperature=2.0)[0]]
+    greedy = [s.token_id for s in run(backend, ids, 12)[0]]
+    top1 = [s.token_id for s in run(backend, ids, 12, do_sample=True, seed=5, top_k=1)[0]]
+    assert a == b and a != c
+    assert top1 == greedy
