@@ -4,6 +4,8 @@
     attnscope train [--preset small ...]          (arguments go to model.train)
     attnscope inspect "The cat sat on the mat." [--json] [--layer L] [--head H] [--checkpoint DIR]
     attnscope export-hf OUT_DIR [--checkpoint DIR]
+    attnscope serve --checkpoint FILE.gguf | --ollama NAME[:TAG]    (a GGUF model, dequantized)
+    attnscope models [--dir DIR]                  (the GGUF models on this machine)
 
 Also ``python -m attnscope ...``. Settings not given as options come from ``ATTNSCOPE_*``
 variables (see :mod:`app.settings`). Errors are one line on stderr and a non-zero exit.
@@ -61,8 +63,15 @@ def _scale(value: str) -> str | float:
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..model.checkpoint import CheckpointError, pick_device, read_config
     from ..model.registry import family_of, load_model
+    from .cli_gguf import UsageError, ollama_checkpoint
     from .settings import Settings
 
+    try:
+        args.checkpoint = ollama_checkpoint(args)  # --ollama NAME: the model blob Ollama pulled
+    except UsageError as e:
+        return _fail(str(e), EXIT_USAGE)
+    except CheckpointError as e:
+        return _fail(f"cannot start: {e}")
     options = {
         "host": args.host,
         "port": args.port,
@@ -84,7 +93,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise CheckpointError(f"--dtype {settings.dtype} needs a GPU; on the CPU attnscope runs fp32")
         # ours loads in milliseconds: a full check; a transformers model is opened once, by the
         # server, after the checks that need no weights
-        if family_of(read_config(settings.checkpoint_path)) == "attnscope":
+        from ..model.gguf_file import find_gguf
+        from ..model.gguf_file import preflight as gguf_preflight
+
+        gguf = find_gguf(settings.checkpoint_path)
+        if gguf is not None:  # header, architecture, tensor types, packages, memory: no weights read
+            gguf_preflight(gguf, device, settings.dtype)
+        elif family_of(read_config(settings.checkpoint_path)) == "attnscope":
             load_model(settings.checkpoint_path, "cpu")
         else:
             from ..model.hf_backend import preflight
@@ -154,11 +169,18 @@ def _summary(data: dict, layer: int | None, head: int | None, width: int = 3) ->
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..model.checkpoint import CheckpointError
     from ..model.registry import load_model
+    from .cli_gguf import UsageError, ollama_checkpoint
     from .errors import ApiError
     from .schemas import DEFAULT_INCLUDE, attention_request_model
     from .service import attention_json, build_service
     from .settings import Settings
 
+    try:
+        args.checkpoint = ollama_checkpoint(args)  # --ollama NAME: the model blob Ollama pulled
+    except UsageError as e:
+        return _fail(str(e), EXIT_USAGE)
+    except CheckpointError as e:
+        return _fail(str(e))
     try:
         options = {"checkpoint": args.checkpoint, "device": args.device, "dtype": args.dtype}
         settings = Settings(**{k: v for k, v in options.items() if v})
@@ -228,6 +250,8 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .cli_gguf import add_models_command, add_ollama_option
+
     ap = argparse.ArgumentParser(
         prog="attnscope",
         description="See attention in a causal transformer: our small GPT, or any local transformers model.",
@@ -237,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the web app and JSON API")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1; 0.0.0.0 to listen on every interface)")
     serve.add_argument("--port", type=int, help="default 8000")
-    serve.add_argument("--checkpoint", help="checkpoint directory (default: the shipped model)")
+    serve.add_argument("--checkpoint", help="checkpoint directory or .gguf file (default: the shipped model)")
+    add_ollama_option(serve)
     serve.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     serve.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32; bf16/fp16 on a GPU")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (each loads the model)")
@@ -250,7 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     ins = sub.add_parser("inspect", help="run a text through the model and summarise what each head does")
     ins.add_argument("text")
     ins.add_argument("--json", action="store_true", help="print the JSON of POST /api/attention instead")
-    ins.add_argument("--checkpoint", help="checkpoint directory (default: the shipped model)")
+    ins.add_argument("--checkpoint", help="checkpoint directory or .gguf file (default: the shipped model)")
+    add_ollama_option(ins)
     ins.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     ins.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32; bf16/fp16 on a GPU")
     ins.add_argument("--layer", type=int, help="only this layer")
@@ -268,6 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("dir", help="output directory")
     exp.add_argument("--checkpoint", help="checkpoint directory (default: the shipped model)")
     exp.set_defaults(func=cmd_export_hf)
+
+    add_models_command(sub)
     return ap
 
 

@@ -286,6 +286,12 @@ class ModelInfo(BaseModel):
     dtype: str
     device: str
     parameters: int
+    source_format: str = Field(
+        "safetensors", description="what the weights were read from: safetensors, pytorch (.bin) or gguf"
+    )
+    quantization: str | None = Field(
+        None, description="a GGUF file's type as llama.cpp names it (Q4_K_M, Q8_0, F16, ...); null for other formats"
+    )
     checkpoint: str
     training: dict[str, Any] = Field(description="what training measured (training.json), {} if unknown")
 
