@@ -1,18 +1,28 @@
-"""Sinks that keep only what a view asked for, taken inside the forward pass.
+"""A sink that keeps only what a view asked for, taken inside the forward pass, a block at a time.
 
-A backend's ``run`` hands every layer's :class:`~model.gpt.AttentionTrace` to a sink as soon
-as the layer has computed it. A plain ``list`` keeps all of it (fine for a 4×4 model and 64
-tokens); :class:`Capture` reduces each layer on the model's device right away (statistics,
-thumbnails, the selected heads' matrices) and lets the layer's T×T tensors go, so a request
-for a 12×12 model at 1024 tokens never holds an ``(L, nh, T, T)`` tensor of any kind.
+A backend's ``run`` hands each attention layer to its sink. A plain ``list`` gets one
+:class:`~model.gpt.AttentionTrace` of whole ``(B, nh, T, T)`` tensors per layer (fine for a 4×4
+model and 64 tokens; :mod:`model.inspection` and the tests use it). :class:`Capture` is a
+*blockwise* sink (:func:`model.gpt.traced_attention`): the layer computes its attention a block of
+query rows at a time, the block's size chosen from a memory budget, and the capture reduces each
+block on the model's device as it arrives:
 
-What it keeps is plain numpy, ready for any encoder (JSON, base64 typed arrays):
+* the statistics of every selected head (:class:`model.stats.HeadStats`, row by row, with the
+  variances merged block by block);
+* the thumbnails: each selected head's pattern max-pooled to at most n×n, block rows landing in
+  their thumbnail rows with an ``amax`` scatter, so any block size pools exactly;
+* the full matrices of the selected heads and of the focus head, where asked for; the focus head
+  may instead come max-pooled (``focus_thumbnail``) and/or as the exact cells of one region.
 
-* per selected layer: its divisor, its mask, and for the selected heads
+No ``(nh, T, T)`` tensor exists at any time, and with a causal mask a block computes only the
+keys up to its last query. Layers nothing is asked of run the fused fast path (``wants``).
+:meth:`Capture.finish` moves everything to the host in one copy per dtype; what it keeps is
+plain numpy, ready for any encoder (JSON, base64 typed arrays):
+
+* per selected layer: its divisor, mask, softcap and window, and for the selected heads
   ``fields`` (``(H, T, ·)`` float32; masked scores NaN), ``stats`` and ``thumbnail``
-  (``(H, n, n)`` uint8: each head's pattern max-pooled on the device to at most n×n, then
-  weight × 255 rounded);
-* ``focus``: every asked-for field of one head at full resolution.
+  (``(H, n, n)`` uint8, weight × 255 rounded);
+* ``focus``: every asked-for field of one head, at full resolution, pooled, or a region.
 """
 
 from __future__ import annotations
@@ -24,14 +34,13 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .gpt import AttentionTrace
-from .stats import STAT_ROWS, STAT_SCALARS, head_stats_arrays
+from .stats import STAT_SCALARS, HeadStats
 
 MATRIX_FIELDS = ("pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled")
 SCORE_FIELDS = ("attn_scores_raw", "attn_scores_uncapped", "attn_scores")  # NaN where masked
 VECTOR_FIELDS = ("q", "k", "v")
-STATS_BUDGET_BYTES = 48 << 20  # T×T temporaries of the statistics, per group of heads
-BATCH_STATS_BYTES = 8 << 20  # below this (all selected layers' T×T scores), statistics in one call
+BLOCK_BUDGET_BYTES = 96 << 20  # the T×S temporaries of one block of query rows, all heads of a layer
+BLOCK_TEMPORARIES = 8  # float32 (nh, t, S) tensors alive at once in a block (scores, pattern, stats)
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,11 @@ class Selection:
     fields: frozenset[str] = frozenset()  # full matrices of every selected head
     stats: bool = False
     thumbnail: int | None = None  # n: each selected head's pattern max-pooled to at most n×n
-    focus: tuple[int, int] | None = None  # (layer, head) sent at full resolution
+    focus: tuple[int, int] | None = None  # (layer, head) sent beside the selection
     focus_fields: frozenset[str] = frozenset()
+    focus_thumbnail: int | None = None  # the focus head's matrices max-pooled to at most n×n
+    focus_region: tuple[int, int, int, int] | None = None  # [q0, q1) × [k0, k1): exact cells of the focus head
+    budget_bytes: int = BLOCK_BUDGET_BYTES
 
     @property
     def needs_unscaled(self) -> bool:
@@ -56,7 +68,7 @@ class Selection:
 class LayerCapture:
     layer: int
     divisor: float
-    mask: np.ndarray  # (T, T) bool
+    mask: np.ndarray  # (T, T) bool; one array shared by every layer with the same mask
     softcap: float | None = None  # the layer's attention logit softcap (Gemma 2), None if none
     window: int | None = None  # the sliding window its mask applied, None if none (or the mask is off)
     fields: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (H, T, ·) float32
@@ -83,12 +95,25 @@ def thumbnails(pattern: torch.Tensor, n: int) -> torch.Tensor:
     return (pooled * 255).round_().to(torch.uint8)
 
 
-def _cpu(x: torch.Tensor) -> np.ndarray:
-    return x.detach().to("cpu", torch.float32).numpy()
+class _Pool:
+    """A (H, T, S) matrix max-pooled to (H, ceil(T/k), ceil(S/k)), filled a block of rows at a time."""
+
+    def __init__(self, H: int, T: int, S: int, k: int, device, fill: float = 0.0) -> None:
+        self.k = k
+        self.acc = torch.full((H, math.ceil(T / k), math.ceil(S / k)), fill, device=device)
+
+    def add(self, rows: torch.Tensor, q0: int) -> None:
+        """``rows`` (H, t, s): rows ``q0 .. q0 + t`` of the matrix over its first s keys."""
+        k = self.k
+        pooled = F.max_pool2d(rows.float(), (1, k), ceil_mode=True) if k > 1 else rows.float()  # (H, t, ceil(s/k))
+        index = (torch.arange(q0, q0 + rows.shape[1], device=rows.device) // k)[None, :, None]  # its thumbnail row
+        self.acc[:, :, : pooled.shape[-1]].scatter_reduce_(1, index.expand_as(pooled), pooled, "amax")
 
 
 class Capture:
-    """A trace sink: reduces each layer to what :class:`Selection` asks for, then drops it."""
+    """A blockwise trace sink: reduces each layer to what :class:`Selection` asks for, block by block."""
+
+    blockwise = True
 
     def __init__(self, sel: Selection) -> None:
         self.sel = sel
@@ -96,114 +121,268 @@ class Capture:
         self.layers: list[LayerCapture] = []
         self.focus: dict[str, np.ndarray] | None = None
         self.focus_stats: dict[str, np.ndarray] | None = None
-        self.n_seen = 0
-        self._last_z: torch.Tensor | None = None
+        self.focus_pooled: dict[str, np.ndarray] | None = None  # name -> (m, m) float32, with focus_thumbnail
+        self.focus_region: dict[str, np.ndarray] | None = None  # name -> (q1 - q0, k1 - k0), with focus_region
+        self.host_copies = 0  # device-to-host transfers made (one per dtype on a GPU)
+        self.blocks_per_layer: list[int] = []
         self._want = set(sel.layers)
-        self._mask_thumbnails: list[tuple[torch.Tensor, np.ndarray]] = []
-        self._pending: list[tuple[LayerCapture, AttentionTrace]] = []
+        # every layer up to the last one asked for runs the explicit path, so that a layer's numbers never
+        # depend on what else is selected; the layers after it only feed the predictions: the fast path
+        self._last = max([*sel.layers, *([sel.focus[0]] if sel.focus is not None else [])], default=-1)
+        self._finite: torch.Tensor | bool = True  # on the device until finish(): no sync per layer
+        self._masks: list[tuple[torch.Tensor, np.ndarray]] = []  # distinct masks seen, and their host copy
+        self._mask_thumbnails: dict[int, torch.Tensor] = {}
+        self._layer: _LayerState | None = None
+        self._device_parts: list[tuple[object, str, str, torch.Tensor]] = []  # (owner, kind, name, tensor)
+
+    # ---------------------------------------------------------------- what the model asks
+
+    def wants(self, layer: int) -> bool:
+        """Whether this layer runs the explicit path: it or a later layer is asked for (else: the fused fast path)."""
+        return layer <= self._last
+
+    def blocks(self, T: int, S: int, nh: int) -> list[tuple[int, int]]:
+        """The query blocks ``[(q0, q1), ...]`` a layer of ``nh`` heads over ``S`` keys is computed in."""
+        rows = max(1, self.sel.budget_bytes // (nh * S * 4 * BLOCK_TEMPORARIES))
+        return [(q0, min(T, q0 + rows)) for q0 in range(0, T, rows)]
 
     def finite(self) -> bool:
-        """Whether the forward pass stayed finite: scores that overflow make a softmax row NaN,
-        the residual stream carries it into every later layer, so the last layer's z tells."""
-        return self._last_z is None or bool(torch.isfinite(self._last_z).all())
+        """Whether the forward pass stayed finite: scores that overflow make a softmax row NaN and
+        the residual stream carries it into every later layer, so each captured layer's z tells."""
+        return bool(self._finite)
 
-    def append(self, tr: AttentionTrace) -> None:
-        layer = self.n_seen
-        self.n_seen += 1
-        self._last_z = tr.z
+    # ---------------------------------------------------------------- one layer, block by block
+
+    def begin(self, layer: int, q, k, v, mask, divisor: float, softcap=None, window=None) -> None:
+        """``q, k, v`` (1, nh, T|S, hs) of the layer (k and v one per query head), ``mask`` (T, S) bool."""
         sel = self.sel
+        T, S = mask.shape
+        st = _LayerState(layer=layer, mask=mask, q=q[0], k=k[0], v=v[0])
+        host_mask = self._host_mask(mask)
+        if layer in self._want:
+            heads = sel.heads
+            st.cap = LayerCapture(layer=layer, divisor=float(divisor), mask=host_mask, softcap=softcap, window=window)
+            st.heads = heads
+            st.head_index = _index(heads, q.shape[1], q.device)
+            if sel.stats and heads:
+                st.stats = HeadStats(_pick(st.q, st.head_index), _pick(st.k, st.head_index), divisor, softcap)
+            if sel.thumbnail and heads:
+                st.pool = _Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
+                st.cap.thumbnail_mask = self._thumbnail_mask(mask)
+            for name in self._matrices(sel.fields, softcap):
+                st.full[name] = _blank(name, len(heads), T, S, q.device)
+            for name in sel.fields & set(VECTOR_FIELDS):
+                self._keep(st.cap, "field", name, _pick(getattr(st, name), st.head_index))
+            self.layers.append(st.cap)
         if sel.focus is not None and sel.focus[0] == layer:
             h = sel.focus[1]
-            self.focus = {name: self._field(tr, name, [h])[0] for name in sel.focus_fields if name != "stats"}
+            st.focus_index = _index([h], -1, q.device)
+            st.focus = True
+            names = self._matrices(sel.focus_fields, softcap)
+            self.focus, self.focus_pooled, self.focus_region = {}, None, None
+            if sel.focus_thumbnail:
+                self.focus_pooled = {}
+                kf = thumbnail_block(T, sel.focus_thumbnail)
+                st.focus_pools = {n: _Pool(1, T, S, kf, q.device, _pool_fill(n)) for n in names}
+            if sel.focus_region is not None:
+                q0, q1, k0, k1 = sel.focus_region
+                self.focus_region = {}
+                st.focus_region = {n: _blank(n, 1, q1 - q0, k1 - k0, q.device) for n in names}
+            if not sel.focus_thumbnail and sel.focus_region is None:
+                st.focus_full = {n: _blank(n, 1, T, S, q.device) for n in names}
+            for name in sel.focus_fields & set(VECTOR_FIELDS):
+                self._keep(self, "focus", name, _pick(getattr(st, name), st.focus_index)[0])
             if "stats" in sel.focus_fields:
-                self.focus_stats = {name: value[0] for name, value in self._stats(tr, [h]).items()}
-        if layer not in self._want:
-            return
-        heads = sel.heads
-        cap = LayerCapture(
-            layer=layer, divisor=tr.divisor, mask=tr.mask.cpu().numpy(), softcap=tr.softcap, window=tr.window
-        )
-        for name in sel.fields:
-            cap.fields[name] = self._field(tr, name, heads)
-        if sel.thumbnail:
-            cap.thumbnail = thumbnails(self._heads(tr.pattern, heads), sel.thumbnail).cpu().numpy()
-            cap.thumbnail_mask = self._thumbnail_mask(tr.mask)
-        if sel.stats and heads:
-            T = tr.mask.shape[0]
-            if len(sel.layers) * len(heads) * T * T * 4 <= BATCH_STATS_BYTES and tr.softcap is None:
-                self._pending.append((cap, tr))  # small: all layers in one call, in finish()
-            else:
-                cap.stats = self._stats(tr, heads)
-        self.layers.append(cap)
+                st.focus_stats = HeadStats(_pick(st.q, st.focus_index), _pick(st.k, st.focus_index), divisor, softcap)
+        self._layer = st
+
+    def block(self, q0: int, q1: int, steps: dict[str, torch.Tensor | None]) -> None:
+        """Rows ``q0 .. q1`` of the layer's named steps, each ``(1, nh, q1 - q0, s)`` over its first s keys."""
+        st = self._layer
+        s = steps["pattern"].shape[-1]
+        mask = st.mask[q0:q1, :s]  # (t, s)
+        masked = ~mask
+        st.n_blocks += 1
+        if st.cap is not None and st.heads:
+            picked = {n: _pick(t[0], st.head_index) for n, t in steps.items() if t is not None}  # (H, t, s)
+            if st.stats is not None:
+                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], picked["pattern"], mask)
+            if st.pool is not None:
+                st.pool.add(picked["pattern"], q0)
+            for name, out in st.full.items():
+                out[:, q0:q1, :s] = _shown(name, picked[name], masked)
+        if st.focus:
+            one = {n: _pick(t[0], st.focus_index) for n, t in steps.items() if t is not None}  # (1, t, s)
+            if st.focus_stats is not None:
+                st.focus_stats.add(one["attn_scores_raw"], one["attn_scores"], one["pattern"], mask)
+            for name, pool in st.focus_pools.items():
+                pool.add(_pooled_input(name, one[name], masked), q0)
+            for name, out in st.focus_full.items():
+                out[:, q0:q1, :s] = _shown(name, one[name], masked)
+            if st.focus_region:
+                r0, r1, c0, c1 = self.sel.focus_region
+                a, b = max(q0, r0), min(q1, r1)
+                if a < b and c0 < s:
+                    for name, out in st.focus_region.items():
+                        piece = _shown(
+                            name,
+                            one[name][:, a - q0 : b - q0, c0 : min(c1, s)],
+                            masked[a - q0 : b - q0, c0 : min(c1, s)],
+                        )
+                        out[:, a - r0 : b - r0, : piece.shape[-1]] = piece
+
+    def end(self, z: torch.Tensor) -> None:
+        """The layer's output ``z`` (1, nh, T, hs): its finiteness, then the layer's results to keep."""
+        st, self._layer = self._layer, None
+        self._finite = torch.isfinite(z).all() & self._finite
+        self.blocks_per_layer.append(st.n_blocks)
+        if st.cap is not None:
+            if st.stats is not None:
+                for name, value in st.stats.result().items():
+                    self._keep(st.cap, "stats", name, value)
+            if st.pool is not None:
+                self._keep(st.cap, "thumbnail", "", _levels(st.pool.acc))
+            for name, out in st.full.items():
+                self._keep(st.cap, "field", name, out)
+        if st.focus:
+            for name, out in st.focus_full.items():
+                self._keep(self, "focus", name, out[0])
+            for name, pool in st.focus_pools.items():
+                self._keep(self, "focus_pooled", name, _unfill(name, pool.acc[0]))
+            for name, out in st.focus_region.items():
+                self._keep(self, "focus_region", name, out[0])
+            if st.focus_stats is not None:
+                for name, value in st.focus_stats.result().items():
+                    self._keep(self, "focus_stats", name, value[0])
 
     def finish(self) -> None:
-        """Statistics held back for one batched call (short inputs: fewer, larger operations)."""
-        if not self._pending:
-            return
-        heads = self.sel.heads
-        stacked = {
-            name: torch.stack([self._heads(getattr(tr, name), heads).float() for _, tr in self._pending])
-            for name in ("q", "k", "attn_scores_raw", "attn_scores", "pattern")
-        }  # (layers, H, T, ·)
-        masks = torch.stack([tr.mask for _, tr in self._pending])[:, None]  # (layers, 1, T, T)
-        divisors = torch.tensor([tr.divisor for _, tr in self._pending], device=masks.device)
-        same = bool((divisors == divisors[0]).all()) and bool((masks == masks[:1]).all())
-        if not same:  # per-layer divisors or masks: one call per layer
-            for cap, tr in self._pending:
-                cap.stats = self._stats(tr, heads)
-        else:
-            tr0 = self._pending[0][1]
-            values = head_stats_arrays(
-                stacked["q"],
-                stacked["k"],
-                stacked["attn_scores_raw"],
-                stacked["attn_scores"],
-                stacked["pattern"],
-                tr0.mask,
-                tr0.divisor,
-            )
-            scalars = {n: values[n].double().cpu().numpy() for n in STAT_SCALARS}
-            rows = {n: _cpu(values[n]) for n in STAT_ROWS}
-            for li, (cap, _) in enumerate(self._pending):
-                cap.stats = {**{n: v[li] for n, v in scalars.items()}, **{n: v[li] for n, v in rows.items()}}
-        self._pending = []
+        """Everything kept moves to the host: one copy per dtype on a GPU, none at all on the CPU."""
+        parts, self._device_parts = self._device_parts, []
+        for (owner, kind, name, _), host in zip(parts, self._to_host([t for *_, t in parts])):
+            if kind == "field":
+                owner.fields[name] = host
+            elif kind == "stats":
+                owner.stats[name] = host.astype(np.float64) if name in STAT_SCALARS else host
+            elif kind == "thumbnail":
+                owner.thumbnail = host
+            elif kind == "focus_stats":
+                self.focus_stats = self.focus_stats or {}
+                self.focus_stats[name] = host.astype(np.float64) if name in STAT_SCALARS else host
+            else:  # focus, focus_pooled, focus_region
+                getattr(self, kind)[name] = host
+
+    # ---------------------------------------------------------------- helpers
+
+    def _keep(self, owner, kind: str, name: str, tensor: torch.Tensor) -> None:
+        self._device_parts.append((owner, kind, name, tensor.detach()))
+
+    def _to_host(self, tensors: list[torch.Tensor]) -> list[np.ndarray]:
+        if not tensors:
+            return []
+        if all(t.device.type == "cpu" for t in tensors):
+            return [(t if t.dtype == torch.uint8 else t.to(torch.float32)).contiguous().numpy() for t in tensors]
+        out: list[np.ndarray | None] = [None] * len(tensors)
+        for dtype in (torch.float32, torch.uint8):  # one packed transfer per dtype
+            idx = [i for i, t in enumerate(tensors) if (t.dtype == torch.uint8) == (dtype == torch.uint8)]
+            if not idx:
+                continue
+            flat = torch.cat([tensors[i].to(dtype).reshape(-1) for i in idx])
+            host = torch.empty(flat.shape, dtype=dtype, pin_memory=True)
+            host.copy_(flat, non_blocking=True)
+            self.host_copies += 1
+            torch.cuda.synchronize(flat.device)
+            start = 0
+            for i in idx:
+                n = tensors[i].numel()
+                out[i] = host[start : start + n].numpy().reshape(tensors[i].shape)
+                start += n
+        return out  # type: ignore[return-value]
+
+    def _host_mask(self, mask: torch.Tensor) -> np.ndarray:
+        """The layer's mask on the host, one array per distinct mask (most layers share one)."""
+        for seen, host in self._masks:
+            if seen is mask or (seen.shape == mask.shape and torch.equal(seen, mask)):
+                return host
+        host = mask.cpu().numpy()
+        if mask.device.type != "cpu":
+            self.host_copies += 1
+        self._masks.append((mask, host))
+        return host
 
     def _thumbnail_mask(self, mask: torch.Tensor) -> np.ndarray:
         """(m, m) uint8, 1 where any cell of the block may attend; computed once per distinct mask."""
-        for seen, pooled in self._mask_thumbnails:
-            if seen is mask or torch.equal(seen, mask):
-                return pooled
-        pooled = (thumbnails(mask[None].float(), self.sel.thumbnail)[0] // 255).cpu().numpy()
-        self._mask_thumbnails.append((mask, pooled))
-        return pooled
+        host = self._host_mask(mask)
+        key = id(host)
+        if key not in self._mask_thumbnails:
+            self._mask_thumbnails[key] = (
+                thumbnails(torch.from_numpy(host)[None].float(), self.sel.thumbnail)[0] // 255
+            ).numpy()
+        return self._mask_thumbnails[key]
 
     @staticmethod
-    def _heads(x: torch.Tensor, heads: list[int]) -> torch.Tensor:
-        """(1, nh, T, ·) -> (H, T, ·), a view when all heads are selected in order."""
-        x = x[0]
-        if heads and heads == list(range(heads[0], heads[-1] + 1)):
-            return x[heads[0] : heads[-1] + 1]  # a contiguous run: a view, no copy
-        return x.index_select(0, torch.tensor(heads, dtype=torch.long, device=x.device))
+    def _matrices(names, softcap) -> list[str]:
+        """The matrices to keep: ``attn_scores_uncapped`` only from a layer with a softcap (without
+        one it would repeat ``attn_scores``), never ``stats`` (taken apart)."""
+        return [n for n in MATRIX_FIELDS if n in names and (n != "attn_scores_uncapped" or softcap is not None)]
 
-    def _field(self, tr: AttentionTrace, name: str, heads: list[int]) -> np.ndarray:
-        if name == "attn_scores_uncapped" and tr.attn_scores_uncapped is None:
-            name = "attn_scores"  # no softcap: the scores softmax sees are raw / divisor
-        x = self._heads(getattr(tr, name), heads)
-        if name in SCORE_FIELDS:
-            x = x.float().masked_fill(~tr.mask, float("nan"))  # masked: NaN (null in JSON)
-        return np.ascontiguousarray(_cpu(x))
 
-    def _stats(self, tr: AttentionTrace, heads: list[int]) -> dict[str, np.ndarray]:
-        T = tr.mask.shape[0]
-        group = max(1, STATS_BUDGET_BYTES // (4 * 4 * T * T))  # ~4 T×T float32 temporaries per head
-        parts: list[dict[str, torch.Tensor]] = []
-        for start in range(0, len(heads), group):
-            hs = heads[start : start + group]
-            q, k, raw, scores, pattern = (
-                self._heads(getattr(tr, name), hs).float()
-                for name in ("q", "k", "attn_scores_raw", "attn_scores", "pattern")
-            )
-            parts.append(head_stats_arrays(q, k, raw, scores, pattern, tr.mask, tr.divisor, tr.softcap))
-        out = {name: torch.cat([p[name] for p in parts]).double().cpu().numpy() for name in STAT_SCALARS}
-        out.update({name: _cpu(torch.cat([p[name] for p in parts])) for name in STAT_ROWS})
-        return out
+@dataclass
+class _LayerState:
+    layer: int
+    mask: torch.Tensor
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    cap: LayerCapture | None = None
+    heads: list[int] = field(default_factory=list)
+    head_index: torch.Tensor | None = None
+    stats: HeadStats | None = None
+    pool: _Pool | None = None
+    full: dict[str, torch.Tensor] = field(default_factory=dict)
+    focus: bool = False
+    focus_index: torch.Tensor | None = None
+    focus_stats: HeadStats | None = None
+    focus_full: dict[str, torch.Tensor] = field(default_factory=dict)
+    focus_pools: dict[str, _Pool] = field(default_factory=dict)
+    focus_region: dict[str, torch.Tensor] = field(default_factory=dict)
+    n_blocks: int = 0
+
+
+def _index(heads: list[int], nh: int, device) -> torch.Tensor | None:
+    """The heads as an index tensor, or None when they are all heads in order (then no copy)."""
+    return None if heads == list(range(nh)) else torch.tensor(heads, dtype=torch.long, device=device)
+
+
+def _pick(x: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
+    """(nh, ...) -> (H, ...): the selected heads."""
+    return x if index is None else x.index_select(0, index)
+
+
+def _blank(name: str, H: int, T: int, S: int, device) -> torch.Tensor:
+    """What a matrix holds where no block wrote: NaN for scores (masked), 0 for weights."""
+    return torch.full((H, T, S), float("nan") if name in SCORE_FIELDS else 0.0, device=device)
+
+
+def _shown(name: str, x: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """A block of a matrix as the answer shows it: scores NaN where masked, weights as they are."""
+    x = x.float()
+    return x.masked_fill(masked, float("nan")) if name in SCORE_FIELDS else x
+
+
+def _pool_fill(name: str) -> float:
+    return float("-inf") if name in SCORE_FIELDS else 0.0
+
+
+def _pooled_input(name: str, x: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """Scores enter a max-pool as -inf where masked (a block of masked cells only pools to -inf)."""
+    x = x.float()
+    return x.masked_fill(masked, float("-inf")) if name in SCORE_FIELDS else x
+
+
+def _unfill(name: str, pooled: torch.Tensor) -> torch.Tensor:
+    """A pooled score matrix: -inf (every cell of the block masked) shown as NaN."""
+    return pooled.masked_fill(torch.isneginf(pooled), float("nan")) if name in SCORE_FIELDS else pooled
+
+
+def _levels(weights: torch.Tensor) -> torch.Tensor:
+    return (weights * 255).round_().to(torch.uint8)

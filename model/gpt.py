@@ -105,7 +105,6 @@ def ablate_heads(z: torch.Tensor, layer: int, opts: AttentionOptions) -> torch.T
     return torch.where(off, replacement, z)  # (B, nh, T, hs)
 
 
-
 @dataclass
 class AttentionTrace:
     """Every step of one layer's attention, each ``(B, nh, T, ·)``; ``mask`` is ``(T, T)``.
@@ -142,6 +141,39 @@ def attention_mask(T: int, causal: bool, device: torch.device | str = "cpu") -> 
     return torch.tril(full) if causal else full
 
 
+def wants(sink, layer: int) -> bool:
+    """Whether ``sink`` wants this layer's steps: a plain list wants every layer; a sink with a
+    ``wants`` method (:class:`model.capture.Capture`) may leave a layer to the fast path."""
+    return sink is not None and getattr(sink, "wants", lambda _: True)(layer)
+
+
+def traced_attention(trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None):
+    """The explicit path into ``trace``; returns z ``(B, nh, T, hs)``.
+
+    ``steps(q0, q1, s)`` computes the named steps of query rows ``q0 .. q1`` over the first ``s``
+    keys. A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
+    (:class:`model.capture.Capture`) gets them a block of rows at a time (``trace.blocks``) and
+    reduces each block as it comes, so no ``(nh, T, S)`` tensor ever exists; with a causal mask a
+    block's keys stop at its last query (every later key is masked for all its rows).
+    """
+    T, S = mask.shape
+    if not getattr(trace, "blockwise", False):
+        st = steps(0, T, S)
+        trace.append(
+            AttentionTrace(q=q, k=k, v=v, mask=mask, divisor=divisor, softcap=softcap, layer=layer, window=window, **st)
+        )
+        return st["z"]
+    trace.begin(layer, q, k, v, mask, divisor, softcap, window)
+    zs = []
+    for q0, q1 in trace.blocks(T, S, q.shape[1]):
+        st = steps(q0, q1, min(S, S - T + q1) if causal else S)
+        trace.block(q0, q1, st)
+        zs.append(st["z"])
+    z = torch.cat(zs, dim=2) if len(zs) > 1 else zs[0]  # (B, nh, T, hs)
+    trace.end(z)
+    return z
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig, layer_idx: int = 0):
         super().__init__()
@@ -169,7 +201,7 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         divisor = opts.divisor_for(math.sqrt(hs))
 
-        if trace is None:
+        if not wants(trace, self.layer_idx):
             # fast path: one fused kernel, nothing kept
             z = F.scaled_dot_product_attention(
                 q,
@@ -182,28 +214,27 @@ class CausalSelfAttention(nn.Module):
         else:
             # explicit path: the same computation, one named tensor per step
             mask = attention_mask(T, opts.causal, x.device)  # (T, T)
-            attn_scores_raw = q @ k.transpose(-2, -1)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
-            attn_scores = (attn_scores_raw / divisor).masked_fill_(~mask, float("-inf"))  # (B, nh, T, T)
-            pattern = F.softmax(attn_scores, dim=-1)  # (B, nh, T, T)
-            z = pattern @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
-            pattern_unscaled = None
-            if needs_unscaled(trace):
-                pattern_unscaled = F.softmax(attn_scores_raw.masked_fill(~mask, float("-inf")), dim=-1)  # (B, nh, T, T)
-            trace.append(
-                AttentionTrace(
-                    q=q,
-                    k=k,
-                    v=v,
+            unscaled = needs_unscaled(trace)
+
+            def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
+                """Query rows q0..q1 (t of them) over the first s keys (all T for a plain list sink)."""
+                m = mask[q0:q1, :s]  # (t, s)
+                attn_scores_raw = q[:, :, q0:q1] @ k[:, :, :s].transpose(-2, -1)  # (B, nh, t, hs) @ (B, nh, hs, s)
+                attn_scores = (attn_scores_raw / divisor).masked_fill_(~m, float("-inf"))  # (B, nh, t, s)
+                pattern = F.softmax(attn_scores, dim=-1)  # (B, nh, t, s)
+                z = pattern @ v[:, :, :s]  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
+                pattern_unscaled = None
+                if unscaled:
+                    pattern_unscaled = F.softmax(attn_scores_raw.masked_fill(~m, float("-inf")), dim=-1)  # (B, nh, t, s)
+                return dict(
                     attn_scores_raw=attn_scores_raw,
                     attn_scores=attn_scores,
                     pattern=pattern,
                     pattern_unscaled=pattern_unscaled,
                     z=z,
-                    mask=mask,
-                    divisor=divisor,
-                    layer=self.layer_idx,
                 )
-            )
+
+            z = traced_attention(trace, self.layer_idx, q, k, v, mask, divisor, steps, causal=opts.causal)
 
         z = ablate_heads(z, self.layer_idx, opts)  # (B, nh, T, hs), switched-off heads replaced
         y = z.transpose(1, 2).contiguous().view(B, T, C)  # (B, nh, T, hs) -> (B, T, C): heads side by side
@@ -291,7 +322,6 @@ class Block(nn.Module):
         x = x + a
         x = x + self.mlp(self.ln_2(x))
         return x, pattern
-
 
 
 def sinusoidal_positions(n_pos: int, dim: int) -> torch.Tensor:

@@ -31,7 +31,7 @@ from torch.nn import functional as F
 
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
-from .gpt import AttentionOptions, AttentionTrace, ablate_heads, needs_unscaled
+from .gpt import AttentionOptions, AttentionTrace, ablate_heads, needs_unscaled, traced_attention, wants
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
 
@@ -91,45 +91,53 @@ def attnscope_attention(
     else:
         mask = torch.ones(T, S, dtype=torch.bool, device=query.device)
 
-    attn_scores_raw = torch.matmul(query, k.transpose(2, 3))  # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
-    if opts.divisor is None:
-        divisor = 1.0 / model_scaling
-        scaled = attn_scores_raw * model_scaling  # exactly eager's multiplication
-    else:
-        divisor = float(opts.divisor)
-        scaled = attn_scores_raw / divisor
-    uncapped = None
-    if softcap is not None:
-        uncapped = scaled
-        scaled = torch.tanh(scaled / softcap) * softcap
-    attn_scores = scaled.masked_fill(~mask, float("-inf"))  # (B, nh, T, S)
-    pattern = F.softmax(attn_scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, nh, T, S)
-    z = torch.matmul(pattern, v)  # (B, nh, T, S) @ (B, nh, S, hs) -> (B, nh, T, hs)
+    divisor = 1.0 / model_scaling if opts.divisor is None else float(opts.divisor)
+    layer = int(getattr(module, "layer_idx", 0) or 0)
+    sink = rec.sink if rec is not None else None
+    pattern = None
 
-    if rec is not None:
-        pattern_unscaled = None
-        if needs_unscaled(rec.sink):
-            raw = attn_scores_raw if softcap is None else torch.tanh(attn_scores_raw / softcap) * softcap
-            pattern_unscaled = F.softmax(raw.masked_fill(~mask, float("-inf")), dim=-1, dtype=torch.float32)
-        rec.sink.append(
-            AttentionTrace(
-                q=query,
-                k=k,
-                v=v,
+    if softcap is None and not wants(sink, layer):
+        # fast path: nothing of this layer is kept, so one fused kernel with the same mask and scale
+        z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
+    else:
+        unscaled = sink is not None and needs_unscaled(sink)
+
+        def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
+            """Query rows q0..q1 over the first s keys: eager attention's arithmetic, step by step."""
+            m = mask[q0:q1, :s]  # (t, s)
+            attn_scores_raw = torch.matmul(query[:, :, q0:q1], k[:, :, :s].transpose(2, 3))  # (B, nh, t, s)
+            # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
+            scaled = attn_scores_raw * model_scaling if opts.divisor is None else attn_scores_raw / divisor
+            uncapped = None
+            if softcap is not None:
+                uncapped = scaled
+                scaled = torch.tanh(scaled / softcap) * softcap
+            attn_scores = scaled.masked_fill(~m, float("-inf"))  # (B, nh, t, s)
+            pattern = F.softmax(attn_scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, nh, t, s)
+            z = torch.matmul(pattern, v[:, :, :s])  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
+            pattern_unscaled = None
+            if unscaled:
+                raw = attn_scores_raw if softcap is None else torch.tanh(attn_scores_raw / softcap) * softcap
+                pattern_unscaled = F.softmax(raw.masked_fill(~m, float("-inf")), dim=-1, dtype=torch.float32)
+            return dict(
                 attn_scores_raw=attn_scores_raw,
+                attn_scores_uncapped=uncapped,
                 attn_scores=attn_scores,
                 pattern=pattern,
                 pattern_unscaled=pattern_unscaled,
                 z=z,
-                mask=mask,
-                divisor=divisor,
-                softcap=softcap,
-                layer=int(getattr(module, "layer_idx", 0) or 0),
-                window=int(sliding_window) if sliding_window and opts.causal else None,
-                attn_scores_uncapped=uncapped,
             )
-        )
-    z = ablate_heads(z, int(getattr(module, "layer_idx", 0) or 0), opts)  # switched-off heads, before o_proj
+
+        if sink is None:  # not recording (a plain forward pass of a softcapped model)
+            st = steps(0, T, S)
+            z, pattern = st["z"], st["pattern"]
+        else:
+            window = int(sliding_window) if sliding_window and opts.causal else None
+            z = traced_attention(
+                sink, layer, query, k, v, mask, divisor, steps, causal=opts.causal, softcap=softcap, window=window
+            )
+
+    z = ablate_heads(z, layer, opts)  # switched-off heads, before o_proj
     return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects
 
 
