@@ -337,7 +337,8 @@ class HeadFields(BaseModel):
     pattern: Matrix | None = optional_field("T×T softmax weights; masked entries 0; rows sum to 1")
     attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ before scaling; masked entries null (NaN in b64)")
     attn_scores_uncapped: MaskedMatrix | None = optional_field(
-        "T×T q·kᵀ / divisor before the layer's softcap; the same as attn_scores where the layer has no softcap"
+        "T×T q·kᵀ / divisor before the layer's softcap; sent only by a layer with a softcap (without one, "
+        "attn_scores is this step); masked entries null (NaN in b64)"
     )
     attn_scores: MaskedMatrix | None = optional_field(
         "T×T the scores softmax sees: q·kᵀ / divisor, then softcap·tanh(· / softcap) where the layer has a softcap; "

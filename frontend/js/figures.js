@@ -1,7 +1,10 @@
 // Pure functions: API data in, Plotly figure objects ({data, layout}) out.
 //
 // Nothing here touches the DOM or the network, so every figure is a plain function of its
-// arguments. Matrices are arrays of rows, indexed [query][key] as in the API.
+// arguments. Matrices are arrays of rows, indexed [query][key] as in the API. Every number a
+// figure shows is the server's (scores, weights, statistics); the words come from captions.js.
+
+import { divisorShort, divisorWords, maskedWhy, num, ratioWords, scoresFormula, softcapWords, unscaled, unscaledFormula } from "./captions.js";
 
 export const FONT_FAMILY =
   'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Liberation Sans", Arial, sans-serif';
@@ -43,8 +46,6 @@ export function maskNull(matrix, mask) {
   return matrix.map((row, i) => row.map((v, j) => (mask[i][j] ? v : null)));
 }
 
-export const scaleMatrix = (m, divisor) => m.map((row) => row.map((v) => (v === null ? null : v / divisor)));
-
 export const rowSums = (m) => m.map((row) => row.reduce((a, v) => a + (v ?? 0), 0));
 
 /** Every non-null entry of a matrix, flattened. */
@@ -52,12 +53,6 @@ export function unmaskedValues(m) {
   const out = [];
   for (const row of m) for (const v of row) if (v !== null && v !== undefined) out.push(v);
   return out;
-}
-
-export function variance(values) {
-  if (!values.length) return 0;
-  const mean = values.reduce((a, v) => a + v, 0) / values.length;
-  return values.reduce((a, v) => a + (v - mean) ** 2, 0) / values.length;
 }
 
 /** `v` with about three significant digits, fixed notation for ordinary sizes. */
@@ -194,9 +189,27 @@ function rowOutline(p, T, xref = "x", yref = "y") {
 // ---------------------------------------------------------------- head view
 
 /**
+ * Per cell of `mask`, why the key is masked (the words of captions.js), null where it is
+ * seen; one string per kind of reason, shared by the cells.
+ */
+export function maskedReasons(mask, window = null) {
+  const words = new Map();
+  return mask.map((row, i) =>
+    Array.from(row, (seen, j) => {
+      if (seen) return null;
+      const kind = Math.sign(j - i);
+      if (!words.has(kind)) words.set(kind, maskedWhy({ mask, i, j, window }));
+      return words.get(kind);
+    }),
+  );
+}
+
+/**
  * The chosen head's pattern, queries as rows (top to bottom) and keys as columns.
- * Masked cells are gaps over a hatched background, so they never look like a zero weight.
- * `raw` and `scaled` (T×T, null where masked) add the scores to the hover when given.
+ * Masked cells are gaps over a hatched background, so they never look like a zero weight; a
+ * transparent second trace over them says, on hover, that the cell is masked and why (after
+ * the query, or outside the layer's sliding `window`). `raw` and `scaled` (T×T, null where
+ * masked) add the scores to the hover when given, `scaledLabel` naming what `scaled` is.
  */
 export function headHeatmapFigure({
   tokens,
@@ -204,6 +217,8 @@ export function headHeatmapFigure({
   mask,
   raw = null,
   scaled = null,
+  scaledLabel = "score",
+  window = null,
   layer,
   head,
   position = null,
@@ -223,7 +238,8 @@ export function headHeatmapFigure({
     for (let j = 0; j < T; j++) row[j] = rr ? [labels[i], labels[j], rr[j], sr[j]] : [labels[i], labels[j]];
     customdata[i] = row;
   }
-  const scores = raw ? "<br>raw q·k %{customdata[2]:.3f}<br>scaled %{customdata[3]:.3f}" : "";
+  const scores = raw ? `<br>raw q·kᵀ %{customdata[2]:.3f}<br>${scaledLabel} %{customdata[3]:.3f}` : "";
+  const gap = T <= 24 ? 1 : 0;
   const trace = {
     type: "heatmap",
     z: maskNull(pattern, mask),
@@ -232,12 +248,29 @@ export function headHeatmapFigure({
     zmin: 0,
     zmax,
     hoverongaps: false,
-    xgap: T <= 24 ? 1 : 0,
-    ygap: T <= 24 ? 1 : 0,
+    xgap: gap,
+    ygap: gap,
     hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>weight %{z:.4f}${scores}<extra>L${layer} · H${head}</extra>`,
     showscale,
     colorbar: { title: { text: "weight", side: "right", font: { size: 11 } }, thickness: 12, len: 0.85, outlinewidth: 0 },
   };
+  const data = [trace];
+  const reasons = maskedReasons(mask, window);
+  if (reasons.some((row) => row.some((r) => r !== null))) {
+    data.push({
+      type: "heatmap",
+      name: "masked",
+      z: reasons.map((row) => row.map((r) => (r === null ? null : 1))),
+      text: reasons,
+      customdata,
+      opacity: 0, // the hatching below shows through; only the hover is this trace's
+      showscale: false,
+      hoverongaps: false,
+      xgap: gap,
+      ygap: gap,
+      hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`,
+    });
+  }
   const layout = baseLayout({
     margin: { ...tokenMargins(tokens, maxTicks), r: 10, b: 10 },
     xaxis: tokenAxis(tokens, { side: "top", title: "key (attended to)", maxTicks, angle: -55 }),
@@ -247,13 +280,16 @@ export function headHeatmapFigure({
     title: title ? { text: title, font: { size: 13 }, x: 0, xanchor: "left", xref: "paper", y: 1, yref: "container", yanchor: "top", pad: { t: 8 } } : undefined,
     uirevision: uirevision ?? `${T}`,
   });
-  return { data: [trace], layout };
+  return { data, layout };
 }
 
 // ---------------------------------------------------------------- scaled vs unscaled
 
-/** Per-row entropy of the scaled and unscaled patterns, with the uniform row as a ceiling. */
-export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, divisorLabel }) {
+/**
+ * Per-row entropy of the scaled and unscaled patterns, with the uniform row as a ceiling.
+ * `layer` (the answer's: divisor_rule, softcap) names what each softmax was taken of.
+ */
+export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, layer }) {
   const T = tokens.length;
   const x = tokens.map((_, i) => i);
   const allowed = mask.map((row) => row.reduce((a, v) => a + (v ? 1 : 0), 0));
@@ -274,8 +310,8 @@ export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, di
   return {
     data: [
       line(ceiling, "uniform row (ln of keys seen)", "#9aa1ad", "dot", 1.5),
-      line(rowEntropyUnscaled, "unscaled softmax(q·kᵀ)", ORANGE, "solid"),
-      line(rowEntropy, `scaled softmax(q·kᵀ${divisorLabel})`, BLUE, "solid"),
+      line(rowEntropyUnscaled, `unscaled softmax(${unscaledFormula(layer)})`, ORANGE, "solid"),
+      line(rowEntropy, `scaled softmax(${scoresFormula(layer)})`, BLUE, "solid"),
     ],
     layout: baseLayout({
       margin: { l: 52, r: 12, t: 10, b: tokenMargins(tokens, 30, -50).t },
@@ -305,17 +341,17 @@ export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, di
 
 /**
  * Rows of the stats table: label, value for the scaled pattern, value for the unscaled one
- * (where it has one), and a note. `divisor` is what the scores were divided by.
+ * (where it has one), and a note. `layer` is the answer's (divisor, divisor_rule, softcap),
+ * `headDim` the model's, `T` the number of tokens.
  */
-export function statsRows(stats, headDim, divisor) {
-  const expected = divisor * divisor;
+export function statsRows(stats, { layer, headDim, T }) {
   return [
     { key: "var_q", label: "var(q)", value: fmtSig(stats.var_q), note: "over all positions and dims" },
     { key: "var_k", label: "var(k)", value: fmtSig(stats.var_k), note: "" },
     { key: "var_scores_raw", label: "var(q·kᵀ)", value: fmtSig(stats.var_scores_raw), note: "raw scores, unmasked entries" },
     {
       key: "var_scores",
-      label: `var(q·kᵀ / ${divisor === 1 ? "1" : "√d_k"})`,
+      label: `var(${scoresFormula(layer)})`,
       value: fmtSig(stats.var_scores),
       note: "the scores softmax sees",
     },
@@ -323,7 +359,7 @@ export function statsRows(stats, headDim, divisor) {
       key: "variance_ratio",
       label: "ratio raw / scaled",
       value: fmt(stats.variance_ratio, 2),
-      note: divisor === 1 ? "no scaling (what-if): ratio 1" : `d_k = ${headDim} (the divisor squared: ${fmt(expected, 2)})`,
+      note: ratioWords({ stats, layer, headDim, T }).note,
       highlight: true,
     },
     {
@@ -345,14 +381,17 @@ export function statsRows(stats, headDim, divisor) {
 
 // ---------------------------------------------------------------- mask pipeline
 
+const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
+
 /**
- * The four steps of one head as small heatmaps, plus the row sums after softmax:
- * q·kᵀ → ÷ divisor → masked_fill(−∞) → softmax. `full` is q·kᵀ over every pair.
+ * The steps of one head as small heatmaps, plus the row sums after softmax, each drawn from
+ * the server's numbers: q·kᵀ (`raw`) → ÷ divisor (`uncapped`: the answer's
+ * attn_scores_uncapped, or attn_scores where the layer has no softcap) → the softcap, where
+ * `layer.softcap` is set (`scores`) → masked_fill(−∞) (`scores`, hatched where `mask` is 0)
+ * → softmax (`pattern`). `kinds` (captions.maskKinds) says what the mask hides.
  */
-export function maskStepsFigure({ tokens, full, divisor, mask, pattern, causal, divisorLabel }) {
+export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, layer, kinds, causal }) {
   const T = tokens.length;
-  const scaledFull = scaleMatrix(full, divisor);
-  const masked = maskNull(scaledFull, mask);
   const sums = rowSums(pattern).map((s) => [s]);
   const labels = tokens.map((t, i) => `${i} ${t}`);
   const cd = labels.map((q) => labels.map((k) => [q, k]));
@@ -366,63 +405,73 @@ export function maskStepsFigure({ tokens, full, divisor, mask, pattern, causal, 
     }
     return vals.length ? [lo, hi] : [0, 1];
   };
-  const [rawLo, rawHi] = range(full);
-  const [scLo, scHi] = range(scaledFull);
-  const gap = 0.035;
+  const sub = (text) => `<br><span style="font-size:10px;color:${MUTED}">${text}</span>`;
+  const span = (m, digits) => {
+    const [lo, hi] = range(m);
+    return `[${fmt(lo, digits)}, ${fmt(hi, digits)}]`;
+  };
+  const short = divisorShort(layer);
+  const steps = [
+    { z: raw, axis: "coloraxis", title: `q·kᵀ${sub(span(raw, 1))}`, hover: "q·kᵀ %{z:.3f}" },
+    {
+      z: uncapped ?? scores,
+      axis: "coloraxis2",
+      title: `÷ ${divisorWords(layer)}${sub(span(uncapped ?? scores, 2))}`,
+      hover: `q·kᵀ ÷ ${short} %{z:.3f}`,
+    },
+  ];
+  if (layer.softcap) {
+    steps.push({
+      z: scores,
+      axis: "coloraxis2",
+      title: `softcap${sub(`${softcapWords(layer.softcap)} ${span(scores, 2)}`)}`,
+      hover: `${softcapWords(layer.softcap)} %{z:.3f}`,
+    });
+  }
+  const maskTitle = kinds.any
+    ? `masked_fill(−∞)${sub("hatched = −∞")}`
+    : causal
+      ? `masked_fill(−∞)${sub("nothing to mask")}`
+      : `no mask (what-if)${sub("nothing hidden")}`;
+  steps.push({ z: maskNull(scores, mask), axis: "coloraxis2", title: maskTitle, hover: "score %{z:.3f}", hatched: true });
+  steps.push({ z: pattern, axis: "coloraxis3", title: `softmax${sub("rows → weights")}`, hover: "weight %{z:.4f}" });
+  const n = steps.length;
+  const gap = 0.03;
   const sumW = 0.045;
-  const stepW = (1 - sumW - gap * 4) / 4;
-  const doms = [0, 1, 2, 3].map((i) => [i * (stepW + gap), i * (stepW + gap) + stepW]);
+  const stepW = (1 - sumW - gap * n) / n;
+  const doms = steps.map((_, i) => [i * (stepW + gap), i * (stepW + gap) + stepW]);
   doms.push([1 - sumW, 1]);
   const hover = (what) => `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${what}<extra></extra>`;
   const common = { customdata: cd, hoverongaps: false, xgap: T <= 16 ? 1 : 0, ygap: T <= 16 ? 1 : 0 };
-  const data = [
-    { ...common, type: "heatmap", z: full, coloraxis: "coloraxis", xaxis: "x", yaxis: "y", hovertemplate: hover("q·k %{z:.3f}") },
-    {
-      ...common,
-      type: "heatmap",
-      z: scaledFull,
-      coloraxis: "coloraxis2",
-      xaxis: "x2",
-      yaxis: "y2",
-      hovertemplate: hover(`q·k${divisorLabel} %{z:.3f}`),
-    },
-    {
-      ...common,
-      type: "heatmap",
-      z: masked,
-      coloraxis: "coloraxis2",
-      xaxis: "x3",
-      yaxis: "y3",
-      hovertemplate: hover("score %{z:.3f}"),
-    },
-    { ...common, type: "heatmap", z: pattern, coloraxis: "coloraxis3", xaxis: "x4", yaxis: "y4", hovertemplate: hover("weight %{z:.4f}") },
-    {
-      type: "heatmap",
-      z: sums,
-      x: [0],
-      customdata: labels.map((l) => [[l]]), // one cell per row, its customdata the array [label]
-      colorscale: [
-        [0, "#f3f4f7"],
-        [1, "#f3f4f7"],
-      ],
-      showscale: false,
-      xaxis: "x5",
-      yaxis: "y5",
-      texttemplate: T <= 20 ? "%{z:.3f}" : "",
-      textfont: { size: 9, color: INK },
-      ygap: T <= 16 ? 1 : 0,
-      hovertemplate: "row %{customdata[0]}<br>sum %{z:.6f}<extra></extra>",
-    },
-  ];
-  const titles = [
-    `① q·kᵀ<br><span style="font-size:10px;color:${MUTED}">[${fmt(rawLo, 1)}, ${fmt(rawHi, 1)}]</span>`,
-    `② ${divisorLabel.trim() || "÷ 1"}<br><span style="font-size:10px;color:${MUTED}">[${fmt(scLo, 2)}, ${fmt(scHi, 2)}]</span>`,
-    causal
-      ? `③ masked_fill(−∞)<br><span style="font-size:10px;color:${MUTED}">hatched = −∞</span>`
-      : `③ no mask (what-if)<br><span style="font-size:10px;color:${MUTED}">nothing hidden</span>`,
-    `④ softmax<br><span style="font-size:10px;color:${MUTED}">rows → weights</span>`,
-    `Σ row`,
-  ];
+  const axisId = (i) => (i === 0 ? "" : String(i + 1));
+  const data = steps.map((step, i) => ({
+    ...common,
+    type: "heatmap",
+    z: step.z,
+    coloraxis: step.axis,
+    xaxis: `x${axisId(i)}`,
+    yaxis: `y${axisId(i)}`,
+    hovertemplate: hover(step.hover),
+  }));
+  data.push({
+    type: "heatmap",
+    z: sums,
+    x: [0],
+    customdata: labels.map((l) => [[l]]), // one cell per row, its customdata the array [label]
+    colorscale: [
+      [0, "#f3f4f7"],
+      [1, "#f3f4f7"],
+    ],
+    showscale: false,
+    xaxis: `x${n + 1}`,
+    yaxis: `y${n + 1}`,
+    texttemplate: T <= 20 ? "%{z:.3f}" : "",
+    textfont: { size: 9, color: INK },
+    ygap: T <= 16 ? 1 : 0,
+    hovertemplate: "row %{customdata[0]}<br>sum %{z:.6f}<extra></extra>",
+  });
+  const titles = [...steps.map((step, i) => `${CIRCLED[i]} ${step.title}`), "Σ row"];
+  const hatchedAt = steps.findIndex((step) => step.hatched);
   const layout = baseLayout({
     margin: { l: 8, r: 8, t: 46, b: 8 },
     coloraxis: { colorscale: SCORE_SCALE, showscale: false },
@@ -439,15 +488,15 @@ export function maskStepsFigure({ tokens, full, divisor, mask, pattern, causal, 
       showarrow: false,
       font: { size: 12, color: INK },
     })),
-    images: hatchImages(mask, "x3", "y3", 24),
+    images: hatchImages(mask, `x${axisId(hatchedAt)}`, `y${axisId(hatchedAt)}`, 24),
     uirevision: "steps",
   });
   const axis = { visible: false, fixedrange: true };
   doms.forEach((dom, i) => {
-    const s = i === 0 ? "" : String(i + 1);
-    const isSum = i === 4;
-    layout["xaxis" + s] = { ...axis, domain: dom, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + s };
-    layout["yaxis" + s] = { ...axis, domain: [0, 1], range: [T - 0.5, -0.5], anchor: "x" + s };
+    const id = axisId(i);
+    const isSum = i === n;
+    layout["xaxis" + id] = { ...axis, domain: dom, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + id };
+    layout["yaxis" + id] = { ...axis, domain: [0, 1], range: [T - 0.5, -0.5], anchor: "x" + id };
   });
   return { data, layout };
 }
@@ -456,9 +505,10 @@ export function maskStepsFigure({ tokens, full, divisor, mask, pattern, causal, 
 
 /**
  * Histograms of the chosen head's raw and scaled scores (unmasked entries), on shared bins,
- * with ±1 standard deviation marked for each.
+ * with ±1 standard deviation marked for each: the server's means and variances (`stats`);
+ * `layer` (divisor_rule, softcap) names the scaled scores.
  */
-export function varianceFigure({ raw, scaled, divisorLabel, nbins = 60 }) {
+export function varianceFigure({ raw, scaled, stats, layer, nbins = 60 }) {
   const r = unmaskedValues(raw);
   const s = unmaskedValues(scaled);
   let lo = Infinity;
@@ -474,10 +524,10 @@ export function varianceFigure({ raw, scaled, divisorLabel, nbins = 60 }) {
   const m = Math.max(Math.abs(lo), Math.abs(hi), 1e-6);
   const size = (2 * m) / nbins;
   const bins = { start: -m - size / 2, end: m + size / 2, size };
-  const sdR = Math.sqrt(variance(r));
-  const sdS = Math.sqrt(variance(s));
-  const meanR = r.reduce((a, v) => a + v, 0) / Math.max(1, r.length);
-  const meanS = s.reduce((a, v) => a + v, 0) / Math.max(1, s.length);
+  const sdR = Math.sqrt(stats.var_scores_raw);
+  const sdS = Math.sqrt(stats.var_scores);
+  const meanR = stats.mean_scores_raw;
+  const meanS = stats.mean_scores;
   const hist = (x, name, color) => ({
     type: "histogram",
     x,
@@ -501,12 +551,12 @@ export function varianceFigure({ raw, scaled, divisorLabel, nbins = 60 }) {
     }));
   return {
     data: [
-      hist(r, `raw q·kᵀ (var ${fmtSig(sdR * sdR)})`, ORANGE),
+      hist(r, `raw q·kᵀ (var ${fmtSig(stats.var_scores_raw)})`, ORANGE),
       hist(
         s,
-        divisorLabel
-          ? `scaled q·kᵀ${divisorLabel} (var ${fmtSig(sdS * sdS)})`
-          : `q·kᵀ ÷ 1, what-if: the same scores (var ${fmtSig(sdS * sdS)})`,
+        unscaled(layer)
+          ? `${scoresFormula(layer)}, what-if: ${layer.softcap ? "only the softcap" : "the same scores"} (var ${fmtSig(stats.var_scores)})`
+          : `scaled ${scoresFormula(layer)} (var ${fmtSig(stats.var_scores)})`,
         BLUE,
       ),
     ],

@@ -4,7 +4,10 @@
 // 64 cells a side) and sends the block maxima as levels 0..255 (weight × 255). This module
 // lays the thumbnails out (pure functions: geometry, the image, what a pixel shows, the
 // tooltip) and paints them with putImageData, which stays fast where one Plotly heatmap per
-// head, or one giant heatmap, does not.
+// head, or one giant heatmap, does not. Each layer is painted with its own mask: the answer's
+// `thumbnail_mask` of the layer where a sliding window makes it differ, else `thumbnail.mask`.
+
+import { maskedWhy } from "./captions.js";
 
 // Plotly's Viridis, the colour scale of every weight heatmap on the page
 const VIRIDIS = [
@@ -44,6 +47,9 @@ export function gridColumns(layers, aggregate) {
   return aggregate ? [...heads, -1] : heads;
 }
 
+/** A layer's thumbnail mask: its own where the answer gives one (a sliding window), else the shared one. */
+export const layerMask = (layer, mask) => layer.thumbnail_mask ?? mask;
+
 /** The image of the grid at one pixel per thumbnail cell, with 1-pixel gaps between tiles. */
 export function gridImage({ layers, size, mask, aggregate = false, lut = viridisLUT() }) {
   const cols = gridColumns(layers, aggregate);
@@ -53,13 +59,14 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
   for (let i = 0; i < W * H; i++) px.set([...GAP_RGB, 255], i * 4);
   layers.forEach((layer, r) => {
     const mean = aggregate ? meanThumbnail(layer.heads, size) : null;
+    const lmask = layerMask(layer, mask);
     cols.forEach((head, c) => {
       const thumb = head === -1 ? mean : layer.heads[c].thumbnail;
       const x0 = 1 + c * (size + 1);
       const y0 = 1 + r * (size + 1);
       for (let i = 0; i < size; i++) {
         const row = thumb[i];
-        const mrow = mask[i];
+        const mrow = lmask[i];
         for (let j = 0; j < size; j++) {
           const o = ((y0 + i) * W + x0 + j) * 4;
           if (!mrow[j]) px.set(MASKED_RGB, o);
@@ -127,8 +134,9 @@ export function gridTooltip({ grid, hit, aggregate = false }) {
     k === 1 ? `query ${q0} ${tok(q0)}` : `queries ${span(q0, q1)} (${tok(q0)} … ${tok(q1 - 1)})`,
     k === 1 ? `key ${k0} ${tok(k0)}` : `keys ${span(k0, k1)} (${tok(k0)} … ${tok(k1 - 1)})`,
   ];
-  if (!grid.thumbnail.mask[hit.i][hit.j]) {
-    lines.push(k === 1 ? "masked: this key comes after the query" : "masked: every key here comes after every query");
+  const why = maskedWhy({ mask: layerMask(layer, grid.thumbnail.mask), i: hit.i, j: hit.j, window: layer.window, block: k });
+  if (why) {
+    lines.push(why);
   } else {
     const thumb = head === -1 ? meanThumbnail(layer.heads, grid.thumbnail.size) : layer.heads[hit.col].thumbnail;
     const w = (thumb[hit.i][hit.j] / 255).toFixed(3);

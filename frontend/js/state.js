@@ -183,7 +183,8 @@ export function detailRequest(state) {
     text: state.text,
     layers: [state.layer],
     heads: [state.head],
-    include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores", "stats", "q", "k"],
+    // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one)
+    include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "stats", "q", "k"],
     encoding: "b64",
     precision: T >= HALF_PRECISION_FROM ? "f2" : "f4",
     causal: state.causal,

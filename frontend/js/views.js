@@ -14,9 +14,23 @@ import {
   varianceFigure,
 } from "./figures.js";
 import { countWords } from "./api.js";
-import { compareLeftCaption, divisorWords, pipelineNotes } from "./captions.js";
-import { paintGrid } from "./gridcanvas.js";
-import { ROLE_INFO, VIEWS, VIEW_LABELS, currentDetail, currentGrid, gridKey, scaleParam } from "./state.js";
+import {
+  compareLeftCaption,
+  divisorShort,
+  divisorWords,
+  entropyCaption,
+  hatchMeaning,
+  maskKinds,
+  num,
+  pipelineNotes,
+  ratioWords,
+  scoresFormula,
+  softcapWords,
+  unscaled,
+  unscaledFormula,
+} from "./captions.js";
+import { layerMask, paintGrid } from "./gridcanvas.js";
+import { ROLE_INFO, VIEWS, VIEW_LABELS, currentDetail, currentGrid, gridKey } from "./state.js";
 
 
 /** Set an element's text only when it changes: each write would invalidate the page's layout. */
@@ -81,13 +95,13 @@ function draw(el, signature, build, filename) {
   return true;
 }
 
-export const divisorOf = (state, headDim) => (scaleParam(state) === "none" ? 1 : Math.sqrt(headDim));
-export const divisorLabel = (state) => (scaleParam(state) === "none" ? "" : " / √d_k");
-
-/** The model's head size: from GET /api/model, else from the first answer that names it. */
+/** The model's head size, as GET /api/model or an answer's `model` says (null before either). */
 function headDim(state) {
-  return state.model?.head_dim ?? currentGrid(state)?.model?.head_dim ?? 32;
+  return state.model?.head_dim ?? currentGrid(state)?.model?.head_dim ?? currentDetail(state)?.model?.head_dim ?? null;
 }
+
+/** The model's own divisor (GET /api/model) as the layer-like object captions.js reads. */
+const modelDivisor = (m) => ({ divisor: m.divisor, divisor_rule: m.divisor_rule, softcap: m.softcap });
 
 /**
  * What the chosen head shows now: the chosen-head answer when it is current, else the head's
@@ -97,13 +111,14 @@ export function chosenHead(state) {
   const detail = currentDetail(state);
   if (detail) {
     const h = detail.layers?.[0]?.heads?.[0];
-    if (h) return { response: detail, head: h, full: true };
+    if (h) return { response: detail, layer: detail.layers[0], mask: detail.mask, head: h, full: true };
   }
   const grid = currentGrid(state);
   if (grid) {
     const layer = grid.layers.find((l) => l.layer === state.layer);
     const head = layer?.heads.find((h) => h.head === state.head);
-    if (head?.pattern) return { response: grid, head, full: false }; // a plain-JSON grid holds full patterns
+    // a plain-JSON grid holds full patterns; a layer's own mask where a sliding window makes it differ
+    if (head?.pattern) return { response: grid, layer, mask: layer.mask ?? grid.mask, head, full: false };
   }
   return null;
 }
@@ -129,23 +144,26 @@ function renderModel(state, els) {
   els.modelBadge.dataset.signature = sig;
   els.modelBadge.replaceChildren();
   const gqa = m.n_kv_head && m.n_kv_head < m.n_head ? ` (${m.n_kv_head} key/value heads, shared)` : "";
-  const rule = m.divisor_rule ?? "sqrt(head_dim)";
-  const divisor =
-    rule === "sqrt(head_dim)"
-      ? `scores ÷ √${m.head_dim}`
-      : `scores ÷ ${Number(m.divisor).toPrecision(4)} (${rule})`;
+  const divisor = `scores ÷ ${divisorWords(modelDivisor(m), m.head_dim)}`;
+  const windows = (m.sliding_window ?? []).filter((w) => w !== null);
+  const window = windows.length
+    ? `sliding window ${[...new Set(windows)].join(", ")} tokens${windows.length < m.n_layer ? ` in ${windows.length} of ${m.n_layer} layers` : ""}`
+    : null;
   const parts = [
     ["name", m.name],
     ["family", m.family && m.family !== "attnscope" ? m.family : null],
     ["size", `${params} parameters`],
     ["shape", `${m.n_layer} layers × ${m.n_head} heads${gqa} · d_k ${m.head_dim}`],
-    ["divisor", m.softcap ? `${divisor}, softcap ${m.softcap}` : divisor],
+    ["divisor", m.softcap ? `${divisor}, softcap ${softcapWords(m.softcap)}` : divisor],
+    ["window", window],
     ["context", `context ${m.block_size}${m.positions ? ` · ${m.positions} positions` : ""}`],
     ["device", m.dtype && m.dtype !== "float32" ? `${m.device} · ${m.dtype}` : m.device],
   ];
   // the scaling switch names the model's own divisor
   const label = document.querySelector("label[for=scale-toggle]");
-  if (label && rule !== "sqrt(head_dim)") label.textContent = `Scale by ${Number(m.divisor).toPrecision(4)}`;
+  const name = divisorShort(modelDivisor(m));
+  if (label && name !== "√d_k") label.textContent = `Scale by ${name}`;
+  label?.closest(".control")?.setAttribute("title", `Off: scores are not divided by ${divisorWords(modelDivisor(m), m.head_dim)} (what-if)`);
   for (const [cls, text] of parts) {
     if (!text) continue;
     const span = document.createElement("span");
@@ -240,18 +258,20 @@ function renderBanners(state, els) {
   setText(els.errorText, state.error ?? "");
   if (els.errorBanner.hidden !== !state.error) els.errorBanner.hidden = !state.error;
   const notes = [];
+  const m = state.model;
   if (!state.causal) {
+    const windowed = (m?.sliding_window ?? []).some((w) => w !== null);
     notes.push(
-      "Causal mask removed: every token also sees the tokens after it, like an encoder. " +
+      `Causal mask removed: every token also sees the tokens after it${windowed ? ", and every earlier one (no sliding window)" : ""}, like an encoder. ` +
         "The model was trained with the mask, so these patterns and predictions are not what it computes.",
     );
   }
   if (!state.scaled) {
-    const m = state.model;
-    const by = !m || (m.divisor_rule ?? "sqrt(head_dim)") === "sqrt(head_dim)" ? "√d_k" : `its divisor ${Number(m.divisor).toPrecision(4)}`;
+    const by = m ? divisorWords(modelDivisor(m), m.head_dim) : "the model's divisor";
+    const times = m ? `${num(m.divisor)} times` : "that many times";
     notes.push(
       `Scaling removed: scores are not divided by ${by} before softmax. The model was trained with the ` +
-        `scaling, so the softmax sees scores ${by === "√d_k" ? "about √d_k" : "that many"} times too large and turns peaky.`,
+        `scaling, so the softmax sees scores ${times} too large${m?.softcap ? " (before its softcap)" : ""} and turns peaky.`,
     );
   }
   if (state.view === "roles" && notes.length) {
@@ -298,11 +318,10 @@ function renderStatus(state, els) {
   els.views.classList.toggle("stale", !grid && !!state.grid);
 }
 
-function renderStatsTable(state, els, head) {
+function renderStatsTable(state, els, head, layer, T) {
   const stats = head?.stats;
   if (!stats) return;
-  const dk = headDim(state);
-  const rows = statsRows(stats, dk, divisorOf(state, dk));
+  const rows = statsRows(stats, { layer, headDim: headDim(state), T });
   const sig = JSON.stringify(rows);
   if (els.statsTable.dataset.signature === sig) return;
   els.statsTable.dataset.signature = sig;
@@ -384,6 +403,14 @@ function renderPredictions(state, els) {
 
 // ---------------------------------------------------------------- figures per view
 
+/** The head view's words on hatching: what it means here, hidden when nothing is masked (`hatch` null). */
+function renderHeadCaption(els, hatch) {
+  const box = document.getElementById("head-hatch");
+  if (!box) return;
+  if (box.hidden !== !hatch) box.hidden = !hatch;
+  if (hatch) setText(document.getElementById("head-hatch-text"), hatch);
+}
+
 /** What the grid shows, in words: how far the thumbnails are downsampled, what a cell is. */
 export function gridCaption(grid, aggregate) {
   const T = grid.tokens.length;
@@ -395,7 +422,25 @@ export function gridCaption(grid, aggregate) {
       ? `${n} layers × ${h} heads, every cell one query and key (${T} tokens, not downsampled).`
       : `${n} layers × ${h} heads, downsampled ${block}× (${T} tokens → ${size} cells a side): each cell is the largest weight in a ${block}×${block} block of queries and keys, so a one-token diagonal stays visible.`;
   const mean = aggregate ? " The last column is the mean over each layer's heads of those cell values." : "";
-  return `${what} Grey cells are masked (no key there may be attended), not zero.${mean}`;
+  return `${what}${gridMaskWords(grid)}${mean}`;
+}
+
+/** What the grey cells of the grid are, from each layer's thumbnail mask and window ("" when none is grey). */
+export function gridMaskWords(grid) {
+  const kinds = grid.layers.map((l) => maskKinds(layerMask(l, grid.thumbnail.mask)));
+  if (!kinds.some((k) => k.any)) return "";
+  const why = [];
+  if (kinds.some((k) => k.after)) why.push("keys after the query");
+  const windowed = grid.layers.filter((_, i) => kinds[i].before);
+  if (windowed.length) {
+    const sizes = [...new Set(windowed.map((l) => l.window))].join(", ");
+    const where =
+      windowed.length === grid.layers.length
+        ? "in every layer"
+        : `in layer${windowed.length > 1 ? "s" : ""} ${windowed.map((l) => l.layer).join(", ")}`;
+    why.push(`${where}, keys outside the sliding window of ${sizes} tokens`);
+  }
+  return ` Grey cells are masked (${why.join("; ")}): no key there may be attended, not a zero weight.`;
 }
 
 function drawHeadView(state, els) {
@@ -404,7 +449,7 @@ function drawHeadView(state, els) {
   let head = false;
   let gridDrawn = false;
   if (chosen) {
-    const { response, head: h, full } = chosen;
+    const { response, layer, mask, head: h, full } = chosen;
     const T = response.tokens.length;
     const p = selectedPosition(state, T);
     draw(
@@ -414,9 +459,11 @@ function drawHeadView(state, els) {
         headHeatmapFigure({
           tokens: response.tokens,
           pattern: h.pattern,
-          mask: response.mask,
+          mask,
           raw: full ? h.attn_scores_raw : null,
           scaled: full ? h.attn_scores : null,
+          scaledLabel: scoresFormula(layer),
+          window: layer.window,
           layer: state.layer,
           head: state.head,
           position: p,
@@ -424,6 +471,7 @@ function drawHeadView(state, els) {
       `attnscope-L${state.layer}H${state.head}`,
     );
     setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
+    renderHeadCaption(els, hatchMeaning(maskKinds(mask), layer.window));
     head = true;
   }
   if (grid && grid.thumbnail) {
@@ -450,9 +498,9 @@ function drawHeadView(state, els) {
 function drawCompare(state, els) {
   const detail = currentDetail(state);
   if (!detail) return false;
-  const h = detail.layers[0].heads[0];
+  const layer = detail.layers[0];
+  const h = layer.heads[0];
   const sig = `${idOf(detail)}`;
-  const label = divisorLabel(state);
   const both = (matrix, title, showscale, testid) =>
     headHeatmapFigure({
       tokens: detail.tokens,
@@ -460,6 +508,8 @@ function drawCompare(state, els) {
       mask: detail.mask,
       raw: h.attn_scores_raw,
       scaled: h.attn_scores,
+      scaledLabel: scoresFormula(layer),
+      window: layer.window,
       layer: state.layer,
       head: state.head,
       title,
@@ -471,8 +521,11 @@ function drawCompare(state, els) {
   draw(els.compareUnscaled, sig, () => both(h.pattern_unscaled, null, true, "u"), "attnscope-unscaled");
   setText(document.getElementById("compare-left-caption"), compareLeftCaption(state));
   for (const span of document.querySelectorAll(".divisor-label")) {
-    setText(span, state.scaled ? `/ ${divisorWords(detail.divisor, headDim(state))}` : "/ 1, what-if");
+    const what = unscaled(layer) ? "÷ 1, what-if" : `÷ ${divisorWords(layer, headDim(state))}`;
+    setText(span, layer.softcap ? `${what}, softcap ${num(layer.softcap)}` : what);
   }
+  setText(document.getElementById("unscaled-label"), unscaledFormula(layer));
+  setText(document.getElementById("entropy-caption"), entropyCaption(layer));
   draw(
     els.compareEntropy,
     sig,
@@ -482,67 +535,70 @@ function drawCompare(state, els) {
         rowEntropy: h.stats.row_entropy,
         rowEntropyUnscaled: h.stats.row_entropy_unscaled,
         mask: detail.mask,
-        divisorLabel: label,
+        layer,
       }),
     "attnscope-entropy",
   );
-  renderStatsTable(state, els, h);
+  renderStatsTable(state, els, h, layer, detail.tokens.length);
   return true;
 }
 
 function drawPipeline(state, els) {
   const detail = currentDetail(state);
   if (!detail) return false;
-  const h = detail.layers[0].heads[0];
-  const dk = headDim(state);
-  // the server's own numbers: its q·kᵀ (masked entries null) and the divisor it used
-  const divisor = detail.divisor ?? divisorOf(state, dk);
-  const rootDk = Math.abs(divisor - Math.sqrt(dk)) < 1e-9;
+  // the server's own numbers and words: its q·kᵀ, its scores before and after the softcap
+  // (masked entries null), the layer's divisor, softcap, window and mask
+  const layer = detail.layers[0];
+  const h = layer.heads[0];
+  const kinds = maskKinds(detail.mask);
   draw(
     els.maskSteps,
     `${idOf(detail)}`,
     () =>
       maskStepsFigure({
         tokens: detail.tokens,
-        full: h.attn_scores_raw,
-        divisor,
+        raw: h.attn_scores_raw,
+        uncapped: h.attn_scores_uncapped ?? null,
+        scores: h.attn_scores,
         mask: detail.mask,
         pattern: h.pattern,
-        causal: state.causal,
-        divisorLabel: divisor === 1 ? "" : rootDk ? ` / √${dk}` : ` / ${divisor.toPrecision(4)}`,
+        layer,
+        kinds,
+        causal: detail.causal,
       }),
     "attnscope-mask-steps",
   );
-  const notes = pipelineNotes({ causal: detail.causal, divisor, headDim: dk });
-  document.querySelectorAll("#pipeline-notes li").forEach((li, i) => setText(li, notes[i]));
+  const notes = pipelineNotes({ causal: detail.causal, layer, kinds, headDim: headDim(state) });
+  const list = document.getElementById("pipeline-notes");
+  if (list.children.length !== notes.length) {
+    list.replaceChildren(...notes.map(() => document.createElement("li")));
+  }
+  [...list.children].forEach((li, i) => setText(li, notes[i]));
   const sums = h.pattern.map((row) => row.reduce((a, v) => a + v, 0));
   const lo = Math.min(...sums);
   const hi = Math.max(...sums);
   setText(els.rowSums, `After softmax every row sums to 1: the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}.`);
-  setText(
-    els.pipelineDivisor,
-    divisor === 1 ? "1 (what-if: no scaling)" : rootDk ? `√${dk} ≈ ${divisor.toFixed(3)}` : `${divisor.toPrecision(4)} (the model's own divisor)`,
-  );
+  const words = unscaled(layer) ? "1 (what-if: no scaling)" : divisorWords(layer, headDim(state));
+  setText(els.pipelineDivisor, layer.softcap ? `${words}, then the softcap ${softcapWords(layer.softcap)}` : words);
   return true;
 }
 
 function drawVariance(state, els) {
   const detail = currentDetail(state);
   if (!detail) return false;
-  const h = detail.layers[0].heads[0];
+  const layer = detail.layers[0];
+  const h = layer.heads[0];
+  const s = h.stats;
   draw(
     els.varianceHist,
     `${idOf(detail)}`,
-    () => varianceFigure({ raw: h.attn_scores_raw, scaled: h.attn_scores, divisorLabel: divisorLabel(state) }),
+    () => varianceFigure({ raw: h.attn_scores_raw, scaled: h.attn_scores, stats: s, layer }),
     "attnscope-variance",
   );
-  const s = h.stats;
-  const dk = headDim(state);
+  const ratio = ratioWords({ stats: s, layer, headDim: headDim(state), T: detail.tokens.length });
   setText(
     els.varianceSummary,
-    `var(q·kᵀ) = ${fmtSig(s.var_scores_raw)}, var after scaling = ${fmtSig(s.var_scores)}: ` +
-    `the ratio is ${s.variance_ratio.toFixed(2)}` +
-    (state.scaled ? `, which is d_k = ${dk}, because dividing by √d_k divides the variance by d_k.` : " (no scaling)."),
+    `var(q·kᵀ) = ${fmtSig(s.var_scores_raw)}, var(${scoresFormula(layer)}) = ${fmtSig(s.var_scores)}: ${ratio.sentence}`,
   );
   return true;
 }
