@@ -14,8 +14,12 @@ variables (see :mod:`app.settings`). Errors are one line on stderr and a non-zer
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
+import math
 import os
+import re
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +40,13 @@ def _fail(msg: str, code: int = EXIT_FAILED) -> int:
     return code
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"attnscope: {_one_line(Exception(message))} (see {self.prog} --help)\n")
+
+
 def _validation_message(err: ValidationError) -> str:
     from .errors import clean_validation_errors
 
@@ -44,6 +55,83 @@ def _validation_message(err: ValidationError) -> str:
         loc = ".".join(str(p) for p in item["loc"] if p != "body")
         parts.append(f"{loc}: {item['msg']}" if loc else item["msg"])
     return "; ".join(parts)
+
+
+# the request field each ``inspect`` option fills: errors name the option, as typed
+INSPECT_FLAGS = {
+    "text": "the text",
+    "layers": "--layer",
+    "heads": "--head",
+    "include": "--include",
+    "causal": "--no-causal",
+    "scale": "--scale",
+    "top_k": "--top-k",
+    "temperature": "--temperature",
+}
+
+
+def _flag_message(loc: Sequence, msg: str, args: argparse.Namespace) -> str:
+    """``(["heads", 0], "heads[0] is 9; the model has 4 heads ...")`` -> ``"--head 9: the model has 4 heads ..."``."""
+    field = str(loc[0]) if loc else ""
+    flag = INSPECT_FLAGS.get(field)
+    if flag is None:
+        return f"{'.'.join(map(str, loc))}: {msg}" if loc else msg
+    msg = re.sub(r"^\w+(\[\d+\])? is [^;]*; ", "", msg)  # the API's "heads[0] is 9; " says what the flag says
+    msg = msg[:1].lower() + msg[1:]
+    value = {
+        "layers": args.layer,
+        "heads": args.head,
+        "include": args.include,
+        "scale": args.scale,
+        "top_k": args.top_k,
+        "temperature": args.temperature,
+    }.get(field)
+    return f"{flag} {value}: {msg}" if value is not None else f"{flag}: {msg}"
+
+
+def _inspect_validation_message(err: ValidationError, args: argparse.Namespace) -> str:
+    from .errors import clean_validation_errors
+
+    items = clean_validation_errors(err.errors())
+    return "; ".join(_flag_message([p for p in it["loc"] if p != "body"], it["msg"], args) for it in items)
+
+
+def _device_problem(device: str | None, given: bool) -> str | None:
+    """Why the device asked for cannot be used here (one line), or None. Asked for by name, a
+    missing GPU is an error on the command line; ``auto`` still means the CPU when there is none."""
+    from ..model.checkpoint import CheckpointError, pick_device
+
+    try:
+        pick_device(device, strict=True)
+    except CheckpointError as e:
+        source = "--device" if given else "ATTNSCOPE_DEVICE"
+        hint = "; use --device cpu, or --device auto for a GPU when there is one" if "CUDA" in str(e) else ""
+        return f"{source} {device}: {e}{hint}"
+    return None
+
+
+def _port_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on now (one line naming the option to change), or None.
+
+    Bound the way uvicorn binds (``SO_REUSEADDR``, IPv6 for a host with a colon) and closed at
+    once, so a port held by another server fails here, before the model is loaded.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except socket.gaierror as e:
+        return f"cannot listen on {host}: the name does not resolve ({e.strerror}); pick another with --host"
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            return f"port {port} on {host} is in use; pick another with --port"
+        if e.errno == errno.EACCES:
+            return f"port {port} on {host} needs privileges this user lacks; pick one above 1023 with --port"
+        if e.errno == errno.EADDRNOTAVAIL:
+            return f"{host} is not an address of this machine; pick another with --host"
+        return f"cannot listen on port {port} on {host}: {e.strerror or e}; check --host and --port"
+    return None
 
 
 def _scale(value: str) -> str | float:
@@ -85,10 +173,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _fail(f"invalid setting: {_validation_message(e)}", EXIT_USAGE)
     if args.workers < 1:
         return _fail("--workers must be at least 1", EXIT_USAGE)
+    # a busy port is found before the model is loaded, and said in one line
+    problem = _port_problem(settings.host, settings.port)
+    if problem:
+        return _fail(problem)
+    problem = _device_problem(settings.device, args.device is not None)
+    if problem:
+        return _fail(f"cannot start: {problem}")
 
     # fail before uvicorn starts: one line naming the file, non-zero exit
     try:
-        device = pick_device(settings.device)
+        device = pick_device(settings.device, strict=True)
         if settings.dtype != "fp32" and device.type == "cpu":
             raise CheckpointError(f"--dtype {settings.dtype} needs a GPU; on the CPU attnscope runs fp32")
         # ours loads in milliseconds: a full check; a transformers model is opened once, by the
@@ -133,12 +228,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ inspect
 
 
+def _model_divisor(model: dict) -> str:
+    """The model's own divisor in words: "√32 = 5.657", or "12 (sqrt(query_pre_attn_scalar))"."""
+    divisor, rule = model["divisor"], model.get("divisor_rule", "")
+    if rule == "sqrt(head_dim)":
+        return f"√{model['head_dim']} = {divisor:.4g}"
+    return f"{divisor:.4g} ({rule})" if rule else f"{divisor:.4g}"
+
+
+def _what_ifs(data: dict) -> list[str]:
+    """What the answer changed from the model as trained, in words; empty when nothing."""
+    model, scale = data["model"], data["scale"]
+    out = []
+    if not data["causal"]:
+        out.append("causal mask removed (each token also sees the ones after it)")
+    if scale == "none":
+        divided = "1"
+    elif scale == "sqrt_dk":
+        divided = f"√{model['head_dim']} = {math.sqrt(model['head_dim']):.4g}"
+    elif scale == "model":
+        divided = None
+    else:
+        divided = f"{float(scale):g}"
+    if divided is not None and not math.isclose(data["divisor"], model["divisor"], rel_tol=1e-6):
+        out.append(f"scores divided by {divided} instead of the model's {_model_divisor(model)}")
+    return out
+
+
 def _summary(data: dict, layer: int | None, head: int | None, width: int = 3) -> str:
     model = data["model"]
     tokens = data["tokens"]
     lines = [
         f"{model['checkpoint']}: {model['n_layer']} layers x {model['n_head']} heads, head_dim {model['head_dim']}, "
         f"context {model['block_size']} tokens, on {model['device']}",
+    ]
+    what_ifs = _what_ifs(data)
+    if what_ifs:
+        lines.append("what-if: " + "; ".join(what_ifs) + " (not the model as trained)")
+    lines += [
         f"{len(tokens)} tokens: " + " | ".join(tokens),
         "",
         f"next-token guesses (top {width} after each position):",
@@ -200,9 +327,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         "temperature": args.temperature,
     }
     try:
-        req = attention_request_model(settings.max_text_chars).model_validate(request)
+        req = attention_request_model(settings.text_limit()).model_validate(request)
     except ValidationError as e:
-        return _fail(_validation_message(e), EXIT_USAGE)
+        return _fail(_inspect_validation_message(e, args), EXIT_USAGE)
+    problem = _device_problem(settings.device, bool(args.device))
+    if problem:
+        return _fail(problem)
     try:
         lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
     except CheckpointError as e:
@@ -211,7 +341,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     try:
         body, _ = attention_json(svc, req)
     except ApiError as e:
-        return _fail(f"{'.'.join(str(p) for p in e.detail[0]['loc'][1:])}: {e}", EXIT_USAGE)
+        return _fail(_flag_message(e.detail[0]["loc"][1:], e.detail[0]["msg"], args), EXIT_USAGE)
     if args.json:
         sys.stdout.buffer.write(body + b"\n")
         sys.stdout.flush()
@@ -252,7 +382,7 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .cli_gguf import add_models_command, add_ollama_option
 
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="attnscope",
         description="See attention in a causal transformer: our small GPT, or any local transformers model.",
     )

@@ -33,11 +33,13 @@ class CheckpointError(RuntimeError):
     """A checkpoint directory is missing, incomplete or unreadable."""
 
 
-def pick_device(requested: str | None = None) -> torch.device:
+def pick_device(requested: str | None = None, strict: bool = False) -> torch.device:
     """``requested`` (or ``$ATTNSCOPE_DEVICE``), else CUDA when present, else CPU.
 
-    Asking for CUDA on a machine without it falls back to the CPU with a warning; a name
-    torch does not know raises :class:`CheckpointError` naming it.
+    Asking for CUDA on a machine without it falls back to the CPU with a warning, or with
+    ``strict`` (the command line: what was typed is what runs) raises :class:`CheckpointError`,
+    as it does for a GPU index the machine does not have; ``auto`` always falls back silently.
+    A name torch does not know raises :class:`CheckpointError` naming it.
     """
     requested = requested or os.environ.get("ATTNSCOPE_DEVICE") or None
     if requested in (None, "", "auto"):
@@ -47,8 +49,12 @@ def pick_device(requested: str | None = None) -> torch.device:
     except RuntimeError as e:
         raise CheckpointError(f"unknown device {requested!r} (use auto, cpu, cuda or cuda:N)") from e
     if dev.type == "cuda" and not torch.cuda.is_available():
+        if strict:
+            raise CheckpointError("CUDA is not available on this machine (torch.cuda.is_available() is False)")
         log.warning("CUDA was asked for (%s) but is not available; using the CPU", requested)
         return torch.device("cpu")
+    if strict and dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise CheckpointError(f"this machine has {torch.cuda.device_count()} CUDA device(s), numbered from 0")
     return dev
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -171,6 +172,84 @@ def test_serve_prints_the_url_and_serves(checkpoint_dir):
             proc.wait()
 
 
+@pytest.fixture
+def busy_port():
+    """A port another server is listening on (held open for the test)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield held.getsockname()[1]
+
+
+def test_serve_on_a_busy_port_is_one_line_before_the_model_loads(checkpoint_dir, busy_port, capsys, monkeypatch):
+    from attnscope.model import registry
+
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the port was checked")
+
+    monkeypatch.setattr(registry, "load_model", must_not_load)
+    monkeypatch.setattr(registry, "read_config", must_not_load)
+    assert main(["serve", "--port", str(busy_port), "--checkpoint", str(checkpoint_dir)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"attnscope: port {busy_port} on 127.0.0.1 is in use; pick another with --port"
+    ]
+    assert captured.out == ""  # no address printed for a server that never starts
+
+
+def test_serve_process_on_a_busy_port_exits_1_with_one_line(busy_port, tmp_path):
+    """A real process; the port comes first, so a missing checkpoint is not even looked at."""
+    result = run_cli("serve", "--port", str(busy_port), "--checkpoint", str(tmp_path / "none"), timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"attnscope: port {busy_port} on 127.0.0.1 is in use; pick another with --port"
+    ]
+    assert result.stdout == ""
+
+
+def test_serve_on_an_address_that_is_not_ours_names_the_host(checkpoint_dir, capsys):
+    assert main(["serve", "--host", "192.0.2.1", "--port", str(free_port()), "--checkpoint", str(checkpoint_dir)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "192.0.2.1" in err[0] and "--host" in err[0]
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    """This machine as one without a GPU, whatever it has."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("ATTNSCOPE_DEVICE", raising=False)
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_serve_with_cuda_asked_for_but_absent_is_one_line(checkpoint_dir, capsys, no_cuda, device):
+    args = ["serve", "--device", device, "--port", str(free_port()), "--checkpoint", str(checkpoint_dir)]
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(f"attnscope: cannot start: --device {device}: CUDA is not available")
+    assert "--device cpu" in lines[0]
+    assert "http://" not in captured.out
+
+
+def test_inspect_with_cuda_asked_for_but_absent_is_one_line(checkpoint_dir, capsys, no_cuda, monkeypatch):
+    assert main(["inspect", TEXT, "--device", "cuda", "--checkpoint", str(checkpoint_dir)]) == 1
+    captured = capsys.readouterr()
+    assert len(captured.err.splitlines()) == 1 and "--device cuda: CUDA is not available" in captured.err
+    assert captured.out == ""
+    # set in the environment, the line names the variable
+    monkeypatch.setenv("ATTNSCOPE_DEVICE", "cuda")
+    assert main(["inspect", TEXT, "--checkpoint", str(checkpoint_dir)]) == 1
+    assert "ATTNSCOPE_DEVICE cuda: CUDA is not available" in capsys.readouterr().err
+    # auto still means the CPU when there is no GPU, silently
+    monkeypatch.setenv("ATTNSCOPE_DEVICE", "auto")
+    assert main(["inspect", TEXT, "--checkpoint", str(checkpoint_dir)]) == 0
+    captured = capsys.readouterr()
+    assert "on cpu" in captured.out.splitlines()[0] and captured.err == ""
+
+
 def test_serve_binds_localhost_by_default():
     assert Settings().host == "127.0.0.1"
 
@@ -230,17 +309,64 @@ def test_inspect_json_is_the_api_response(checkpoint_dir, capsysbinary):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["   "], "text"),
-        (["ok", "--layer", "9"], "layers"),
-        (["ok", "--include", "pattern,nothing"], "include"),
-        (["the cat " * 40], "tokens"),
+        (["   "], "the text: "),
+        (["ok", "--layer", "9"], f"--layer 9: the model has {N_LAYER} layers (0 to {N_LAYER - 1})"),
+        (["ok", "--layer", "-1"], "--layer -1: "),
+        (["ok", "--head", "-1"], "--head -1: "),
+        (["ok", "--head", str(N_HEAD)], f"--head {N_HEAD}: the model has {N_HEAD} heads"),
+        (["ok", "--include", "pattern,nothing"], "--include pattern,nothing: "),
+        (["ok", "--top-k", "-1"], "--top-k -1: "),
+        (["ok", "--temperature", "0"], "--temperature 0.0: "),
+        (["the cat " * 40], "the text: "),
     ],
 )
-def test_inspect_bad_input_is_one_line(checkpoint_dir, capsys, args, message):
+def test_inspect_bad_input_is_one_line_naming_the_option(checkpoint_dir, capsys, args, message):
     code = main(["inspect", *args, "--checkpoint", str(checkpoint_dir)])
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and message in err[0]
+    assert len(err) == 1 and err[0].startswith(f"attnscope: {message}"), err
+    for api_name in ("layers", "heads", "top_k", "include.", "body"):  # the API's names, not the options
+        assert api_name not in err[0].split(": ", 2)[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [(["inspect", "ok", "--head", "abc"], "--head"), (["serve", "--port", "http"], "--port"), (["nothing"], "")],
+)
+def test_argument_errors_are_one_line(capsys, args, option):
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("attnscope: ") and option in err[0] and "--help" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "what_if", "ratio"),
+    [
+        ([], None, HEAD_DIM),
+        (["--scale", "sqrt_dk"], None, HEAD_DIM),  # this model's own divisor is √d_k
+        (["--no-causal"], "what-if: causal mask removed", HEAD_DIM),
+        (["--scale", "none"], f"what-if: scores divided by 1 instead of the model's √{HEAD_DIM} = 4", 1),
+        (["--scale", "2"], f"what-if: scores divided by 2 instead of the model's √{HEAD_DIM} = 4", 4),
+        (
+            ["--no-causal", "--scale", "none"],
+            "what-if: causal mask removed (each token also sees the ones after it); scores divided by 1",
+            1,
+        ),
+    ],
+)
+def test_inspect_says_which_what_ifs_it_ran(checkpoint_dir, capsys, args, what_if, ratio):
+    assert main(["inspect", TEXT, "--checkpoint", str(checkpoint_dir), "--device", "cpu", *args]) == 0
+    out = capsys.readouterr().out.splitlines()
+    marked = [line for line in out if line.startswith("what-if:")]
+    if what_if is None:
+        assert marked == []
+    else:
+        assert len(marked) == 1 and marked[0].startswith(what_if) and marked[0].endswith("(not the model as trained)")
+        assert out.index(marked[0]) == 1  # right under the model line, before any number
+    rows = [line.split() for line in out if line.strip() and line.split()[0].isdigit() and len(line.split()) == 7]
+    assert rows and all(float(r[6]) == pytest.approx(ratio, rel=1e-3) for r in rows)  # var ratio = divisor²
 
 
 def test_inspect_missing_checkpoint(tmp_path, capsys):
