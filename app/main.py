@@ -44,7 +44,7 @@ from starlette.types import Message, Receive, Scope, Send
 from .. import frontend
 from ..model.checkpoint import CheckpointError
 from ..model.registry import load_model
-from . import service
+from . import routes_ablation, service
 from .errors import install_error_handlers
 from .middleware import BodySizeLimitMiddleware
 from .responses import ORJSONResponse, RawJSONResponse
@@ -372,6 +372,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         result = await run_limited(service.lesson_variance, body.head_size, body.T, body.seed, body.samples)
         return ORJSONResponse(result)
 
+    routes_ablation.install(router, state, get_service, run_limited, ERRORS_POST, settings.max_text_chars)
     app.include_router(router)
 
     @app.get("/vendor/plotly.min.js", include_in_schema=False)

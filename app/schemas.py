@@ -42,6 +42,7 @@ SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their
 TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
 TOP_K_MAX = 50
 MAX_INDICES = 64  # longest `layers` / `heads` list
+MAX_ABLATE = 1024  # longest `ablate` list
 LOGIT_ABS_MAX = 1e6
 FACTOR_MAX = 1e6
 
@@ -103,6 +104,23 @@ class Focus(BaseModel):
     head: Index
     include: list[FocusField] = Field(
         default_factory=lambda: ["pattern"], max_length=len(FIELDS) * 2, description="fields of the focus head"
+    )
+
+
+class HeadRef(BaseModel):
+    """One head: ``{"layer", "head"}``, 0-based."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+    layer: Index
+    head: Index
+
+
+def ablate_field() -> Any:
+    return Field(
+        default_factory=list,
+        max_length=MAX_ABLATE,
+        description="heads switched off: each one's output (its pattern applied to v) is replaced by zeros "
+        "before the layer's output projection, in every position; later layers and the predictions follow",
     )
 
 
@@ -173,6 +191,7 @@ class AttentionRequest(BaseModel):
     temperature: float = Field(
         1.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, allow_inf_nan=False, description="for the predictions"
     )
+    ablate: list[HeadRef] = ablate_field()
 
     @field_validator("text")
     @classmethod
@@ -410,6 +429,7 @@ class AttentionResponse(BaseModel):
     scale: str | float = Field(description="the request's scale option")
     divisor: float = Field(description="the number raw scores were divided by (the first returned layer's)")
     encoding: Literal["json", "b64"]
+    ablate: list[HeadRef] = Field(description="the request's switched-off heads, as sent")
     mask: Levels | None = optional_field("T×T, 1 where the query may attend to the key (absent if no layer)")
     thumbnail: ThumbnailInfo | None = optional_field("present when thumbnails were asked for")
     layers: list[LayerView]
