@@ -89,7 +89,14 @@ class Service:
 
 
 def checkpoint_label(path: Path) -> str:
-    """The checkpoint as shown to clients: relative to the working directory, else its name."""
+    """The checkpoint as shown to clients: relative to the working directory, else its name
+    (a model blob of Ollama's: the model's ``NAME:TAG``)."""
+    if Path(path).parent.name == "blobs":
+        from ..model.gguf_file import ollama_name_of
+
+        name = ollama_name_of(Path(path))
+        if name:
+            return f"ollama:{name}"
     try:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
@@ -152,14 +159,6 @@ def _check_index(value: int, n: int, loc: tuple, unit: str) -> None:
             type_="index_out_of_range",
             ctx={"limit": n - 1, "value": value},
         )
-
-
-def ablate_set(heads, facts: ModelFacts) -> frozenset[tuple[int, int]]:
-    """The request's ``ablate`` list checked against the model: a set of (layer, head), or a 422 naming the entry."""
-    for i, ref in enumerate(heads):
-        _check_index(ref.layer, facts.n_layer, ("body", "ablate", i, "layer"), "layers")
-        _check_index(ref.head, facts.n_head, ("body", "ablate", i, "head"), "heads per layer")
-    return frozenset((ref.layer, ref.head) for ref in heads)
 
 
 def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
@@ -246,11 +245,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     enc = lm.tokenizer.encode(req.text)
     sel = select(svc, req, len(enc.ids))
     capture = Capture(sel)
-    opts = AttentionOptions(
-        causal=req.causal,
-        divisor=scale_divisor(req.scale, lm.facts.head_dim),
-        ablate=ablate_set(req.ablate, lm.facts),
-    )
+    opts = AttentionOptions(causal=req.causal, divisor=scale_divisor(req.scale, lm.facts.head_dim))
     hidden = lm.backend.hidden(enc.ids, opts, capture)  # (T, C)
     capture.finish()
     if not capture.finite():
@@ -362,7 +357,6 @@ def encode_attention(result: AttentionResult, req: AttentionRequest, facts: Mode
         "scale": req.scale,
         "divisor": result.divisor,
         "encoding": req.encoding,
-        "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
     }
     if first_mask is not None:
         head["mask"] = enc.levels(first_mask.astype(np.uint8))
