@@ -161,6 +161,14 @@ def _check_index(value: int, n: int, loc: tuple, unit: str) -> None:
         )
 
 
+def ablate_set(heads, facts: ModelFacts) -> frozenset[tuple[int, int]]:
+    """The request's ``ablate`` list checked against the model: a set of (layer, head), or a 422 naming the entry."""
+    for i, ref in enumerate(heads):
+        _check_index(ref.layer, facts.n_layer, ("body", "ablate", i, "layer"), "layers")
+        _check_index(ref.head, facts.n_head, ("body", "ablate", i, "head"), "heads per layer")
+    return frozenset((ref.layer, ref.head) for ref in heads)
+
+
 def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
     """The request checked against the model: a :class:`Selection`, or an :class:`ApiError` naming the field."""
     facts = svc.loaded.facts
@@ -245,7 +253,11 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     enc = lm.tokenizer.encode(req.text)
     sel = select(svc, req, len(enc.ids))
     capture = Capture(sel)
-    opts = AttentionOptions(causal=req.causal, divisor=scale_divisor(req.scale, lm.facts.head_dim))
+    opts = AttentionOptions(
+        causal=req.causal,
+        divisor=scale_divisor(req.scale, lm.facts.head_dim),
+        ablate=ablate_set(req.ablate, lm.facts),
+    )
     hidden = lm.backend.hidden(enc.ids, opts, capture)  # (T, C)
     capture.finish()
     if not capture.finite():
@@ -357,6 +369,7 @@ def encode_attention(result: AttentionResult, req: AttentionRequest, facts: Mode
         "scale": req.scale,
         "divisor": result.divisor,
         "encoding": req.encoding,
+        "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
     }
     if first_mask is not None:
         head["mask"] = enc.levels(first_mask.astype(np.uint8))
