@@ -153,6 +153,7 @@ function renderModel(state, els) {
     ["name", m.name],
     ["family", m.family && m.family !== "attnscope" ? m.family : null],
     ["size", `${params} parameters`],
+    ["format", m.source_format === "gguf" ? `GGUF ${m.quantization ?? ""}`.trim() : null], // e.g. "GGUF Q4_K_M"
     ["shape", `${m.n_layer} layers × ${m.n_head} heads${gqa} · d_k ${m.head_dim}`],
     ["divisor", m.softcap ? `${divisor}, softcap ${softcapWords(m.softcap)}` : divisor],
     ["window", window],
