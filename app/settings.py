@@ -2,7 +2,7 @@
 
 | variable | default | meaning |
 | --- | --- | --- |
-| ``ATTNSCOPE_CHECKPOINT`` | the shipped model | checkpoint directory to load |
+| ``ATTNSCOPE_CHECKPOINT`` | the shipped model | checkpoint directory, or a ``.gguf`` file (or a folder holding one) |
 | ``ATTNSCOPE_DEVICE`` | auto | ``cpu``, ``cuda``, ``cuda:1``, ``auto`` (CUDA when present) |
 | ``ATTNSCOPE_DTYPE`` | fp32 | ``fp32``; on a GPU also ``bf16`` or ``fp16`` |
 | ``ATTNSCOPE_HOST`` | ``127.0.0.1`` | address to bind; ``0.0.0.0`` only when asked (the container) |
@@ -38,7 +38,7 @@ def cpu_count() -> int:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ATTNSCOPE_", env_ignore_empty=True, extra="ignore")
 
-    checkpoint: Path | None = Field(None, description="checkpoint directory; unset = the shipped model")
+    checkpoint: Path | None = Field(None, description="checkpoint directory or .gguf file; unset = the shipped model")
     device: str | None = Field(None, description="cpu, cuda, cuda:N or auto")
     dtype: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="weights and activations; half only on a GPU")
     host: str = "127.0.0.1"
