@@ -269,7 +269,7 @@ def _server_timing(timings: dict[str, float]) -> dict[str, str]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     state = AppState(settings)
-    AttentionRequest = attention_request_model(settings.max_text_chars)
+    AttentionRequest = attention_request_model(settings.text_limit())
 
     # FastAPI with /docs (Swagger UI 5) served from the fastapi-offline package: the API page
     # works with no network, as the app does
@@ -372,7 +372,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         result = await run_limited(service.lesson_variance, body.head_size, body.T, body.seed, body.samples)
         return ORJSONResponse(result)
 
-    routes_ablation.install(router, state, get_service, run_limited, ERRORS_POST, settings.max_text_chars)
+    routes_ablation.install(router, state, get_service, run_limited, ERRORS_POST, settings.text_limit())
     app.include_router(router)
 
     @app.get("/vendor/plotly.min.js", include_in_schema=False)
@@ -396,7 +396,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Content-Type"],
             expose_headers=["Server-Timing", "X-Timing-Ms"],
         )
-    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.body_limit())
     app.add_middleware(LifespanErrorMiddleware, state=state)
     return app
 

@@ -93,6 +93,8 @@ Scale = Annotated[
 
 Index = Annotated[int, Field(ge=0)]
 THUMBNAIL_MIN, THUMBNAIL_MAX = 4, 256
+FOCUS_THUMBNAIL_MAX = 2048
+REGION_MAX = 512  # cells per side of a focus region
 FocusField = IncludeName
 
 
@@ -104,6 +106,20 @@ class Focus(BaseModel):
     head: Index
     include: list[FocusField] = Field(
         default_factory=lambda: ["pattern"], max_length=len(FIELDS) * 2, description="fields of the focus head"
+    )
+    thumbnail: int | None = Field(
+        None,
+        ge=4,
+        le=FOCUS_THUMBNAIL_MAX,
+        description="N: the focus head's matrices max-pooled on the server to at most N×N (blocks of ceil(T / N) "
+        "tokens; fully masked score blocks null) instead of T×T: the answer's size no longer grows with T",
+    )
+    region: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None,
+        min_length=4,
+        max_length=4,
+        description=f"[q0, q1, k0, k1], half-open: the exact cells of that block of the focus head's matrices "
+        f"(at most {REGION_MAX}×{REGION_MAX}), as `focus.region`",
     )
 
 
@@ -399,11 +415,27 @@ class LayerView(BaseModel):
     heads: list[HeadView]
 
 
+class FocusRegion(HeadFields):
+    """Exact cells of one block of the focus head's matrices (request `focus.region`)."""
+
+    bounds: list[int] = Field(description="[q0, q1, k0, k1], half-open: rows q0..q1-1, columns k0..k1-1")
+
+
+class FocusThumbnailInfo(BaseModel):
+    size: int = Field(description="the focus matrices are size×size")
+    block: int = Field(description="tokens per cell along each axis, as in `thumbnail`; 1 = not downsampled")
+    mask: Levels = Field(description="size×size, 1 where any cell of the block may attend")
+
+
 class FocusView(HeadFields):
-    """The focus head at full resolution; its `stats` carry the per-row arrays."""
+    """The focus head: at full resolution, or with `thumbnail` max-pooled (the matrices are then
+    size×size: weights the block maximum, scores the maximum over the block's unmasked cells); its
+    `stats` carry the per-row arrays; `region` the exact cells of one block when asked."""
 
     layer: int
     head: int
+    thumbnail: FocusThumbnailInfo | None = optional_field("present when the matrices are max-pooled")
+    region: FocusRegion | None = optional_field("the exact cells of `focus.region`")
 
 
 class ThumbnailInfo(BaseModel):
@@ -430,7 +462,10 @@ class AttentionResponse(BaseModel):
     divisor: float = Field(description="the number raw scores were divided by (the first returned layer's)")
     encoding: Literal["json", "b64"]
     ablate: list[HeadRef] = Field(description="the request's switched-off heads, as sent")
-    mask: Levels | None = optional_field("T×T, 1 where the query may attend to the key (absent if no layer)")
+    mask: Levels | None = optional_field(
+        "T×T, 1 where the query may attend to the key (absent if no layer, and in an answer of thumbnails without "
+        "T×T matrices: then `thumbnail.mask`)"
+    )
     thumbnail: ThumbnailInfo | None = optional_field("present when thumbnails were asked for")
     layers: list[LayerView]
     focus: FocusView | None = optional_field("the focus head, when asked for")

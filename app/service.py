@@ -27,7 +27,7 @@ import torch
 
 from ..model import lessons
 from ..model.backends import LoadedModel, ModelFacts, top_logits
-from ..model.capture import Capture, Selection, thumbnail_block
+from ..model.capture import MATRIX_FIELDS, Capture, Selection, thumbnail_block
 from ..model.gpt import AttentionOptions
 from ..model.heads import ROLES, role_scores
 from ..model.inspection import scale_divisor
@@ -35,7 +35,7 @@ from ..model.stats import STAT_ROWS, STAT_SCALARS
 from . import jsonfast
 from .errors import ApiError
 from .responses import dumps
-from .schemas import FIELDS, AttentionRequest
+from .schemas import FIELDS, REGION_MAX, AttentionRequest
 
 PATTERN_DECIMALS = 5  # pattern, pattern_unscaled (app.jsonfast) and the row entropies
 SCORE_DECIMALS = 4  # attn_scores_raw, attn_scores, q, k, v
@@ -186,11 +186,13 @@ def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
     heads = _indices(req.heads, facts.n_head, "heads", "heads per layer")
     focus = None
     focus_fields: frozenset[str] = frozenset()
+    focus_region = None
     if req.focus is not None:
         _check_index(req.focus.layer, facts.n_layer, ("body", "focus", "layer"), "layers")
         _check_index(req.focus.head, facts.n_head, ("body", "focus", "head"), "heads per layer")
         focus = (req.focus.layer, req.focus.head)
         focus_fields = frozenset(req.focus.include)
+        focus_region = _region(req.focus.region, n_tokens)
     include = set(req.include)
     return Selection(
         layers=layers,
@@ -200,7 +202,34 @@ def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
         thumbnail=req.thumbnail,
         focus=focus,
         focus_fields=focus_fields,
+        focus_thumbnail=req.focus.thumbnail if req.focus is not None else None,
+        focus_region=focus_region,
     )
+
+
+def _region(region: list[int] | None, T: int) -> tuple[int, int, int, int] | None:
+    """``focus.region`` checked against the text: rows and columns inside it, at most REGION_MAX each."""
+    if region is None:
+        return None
+    q0, q1, k0, k1 = region
+    loc = ("body", "focus", "region")
+    if not (q0 < q1 <= T and k0 < k1 <= T):
+        raise ApiError(
+            422,
+            f"focus.region is {region}; it needs q0 < q1 <= {T} and k0 < k1 <= {T} (the text is {T} tokens)",
+            loc=loc,
+            type_="region_out_of_range",
+            ctx={"limit": T, "value": region},
+        )
+    if q1 - q0 > REGION_MAX or k1 - k0 > REGION_MAX:
+        raise ApiError(
+            422,
+            f"focus.region is {q1 - q0}×{k1 - k0} cells; at most {REGION_MAX}×{REGION_MAX}",
+            loc=loc,
+            type_="region_too_large",
+            ctx={"limit": REGION_MAX, "value": region},
+        )
+    return (q0, q1, k0, k1)
 
 
 # ------------------------------------------------------------------ 2. compute
@@ -371,7 +400,10 @@ def encode_attention(result: AttentionResult, req: AttentionRequest, facts: Mode
         "encoding": req.encoding,
         "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
     }
-    if first_mask is not None:
+    # the T×T masks go with T×T matrices; an answer of thumbnails has them pooled (thumbnail.mask) instead
+    full_matrices = bool(sel.fields & set(MATRIX_FIELDS)) or bool(cap.focus and not sel.focus_thumbnail)
+    full_masks = not sel.thumbnail or full_matrices
+    if first_mask is not None and full_masks:
         head["mask"] = enc.levels(first_mask.astype(np.uint8))
     if sel.thumbnail and cap.layers:
         n = cap.layers[0].thumbnail_mask.shape[0]
@@ -383,8 +415,9 @@ def encode_attention(result: AttentionResult, req: AttentionRequest, facts: Mode
         layer_obj["divisor_rule"] = divisor_rule(req.scale, lc.divisor, lc.layer, facts)
         layer_obj["softcap"] = lc.softcap
         layer_obj["window"] = lc.window
-        if first_mask is not None and not np.array_equal(lc.mask, first_mask):
-            layer_obj["mask"] = enc.levels(lc.mask.astype(np.uint8))
+        if first_mask is not None and lc.mask is not first_mask and not np.array_equal(lc.mask, first_mask):
+            if full_masks:
+                layer_obj["mask"] = enc.levels(lc.mask.astype(np.uint8))
             if lc.thumbnail_mask is not None:
                 layer_obj["thumbnail_mask"] = enc.levels(lc.thumbnail_mask)
         parts.append((b"," if i else b"") + dumps(layer_obj)[:-1] + b',"heads":[')
@@ -408,16 +441,32 @@ def encode_attention(result: AttentionResult, req: AttentionRequest, facts: Mode
     parts.append(b"]")
     if sel.focus is not None and cap.focus is not None:
         layer, h = sel.focus
-        mask = next((lc.mask for lc in cap.layers if lc.layer == layer), first_mask)
+        mask = cap.focus_mask if cap.focus_mask is not None else np.ones((T, T), bool)
         parts.append(b',"focus":{"layer":%d,"head":%d' % (layer, h))
+        if cap.focus_pooled is not None:
+            k = thumbnail_block(T, sel.focus_thumbnail)
+            pooled_mask = cap.focus_pooled_mask
+            info = {"size": pooled_mask.shape[0], "block": k, "mask": enc.levels(pooled_mask)}
+            parts += (b',"thumbnail":', dumps(info))
         for name in FIELDS:
             if name == "stats" and cap.focus_stats is not None:
                 stats = {k: v[None] for k, v in cap.focus_stats.items()}
                 scalars = round_sig(np.stack([stats[n] for n in STAT_SCALARS])).tolist()
                 parts += (b',"stats":', dumps(_head_stats(stats, scalars, 0, enc, True)))
-            elif name in cap.focus:
-                value = enc.field(name, cap.focus[name], mask if mask is not None else np.ones((T, T), bool))
+            elif cap.focus_pooled is not None and name in cap.focus_pooled:
+                value = enc.matrix(cap.focus_pooled[name], PATTERN_DECIMALS if "pattern" in name else SCORE_DECIMALS)
                 parts += (b',"', name.encode(), b'":', value if isinstance(value, bytes) else dumps(value))
+            elif name in cap.focus:
+                value = enc.field(name, cap.focus[name], mask)
+                parts += (b',"', name.encode(), b'":', value if isinstance(value, bytes) else dumps(value))
+        if cap.focus_region is not None:
+            q0, q1, k0, k1 = sel.focus_region
+            region: dict[str, Any] = {"bounds": [q0, q1, k0, k1]}
+            for name in FIELDS:
+                if name in cap.focus_region:
+                    decimals = PATTERN_DECIMALS if "pattern" in name else SCORE_DECIMALS
+                    region[name] = enc.matrix(cap.focus_region[name], decimals)
+            parts += (b',"region":', dumps(region))
         parts.append(b"}")
     parts += (b',"predictions":', dumps(result.predictions))
     return parts

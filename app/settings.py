@@ -7,8 +7,8 @@
 | ``ATTNSCOPE_DTYPE`` | fp32 | ``fp32``; on a GPU also ``bf16`` or ``fp16`` |
 | ``ATTNSCOPE_HOST`` | ``127.0.0.1`` | address to bind; ``0.0.0.0`` only when asked (the container) |
 | ``ATTNSCOPE_PORT`` | 8000 | |
-| ``ATTNSCOPE_MAX_TEXT_CHARS`` | 16000 | longest ``text`` accepted (2,000+ tokens of English) |
-| ``ATTNSCOPE_MAX_BODY_BYTES`` | 65536 | larger request bodies get 413 |
+| ``ATTNSCOPE_MAX_TEXT_CHARS`` | 8 per token of context, ≥ 16000 | longest ``text`` accepted (the limit is the context in tokens) |
+| ``ATTNSCOPE_MAX_BODY_BYTES`` | 4 per text character, ≥ 65536 | larger request bodies get 413 |
 | ``ATTNSCOPE_MAX_CONCURRENCY`` | 0 = auto | model computations running at once; the rest wait |
 | ``ATTNSCOPE_TORCH_THREADS`` | 0 = auto | torch intra-op threads |
 | ``ATTNSCOPE_CORS_ORIGINS`` | empty = no CORS | comma-separated origins (or a JSON list) |
@@ -25,6 +25,9 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ..model.checkpoint import SHIPPED
+from ..model.registry import context_tokens
+
+CHARS_PER_TOKEN = 8  # the text guard per token of context: English runs 3-5 characters a token
 
 
 def cpu_count() -> int:
@@ -43,8 +46,10 @@ class Settings(BaseSettings):
     dtype: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="weights and activations; half only on a GPU")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    max_text_chars: int = Field(16000, ge=1, le=100_000)
-    max_body_bytes: int = Field(65536, ge=1024)
+    max_text_chars: int | None = Field(
+        None, ge=1, le=4_000_000, description=f"unset = {CHARS_PER_TOKEN} per token of the model's context, at least 16000"
+    )
+    max_body_bytes: int | None = Field(None, ge=1024, description="unset = 4 bytes per character of text, at least 64 KiB")
     max_concurrency: int = Field(0, ge=0, description="0 = one per group of torch threads, at least 2")
     torch_threads: int = Field(0, ge=0, description="0 = the CPUs available, at most 8")
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -62,6 +67,20 @@ class Settings(BaseSettings):
     @property
     def checkpoint_path(self) -> Path:
         return self.checkpoint if self.checkpoint is not None else SHIPPED
+
+    def text_limit(self) -> int:
+        """The longest ``text`` accepted, in characters: a guard only, since the real limit is the
+        model's context in tokens (checked after tokenizing). It leaves room for
+        :data:`CHARS_PER_TOKEN` characters per token of context, and never less than 16000."""
+        if self.max_text_chars is not None:
+            return self.max_text_chars
+        return max(16000, CHARS_PER_TOKEN * (context_tokens(self.checkpoint_path) or 0))
+
+    def body_limit(self) -> int:
+        """The largest request body, in bytes: room for the text limit in UTF-8 (4 bytes a character)."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return max(65536, 4 * self.text_limit())
 
     @property
     def threads(self) -> int:

@@ -123,6 +123,8 @@ class Capture:
         self.focus_stats: dict[str, np.ndarray] | None = None
         self.focus_pooled: dict[str, np.ndarray] | None = None  # name -> (m, m) float32, with focus_thumbnail
         self.focus_region: dict[str, np.ndarray] | None = None  # name -> (q1 - q0, k1 - k0), with focus_region
+        self.focus_mask: np.ndarray | None = None  # (T, T) bool, the focus layer's mask
+        self.focus_pooled_mask: np.ndarray | None = None  # (m, m) uint8 with focus_thumbnail
         self.host_copies = 0  # device-to-host transfers made (one per dtype on a GPU)
         self.blocks_per_layer: list[int] = []
         self._want = set(sel.layers)
@@ -131,7 +133,7 @@ class Capture:
         self._last = max([*sel.layers, *([sel.focus[0]] if sel.focus is not None else [])], default=-1)
         self._finite: torch.Tensor | bool = True  # on the device until finish(): no sync per layer
         self._masks: list[tuple[torch.Tensor, np.ndarray]] = []  # distinct masks seen, and their host copy
-        self._mask_thumbnails: dict[int, torch.Tensor] = {}
+        self._mask_thumbnails: dict[tuple[int, int], np.ndarray] = {}
         self._layer: _LayerState | None = None
         self._device_parts: list[tuple[object, str, str, torch.Tensor]] = []  # (owner, kind, name, tensor)
 
@@ -180,8 +182,10 @@ class Capture:
             st.focus = True
             names = self._matrices(sel.focus_fields, softcap)
             self.focus, self.focus_pooled, self.focus_region = {}, None, None
+            self.focus_mask = host_mask
             if sel.focus_thumbnail:
                 self.focus_pooled = {}
+                self.focus_pooled_mask = self._thumbnail_mask(mask, sel.focus_thumbnail)
                 kf = thumbnail_block(T, sel.focus_thumbnail)
                 st.focus_pools = {n: _Pool(1, T, S, kf, q.device, _pool_fill(n)) for n in names}
             if sel.focus_region is not None:
@@ -309,14 +313,13 @@ class Capture:
         self._masks.append((mask, host))
         return host
 
-    def _thumbnail_mask(self, mask: torch.Tensor) -> np.ndarray:
-        """(m, m) uint8, 1 where any cell of the block may attend; computed once per distinct mask."""
+    def _thumbnail_mask(self, mask: torch.Tensor, n: int | None = None) -> np.ndarray:
+        """(m, m) uint8, 1 where any cell of the block may attend; computed once per distinct mask and size."""
+        n = n or self.sel.thumbnail
         host = self._host_mask(mask)
-        key = id(host)
+        key = (id(host), n)
         if key not in self._mask_thumbnails:
-            self._mask_thumbnails[key] = (
-                thumbnails(torch.from_numpy(host)[None].float(), self.sel.thumbnail)[0] // 255
-            ).numpy()
+            self._mask_thumbnails[key] = (thumbnails(torch.from_numpy(host)[None].float(), n)[0] // 255).numpy()
         return self._mask_thumbnails[key]
 
     @staticmethod

@@ -85,3 +85,20 @@ def _our_gpt_runs(path: Path) -> bool:
         log.info("%s: %s; opening it through transformers", path, e)
         return False
     return True
+
+
+CONTEXT_KEYS = ("block_size", "max_position_embeddings", "n_positions", "n_ctx", "seq_length")
+
+
+def context_tokens(path: str | Path | None) -> int | None:
+    """The model's context in tokens, from its ``config.json`` alone (nothing is loaded);
+    ``None`` when it cannot be told."""
+    try:
+        cfg = read_config(Path(path) if path else SHIPPED)
+    except (CheckpointError, OSError, ValueError):
+        return None
+    for key in CONTEXT_KEYS:
+        value = cfg.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None

@@ -524,16 +524,30 @@ def test_settings_from_environment(monkeypatch, tmp_path):
     s = Settings()
     assert s.checkpoint_path == tmp_path
     assert s.cors_origins == ["http://a.example", "http://b.example"]
-    assert s.max_text_chars == 100
+    assert s.max_text_chars == 100 == s.text_limit()
     assert s.host == "127.0.0.1"
     assert s.port == 8000
-    assert s.max_body_bytes == 65536
+    assert s.max_body_bytes is None and s.body_limit() == 65536
     monkeypatch.delenv("ATTNSCOPE_CHECKPOINT")
     monkeypatch.delenv("ATTNSCOPE_CORS_ORIGINS")
     from attnscope.model.checkpoint import SHIPPED
 
     assert Settings().checkpoint_path == SHIPPED
     assert Settings().cors_origins == []
+
+
+def test_text_limit_follows_the_models_context(tmp_path):
+    """Unset, the character guard is 8 characters per token of context (at least 16000) and the
+    body limit 4 bytes per character (at least 64 KiB): a long-context model takes long texts."""
+    import json
+
+    from attnscope.app.settings import Settings
+
+    assert Settings().text_limit() == 16000  # the shipped model: 256 tokens
+    assert Settings().body_limit() == 65536
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": 8192}))
+    s = Settings(checkpoint=tmp_path)
+    assert s.text_limit() == 8 * 8192 and s.body_limit() == 4 * 8 * 8192
 
 
 def test_text_limit_follows_settings(settings):

@@ -1,0 +1,77 @@
+"""Texts as long as the model's context: accepted by tokens, answered in a size bounded by what is asked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from attnscope.app.main import create_app
+from attnscope.app.settings import Settings
+from attnscope.model.checkpoint import save_checkpoint
+from attnscope.model.gpt import GPT, GPTConfig
+from attnscope.model.tokenizer import BPETokenizer
+from fastapi.testclient import TestClient
+
+from tests.textgen import english_like
+
+CONTEXT = 4608
+
+
+@pytest.fixture(scope="module")
+def long_client(tmp_path_factory):
+    texts = [" ".join(english_like(6, i)) for i in range(100)]
+    tokenizer = BPETokenizer.train(texts, vocab_size=300)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=CONTEXT, vocab_size=tokenizer.vocab_size, n_layer=2, n_head=2, n_embd=32))
+    path = save_checkpoint(model, tokenizer, tmp_path_factory.mktemp("long") / "ckpt")
+    with TestClient(create_app(Settings(checkpoint=path, device="cpu"))) as client:
+        yield client, tokenizer
+
+
+def long_text(tokenizer, n_tokens: int) -> str:
+    words = " ".join(english_like(400, 7)).split()
+    text = ""
+    while len(tokenizer.encode_ids(text)) < n_tokens:
+        text += " ".join(words) + " "
+    ids = tokenizer.encode_ids(text)[:n_tokens]
+    return tokenizer.decode(ids)
+
+
+def test_a_text_of_4000_tokens_is_answered_with_bounded_fields(long_client):
+    client, tokenizer = long_client
+    text = long_text(tokenizer, 4200)
+    body = {
+        "text": text,
+        "include": ["stats"],
+        "stats_rows": False,
+        "thumbnail": 64,
+        "focus": {"layer": 1, "head": 1, "include": ["pattern", "attn_scores_raw", "stats"], "thumbnail": 128},
+        "encoding": "b64",
+        "top_k": 1,
+    }
+    r = client.post("/api/attention", json=body)
+    assert r.status_code == 200, r.text[:300]
+    data = r.json()
+    T = len(data["tokens"])
+    assert T >= 4000 and len(data["offsets"]) == T
+    focus = data["focus"]
+    assert focus["thumbnail"]["size"] <= 128 and focus["pattern"]["shape"] == "{0}, {0}".format(
+        focus["thumbnail"]["size"]
+    )
+    assert data["layers"][0]["heads"][0]["thumbnail"]["shape"] == "64, 64"
+    assert len(r.content) < 2_500_000
+    # exact cells on request: a region of the same head
+    body["focus"] = {"layer": 1, "head": 1, "include": ["pattern"], "thumbnail": 128, "region": [T - 64, T, T - 64, T]}
+    region = client.post("/api/attention", json=body).json()["focus"]["region"]
+    cells = np.frombuffer(__import__("base64").b64decode(region["pattern"]["bdata"]), dtype="<f4").reshape(64, 64)
+    assert np.allclose(np.tril(cells).sum(-1)[-1], cells[-1].sum()) and 0 < cells[-1].sum() <= 1 + 1e-5
+
+
+def test_the_limit_is_the_context_in_tokens(long_client):
+    client, tokenizer = long_client
+    over = long_text(tokenizer, CONTEXT + 5)
+    r = client.post("/api/attention", json={"text": over, "include": [], "top_k": 0})
+    assert r.status_code == 422
+    detail = r.json()["detail"][0]
+    assert detail["loc"] == ["body", "text"] and detail["ctx"]["limit"] == CONTEXT
+    assert detail["ctx"]["count"] > CONTEXT
