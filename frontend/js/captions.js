@@ -93,8 +93,8 @@ export function maskedWhy({ mask, i, j, window = null, block = 1 }) {
   if (j > i) return one ? "masked: this key comes after the query" : "masked: every key here comes after every query";
   if (window) {
     return one
-      ? `masked: outside the sliding window of ${window} tokens (this key is ${window} or more tokens before the query)`
-      : `masked: outside the sliding window of ${window} tokens (every key here is ${window} or more tokens before every query)`;
+      ? `masked: outside the sliding window of ${window} tokens (${window} or more before the query)`
+      : `masked: outside the sliding window of ${window} tokens (every key here ${window} or more before every query)`;
   }
   return "masked";
 }

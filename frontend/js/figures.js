@@ -4,7 +4,7 @@
 // arguments. Matrices are arrays of rows, indexed [query][key] as in the API. Every number a
 // figure shows is the server's (scores, weights, statistics); the words come from captions.js.
 
-import { divisorShort, divisorWords, maskedWhy, num, ratioWords, scoresFormula, softcapWords, unscaled, unscaledFormula } from "./captions.js";
+import { divisorShort, maskedWhy, num, ratioWords, scoresFormula, softcapWords, unscaled, unscaledFormula } from "./captions.js";
 
 export const FONT_FAMILY =
   'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Liberation Sans", Arial, sans-serif';
@@ -416,7 +416,8 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
     {
       z: uncapped ?? scores,
       axis: "coloraxis2",
-      title: `÷ ${divisorWords(layer)}${sub(span(uncapped ?? scores, 2))}`,
+      // the name on the title line, its value under it: long names (√query_pre_attn_scalar) fit a panel
+      title: `÷ ${short}${sub(`${short.startsWith("√") ? `= ${num(layer.divisor)}, ` : ""}${span(uncapped ?? scores, 2)}`)}`,
       hover: `q·kᵀ ÷ ${short} %{z:.3f}`,
     },
   ];
@@ -486,7 +487,7 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
       yanchor: "bottom",
       yshift: 4,
       showarrow: false,
-      font: { size: 12, color: INK },
+      font: { size: n > 4 ? 11 : 12, color: INK },
     })),
     images: hatchImages(mask, `x${axisId(hatchedAt)}`, `y${axisId(hatchedAt)}`, 24),
     uirevision: "steps",

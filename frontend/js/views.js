@@ -573,6 +573,7 @@ function drawPipeline(state, els) {
   const list = document.getElementById("pipeline-notes");
   if (list.children.length !== notes.length) {
     list.replaceChildren(...notes.map(() => document.createElement("li")));
+    list.style.setProperty("--steps", String(notes.length));
   }
   [...list.children].forEach((li, i) => setText(li, notes[i]));
   const sums = h.pattern.map((row) => row.reduce((a, v) => a + v, 0));
