@@ -12,6 +12,12 @@ under this name (``pyproject.toml``, ``[tool.setuptools.package-dir]``):
 
     import attnscope
     lm = attnscope.load_model()          # the shipped model; or a path to a checkpoint folder
+
+In a notebook (``pip install 'attnscope[notebook]'``)::
+
+    attnscope.show("The cat sat on the mat.")                  # a widget; typing re-runs the model
+    attnscope.show(text, model=model, tokenizer=tokenizer)     # a transformers model you loaded
+    data = attnscope.capture(text)                             # the API's answer, numpy arrays
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -21,7 +27,7 @@ try:
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "load_model"]
+__all__ = ["__version__", "capture", "load_model", "show"]
 
 
 def load_model(checkpoint=None, device: str | None = "cpu", dtype: str = "fp32"):
@@ -30,3 +36,17 @@ def load_model(checkpoint=None, device: str | None = "cpu", dtype: str = "fp32")
     from .model.registry import load_model as _load
 
     return _load(checkpoint, device=device, dtype=dtype)
+
+
+def show(text: str, model=None, tokenizer=None, checkpoint=None, **options):
+    """A notebook widget of attnscope's head view (:func:`attnscope.notebook.show`)."""
+    from .notebook import show as _show
+
+    return _show(text, model=model, tokenizer=tokenizer, checkpoint=checkpoint, **options)
+
+
+def capture(text: str, model=None, tokenizer=None, checkpoint=None, **options):
+    """What the API answers for ``text``, its matrices as numpy arrays (:func:`attnscope.notebook.capture`)."""
+    from .notebook import capture as _capture
+
+    return _capture(text, model=model, tokenizer=tokenizer, checkpoint=checkpoint, **options)

@@ -135,7 +135,7 @@ export function selectedPosition(state, T) {
 
 // ---------------------------------------------------------------- HTML parts
 
-function renderModel(state, els) {
+export function renderModel(state, els) {
   const m = state.model;
   if (!m) return;
   const params = m.parameters >= 1e6 ? `${(m.parameters / 1e6).toFixed(2)} M` : `${Math.round(m.parameters / 1e3)} k`;
@@ -204,7 +204,7 @@ function renderSelects(state, els) {
   }
 }
 
-function renderTokens(state, els) {
+export function renderTokens(state, els) {
   const response = currentGrid(state) ?? currentDetail(state);
   if (!response) {
     // a text the server refused, no answer yet after an error, or no text: no chips of an older
@@ -255,7 +255,7 @@ function renderTokens(state, els) {
 /** A string as its characters (code points): offsets from the API index this, not UTF-16 units. */
 export const codePoints = (text) => Array.from(text);
 
-function renderBanners(state, els) {
+export function renderBanners(state, els) {
   setText(els.errorText, state.error ?? "");
   if (els.errorBanner.hidden !== !state.error) els.errorBanner.hidden = !state.error;
   const notes = [];
@@ -350,7 +350,7 @@ function renderStatsTable(state, els, head, layer, T) {
   setText(els.statsCaption, `Layer ${state.layer} · head ${state.head}`);
 }
 
-function renderPredictions(state, els) {
+export function renderPredictions(state, els) {
   const d = state.detail;
   const fresh = d && d.textKey === gridKey(state);
   if (!fresh) return;
@@ -444,7 +444,7 @@ export function gridMaskWords(grid) {
   return ` Grey cells are masked (${why.join("; ")}): no key there may be attended, not a zero weight.`;
 }
 
-function drawHeadView(state, els) {
+export function drawHeadView(state, els) {
   const chosen = chosenHead(state);
   const grid = currentGrid(state);
   let head = false;
