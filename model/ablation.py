@@ -1,9 +1,10 @@
 """Switching heads off, over any backend (ours or transformers).
 
 * :func:`head_effects`: for one position and one target token, the change in log-probability
-  when each head alone is switched off. Every head is a row of one batch (row 0 switches off
-  nothing), so all heads cost a few batched forward passes, not one pass per head; and since
-  attention is causal, only the tokens up to that position are run.
+  when each head alone is switched off. Every head is a row of a batch, so all heads cost a few
+  batched forward passes, not one pass per head; since attention is causal, only the tokens up to
+  that position are run; and with our GPT, the rows of a layer-l head start from the residual
+  stream entering layer l (the layers before it are the same in every row).
 * :func:`generate`: new tokens one at a time with a key/value cache (each step feeds only the
   newest token), greedy or sampled with a seed, recording where each step's query looked.
 
@@ -71,21 +72,35 @@ def head_effects(
     facts = backend.facts
     prefix = ids[: position + 1]  # causal: later tokens cannot change this prediction
     values = mean_outputs(backend, ids, base) if mode == "mean" else None
-    heads = [(layer, h) for layer in range(facts.n_layer) for h in range(facts.n_head)]
-    rows = [frozenset()] + [frozenset({lh}) for lh in heads]  # row 0: no head switched off
+    base = replace(base, ablate_values=values)
+    idx = torch.tensor([prefix], dtype=torch.long)  # (1, T)
+    clean = backend.last_logits(idx, base)[0]  # (V,)
+    if token_id is None:
+        token_id = int(clean.argmax())
+    logprob = float(torch.log_softmax(clean.double(), dim=-1)[token_id])
     per = rows_per_batch(len(prefix), facts.n_head, facts.d_model)
-    logprobs = []
-    for start in range(0, len(rows), per):
-        chunk = tuple(rows[start : start + per])
-        idx = torch.tensor([prefix] * len(chunk), dtype=torch.long)  # (n, T)
-        opts = replace(base, ablate_rows=chunk, ablate_values=values)
-        logits = backend.last_logits(idx, opts)  # (n, V)
-        if token_id is None:
-            token_id = int(logits[0].argmax())
-        logprobs.append(torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu())
-    lp = torch.cat(logprobs)  # (1 + L·nh,)
-    delta = (lp[1:] - lp[0]).view(facts.n_layer, facts.n_head)
-    return HeadEffects(position=position, token_id=int(token_id), logprob=float(lp[0]), delta=delta)
+    starts = backend.block_inputs(idx, base) if hasattr(backend, "block_inputs") else None
+    delta = torch.zeros(facts.n_layer, facts.n_head, dtype=torch.float64)
+    if starts is not None:
+        # a head of layer l changes nothing before it: its rows start from the residual stream entering l
+        for layer in range(facts.n_layer):
+            for h0 in range(0, facts.n_head, per):
+                heads = range(h0, min(facts.n_head, h0 + per))
+                opts = replace(base, ablate_rows=tuple(frozenset({(layer, h)}) for h in heads))
+                x = starts[layer].expand(len(heads), -1, -1)  # (n, T, C)
+                logits = backend.last_logits_from(layer, x, opts)  # (n, V)
+                delta[layer, h0 : h0 + len(heads)] = torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
+    else:
+        # every row a whole pass: a batch of rows, row i switching off head i
+        heads = [(layer, h) for layer in range(facts.n_layer) for h in range(facts.n_head)]
+        for start in range(0, len(heads), per):
+            chunk = heads[start : start + per]
+            opts = replace(base, ablate_rows=tuple(frozenset({lh}) for lh in chunk))
+            logits = backend.last_logits(idx.expand(len(chunk), -1), opts)  # (n, V)
+            lp = torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
+            for (layer, h), value in zip(chunk, lp):
+                delta[layer, h] = value
+    return HeadEffects(position=position, token_id=int(token_id), logprob=logprob, delta=delta - logprob)
 
 
 # ------------------------------------------------------------------ generation

@@ -131,6 +131,29 @@ class OursBackend:
         h = self.model.hidden_states(idx.to(self.device), opts=opts)  # (B, T, C)
         return self.model.lm_head(h[:, -1]).float()
 
+    @torch.inference_mode()
+    @exact_fp32()
+    def block_inputs(self, idx: torch.Tensor, opts: AttentionOptions) -> list[torch.Tensor]:
+        """Token ids ``(1, T)`` -> the residual stream entering each block, ``L × (1, T, C)``: a what-if
+        that starts at layer l shares everything before it (:meth:`last_logits_from`)."""
+        tr = self.model.transformer
+        idx = idx.to(self.device)
+        x = tr.wte(idx) + tr.wpe(torch.arange(idx.shape[1], device=self.device))  # (1, T, C)
+        inputs = []
+        for block in tr.h:
+            inputs.append(x)
+            x = block(x, opts)
+        return inputs
+
+    @torch.inference_mode()
+    @exact_fp32()
+    def last_logits_from(self, layer: int, x: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
+        """The residual stream entering block ``layer`` ``(B, T, C)`` -> the logits after the last position ``(B, V)``."""
+        tr = self.model.transformer
+        for block in tr.h[layer:]:
+            x = block(x, opts)
+        return self.model.lm_head(tr.ln_f(x[:, -1])).float()
+
     def start_generation(self) -> KVCache:
         """An empty key/value cache for :meth:`step`."""
         return KVCache.empty(self.model.config.n_layer)
