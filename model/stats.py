@@ -48,22 +48,27 @@ def _capped(raw: torch.Tensor, softcap: float, top: torch.Tensor) -> torch.Tenso
 
 
 class Moments:
-    """Count, mean and sum of squared deviations of the visible scores, merged block by block.
+    """Count, mean and sum of squared deviations of the visible scores, merged row by row.
 
-    Each block is two-pass in float32 (its own mean first, then the deviations from it), and
-    blocks are merged with Chan et al.'s update, so no float64 T×T tensor is ever built and a
-    large offset common to all scores cannot cancel the variance away."""
+    Each row arrives as its count ``n``, its sums ``s1 = Σ y`` and ``s2 = Σ y²`` of the scores
+    centred on a value ``c`` of the row (its top score): float32 passes over the block, and the
+    centring keeps a large offset common to a row's scores from cancelling its variance away.
+    Rows are then merged with Chan et al.'s update in float64, on (heads, rows)-sized tensors only:
+    no float64 T×T tensor is ever built."""
 
     def __init__(self) -> None:
         self.n: torch.Tensor | float = 0.0
         self.mean: torch.Tensor | float = 0.0
         self.m2: torch.Tensor | float = 0.0
 
-    def add(self, x: torch.Tensor, visible: torch.Tensor, n_b: torch.Tensor) -> None:
-        """``x`` (..., t, S) scores, ``visible`` (t, S) 0/1, ``n_b`` its sum (> 0)."""
-        mean_b = _dot(x, visible).sum(-1) / n_b  # (...,) the block's mean over visible cells
-        d = (x - mean_b[..., None, None]) * visible  # (..., t, S) deviations, 0 where masked
-        m2_b = _dot(d, d).sum(-1)  # (...,)
+    def add_rows(self, n_row: torch.Tensor, s1: torch.Tensor, s2: torch.Tensor, c: torch.Tensor) -> None:
+        """``n_row`` (t,) visible keys per row; ``s1``, ``s2``, ``c`` (..., t)."""
+        n_row, s1, s2, c = n_row.double(), s1.double(), s2.double(), c.double()
+        mean_r = c + s1 / n_row  # (..., t) each row's mean
+        m2_r = (s2 - s1 * s1 / n_row).clamp_min(0)  # (..., t) each row's squared deviations
+        n_b = n_row.sum()
+        mean_b = (n_row * mean_r).sum(-1) / n_b  # (...,)
+        m2_b = m2_r.sum(-1) + (n_row * (mean_r - mean_b[..., None]) ** 2).sum(-1)
         n = self.n + n_b
         delta = mean_b - self.mean
         self.mean = self.mean + delta * (n_b / n)
@@ -87,6 +92,8 @@ class HeadStats:
       (undefined, ``null`` in the API) where the scaled scores do not vary, e.g. a one-token text:
       0 / 0 has no value. Every other statistic is defined for any text, as each query sees at
       least one key.
+    * Variances come from per-row sums of the scores centred on the row's top score, merged across
+      rows and blocks in float64 on (heads, rows)-sized tensors (:class:`Moments`).
     * The entropy of a softmax row needs no logarithm per entry: for ``p = softmax(s)`` over the
       visible keys, ``H = -log max p - Σ p·(s - max s)``. Scores are centred on each row's top key
       ``c`` first, so large scores (a small divisor) do not cancel in float32.
@@ -108,13 +115,18 @@ class HeadStats:
     def add(self, raw: torch.Tensor, scores: torch.Tensor, pattern: torch.Tensor, mask: torch.Tensor) -> None:
         raw, scores, pattern = raw.float(), scores.float(), pattern.float()
         visible = mask.to(raw.dtype)  # (t, S) 1 where the query sees the key
-        n_b = visible.sum()
-        self.raw.add(raw, visible, n_b)
-        if self.scaled is not None:
-            self.scaled.add(torch.where(mask, scores, torch.zeros((), device=scores.device)), visible, n_b)
+        n_row = visible.sum(-1)  # (t,)
 
         s_max, top = scores.max(-1)  # (..., t); masked scores are -inf, never the maximum
-        raw_centred = raw - raw.gather(-1, top[..., None])  # (..., t, S) 0 at the row's top key
+        c = raw.gather(-1, top[..., None])  # (..., t, 1) the raw score of the row's top key
+        raw_centred = raw - c  # (..., t, S) 0 at the row's top key
+        y = raw_centred * visible  # masked entries 0
+        self.raw.add_rows(n_row, y.sum(-1), _dot(y, raw_centred), c[..., 0])
+        del y
+        if self.scaled is not None:  # softcapped: the moments of the scores themselves
+            ys = torch.where(mask, scores - s_max[..., None], torch.zeros((), device=scores.device))
+            self.scaled.add_rows(n_row, ys.sum(-1), _dot(ys, ys), s_max)
+            del ys
         # the unscaled softmax, from its normaliser: masked keys clamp to exp(0) = 1, then count 0
         u = raw_centred if self.softcap is None else _capped(raw, self.softcap, top)
         e = u.clamp_max(0).exp_().mul_(visible)  # (..., t, S)
@@ -140,11 +152,14 @@ class HeadStats:
         else:
             mean_scaled, var_scaled = self.scaled.mean, self.scaled.variance()
         # 0 / 0 (or x / 0) where the scaled scores do not vary: undefined, NaN
-        ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-30), torch.full_like(var_raw, float("nan")))
+        ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, float("nan")))
+        mean_raw = self.raw.mean
+        var_raw, var_scaled, ratio = var_raw.float(), var_scaled.float(), ratio.float()
+        mean_raw, mean_scaled = mean_raw.float(), mean_scaled.float()
         return {
             "var_q": self.var_q,
             "var_k": self.var_k,
-            "mean_scores_raw": self.raw.mean,
+            "mean_scores_raw": mean_raw,
             "mean_scores": mean_scaled,
             "var_scores_raw": var_raw,
             "var_scores": var_scaled,
