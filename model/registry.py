@@ -93,8 +93,16 @@ CONTEXT_KEYS = ("block_size", "max_position_embeddings", "n_positions", "n_ctx",
 def context_tokens(path: str | Path | None) -> int | None:
     """The model's context in tokens, from its ``config.json`` alone (nothing is loaded);
     ``None`` when it cannot be told."""
+    path = Path(path) if path else SHIPPED
     try:
-        cfg = read_config(Path(path) if path else SHIPPED)
+        from .gguf_file import find_gguf, read_header
+
+        gguf = find_gguf(path)
+        if gguf is not None:  # a GGUF file says it in its metadata: ARCH.context_length
+            header = read_header(gguf)
+            value = header.metadata.get(f"{header.architecture}.context_length")
+            return int(value) if isinstance(value, int) and value > 0 else None
+        cfg = read_config(path)
     except (CheckpointError, OSError, ValueError):
         return None
     for key in CONTEXT_KEYS:

@@ -273,3 +273,13 @@ def test_bf16_on_cuda_halves_the_weights(files):
     ref, _ = ggufkit.eager_reference(files["llama"], trace.token_ids)
     assert (trace.pattern.float().cpu() - ref).abs().max() <= 2e-2
     assert {p.dtype for p in lm.model.parameters()} == {torch.bfloat16}  # 2 bytes a parameter, not 4
+
+
+def test_the_context_of_a_gguf_file_is_read_from_its_metadata(files):
+    """The text limit follows the model's context for GGUF files too (their ARCH.context_length)."""
+    from attnscope.model.registry import context_tokens
+
+    header = gguf_file.read_header(files["llama"])
+    expected = header.metadata["llama.context_length"]
+    assert context_tokens(files["llama"]) == expected
+    assert context_tokens(files["llama"].parent / "nothing-here.gguf") is None
