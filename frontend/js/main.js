@@ -19,6 +19,9 @@ import {
   toHash,
 } from "./state.js";
 import { render, resizeView } from "./views.js";
+import { installAblation } from "./ablation.js";
+import { installEffects } from "./effects.js";
+import { installGenerate } from "./generate.js";
 
 const state = createState();
 Object.assign(state, parseHash(window.location.hash));
@@ -626,6 +629,12 @@ document.addEventListener("keydown", (ev) => {
     selectHead(Math.floor(next / nHead), next % nHead);
   }
 });
+
+// switching heads off, head effects, generation (issue 18): their own modules, over these hooks
+const whatIfs = { state, els, update, refreshNow, selectHead, changeText };
+installAblation(whatIfs);
+installEffects(whatIfs);
+installGenerate(whatIfs);
 
 // A read-only handle for tests and the benchmark.
 window.attnscope = {

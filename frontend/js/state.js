@@ -3,6 +3,8 @@
 // Everything the page shows is a function of this object: main.js changes it in response
 // to events and to API answers, views.js reads it and redraws.
 
+import { offParam, parseOff } from "./ablation.js";
+
 export const VIEWS = ["head", "compare", "pipeline", "variance", "roles"];
 
 export const VIEW_LABELS = {
@@ -69,6 +71,7 @@ export function createState() {
     temperature: 1.0,
     role: "induction",
     aggregate: false, // show the per-layer mean of the heads in the grid
+    ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (ablation.js)
     // what the server told us
     model: null, // GET /api/model
     roles: null, // GET /api/heads
@@ -129,6 +132,7 @@ export function parseHash(hash) {
   }
   if (params.has("role")) out.role = params.get("role");
   if (params.has("mean")) out.aggregate = params.get("mean") === "1";
+  out.ablate = parseOff(params.get("off"));
   return out;
 }
 
@@ -145,6 +149,7 @@ export function toHash(state) {
   if (state.temperature !== 1) params.set("temp", String(state.temperature));
   if (state.view === "roles") params.set("role", state.role);
   if (state.aggregate) params.set("mean", "1");
+  if (state.ablate.length) params.set("off", offParam(state.ablate));
   return "#" + params.toString();
 }
 
@@ -171,6 +176,7 @@ export function gridRequest(state) {
     thumbnail: GRID_THUMBNAIL,
     encoding: "b64",
     causal: state.causal,
+    ablate: state.ablate,
     scale: scaleParam(state),
     top_k: 0,
   };
@@ -188,6 +194,7 @@ export function detailRequest(state) {
     encoding: "b64",
     precision: T >= HALF_PRECISION_FROM ? "f2" : "f4",
     causal: state.causal,
+    ablate: state.ablate,
     scale: scaleParam(state),
     top_k: 10,
     temperature: state.temperature,
@@ -201,6 +208,7 @@ export function predictionsRequest(state) {
     layers: [],
     include: [],
     causal: state.causal,
+    ablate: state.ablate,
     scale: scaleParam(state),
     top_k: 10,
     temperature: state.temperature,
@@ -208,10 +216,10 @@ export function predictionsRequest(state) {
 }
 
 /** Identifies the answer to a grid request: text and what-ifs. */
-export const gridKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state)]);
+export const gridKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate)]);
 
 /** Identifies the answer to a chosen-head request (the temperature only moves the predictions). */
-export const headKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), state.layer, state.head]);
+export const headKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate), state.layer, state.head]);
 
 /** The grid answer if it belongs to the current text and what-ifs, else null. */
 export function currentGrid(state) {

@@ -1,0 +1,134 @@
+"""Switching heads off, head effects and generation on the page, in a real browser against the real server."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from attnscope_live import post_json
+
+pytestmark = pytest.mark.browser
+
+REPEATED = "Open the red door, then close the blue window. Open the red door, then close the blue"
+
+
+def ablated_prob(tab, token_id: int, ablate: list[dict]) -> float:
+    body = {"text": REPEATED, "layers": [], "include": [], "top_k": 50, "ablate": ablate}
+    preds = post_json(tab.base_url + "/api/attention", body)["predictions"][-1]
+    return next((p["prob"] for p in preds if p["id"] == token_id), 0.0)
+
+
+def state(tab, expr: str):
+    return tab.page.evaluate(f"() => window.attnscope.state.{expr}")
+
+
+def test_toggle_a_head_off_and_back(tab):
+    tab.open("/#text=" + quote(REPEATED))
+    page = tab.page
+    toggle = page.get_by_test_id("ablate-L1H2")
+    assert toggle.get_attribute("aria-pressed") == "false"
+    before = post_json(tab.base_url + "/api/attention", {"text": REPEATED, "layers": [], "include": [], "top_k": 1})
+    top = before["predictions"][-1][0]
+
+    toggle.click()
+    tab.settle()
+    assert state(tab, "ablate") == [{"layer": 1, "head": 2}]
+    page.wait_for_function("() => location.hash.includes('off=1.2')")
+    assert page.get_by_test_id("ablate-L1H2").get_attribute("aria-pressed") == "true"
+    # the predictions drawn are the ablated model's, and the card says before -> after
+    effect = page.get_by_test_id("ablate-effect")
+    page.wait_for_function("() => document.querySelector('[data-testid=ablate-effect]').dataset.after !== undefined")
+    assert effect.get_attribute("data-token") == top["token"]
+    assert float(effect.get_attribute("data-before")) == pytest.approx(top["prob"], abs=1e-6)
+    expected_after = ablated_prob(tab, top["id"], [{"layer": 1, "head": 2}])
+    assert float(effect.get_attribute("data-after")) == pytest.approx(expected_after, abs=1e-6)
+    assert "→" in effect.inner_text()
+    detail = page.evaluate("() => window.attnscope.state.detail.response.predictions.at(-1)")
+    assert detail[0]["prob"] == pytest.approx(
+        post_json(
+            tab.base_url + "/api/attention",
+            {"text": REPEATED, "layers": [], "include": [], "top_k": 1, "ablate": [{"layer": 1, "head": 2}]},
+        )["predictions"][-1][0]["prob"],
+        abs=1e-6,
+    )
+
+    # and back on: the set is empty, the URL forgets it, the card is quiet
+    page.get_by_test_id("ablate-L1H2").click()
+    tab.settle()
+    assert state(tab, "ablate") == []
+    page.wait_for_function("() => !location.hash.includes('off=')")
+    assert page.get_by_test_id("ablate-L1H2").get_attribute("aria-pressed") == "false"
+    assert effect.inner_text() == ""
+    assert not tab.unexpected_console_errors()
+
+
+def test_the_key_x_switches_the_chosen_head_and_a_link_keeps_the_set(tab):
+    tab.open("/#text=" + quote(REPEATED) + "&layer=2&head=1&off=0.3")
+    assert state(tab, "ablate") == [{"layer": 0, "head": 3}]
+    tab.page.locator("body").click(position={"x": 5, "y": 5})
+    tab.page.keyboard.press("x")
+    tab.settle()
+    assert state(tab, "ablate") == [{"layer": 0, "head": 3}, {"layer": 2, "head": 1}]
+    tab.page.wait_for_function("() => location.hash.includes('off=0.3%2C2.1') || location.hash.includes('off=0.3,2.1')")
+
+
+def test_the_effects_heatmap_opens_a_head(tab):
+    tab.open("/#text=" + quote(REPEATED))
+    page = tab.page
+    page.get_by_test_id("effects-run").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=effects-heatmap]').dataset.token !== undefined")
+    fig = tab.figure("effects-heatmap")
+    served = post_json(tab.base_url + "/api/head-effects", {"text": REPEATED})
+    assert fig["data"][0]["z"] == served["delta"]
+    assert "window" in page.get_by_test_id("effects-caption").inner_text()
+    # click the cell of layer 2, head 1
+    box = page.evaluate(
+        """() => {
+            const gd = document.querySelector('[data-testid=effects-heatmap]');
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
+            return { x: r.left + xa._offset + xa.d2p('H1'), y: r.top + ya._offset + ya.d2p('L2') };
+        }"""
+    )
+    page.mouse.click(box["x"], box["y"])
+    page.wait_for_function("() => window.attnscope.state.layer === 2 && window.attnscope.state.head === 1")
+    tab.settle()
+    assert page.locator("#head-title").inner_text().startswith("Layer 2 · head 1")
+
+
+def test_generation_streams_tokens_into_the_box_and_stops_on_a_click(tab):
+    prompt = "A package manager keeps track of every file that"  # the shipped model goes on for 60+ tokens
+    tab.open("/#text=" + quote(prompt))
+    page = tab.page
+    page.get_by_test_id("generate-count").fill("200")
+    # the shipped model makes ~100 tokens/s here: the page itself clicks Stop once the 10th token is in
+    page.evaluate(
+        """() => {
+            const box = document.querySelector('[data-testid=generate]');
+            const watch = new MutationObserver(() => {
+                if (Number(box.dataset.steps || 0) < 10) return;
+                watch.disconnect();
+                window.seenAtTen = {
+                    text: document.querySelector('[data-testid=text-input]').value,
+                    strip: !document.querySelector('[data-testid=generate-strip]').hidden,
+                };
+                box.querySelector('[data-testid=generate-run]').click();
+            });
+            watch.observe(box, { attributes: true });
+        }"""
+    )
+    page.get_by_test_id("generate-run").click()
+    page.wait_for_function("() => window.seenAtTen !== undefined")
+    seen = page.evaluate("() => window.seenAtTen")
+    assert seen["text"].startswith(prompt) and len(seen["text"]) > len(prompt)
+    assert seen["strip"]
+    page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
+    box = page.get_by_test_id("generate")
+    assert box.get_attribute("data-reason") == "stopped"
+    steps = int(box.get_attribute("data-steps"))
+    assert 10 <= steps < 200
+    page.wait_for_timeout(500)
+    assert int(box.get_attribute("data-steps")) == steps  # nothing more arrived
+    assert page.get_by_test_id("generate-run").inner_text() == "Continue"
+    tab.settle()
+    assert state(tab, "text") == page.get_by_test_id("text-input").input_value()
+    assert not tab.unexpected_console_errors()
