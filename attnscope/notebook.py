@@ -80,21 +80,35 @@ def _tokenizer_from(tokenizer):
 
 
 def _backend_class():
-    """TransformersBackend that switches a user's model to attnscope's attention only while it runs,
-    so the model keeps its own implementation (sdpa, flash) for everything else in the notebook."""
+    """TransformersBackend for a user's model object. Its attention runs through attnscope's
+    function only while attnscope records (a pre-hook on the base model switches the
+    implementation when a recording is active, a hook that always runs switches it back), so the
+    model keeps its own implementation (sdpa, flash) for everything else the notebook does."""
+    from .model import hf_backend
     from .model.hf_backend import IMPLEMENTATION, TransformersBackend, register
 
+    def before(module, args, kwargs):
+        if hf_backend._ACTIVE.get() is None:
+            return
+        previous = getattr(module.config, "_attn_implementation", None)
+        if previous != IMPLEMENTATION:
+            module._attnscope_previous = previous or "eager"
+            module.set_attn_implementation(IMPLEMENTATION)
+
+    def after(module, args, kwargs, output):
+        previous = module.__dict__.pop("_attnscope_previous", None)
+        if previous is not None:
+            module.set_attn_implementation(previous)
+
     class NotebookBackend(TransformersBackend):
-        def run_ids(self, ids, logits):
+        def __init__(self, model, tokenizer, device, name):
             register()
-            before = getattr(self.model.config, "_attn_implementation", None)
-            if before == IMPLEMENTATION:
-                return super().run_ids(ids, logits)
-            self.model.set_attn_implementation(IMPLEMENTATION)
-            try:
-                return super().run_ids(ids, logits)
-            finally:
-                self.model.set_attn_implementation(before or "eager")
+            base = model.base_model
+            if not getattr(base, "_attnscope_hooked", False):
+                base.register_forward_pre_hook(before, with_kwargs=True)
+                base.register_forward_hook(after, with_kwargs=True, always_call=True)
+                base._attnscope_hooked = True
+            super().__init__(model, tokenizer, device, name)
 
     return NotebookBackend
 

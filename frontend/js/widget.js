@@ -9,7 +9,7 @@
 
 import { cellAt, gridTooltip } from "./gridcanvas.js";
 import { divisorShort } from "./captions.js";
-import { createState, fitHead } from "./state.js";
+import { createState, fitHead, gridKey, headKey } from "./state.js";
 import { drawHeadView, renderBanners, renderModel, renderPredictions, renderTokens } from "./views.js";
 import { decodeResponse } from "./wire.js";
 
@@ -105,21 +105,18 @@ export function render({ model, el }) {
     state.scaled = model.get("scaled");
     state.error = model.get("error") || null;
   };
+  // an answer's key is the page's own (state.js gridKey, headKey) of the state it answers
+  const keyState = (t) => ({ ...state, text: t.text, causal: t.causal, scaled: t.scale !== "none", layer: t.layer, head: t.head });
   const readAnswers = () => {
     const grid = answerOf(model.get("grid"));
-    state.grid = grid && { key: JSON.stringify([grid.tag.text, grid.tag.causal, grid.tag.scale]), response: grid.response };
+    state.grid = grid && { key: gridKey(keyState(grid.tag)), response: grid.response };
     const detail = answerOf(model.get("detail"));
-    if (detail) {
-      const t = detail.tag;
-      state.detail = {
-        key: JSON.stringify([t.text, t.causal, t.scale, t.layer, t.head]),
-        textKey: JSON.stringify([t.text, t.causal, t.scale]),
-        temperature: state.temperature,
-        response: detail.response,
-      };
-    } else {
-      state.detail = null;
-    }
+    state.detail = detail && {
+      key: headKey(keyState(detail.tag)),
+      textKey: gridKey(keyState(detail.tag)),
+      temperature: state.temperature,
+      response: detail.response,
+    };
   };
   state.model = JSON.parse(model.get("model_info") || "null");
   sync();
@@ -140,7 +137,20 @@ export function render({ model, el }) {
   }
 
   let renders = 0;
-  function update() {
+  // a read-only handle for tests, as the page's window.attnscope
+  el.attnscope = {
+    get state() {
+      return state;
+    },
+    get renders() {
+      return renders;
+    },
+    get last() {
+      return last;
+    },
+  };
+  let last = null;
+  function draw() {
     const m = state.model;
     state.pending.grid = state.pending.detail = model.get("busy");
     renderModel(state, els);
@@ -156,8 +166,22 @@ export function render({ model, el }) {
     els.statusText.textContent = state.pending.grid ? "updating…" : "";
     renderTokens(state, els);
     renderPredictions(state, els);
-    const done = drawHeadView(state, els);
+    return drawHeadView(state, els);
+  }
+
+  function update() {
+    let done;
+    try {
+      done = draw();
+    } catch (err) {
+      // a drawing bug must not blank the widget: say what failed, keep what is drawn
+      console.error("attnscope widget:", err);
+      els.errorText.textContent = `Could not draw this view: ${err && err.message ? err.message : err}`;
+      els.errorBanner.hidden = false;
+      done = { failed: true };
+    }
     renders += 1;
+    last = done;
     el.dispatchEvent(new CustomEvent("attnscope:render", { bubbles: true, detail: { ...done, count: renders } }));
   }
 
