@@ -17,7 +17,13 @@ from starlette.responses import StreamingResponse
 
 from . import service, service_ablation
 from .responses import RawJSONResponse
-from .schemas_ablation import GenerateRequest, HeadEffectsRequest, HeadEffectsResponse, ndjson_responses, with_text_limit
+from .schemas_ablation import (
+    GenerateRequest,
+    HeadEffectsRequest,
+    HeadEffectsResponse,
+    ndjson_responses,
+    with_text_limit,
+)
 
 
 def install(

@@ -21,7 +21,7 @@ PROMPT = "The cat sat on the mat. Then the dog"
 
 
 @pytest.fixture(scope="module")
-def gen_dirs(model_dirs, tmp_path_factory):
+def gen_dirs(model_dirs, tmp_path_factory):  # noqa: F811
     root = tmp_path_factory.mktemp("gen")
     return {**model_dirs, "gemma2": build("gemma2", root / "gemma2")}  # sliding window + softcap
 
