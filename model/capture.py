@@ -210,7 +210,7 @@ class Capture:
         if st.cap is not None and st.heads:
             picked = {n: _pick(t[0], st.head_index) for n, t in steps.items() if t is not None}  # (H, t, s)
             if st.stats is not None:
-                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], picked["pattern"], mask)
+                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], picked["pattern"], mask, q0)
             if st.pool is not None:
                 st.pool.add(picked["pattern"], q0)
             for name, out in st.full.items():
@@ -218,7 +218,7 @@ class Capture:
         if st.focus:
             one = {n: _pick(t[0], st.focus_index) for n, t in steps.items() if t is not None}  # (1, t, s)
             if st.focus_stats is not None:
-                st.focus_stats.add(one["attn_scores_raw"], one["attn_scores"], one["pattern"], mask)
+                st.focus_stats.add(one["attn_scores_raw"], one["attn_scores"], one["pattern"], mask, q0)
             for name, pool in st.focus_pools.items():
                 pool.add(_pooled_input(name, one[name], masked), q0)
             for name, out in st.focus_full.items():

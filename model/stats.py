@@ -106,39 +106,52 @@ class HeadStats:
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor, divisor: float, softcap: float | None = None) -> None:
         self.divisor, self.softcap = float(divisor), softcap
-        self.var_q = _var(q.float(), (-2, -1))
-        self.var_k = _var(k.float(), (-2, -1))
+        self.q, self.k = q.float(), k.float()  # (..., T, hs)
+        self.var_q = _var(self.q, (-2, -1))
+        self.var_k = _var(self.k, (-2, -1))
         self.raw = Moments()
         self.scaled = Moments() if softcap is not None else None
         self.rows: dict[str, list[torch.Tensor]] = {"ent": [], "ent_u": [], "p_max": [], "pu_max": []}
 
-    def add(self, raw: torch.Tensor, scores: torch.Tensor, pattern: torch.Tensor, mask: torch.Tensor) -> None:
+    def add(
+        self, raw: torch.Tensor, scores: torch.Tensor, pattern: torch.Tensor, mask: torch.Tensor, q0: int = 0
+    ) -> None:
+        """Rows ``q0 .. q0 + t`` over the first ``s`` keys: ``raw``, ``scores``, ``pattern`` (..., t, s), ``mask`` (t, s).
+
+        Each pass over a (heads, t, s) block costs as much as the attention itself, so there are
+        few: the row maximum of the pattern (its weight and its key), the centred raw scores and
+        their masked copy, two reductions of it, the exponential of the unscaled softmax, and two
+        reductions of that. ``Σ p·raw`` is a matrix product, ``q · (pattern @ k)``, not a pass."""
         raw, scores, pattern = raw.float(), scores.float(), pattern.float()
-        visible = mask.to(raw.dtype)  # (t, S) 1 where the query sees the key
+        t, s = mask.shape
+        visible = mask.to(raw.dtype)  # (t, s) 1 where the query sees the key
         n_row = visible.sum(-1)  # (t,)
 
-        s_max, top = scores.max(-1)  # (..., t); masked scores are -inf, never the maximum
+        p_max, top = pattern.max(-1)  # (..., t) the row's largest weight and its key: the top score's
         c = raw.gather(-1, top[..., None])  # (..., t, 1) the raw score of the row's top key
-        raw_centred = raw - c  # (..., t, S) 0 at the row's top key
-        y = raw_centred * visible  # masked entries 0
-        self.raw.add_rows(n_row, y.sum(-1), _dot(y, raw_centred), c[..., 0])
-        del y
+        s_max = scores.gather(-1, top[..., None])[..., 0]  # (..., t)
+        raw_centred = raw - c  # (..., t, s) 0 at the row's top key
+        y = raw_centred.masked_fill_(~mask, 0.0) if self.softcap is None else raw_centred * visible  # masked: 0
+        self.raw.add_rows(n_row, y.sum(-1), torch.linalg.vector_norm(y, dim=-1).square(), c[..., 0])
         if self.scaled is not None:  # softcapped: the moments of the scores themselves
             ys = torch.where(mask, scores - s_max[..., None], torch.zeros((), device=scores.device))
-            self.scaled.add_rows(n_row, ys.sum(-1), _dot(ys, ys), s_max)
+            self.scaled.add_rows(n_row, ys.sum(-1), torch.linalg.vector_norm(ys, dim=-1).square(), s_max)
             del ys
-        # the unscaled softmax, from its normaliser: masked keys clamp to exp(0) = 1, then count 0
-        u = raw_centred if self.softcap is None else _capped(raw, self.softcap, top)
-        e = u.clamp_max(0).exp_().mul_(visible)  # (..., t, S)
+
+        # the unscaled softmax, from its normaliser: e = exp(u) on the visible keys (u <= 0 there), 0 elsewhere
+        u = y if self.softcap is None else _capped(raw, self.softcap, top).mul_(visible)
+        e = u.exp().mul_(visible)  # (..., t, s)
         z = e.sum(-1)  # (..., t) >= 1: the top key contributes exp(0)
         self.rows["pu_max"].append(1.0 / z)
         self.rows["ent_u"].append((z.log() - _dot(e, u) / z).clamp_min(0))
-        del e
-        p_max = pattern.amax(-1)  # (..., t)
+        del e, u, y
         if self.divisor >= 1 and self.softcap is None:
-            # s - max s = (raw - c) / divisor up to the float32 rounding of s
-            p_dot = _dot(pattern, raw_centred) / self.divisor
-        else:  # scores larger than the raw ones: use the model's own scaled scores
+            # Σ p·(s - max s) = Σ p·(raw - c) / divisor = q · (Σ p·k - k_top) / divisor: one matrix product,
+            # the difference taken on the keys, so that a one-hot row gives exactly 0
+            q, k = self.q[..., q0 : q0 + t, :], self.k[..., :s, :]
+            k_top = k.gather(-2, top[..., None].expand(*top.shape, k.shape[-1]))  # (..., t, hs)
+            p_dot = _dot(q, pattern @ k - k_top) / self.divisor  # (..., t)
+        else:  # scores larger than the raw ones, or softcapped: the model's own scaled scores
             lowest = torch.finfo(scores.dtype).min
             p_dot = _dot(pattern, scores.clamp_min(lowest) - s_max[..., None])
         self.rows["p_max"].append(p_max)
