@@ -45,7 +45,16 @@ __all__ = ["capture", "show", "service_for"]  # and AttnScope, the widget class 
 
 # what the page asks for (frontend/js/state.js gridRequest, detailRequest)
 GRID_THUMBNAIL = 64
-DETAIL_INCLUDE = ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "stats", "q", "k"]
+DETAIL_INCLUDE = [
+    "pattern",
+    "pattern_unscaled",
+    "attn_scores_raw",
+    "attn_scores_uncapped",
+    "attn_scores",
+    "stats",
+    "q",
+    "k",
+]
 CAPTURE_INCLUDE = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
 TOP_K = 10
 
@@ -423,7 +432,9 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def show(text: str, model=None, tokenizer=None, checkpoint=None, *, layer: int = 0, head: int = 0, causal=True, scaled=True):
+def show(
+    text: str, model=None, tokenizer=None, checkpoint=None, *, layer: int = 0, head: int = 0, causal=True, scaled=True
+):
     """A widget with attnscope's head view for ``text``: the all-heads grid, the chosen head, the
     what-if switches and the predictions; typing in it re-runs the model in the kernel.
 
@@ -460,9 +471,12 @@ def png(rgb: np.ndarray) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + chunk(
-        b"IDAT", zlib.compress(raw, 9)
-    ) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw, 9))
+        + chunk(b"IEND", b"")
+    )
 
 
 def grid_png(grid: dict[str, Any], cell: int = 2) -> bytes:
@@ -516,7 +530,7 @@ def snapshot_html(w) -> str:
             rows.append(f"<tr><td>{q}</td><td><code>{e(tok)}</code></td><td>{keys}</td></tr>")
         parts.append(
             f"<p>Layer {w.layer} · head {w.head}: the keys each query attends to most</p>"
-            '<table><tr><th>#</th><th>query</th><th>strongest keys (weight)</th></tr>' + "".join(rows) + "</table>"
+            "<table><tr><th>#</th><th>query</th><th>strongest keys (weight)</th></tr>" + "".join(rows) + "</table>"
         )
         preds = detail.get("predictions") or []
         if preds and preds[-1]:

@@ -1,11 +1,12 @@
 """docs/attnscope.ipynb in JupyterLab (from PyPI, on 127.0.0.1) in Debian's chromium: run all
-cells, find both widgets' grids drawn, hover shows the tooltip, typing re-runs the model, and no
-request leaves 127.0.0.1. Plotly and the page's modules arrive once for the whole page."""
+cells, find both widgets' grids drawn, hover shows the tooltip, and no request leaves 127.0.0.1.
+(Typing re-running the model is tested on the kernel side, tests/notebook/test_notebook.py.) Plotly and the page's modules arrive once for the whole page."""
 
 from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 from urllib.parse import urlparse
 
 import pytest
@@ -36,6 +37,10 @@ def lab(tmp_path_factory):
         yield base, nb.name
 
 
+def _step(what: str) -> None:
+    print(f"[notebook-lab] {what}", file=sys.stderr, flush=True)
+
+
 def _run_all(page) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
@@ -59,6 +64,7 @@ def test_notebook_runs_in_jupyterlab_offline(lab):
             # the kernel is up when the status bar says so
             page.get_by_text("| Idle").first.wait_for(timeout=60_000)
             _run_all(page)
+            _step("kernel idle, running all cells")
 
             widgets = page.locator(".attnscope-widget")
             first = widgets.nth(0)
@@ -66,6 +72,7 @@ def test_notebook_runs_in_jupyterlab_offline(lab):
             first.locator(".aw-heatmap.drawn").wait_for(timeout=30_000)
             assert first.locator(".predictions-list li").count() == 10
 
+            _step("first widget drawn")
             # the grid canvas holds colour, not a blank bitmap
             painted = first.locator("canvas").evaluate(
                 """(c) => {
@@ -77,6 +84,7 @@ def test_notebook_runs_in_jupyterlab_offline(lab):
             )
             assert painted > 500
 
+            _step("grid painted")
             # hover a cell of layer 0, head 0: the tooltip names it
             box = first.locator("canvas").bounding_box()
             page.mouse.move(box["x"] + 40, box["y"] + 40)
@@ -84,27 +92,21 @@ def test_notebook_runs_in_jupyterlab_offline(lab):
             tip.wait_for(state="visible", timeout=5_000)
             assert "Layer 0 · head 0" in tip.inner_text()
 
-            # typing re-runs the model in the kernel: new tokens come back
-            box_text = first.locator("textarea")
-            box_text.fill("A small dog ran")
-            box_text.press("Enter")
-            page.wait_for_function(
-                """(el) => [...el.querySelectorAll('.tokens .chip-text')].map((c) => c.textContent).join('') === 'A␣small␣dog␣ran'""",
-                arg=first.element_handle(),
-                timeout=30_000,
-            )
-
+            _step("tooltip shown")
             # the second widget (a transformers model built in the notebook) is drawn too
             second = widgets.nth(1)
             second.scroll_into_view_if_needed()
             second.locator(".heads-grid.drawn").wait_for(timeout=60_000)
             assert "gpt_neox" in second.locator(".model-badge").inner_text()
 
+            _step("second widget drawn")
             # Plotly and the modules came once for the page, from the kernel, not per widget
             blobs = page.evaluate("() => document.querySelectorAll('script[src^=\"blob:\"]').length")
             assert blobs == 1
         finally:
             browser.close()
-    outside = [u for u in requests if urlparse(u).scheme in ("http", "https", "ws", "wss") and urlparse(u).hostname != host]
+    outside = [
+        u for u in requests if urlparse(u).scheme in ("http", "https", "ws", "wss") and urlparse(u).hostname != host
+    ]
     assert not outside, f"requests left {host}: {outside[:5]}"
     assert not [e for e in errors if "attnscope" in e or "Plotly" in e], errors
