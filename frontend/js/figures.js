@@ -120,7 +120,7 @@ const hatchImages = (...args) => {
 };
 
 
-function baseLayout(extra = {}) {
+export function baseLayout(extra = {}) {
   return {
     font: { family: FONT_FAMILY, size: 12, color: INK },
     paper_bgcolor: "rgba(0,0,0,0)",
@@ -155,7 +155,7 @@ export function tokenMargins(tokens, maxTicks, angle = -55, titles = true) {
   };
 }
 
-function tokenAxis(tokens, { side, reversed, title, maxTicks = MAX_TICKS_BIG, showLabels = true, angle }) {
+export function tokenAxis(tokens, { side, reversed, title, maxTicks = MAX_TICKS_BIG, showLabels = true, angle }) {
   const T = tokens.length;
   const { tickvals, ticktext } = tokenTicks(tokens, maxTicks);
   return {
@@ -292,8 +292,9 @@ export function headHeatmapFigure({
 export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, layer }) {
   const T = tokens.length;
   const x = tokens.map((_, i) => i);
-  const allowed = mask.map((row) => row.reduce((a, v) => a + (v ? 1 : 0), 0));
-  const ceiling = allowed.map((n) => Math.log(Math.max(1, n)));
+  // a long text's answer has its mask pooled, not T×T: no keys-seen count, so no ceiling line
+  const allowed = mask ? mask.map((row) => row.reduce((a, v) => a + (v ? 1 : 0), 0)) : null;
+  const ceiling = allowed ? allowed.map((n) => Math.log(Math.max(1, n))) : null;
   const labels = tokens.map((t, i) => `${i} ${t}`);
   const line = (y, name, color, dash, width = 2.2) => ({
     type: "scatter",
@@ -309,7 +310,7 @@ export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, la
   const { tickvals, ticktext } = tokenTicks(tokens, 30);
   return {
     data: [
-      line(ceiling, "uniform row (ln of keys seen)", "#9aa1ad", "dot", 1.5),
+      ...(ceiling ? [line(ceiling, "uniform row (ln of keys seen)", "#9aa1ad", "dot", 1.5)] : []),
       line(rowEntropyUnscaled, `unscaled softmax(${unscaledFormula(layer)})`, ORANGE, "solid"),
       line(rowEntropy, `scaled softmax(${scoresFormula(layer)})`, BLUE, "solid"),
     ],
@@ -390,11 +391,13 @@ const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
  * `layer.softcap` is set (`scores`) → masked_fill(−∞) (`scores`, hatched where `mask` is 0)
  * → softmax (`pattern`). `kinds` (captions.maskKinds) says what the mask hides.
  */
-export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, layer, kinds, causal }) {
-  const T = tokens.length;
-  const sums = rowSums(pattern).map((s) => [s]);
-  const labels = tokens.map((t, i) => `${i} ${t}`);
-  const cd = labels.map((q) => labels.map((k) => [q, k]));
+export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, layer, kinds, causal, cells = null }) {
+  // `cells` ({rows, cols}: words per pooled row and column) for a long text's max-pooled matrices:
+  // each value is a block's largest, so no row sums (those need every cell) and "largest" in the hover
+  const T = cells ? cells.rows.length : tokens.length;
+  const sums = cells ? null : rowSums(pattern).map((s) => [s]);
+  const labels = cells ? cells.rows : tokens.map((t, i) => `${i} ${t}`);
+  const cd = cells ? cells.rows.map((q) => cells.cols.map((k) => [q, k])) : labels.map((q) => labels.map((k) => [q, k]));
   const range = (m) => {
     const vals = unmaskedValues(m);
     let lo = Infinity;
@@ -408,7 +411,7 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
   const sub = (text) => `<br><span style="font-size:10px;color:${MUTED}">${text}</span>`;
   const span = (m, digits) => {
     const [lo, hi] = range(m);
-    return `[${fmt(lo, digits)}, ${fmt(hi, digits)}]`;
+    return cells ? `largest ${fmt(hi, digits)}` : `[${fmt(lo, digits)}, ${fmt(hi, digits)}]`;
   };
   const short = divisorShort(layer);
   const steps = [
@@ -438,11 +441,11 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
   steps.push({ z: pattern, axis: "coloraxis3", title: `softmax${sub("rows → weights")}`, hover: "weight %{z:.4f}" });
   const n = steps.length;
   const gap = 0.03;
-  const sumW = 0.045;
+  const sumW = cells ? 0 : 0.045;
   const stepW = (1 - sumW - gap * n) / n;
   const doms = steps.map((_, i) => [i * (stepW + gap), i * (stepW + gap) + stepW]);
-  doms.push([1 - sumW, 1]);
-  const hover = (what) => `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${what}<extra></extra>`;
+  if (!cells) doms.push([1 - sumW, 1]);
+  const hover = (what) => `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${cells ? "largest " : ""}${what}<extra></extra>`;
   const common = { customdata: cd, hoverongaps: false, xgap: T <= 16 ? 1 : 0, ygap: T <= 16 ? 1 : 0 };
   const axisId = (i) => (i === 0 ? "" : String(i + 1));
   const data = steps.map((step, i) => ({
@@ -454,7 +457,7 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
     yaxis: `y${axisId(i)}`,
     hovertemplate: hover(step.hover),
   }));
-  data.push({
+  if (sums) data.push({
     type: "heatmap",
     z: sums,
     x: [0],
@@ -471,7 +474,7 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
     ygap: T <= 16 ? 1 : 0,
     hovertemplate: "row %{customdata[0]}<br>sum %{z:.6f}<extra></extra>",
   });
-  const titles = [...steps.map((step, i) => `${CIRCLED[i]} ${step.title}`), "Σ row"];
+  const titles = [...steps.map((step, i) => `${CIRCLED[i]} ${step.title}`), ...(sums ? ["Σ row"] : [])];
   const hatchedAt = steps.findIndex((step) => step.hatched);
   const layout = baseLayout({
     margin: { l: 8, r: 8, t: 46, b: 8 },
@@ -509,7 +512,10 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
  * with ±1 standard deviation marked for each: the server's means and variances (`stats`);
  * `layer` (divisor_rule, softcap) names the scaled scores.
  */
-export function varianceFigure({ raw, scaled, stats, layer, nbins = 60 }) {
+export function varianceFigure({ raw, scaled, stats, layer, nbins = 60, block = 1 }) {
+  // a long text's scores come max-pooled: each value is the largest of a block×block of pairs
+  const of = block === 1 ? "" : `largest in each ${block}×${block} block: `;
+  const every = block === 1 ? "" : " over every pair";
   const r = unmaskedValues(raw);
   const s = unmaskedValues(scaled);
   let lo = Infinity;
@@ -552,12 +558,13 @@ export function varianceFigure({ raw, scaled, stats, layer, nbins = 60 }) {
     }));
   return {
     data: [
-      hist(r, `raw q·kᵀ (var ${fmtSig(stats.var_scores_raw)})`, ORANGE),
+      hist(r, `${of}raw q·kᵀ (var ${fmtSig(stats.var_scores_raw)}${every})`, ORANGE),
       hist(
         s,
-        unscaled(layer)
-          ? `${scoresFormula(layer)}, what-if: ${layer.softcap ? "only the softcap" : "the same scores"} (var ${fmtSig(stats.var_scores)})`
-          : `scaled ${scoresFormula(layer)} (var ${fmtSig(stats.var_scores)})`,
+        of +
+        (unscaled(layer)
+          ? `${scoresFormula(layer)}, what-if: ${layer.softcap ? "only the softcap" : "the same scores"} (var ${fmtSig(stats.var_scores)}${every})`
+          : `scaled ${scoresFormula(layer)} (var ${fmtSig(stats.var_scores)}${every})`),
         BLUE,
       ),
     ],
@@ -565,7 +572,7 @@ export function varianceFigure({ raw, scaled, stats, layer, nbins = 60 }) {
       barmode: "overlay",
       margin: { l: 56, r: 16, t: 10, b: 46 },
       xaxis: { title: { text: "score", font: { size: 11, color: MUTED } }, zeroline: true, zerolinecolor: "#c9ced8", gridcolor: "#f0f1f4" },
-      yaxis: { title: { text: "number of (query, key) pairs", font: { size: 11, color: MUTED } }, gridcolor: "#eceef2" },
+      yaxis: { title: { text: block === 1 ? "number of (query, key) pairs" : "number of blocks", font: { size: 11, color: MUTED } }, gridcolor: "#eceef2" },
       legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
       shapes: [...sdLines(meanR, sdR, ORANGE), ...sdLines(meanS, sdS, BLUE)],
       uirevision: "variance",

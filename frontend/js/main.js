@@ -22,6 +22,8 @@ import { render, resizeView } from "./views.js";
 import { installAblation } from "./ablation.js";
 import { installEffects } from "./effects.js";
 import { installGenerate } from "./generate.js";
+import { regionFits, regionKey, visibleBlock } from "./pooled.js";
+import { FOCUS_MAX, regionRequest } from "./state.js";
 
 const state = createState();
 Object.assign(state, parseHash(window.location.hash));
@@ -109,7 +111,9 @@ function update() {
     done = { view: state.view, text: state.text, failed: true };
   }
   renderCount += 1;
-  els.downloadCsv.disabled = !currentDetail(state);
+  // the CSV is every (query, key) pair: not from a long text's max-pooled cells
+  const pooledHead = (currentDetail(state)?.focus?.thumbnail?.block ?? 1) > 1;
+  els.downloadCsv.disabled = !currentDetail(state) || pooledHead;
   els.downloadJson.disabled = !currentGrid(state);
   scheduleHash();
   performance.mark("attnscope:render");
@@ -166,6 +170,16 @@ async function fetchGrid() {
   measure("render", drawStart);
 }
 
+/**
+ * Cells a side the head heatmap can draw: its plot area's width in CSS pixels (about the
+ * element's width less the token labels and the colour bar), at most FOCUS_MAX. A longer text's
+ * head is asked max-pooled to this size (state.js, pooledFocus).
+ */
+function measureDrawCells() {
+  const width = els.headHeatmap.clientWidth;
+  if (width > 0) state.drawCells = Math.max(64, Math.min(FOCUS_MAX, Math.round(width - 160)));
+}
+
 /** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
 async function fetchDetail() {
   if (state.text === "") return;
@@ -174,6 +188,7 @@ async function fetchDetail() {
     state.pending.detail = true;
     await modelReady;
   }
+  measureDrawCells();
   const key = headKey(state);
   const textKey = gridKey(state);
   const temperature = state.temperature;
@@ -190,6 +205,108 @@ async function fetchDetail() {
   }
   state.pending.detail = false;
   update();
+  // zoomed in on a long text's head: the exact cells of the same block, for this text and head
+  if (state.zoom && state.detail?.key === key && state.detail.response.focus?.thumbnail?.block > 1) fetchRegion();
+}
+
+// ---------------------------------------------------------------- zoom: exact cells of a block
+
+const sendRegion = latestOnly("/api/attention");
+
+/** Fetch the exact cells of the zoomed block of a pooled head (focus.region), when it fits. */
+async function fetchRegion() {
+  const zoom = state.zoom;
+  if (!regionFits(zoom) || state.text === "") return;
+  const T = currentDetail(state)?.tokens?.length ?? currentGrid(state)?.tokens?.length;
+  if (T !== undefined && (zoom.q1 > T || zoom.k1 > T)) {
+    state.zoom = null; // the text got shorter than the zoomed block
+    update();
+    return;
+  }
+  const key = regionKey(state, zoom);
+  if (state.region?.key === key) return;
+  try {
+    const result = await sendRegion(regionRequest(state, zoom));
+    if (result.stale) return;
+    state.region = { key, bounds: zoom, response: result.value.focus.region };
+  } catch (err) {
+    state.requestErrors.detail = `Exact cells of the zoomed block: ${errorText(err)}`;
+    state.error = state.requestErrors.detail;
+  }
+  update();
+}
+
+/**
+ * Zoom on a long text's head heatmap: drag a box (the page zooms, not Plotly, whose zoom would
+ * first paint the whole head at the zoomed size), double-click for the whole head again.
+ */
+let zoomTimer = null;
+let dragged = false;
+function setZoom(zoom) {
+  if (JSON.stringify(zoom) === JSON.stringify(state.zoom)) return;
+  state.zoom = zoom;
+  update();
+  clearTimeout(zoomTimer);
+  zoomTimer = setTimeout(fetchRegion, 120);
+}
+
+function pooledAxes() {
+  const gd = els.headHeatmap;
+  const meta = gd.layout?.meta;
+  const xa = gd._fullLayout?.xaxis;
+  const ya = gd._fullLayout?.yaxis;
+  return meta?.block > 1 && xa && ya ? { gd, meta, xa, ya } : null;
+}
+
+{
+  const box = document.createElement("div");
+  box.className = "zoom-box";
+  box.hidden = true;
+  document.body.append(box);
+  let start = null;
+  els.headHeatmap.addEventListener("mousedown", (ev) => {
+    const axes = pooledAxes();
+    if (!axes || ev.button !== 0) return;
+    const r = axes.gd.getBoundingClientRect();
+    const x = ev.clientX - r.left - axes.xa._offset;
+    const y = ev.clientY - r.top - axes.ya._offset;
+    if (x < 0 || x > axes.xa._length || y < 0 || y > axes.ya._length) return;
+    start = { ...axes, x0: ev.clientX, y0: ev.clientY, r };
+    dragged = false;
+    ev.preventDefault();
+  });
+  window.addEventListener("mousemove", (ev) => {
+    if (!start) return;
+    const { xa, ya, r } = start;
+    // the box stays inside the plot area
+    const cx = Math.min(r.left + xa._offset + xa._length, Math.max(r.left + xa._offset, ev.clientX));
+    const cy = Math.min(r.top + ya._offset + ya._length, Math.max(r.top + ya._offset, ev.clientY));
+    start.x1 = cx;
+    start.y1 = cy;
+    if (Math.abs(cx - start.x0) + Math.abs(cy - start.y0) < 6) return;
+    Object.assign(box.style, {
+      left: `${Math.min(cx, start.x0)}px`,
+      top: `${Math.min(cy, start.y0)}px`,
+      width: `${Math.abs(cx - start.x0)}px`,
+      height: `${Math.abs(cy - start.y0)}px`,
+    });
+    box.hidden = false;
+  });
+  window.addEventListener("mouseup", () => {
+    if (!start) return;
+    const s0 = start;
+    start = null;
+    box.hidden = true;
+    if (s0.x1 === undefined || Math.abs(s0.x1 - s0.x0) + Math.abs(s0.y1 - s0.y0) < 6) return;
+    dragged = true; // the click that ends a drag chooses no row
+    const { xa, ya, r, meta } = s0;
+    const px = (cx) => xa.p2d(cx - r.left - xa._offset);
+    const py = (cy) => ya.p2d(cy - r.top - ya._offset);
+    setZoom(visibleBlock([px(s0.x0), px(s0.x1)], [py(s0.y0), py(s0.y1)], meta.tokens));
+  });
+  els.headHeatmap.addEventListener("dblclick", () => {
+    if (pooledAxes()) setZoom(null);
+  });
 }
 
 /**
@@ -258,7 +375,10 @@ function refreshNow() {
 /** After a view change: fetch what that view needs if it is missing. */
 function ensureData() {
   if (state.view === "head" && !currentGrid(state) && !state.pending.grid) fetchGrid();
-  if (state.view !== "head" && !currentDetail(state) && !state.pending.detail) fetchDetail();
+  // a long text's head is asked with the fields of the view it was asked from: the compare view adds one
+  const d = currentDetail(state);
+  const lacks = state.view === "compare" && d?.focus?.thumbnail && !d.focus.pattern_unscaled;
+  if (state.view !== "head" && (!d || lacks) && !state.pending.detail) fetchDetail();
 }
 
 /** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */
@@ -315,6 +435,7 @@ function selectHead(layer, head) {
   if (layer === state.layer && head === state.head) return;
   state.layer = layer;
   state.head = head;
+  state.region = null; // the exact cells were the other head's
   state.notice = null; // the user chose a head: the note about the link's head is done
   update(); // draws at once from the grid's pattern
   fetchDetail(); // then the scores and the per-head views
@@ -587,9 +708,14 @@ onPlotClick(els.headHeatmap, (pt) => {
 // a click anywhere on a row chooses it, the hatched (masked) cells too, which Plotly leaves
 // without click events: the row comes from the y axis under the pointer
 els.headHeatmap.addEventListener("click", (ev) => {
+  if (dragged) {
+    dragged = false;
+    return;
+  }
   const ya = els.headHeatmap._fullLayout?.yaxis;
   const xa = els.headHeatmap._fullLayout?.xaxis;
-  const n = els.headHeatmap.data?.[0]?.z?.length ?? 0;
+  // a long text's heatmap has fewer cells than tokens; its axes count tokens (layout.meta)
+  const n = els.headHeatmap.layout?.meta?.tokens ?? els.headHeatmap.data?.[0]?.z?.length ?? 0;
   if (!ya || !xa || !n) return;
   const box = els.headHeatmap.getBoundingClientRect();
   const x = ev.clientX - box.left - xa._offset;

@@ -86,6 +86,12 @@ export function createState() {
     // clear the other's error
     requestErrors: { grid: null, detail: null },
     pending: { grid: false, detail: false },
+    // long texts (issue 16): cells a side the head heatmap can draw (main.js measures it); the
+    // zoomed token block of the head heatmap ({q0, q1, k0, k1}, null = the whole head) and the
+    // exact cells of that block ({key, bounds, response}) once the server sent them
+    drawCells: FOCUS_MAX,
+    zoom: null,
+    region: null,
   };
 }
 
@@ -182,8 +188,74 @@ export function gridRequest(state) {
   };
 }
 
+/** Most cells a side of the chosen head's pooled matrices, and of an exact region (the server's REGION_MAX). */
+export const FOCUS_MAX = 512;
+export const REGION_MAX = 512;
+/** Past this many tokens (at most) the predictions are the top 5, not 10: they come for every position. */
+export const FEWER_PREDICTIONS_FROM = 2048;
+
+/**
+ * The most tokens `text` can have: its UTF-8 bytes (a token covers at least one byte) plus a few
+ * special tokens; the exact count once the grid answer for this text is in.
+ */
+export function tokenBound(state) {
+  const grid = currentGrid(state);
+  if (grid) return grid.tokens.length;
+  return new TextEncoder().encode(state.text).length + 8;
+}
+
+/** Whether the chosen head is asked max-pooled (`focus.thumbnail`): when it may not fit the heatmap's cells. */
+export const pooledFocus = (state) => tokenBound(state) > state.drawCells;
+
+/** The fields the chosen head's views draw, as `focus.include` (the compare view adds the unscaled pattern). */
+export function focusFields(view) {
+  const fields = ["pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores"];
+  return view === "compare" ? [...fields, "pattern_unscaled"] : fields;
+}
+
+/**
+ * Body of the chosen-head request for a text longer than the heatmap has cells: the head's
+ * matrices max-pooled on the server to at most drawCells a side (`focus.thumbnail`), its
+ * statistics with the per-row entropies, and the predictions. `thumbnail` (4) keeps the T×T
+ * mask out of the answer: its mask comes pooled as `focus.thumbnail.mask`.
+ */
+function pooledDetailRequest(state) {
+  return {
+    text: state.text,
+    layers: [state.layer],
+    heads: [state.head],
+    include: ["stats"],
+    thumbnail: 4,
+    focus: { layer: state.layer, head: state.head, include: focusFields(state.view), thumbnail: state.drawCells },
+    encoding: "b64",
+    precision: "f2",
+    causal: state.causal,
+    ablate: state.ablate,
+    scale: scaleParam(state),
+    top_k: tokenBound(state) > FEWER_PREDICTIONS_FROM ? 5 : 10,
+    temperature: state.temperature,
+  };
+}
+
+/** Body of the zoomed head heatmap's request: the exact cells of one block of the chosen head. */
+export function regionRequest(state, { q0, q1, k0, k1 }) {
+  return {
+    text: state.text,
+    layers: [],
+    include: [],
+    focus: { layer: state.layer, head: state.head, include: ["pattern", "attn_scores_raw", "attn_scores"], region: [q0, q1, k0, k1] },
+    encoding: "b64",
+    precision: "f2",
+    causal: state.causal,
+    ablate: state.ablate,
+    scale: scaleParam(state),
+    top_k: 0,
+  };
+}
+
 /** Body of the chosen-head request: every per-head field, plus the predictions. */
 export function detailRequest(state) {
+  if (pooledFocus(state)) return pooledDetailRequest(state);
   const T = state.grid?.response?.tokens?.length ?? 0;
   return {
     text: state.text,
@@ -210,7 +282,7 @@ export function predictionsRequest(state) {
     causal: state.causal,
     ablate: state.ablate,
     scale: scaleParam(state),
-    top_k: 10,
+    top_k: tokenBound(state) > FEWER_PREDICTIONS_FROM ? 5 : 10,
     temperature: state.temperature,
   };
 }

@@ -31,6 +31,8 @@ import {
 } from "./captions.js";
 import { layerMask, paintGrid } from "./gridcanvas.js";
 import { ROLE_INFO, VIEWS, VIEW_LABELS, currentDetail, currentGrid, gridKey } from "./state.js";
+import { blockSpan, currentRegion, headData, pooledHeatmapFigure, spanWords, zoomWords } from "./pooled.js";
+import { VIRTUAL_FROM, leaveVirtual, renderVirtualStrip } from "./tokenstrip.js";
 
 
 /** Set an element's text only when it changes: each write would invalidate the page's layout. */
@@ -109,7 +111,12 @@ const modelDivisor = (m) => ({ divisor: m.divisor, divisor_rule: m.divisor_rule,
  */
 export function chosenHead(state) {
   const detail = currentDetail(state);
-  if (detail) {
+  if (detail?.focus?.thumbnail) {
+    // asked through `focus` (a long text): max-pooled cells, or exact ones where block is 1
+    const d = headData(detail);
+    const head = { pattern: d.pattern, attn_scores_raw: d.raw, attn_scores: d.scores, stats: d.stats };
+    if (d.pattern) return { response: detail, layer: d.layer, mask: d.mask, head, full: true, block: d.block };
+  } else if (detail) {
     const h = detail.layers?.[0]?.heads?.[0];
     if (h) return { response: detail, layer: detail.layers[0], mask: detail.mask, head: h, full: true };
   }
@@ -212,6 +219,7 @@ export function renderTokens(state, els) {
     if (!state.error && state.text !== "") return;
     if (els.tokens.dataset.signature !== "none") {
       els.tokens.dataset.signature = "none";
+      leaveVirtual(els.tokens);
       els.tokens.replaceChildren();
     }
     setText(els.tokenCount, countWords(state.refusal));
@@ -219,6 +227,25 @@ export function renderTokens(state, els) {
   }
   const { tokens, token_ids: tokenIds, offsets } = response;
   const sig = String(idOf(response));
+  if (tokens.length > VIRTUAL_FROM) {
+    // a long text: only the chips in view are in the DOM (tokenstrip.js)
+    let chars = null;
+    const title = (i) => {
+      chars ??= codePoints(state.text);
+      const [start, end] = offsets?.[i] ?? [null, null];
+      const source = start === null ? "" : chars.slice(start, end).join("");
+      return `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}`;
+    };
+    const selected = selectedPosition(state, tokens.length);
+    renderVirtualStrip(els.tokens, { key: sig, tokens, ids: tokenIds, title, selected, reveal: state.position !== null });
+    els.tokens.dataset.signature = sig;
+    setText(els.tokenCount, `${tokens.length} tokens`);
+    return;
+  }
+  if (els.tokens.virtual) {
+    leaveVirtual(els.tokens);
+    els.tokens.dataset.signature = "";
+  }
   if (els.tokens.dataset.signature !== sig) {
     els.tokens.dataset.signature = sig;
     const frag = document.createDocumentFragment();
@@ -449,7 +476,46 @@ export function drawHeadView(state, els) {
   const grid = currentGrid(state);
   let head = false;
   let gridDrawn = false;
-  if (chosen) {
+  const zoomNote = document.getElementById("head-zoom");
+  if (chosen && chosen.block > 1) {
+    // a long text: the pooled cells, and the exact cells of the zoomed block once they are in
+    const { response, layer, mask, head: h, block } = chosen;
+    const T = response.tokens.length;
+    const p = selectedPosition(state, T);
+    const region = currentRegion(state);
+    draw(
+      els.headHeatmap,
+      `${idOf(response)}|${state.layer}|${state.head}|${p}|${idOf(region)}|${JSON.stringify(state.zoom)}`,
+      () =>
+        pooledHeatmapFigure({
+          tokens: response.tokens,
+          block,
+          pattern: h.pattern,
+          mask,
+          raw: h.attn_scores_raw,
+          scaled: h.attn_scores,
+          scaledLabel: scoresFormula(layer),
+          window: layer.window,
+          layer: state.layer,
+          head: state.head,
+          position: p,
+          region,
+          view: state.zoom,
+        }),
+      `attnscope-L${state.layer}H${state.head}`,
+    );
+    setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
+    // masked blocks are solid grey here, not hatched (pooled.js)
+    renderHeadCaption(els, hatchMeaning(maskKinds(mask), layer.window)?.replace("hatched", "grey"));
+    document.getElementById("head-hatch")?.classList.add("solid");
+    if (zoomNote) {
+      setText(zoomNote, zoomWords(state, T, block, h.pattern.length));
+      zoomNote.hidden = false;
+    }
+    head = true;
+  } else if (chosen) {
+    if (zoomNote) zoomNote.hidden = true;
+    document.getElementById("head-hatch")?.classList.remove("solid");
     const { response, layer, mask, head: h, full } = chosen;
     const T = response.tokens.length;
     const p = selectedPosition(state, T);
@@ -500,13 +566,35 @@ function drawCompare(state, els) {
   const detail = currentDetail(state);
   if (!detail) return false;
   const layer = detail.layers[0];
-  const h = layer.heads[0];
+  const d = headData(detail);
+  // a long text's answer: the fields of `focus` (max-pooled where block > 1) and the head's stats
+  const h = detail.focus?.thumbnail
+    ? { pattern: d.pattern, pattern_unscaled: d.pattern_unscaled, attn_scores_raw: d.raw, attn_scores: d.scores, stats: d.stats }
+    : layer.heads[0];
+  if (!h.pattern_unscaled) return false; // asked for the head view only: main.js asks again
+  const mask = d.mask;
   const sig = `${idOf(detail)}`;
+  const pooledFig = (matrix, showscale, testid) =>
+    pooledHeatmapFigure({
+      tokens: detail.tokens,
+      block: d.block,
+      pattern: matrix,
+      mask,
+      raw: h.attn_scores_raw,
+      scaled: h.attn_scores,
+      scaledLabel: scoresFormula(layer),
+      window: layer.window,
+      layer: state.layer,
+      head: state.head,
+      showscale,
+      maxTicks: 28,
+      uirevision: testid,
+    });
   const both = (matrix, title, showscale, testid) =>
-    headHeatmapFigure({
+    d.block > 1 ? pooledFig(matrix, showscale, testid) : headHeatmapFigure({
       tokens: detail.tokens,
       pattern: matrix,
-      mask: detail.mask,
+      mask,
       raw: h.attn_scores_raw,
       scaled: h.attn_scores,
       scaledLabel: scoresFormula(layer),
@@ -535,7 +623,7 @@ function drawCompare(state, els) {
         tokens: detail.tokens,
         rowEntropy: h.stats.row_entropy,
         rowEntropyUnscaled: h.stats.row_entropy_unscaled,
-        mask: detail.mask,
+        mask: d.block > 1 ? null : mask,
         layer,
       }),
     "attnscope-entropy",
@@ -550,22 +638,30 @@ function drawPipeline(state, els) {
   // the server's own numbers and words: its q·kᵀ, its scores before and after the softcap
   // (masked entries null), the layer's divisor, softcap, window and mask
   const layer = detail.layers[0];
-  const h = layer.heads[0];
-  const kinds = maskKinds(detail.mask);
+  const d = headData(detail);
+  const T = detail.tokens.length;
+  // a long text's matrices are max-pooled: the rows and columns are blocks of tokens
+  const spans = d.block > 1 ? d.pattern.map((_, c) => blockSpan(T, d.block, c)) : null;
+  const cells = spans && {
+    rows: spans.map(([a, b]) => `queries ${spanWords(detail.tokens, a, b)}`),
+    cols: spans.map(([a, b]) => `keys ${spanWords(detail.tokens, a, b)}`),
+  };
+  const kinds = maskKinds(d.mask);
   draw(
     els.maskSteps,
     `${idOf(detail)}`,
     () =>
       maskStepsFigure({
         tokens: detail.tokens,
-        raw: h.attn_scores_raw,
-        uncapped: h.attn_scores_uncapped ?? null,
-        scores: h.attn_scores,
-        mask: detail.mask,
-        pattern: h.pattern,
+        raw: d.raw,
+        uncapped: d.uncapped,
+        scores: d.scores,
+        mask: d.mask,
+        pattern: d.pattern,
         layer,
         kinds,
         causal: detail.causal,
+        cells,
       }),
     "attnscope-mask-steps",
   );
@@ -576,10 +672,19 @@ function drawPipeline(state, els) {
     list.style.setProperty("--steps", String(notes.length));
   }
   [...list.children].forEach((li, i) => setText(li, notes[i]));
-  const sums = h.pattern.map((row) => row.reduce((a, v) => a + v, 0));
-  const lo = Math.min(...sums);
-  const hi = Math.max(...sums);
-  setText(els.rowSums, `After softmax every row sums to 1: the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}.`);
+  if (cells) {
+    // row sums need every cell of a row; these cells are block maxima
+    setText(
+      els.rowSums,
+      `${T} tokens, drawn as ${d.pattern.length}×${d.pattern.length} cells: each is the largest value of a ` +
+        `${d.block}×${d.block} block of queries and keys, so these rows do not add up to the softmax's sums of 1.`,
+    );
+  } else {
+    const sums = d.pattern.map((row) => row.reduce((a, v) => a + v, 0));
+    const lo = Math.min(...sums);
+    const hi = Math.max(...sums);
+    setText(els.rowSums, `After softmax every row sums to 1: the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}.`);
+  }
   const words = unscaled(layer) ? "1 (what-if: no scaling)" : divisorWords(layer, headDim(state));
   setText(els.pipelineDivisor, layer.softcap ? `${words}, then the softcap ${softcapWords(layer.softcap)}` : words);
   return true;
@@ -589,12 +694,12 @@ function drawVariance(state, els) {
   const detail = currentDetail(state);
   if (!detail) return false;
   const layer = detail.layers[0];
-  const h = layer.heads[0];
-  const s = h.stats;
+  const d = headData(detail);
+  const s = d.stats;
   draw(
     els.varianceHist,
     `${idOf(detail)}`,
-    () => varianceFigure({ raw: h.attn_scores_raw, scaled: h.attn_scores, stats: s, layer }),
+    () => varianceFigure({ raw: d.raw, scaled: d.scores, stats: s, layer, block: d.block }),
     "attnscope-variance",
   );
   const ratio = ratioWords({ stats: s, layer, headDim: headDim(state), T: detail.tokens.length });

@@ -1,0 +1,188 @@
+"""Issue 16 in the page: an 8,000-token text. The chosen head is asked max-pooled to what the
+heatmap can draw (`focus.thumbnail`), its hover names the block's token ranges, zooming in
+fetches the exact cells of the block in view (`focus.region`), and the token strip holds only
+the chips in view. A short text still gets exact full matrices."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import quote
+
+import pytest
+import torch
+from attnscope.model.checkpoint import SHIPPED, save_checkpoint
+from attnscope.model.gpt import GPT, GPTConfig
+from attnscope.model.tokenizer import BPETokenizer
+from attnscope_live import FILLER, LiveServer, wait_settled
+
+pytestmark = pytest.mark.browser
+
+CONTEXT = 8192
+N_TOKENS = 8000
+SENTENCE = "The cat sat on the mat because the mat was warm."
+
+
+@pytest.fixture(scope="module")
+def long_server(tmp_path_factory, browser):
+    """Our GPT with a context of 8192 tokens (random weights, the shipped tokenizer), served live."""
+    tokenizer = BPETokenizer.load(SHIPPED / "tokenizer.json")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=CONTEXT, vocab_size=tokenizer.vocab_size, n_layer=2, n_head=2, n_embd=32))
+    with torch.no_grad():  # larger weights than the init, so the heads have some shape
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    path = save_checkpoint(model, tokenizer, tmp_path_factory.mktemp("long") / "ckpt")
+    server = LiveServer(path, threads=2)
+    try:
+        server.wait_ready()
+        ids = tokenizer.encode_ids(FILLER * (N_TOKENS // 90 + 2))[:N_TOKENS]
+        server.long_text = tokenizer.decode(ids)
+        server.n_tokens = len(tokenizer.encode_ids(server.long_text))
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def page(context, long_server):
+    page = context.new_page()
+    page.set_default_timeout(180_000)
+    page.bodies = []  # (body of each POST /api/attention, its response)
+    page.errors = []
+
+    def on_response(response):
+        if response.url.endswith("/api/attention") and response.request.method == "POST":
+            page.bodies.append((response.request.post_data_json, response))
+
+    page.on("response", on_response)
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.errors.append(f"uncaught: {e}"))
+    yield page
+    page.close()
+
+
+def detail_bodies(page):
+    """The chosen-head requests sent so far (the grid's asks every head, no `heads`)."""
+    return [(b, r) for b, r in page.bodies if b.get("heads") and b.get("top_k")]
+
+
+def settle(page, timeout=240_000):
+    wait_settled(page, timeout=timeout)
+
+
+def plot_point(page, fx, fy):
+    """Viewport coordinates of the point at fractions (fx, fy) of the head heatmap's plot area."""
+    page.evaluate("() => document.querySelector('[data-testid=head-heatmap]').scrollIntoView({block: 'center'})")
+    return page.evaluate(
+        """([fx, fy]) => {
+            const gd = document.querySelector('[data-testid=head-heatmap]');
+            const box = gd.getBoundingClientRect();
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            return [box.left + xa._offset + fx * xa._length, box.top + ya._offset + fy * ya._length];
+        }""",
+        [fx, fy],
+    )
+
+
+def hover_text(page, fx, fy):
+    x, y = plot_point(page, fx, fy)
+    page.mouse.move(x - 3, y - 3)
+    page.mouse.move(x, y)
+    label = page.locator("[data-testid=head-heatmap] .hoverlayer .hovertext")
+    label.first.wait_for(state="visible", timeout=10_000)
+    return label.first.text_content()
+
+
+def test_a_short_text_still_gets_exact_full_matrices(page, long_server):
+    page.goto(long_server.url + "/#text=" + quote(SENTENCE))
+    settle(page)
+    body, _ = detail_bodies(page)[-1]
+    assert "focus" not in body and "pattern" in body["include"]
+    T = len(page.evaluate("() => window.attnscope.state.detail.response.tokens"))
+    z = page.evaluate("() => document.querySelector('[data-testid=head-heatmap]').data[0].z")
+    assert len(z) == T and all(len(row) == T for row in z)
+    assert page.locator("[data-testid=tokens] .chip").count() == T
+    assert page.get_by_test_id("head-zoom").is_hidden()
+
+
+def test_an_8000_token_text_is_drawn_pooled_and_zooms_to_exact_cells(page, long_server):
+    page.goto(long_server.url + "/")
+    settle(page)
+    box = page.get_by_test_id("text-input")
+    box.fill(long_server.long_text)
+    started = time.monotonic()
+    box.press("Enter")
+    settle(page)
+    elapsed = time.monotonic() - started
+    print(f"\n8k tokens: Enter to settled page {elapsed:.1f} s")
+    state = page.evaluate("() => ({T: window.attnscope.state.grid.response.tokens.length, error: window.attnscope.state.error})")
+    T = state["T"]
+    assert state["error"] is None and T == long_server.n_tokens >= 7900
+
+    # the chosen head was asked max-pooled to the heatmap's cells, and the answer is small
+    body, response = detail_bodies(page)[-1]
+    N = body["focus"]["thumbnail"]
+    assert 64 <= N <= 512 and body["focus"]["layer"] == body["layers"][0]
+    size = len(response.body())
+    print(f"8k tokens: chosen-head answer {size / 1e6:.2f} MB")
+    assert size < 5_000_000
+    focus = page.evaluate("() => window.attnscope.state.detail.response.focus.thumbnail")
+    block, m = focus["block"], focus["size"]
+    assert m <= N and block == -(-T // N) and block > 1
+
+    # the grid and the head view are drawn; the heatmap holds the pooled cells in token coordinates
+    assert page.evaluate("() => document.querySelector('[data-testid=heads-grid]').classList.contains('drawn')")
+    fig = page.evaluate(
+        "() => { const gd = document.querySelector('[data-testid=head-heatmap]');"
+        " return {n: gd.data[0].z.length, x: gd.data[0].dx, meta: gd.layout.meta}; }"
+    )
+    assert fig["n"] == m and fig["x"] == block and fig["meta"] == {"tokens": T, "block": block, "size": m}
+    note = page.get_by_test_id("head-zoom").inner_text()
+    assert f"{block}×{block} block" in note and "exact cells" in note
+
+    # the token strip: far fewer chips in the DOM than tokens, the count says all of them
+    chips = page.locator("[data-testid=tokens] .chip").count()
+    assert 0 < chips < 300
+    assert page.locator("#token-count").inner_text() == f"{T} tokens"
+    page.evaluate("() => { const s = document.querySelector('[data-testid=tokens]'); s.scrollTop = s.scrollHeight; }")
+    last = page.locator(f"[data-testid=tokens] .chip[data-index='{T - 1}']")
+    last.wait_for(state="attached", timeout=5_000)
+    assert page.locator("[data-testid=tokens] .chip").count() < 300
+
+    # hover on a pooled cell: the block's token ranges, the largest weight, never one pair
+    text = hover_text(page, 0.1, 0.9)
+    assert "queries " in text and "keys " in text and "largest weight" in text and "→" not in text
+    q = int(text.split("queries ")[1].split("–")[0])
+    assert q % block == 0
+    # a fully masked block (keys after every query)
+    assert "all masked" in hover_text(page, 0.9, 0.1)
+
+    # zoom in with a drag: the exact cells of the block in view are fetched and drawn
+    before = len(page.bodies)
+    x0, y0 = plot_point(page, 0.40, 0.45)
+    x1, y1 = plot_point(page, 0.44, 0.49)
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, (y0 + y1) / 2, steps=4)
+    page.mouse.move(x1, y1, steps=4)
+    page.mouse.up()
+    page.wait_for_function(
+        "() => { const gd = document.querySelector('[data-testid=head-heatmap]');"
+        " return gd.data.some((t) => t.name === 'exact cells'); }",
+        timeout=180_000,
+    )
+    region_bodies = [b for b, _ in page.bodies[before:] if b.get("focus", {}).get("region")]
+    assert region_bodies
+    q0, q1, k0, k1 = region_bodies[-1]["focus"]["region"]
+    assert 0 < q1 - q0 <= 512 and 0 < k1 - k0 <= 512
+    assert k0 < q1  # below the diagonal: attended keys
+    exact = page.evaluate(
+        "() => document.querySelector('[data-testid=head-heatmap]').data.find((t) => t.name === 'exact cells')"
+    )
+    assert len(exact["z"]) == q1 - q0 and len(exact["z"][0]) == k1 - k0
+    assert exact["customdata"][0][0][:2] == [f"{q0} {page.evaluate('(i) => window.attnscope.state.grid.response.tokens[i]', q0)}",
+                                             f"{k0} {page.evaluate('(i) => window.attnscope.state.grid.response.tokens[i]', k0)}"]
+    assert "Exact cells of" in page.get_by_test_id("head-zoom").inner_text()
+    text = hover_text(page, 0.5, 0.5)
+    assert "→" in text and "weight" in text and "queries" not in text
+    assert page.errors == []
