@@ -677,7 +677,7 @@ function drawPipeline(state, els) {
     setText(
       els.rowSums,
       `${T} tokens, drawn as ${d.pattern.length}×${d.pattern.length} cells: each is the largest value of a ` +
-        `${d.block}×${d.block} block of queries and keys, so these rows do not add up to the softmax's sums of 1.`,
+        `${d.block}×${d.block} block of queries and keys, so a row of this picture is not a row of the softmax, and its cells do not sum to 1 (every softmax row does).`,
     );
   } else {
     const sums = d.pattern.map((row) => row.reduce((a, v) => a + v, 0));
@@ -702,6 +702,18 @@ function drawVariance(state, els) {
     () => varianceFigure({ raw: d.raw, scaled: d.scores, stats: s, layer, block: d.block }),
     "attnscope-variance",
   );
+  // a long text's scores come max-pooled: the bars count blocks, the variances every pair
+  const caption = document.getElementById("variance-caption");
+  if (caption) {
+    caption.dataset.exact ??= caption.textContent;
+    setText(
+      caption,
+      d.block > 1
+        ? `The largest unmasked score of each ${d.block}×${d.block} block of (query, key) pairs (${detail.tokens.length} tokens ` +
+            `are too many pairs to send), on shared bins. Dashed lines: one standard deviation either side of the mean, over every pair.`
+        : caption.dataset.exact,
+    );
+  }
   const ratio = ratioWords({ stats: s, layer, headDim: headDim(state), T: detail.tokens.length });
   setText(
     els.varianceSummary,
