@@ -81,7 +81,9 @@ def test_changing_the_head_redraws_the_head_view(tab):
 
 
 def grid_tile_center(tab, layer: int, head: int) -> tuple[float, float]:
-    """Page coordinates of the middle of a head's tile in the grid canvas."""
+    """Page coordinates of the middle of a head's tile in the grid canvas, scrolled into view first
+    (as a user scrolls to it: below the grid's caption and cards it may start under the fold)."""
+    tab.page.locator("#heads-grid-canvas").scroll_into_view_if_needed()
     return tab.page.evaluate(
         """([layer, head]) => {
             const g = document.querySelector('[data-testid=heads-grid]').gridLayout;
@@ -135,13 +137,15 @@ def test_clicking_a_grid_cell_selects_that_head(tab):
 
 def test_a_masked_grid_cell_says_masked(tab):
     tab.open("/#text=" + quote(SENTENCE))
-    # the top-right cell of a tile: the last key for the first query, masked under the causal mask
+    # the first query's second key, masked under the causal mask (the tile's top-right corner
+    # holds the head's switch-off toggle)
+    tab.page.locator("#heads-grid-canvas").scroll_into_view_if_needed()
     x, y = tab.page.evaluate(
         """() => {
             const g = document.querySelector('[data-testid=heads-grid]').gridLayout;
-            const { geom, size } = g.layout;
+            const { geom } = g.layout;
             const box = document.getElementById('heads-grid-canvas').getBoundingClientRect();
-            return [box.left + geom.label + (size - 0.5) * geom.scale, box.top + geom.label + 0.5 * geom.scale];
+            return [box.left + geom.label + 1.5 * geom.scale, box.top + geom.label + 0.5 * geom.scale];
         }"""
     )
     tab.page.mouse.move(x, y)
