@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
+import threading
 from urllib.parse import urlparse
 
 import pytest
@@ -47,6 +48,24 @@ def _run_all(page) -> None:
 
 
 def test_notebook_runs_in_jupyterlab_offline(lab):
+    """Playwright's sync API refuses to start on a thread where an asyncio loop runs, and the
+    kernel tests before this one (nbclient) can leave one there: the browser gets a thread of its own."""
+    outcome: dict[str, BaseException] = {}
+
+    def drive() -> None:
+        try:
+            _drive_lab(lab)
+        except BaseException as e:  # noqa: BLE001 - re-raised on the test's thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+
+
+def _drive_lab(lab) -> None:
     from playwright.sync_api import sync_playwright
 
     base, name = lab
