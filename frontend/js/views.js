@@ -574,10 +574,10 @@ function drawCompare(state, els) {
   if (!h.pattern_unscaled) return false; // asked for the head view only: main.js asks again
   const mask = d.mask;
   const sig = `${idOf(detail)}`;
-  const pooledFig = (matrix, showscale, testid) =>
-    pooledHeatmapFigure({
+  // one head's heatmap, exact or max-pooled (block > 1): the same arguments either way
+  const heatmap = (matrix, showscale, testid) => {
+    const args = {
       tokens: detail.tokens,
-      block: d.block,
       pattern: matrix,
       mask,
       raw: h.attn_scores_raw,
@@ -589,25 +589,11 @@ function drawCompare(state, els) {
       showscale,
       maxTicks: 28,
       uirevision: testid,
-    });
-  const both = (matrix, title, showscale, testid) =>
-    d.block > 1 ? pooledFig(matrix, showscale, testid) : headHeatmapFigure({
-      tokens: detail.tokens,
-      pattern: matrix,
-      mask,
-      raw: h.attn_scores_raw,
-      scaled: h.attn_scores,
-      scaledLabel: scoresFormula(layer),
-      window: layer.window,
-      layer: state.layer,
-      head: state.head,
-      title,
-      showscale,
-      maxTicks: 28,
-      uirevision: testid,
-    });
-  draw(els.compareScaled, sig, () => both(h.pattern, null, false, "s"), "attnscope-scaled");
-  draw(els.compareUnscaled, sig, () => both(h.pattern_unscaled, null, true, "u"), "attnscope-unscaled");
+    };
+    return d.block > 1 ? pooledHeatmapFigure({ ...args, block: d.block }) : headHeatmapFigure(args);
+  };
+  draw(els.compareScaled, sig, () => heatmap(h.pattern, false, "s"), "attnscope-scaled");
+  draw(els.compareUnscaled, sig, () => heatmap(h.pattern_unscaled, true, "u"), "attnscope-unscaled");
   setText(document.getElementById("compare-left-caption"), compareLeftCaption(state));
   for (const span of document.querySelectorAll(".divisor-label")) {
     const what = unscaled(layer) ? "÷ 1, what-if" : `÷ ${divisorWords(layer, headDim(state))}`;
