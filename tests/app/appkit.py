@@ -7,7 +7,10 @@ generated sentences, in a couple of seconds.
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -149,3 +152,17 @@ def asgi_get(app, raw_path: bytes) -> tuple[int, bytes]:
 
     anyio.run(call)
     return status, b"".join(body)
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m attnscope ARGS`` from the repository, without the caller's ATTNSCOPE_CHECKPOINT."""
+    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
+    full_env.pop("ATTNSCOPE_CHECKPOINT", None)
+    return subprocess.run(
+        [sys.executable, "-m", "attnscope", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from appkit import HEAD_DIM, N_HEAD, N_LAYER, free_port
+from appkit import HEAD_DIM, N_HEAD, N_LAYER, free_port, run_cli
 from attnscope.app.cli import main
 from attnscope.app.main import create_app
 from attnscope.app.settings import Settings
@@ -24,19 +24,6 @@ from fastapi.testclient import TestClient
 
 REPO = Path(__file__).resolve().parents[2]
 TEXT = "The red cat opens the old door. The red cat"
-
-
-def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
-    full_env.pop("ATTNSCOPE_CHECKPOINT", None)
-    return subprocess.run(
-        [sys.executable, "-m", "attnscope", *args],
-        cwd=REPO,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def broken_copy(src: Path, dst: Path, file: str, content: bytes) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from appkit import free_port
+from appkit import free_port, run_cli
 from attnscope.app.cli import main
 
 pytest.importorskip("transformers")
@@ -28,19 +28,6 @@ from tests import ggufkit  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TEXT = "The cat sat on the mat."
-
-
-def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
-    full_env.pop("ATTNSCOPE_CHECKPOINT", None)
-    return subprocess.run(
-        [sys.executable, "-m", "attnscope", *args],
-        cwd=REPO,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture(scope="module")
