@@ -7,12 +7,14 @@ generated sentences, in a couple of seconds.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
@@ -166,3 +168,17 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subpro
         text=True,
         timeout=timeout,
     )
+
+
+@contextlib.contextmanager
+def served(model_dirs: dict[str, Path]) -> Iterator[dict]:
+    """A started TestClient per model directory (CPU, one torch thread), stopped on the way out."""
+    from attnscope.app.main import create_app
+    from attnscope.app.settings import Settings
+    from fastapi.testclient import TestClient
+
+    with contextlib.ExitStack() as stack:
+        yield {
+            name: stack.enter_context(TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1))))
+            for name, path in model_dirs.items()
+        }

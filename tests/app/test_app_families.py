@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from appkit import attention
+from appkit import attention, served
 from fastapi.testclient import TestClient
 
 pytest.importorskip("transformers")
@@ -43,15 +43,8 @@ def family_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def clients(family_dirs):
-    out, stack = {}, []
-    for name, path in family_dirs.items():
-        c = TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1)))
-        c.__enter__()
-        stack.append(c)
-        out[name] = c
-    yield out
-    for c in stack:
-        c.__exit__(None, None, None)
+    with served(family_dirs) as out:
+        yield out
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -16,13 +16,10 @@ import sys
 import numpy as np
 import pytest
 import torch
-from appkit import attention
-from fastapi.testclient import TestClient
+from appkit import attention, served
 
 pytest.importorskip("transformers")
 
-from attnscope.app.main import create_app  # noqa: E402
-from attnscope.app.settings import Settings  # noqa: E402
 
 from tests.familykit import build  # noqa: E402
 
@@ -38,15 +35,8 @@ def family_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def clients(family_dirs):
-    out, stack = {}, []
-    for name, path in family_dirs.items():
-        c = TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1)))
-        c.__enter__()
-        stack.append(c)
-        out[name] = c
-    yield out
-    for c in stack:
-        c.__exit__(None, None, None)
+    with served(family_dirs) as out:
+        yield out
 
 
 def eager_record(model_dir, ids: list[int]) -> list[dict]:
