@@ -189,20 +189,22 @@ def configure_torch(settings: Settings) -> None:
 
 
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-HEAP_MMAP_THRESHOLD = 4 << 20
+HEAP_MMAP_THRESHOLD = 32 << 20
 
 
 def limit_heap_retention() -> bool:
-    """Serve allocations of 4 MiB and more (response bodies, large arrays) from their own
-    mappings, returned to the system when freed (glibc only; skipped when the operator set
+    """Serve allocations of 32 MiB and more (large response bodies, whole matrices) from their
+    own mappings, returned to the system when freed (glibc only; skipped when the operator set
     ``MALLOC_MMAP_THRESHOLD_``).
 
     By default glibc raises its mmap threshold to the largest block freed so far, after which
-    multi-megabyte buffers come from heaps it keeps and fragments. In bench/load_test.sh (3 x
-    1,000 mixed requests at concurrency 16) the server's RSS after each round went 503, 675,
-    692 MiB by default and 389, 449, 442 MiB with this, at a higher request rate. Smaller
-    blocks (a layer's T×T tensors are 1 MiB at 256 tokens) stay on the heap, where reusing
-    them costs no page faults.
+    big buffers come from heaps it keeps and fragments. The threshold stays above a block of
+    the capture (``model.capture.BLOCK_BUDGET_BYTES / BLOCK_TEMPORARIES`` = 12 MiB): a block's
+    temporaries come and go dozens of times per layer, and from fresh mappings each one costs
+    its page faults again; at 4 MiB the page's request at 2,048 tokens on a SmolLM2-135M
+    shape took 20.5-23.2 s over HTTP against 13.9-14.5 s at 32 MiB (2 threads). In
+    bench/load_test.sh (N=1000 ROUNDS=3, texts up to 256 tokens) the server's RSS after the
+    third round was 404 MiB at a 4 MiB threshold, 429 MiB at 16 MiB, 418 MiB at 32 MiB.
     """
     if os.environ.get("MALLOC_MMAP_THRESHOLD_") or not sys.platform.startswith("linux"):
         return False

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .stats import STAT_SCALARS, HeadStats
+from .stats import STAT_SCALARS, HeadStats, group_max
 
 MATRIX_FIELDS = ("pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled")
 SCORE_FIELDS = ("attn_scores_raw", "attn_scores_uncapped", "attn_scores")  # NaN where masked
@@ -105,7 +105,7 @@ class _Pool:
     def add(self, rows: torch.Tensor, q0: int) -> None:
         """``rows`` (H, t, s): rows ``q0 .. q0 + t`` of the matrix over its first s keys."""
         k = self.k
-        pooled = F.max_pool2d(rows.float(), (1, k), ceil_mode=True) if k > 1 else rows.float()  # (H, t, ceil(s/k))
+        pooled = group_max(rows.float(), k) if k > 1 else rows.float()  # (H, t, ceil(s/k))
         index = (torch.arange(q0, q0 + rows.shape[1], device=rows.device) // k)[None, :, None]  # its thumbnail row
         self.acc[:, :, : pooled.shape[-1]].scatter_reduce_(1, index.expand_as(pooled), pooled, "amax")
 
@@ -210,7 +210,7 @@ class Capture:
         if st.cap is not None and st.heads:
             picked = {n: _pick(t[0], st.head_index) for n, t in steps.items() if t is not None}  # (H, t, s)
             if st.stats is not None:
-                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], picked["pattern"], mask, q0)
+                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], picked["pattern"], mask)
             if st.pool is not None:
                 st.pool.add(picked["pattern"], q0)
             for name, out in st.full.items():
@@ -218,7 +218,7 @@ class Capture:
         if st.focus:
             one = {n: _pick(t[0], st.focus_index) for n, t in steps.items() if t is not None}  # (1, t, s)
             if st.focus_stats is not None:
-                st.focus_stats.add(one["attn_scores_raw"], one["attn_scores"], one["pattern"], mask, q0)
+                st.focus_stats.add(one["attn_scores_raw"], one["attn_scores"], one["pattern"], mask)
             for name, pool in st.focus_pools.items():
                 pool.add(_pooled_input(name, one[name], masked), q0)
             for name, out in st.focus_full.items():

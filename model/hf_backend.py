@@ -23,7 +23,7 @@ import contextlib
 import contextvars
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -31,7 +31,7 @@ from torch.nn import functional as F
 
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
-from .gpt import AttentionOptions, AttentionTrace, ablate_heads, needs_unscaled, traced_attention, wants
+from .gpt import AttentionOptions, AttentionTrace, ablate_heads, mask_bias, needs_unscaled, traced_attention, wants
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
 
@@ -44,6 +44,23 @@ IMPLEMENTATION = "attnscope"
 class _Recording:
     sink: object
     opts: AttentionOptions
+    masks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (transformers' mask, ours)
+
+    def mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(T, S) bool from transformers' mask, made once per mask tensor: the layers of a forward
+        pass share one or two (full and sliding), so the capture sees the same tensor again."""
+        for seen, ours in self.masks:
+            if seen is attention_mask:
+                return ours
+        ours = _bool_mask(attention_mask)
+        self.masks.append((attention_mask, ours))
+        return ours
+
+
+def _bool_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    if attention_mask.dtype == torch.bool:
+        return attention_mask[0, 0]  # (T, S)
+    return attention_mask[0, 0] == 0  # eager's additive mask: 0 where visible, the dtype's minimum elsewhere
 
 
 _ACTIVE: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("attnscope_recording", default=None)
@@ -84,10 +101,8 @@ def attnscope_attention(
     if opts.causal:
         if attention_mask is None:
             mask = torch.ones(T, S, dtype=torch.bool, device=query.device)
-        elif attention_mask.dtype == torch.bool:
-            mask = attention_mask[0, 0]  # (T, S)
-        else:  # eager's additive mask: 0 where visible, the dtype's minimum elsewhere
-            mask = attention_mask[0, 0] == 0  # (T, S)
+        else:
+            mask = rec.mask(attention_mask) if rec is not None else _bool_mask(attention_mask)  # (T, S)
     else:
         mask = torch.ones(T, S, dtype=torch.bool, device=query.device)
 
@@ -101,24 +116,29 @@ def attnscope_attention(
         z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
     else:
         unscaled = sink is not None and needs_unscaled(sink)
+        scaling_t = torch.tensor(model_scaling, dtype=query.dtype, device=query.device)
+        divisor_t = torch.tensor(divisor, dtype=query.dtype, device=query.device)
 
         def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
             """Query rows q0..q1 over the first s keys: eager attention's arithmetic, step by step."""
-            m = mask[q0:q1, :s]  # (t, s)
+            bias = mask_bias(mask[q0:q1, :s], query.dtype)  # (t, s) 0 where the query may attend, -inf elsewhere
             attn_scores_raw = torch.matmul(query[:, :, q0:q1], k[:, :, :s].transpose(2, 3))  # (B, nh, t, s)
-            # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
-            scaled = attn_scores_raw * model_scaling if opts.divisor is None else attn_scores_raw / divisor
+            # the model's own scale: exactly eager's multiplication; a what-if divisor: a division; either
+            # one pass with the mask added (bias + raw · scaling, bias + raw / divisor)
             uncapped = None
-            if softcap is not None:
-                uncapped = scaled
-                scaled = torch.tanh(scaled / softcap) * softcap
-            attn_scores = scaled.masked_fill(~m, float("-inf"))  # (B, nh, t, s)
+            if softcap is None and opts.divisor is None:
+                attn_scores = torch.addcmul(bias, attn_scores_raw, scaling_t)  # (B, nh, t, s)
+            elif softcap is None:
+                attn_scores = torch.addcdiv(bias, attn_scores_raw, divisor_t)  # (B, nh, t, s)
+            else:
+                uncapped = attn_scores_raw * model_scaling if opts.divisor is None else attn_scores_raw / divisor
+                attn_scores = torch.tanh(uncapped / softcap) * softcap + bias  # (B, nh, t, s)
             pattern = F.softmax(attn_scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, nh, t, s)
             z = torch.matmul(pattern, v[:, :, :s])  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
             pattern_unscaled = None
             if unscaled:
                 raw = attn_scores_raw if softcap is None else torch.tanh(attn_scores_raw / softcap) * softcap
-                pattern_unscaled = F.softmax(raw.masked_fill(~m, float("-inf")), dim=-1, dtype=torch.float32)
+                pattern_unscaled = F.softmax(raw + bias, dim=-1, dtype=torch.float32)
             return dict(
                 attn_scores_raw=attn_scores_raw,
                 attn_scores_uncapped=uncapped,

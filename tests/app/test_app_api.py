@@ -575,3 +575,17 @@ def test_heap_retention_is_limited_on_glibc(monkeypatch):
     assert limit_heap_retention() is True
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")  # the operator's own setting wins
     assert limit_heap_retention() is False
+
+
+def test_a_capture_block_stays_on_the_heap():
+    """A block's temporaries are allocated and freed many times per layer: below the mmap
+    threshold they reuse heap memory instead of faulting in fresh pages every time."""
+    from attnscope.app.main import HEAP_MMAP_THRESHOLD
+    from attnscope.model.capture import BLOCK_BUDGET_BYTES, BLOCK_TEMPORARIES, Capture, Selection
+
+    biggest = BLOCK_BUDGET_BYTES // BLOCK_TEMPORARIES
+    assert biggest < HEAP_MMAP_THRESHOLD
+    cap = Capture(Selection(layers=[0], heads=[0]))
+    for T, nh in [(256, 4), (4096, 9), (8192, 32)]:
+        rows = cap.blocks(T, T, nh)[0]
+        assert nh * (rows[1] - rows[0]) * T * 4 <= biggest
