@@ -217,7 +217,8 @@ def limit_heap_retention() -> bool:
 
 def load_service(settings: Settings) -> service.Service:
     lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
-    return service.build_service(lm)
+    limits = {"max_text_chars": settings.text_limit(), "max_matrix_cells": settings.max_matrix_cells}
+    return service.build_service(lm, limits=limits)
 
 
 @asynccontextmanager

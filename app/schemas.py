@@ -43,6 +43,7 @@ TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
 TOP_K_MAX = 50
 MAX_INDICES = 64  # longest `layers` / `heads` list
 MAX_ABLATE = 1024  # longest `ablate` list
+MAX_MATRIX_CELLS = 1 << 27  # cells of whole T×T matrices in one answer (512 MiB as float32)
 LOGIT_ABS_MAX = 1e6
 FACTOR_MAX = 1e6
 
@@ -301,6 +302,14 @@ class Health(BaseModel):
     status: str
 
 
+class Limits(BaseModel):
+    max_text_chars: int = Field(description="longest `text`, in characters (a guard; the limit is `block_size` tokens)")
+    max_matrix_cells: int = Field(
+        description="most cells of whole T×T matrices one answer may hold: (layers × heads × matrices in `include`, "
+        "plus the focus head's unless pooled or a region) × T²; larger requests get a 422 naming it"
+    )
+
+
 class ModelInfo(BaseModel):
     name: str
     family: str = Field(description="'attnscope' (ours) or the transformers model_type: gpt2, gpt_neox, llama, ...")
@@ -329,6 +338,7 @@ class ModelInfo(BaseModel):
     )
     checkpoint: str
     training: dict[str, Any] = Field(description="what training measured (training.json), {} if unknown")
+    limits: Limits = Field(description="what this server accepts in one request")
 
 
 class TypedArray(BaseModel):

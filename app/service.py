@@ -35,7 +35,8 @@ from ..model.stats import STAT_ROWS, STAT_SCALARS
 from . import jsonfast
 from .errors import ApiError
 from .responses import dumps
-from .schemas import FIELDS, REGION_MAX, AttentionRequest
+from .schemas import FIELDS, MAX_MATRIX_CELLS, REGION_MAX, AttentionRequest
+from .settings import CHARS_PER_TOKEN
 
 PATTERN_DECIMALS = 5  # pattern, pattern_unscaled (app.jsonfast) and the row entropies
 SCORE_DECIMALS = 4  # attn_scores_raw, attn_scores, q, k, v
@@ -87,6 +88,10 @@ class Service:
     heads_json: bytes | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def max_matrix_cells(self) -> int:
+        return self.info["limits"]["max_matrix_cells"]
+
 
 def checkpoint_label(path: Path) -> str:
     """The checkpoint as shown to clients: relative to the working directory, else its name
@@ -118,8 +123,12 @@ def head_roles(lm: LoadedModel) -> dict[str, Any]:
     return {"roles": list(ROLES), "scores": np.round(scores.double().numpy(), 4).tolist()}
 
 
-def build_service(lm: LoadedModel, with_heads: bool = True) -> Service:
+def build_service(lm: LoadedModel, with_heads: bool = True, limits: dict[str, int] | None = None) -> Service:
+    """The model and what is computed once. ``limits``: the server's (``max_text_chars``,
+    ``max_matrix_cells``), shown in the model's description; unset: the defaults."""
     info = model_info(lm)
+    text_chars = max(16000, CHARS_PER_TOKEN * lm.facts.block_size)  # as Settings.text_limit() for this model
+    info["limits"] = {"max_text_chars": text_chars, "max_matrix_cells": MAX_MATRIX_CELLS, **(limits or {})}
     tok = lm.tokenizer
     svc = Service(
         loaded=lm,
@@ -194,6 +203,7 @@ def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
         focus_fields = frozenset(req.focus.include)
         focus_region = _region(req.focus.region, n_tokens)
     include = set(req.include)
+    _check_cells(svc, req, include, len(layers) * len(heads), n_tokens)
     return Selection(
         layers=layers,
         heads=heads,
@@ -204,6 +214,31 @@ def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
         focus_fields=focus_fields,
         focus_thumbnail=req.focus.thumbnail if req.focus is not None else None,
         focus_region=focus_region,
+    )
+
+
+def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads: int, T: int) -> None:
+    """Whole T×T matrices grow with T²: an answer holding more than the server's
+    ``max_matrix_cells`` of them is refused before any computing, naming what to ask instead."""
+    limit = svc.max_matrix_cells
+    grid = n_heads * len(include & set(MATRIX_FIELDS)) * T * T
+    focus = 0
+    if req.focus is not None and req.focus.thumbnail is None and req.focus.region is None:
+        focus = len(set(req.focus.include) & set(MATRIX_FIELDS)) * T * T
+    if grid + focus <= limit:
+        return
+    if grid > limit:
+        loc, what = ("body", "include"), f"include asks for {grid:,} cells of whole matrices"
+        instead = "ask for fewer layers or heads, or a thumbnail of each head (thumbnail) with the matrices of one head (focus)"
+    else:
+        loc, what = ("body", "focus"), f"focus asks for {focus:,} cells of whole matrices"
+        instead = "ask for focus.thumbnail (max-pooled) or focus.region (the exact cells of one block)"
+    raise ApiError(
+        422,
+        f"{what} ({T} tokens: {T * T:,} cells per matrix); the limit is {limit:,} per answer: {instead}",
+        loc=loc,
+        type_="answer_too_large",
+        ctx={"limit": limit, "count": grid + focus},
     )
 
 

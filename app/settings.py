@@ -9,6 +9,7 @@
 | ``ATTNSCOPE_PORT`` | 8000 | |
 | ``ATTNSCOPE_MAX_TEXT_CHARS`` | 8 per token of context, ≥ 16000 | longest ``text`` accepted (the limit is the context in tokens) |
 | ``ATTNSCOPE_MAX_BODY_BYTES`` | 4 per text character, ≥ 65536 | larger request bodies get 413 |
+| ``ATTNSCOPE_MAX_MATRIX_CELLS`` | 134217728 (2²⁷) | most cells of whole T×T matrices in one answer (more: 422) |
 | ``ATTNSCOPE_MAX_CONCURRENCY`` | 0 = auto | model computations running at once; the rest wait |
 | ``ATTNSCOPE_TORCH_THREADS`` | 0 = auto | torch intra-op threads |
 | ``ATTNSCOPE_CORS_ORIGINS`` | empty = no CORS | comma-separated origins (or a JSON list) |
@@ -26,6 +27,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ..model.checkpoint import SHIPPED
 from ..model.registry import context_tokens
+from .schemas import MAX_MATRIX_CELLS
 
 CHARS_PER_TOKEN = 8  # the text guard per token of context: English runs 3-5 characters a token
 
@@ -50,6 +52,9 @@ class Settings(BaseSettings):
         None, ge=1, le=4_000_000, description=f"unset = {CHARS_PER_TOKEN} per token of the model's context, at least 16000"
     )
     max_body_bytes: int | None = Field(None, ge=1024, description="unset = 4 bytes per character of text, at least 64 KiB")
+    max_matrix_cells: int = Field(
+        MAX_MATRIX_CELLS, ge=1024, description="most cells of whole T×T matrices in one answer; more is a 422"
+    )
     max_concurrency: int = Field(0, ge=0, description="0 = one per group of torch threads, at least 2")
     torch_threads: int = Field(0, ge=0, description="0 = the CPUs available, at most 8")
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -10,6 +10,8 @@ import {
   currentDetail,
   currentGrid,
   detailRequest,
+  exportRequest,
+  exportTitle,
   fitHead,
   gridKey,
   gridRequest,
@@ -115,6 +117,7 @@ function update() {
   const pooledHead = (currentDetail(state)?.focus?.thumbnail?.block ?? 1) > 1;
   els.downloadCsv.disabled = !currentDetail(state) || pooledHead;
   els.downloadJson.disabled = !currentGrid(state);
+  els.downloadJson.title = exportTitle(state);
   scheduleHash();
   performance.mark("attnscope:render");
   document.dispatchEvent(new CustomEvent("attnscope:render", { detail: { ...done, count: renderCount } }));
@@ -491,15 +494,12 @@ els.downloadCsv.addEventListener("click", () => {
   download(`attnscope-L${state.layer}H${state.head}.csv`, csv, "text/csv");
 });
 
-// the JSON export is what its title says: a full plain-JSON answer for this text and these
-// what-ifs (every field of every layer and head, and the predictions), asked for on click
+// the JSON export is what its title says (exportTitle): a plain-JSON answer for this text and
+// these what-ifs, whole or at the page's level of detail for a long text, asked for on click
 els.downloadJson.addEventListener("click", async () => {
   if (!currentGrid(state)) return;
   try {
-    const body = { ...detailRequest(state), layers: null, heads: null, encoding: "json" };
-    body.include = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"];
-    delete body.precision;
-    const answer = await postJSON("/api/attention", body);
+    const answer = await postJSON("/api/attention", exportRequest(state));
     download("attnscope-attention.json", JSON.stringify(answer), "application/json");
   } catch (err) {
     toast(`Export failed: ${errorText(err)}`);

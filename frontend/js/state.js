@@ -273,6 +273,47 @@ export function detailRequest(state) {
   };
 }
 
+/** The whole matrices the JSON export asks for every head (attn_scores_uncapped: only layers with a softcap send it). */
+export const EXPORT_MATRICES = ["pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled"];
+
+/**
+ * Whether the export can hold every head's whole matrices: the cells it asks for, counted as
+ * the server counts them, within the server's `limits.max_matrix_cells`.
+ */
+export function exportWhole(state) {
+  const model = state.model;
+  const limit = model?.limits?.max_matrix_cells;
+  if (!model || !limit) return true;
+  const T = tokenBound(state);
+  return model.n_layer * model.n_head * EXPORT_MATRICES.length * T * T <= limit;
+}
+
+/**
+ * Body of the JSON export, plain JSON. When it fits the server's limit: every layer and head with
+ * its whole matrices, statistics, q, k and v, and the top 10 guesses. Past it (a long text), what
+ * the page shows: every head's thumbnail with its statistics and per-row entropies, and the
+ * chosen head at the page's level of detail (max-pooled, or whole when it fits the heatmap).
+ */
+export function exportRequest(state) {
+  const detail = detailRequest(state);
+  delete detail.precision;
+  if (exportWhole(state)) {
+    return { ...detail, layers: null, heads: null, encoding: "json", include: [...EXPORT_MATRICES, "stats", "q", "k", "v"] };
+  }
+  const focus = detail.focus ?? { layer: state.layer, head: state.head, include: [...detail.include] };
+  return { ...gridRequest(state), stats_rows: true, encoding: "json", focus, top_k: detail.top_k, temperature: state.temperature };
+}
+
+/** The export button's tooltip: what the file will hold for this text. */
+export function exportTitle(state) {
+  return exportWhole(state)
+    ? "The /api/attention answer for this text and what-ifs: every layer and head with its pattern, scores and " +
+        "statistics, q, k and v, and the top 10 next-token guesses after each token"
+    : "The /api/attention answer for this text and what-ifs at the page's level of detail: every head's thumbnail " +
+        "(max-pooled) with its statistics, and the chosen head as drawn; whole matrices of every head would be over " +
+        "the server's limit for a text this long";
+}
+
 /** Body of the temperature slider's request: predictions only, no layer computed into the answer. */
 export function predictionsRequest(state) {
   return {

@@ -5,7 +5,9 @@ the chips in view. A short text still gets exact full matrices."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -185,4 +187,20 @@ def test_an_8000_token_text_is_drawn_pooled_and_zooms_to_exact_cells(page, long_
     assert "Exact cells of" in page.get_by_test_id("head-zoom").inner_text()
     text = hover_text(page, 0.5, 0.5)
     assert "→" in text and "weight" in text and "queries" not in text
+
+    # the JSON export at this length: the page's level of detail, not every head's whole matrices
+    # (those would be 2 layers × 2 heads × 5 × T² cells, over the server's limit)
+    limit = page.evaluate("() => window.attnscope.state.model.limits.max_matrix_cells")
+    assert 2 * 2 * 5 * T * T > limit
+    title = page.locator("#download-json").get_attribute("title")
+    assert "level of detail" in title and "over the server's limit" in title
+    with page.expect_download() as info:
+        page.locator("#download-json").click()
+    path = Path(info.value.path())
+    data = json.loads(path.read_text())
+    print(f"8k tokens: JSON export {path.stat().st_size / 1e6:.1f} MB")
+    assert len(data["tokens"]) == T and len(data["layers"]) == 2
+    head = data["layers"][1]["heads"][1]
+    assert "thumbnail" in head and "pattern" not in head and len(head["stats"]["row_entropy"]) == T
+    assert data["focus"]["thumbnail"]["block"] == block and len(data["focus"]["pattern"]) == m
     assert page.errors == []
