@@ -136,10 +136,10 @@ def needs_unscaled(sink) -> bool:
     return getattr(sink, "needs_unscaled", True)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)
 def attention_mask(T: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
-    """(T, T) boolean mask, True where query row t may attend to key column s. One tensor per
-    length, shared by every layer (and kept for the next request): never written to."""
+    """(T, T) boolean mask, True where query row t may attend to key column s. One tensor for
+    every layer of a forward pass (the last two kept for the next request): never written to."""
     full = torch.ones(T, T, dtype=torch.bool, device=device)
     return torch.tril(full) if causal else full
 
