@@ -225,7 +225,7 @@ class CausalSelfAttention(nn.Module):
             # explicit path: the same computation, one named tensor per step
             mask = attention_mask(T, opts.causal, x.device)  # (T, T)
             unscaled = needs_unscaled(trace)
-            divisor_t = torch.tensor(divisor, dtype=q.dtype, device=q.device)
+            divisor_t = torch.full((), divisor, dtype=q.dtype, device=q.device)
 
             def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
                 """Query rows q0..q1 (t of them) over the first s keys (all T for a plain list sink)."""

@@ -116,18 +116,18 @@ def attnscope_attention(
         z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
     else:
         unscaled = sink is not None and needs_unscaled(sink)
-        scaling_t = torch.tensor(model_scaling, dtype=query.dtype, device=query.device)
-        divisor_t = torch.tensor(divisor, dtype=query.dtype, device=query.device)
+        # a what-if divisor as a tensor of the model's dtype (as GPT-2's eager attention holds its own)
+        divisor_t = torch.full((), divisor, dtype=query.dtype, device=query.device)
 
         def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
             """Query rows q0..q1 over the first s keys: eager attention's arithmetic, step by step."""
             bias = mask_bias(mask[q0:q1, :s], query.dtype)  # (t, s) 0 where the query may attend, -inf elsewhere
             attn_scores_raw = torch.matmul(query[:, :, q0:q1], k[:, :, :s].transpose(2, 3))  # (B, nh, t, s)
             # the model's own scale: exactly eager's multiplication; a what-if divisor: a division; either
-            # one pass with the mask added (bias + raw · scaling, bias + raw / divisor)
+            # one pass with the mask added (bias + scaling · raw, bias + raw / divisor)
             uncapped = None
             if softcap is None and opts.divisor is None:
-                attn_scores = torch.addcmul(bias, attn_scores_raw, scaling_t)  # (B, nh, t, s)
+                attn_scores = torch.add(bias, attn_scores_raw, alpha=model_scaling)  # (B, nh, t, s)
             elif softcap is None:
                 attn_scores = torch.addcdiv(bias, attn_scores_raw, divisor_t)  # (B, nh, t, s)
             else:
