@@ -171,12 +171,14 @@ def _autocast(device: str):
     return contextlib.nullcontext()
 
 
-def setup_device(device: str) -> str:
-    """``auto`` -> CUDA when present, else CPU. (TF32 is turned on by :func:`train` for its own
-    loop only, never left on for the process: see :mod:`model.precision`.)"""
+def setup_device(device: str, strict: bool = False) -> str:
+    """``auto`` -> CUDA when present, else CPU; ``strict`` (the command line): CUDA asked for on
+    a machine without it is a :class:`~model.checkpoint.CheckpointError`, not a quiet run on the
+    CPU. (TF32 is turned on by :func:`train` for its own loop only, never left on for the
+    process: see :mod:`model.precision`.)"""
     from .checkpoint import pick_device
 
-    return str(pick_device(device))
+    return str(pick_device(device, strict=strict))
 
 
 CUDA_BATCH_SIZE = 64  # the default on a GPU: 64 × 256 tokens keeps an H100 busy with this model
@@ -338,9 +340,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
     from .checkpoint import CheckpointError
 
     try:
-        device = setup_device(args.device)
+        device = setup_device(args.device, strict=True)
     except CheckpointError as e:
-        ap.exit(2, f"{ap.prog}: {e}\n")
+        ap.exit(1, f"{ap.prog}: --device {args.device}: {e}; use --device cpu or auto\n")
     if "batch_size" not in overrides and device.startswith("cuda"):
         overrides["batch_size"] = CUDA_BATCH_SIZE
     cfg = replace(cfg, **overrides)

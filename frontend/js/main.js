@@ -339,22 +339,27 @@ let scheduled = false;
 let chainRunning = false;
 let dirty = false;
 let lastKeyAt = -Infinity;
+// the text, what-ifs and head last asked for: Enter on a text already asked (a paste goes out
+// on its input event) asks nothing again, unless that answer failed
+let askedKey = null;
 
 async function runChain() {
   chainRunning = true;
   dirty = false;
+  askedKey = headKey(state);
   try {
     await refreshAll();
   } finally {
     chainRunning = false;
-    if (dirty) runChain();
+    if (state.requestErrors.grid || state.requestErrors.detail) askedKey = null; // Enter retries
+    if (dirty && headKey(state) !== askedKey) runChain();
   }
 }
 
 function kick() {
   scheduled = false;
   if (chainRunning) dirty = true;
-  else runChain();
+  else if (headKey(state) !== askedKey) runChain();
 }
 
 function scheduleRefresh() {

@@ -158,6 +158,26 @@ def test_an_empty_box_shows_an_empty_state_and_asks_nothing(tab):
     assert tab.unexpected_console_errors() == []
 
 
+def test_a_pasted_text_then_enter_is_asked_for_once(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    before = attention_posts(tab)
+    box = tab.page.get_by_test_id("text-input")
+    box.fill(FILLER)  # a paste: one input event, which sends the text at once
+    box.press("Enter")  # and the habit of pressing Enter after it
+    tab.settle()
+    tab.page.wait_for_timeout(400)
+    tab.settle()
+    assert attention_posts(tab) == before + 2  # the grid and the chosen head, once
+    box.press("Enter")  # nothing new to ask
+    tab.page.wait_for_timeout(400)
+    assert attention_posts(tab) == before + 2
+    assert tab.page.get_by_test_id("error-banner").is_hidden()
+    box.press("End")
+    box.press_sequentially(" more")
+    tab.settle()
+    assert attention_posts(tab) > before + 2  # an edit is asked for
+
+
 def test_a_link_with_an_empty_text_opens_on_the_empty_state(tab):
     tab.open("/#text=")
     assert tab.page.get_by_test_id("empty-state").is_visible()
