@@ -4,7 +4,7 @@
 // the ablated model's, and the URL keeps it (`off=2.1,0.3`). A card says what the switch did
 // to the chosen prediction: the token the intact model puts first, its probability before → after.
 
-import { errorText, postJSON } from "./api.js";
+import { errorText, isBlank, postJSON } from "./api.js";
 
 /** "2.1,0.3" -> [{layer: 0, head: 3}, {layer: 2, head: 1}] (sorted, no duplicates, bad parts dropped). */
 export function parseOff(value) {
@@ -125,7 +125,7 @@ export function installAblation(ctx) {
   let measured = 0;
   async function measure() {
     const ticket = ++measured;
-    if (!state.ablate.length || !state.text) {
+    if (!state.ablate.length || isBlank(state.text)) {
       effect.textContent = "";
       return;
     }

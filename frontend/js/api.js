@@ -127,3 +127,10 @@ export function errorText(err) {
   if (err instanceof TypeError) return "Cannot reach the attnscope server. Is it still running?";
   return String(err && err.message ? err.message : err);
 }
+
+/**
+ * Whether a text is blank as the server counts it (Python's str.strip leaves nothing): nothing to
+ * ask, so the page shows its empty state, not the server's refusal. JavaScript's \s differs from
+ * Python's whitespace by U+FEFF (not whitespace to Python) and U+001C-U+001F, U+0085 (whitespace to Python).
+ */
+export const isBlank = (text) => /^(?:[^\S\ufeff]|[\x1c-\x1f\x85])*$/.test(text);

@@ -2,7 +2,7 @@
 // how much its log-probability drops when each head alone is switched off
 // (POST /api/head-effects), as a layer × head heatmap beside the grid; a click opens that head.
 
-import { errorText, postJSON } from "./api.js";
+import { errorText, isBlank, postJSON } from "./api.js";
 
 /** Plotly figure of `delta[layer][head]` (nats; negative = the head helped the prediction). */
 export function effectsFigure(answer) {
@@ -56,7 +56,7 @@ export function installEffects(ctx) {
   let ticket = 0;
 
   async function measure() {
-    if (!state.text) return;
+    if (isBlank(state.text)) return;
     const mine = ++ticket;
     run.disabled = true;
     caption.textContent = "Switching every head off in turn…";

@@ -1,6 +1,6 @@
 // Wiring: DOM events and API answers change the state, then one render step redraws.
 
-import { errorText, getJSON, latestOnly, postJSON, refusalOf } from "./api.js";
+import { errorText, getJSON, isBlank, latestOnly, postJSON, refusalOf } from "./api.js";
 import { headCsv } from "./figures.js";
 import { cellAt, gridTooltip } from "./gridcanvas.js";
 import {
@@ -95,7 +95,7 @@ const els = {
 function renderPage() {
   if (els.linkNoticeText.textContent !== (state.notice ?? "")) els.linkNoticeText.textContent = state.notice ?? "";
   if (els.linkNotice.hidden !== !state.notice) els.linkNotice.hidden = !state.notice;
-  const empty = state.text === "";
+  const empty = isBlank(state.text);
   if (els.emptyState.hidden !== !empty) els.emptyState.hidden = !empty;
 }
 
@@ -153,7 +153,7 @@ function requestDone(kind, err) {
 }
 
 async function fetchGrid() {
-  if (state.text === "") return; // an empty box asks nothing (see refreshAll)
+  if (isBlank(state.text)) return; // an empty box asks nothing (see refreshAll)
   const key = gridKey(state);
   state.pending.grid = true;
   update();
@@ -185,7 +185,7 @@ function measureDrawCells() {
 
 /** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
 async function fetchDetail() {
-  if (state.text === "") return;
+  if (isBlank(state.text)) return;
   if (!state.model) {
     // a link may name a head the model lacks: wait for the model, which clamps it (fitToModel)
     state.pending.detail = true;
@@ -219,7 +219,7 @@ const sendRegion = latestOnly("/api/attention");
 /** Fetch the exact cells of the zoomed block of a pooled head (focus.region), when it fits. */
 async function fetchRegion() {
   const zoom = state.zoom;
-  if (!regionFits(zoom) || state.text === "") return;
+  if (!regionFits(zoom) || isBlank(state.text)) return;
   const T = currentDetail(state)?.tokens?.length ?? currentGrid(state)?.tokens?.length;
   if (T !== undefined && (zoom.q1 > T || zoom.k1 > T)) {
     state.zoom = null; // the text got shorter than the zoomed block
@@ -318,7 +318,7 @@ function pooledAxes() {
  * soon as its answer lands, so the grid's round trip overlaps the head view's drawing.
  */
 async function refreshAll() {
-  if (state.text === "") {
+  if (isBlank(state.text)) {
     // an empty box is not an error: the empty state says what to do, nothing is asked, and
     // an error of an earlier text goes with it
     state.requestErrors = { grid: null, detail: null };
@@ -778,7 +778,7 @@ window.attnscope = {
   /** True when nothing is pending and the current text's answers (or an error) are shown. */
   get settled() {
     if (scheduled || chainRunning || state.pending.grid || state.pending.detail) return false;
-    if (state.text === "") return true; // the empty state: nothing to ask
+    if (isBlank(state.text)) return true; // the empty state: nothing to ask
     return state.error !== null || (!!currentGrid(state) && !!currentDetail(state));
   },
 };

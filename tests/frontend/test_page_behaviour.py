@@ -155,6 +155,14 @@ def test_an_empty_box_shows_an_empty_state_and_asks_nothing(tab):
     box.press_sequentially("The dog ran")
     tab.settle()
     assert empty.is_hidden() and tab.tokens()
+    # spaces and line breaks only: blank to the server too (a 422), so the same empty state
+    before = attention_posts(tab)
+    box.fill("   \n\t  ")
+    tab.page.wait_for_timeout(400)
+    tab.settle()
+    assert empty.is_visible() and tab.page.get_by_test_id("error-banner").is_hidden()
+    assert attention_posts(tab) == before
+    assert refusal(tab.base_url, "   \n\t  ")["type"] == "text_blank"
     assert tab.unexpected_console_errors() == []
 
 
