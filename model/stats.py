@@ -160,7 +160,6 @@ class HeadStats:
         the masked cells zeroed, two reductions of them, the exponential of the unscaled softmax,
         and three dot products (``Σ e``, ``Σ e·u`` and ``Σ p·(raw - c)``)."""
         raw, scores, pattern = raw.float(), scores.float(), pattern.float()
-        t, s = mask.shape
         visible = mask.to(raw.dtype)  # (t, s) 1 where the query sees the key
         n_row = visible.sum(-1)  # (t,)
 

@@ -2,9 +2,8 @@
 
 import pytest
 import torch
-from torch.nn import functional as F
-
 from attnscope.model.stats import GROUP, group_max, row_max
+from torch.nn import functional as F
 
 
 @pytest.mark.parametrize("s", [1, 5, 64, 127, 128, 129, 200, 1000, 4096])
