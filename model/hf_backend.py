@@ -1,8 +1,8 @@
 """Any local transformers causal LM, every step of its attention recorded.
 
 transformers looks a model's attention function up by name in ``AttentionInterface``; we
-register :func:`attnscope_attention` under ``"attnscope"`` (and eager's mask builder under
-the same name in ``AttentionMaskInterface``) and load models with
+register :func:`attnscope_attention` under ``"attnscope"`` (and :func:`boolean_mask`, eager's
+mask builder without its float step, under the same name in ``AttentionMaskInterface``) and load models with
 ``attn_implementation="attnscope"``. Each attention layer of every family then calls our
 function with what it computed itself: ``query`` and ``key`` after rotary embeddings, the
 model's own ``scaling`` (not always ``1/√head_dim``), ``softcap`` where a family has it,
@@ -170,11 +170,23 @@ def register() -> None:
     if _registered:
         return
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+    from transformers.masking_utils import AttentionMaskInterface
 
     AttentionInterface.register(IMPLEMENTATION, attnscope_attention)
-    AttentionMaskInterface.register(IMPLEMENTATION, eager_mask)
+    AttentionMaskInterface.register(IMPLEMENTATION, boolean_mask)
     _registered = True
+
+
+def boolean_mask(*args, **kwargs) -> torch.Tensor | None:
+    """The mask transformers builds for eager attention, before eager turns it into floats:
+    ``(B, 1, T, S)`` bool, True where the query may attend, with causality, sliding windows and
+    padding in it. One byte a cell instead of four (4 GB of float32 at 32k tokens), and nothing
+    to convert back. Never skipped for a causal mask (``allow_is_causal_skip=False``, as eager)."""
+    from transformers.masking_utils import sdpa_mask
+
+    kwargs.pop("dtype", None)
+    kwargs["allow_is_causal_skip"] = False
+    return sdpa_mask(*args, **kwargs)
 
 
 class _Probe(list):

@@ -190,3 +190,17 @@ def test_families_on_cuda(family_dirs, dtype):
     trace: list = []
     lm.backend.run(tr.token_ids, options, trace, logits=False)
     assert trace[0].mask.all()
+
+
+@pytest.mark.parametrize(("window", "q_offset", "q_length"), [(None, 0, 9), (4, 0, 9), (3, 5, 2), (None, 7, 1)])
+def test_the_boolean_mask_is_eagers_mask_before_its_floats(window, q_offset, q_length):
+    """attnscope asks transformers for eager's mask as booleans (one byte a cell): the same cells."""
+    from attnscope.model.hf_backend import boolean_mask
+    from transformers.masking_utils import causal_mask_function, eager_mask, sliding_window_causal_mask_function
+
+    fn = causal_mask_function if window is None else sliding_window_causal_mask_function(window)
+    args = dict(batch_size=1, q_length=q_length, kv_length=q_offset + q_length, q_offset=q_offset, mask_function=fn)
+    ours = boolean_mask(**args, dtype=torch.float32)
+    theirs = eager_mask(**args, dtype=torch.float32)
+    assert ours.dtype == torch.bool and ours.shape == theirs.shape == (1, 1, q_length, q_offset + q_length)
+    assert torch.equal(ours, theirs == 0)
