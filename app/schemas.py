@@ -305,8 +305,9 @@ class Health(BaseModel):
 class Limits(BaseModel):
     max_text_chars: int = Field(description="longest `text`, in characters (a guard; the limit is `block_size` tokens)")
     max_matrix_cells: int = Field(
-        description="most cells of whole T×T matrices one answer may hold: (layers × heads × matrices in `include`, "
-        "plus the focus head's unless pooled or a region) × T²; larger requests get a 422 naming it"
+        description="most cells of whole T×T matrices one answer may hold: (layers × heads × matrices in `include` "
+        "(attn_scores_uncapped only on a model with a softcap), plus the focus head's unless pooled or a region) × T²; "
+        "larger requests get a 422 naming it"
     )
 
 

@@ -221,10 +221,13 @@ def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads
     """Whole T×T matrices grow with T²: an answer holding more than the server's
     ``max_matrix_cells`` of them is refused before any computing, naming what to ask instead."""
     limit = svc.max_matrix_cells
-    grid = n_heads * len(include & set(MATRIX_FIELDS)) * T * T
+    matrices = set(MATRIX_FIELDS)
+    if svc.loaded.facts.softcap is None:  # attn_scores_uncapped comes only from layers with a softcap
+        matrices.discard("attn_scores_uncapped")
+    grid = n_heads * len(include & matrices) * T * T
     focus = 0
     if req.focus is not None and req.focus.thumbnail is None and req.focus.region is None:
-        focus = len(set(req.focus.include) & set(MATRIX_FIELDS)) * T * T
+        focus = len(set(req.focus.include) & matrices) * T * T
     if grid + focus <= limit:
         return
     if grid > limit:

@@ -144,11 +144,26 @@ def attention_mask(T: int, causal: bool, device: torch.device | str = "cpu") -> 
     return torch.tril(full) if causal else full
 
 
-def mask_bias(m: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """(t, s) mask -> (t, s) scores to add: 0 where the query may attend, -inf where it may not.
-    Adding it masks in the same pass that scales (``torch.addcdiv``): ``masked_fill`` with a mask
-    broadcast over the heads costs 8× the addition on the CPU (torch 2.13)."""
-    return torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill_(~m, float("-inf"))
+def masked_scores(
+    raw: torch.Tensor, m: torch.Tensor, divisor: torch.Tensor | float | None = None, scaling: float | None = None
+) -> torch.Tensor:
+    """``raw`` (..., t, s) divided by ``divisor`` or multiplied by ``scaling`` (or neither), with
+    -inf where the (t, s) mask ``m`` is False: each result bitwise what the scaling then
+    ``masked_fill`` gives. On the CPU in one pass, the mask added as a (t, s) bias of 0 and -inf
+    (``torch.addcdiv``, ``torch.add(alpha=)``): ``masked_fill`` with a mask broadcast over the
+    heads costs 8× a plain pass there (torch 2.13). On a GPU ``masked_fill`` itself, so that a
+    score that overflowed to +inf in a masked half-precision cell becomes -inf, not NaN."""
+    if raw.device.type == "cpu":
+        bias = torch.zeros(m.shape, dtype=raw.dtype, device=raw.device).masked_fill_(~m, float("-inf"))
+        if divisor is not None:
+            if not isinstance(divisor, torch.Tensor):
+                divisor = torch.full((), divisor, dtype=raw.dtype)
+            return torch.addcdiv(bias, raw, divisor)  # bias + raw / divisor
+        if scaling is not None:
+            return torch.add(bias, raw, alpha=scaling)  # bias + scaling · raw
+        return raw + bias
+    scaled = raw / divisor if divisor is not None else raw * scaling if scaling is not None else raw
+    return scaled.masked_fill(~m, float("-inf"))
 
 
 def wants(sink, layer: int) -> bool:
@@ -225,18 +240,19 @@ class CausalSelfAttention(nn.Module):
             # explicit path: the same computation, one named tensor per step
             mask = attention_mask(T, opts.causal, x.device)  # (T, T)
             unscaled = needs_unscaled(trace)
+            # the divisor as a tensor of the model's dtype, as GPT-2's eager attention holds its own
             divisor_t = torch.full((), divisor, dtype=q.dtype, device=q.device)
 
             def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
                 """Query rows q0..q1 (t of them) over the first s keys (all T for a plain list sink)."""
-                bias = mask_bias(mask[q0:q1, :s], q.dtype)  # (t, s) 0 where the query may attend, -inf elsewhere
+                m = mask[q0:q1, :s]  # (t, s)
                 attn_scores_raw = q[:, :, q0:q1] @ k[:, :, :s].transpose(-2, -1)  # (B, nh, t, hs) @ (B, nh, hs, s)
-                attn_scores = torch.addcdiv(bias, attn_scores_raw, divisor_t)  # bias + raw / divisor: (B, nh, t, s)
+                attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor_t)  # raw / divisor, -inf masked: (B, nh, t, s)
                 pattern = F.softmax(attn_scores, dim=-1)  # (B, nh, t, s)
                 z = pattern @ v[:, :, :s]  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
                 pattern_unscaled = None
                 if unscaled:
-                    pattern_unscaled = F.softmax(attn_scores_raw + bias, dim=-1)  # (B, nh, t, s)
+                    pattern_unscaled = F.softmax(masked_scores(attn_scores_raw, m), dim=-1)  # (B, nh, t, s)
                 return dict(
                     attn_scores_raw=attn_scores_raw,
                     attn_scores=attn_scores,

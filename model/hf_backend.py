@@ -31,7 +31,7 @@ from torch.nn import functional as F
 
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
-from .gpt import AttentionOptions, AttentionTrace, ablate_heads, mask_bias, needs_unscaled, traced_attention, wants
+from .gpt import AttentionOptions, AttentionTrace, ablate_heads, masked_scores, needs_unscaled, traced_attention, wants
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
 
@@ -116,29 +116,26 @@ def attnscope_attention(
         z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
     else:
         unscaled = sink is not None and needs_unscaled(sink)
-        # a what-if divisor as a tensor of the model's dtype (as GPT-2's eager attention holds its own)
-        divisor_t = torch.full((), divisor, dtype=query.dtype, device=query.device)
 
         def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
             """Query rows q0..q1 over the first s keys: eager attention's arithmetic, step by step."""
-            bias = mask_bias(mask[q0:q1, :s], query.dtype)  # (t, s) 0 where the query may attend, -inf elsewhere
+            m = mask[q0:q1, :s]  # (t, s)
             attn_scores_raw = torch.matmul(query[:, :, q0:q1], k[:, :, :s].transpose(2, 3))  # (B, nh, t, s)
-            # the model's own scale: exactly eager's multiplication; a what-if divisor: a division; either
-            # one pass with the mask added (bias + scaling · raw, bias + raw / divisor)
+            # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
             uncapped = None
             if softcap is None and opts.divisor is None:
-                attn_scores = torch.add(bias, attn_scores_raw, alpha=model_scaling)  # (B, nh, t, s)
+                attn_scores = masked_scores(attn_scores_raw, m, scaling=model_scaling)  # (B, nh, t, s)
             elif softcap is None:
-                attn_scores = torch.addcdiv(bias, attn_scores_raw, divisor_t)  # (B, nh, t, s)
+                attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor)  # (B, nh, t, s)
             else:
                 uncapped = attn_scores_raw * model_scaling if opts.divisor is None else attn_scores_raw / divisor
-                attn_scores = torch.tanh(uncapped / softcap) * softcap + bias  # (B, nh, t, s)
+                attn_scores = masked_scores(torch.tanh(uncapped / softcap) * softcap, m)  # (B, nh, t, s)
             pattern = F.softmax(attn_scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, nh, t, s)
             z = torch.matmul(pattern, v[:, :, :s])  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
             pattern_unscaled = None
             if unscaled:
                 raw = attn_scores_raw if softcap is None else torch.tanh(attn_scores_raw / softcap) * softcap
-                pattern_unscaled = F.softmax(raw + bias, dim=-1, dtype=torch.float32)
+                pattern_unscaled = F.softmax(masked_scores(raw, m), dim=-1, dtype=torch.float32)
             return dict(
                 attn_scores_raw=attn_scores_raw,
                 attn_scores_uncapped=uncapped,

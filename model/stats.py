@@ -37,7 +37,7 @@ def _var(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
 
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Row-wise dot product over the last axis: (..., T, S) -> (..., T), broadcasting (a (T, S)
-    mask against (heads, T, S) rows); bitwise what ``(a * b).sum(-1)`` gives, without the temporary."""
+    mask against (heads, T, S) rows); bitwise what ``(a * b).sum(-1)`` gives (torch 2.13)."""
     return torch.linalg.vecdot(a, b)
 
 
@@ -158,7 +158,8 @@ class HeadStats:
         Each pass over a (heads, t, s) block costs as much as the attention itself, so there are
         few: the row maximum of the pattern (its weight and its key), the centred raw scores with
         the masked cells zeroed, two reductions of them, the exponential of the unscaled softmax,
-        and three dot products (``Σ e``, ``Σ e·u`` and ``Σ p·(raw - c)``)."""
+        and three dot products (``Σ e``, ``Σ e·u`` and ``Σ p·(s - max s)``, from the centred raw
+        scores when the divisor is at least 1 and there is no softcap)."""
         raw, scores, pattern = raw.float(), scores.float(), pattern.float()
         visible = mask.to(raw.dtype)  # (t, s) 1 where the query sees the key
         n_row = visible.sum(-1)  # (t,)

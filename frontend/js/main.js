@@ -145,6 +145,7 @@ function measure(name, start) {
 
 /** Record how the last `kind` request ended (err null = it succeeded) and show the error left, if any. */
 function requestDone(kind, err) {
+  if (err) askedKey = null; // asked, not answered: Enter asks again
   state.requestErrors[kind] = err ? errorText(err) : null;
   state.error = state.requestErrors.detail ?? state.requestErrors.grid;
   // the refusal's numbers feed the token counter, so it says what the message says
@@ -339,27 +340,29 @@ let scheduled = false;
 let chainRunning = false;
 let dirty = false;
 let lastKeyAt = -Infinity;
-// the text, what-ifs and head last asked for: Enter on a text already asked (a paste goes out
-// on its input event) asks nothing again, unless that answer failed
+// What the user last asked for (text, what-ifs, head, temperature, view): Enter on a text
+// already asked (a paste goes out on its input event) asks nothing again. Any failed request and
+// any new link forget it, so that Enter retries.
 let askedKey = null;
+const intentKey = (s) => JSON.stringify([headKey(s), s.temperature, s.view]);
 
 async function runChain() {
   chainRunning = true;
   dirty = false;
-  askedKey = headKey(state);
+  askedKey = intentKey(state);
   try {
     await refreshAll();
   } finally {
     chainRunning = false;
-    if (state.requestErrors.grid || state.requestErrors.detail) askedKey = null; // Enter retries
-    if (dirty && headKey(state) !== askedKey) runChain();
+    if (dirty) runChain();
   }
 }
 
 function kick() {
   scheduled = false;
-  if (chainRunning) dirty = true;
-  else if (headKey(state) !== askedKey) runChain();
+  const answered = askedKey === intentKey(state) && currentGrid(state) && currentDetail(state) && !state.error;
+  if (chainRunning) dirty = dirty || askedKey !== intentKey(state);
+  else if (!answered) runChain();
 }
 
 function scheduleRefresh() {
@@ -745,6 +748,7 @@ window.addEventListener("hashchange", () => {
   Object.assign(state, next);
   fitToModel();
   els.textInput.value = state.text;
+  askedKey = null; // a link asks afresh
   update();
   refreshNow();
 });

@@ -285,7 +285,9 @@ export function exportWhole(state) {
   const limit = model?.limits?.max_matrix_cells;
   if (!model || !limit) return true;
   const T = tokenBound(state);
-  return model.n_layer * model.n_head * EXPORT_MATRICES.length * T * T <= limit;
+  // attn_scores_uncapped comes only from layers with a softcap: the server counts it only then
+  const matrices = EXPORT_MATRICES.length - (model.softcap == null ? 1 : 0);
+  return model.n_layer * model.n_head * matrices * T * T <= limit;
 }
 
 /**

@@ -127,6 +127,8 @@ def test_the_limit_counts_the_grid_and_the_focus_head(tight_client):
     assert grid.json()["detail"][0]["ctx"]["count"] == 4 * T * T
     one = post(include=["pattern"], layers=[0], heads=[1])  # T² = 40,000
     assert one.status_code == 200
+    # no softcap in this model, so no attn_scores_uncapped is made: 2 heads × T², not 4
+    assert post(include=["pattern", "attn_scores_uncapped"], layers=[0], heads=[0, 1]).status_code == 200
     focus = {"layer": 0, "head": 0, "include": ["pattern", "attn_scores_raw", "attn_scores"]}  # 3 T² = 120,000
     r = post(include=["stats"], focus=focus)
     assert r.status_code == 422

@@ -186,6 +186,26 @@ def test_a_pasted_text_then_enter_is_asked_for_once(tab):
     assert attention_posts(tab) > before + 2  # an edit is asked for
 
 
+def test_enter_asks_again_after_a_failed_request(tab):
+    tab.open("/#text=" + quote(SENTENCE))
+    page = tab.page
+    heads = page.get_by_test_id("head-select")
+    first = heads.input_value()
+    heads.select_option("1" if first != "1" else "0")  # another head, answered
+    tab.settle()
+    busy = {"status": 503, "content_type": "application/json", "body": '{"detail": "the model is not loaded yet"}'}
+    page.route("**/api/attention", lambda route: route.fulfill(**busy))
+    heads.select_option(first)  # back to the head the text was first asked with: this answer fails
+    banner = page.get_by_test_id("error-banner")
+    banner.wait_for(state="visible", timeout=10_000)
+    page.unroute("**/api/attention")
+    before = attention_posts(tab)
+    page.get_by_test_id("text-input").press("Enter")  # the same text: asked again, as it failed
+    tab.settle()
+    assert attention_posts(tab) > before
+    assert banner.is_hidden()
+
+
 def test_a_link_with_an_empty_text_opens_on_the_empty_state(tab):
     tab.open("/#text=")
     assert tab.page.get_by_test_id("empty-state").is_visible()

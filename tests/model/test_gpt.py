@@ -183,3 +183,19 @@ def test_paths_agree_on_gpu(make_model, opts):
     with torch.no_grad():
         cpu_logits, _ = model.cpu()(idx.cpu(), opts=opts)
     assert (cpu_logits - explicit.cpu()).abs().max().item() <= 1e-4
+
+
+@pytest.mark.parametrize(
+    ("divisor", "scaling"), [(None, None), (8.0, None), (math.sqrt(32), None), (2.7, None), (None, 80**-0.5), (None, 1 / 3)]
+)
+def test_masked_scores_are_the_scaling_then_masked_fill_to_the_bit(divisor, scaling):
+    from attnscope.model.gpt import masked_scores
+
+    g = torch.Generator().manual_seed(0)
+    raw = torch.randn(2, 3, 17, 40, generator=g) * 30  # (B, nh, t, s)
+    m = torch.rand(17, 40, generator=g) > 0.3
+    scaled = raw / divisor if divisor is not None else raw * scaling if scaling is not None else raw
+    expected = scaled.masked_fill(~m, float("-inf"))
+    assert torch.equal(masked_scores(raw, m, divisor=divisor, scaling=scaling), expected)
+    if divisor is not None:  # a divisor tensor of the scores' dtype, as GPT-2's eager attention divides by
+        assert torch.equal(masked_scores(raw, m, divisor=torch.full((), divisor)), expected)
