@@ -87,10 +87,13 @@ def plot_point(page, fx, fy):
 
 
 def hover_text(page, fx, fy):
+    label = page.locator("[data-testid=head-heatmap] .hoverlayer .hovertext")
+    # off the plot first, until the last label is gone: else a slow redraw reads the old one
+    page.mouse.move(0, 0)
+    label.first.wait_for(state="detached", timeout=10_000)
     x, y = plot_point(page, fx, fy)
     page.mouse.move(x - 3, y - 3)
     page.mouse.move(x, y)
-    label = page.locator("[data-testid=head-heatmap] .hoverlayer .hovertext")
     label.first.wait_for(state="visible", timeout=10_000)
     return label.first.text_content()
 
