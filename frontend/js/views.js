@@ -13,7 +13,7 @@ import {
   statsRows,
   varianceFigure,
 } from "./figures.js";
-import { countWords } from "./api.js";
+import { countWords, isBlank } from "./api.js";
 import {
   compareLeftCaption,
   divisorShort,
@@ -216,7 +216,7 @@ export function renderTokens(state, els) {
   if (!response) {
     // a text the server refused, no answer yet after an error, or no text: no chips of an older
     // text; the counter says the server's own count of a refused text (the message's number)
-    if (!state.error && state.text !== "") return;
+    if (!state.error && !isBlank(state.text)) return;
     if (els.tokens.dataset.signature !== "none") {
       els.tokens.dataset.signature = "none";
       leaveVirtual(els.tokens);

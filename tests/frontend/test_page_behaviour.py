@@ -161,6 +161,7 @@ def test_an_empty_box_shows_an_empty_state_and_asks_nothing(tab):
     tab.page.wait_for_timeout(400)
     tab.settle()
     assert empty.is_visible() and tab.page.get_by_test_id("error-banner").is_hidden()
+    assert tab.tokens() == [] and tab.page.locator("#token-count").inner_text() == "no tokens"
     assert attention_posts(tab) == before
     assert refusal(tab.base_url, "   \n\t  ")["type"] == "text_blank"
     assert tab.unexpected_console_errors() == []
