@@ -215,21 +215,8 @@ export function pooledHeatmapFigure({
     },
   ];
   if (anyMasked) {
-    data.push({
-      type: "heatmap",
-      name: "masked",
-      ...grid,
-      z: hatched,
-      text: reasons,
-      customdata,
-      colorscale: [
-        [0, MASK_BG],
-        [1, MASK_BG],
-      ],
-      showscale: false,
-      hoverongaps: false,
-      hovertemplate: `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`,
-    });
+    const hover = `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`;
+    data.push(maskedTrace("masked", grid, hatched, reasons, customdata, hover));
   }
   if (region) data.push(...regionTraces({ tokens, region, scaledLabel, window, layer, head }));
   const shapes = [];
@@ -267,6 +254,25 @@ export function pooledHeatmapFigure({
     uirevision: uirevision ?? "pooled",
   });
   return { data, layout };
+}
+
+/** The masked cells drawn over a heatmap in the mask colour, each hover saying why it is masked. */
+function maskedTrace(name, grid, z, reasons, customdata, hovertemplate) {
+  return {
+    type: "heatmap",
+    name,
+    ...grid,
+    z,
+    text: reasons,
+    customdata,
+    colorscale: [
+      [0, MASK_BG],
+      [1, MASK_BG],
+    ],
+    showscale: false,
+    hoverongaps: false,
+    hovertemplate,
+  };
 }
 
 /**
@@ -327,21 +333,8 @@ export function regionTraces({ tokens, region, scaledLabel = "score", window = n
     },
   ];
   if (anyMasked) {
-    traces.push({
-      type: "heatmap",
-      name: "exact masked",
-      ...grid,
-      z: masked,
-      text: reasons,
-      customdata,
-      colorscale: [
-        [0, MASK_BG],
-        [1, MASK_BG],
-      ],
-      showscale: false,
-      hoverongaps: false,
-      hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`,
-    });
+    const hover = `<b>%{customdata[0]}</b> → %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`;
+    traces.push(maskedTrace("exact masked", grid, masked, reasons, customdata, hover));
   }
   return traces;
 }
