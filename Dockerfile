@@ -37,8 +37,7 @@ COPY wheels/ /wheels/
 RUN pip install --no-cache-dir --find-links /wheels --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
 
 WORKDIR /src
-COPY pyproject.toml README.md constraints.txt ./
-COPY attnscope/ attnscope/
+COPY pyproject.toml README.md constraints.txt __init__.py __main__.py ./
 COPY app/ app/
 COPY model/ model/
 COPY frontend/ frontend/

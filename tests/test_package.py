@@ -96,3 +96,24 @@ def test_public_entry_point():
     lm = attnscope.load_model()
     assert lm.backend.facts.n_layer >= 1
     assert attnscope.__version__
+
+
+def test_the_documented_commands_run_from_the_repository_root(installed):
+    """Run in the repository's own folder, ``python -m attnscope`` and ``python -m attnscope.model.*``
+    import the installed package: no folder of the repository shadows it (a non-editable install)."""
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    for args in (["attnscope", "--help"], ["attnscope.model.evaluate", "--help"], ["attnscope.model.corpus", "--help"]):
+        run = subprocess.run(
+            [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert run.returncode == 0, (args, run.stderr)
+        assert "usage:" in run.stdout
+    where = subprocess.run(
+        [sys.executable, "-c", "import attnscope.app.cli as c; print(c.__file__)"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert Path(where.stdout.strip()).is_relative_to(installed), where.stderr

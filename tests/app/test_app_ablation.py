@@ -8,32 +8,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from appkit import attention
-from fastapi.testclient import TestClient
+from appkit import attention, served
 
 pytest.importorskip("transformers")
 
-from attnscope.app.main import create_app  # noqa: E402
-from attnscope.app.settings import Settings  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.model.test_ablation import CASES, TEXT, hooked  # noqa: E402
-from tests.model.test_ablation import model_dirs as model_dirs  # noqa: E402, F401
+from tests.hookkit import CASES, TEXT, hooked, model_dirs  # noqa: E402, F401
 
 TOL = 2e-3
 
 
 @pytest.fixture(scope="module")
 def clients(model_dirs):  # noqa: F811
-    out, stack = {}, []
-    for name, path in model_dirs.items():
-        c = TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1)))
-        c.__enter__()
-        stack.append(c)
-        out[name] = c
-    yield out
-    for c in stack:
-        c.__exit__(None, None, None)
+    with served(model_dirs) as clients:
+        yield clients
 
 
 @pytest.fixture(scope="module")

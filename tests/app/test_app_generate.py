@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from fastapi.testclient import TestClient
+from appkit import served
 
 pytest.importorskip("transformers")
 
@@ -20,23 +20,15 @@ from attnscope.app import service_ablation  # noqa: E402
 from attnscope.app.main import create_app  # noqa: E402
 from attnscope.app.settings import Settings  # noqa: E402
 
-from tests.model.test_ablation import model_dirs as model_dirs  # noqa: E402, F401
-from tests.model.test_generate import PROMPT, hf_greedy  # noqa: E402
+from tests.hookkit import PROMPT, hf_greedy, model_dirs  # noqa: E402, F401
 
 NAMES = ["gpt2-export", "llama"]
 
 
 @pytest.fixture(scope="module")
 def clients(model_dirs):  # noqa: F811
-    out, stack = {}, []
-    for name, path in model_dirs.items():
-        c = TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1)))
-        c.__enter__()
-        stack.append(c)
-        out[name] = c
-    yield out
-    for c in stack:
-        c.__exit__(None, None, None)
+    with served(model_dirs) as clients:
+        yield clients
 
 
 def stream(client, **body) -> list[dict]:

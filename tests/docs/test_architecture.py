@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 SOURCES = [
-    *ROOT.glob("attnscope/*.py"),
+    *ROOT.glob("*.py"),
     *ROOT.glob("app/*.py"),
     *ROOT.glob("model/*.py"),
     *ROOT.glob("frontend/*.html"),

@@ -8,8 +8,6 @@ and a Llama-style grouped-query model (run through the transformers backend).
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 
@@ -18,75 +16,23 @@ pytest.importorskip("transformers")
 from attnscope.model.ablation import head_effects, mean_outputs  # noqa: E402
 from attnscope.model.backends import OursBackend  # noqa: E402
 from attnscope.model.gpt import AttentionOptions  # noqa: E402
-from attnscope.model.hf import export_hf  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.familykit import build  # noqa: E402
-
-TEXT = "The cat sat on the mat. Then the cat saw the dog, and the dog sat on the log. The cat sat"
+from tests.hookkit import CASES, TEXT, head_dim, hooked, model_dirs, out_projection  # noqa: E402, F401
 
 
 @pytest.fixture(scope="module")
-def model_dirs(tmp_path_factory):
-    """name -> a transformers directory: our GPT exported as GPT-2, and a tiny Llama (GQA)."""
-    from attnscope.model.gpt import GPT, GPTConfig
-    from attnscope.model.tokenizer import BPETokenizer
-
-    from tests.model.conftest import documents, randomize
-
-    root = tmp_path_factory.mktemp("ablation")
-    tokenizer = BPETokenizer.train(["\n".join(documents(40, 0))], vocab_size=300)
-    torch.manual_seed(0)
-    config = GPTConfig(block_size=48, vocab_size=tokenizer.vocab_size, n_layer=3, n_head=4, n_embd=32, name="abl")
-    gpt = randomize(GPT(config), seed=1).eval()
-    return {"gpt2-export": export_hf(gpt, tokenizer, root / "gpt2"), "llama": build("llama", root / "llama")}
-
-
-@pytest.fixture(scope="module")
-def loaded(model_dirs):
+def loaded(model_dirs):  # noqa: F811
     return {name: load_model(path, "cpu") for name, path in model_dirs.items()}
 
 
 @pytest.fixture(scope="module")
-def oracles(model_dirs):
+def oracles(model_dirs):  # noqa: F811
     out = {}
     for name, path in model_dirs.items():
         out[name] = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
     return out
-
-
-def out_projection(model, layer: int) -> torch.nn.Module:
-    if model.config.model_type == "gpt2":
-        return model.transformer.h[layer].attn.c_proj
-    return model.model.layers[layer].self_attn.o_proj
-
-
-def head_dim(model) -> int:
-    cfg = model.config
-    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-
-
-@contextlib.contextmanager
-def hooked(model, heads, means=None):
-    """Zero (or set to ``means[layer][head]``) each head's slice of the output projection's input."""
-    hs = head_dim(model)
-    handles = []
-    for layer in sorted({lay for lay, _ in heads}):
-        mine = [h for lay, h in heads if lay == layer]
-
-        def pre_hook(module, args, layer=layer, mine=mine):
-            x = args[0].clone()
-            for h in mine:
-                x[..., h * hs : (h + 1) * hs] = 0.0 if means is None else means[layer][h]
-            return (x, *args[1:])
-
-        handles.append(out_projection(model, layer).register_forward_pre_hook(pre_hook))
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def oracle_run(model, ids, heads=(), means=None):
@@ -101,7 +47,6 @@ def ours_run(backend, ids, opts):
     return torch.stack([t.pattern[0] for t in traces]), logits
 
 
-CASES = {"gpt2-export": [(0, 1), (1, 3)], "llama": [(0, 0), (0, 1), (1, 4)]}  # llama heads 0, 1 share a kv head
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -12,12 +12,9 @@ from attnscope.model.ablation import Done, Step, generate  # noqa: E402
 from attnscope.model.backends import OursBackend  # noqa: E402
 from attnscope.model.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
 
 from tests.familykit import build  # noqa: E402
-from tests.model.test_ablation import hooked, model_dirs  # noqa: E402, F401
-
-PROMPT = "The cat sat on the mat. Then the dog"
+from tests.hookkit import PROMPT, hf_greedy, model_dirs  # noqa: E402, F401
 
 
 @pytest.fixture(scope="module")
@@ -35,19 +32,6 @@ def run(backend, ids, n, **kw):
     steps = list(generate(backend, ids, n, **kw))
     assert isinstance(steps[-1], Done) and all(isinstance(s, Step) for s in steps[:-1])
     return steps[:-1], steps[-1]
-
-
-def hf_greedy(path, ids, n, heads=()):
-    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
-    with torch.no_grad(), hooked(model, heads):
-        out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False)
-    generated = out[0, len(ids) :].tolist()
-    eos = model.generation_config.eos_token_id
-    eos = set(eos if isinstance(eos, list) else [eos])
-    for i, t in enumerate(generated):  # after EOS, transformers pads
-        if t in eos:
-            return generated[: i + 1]
-    return generated
 
 
 @pytest.mark.parametrize("name", ["gpt2-export", "llama", "gemma2"])

@@ -21,7 +21,7 @@ if importlib.util.find_spec("anywidget") is None:
     pytest.skip("anywidget is not installed (pip install -e '.[notebook]')", allow_module_level=True)
 
 import attnscope  # noqa: E402
-from attnscope import notebook  # noqa: E402
+from attnscope.app import notebook  # noqa: E402
 
 TEXT = "The cat sat on the mat. The cat"
 

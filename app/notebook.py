@@ -67,7 +67,7 @@ def _tokenizer_from(tokenizer):
     ``tokenizers.Tokenizer`` or one of ours. The BOS is kept when the tokenizer adds one."""
     from tokenizers import Tokenizer
 
-    from .model.tokenizer import BPETokenizer
+    from ..model.tokenizer import BPETokenizer
 
     if isinstance(tokenizer, BPETokenizer):
         return tokenizer
@@ -93,8 +93,8 @@ def _backend_class():
     function only while attnscope records (a pre-hook on the base model switches the
     implementation when a recording is active, a hook that always runs switches it back), so the
     model keeps its own implementation (sdpa, flash) for everything else the notebook does."""
-    from .model import hf_backend
-    from .model.hf_backend import IMPLEMENTATION, TransformersBackend, register
+    from ..model import hf_backend
+    from ..model.hf_backend import IMPLEMENTATION, TransformersBackend, register
 
     def before(module, args, kwargs):
         if hf_backend._ACTIVE.get() is None:
@@ -124,7 +124,7 @@ def _backend_class():
 
 def loaded_from_objects(model, tokenizer, name: str | None = None):
     """A :class:`LoadedModel` around a transformers causal LM already in memory, on its own device."""
-    from .model.backends import LoadedModel
+    from ..model.backends import LoadedModel
 
     if model is None or tokenizer is None:
         raise TypeError("show/capture with model= needs tokenizer= too (the model's fast tokenizer)")
@@ -143,8 +143,8 @@ def service_for(model=None, tokenizer=None, checkpoint=None, device: str | None 
     """The :class:`~attnscope.app.service.Service` for the shipped model (nothing given), a
     checkpoint folder or ``.gguf`` file (``checkpoint=``), a model object (``model=`` and
     ``tokenizer=``) or an ``attnscope.load_model()`` result (``model=``); made once per model."""
-    from .app.service import build_service
-    from .model.backends import LoadedModel
+    from ..model.backends import LoadedModel
+    from .service import build_service
 
     if model is not None and checkpoint is not None:
         raise TypeError("give model= (with tokenizer=) or checkpoint=, not both")
@@ -161,7 +161,7 @@ def service_for(model=None, tokenizer=None, checkpoint=None, device: str | None 
         elif model is not None:
             lm = loaded_from_objects(model, tokenizer)
         else:
-            from .model.registry import load_model
+            from ..model.registry import load_model
 
             lm = load_model(checkpoint, device=device)
         svc = build_service(lm, with_heads=False)
@@ -171,14 +171,14 @@ def service_for(model=None, tokenizer=None, checkpoint=None, device: str | None 
 
 
 def _request(**fields):
-    from .app.schemas import AttentionRequest
+    from .schemas import AttentionRequest
 
     return AttentionRequest(**fields)
 
 
 def answer_bytes(svc, **fields) -> bytes:
     """The exact bytes ``POST /api/attention`` answers for this request body."""
-    from .app.service import attention_json
+    from .service import attention_json
 
     body, _ = attention_json(svc, _request(**fields))
     return body
@@ -335,7 +335,7 @@ def _widget_class():
             return json.dumps(tag)[:-1] + ',"answer":' + body.decode() + "}"
 
         def _compute(self, head_only: bool = False) -> None:
-            from .app.errors import ApiError
+            from .errors import ApiError
 
             facts = self._svc.loaded.facts
             self.layer = min(max(self.layer, 0), facts.n_layer - 1)
