@@ -1,13 +1,8 @@
 // The lessons page: three small, seeded experiments computed by the server's lesson endpoints.
 
 import { errorText, latestOnly, postJSON } from "./api.js";
-import {
-  bowWeightsFigure,
-  fmtSig,
-  softmaxBarsFigure,
-  varianceLessonFigure,
-  varianceSweepFigure,
-} from "./figures.js";
+import { fmtSig } from "./figures.js";
+import { bowWeightsFigure, softmaxBarsFigure, varianceLessonFigure, varianceSweepFigure } from "./lessonfigures.js";
 
 const $ = (id) => document.getElementById(id);
 
