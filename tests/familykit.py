@@ -24,9 +24,26 @@ SP_TEXT = [
 ] * 20
 
 
+def decoder(model_type: str, layers: int = 2, heads: int = 4, kv_heads: int | None = 2, **extra) -> dict:
+    """Config kwargs of a small rotary decoder: ``heads`` query heads reading ``kv_heads`` key/value
+    heads (None: the family has no such setting), hidden size 16 per query head unless given."""
+    kwargs = dict(
+        model_type=model_type,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        hidden_size=16 * heads,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        vocab_size=4096,
+        tie_word_embeddings=False,
+    )
+    if kv_heads is not None:
+        kwargs["num_key_value_heads"] = kv_heads
+    return {**kwargs, **extra}
+
+
 def family_configs() -> dict[str, dict]:
     """Family name -> transformers config kwargs (small: builds and runs in a fraction of a second)."""
-    common = dict(vocab_size=4096, tie_word_embeddings=False)
     return {
         # a GPT-2 our own GPT cannot run exactly (scores also divided by the layer index): transformers runs it
         "gpt2": dict(
@@ -36,65 +53,25 @@ def family_configs() -> dict[str, dict]:
             n_embd=64,
             n_positions=128,
             scale_attn_by_inverse_layer_idx=True,
-            **common,
+            vocab_size=4096,
+            tie_word_embeddings=False,
         ),
-        "gpt_neox": dict(
-            model_type="gpt_neox",
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            hidden_size=64,
-            intermediate_size=128,
-            max_position_embeddings=128,
-            rotary_pct=0.25,
-            **common,
+        "gpt_neox": decoder("gpt_neox", kv_heads=None, rotary_pct=0.25),
+        # grouped-query attention: 6 query heads read 2 key/value heads
+        "llama": decoder("llama", layers=3, heads=6),
+        "qwen2": decoder("qwen2"),
+        # softcapping and a divisor of sqrt(query_pre_attn_scalar), not sqrt(head_dim)
+        "gemma2": decoder(
+            "gemma2", head_dim=16, query_pre_attn_scalar=64, attn_logit_softcapping=20.0, sliding_window=6
         ),
-        "llama": dict(  # grouped-query attention: 6 query heads read 2 key/value heads
-            model_type="llama",
-            num_hidden_layers=3,
-            num_attention_heads=6,
-            num_key_value_heads=2,
-            hidden_size=96,
-            intermediate_size=128,
-            max_position_embeddings=128,
-            **common,
-        ),
-        "qwen2": dict(
-            model_type="qwen2",
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            hidden_size=64,
-            intermediate_size=128,
-            max_position_embeddings=128,
-            **common,
-        ),
-        "gemma2": dict(  # softcapping and a divisor of sqrt(query_pre_attn_scalar), not sqrt(head_dim)
-            model_type="gemma2",
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            hidden_size=64,
-            head_dim=16,
-            intermediate_size=128,
-            max_position_embeddings=128,
-            query_pre_attn_scalar=64,
-            attn_logit_softcapping=20.0,
-            sliding_window=6,
-            **common,
-        ),
-        "mistral": dict(  # every layer a sliding window of 5 tokens: shorter than most test texts
-            model_type="mistral",
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            hidden_size=64,
-            head_dim=16,
-            intermediate_size=128,
-            max_position_embeddings=128,
-            sliding_window=5,
-            **common,
-        ),
+        # every layer a sliding window of 5 tokens: shorter than most test texts
+        "mistral": decoder("mistral", head_dim=16, sliding_window=5),
     }
+
+
+def build_all(families, root: Path) -> dict[str, Path]:
+    """``build`` each family into its own folder under ``root``: name -> folder."""
+    return {name: build(name, root / name) for name in families}
 
 
 def sentencepiece_tokenizer():

@@ -42,6 +42,12 @@ def installed(tmp_path_factory) -> Path:
     return target
 
 
+def python_in(folder: Path, installed: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``python ARGS`` run in ``folder`` with the installed package (and nothing of the checkout) importable."""
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    return subprocess.run([sys.executable, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def test_only_attnscope_is_installed(installed):
     top = {p.name for p in installed.iterdir() if p.name not in ("bin", "__pycache__")}
     assert {"app", "model", "frontend"}.isdisjoint(top)
@@ -58,25 +64,10 @@ def test_a_users_own_model_py_does_not_break_the_command(installed, tmp_path):
     """In a folder holding ``model.py`` and ``app.py``, ``python -m attnscope`` still runs."""
     (tmp_path / "model.py").write_text("raise SystemExit('the user module was imported')\n")
     (tmp_path / "app.py").write_text("raise SystemExit('the user module was imported')\n")
-    env = {**os.environ, "PYTHONPATH": str(installed)}
-    run = subprocess.run(
-        [sys.executable, "-m", "attnscope", "inspect", "The cat sat.", "--top-k", "1"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = python_in(tmp_path, installed, "-m", "attnscope", "inspect", "The cat sat.", "--top-k", "1")
     assert run.returncode == 0, run.stderr
     assert "attnscope-small" in run.stdout
-    where = subprocess.run(
-        [sys.executable, "-c", "import attnscope.model.gpt as g; print(g.__file__)"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    where = python_in(tmp_path, installed, "-c", "import attnscope.model.gpt as g; print(g.__file__)", timeout=120)
     assert Path(where.stdout.strip()).is_relative_to(installed)
 
 
@@ -101,19 +92,9 @@ def test_public_entry_point():
 def test_the_documented_commands_run_from_the_repository_root(installed):
     """Run in the repository's own folder, ``python -m attnscope`` and ``python -m attnscope.model.*``
     import the installed package: no folder of the repository shadows it (a non-editable install)."""
-    env = {**os.environ, "PYTHONPATH": str(installed)}
     for args in (["attnscope", "--help"], ["attnscope.model.evaluate", "--help"], ["attnscope.model.corpus", "--help"]):
-        run = subprocess.run(
-            [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-        )
+        run = python_in(ROOT, installed, "-m", *args)
         assert run.returncode == 0, (args, run.stderr)
         assert "usage:" in run.stdout
-    where = subprocess.run(
-        [sys.executable, "-c", "import attnscope.app.cli as c; print(c.__file__)"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    where = python_in(ROOT, installed, "-c", "import attnscope.app.cli as c; print(c.__file__)", timeout=120)
     assert Path(where.stdout.strip()).is_relative_to(installed), where.stderr

@@ -22,7 +22,7 @@ from attnscope.app.main import create_app  # noqa: E402
 from attnscope.app.settings import Settings  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.familykit import build, family_configs  # noqa: E402
+from tests.familykit import build_all, family_configs  # noqa: E402
 
 FAMILIES = list(family_configs())
 TEXT = "The cat sat on the mat. Then the cat 🎉 saw the dog, and the dog sat on the log."
@@ -37,8 +37,7 @@ def decode(x) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def family_dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("served-families")
-    return {name: build(name, root / name) for name in FAMILIES}
+    return build_all(FAMILIES, tmp_path_factory.mktemp("served-families"))
 
 
 @pytest.fixture(scope="module")

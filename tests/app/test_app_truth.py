@@ -21,7 +21,7 @@ from appkit import attention, served
 pytest.importorskip("transformers")
 
 
-from tests.familykit import build  # noqa: E402
+from tests.familykit import build_all  # noqa: E402
 
 TEXT = "The cat sat on the mat. Then the dog sat on the log, and the cat saw the dog."
 FAMILIES = ["mistral", "gemma2"]
@@ -29,8 +29,7 @@ FAMILIES = ["mistral", "gemma2"]
 
 @pytest.fixture(scope="module")
 def family_dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("truth-families")
-    return {name: build(name, root / name) for name in FAMILIES}
+    return build_all(FAMILIES, tmp_path_factory.mktemp("truth-families"))
 
 
 @pytest.fixture(scope="module")

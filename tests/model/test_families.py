@@ -19,7 +19,7 @@ from attnscope.model.inspection import head_stats, inspect  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.familykit import build, family_configs  # noqa: E402
+from tests.familykit import build_all, family_configs  # noqa: E402
 
 FAMILIES = list(family_configs())
 TEXT = "The cat sat on the mat. Then the cat 🎉 saw the dog, and the dog sat on the log."
@@ -27,8 +27,7 @@ TEXT = "The cat sat on the mat. Then the cat 🎉 saw the dog, and the dog sat o
 
 @pytest.fixture(scope="module")
 def family_dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("families")
-    return {name: build(name, root / name) for name in FAMILIES}
+    return build_all(FAMILIES, tmp_path_factory.mktemp("families"))
 
 
 @pytest.fixture(scope="module")
