@@ -110,7 +110,8 @@ class CausalSelfAttention(nn.Module):
                 """Query rows q0..q1 (t of them) over the first s keys (all T for a plain list sink)."""
                 m = mask[q0:q1, :s]  # (t, s)
                 attn_scores_raw = q[:, :, q0:q1] @ k[:, :, :s].transpose(-2, -1)  # (B, nh, t, hs) @ (B, nh, hs, s)
-                attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor_t)  # raw / divisor, -inf masked: (B, nh, t, s)
+                # raw / divisor, -inf where masked
+                attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor_t)  # (B, nh, t, s)
                 pattern = F.softmax(attn_scores, dim=-1)  # (B, nh, t, s)
                 z = pattern @ v[:, :, :s]  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
                 pattern_unscaled = None

@@ -139,7 +139,6 @@ class TransformersBackend:
             self.model.base_model(input_ids=idx.to(self.device), use_cache=False)
         return torch.stack([t.pattern for t in trace], dim=1).float().cpu()  # (B, L, nh, T, T)
 
-
     @torch.inference_mode()
     @exact_fp32()
     def last_logits(self, idx: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:

@@ -18,7 +18,7 @@ pytest.importorskip("gguf", reason='needs the gguf extra: pip install "attnscope
 pytest.importorskip("accelerate", reason='needs the gguf extra: pip install "attnscope[gguf]"')
 
 import gguf  # noqa: E402
-from attnscope.model import gguf_file  # noqa: E402
+from attnscope.model import gguf_file, gguf_header  # noqa: E402
 from attnscope.model.checkpoint import CheckpointError  # noqa: E402
 from attnscope.model.inspection import inspect  # noqa: E402
 from attnscope.model.ollama import list_ollama, parse_name, resolve_ollama  # noqa: E402
@@ -85,7 +85,7 @@ def test_offsets_rebuild_the_text(family, loaded):
 
 
 def test_header_is_read_without_loading(files):
-    header = gguf_file.read_header(files["llama"])
+    header = gguf_header.read_header(files["llama"])
     assert header.architecture == "llama" and header.quantization == "Q8_0"
     ref = gguf.GGUFReader(str(files["llama"]))
     assert [t.name for t in header.tensors] == [t.name for t in ref.tensors]
@@ -94,16 +94,16 @@ def test_header_is_read_without_loading(files):
 
 
 def test_type_tables_agree_with_the_gguf_package():
-    for type_id, (name, block, size) in gguf_file.GGML_TYPES.items():
+    for type_id, (name, block, size) in gguf_header.GGML_TYPES.items():
         q = gguf.GGMLQuantizationType(type_id)
         assert q.name == name and gguf.GGML_QUANT_SIZES[q] == (block, size)
-    for type_id, name in gguf_file.FILE_TYPES.items():
+    for type_id, name in gguf_header.FILE_TYPES.items():
         assert gguf.LlamaFileType(type_id).name.removeprefix("MOSTLY_").removeprefix("ALL_") == name
 
 
 def test_quantization_without_file_type_is_the_weights_type(tmp_path):
     path = ggufkit.write("qwen2", tmp_path / "q.gguf", "Q8_0")
-    header = gguf_file.read_header(path)
+    header = gguf_header.read_header(path)
     header.metadata.pop("general.file_type")
     assert header.quantization == "Q8_0"
 
@@ -198,7 +198,7 @@ def test_missing_gguf_package_says_what_to_install(files, monkeypatch):
 
 
 def test_too_large_for_the_machine_says_so_before_loading(files, monkeypatch):
-    header = gguf_file.read_header(files["llama"])
+    header = gguf_header.read_header(files["llama"])
     need = header.parameters * 4
     monkeypatch.setattr(gguf_file, "available_memory", lambda device: need // 2)
     with pytest.raises(CheckpointError) as e:
@@ -279,7 +279,7 @@ def test_the_context_of_a_gguf_file_is_read_from_its_metadata(files):
     """The text limit follows the model's context for GGUF files too (their ARCH.context_length)."""
     from attnscope.model.registry import context_tokens
 
-    header = gguf_file.read_header(files["llama"])
+    header = gguf_header.read_header(files["llama"])
     expected = header.metadata["llama.context_length"]
     assert context_tokens(files["llama"]) == expected
     assert context_tokens(files["llama"].parent / "nothing-here.gguf") is None
