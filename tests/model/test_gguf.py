@@ -25,6 +25,7 @@ from attnscope.model.ollama import list_ollama, parse_name, resolve_ollama  # no
 from attnscope.model.registry import load_model  # noqa: E402
 
 from tests import ggufkit  # noqa: E402
+from tests.familykit import DIVISOR_RULES  # noqa: E402
 
 # family -> the type its matrices are stored in: two quantized, two not
 FILES = {"llama": "Q8_0", "qwen2": "F16", "gpt2": "F32", "gemma2": "Q4_1"}
@@ -61,6 +62,21 @@ def test_facts_name_the_format_and_quantization(family, files, loaded):
     assert facts.family == family and facts.name == files[family].name
     assert facts.dtype == "float32" and facts.to_dict()["quantization"] == FILES[family]
     assert loaded[family].path == files[family]
+
+
+@pytest.mark.parametrize("family", list(FILES))
+def test_each_layers_divisor_follows_the_config_read_from_the_file(family, files, loaded):
+    """The config transformers builds from the file's metadata names every layer's divisor: Gemma 2
+    divides by sqrt(query_pre_attn_scalar) (transformers' default, the file has no key for it)."""
+    from transformers import AutoConfig
+
+    facts = loaded[family].facts
+    cfg = AutoConfig.from_pretrained(str(files[family].parent), gguf_file=str(files[family]), local_files_only=True)
+    rule = "sqrt(query_pre_attn_scalar)" if family == "gemma2" else "sqrt(head_dim)"
+    assert facts.layer_divisor_rules == [rule] * facts.n_layer and facts.divisor_rule == rule
+    by_config = [DIVISOR_RULES[rule](cfg, layer) for layer in range(facts.n_layer)]
+    assert facts.layer_divisors == pytest.approx(by_config, rel=1e-6)
+    assert inspect(loaded[family].backend, None, TEXT).layer_divisors == facts.layer_divisors
 
 
 def test_facts_of_the_sentencepiece_file(loaded):
