@@ -10,7 +10,6 @@ applies them, with each divisor named from the config (:func:`layer_divisor_rule
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 
@@ -24,8 +23,6 @@ from .options import AttentionOptions
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
 from .trace import AttentionTrace
-
-log = logging.getLogger(__name__)
 
 # IMPLEMENTATION, register, boolean_mask and _ACTIVE stay importable from here (app/notebook.py reads them)
 __all__ = [
@@ -96,6 +93,8 @@ class TransformersBackend:
         )
 
     def run_ids(self, ids: list[int], logits: bool) -> torch.Tensor | None:
+        """Token ids through the model (recorded by whatever :func:`recording` is running): logits
+        ``(T, V)``, or ``None`` with ``logits=False`` (the LM head skipped)."""
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
         if not logits:
             self.model.base_model(input_ids=idx, use_cache=False)

@@ -88,6 +88,16 @@ def test_the_models_divisor_and_rule_come_from_the_first_layer():
 
 def test_the_api_model_object_keeps_its_fields():
     d = facts([4.0, 4.0], ["sqrt(head_dim)"] * 2).to_dict()
-    assert list(d)[:9] == ["name", "family", "n_layer", "n_head", "n_kv_head", "head_dim", "d_model", "divisor", "divisor_rule"]
+    assert list(d)[:9] == [
+        "name",
+        "family",
+        "n_layer",
+        "n_head",
+        "n_kv_head",
+        "head_dim",
+        "d_model",
+        "divisor",
+        "divisor_rule",
+    ]
     assert "layer_divisors" not in d and "layer_divisor_rules" not in d  # each answer's layers carry their own
     assert d["kv_head_of"] == [0, 1]
