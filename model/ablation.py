@@ -9,7 +9,7 @@
   newest token), greedy or sampled with a seed, recording where each step's query looked.
 
 An ablated head's output (its pattern applied to v) is replaced before the layer's output
-projection (:func:`model.gpt.ablate_heads`): by zeros, or by its mean output over the text
+projection (:func:`model.options.ablate_heads`): by zeros, or by its mean output over the text
 (mean-ablation, the means taken from a run without the ablation under study).
 """
 
@@ -20,7 +20,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .gpt import AttentionOptions, AttentionTrace
+from .backends import Backend, ResumableBackend
+from .options import AttentionOptions
+from .trace import AttentionTrace
 
 ROWS_BUDGET_BYTES = 256 << 20  # activations of one batch of head-effect rows, roughly
 
@@ -34,7 +36,7 @@ class MeanOutputs(list):
         super().append(trace.z[0].mean(dim=1).float())  # (nh, T, hs) -> (nh, hs)
 
 
-def mean_outputs(backend, ids: list[int], opts: AttentionOptions) -> tuple[torch.Tensor, ...]:
+def mean_outputs(backend: Backend, ids: list[int], opts: AttentionOptions) -> tuple[torch.Tensor, ...]:
     """Per layer, each head's mean output over the text ``(nh, hs)``: what mean-ablation puts in its place."""
     sink = MeanOutputs()
     backend.run(ids, opts, sink, logits=False)
@@ -57,7 +59,7 @@ def rows_per_batch(T: int, n_head: int, d_model: int) -> int:
 
 
 def head_effects(
-    backend,
+    backend: Backend,
     ids: list[int],
     position: int,
     token_id: int | None = None,
@@ -79,7 +81,7 @@ def head_effects(
         token_id = int(clean.argmax())
     logprob = float(torch.log_softmax(clean.double(), dim=-1)[token_id])
     per = rows_per_batch(len(prefix), facts.n_head, facts.d_model)
-    starts = backend.block_inputs(idx, base) if hasattr(backend, "block_inputs") else None
+    starts = backend.block_inputs(idx, base) if isinstance(backend, ResumableBackend) else None
     delta = torch.zeros(facts.n_layer, facts.n_head, dtype=torch.float64)
     if starts is not None:
         # a head of layer l changes nothing before it: its rows start from the residual stream entering l
@@ -125,7 +127,7 @@ class Done:
     reason: str  # "length" | "eos" | "context"
 
 
-def eos_ids(backend) -> set[int]:
+def eos_ids(backend: Backend) -> set[int]:
     """The tokens that end a generation: the model's EOS (ours: ``<|endoftext|>``)."""
     model = backend.model
     found = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -139,7 +141,7 @@ def eos_ids(backend) -> set[int]:
 
 
 def generate(
-    backend,
+    backend: Backend,
     ids: list[int],
     max_new_tokens: int,
     do_sample: bool = False,

@@ -1,9 +1,11 @@
 """What every model family offers the rest of attnscope: facts, a tokenizer, and ``run``.
 
 ``run(ids, opts, sink, logits)`` is one forward pass through the explicit attention path:
-each layer appends an :class:`~model.gpt.AttentionTrace` to ``sink`` (a list, or a sink of
+each layer appends an :class:`~model.trace.AttentionTrace` to ``sink`` (a list, or a sink of
 :mod:`model.capture` that keeps only what a view asks for) and the logits come back if asked.
-The service, the CLI, head roles and the page are written once against this interface.
+The service, the CLI, head roles and the page are written once against this interface, declared
+as the :class:`Backend` protocol (and :class:`ResumableBackend`, ours, which can also start a pass
+at any block). :class:`ModelFacts` says what the model is, each layer's divisor included.
 
 Two families implement it:
 
@@ -20,20 +22,30 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from .gpt import GPT, AttentionOptions, AttentionTrace, KVCache
+from .gpt import GPT, KVCache
+from .options import AttentionOptions
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
+from .trace import AttentionTrace
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
 class ModelFacts:
-    """What the API's ``model`` object and the page's model panel show."""
+    """What the API's ``model`` object and the page's model panel show, and each layer's divisor.
+
+    The divisor is decided here, once, by the backend that knows it: ``layer_divisors[l]`` is
+    what layer ``l`` divides q·kᵀ by, and ``layer_divisor_rules[l]`` how the model defines it,
+    an expression in the config's names (``"sqrt(head_dim)"``, ``"sqrt(query_pre_attn_scalar)"``,
+    ``"sqrt(head_dim) * (layer + 1)"``) or ``"<value> (set by the model)"``. ``divisor`` and
+    ``divisor_rule`` follow from them: the first layer's, the rule prefixed ``"per layer: "``
+    when the layers' divisors differ.
+    """
 
     name: str
     family: str  # "attnscope" (ours), or transformers' model_type: "gpt2", "gpt_neox", "llama", ...
@@ -42,8 +54,10 @@ class ModelFacts:
     n_kv_head: int  # key/value heads per layer (fewer with grouped-query attention)
     head_dim: int
     d_model: int
-    divisor: float  # what q·kᵀ is divided by in the trained model
-    divisor_rule: str  # how the model defines it, e.g. "sqrt(head_dim)", "sqrt(query_pre_attn_scalar)"
+    layer_divisors: list[float]  # per layer: what q·kᵀ is divided by in the trained model
+    layer_divisor_rules: list[str]  # per layer: how the model defines that divisor
+    divisor: float = field(init=False)  # the first layer's divisor
+    divisor_rule: str = field(init=False)  # the first layer's rule, "per layer: " before it if the layers differ
     block_size: int  # context in tokens
     vocab_size: int
     positions: str  # "learned", "rotary", ...
@@ -56,6 +70,11 @@ class ModelFacts:
     source_format: str = "safetensors"  # what the weights were read from: safetensors, pytorch (.bin) or gguf
     quantization: str | None = None  # a GGUF file's type (Q4_K_M, Q8_0, F16, ...); None for other formats
 
+    def __post_init__(self) -> None:
+        self.divisor = self.layer_divisors[0]
+        differ = len({round(d, 6) for d in self.layer_divisors}) > 1
+        self.divisor_rule = ("per layer: " if differ else "") + self.layer_divisor_rules[0]
+
     @property
     def kv_head_of(self) -> list[int]:
         """For each query head, the key/value head it reads."""
@@ -63,12 +82,62 @@ class ModelFacts:
         return [h // group for h in range(self.n_head)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "kv_head_of": self.kv_head_of}
+        """The API's ``model`` object: every fact but the per-layer divisors (each layer of an
+        answer carries its own ``divisor`` and ``divisor_rule``), and ``kv_head_of``."""
+        facts = asdict(self)
+        del facts["layer_divisors"], facts["layer_divisor_rules"]
+        return {**facts, "kv_head_of": self.kv_head_of}
 
 
 def parameter_count(module: torch.nn.Module) -> int:
     """Parameters, a tied embedding counted once."""
     return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the rest of attnscope uses of a model family, and nothing more: the service, the CLI,
+    the notebook, inspection, head roles, ablation and generation are written against these
+    members alone. :class:`OursBackend` and :class:`model.hf_backend.TransformersBackend` have them."""
+
+    facts: ModelFacts
+    tokenizer: BPETokenizer
+    model: torch.nn.Module  # the model itself (its ``config``, ``generation_config``; ours: export)
+    device: torch.device
+
+    def run(self, ids: list[int], opts: AttentionOptions, sink, logits: bool = True) -> torch.Tensor | None:
+        """Token ids -> each layer's :class:`AttentionTrace` into ``sink``; logits ``(T, V)`` or ``None``."""
+
+    def hidden(self, ids: list[int], opts: AttentionOptions, sink) -> torch.Tensor:
+        """Like :meth:`run`, but returns what the LM head reads, ``(T, C)``."""
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """What the LM head reads ``(n, C)`` -> logits ``(n, V)``."""
+
+    def patterns(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> the trained model's patterns ``(B, L, nh, T, T)`` on the CPU."""
+
+    def last_logits(self, idx: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> the logits after the last position ``(B, V)``, float32."""
+
+    def start_generation(self) -> Any:
+        """An empty key/value cache for :meth:`step`."""
+
+    def step(self, ids: list[int], cache: Any, opts: AttentionOptions) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The tokens after those in ``cache`` -> logits after the last one ``(V,)`` and each
+        layer's pattern row of that last token ``(nh, S)``."""
+
+
+@runtime_checkable
+class ResumableBackend(Backend, Protocol):
+    """A backend that can start a forward pass at any block (ours): head effects then run the
+    layers before a head once for all of its rows (:func:`model.ablation.head_effects`)."""
+
+    def block_inputs(self, idx: torch.Tensor, opts: AttentionOptions) -> list[torch.Tensor]:
+        """Token ids ``(1, T)`` -> the residual stream entering each block, ``L × (1, T, C)``."""
+
+    def last_logits_from(self, layer: int, x: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
+        """The residual stream entering block ``layer`` ``(B, T, C)`` -> the logits after the last position ``(B, V)``."""
 
 
 class OursBackend:
@@ -89,8 +158,8 @@ class OursBackend:
             n_kv_head=cfg.n_head,
             head_dim=cfg.head_dim,
             d_model=cfg.n_embd,
-            divisor=math.sqrt(cfg.head_dim),
-            divisor_rule="sqrt(head_dim)",
+            layer_divisors=[math.sqrt(cfg.head_dim)] * cfg.n_layer,
+            layer_divisor_rules=["sqrt(head_dim)"] * cfg.n_layer,
             block_size=cfg.block_size,
             vocab_size=cfg.vocab_size,
             positions="learned",
@@ -136,11 +205,9 @@ class OursBackend:
     def block_inputs(self, idx: torch.Tensor, opts: AttentionOptions) -> list[torch.Tensor]:
         """Token ids ``(1, T)`` -> the residual stream entering each block, ``L × (1, T, C)``: a what-if
         that starts at layer l shares everything before it (:meth:`last_logits_from`)."""
-        tr = self.model.transformer
-        idx = idx.to(self.device)
-        x = tr.wte(idx) + tr.wpe(torch.arange(idx.shape[1], device=self.device))  # (1, T, C)
+        x = self.model.embed(idx.to(self.device))  # (1, T, C)
         inputs = []
-        for block in tr.h:
+        for block in self.model.transformer.h:
             inputs.append(x)
             x = block(x, opts)
         return inputs
@@ -179,7 +246,7 @@ class OursBackend:
 @torch.inference_mode()
 @exact_fp32()
 def top_logits(
-    backend, hidden: torch.Tensor, k: int, temperature: float, chunk: int = 128
+    backend: Backend, hidden: torch.Tensor, k: int, temperature: float, chunk: int = 128
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The LM head over ``hidden (T, C)`` a chunk of positions at a time, keeping per position
     the top ``k`` logits ``(T, k)``, their ids ``(T, k)`` and ``logsumexp(logits / temperature)``
@@ -200,7 +267,7 @@ def top_logits(
 class LoadedModel:
     """A model ready to inspect: its backend, where it came from and what training measured."""
 
-    backend: Any  # OursBackend | TransformersBackend
+    backend: Backend
     path: Path
     training: dict = field(default_factory=dict)
 

@@ -1,9 +1,9 @@
 """A sink that keeps only what a view asked for, taken inside the forward pass, a block at a time.
 
 A backend's ``run`` hands each attention layer to its sink. A plain ``list`` gets one
-:class:`~model.gpt.AttentionTrace` of whole ``(B, nh, T, T)`` tensors per layer (fine for a 4×4
+:class:`~model.trace.AttentionTrace` of whole ``(B, nh, T, T)`` tensors per layer (fine for a 4×4
 model and 64 tokens; :mod:`model.inspection` and the tests use it). :class:`Capture` is a
-*blockwise* sink (:func:`model.gpt.traced_attention`): the layer computes its attention a block of
+*blockwise* sink (:func:`model.trace.traced_attention`): the layer computes its attention a block of
 query rows at a time, the block's size chosen from a memory budget, and the capture reduces each
 block on the model's device as it arrives:
 

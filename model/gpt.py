@@ -1,6 +1,7 @@
 """A GPT-2 style causal transformer whose every attention step can be read out.
 
-Read it top to bottom: the config, one attention layer, the MLP, a block, the model.
+Read it top to bottom: the config, one attention layer, its key/value cache, the MLP, a block,
+the model.
 
 Shapes use B = batch, T = tokens, C = n_embd, nh = n_head, hs = head_dim = C // nh.
 
@@ -10,25 +11,25 @@ Attention has two paths that compute the same thing:
   forward passes;
 * the explicit path, used when a ``trace`` sink is passed in: each step is a named tensor
   (``q``, ``k``, ``v``, ``attn_scores_raw``, ``attn_scores``, ``pattern``, ``z``, ``mask``)
-  and the layer appends them to the sink as an :class:`AttentionTrace`. A plain ``list``
-  keeps every layer; :mod:`model.capture` has sinks that keep only what a view needs.
+  and :func:`~model.trace.traced_attention` hands them to the sink. A plain ``list`` keeps an
+  :class:`~model.trace.AttentionTrace` of every layer; :mod:`model.capture` has sinks that keep
+  only what a view needs.
 
-``AttentionOptions`` lets a caller rerun the model as a what-if (no causal mask, another
-divisor) in every layer without touching any module state.
-
-:class:`AttentionTrace` is also what the transformers backend (:mod:`model.hf_backend`)
-records for the other families, so everything above the model is written once.
+:class:`~model.options.AttentionOptions` lets a caller rerun the model as a what-if (no causal
+mask, another divisor, heads switched off) in every layer without touching any module state.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
+
+from .options import AttentionOptions, ablate_heads
+from .trace import attention_mask, masked_scores, needs_unscaled, traced_attention, wants
 
 
 @dataclass
@@ -57,149 +58,9 @@ class GPTConfig:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-@dataclass(frozen=True)
-class AttentionOptions:
-    """How every attention layer runs.
-
-    ``causal=False`` removes the mask (an encoder-style what-if); ``divisor`` is the number
-    the raw scores are divided by, ``None`` meaning the model's own (``sqrt(head_dim)`` here).
-    ``ablate`` switches heads off: :func:`ablate_heads` replaces their output before the
-    layer's output projection.
-    """
-
-    causal: bool = True
-    divisor: float | None = None
-    # ablation: these (layer, head) outputs are replaced before the output projection, in every batch row
-    ablate: frozenset[tuple[int, int]] = frozenset()
-    # per batch row, one more set of heads switched off in that row only (head effects: row i ablates head i)
-    ablate_rows: tuple[frozenset[tuple[int, int]], ...] | None = None
-    # per layer (nh, hs): what an ablated head's output becomes instead of zeros (mean-ablation)
-    ablate_values: tuple[torch.Tensor, ...] | None = None
-
-    def divisor_for(self, default: float) -> float:
-        return default if self.divisor is None else float(self.divisor)
-
-    def switched_off(self, layer: int, B: int, nh: int, device) -> torch.Tensor | None:
-        """(B, nh, 1, 1) bool, True where head h of this layer is ablated in batch row b; None if none is."""
-        off = [h for (lay, h) in self.ablate if lay == layer]
-        rows = self.ablate_rows
-        if not off and not (rows and any(lay == layer for row in rows for (lay, _) in row)):
-            return None
-        mask = torch.zeros(B, nh, dtype=torch.bool)
-        mask[:, off] = True
-        for b, row in enumerate(rows or ()):
-            mask[b, [h for (lay, h) in row if lay == layer]] = True
-        return mask.to(device)[:, :, None, None]
-
-
-def ablate_heads(z: torch.Tensor, layer: int, opts: AttentionOptions) -> torch.Tensor:
-    """Each head's output ``z`` (B, nh, T, hs) with the switched-off heads replaced: zeros, or
-    the mean output ``opts.ablate_values[layer]`` (nh, hs) given. Called right before the output
-    projection, so every later layer and the predictions see the change."""
-    B, nh = z.shape[0], z.shape[1]
-    off = opts.switched_off(layer, B, nh, z.device)  # (B, nh, 1, 1)
-    if off is None:
-        return z
-    if opts.ablate_values is None:
-        return z.masked_fill(off, 0.0)
-    replacement = opts.ablate_values[layer].to(z.dtype)[None, :, None, :]  # (1, nh, 1, hs)
-    return torch.where(off, replacement, z)  # (B, nh, T, hs)
-
-
-@dataclass
-class AttentionTrace:
-    """Every step of one layer's attention, each ``(B, nh, T, ·)``; ``mask`` is ``(T, T)``.
-
-    With grouped-query attention ``k`` and ``v`` are already expanded to one per query head.
-    ``pattern_unscaled`` is ``None`` when the sink said it does not need it
-    (``needs_unscaled = False``): it costs one more T×T softmax per layer.
-    """
-
-    q: torch.Tensor  # (B, nh, T, hs)
-    k: torch.Tensor  # (B, nh, T, hs)
-    v: torch.Tensor  # (B, nh, T, hs)
-    attn_scores_raw: torch.Tensor  # (B, nh, T, T)  q @ kᵀ
-    attn_scores: torch.Tensor  # (B, nh, T, T)  raw / divisor (then softcapped), -inf where masked
-    pattern: torch.Tensor  # (B, nh, T, T)  softmax(attn_scores)
-    pattern_unscaled: torch.Tensor | None  # (B, nh, T, T)  the same with divisor 1
-    z: torch.Tensor  # (B, nh, T, hs)  pattern @ v
-    mask: torch.Tensor  # (T, T) bool, True = may attend
-    divisor: float = field(default=1.0)
-    softcap: float | None = None  # scores = softcap · tanh(scores / softcap) before the mask (Gemma 2)
-    layer: int = 0
-    window: int | None = None  # the sliding window the mask applied, in tokens (the query and the W − 1 before it)
-    attn_scores_uncapped: torch.Tensor | None = None  # (B, nh, T, T) raw / divisor before the softcap, if any
-
-
-def needs_unscaled(sink) -> bool:
-    """Whether a trace sink wants ``pattern_unscaled`` (a plain list does)."""
-    return getattr(sink, "needs_unscaled", True)
-
-
-@functools.lru_cache(maxsize=2)
-def attention_mask(T: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
-    """(T, T) boolean mask, True where query row t may attend to key column s. One tensor for
-    every layer of a forward pass (the last two kept for the next request): never written to."""
-    full = torch.ones(T, T, dtype=torch.bool, device=device)
-    return torch.tril(full) if causal else full
-
-
-def masked_scores(
-    raw: torch.Tensor, m: torch.Tensor, divisor: torch.Tensor | float | None = None, scaling: float | None = None
-) -> torch.Tensor:
-    """``raw`` (..., t, s) divided by ``divisor`` or multiplied by ``scaling`` (or neither), with
-    -inf where the (t, s) mask ``m`` is False: each result bitwise what the scaling then
-    ``masked_fill`` gives. On the CPU in one pass, the mask added as a (t, s) bias of 0 and -inf
-    (``torch.addcdiv``, ``torch.add(alpha=)``): ``masked_fill`` with a mask broadcast over the
-    heads costs 8× a plain pass there (torch 2.13). On a GPU ``masked_fill`` itself, so that a
-    score that overflowed to +inf in a masked half-precision cell becomes -inf, not NaN."""
-    if raw.device.type == "cpu":
-        bias = torch.zeros(m.shape, dtype=raw.dtype, device=raw.device).masked_fill_(~m, float("-inf"))
-        if divisor is not None:
-            if not isinstance(divisor, torch.Tensor):
-                divisor = torch.full((), divisor, dtype=raw.dtype)
-            return torch.addcdiv(bias, raw, divisor)  # bias + raw / divisor
-        if scaling is not None:
-            return torch.add(bias, raw, alpha=scaling)  # bias + scaling · raw
-        return raw + bias
-    scaled = raw / divisor if divisor is not None else raw * scaling if scaling is not None else raw
-    return scaled.masked_fill(~m, float("-inf"))
-
-
-def wants(sink, layer: int) -> bool:
-    """Whether ``sink`` wants this layer's steps: a plain list wants every layer; a sink with a
-    ``wants`` method (:class:`model.capture.Capture`) may leave a layer to the fast path."""
-    return sink is not None and getattr(sink, "wants", lambda _: True)(layer)
-
-
-def traced_attention(trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None):
-    """The explicit path into ``trace``; returns z ``(B, nh, T, hs)``.
-
-    ``steps(q0, q1, s)`` computes the named steps of query rows ``q0 .. q1`` over the first ``s``
-    keys. A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
-    (:class:`model.capture.Capture`) gets them a block of rows at a time (``trace.blocks``) and
-    reduces each block as it comes, so no ``(nh, T, S)`` tensor ever exists; with a causal mask a
-    block's keys stop at its last query (every later key is masked for all its rows).
-    """
-    T, S = mask.shape
-    if not getattr(trace, "blockwise", False):
-        st = steps(0, T, S)
-        trace.append(
-            AttentionTrace(q=q, k=k, v=v, mask=mask, divisor=divisor, softcap=softcap, layer=layer, window=window, **st)
-        )
-        return st["z"]
-    trace.begin(layer, q, k, v, mask, divisor, softcap, window)
-    zs = []
-    for q0, q1 in trace.blocks(T, S, q.shape[1]):
-        st = steps(q0, q1, min(S, S - T + q1) if causal else S)
-        trace.block(q0, q1, st)
-        zs.append(st["z"])
-    z = torch.cat(zs, dim=2) if len(zs) > 1 else zs[0]  # (B, nh, T, hs)
-    trace.end(z)
-    return z
-
-
 class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention; with a ``trace`` sink, every step a named tensor."""
+
     def __init__(self, config: GPTConfig, layer_idx: int = 0):
         super().__init__()
         assert config.n_embd % config.n_head == 0
@@ -212,19 +73,21 @@ class CausalSelfAttention(nn.Module):
         self.attn_dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        opts: AttentionOptions = AttentionOptions(),
-        trace=None,
-    ) -> torch.Tensor:
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, C) -> q, k, v, each (B, nh, T, hs): one projection, split into heads."""
         B, T, C = x.size()
         nh, hs = self.n_head, self.head_dim
         q, k, v = self.c_attn(x).split(C, dim=2)  # 3 × (B, T, C)
         q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        divisor = opts.divisor_for(math.sqrt(hs))
+        return q, k, v
+
+    def forward(self, x: torch.Tensor, opts: AttentionOptions = AttentionOptions(), trace=None) -> torch.Tensor:
+        """x (B, T, C) -> (B, T, C); each layer's steps go to ``trace`` if it wants them."""
+        B, T, C = x.size()
+        q, k, v = self.heads(x)  # 3 × (B, nh, T, hs)
+        divisor = opts.divisor_for(math.sqrt(self.head_dim))
 
         if not wants(trace, self.layer_idx):
             # fast path: one fused kernel, nothing kept
@@ -247,7 +110,8 @@ class CausalSelfAttention(nn.Module):
                 """Query rows q0..q1 (t of them) over the first s keys (all T for a plain list sink)."""
                 m = mask[q0:q1, :s]  # (t, s)
                 attn_scores_raw = q[:, :, q0:q1] @ k[:, :, :s].transpose(-2, -1)  # (B, nh, t, hs) @ (B, nh, hs, s)
-                attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor_t)  # raw / divisor, -inf masked: (B, nh, t, s)
+                # raw / divisor, -inf where masked
+                attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor_t)  # (B, nh, t, s)
                 pattern = F.softmax(attn_scores, dim=-1)  # (B, nh, t, s)
                 z = pattern @ v[:, :, :s]  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
                 pattern_unscaled = None
@@ -267,25 +131,19 @@ class CausalSelfAttention(nn.Module):
         y = z.transpose(1, 2).contiguous().view(B, T, C)  # (B, nh, T, hs) -> (B, T, C): heads side by side
         return self.resid_dropout(self.c_proj(y))
 
-
     def decode(self, x: torch.Tensor, cache: KVCache, opts: AttentionOptions = AttentionOptions()):
         """Generation: ``x`` (B, T_new, C) holds only the new tokens; the keys and values of the
         tokens before them come from ``cache`` (and the new ones are appended to it), so a step
         costs one token's work. Returns the output (B, T_new, C) and the pattern rows
         (B, nh, T_new, S) of the new tokens over all S tokens so far. Always causal."""
         B, T, C = x.size()
-        nh, hs = self.n_head, self.head_dim
-        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 × (B, T_new, C)
-        q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T_new, hs)
-        k, v = cache.extend(
-            self.layer_idx,
-            k.view(B, T, nh, hs).transpose(1, 2),  # (B, nh, T_new, hs)
-            v.view(B, T, nh, hs).transpose(1, 2),
-        )  # (B, nh, S, hs): earlier tokens' keys and values, then the new ones
+        q, k, v = self.heads(x)  # 3 × (B, nh, T_new, hs)
+        k, v = cache.extend(self.layer_idx, k, v)  # (B, nh, S, hs): earlier tokens' keys and values, then the new ones
         S = k.shape[2]
         mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # new token t sees keys ≤ S − T + t
-        scores = (q @ k.transpose(-2, -1)) / opts.divisor_for(math.sqrt(hs))  # (B, nh, T_new, S)
-        pattern = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (B, nh, T_new, S)
+        attn_scores_raw = q @ k.transpose(-2, -1)  # (B, nh, T_new, S)
+        attn_scores = attn_scores_raw / opts.divisor_for(math.sqrt(self.head_dim))  # (B, nh, T_new, S)
+        pattern = F.softmax(attn_scores.masked_fill(~mask, float("-inf")), dim=-1)  # (B, nh, T_new, S)
         z = ablate_heads(pattern @ v, self.layer_idx, opts)  # (B, nh, T_new, hs)
         y = z.transpose(1, 2).contiguous().view(B, T, C)  # (B, T_new, C)
         return self.c_proj(y), pattern
@@ -397,20 +255,19 @@ class GPT(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def hidden_states(
-        self,
-        idx: torch.Tensor,
-        opts: AttentionOptions = AttentionOptions(),
-        trace=None,
-    ) -> torch.Tensor:
+    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """idx (B, T) token ids at positions ``start .. start + T - 1`` -> token plus position
+        embeddings (B, T, C), the residual stream entering the first block."""
+        T = idx.size(1)
+        if start + T > self.config.block_size:
+            raise ValueError(f"sequence of {start + T} tokens is longer than the context of {self.config.block_size}")
+        pos = torch.arange(start, start + T, dtype=torch.long, device=idx.device)  # (T,)
+        return self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C) + (T, C) -> (B, T, C)
+
+    def hidden_states(self, idx: torch.Tensor, opts: AttentionOptions = AttentionOptions(), trace=None) -> torch.Tensor:
         """idx (B, T) token ids -> the final LayerNorm's output (B, T, C), what the LM head reads.
         A view that needs only the attention (no predictions) stops here."""
-        B, T = idx.size()
-        if T > self.config.block_size:
-            raise ValueError(f"sequence of {T} tokens is longer than the context of {self.config.block_size}")
-        pos = torch.arange(T, dtype=torch.long, device=idx.device)  # (T,)
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C) + (T, C) -> (B, T, C)
-        x = self.transformer.drop(x)
+        x = self.transformer.drop(self.embed(idx))  # (B, T, C)
         for block in self.transformer.h:
             x = block(x, opts, trace)
         return self.transformer.ln_f(x)  # (B, T, C)
@@ -436,12 +293,7 @@ class GPT(nn.Module):
         """Generation with a cache: ``idx`` (B, T_new) the tokens after the ``cache.length`` already
         seen (all of the prompt at first, then one token a step) -> logits (B, T_new, vocab) and
         each layer's pattern rows (B, nh, T_new, S)."""
-        start = cache.length
-        T = idx.size(1)
-        if start + T > self.config.block_size:
-            raise ValueError(f"sequence of {start + T} tokens is longer than the context of {self.config.block_size}")
-        pos = torch.arange(start, start + T, dtype=torch.long, device=idx.device)  # (T_new,)
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T_new, C)
+        x = self.embed(idx, start=cache.length)  # (B, T_new, C)
         patterns = []
         for block in self.transformer.h:
             x, pattern = block.decode(x, cache, opts)

@@ -19,8 +19,9 @@ from collections.abc import Callable
 
 import torch
 
-from .gpt import GPT, AttentionTrace
+from .gpt import GPT
 from .precision import exact_fp32
+from .trace import AttentionTrace
 
 ROLES = ("previous_token", "first_token", "induction", "self")
 

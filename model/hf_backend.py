@@ -1,29 +1,16 @@
-"""Any local transformers causal LM, every step of its attention recorded.
+"""Any local transformers causal LM as a backend: loading it, what it is, running it recorded.
 
-transformers looks a model's attention function up by name in ``AttentionInterface``; we
-register :func:`attnscope_attention` under ``"attnscope"`` (and :func:`boolean_mask`, eager's
-mask builder without its float step, under the same name in ``AttentionMaskInterface``) and load models with
-``attn_implementation="attnscope"``. Each attention layer of every family then calls our
-function with what it computed itself: ``query`` and ``key`` after rotary embeddings, the
-model's own ``scaling`` (not always ``1/√head_dim``), ``softcap`` where a family has it,
-and a mask that already holds causality and any sliding window. The function does eager
-attention's arithmetic (the same ``output_attentions``, to the last bit in float32) one named
-step at a time and appends the :class:`~model.gpt.AttentionTrace` to the sink of the running
-call, found through a context variable, so concurrent calls never share one.
-
-What-ifs: ``causal=False`` drops the mask (sliding windows with it), another divisor
-replaces the model's; both are applied in every layer, as for our own model. Ablated heads'
-outputs are replaced (:func:`~model.gpt.ablate_heads`) in the per-head output this function
-returns, before the model's ``o_proj``.
+:func:`load_transformers_dir` opens a model directory offline with
+``attn_implementation="attnscope"``, so that every attention layer calls our function
+(:mod:`model.hf_attention`). :class:`TransformersBackend` then runs it inside
+:func:`~model.hf_attention.recording` and tells its facts (:class:`~model.backends.ModelFacts`)
+from one short probe pass: each layer's divisor, softcap and sliding window as the model
+applies them, with each divisor named from the config (:func:`layer_divisor_rules`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import logging
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -31,159 +18,24 @@ from torch.nn import functional as F
 
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
-from .gpt import AttentionOptions, AttentionTrace, ablate_heads, masked_scores, needs_unscaled, traced_attention, wants
+from .hf_attention import _ACTIVE, IMPLEMENTATION, boolean_mask, recording, register
+from .options import AttentionOptions
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
+from .trace import AttentionTrace
 
-log = logging.getLogger(__name__)
-
-IMPLEMENTATION = "attnscope"
-
-
-@dataclass
-class _Recording:
-    sink: object
-    opts: AttentionOptions
-    masks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (transformers' mask, ours)
-
-    def mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
-        """(T, S) bool from transformers' mask, made once per mask tensor: the layers of a forward
-        pass share one or two (full and sliding), so the capture sees the same tensor again."""
-        for seen, ours in self.masks:
-            if seen is attention_mask:
-                return ours
-        ours = _bool_mask(attention_mask)
-        self.masks.append((attention_mask, ours))
-        return ours
-
-
-def _bool_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    if attention_mask.dtype == torch.bool:
-        return attention_mask[0, 0]  # (T, S)
-    return attention_mask[0, 0] == 0  # eager's additive mask: 0 where visible, the dtype's minimum elsewhere
-
-
-_ACTIVE: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("attnscope_recording", default=None)
-
-
-@contextlib.contextmanager
-def recording(sink, opts: AttentionOptions):
-    """Within this block, attention layers append their traces to ``sink`` and apply ``opts``."""
-    token = _ACTIVE.set(_Recording(sink, opts))
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
-
-
-def attnscope_attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    softcap: float | None = None,
-    sliding_window: int | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eager attention, one named step at a time; the signature transformers calls."""
-    rec = _ACTIVE.get()
-    opts = rec.opts if rec is not None else AttentionOptions()
-    B, nh, T, hs = query.shape  # (B, nh, T, hs)
-    n_rep = nh // key.shape[1]
-    k = key.repeat_interleave(n_rep, dim=1) if n_rep > 1 else key  # (B, n_kv, S, hs) -> (B, nh, S, hs)
-    v = value.repeat_interleave(n_rep, dim=1) if n_rep > 1 else value  # (B, nh, S, hs)
-    S = k.shape[2]
-
-    model_scaling = hs**-0.5 if scaling is None else float(scaling)
-    if opts.causal:
-        if attention_mask is None:
-            mask = torch.ones(T, S, dtype=torch.bool, device=query.device)
-        else:
-            mask = rec.mask(attention_mask) if rec is not None else _bool_mask(attention_mask)  # (T, S)
-    else:
-        mask = torch.ones(T, S, dtype=torch.bool, device=query.device)
-
-    divisor = 1.0 / model_scaling if opts.divisor is None else float(opts.divisor)
-    layer = int(getattr(module, "layer_idx", 0) or 0)
-    sink = rec.sink if rec is not None else None
-    pattern = None
-
-    if softcap is None and not wants(sink, layer):
-        # fast path: nothing of this layer is kept, so one fused kernel with the same mask and scale
-        z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
-    else:
-        unscaled = sink is not None and needs_unscaled(sink)
-
-        def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
-            """Query rows q0..q1 over the first s keys: eager attention's arithmetic, step by step."""
-            m = mask[q0:q1, :s]  # (t, s)
-            attn_scores_raw = torch.matmul(query[:, :, q0:q1], k[:, :, :s].transpose(2, 3))  # (B, nh, t, s)
-            # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
-            uncapped = None
-            if softcap is None and opts.divisor is None:
-                attn_scores = masked_scores(attn_scores_raw, m, scaling=model_scaling)  # (B, nh, t, s)
-            elif softcap is None:
-                attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor)  # (B, nh, t, s)
-            else:
-                uncapped = attn_scores_raw * model_scaling if opts.divisor is None else attn_scores_raw / divisor
-                attn_scores = masked_scores(torch.tanh(uncapped / softcap) * softcap, m)  # (B, nh, t, s)
-            pattern = F.softmax(attn_scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, nh, t, s)
-            z = torch.matmul(pattern, v[:, :, :s])  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
-            pattern_unscaled = None
-            if unscaled:
-                raw = attn_scores_raw if softcap is None else torch.tanh(attn_scores_raw / softcap) * softcap
-                pattern_unscaled = F.softmax(masked_scores(raw, m), dim=-1, dtype=torch.float32)
-            return dict(
-                attn_scores_raw=attn_scores_raw,
-                attn_scores_uncapped=uncapped,
-                attn_scores=attn_scores,
-                pattern=pattern,
-                pattern_unscaled=pattern_unscaled,
-                z=z,
-            )
-
-        if sink is None:  # not recording (a plain forward pass of a softcapped model)
-            st = steps(0, T, S)
-            z, pattern = st["z"], st["pattern"]
-        else:
-            window = int(sliding_window) if sliding_window and opts.causal else None
-            z = traced_attention(
-                sink, layer, query, k, v, mask, divisor, steps, causal=opts.causal, softcap=softcap, window=window
-            )
-
-    z = ablate_heads(z, layer, opts)  # switched-off heads, before o_proj
-    return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects
-
-
-_registered = False
-
-
-def register() -> None:
-    """Make ``attn_implementation="attnscope"`` known to transformers (once per process)."""
-    global _registered
-    if _registered:
-        return
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface
-
-    AttentionInterface.register(IMPLEMENTATION, attnscope_attention)
-    AttentionMaskInterface.register(IMPLEMENTATION, boolean_mask)
-    _registered = True
-
-
-def boolean_mask(*args, **kwargs) -> torch.Tensor | None:
-    """The mask transformers builds for eager attention, before eager turns it into floats:
-    ``(B, 1, T, S)`` bool, True where the query may attend, with causality, sliding windows and
-    padding in it. One byte a cell instead of four (4 GB of float32 at 32k tokens), and nothing
-    to convert back. Never skipped for a causal mask (``allow_is_causal_skip=False``, as eager)."""
-    from transformers.masking_utils import sdpa_mask
-
-    kwargs.pop("dtype", None)
-    kwargs["allow_is_causal_skip"] = False
-    return sdpa_mask(*args, **kwargs)
+# IMPLEMENTATION, register, boolean_mask and _ACTIVE stay importable from here (app/notebook.py reads them)
+__all__ = [
+    "IMPLEMENTATION",
+    "_ACTIVE",
+    "TransformersBackend",
+    "boolean_mask",
+    "layer_divisor_rules",
+    "load_transformers_dir",
+    "preflight",
+    "recording",
+    "register",
+]
 
 
 class _Probe(list):
@@ -218,11 +70,7 @@ class TransformersBackend:
         d_model = int(getattr(cfg, "hidden_size", 0) or n_head * head_dim)
         n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_head)
         windows = _windows(cfg, len(probe))
-        divisors = {round(t.divisor, 6) for t in probe}
-        rule = _divisor_rule(cfg, head_dim, first.divisor)
-        if len(divisors) > 1:
-            rule = "per layer: " + rule
-        self.layer_divisors = [t.divisor for t in probe]
+        divisors = [t.divisor for t in probe]
         self.facts = ModelFacts(
             name=name,
             family=self.family,
@@ -231,8 +79,8 @@ class TransformersBackend:
             n_kv_head=n_kv,
             head_dim=head_dim,
             d_model=d_model,
-            divisor=first.divisor,
-            divisor_rule=rule,
+            layer_divisors=divisors,
+            layer_divisor_rules=layer_divisor_rules(cfg, head_dim, divisors),
             block_size=int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048),
             vocab_size=int(cfg.vocab_size),
             positions=_positions(cfg),
@@ -245,6 +93,8 @@ class TransformersBackend:
         )
 
     def run_ids(self, ids: list[int], logits: bool) -> torch.Tensor | None:
+        """Token ids through the model (recorded by whatever :func:`recording` is running): logits
+        ``(T, V)``, or ``None`` with ``logits=False`` (the LM head skipped)."""
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
         if not logits:
             self.model.base_model(input_ids=idx, use_cache=False)
@@ -287,7 +137,6 @@ class TransformersBackend:
         with recording(trace, AttentionOptions()):
             self.model.base_model(input_ids=idx.to(self.device), use_cache=False)
         return torch.stack([t.pattern for t in trace], dim=1).float().cpu()  # (B, L, nh, T, T)
-
 
     @torch.inference_mode()
     @exact_fp32()
@@ -355,13 +204,24 @@ def _windows(cfg, n_layer: int) -> list[int | None]:
     return [int(window) if getattr(cfg, "use_sliding_window", True) else None] * n_layer
 
 
-def _divisor_rule(cfg, head_dim: int, divisor: float) -> str:
-    if math.isclose(divisor, math.sqrt(head_dim), rel_tol=1e-6):
-        return "sqrt(head_dim)"
+def layer_divisor_rules(cfg, head_dim: int, divisors: list[float]) -> list[str]:
+    """How the model defines each layer's divisor, named from its config: the first of
+    ``"sqrt(head_dim)"``, ``"sqrt(query_pre_attn_scalar)"`` (Gemma 2 and 3) and
+    ``"sqrt(head_dim) * (layer + 1)"`` (GPT-2's ``scale_attn_by_inverse_layer_idx``) whose value
+    is the divisor the layer applied (``divisors``, from the probe), else
+    ``"<divisor> (set by the model)"``."""
     qpas = getattr(cfg, "query_pre_attn_scalar", None)
-    if qpas and math.isclose(divisor, math.sqrt(qpas), rel_tol=1e-6):
-        return "sqrt(query_pre_attn_scalar)"
-    return f"{divisor:g} (set by the model)"
+    by_layer = bool(getattr(cfg, "scale_attn_by_inverse_layer_idx", False))
+    rules = []
+    for layer, divisor in enumerate(divisors):
+        candidates = {"sqrt(head_dim)": math.sqrt(head_dim)}
+        if qpas:
+            candidates["sqrt(query_pre_attn_scalar)"] = math.sqrt(qpas)
+        if by_layer:
+            candidates["sqrt(head_dim) * (layer + 1)"] = math.sqrt(head_dim) * (layer + 1)
+        named = (rule for rule, value in candidates.items() if math.isclose(divisor, value, rel_tol=1e-6))
+        rules.append(next(named, f"{divisor:g} (set by the model)"))
+    return rules
 
 
 def _positions(cfg) -> str:

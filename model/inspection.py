@@ -17,10 +17,12 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from .backends import OursBackend
-from .gpt import GPT, AttentionOptions, AttentionTrace
+from .backends import Backend, OursBackend
+from .gpt import GPT
+from .options import AttentionOptions
 from .precision import exact_fp32
 from .stats import head_stats_arrays
+from .trace import AttentionTrace
 
 Scale = str | float  # "model", "sqrt_dk", "none" or a positive number the scores are divided by
 
@@ -77,8 +79,8 @@ def _stack(traces: list[AttentionTrace], name: str) -> torch.Tensor:
     return torch.stack([getattr(t, name)[0] for t in traces])  # L × (nh, T, ·) -> (L, nh, T, ·)
 
 
-def as_backend(model, tokenizer=None):
-    """A backend (anything with ``run``) as is; our :class:`GPT` wrapped in :class:`OursBackend`."""
+def as_backend(model: GPT | Backend, tokenizer=None) -> Backend:
+    """A :class:`~model.backends.Backend` as is; our :class:`GPT` wrapped in :class:`OursBackend`."""
     if isinstance(model, GPT):
         p = next(model.parameters())
         return OursBackend(model, tokenizer, p.device, p.dtype)

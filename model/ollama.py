@@ -167,3 +167,14 @@ def gguf_files(root: Path, limit: int = 2000) -> list[Path]:
         if len(found) >= limit:
             break
     return sorted(found)[:limit]
+
+
+def ollama_name_of(path: Path) -> str | None:
+    """``NAME:TAG`` if ``path`` is a model blob in an Ollama models folder (a manifest names it)."""
+    if path.parent.name != "blobs" or not path.name.startswith("sha256"):
+        return None
+    digest = path.name.replace("-", ":", 1)
+    for model in list_ollama(path.parent.parent):
+        if model.digest == digest:
+            return model.name
+    return None

@@ -10,7 +10,7 @@ our GPT cannot run exactly             Gemma 2, ... (``AutoModelForCausalLM``)
 =====================================  ==========================================  ============
 
 A ``.gguf`` file (or a folder holding one and no ``config.json``) is read by transformers' GGUF
-loader, its weights dequantized (:mod:`model.gguf_file`).
+loader, its weights dequantized (:mod:`model.gguf_load`).
 
 Everything loads offline (``local_files_only``); nothing is downloaded.
 """
@@ -50,7 +50,7 @@ def load_model(
 
     gguf = find_gguf(path)  # a .gguf file, or a folder holding one
     if gguf is not None:
-        from .gguf_file import load_gguf
+        from .gguf_load import load_gguf
 
         return LoadedModel(backend=load_gguf(gguf, dev, dtype), path=gguf)
     if not path.is_dir():
@@ -95,7 +95,8 @@ def context_tokens(path: str | Path | None) -> int | None:
     ``None`` when it cannot be told."""
     path = Path(path) if path else SHIPPED
     try:
-        from .gguf_file import find_gguf, read_header
+        from .gguf_file import find_gguf
+        from .gguf_header import read_header
 
         gguf = find_gguf(path)
         if gguf is not None:  # a GGUF file says it in its metadata: ARCH.context_length

@@ -9,6 +9,7 @@ SentencePiece-style BPE (``▁``, byte fallback, ``<s>`` prefix) trained here fo
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -128,3 +129,16 @@ def build(family: str, out: Path, seed: int = 0) -> Path:
                 p.mul_(QK_GAIN)
     model.save_pretrained(out)
     return out
+
+
+# each divisor rule a backend may name (ModelFacts.layer_divisor_rules), read with a config's numbers
+DIVISOR_RULES = {
+    "sqrt(head_dim)": lambda cfg, layer: math.sqrt(config_head_dim(cfg)),
+    "sqrt(query_pre_attn_scalar)": lambda cfg, layer: math.sqrt(cfg.query_pre_attn_scalar),
+    "sqrt(head_dim) * (layer + 1)": lambda cfg, layer: math.sqrt(config_head_dim(cfg)) * (layer + 1),
+}
+
+
+def config_head_dim(cfg) -> int:
+    """The head size a transformers config declares (``head_dim``, else hidden size / heads)."""
+    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

@@ -17,9 +17,9 @@ from attnscope.model.checkpoint import SHIPPED, CheckpointError  # noqa: E402
 from attnscope.model.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.inspection import head_stats, inspect  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
-from tests.familykit import build_all, family_configs  # noqa: E402
+from tests.familykit import DIVISOR_RULES, build_all, family_configs  # noqa: E402
 
 FAMILIES = list(family_configs())
 TEXT = "The cat sat on the mat. Then the cat 🎉 saw the dog, and the dog sat on the log."
@@ -143,6 +143,33 @@ def test_facts_describe_the_model(loaded):
     assert gemma.sliding_window == [6, None]  # Gemma 2 alternates sliding-window and global layers
 
 
+# each layer's divisor as its config defines it: GPT-2's scale_attn_by_inverse_layer_idx multiplies
+# sqrt(head_dim) by the layer's number (layer 0: sqrt(head_dim) itself), Gemma 2 divides by
+# sqrt(query_pre_attn_scalar); every other family here by sqrt(head_dim)
+LAYER_RULES = {
+    "gpt2": ["sqrt(head_dim)", "sqrt(head_dim) * (layer + 1)"],
+    "gemma2": ["sqrt(query_pre_attn_scalar)"] * 2,
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_layers_divisor_and_its_rule_follow_the_config(family, family_dirs, loaded):
+    lm = loaded[family]
+    facts = lm.facts
+    cfg = AutoConfig.from_pretrained(family_dirs[family])
+    rules = LAYER_RULES.get(family, ["sqrt(head_dim)"] * facts.n_layer)
+    assert facts.layer_divisor_rules == rules
+    by_config = [DIVISOR_RULES[rule](cfg, layer) for layer, rule in enumerate(rules)]
+    assert facts.layer_divisors == pytest.approx(by_config, rel=1e-6)
+    if family == "gpt2":
+        assert cfg.scale_attn_by_inverse_layer_idx and by_config[1] == 2 * by_config[0]
+    # the divisors a forward pass applies are these, layer by layer
+    assert inspect(lm.backend, None, TEXT).layer_divisors == facts.layer_divisors
+    # the model's one divisor and rule are its first layer's, "per layer" when the layers differ
+    assert facts.divisor == facts.layer_divisors[0]
+    assert facts.divisor_rule == ("per layer: " if family == "gpt2" else "") + rules[0]
+
+
 def test_not_supported_models_say_why(tmp_path):
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
@@ -194,7 +221,7 @@ def test_families_on_cuda(family_dirs, dtype):
 @pytest.mark.parametrize(("window", "q_offset", "q_length"), [(None, 0, 9), (4, 0, 9), (3, 5, 2), (None, 7, 1)])
 def test_the_boolean_mask_is_eagers_mask_before_its_floats(window, q_offset, q_length):
     """attnscope asks transformers for eager's mask as booleans (one byte a cell): the same cells."""
-    from attnscope.model.hf_backend import boolean_mask
+    from attnscope.model.hf_attention import boolean_mask
     from transformers.masking_utils import causal_mask_function, eager_mask, sliding_window_causal_mask_function
 
     fn = causal_mask_function if window is None else sliding_window_causal_mask_function(window)

@@ -18,13 +18,14 @@ pytest.importorskip("gguf", reason='needs the gguf extra: pip install "attnscope
 pytest.importorskip("accelerate", reason='needs the gguf extra: pip install "attnscope[gguf]"')
 
 import gguf  # noqa: E402
-from attnscope.model import gguf_file  # noqa: E402
+from attnscope.model import gguf_file, gguf_header  # noqa: E402
 from attnscope.model.checkpoint import CheckpointError  # noqa: E402
 from attnscope.model.inspection import inspect  # noqa: E402
 from attnscope.model.ollama import list_ollama, parse_name, resolve_ollama  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
 from tests import ggufkit  # noqa: E402
+from tests.familykit import DIVISOR_RULES  # noqa: E402
 
 # family -> the type its matrices are stored in: two quantized, two not
 FILES = {"llama": "Q8_0", "qwen2": "F16", "gpt2": "F32", "gemma2": "Q4_1"}
@@ -63,6 +64,21 @@ def test_facts_name_the_format_and_quantization(family, files, loaded):
     assert loaded[family].path == files[family]
 
 
+@pytest.mark.parametrize("family", list(FILES))
+def test_each_layers_divisor_follows_the_config_read_from_the_file(family, files, loaded):
+    """The config transformers builds from the file's metadata names every layer's divisor: Gemma 2
+    divides by sqrt(query_pre_attn_scalar) (transformers' default, the file has no key for it)."""
+    from transformers import AutoConfig
+
+    facts = loaded[family].facts
+    cfg = AutoConfig.from_pretrained(str(files[family].parent), gguf_file=str(files[family]), local_files_only=True)
+    rule = "sqrt(query_pre_attn_scalar)" if family == "gemma2" else "sqrt(head_dim)"
+    assert facts.layer_divisor_rules == [rule] * facts.n_layer and facts.divisor_rule == rule
+    by_config = [DIVISOR_RULES[rule](cfg, layer) for layer in range(facts.n_layer)]
+    assert facts.layer_divisors == pytest.approx(by_config, rel=1e-6)
+    assert inspect(loaded[family].backend, None, TEXT).layer_divisors == facts.layer_divisors
+
+
 def test_facts_of_the_sentencepiece_file(loaded):
     llama = loaded["llama"].facts
     assert (llama.n_head, llama.n_kv_head, llama.kv_head_of) == (6, 2, [0, 0, 0, 1, 1, 1])
@@ -85,7 +101,7 @@ def test_offsets_rebuild_the_text(family, loaded):
 
 
 def test_header_is_read_without_loading(files):
-    header = gguf_file.read_header(files["llama"])
+    header = gguf_header.read_header(files["llama"])
     assert header.architecture == "llama" and header.quantization == "Q8_0"
     ref = gguf.GGUFReader(str(files["llama"]))
     assert [t.name for t in header.tensors] == [t.name for t in ref.tensors]
@@ -94,16 +110,16 @@ def test_header_is_read_without_loading(files):
 
 
 def test_type_tables_agree_with_the_gguf_package():
-    for type_id, (name, block, size) in gguf_file.GGML_TYPES.items():
+    for type_id, (name, block, size) in gguf_header.GGML_TYPES.items():
         q = gguf.GGMLQuantizationType(type_id)
         assert q.name == name and gguf.GGML_QUANT_SIZES[q] == (block, size)
-    for type_id, name in gguf_file.FILE_TYPES.items():
+    for type_id, name in gguf_header.FILE_TYPES.items():
         assert gguf.LlamaFileType(type_id).name.removeprefix("MOSTLY_").removeprefix("ALL_") == name
 
 
 def test_quantization_without_file_type_is_the_weights_type(tmp_path):
     path = ggufkit.write("qwen2", tmp_path / "q.gguf", "Q8_0")
-    header = gguf_file.read_header(path)
+    header = gguf_header.read_header(path)
     header.metadata.pop("general.file_type")
     assert header.quantization == "Q8_0"
 
@@ -198,7 +214,7 @@ def test_missing_gguf_package_says_what_to_install(files, monkeypatch):
 
 
 def test_too_large_for_the_machine_says_so_before_loading(files, monkeypatch):
-    header = gguf_file.read_header(files["llama"])
+    header = gguf_header.read_header(files["llama"])
     need = header.parameters * 4
     monkeypatch.setattr(gguf_file, "available_memory", lambda device: need // 2)
     with pytest.raises(CheckpointError) as e:
@@ -279,7 +295,7 @@ def test_the_context_of_a_gguf_file_is_read_from_its_metadata(files):
     """The text limit follows the model's context for GGUF files too (their ARCH.context_length)."""
     from attnscope.model.registry import context_tokens
 
-    header = gguf_file.read_header(files["llama"])
+    header = gguf_header.read_header(files["llama"])
     expected = header.metadata["llama.context_length"]
     assert context_tokens(files["llama"]) == expected
     assert context_tokens(files["llama"].parent / "nothing-here.gguf") is None

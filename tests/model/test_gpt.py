@@ -7,7 +7,8 @@ import math
 
 import pytest
 import torch
-from attnscope.model.gpt import GPT, AttentionOptions, GPTConfig, attention_mask
+from attnscope.model.gpt import GPT, AttentionOptions, GPTConfig
+from attnscope.model.trace import attention_mask
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn import functional as F
@@ -189,7 +190,7 @@ def test_paths_agree_on_gpu(make_model, opts):
     ("divisor", "scaling"), [(None, None), (8.0, None), (math.sqrt(32), None), (2.7, None), (None, 80**-0.5), (None, 1 / 3)]
 )
 def test_masked_scores_are_the_scaling_then_masked_fill_to_the_bit(divisor, scaling):
-    from attnscope.model.gpt import masked_scores
+    from attnscope.model.trace import masked_scores
 
     g = torch.Generator().manual_seed(0)
     raw = torch.randn(2, 3, 17, 40, generator=g) * 30  # (B, nh, t, s)

@@ -1,0 +1,185 @@
+"""transformers' attention hook: every attention layer of any family, one named step at a time.
+
+transformers looks a model's attention function up by name in ``AttentionInterface``; we
+register :func:`attnscope_attention` under ``"attnscope"`` (and :func:`boolean_mask`, eager's
+mask builder without its float step, under the same name in ``AttentionMaskInterface``), and
+models are loaded with ``attn_implementation="attnscope"`` (:mod:`model.hf_backend`). Each
+attention layer of every family then calls our function with what it computed itself: ``query``
+and ``key`` after rotary embeddings, the model's own ``scaling`` (not always ``1/√head_dim``),
+``softcap`` where a family has it, and a mask that already holds causality and any sliding
+window. The function does eager attention's arithmetic (the same ``output_attentions``, to the
+last bit in float32) one named step at a time and hands the steps to the sink of the running
+call (:func:`model.trace.traced_attention`), found through a context variable set by
+:func:`recording`, so concurrent calls never share one.
+
+What-ifs: ``causal=False`` drops the mask (sliding windows with it), another divisor
+replaces the model's; both are applied in every layer, as for our own model. Ablated heads'
+outputs are replaced (:func:`~model.options.ablate_heads`) in the per-head output this function
+returns, before the model's ``o_proj``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn import functional as F
+
+from .options import AttentionOptions, ablate_heads
+from .trace import masked_scores, needs_unscaled, traced_attention, wants
+
+IMPLEMENTATION = "attnscope"
+
+
+@dataclass
+class _Recording:
+    sink: object
+    opts: AttentionOptions
+    masks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (transformers' mask, ours)
+
+    def mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(T, S) bool from transformers' mask, made once per mask tensor: the layers of a forward
+        pass share one or two (full and sliding), so the capture sees the same tensor again."""
+        for seen, ours in self.masks:
+            if seen is attention_mask:
+                return ours
+        ours = _bool_mask(attention_mask)
+        self.masks.append((attention_mask, ours))
+        return ours
+
+
+def _bool_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    if attention_mask.dtype == torch.bool:
+        return attention_mask[0, 0]  # (T, S)
+    return attention_mask[0, 0] == 0  # eager's additive mask: 0 where visible, the dtype's minimum elsewhere
+
+
+_ACTIVE: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("attnscope_recording", default=None)
+
+
+def recording_active() -> bool:
+    """Whether a :func:`recording` is running in this context (the notebook switches a model's
+    attention implementation to ours only then)."""
+    return _ACTIVE.get() is not None
+
+
+@contextlib.contextmanager
+def recording(sink, opts: AttentionOptions):
+    """Within this block, attention layers append their traces to ``sink`` and apply ``opts``."""
+    token = _ACTIVE.set(_Recording(sink, opts))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def attnscope_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    softcap: float | None = None,
+    sliding_window: int | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager attention, one named step at a time; the signature transformers calls."""
+    rec = _ACTIVE.get()
+    opts = rec.opts if rec is not None else AttentionOptions()
+    B, nh, T, hs = query.shape  # (B, nh, T, hs)
+    n_rep = nh // key.shape[1]
+    k = key.repeat_interleave(n_rep, dim=1) if n_rep > 1 else key  # (B, n_kv, S, hs) -> (B, nh, S, hs)
+    v = value.repeat_interleave(n_rep, dim=1) if n_rep > 1 else value  # (B, nh, S, hs)
+    S = k.shape[2]
+
+    model_scaling = hs**-0.5 if scaling is None else float(scaling)
+    if opts.causal:
+        if attention_mask is None:
+            mask = torch.ones(T, S, dtype=torch.bool, device=query.device)
+        else:
+            mask = rec.mask(attention_mask) if rec is not None else _bool_mask(attention_mask)  # (T, S)
+    else:
+        mask = torch.ones(T, S, dtype=torch.bool, device=query.device)
+
+    divisor = 1.0 / model_scaling if opts.divisor is None else float(opts.divisor)
+    layer = int(getattr(module, "layer_idx", 0) or 0)
+    sink = rec.sink if rec is not None else None
+    pattern = None
+
+    if softcap is None and not wants(sink, layer):
+        # fast path: nothing of this layer is kept, so one fused kernel with the same mask and scale
+        z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
+    else:
+        unscaled = sink is not None and needs_unscaled(sink)
+
+        def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
+            """Query rows q0..q1 over the first s keys: eager attention's arithmetic, step by step."""
+            m = mask[q0:q1, :s]  # (t, s)
+            attn_scores_raw = torch.matmul(query[:, :, q0:q1], k[:, :, :s].transpose(2, 3))  # (B, nh, t, s)
+            # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
+            uncapped = None
+            if softcap is None and opts.divisor is None:
+                attn_scores = masked_scores(attn_scores_raw, m, scaling=model_scaling)  # (B, nh, t, s)
+            elif softcap is None:
+                attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor)  # (B, nh, t, s)
+            else:
+                uncapped = attn_scores_raw * model_scaling if opts.divisor is None else attn_scores_raw / divisor
+                attn_scores = masked_scores(torch.tanh(uncapped / softcap) * softcap, m)  # (B, nh, t, s)
+            pattern = F.softmax(attn_scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, nh, t, s)
+            z = torch.matmul(pattern, v[:, :, :s])  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
+            pattern_unscaled = None
+            if unscaled:
+                raw = attn_scores_raw if softcap is None else torch.tanh(attn_scores_raw / softcap) * softcap
+                pattern_unscaled = F.softmax(masked_scores(raw, m), dim=-1, dtype=torch.float32)
+            return dict(
+                attn_scores_raw=attn_scores_raw,
+                attn_scores_uncapped=uncapped,
+                attn_scores=attn_scores,
+                pattern=pattern,
+                pattern_unscaled=pattern_unscaled,
+                z=z,
+            )
+
+        if sink is None:  # not recording (a plain forward pass of a softcapped model)
+            st = steps(0, T, S)
+            z, pattern = st["z"], st["pattern"]
+        else:
+            window = int(sliding_window) if sliding_window and opts.causal else None
+            z = traced_attention(
+                sink, layer, query, k, v, mask, divisor, steps, causal=opts.causal, softcap=softcap, window=window
+            )
+
+    z = ablate_heads(z, layer, opts)  # switched-off heads, before o_proj
+    return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects
+
+
+_registered = False
+
+
+def register() -> None:
+    """Make ``attn_implementation="attnscope"`` known to transformers (once per process)."""
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(IMPLEMENTATION, attnscope_attention)
+    AttentionMaskInterface.register(IMPLEMENTATION, boolean_mask)
+    _registered = True
+
+
+def boolean_mask(*args, **kwargs) -> torch.Tensor | None:
+    """The mask transformers builds for eager attention, before eager turns it into floats:
+    ``(B, 1, T, S)`` bool, True where the query may attend, with causality, sliding windows and
+    padding in it. One byte a cell instead of four (4 GB of float32 at 32k tokens), and nothing
+    to convert back. Never skipped for a causal mask (``allow_is_causal_skip=False``, as eager)."""
+    from transformers.masking_utils import sdpa_mask
+
+    kwargs.pop("dtype", None)
+    kwargs["allow_is_causal_skip"] = False
+    return sdpa_mask(*args, **kwargs)

@@ -1,0 +1,115 @@
+"""The explicit attention path, shared by both backends: named steps handed to a sink.
+
+When a forward pass is given a ``trace`` sink, each attention layer that the sink :func:`wants`
+computes its attention one named tensor per step (``q``, ``k``, ``v``, ``attn_scores_raw``,
+``attn_scores``, ``pattern``, ``z``, ``mask``) in a ``steps`` function of its own, and
+:func:`traced_attention` hands those steps to the sink:
+
+* a plain ``list`` gets one :class:`AttentionTrace` of whole tensors per layer;
+* a *blockwise* sink (:class:`model.capture.Capture`) gets them a block of query rows at a time
+  and reduces each block as it arrives, so no ``(nh, T, S)`` tensor ever exists.
+
+Our GPT (:mod:`model.gpt`) and the transformers backend (:mod:`model.hf_attention`) both build
+their steps from :func:`attention_mask` and :func:`masked_scores`, so everything above the
+model is written once.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class AttentionTrace:
+    """Every step of one layer's attention, each ``(B, nh, T, ·)``; ``mask`` is ``(T, T)``.
+
+    With grouped-query attention ``k`` and ``v`` are already expanded to one per query head.
+    ``pattern_unscaled`` is ``None`` when the sink said it does not need it
+    (``needs_unscaled = False``): it costs one more T×T softmax per layer.
+    """
+
+    q: torch.Tensor  # (B, nh, T, hs)
+    k: torch.Tensor  # (B, nh, T, hs)
+    v: torch.Tensor  # (B, nh, T, hs)
+    attn_scores_raw: torch.Tensor  # (B, nh, T, T)  q @ kᵀ
+    attn_scores: torch.Tensor  # (B, nh, T, T)  raw / divisor (then softcapped), -inf where masked
+    pattern: torch.Tensor  # (B, nh, T, T)  softmax(attn_scores)
+    pattern_unscaled: torch.Tensor | None  # (B, nh, T, T)  the same with divisor 1
+    z: torch.Tensor  # (B, nh, T, hs)  pattern @ v
+    mask: torch.Tensor  # (T, T) bool, True = may attend
+    divisor: float = field(default=1.0)
+    softcap: float | None = None  # scores = softcap · tanh(scores / softcap) before the mask (Gemma 2)
+    layer: int = 0
+    window: int | None = None  # the sliding window the mask applied, in tokens (the query and the W − 1 before it)
+    attn_scores_uncapped: torch.Tensor | None = None  # (B, nh, T, T) raw / divisor before the softcap, if any
+
+
+def needs_unscaled(sink) -> bool:
+    """Whether a trace sink wants ``pattern_unscaled`` (a plain list does)."""
+    return getattr(sink, "needs_unscaled", True)
+
+
+def wants(sink, layer: int) -> bool:
+    """Whether ``sink`` wants this layer's steps: a plain list wants every layer; a sink with a
+    ``wants`` method (:class:`model.capture.Capture`) may leave a layer to the fast path."""
+    return sink is not None and getattr(sink, "wants", lambda _: True)(layer)
+
+
+@functools.lru_cache(maxsize=2)
+def attention_mask(T: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(T, T) boolean mask, True where query row t may attend to key column s. One tensor for
+    every layer of a forward pass (the last two kept for the next request): never written to."""
+    full = torch.ones(T, T, dtype=torch.bool, device=device)
+    return torch.tril(full) if causal else full
+
+
+def masked_scores(
+    raw: torch.Tensor, m: torch.Tensor, divisor: torch.Tensor | float | None = None, scaling: float | None = None
+) -> torch.Tensor:
+    """``raw`` (..., t, s) divided by ``divisor`` or multiplied by ``scaling`` (or neither), with
+    -inf where the (t, s) mask ``m`` is False: each result bitwise what the scaling then
+    ``masked_fill`` gives. On the CPU in one pass, the mask added as a (t, s) bias of 0 and -inf
+    (``torch.addcdiv``, ``torch.add(alpha=)``): ``masked_fill`` with a mask broadcast over the
+    heads costs 8× a plain pass there (torch 2.13). On a GPU ``masked_fill`` itself, so that a
+    score that overflowed to +inf in a masked half-precision cell becomes -inf, not NaN."""
+    if raw.device.type == "cpu":
+        bias = torch.zeros(m.shape, dtype=raw.dtype, device=raw.device).masked_fill_(~m, float("-inf"))
+        if divisor is not None:
+            if not isinstance(divisor, torch.Tensor):
+                divisor = torch.full((), divisor, dtype=raw.dtype)
+            return torch.addcdiv(bias, raw, divisor)  # bias + raw / divisor
+        if scaling is not None:
+            return torch.add(bias, raw, alpha=scaling)  # bias + scaling · raw
+        return raw + bias
+    scaled = raw / divisor if divisor is not None else raw * scaling if scaling is not None else raw
+    return scaled.masked_fill(~m, float("-inf"))
+
+
+def traced_attention(trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None):
+    """The explicit path into ``trace``; returns z ``(B, nh, T, hs)``.
+
+    ``steps(q0, q1, s)`` computes the named steps of query rows ``q0 .. q1`` over the first ``s``
+    keys. A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
+    (:class:`model.capture.Capture`) gets them a block of rows at a time (``trace.blocks``) and
+    reduces each block as it comes, so no ``(nh, T, S)`` tensor ever exists; with a causal mask a
+    block's keys stop at its last query (every later key is masked for all its rows).
+    """
+    T, S = mask.shape
+    if not getattr(trace, "blockwise", False):
+        st = steps(0, T, S)
+        trace.append(
+            AttentionTrace(q=q, k=k, v=v, mask=mask, divisor=divisor, softcap=softcap, layer=layer, window=window, **st)
+        )
+        return st["z"]
+    trace.begin(layer, q, k, v, mask, divisor, softcap, window)
+    zs = []
+    for q0, q1 in trace.blocks(T, S, q.shape[1]):
+        st = steps(q0, q1, min(S, S - T + q1) if causal else S)
+        trace.block(q0, q1, st)
+        zs.append(st["z"])
+    z = torch.cat(zs, dim=2) if len(zs) > 1 else zs[0]  # (B, nh, T, hs)
+    trace.end(z)
+    return z
