@@ -171,14 +171,14 @@ def service_for(model=None, tokenizer=None, checkpoint=None, device: str | None 
 
 
 def _request(**fields):
-    from .schemas import AttentionRequest
+    from .schemas.attention import AttentionRequest
 
     return AttentionRequest(**fields)
 
 
 def answer_bytes(svc, **fields) -> bytes:
     """The exact bytes ``POST /api/attention`` answers for this request body."""
-    from .service import attention_json
+    from .encoding import attention_json
 
     body, _ = attention_json(svc, _request(**fields))
     return body
@@ -223,9 +223,10 @@ def capture(
     ``predictions`` and ``model``. By default every layer and head with every field, as the
     page's JSON export. The numbers are the API's own (its ``b64`` encoding, float32).
     """
+    from .compute.attention import answer_arrays
+
     svc = service_for(model, tokenizer, checkpoint)
-    body = answer_bytes(
-        svc,
+    request = _request(
         text=text,
         include=list(include if include is not None else CAPTURE_INCLUDE),
         layers=layers,
@@ -237,9 +238,7 @@ def capture(
         top_k=top_k,
         temperature=temperature,
     )
-    out = _decode(json.loads(body))
-    out.pop("timing_ms", None)
-    return out
+    return answer_arrays(svc, request)
 
 
 # ------------------------------------------------------------------ the widget's assets
