@@ -94,42 +94,45 @@ def encode_answer(answer: dict[str, Any], precision: str, result: AttentionResul
     if cap.layers and result.sel.fields & set(WEIGHTS):
         layout = jsonfast.WeightLayout(cap.layers[0].mask)
     enc = Encoder(answer["encoding"], precision, layout)
-    head = {key: value for key, value in answer.items() if key not in ("layers", "focus", "predictions")}
-    head = enc.with_levels(head, "mask")
-    if "thumbnail" in head:
-        head["thumbnail"] = enc.with_levels(head["thumbnail"], "mask")
-    parts = [dumps(head)[:-1], b',"layers":[']
+    top = {key: value for key, value in answer.items() if key not in ("layers", "focus", "predictions")}
+    top = enc.with_levels(top, "mask")
+    if "thumbnail" in top:
+        top["thumbnail"] = enc.with_levels(top["thumbnail"], "mask")
+    parts = [dumps(top)[:-1], b',"layers":[']
     for i, (layer, lc) in enumerate(zip(answer["layers"], cap.layers)):
         about = enc.with_levels({k: v for k, v in layer.items() if k != "heads"}, "mask", "thumbnail_mask")
         parts.append((b"," if i else b"") + dumps(about)[:-1] + b',"heads":[')
         for j, h in enumerate(layer["heads"]):
-            fields = {name: _field(enc, name, value, lc.mask) for name, value in h.items() if name != "head"}
+            fields = {name: _head_field(enc, name, value, lc.mask) for name, value in h.items() if name != "head"}
             parts.append(b'%s{"head":%d' % (b"," if j else b"", h["head"]))
             parts += _pieces(fields)
             parts.append(b"}")
         parts.append(b"]}")
     parts.append(b"]")
     if "focus" in answer:
-        focus = answer["focus"]
-        parts.append(b',"focus":{"layer":%d,"head":%d' % (focus["layer"], focus["head"]))
-        pooled = "thumbnail" in focus
-        fields: dict[str, Any] = {}
-        for name, value in focus.items():
-            if name == "thumbnail":
-                fields[name] = enc.with_levels(value, "mask")
-            elif name == "region":
-                fields[name] = {k: v if k == "bounds" else enc.pooled(k, v) for k, v in value.items()}
-            elif name == "stats":
-                fields[name] = enc.stats(value)
-            elif name not in ("layer", "head"):
-                fields[name] = enc.pooled(name, value) if pooled else enc.field(name, value, cap.focus_mask)
-        parts += _pieces(fields)
-        parts.append(b"}")
+        parts += _focus(enc, answer["focus"], cap.focus_mask)
     parts += (b',"predictions":', dumps(answer["predictions"]))
     return parts
 
 
-def _field(enc: Encoder, name: str, value: Any, mask: np.ndarray) -> Any:
+def _focus(enc: Encoder, focus: dict[str, Any], mask: np.ndarray) -> list[bytes]:
+    """The focus head's pieces: max-pooled matrices (it has a ``thumbnail``) and a region's cells
+    rounded as their kind, matrices at full resolution as a layer's head (weights over ``mask``)."""
+    pooled = "thumbnail" in focus
+    fields: dict[str, Any] = {}
+    for name, value in focus.items():
+        if name == "thumbnail":
+            fields[name] = enc.with_levels(value, "mask")
+        elif name == "region":
+            fields[name] = {k: v if k == "bounds" else enc.pooled(k, v) for k, v in value.items()}
+        elif name == "stats":
+            fields[name] = enc.stats(value)
+        elif name not in ("layer", "head"):
+            fields[name] = enc.pooled(name, value) if pooled else enc.field(name, value, mask)
+    return [b',"focus":{"layer":%d,"head":%d' % (focus["layer"], focus["head"]), *_pieces(fields), b"}"]
+
+
+def _head_field(enc: Encoder, name: str, value: Any, mask: np.ndarray) -> Any:
     """One field of a head in a layer."""
     if name == "thumbnail":
         return enc.levels(value)
