@@ -27,7 +27,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ..model.checkpoint import SHIPPED
 from ..model.registry import context_tokens
-from .schemas import MAX_MATRIX_CELLS
+from .schemas.attention import MAX_MATRIX_CELLS
 
 CHARS_PER_TOKEN = 8  # the text guard per token of context: English runs 3-5 characters a token
 

@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    from attnscope.app.main import limit_heap_retention
+    from attnscope.app.lifespan import limit_heap_retention
 
     limit_heap_retention()  # the server's allocator setting, so that both pay the same page faults
     lm = load_model(args.checkpoint, "cpu")

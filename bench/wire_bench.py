@@ -13,7 +13,7 @@ length T it measures, in this process, with the same threads, interleaved round 
   the shipped model its GPT-2 export), the number the targets are judged against;
 * ``plain``: ``bare`` + ``json.dumps`` of every attention ``.tolist()`` + gzip, what a
   script would send without attnscope;
-* the service's own requests (``app.service.attention_json``, what the route runs), each
+* the service's own requests (``app.encoding.attention_json``, what the route runs), each
   with its gzip size (level 1, as the server):
   ``grid`` = every head's 64×64 thumbnail + statistics, b64, no predictions (the page's grid);
   ``grid+head`` = the same plus one focus head's pattern in full (f4, or f2 from T = 512)
@@ -47,8 +47,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from api_bench import PARAGRAPH  # noqa: E402
-from attnscope.app.schemas import AttentionRequest  # noqa: E402
-from attnscope.app.service import attention_json, build_service  # noqa: E402
+from attnscope.app.encoding import attention_json  # noqa: E402
+from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
+from attnscope.app.service import build_service  # noqa: E402
 from attnscope.model.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
@@ -127,7 +128,7 @@ def _rss_mb() -> float:
 
 
 def _request_rss(path: str, device: str, threads: int, text: str, body: dict, q) -> None:
-    from attnscope.app.main import limit_heap_retention
+    from attnscope.app.lifespan import limit_heap_retention
 
     limit_heap_retention()  # as the server does at startup
     torch.set_num_threads(threads)

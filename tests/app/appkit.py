@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
 import anyio
+import httpx
 import torch
 import uvicorn
 from attnscope.model.checkpoint import save_checkpoint
@@ -168,6 +170,47 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subpro
         text=True,
         timeout=timeout,
     )
+
+
+@contextlib.contextmanager
+def serve_process(*args: str, env: dict | None = None) -> Iterator[subprocess.Popen]:
+    """``python -m attnscope serve ARGS`` in a child process from the repository (unbuffered, its
+    output piped as text, without the caller's ATTNSCOPE_CHECKPOINT). On the way out it is stopped
+    as a user stops it, with Ctrl+C (SIGINT), and killed if it has not exited 20 s later."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env.pop("ATTNSCOPE_CHECKPOINT", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnscope", "serve", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_ready(proc: subprocess.Popen, port: int, within: float) -> None:
+    """Poll ``GET /readyz`` on ``port`` until it answers 200. Fails the test if the process exits
+    first (with its stderr) or if ``within`` seconds pass."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "the server did not become ready"
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from appkit import BLOCK_SIZE, HEAD_DIM, N_HEAD, N_LAYER, attention
-from attnscope.app.schemas import FIELDS
+from attnscope.app.schemas.attention import FIELDS
 from attnscope.app.service import build_service
 from attnscope.model.inspection import inspect, masked_var, predictions, row_entropy
 from attnscope.model.registry import load_model
@@ -569,7 +569,7 @@ def test_text_limit_follows_settings(settings):
 
 @pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="glibc only")
 def test_heap_retention_is_limited_on_glibc(monkeypatch):
-    from attnscope.app.main import limit_heap_retention
+    from attnscope.app.lifespan import limit_heap_retention
 
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     assert limit_heap_retention() is True
@@ -580,7 +580,7 @@ def test_heap_retention_is_limited_on_glibc(monkeypatch):
 def test_a_capture_block_stays_on_the_heap():
     """A block's temporaries are allocated and freed many times per layer: below the mmap
     threshold they reuse heap memory instead of faulting in fresh pages every time."""
-    from attnscope.app.main import HEAP_MMAP_THRESHOLD
+    from attnscope.app.lifespan import HEAP_MMAP_THRESHOLD
     from attnscope.model.capture import BLOCK_BUDGET_BYTES, BLOCK_TEMPORARIES, Capture, Selection
 
     biggest = BLOCK_BUDGET_BYTES // BLOCK_TEMPORARIES

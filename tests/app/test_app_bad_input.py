@@ -162,14 +162,14 @@ def test_errors_never_echo_the_input(client):
 
 def test_unexpected_errors_are_a_json_500_without_traceback(settings, monkeypatch, caplog):
     """A bug in the service: logged with its traceback on the server, a plain 500 for the client."""
-    from attnscope.app import service
+    from attnscope.app import encoding
     from attnscope.app.main import create_app
     from fastapi.testclient import TestClient
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom in the service")
 
-    monkeypatch.setattr(service, "attention_json", broken)
+    monkeypatch.setattr(encoding, "attention_json", broken)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         r = c.post("/api/attention", json={"text": "x"})
     assert r.status_code == 500
@@ -179,7 +179,7 @@ def test_unexpected_errors_are_a_json_500_without_traceback(settings, monkeypatc
 
 
 def test_a_lesson_argument_error_is_422_naming_the_argument(settings, monkeypatch):
-    from attnscope.app import service
+    from attnscope.app.compute import lessons
     from attnscope.app.main import create_app
     from attnscope.model.lessons import LessonArgumentError
     from fastapi.testclient import TestClient
@@ -187,7 +187,7 @@ def test_a_lesson_argument_error_is_422_naming_the_argument(settings, monkeypatc
     def refuses(*args, **kwargs):
         raise LessonArgumentError("T", "T must be from 1 to 64, got 0")
 
-    monkeypatch.setattr(service, "lesson_bag_of_words", refuses)
+    monkeypatch.setattr(lessons, "lesson_bag_of_words", refuses)
     with TestClient(create_app(settings)) as c:
         r = c.post("/api/lessons/bag-of-words", json={})
     assert r.status_code == 422
@@ -196,14 +196,14 @@ def test_a_lesson_argument_error_is_422_naming_the_argument(settings, monkeypatc
 
 
 def test_any_other_value_error_is_our_bug_not_the_clients(settings, monkeypatch):
-    from attnscope.app import service
+    from attnscope.app.compute import lessons
     from attnscope.app.main import create_app
     from fastapi.testclient import TestClient
 
     def broken(*args, **kwargs):
         raise ValueError("shapes do not match")
 
-    monkeypatch.setattr(service, "lesson_bag_of_words", broken)
+    monkeypatch.setattr(lessons, "lesson_bag_of_words", broken)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         r = c.post("/api/lessons/bag-of-words", json={})
         assert r.status_code == 500 and r.json() == {"detail": "internal server error"}

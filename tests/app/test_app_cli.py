@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from appkit import HEAD_DIM, N_HEAD, N_LAYER, free_port, run_cli
+from appkit import HEAD_DIM, N_HEAD, N_LAYER, free_port, run_cli, serve_process, wait_ready
 from attnscope.app.cli import main
 from attnscope.app.main import create_app
 from attnscope.app.settings import Settings
@@ -122,41 +120,15 @@ def test_create_app_with_a_bad_checkpoint_fails_at_startup(tmp_path):
 
 def test_serve_prints_the_url_and_serves(checkpoint_dir):
     port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("ATTNSCOPE_CHECKPOINT", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "attnscope", "serve", "--checkpoint", str(checkpoint_dir), "--port", str(port)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with serve_process("--checkpoint", str(checkpoint_dir), "--port", str(port)) as proc:
         first = proc.stdout.readline()
         assert f"http://127.0.0.1:{port}/" in first
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.2)
+        wait_ready(proc, port, within=60)
         info = httpx.get(f"http://127.0.0.1:{port}/api/model", timeout=5).json()
         assert info["n_layer"] == N_LAYER
         r = httpx.post(f"http://127.0.0.1:{port}/api/attention", json={"text": TEXT}, timeout=30)
         assert r.status_code == 200
         assert "server" not in r.headers  # no server banner
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture

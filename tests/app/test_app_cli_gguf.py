@@ -4,17 +4,13 @@ NAME[:TAG]``, ``attnscope models``; every bad file is one line and exit status 1
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from appkit import free_port, run_cli
+from appkit import free_port, run_cli, serve_process, wait_ready
 from attnscope.app.cli import main
 
 pytest.importorskip("transformers")
@@ -26,7 +22,6 @@ from attnscope.model import gguf_file  # noqa: E402
 
 from tests import ggufkit  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 TEXT = "The cat sat on the mat."
 
 
@@ -144,37 +139,12 @@ def test_ollama_errors(ollama_root, llama, capsys, monkeypatch):
 
 def test_serve_an_ollama_model(ollama_root):
     port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OLLAMA_MODELS": str(ollama_root)}
-    env.pop("ATTNSCOPE_CHECKPOINT", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "attnscope", "serve", "--ollama", "tinyllama:latest", "--port", str(port)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    args = ("--ollama", "tinyllama:latest", "--port", str(port))
+    with serve_process(*args, env={"OLLAMA_MODELS": str(ollama_root)}) as proc:
         assert f"http://127.0.0.1:{port}/" in proc.stdout.readline()
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.2)
+        wait_ready(proc, port, within=90)
         info = httpx.get(f"http://127.0.0.1:{port}/api/model", timeout=5).json()
         assert (info["name"], info["source_format"], info["quantization"]) == ("tinyllama:latest", "gguf", "Q8_0")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_models_lists_ollama_lm_studio_and_a_folder(llama, ollama_root, tmp_path, capsys, monkeypatch):

@@ -16,7 +16,7 @@ from appkit import served
 
 pytest.importorskip("transformers")
 
-from attnscope.app import service_ablation  # noqa: E402
+from attnscope.app.compute import generation  # noqa: E402
 from attnscope.app.main import create_app  # noqa: E402
 from attnscope.app.settings import Settings  # noqa: E402
 
@@ -142,7 +142,7 @@ def test_a_text_longer_than_the_context_is_a_422(clients):
 
 def slowed_steps(monkeypatch, seconds: float) -> dict:
     """Every generated token takes ``seconds`` longer; counts the tokens made."""
-    real = service_ablation.generate
+    real = generation.generate
     state = {"steps": 0}
 
     def slow(*args, **kwargs):
@@ -151,7 +151,7 @@ def slowed_steps(monkeypatch, seconds: float) -> dict:
             state["steps"] += 1
             yield item
 
-    monkeypatch.setattr(service_ablation, "generate", slow)
+    monkeypatch.setattr(generation, "generate", slow)
     return state
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from appkit import asgi_get, status_of
-from attnscope.app.main import FRONTEND_DIR, create_app
+from attnscope.app.main import create_app
+from attnscope.app.static import FRONTEND_DIR
 
 SECRETS = (b"[project]", b"root:", b"def create_app", b"import ")
 

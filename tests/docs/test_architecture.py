@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 SOURCES = [
     *ROOT.glob("*.py"),
-    *ROOT.glob("app/*.py"),
+    *ROOT.glob("app/**/*.py"),
     *ROOT.glob("model/*.py"),
     *ROOT.glob("frontend/*.html"),
     *ROOT.glob("frontend/js/*.js"),

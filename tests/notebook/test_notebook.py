@@ -21,7 +21,7 @@ if importlib.util.find_spec("anywidget") is None:
     pytest.skip("anywidget is not installed (pip install -e '.[notebook]')", allow_module_level=True)
 
 import attnscope  # noqa: E402
-from attnscope.app import notebook  # noqa: E402
+from attnscope.app import notebook, widget_assets  # noqa: E402
 
 TEXT = "The cat sat on the mat. The cat"
 
@@ -113,9 +113,9 @@ def test_the_output_is_small_and_readable_without_the_widget():
 
 
 def test_assets_are_the_page_modules_and_plotly():
-    mods = notebook.frontend_modules()
+    mods = widget_assets.frontend_modules()
     assert {"widget.js", "views.js", "gridcanvas.js", "figures.js", "state.js", "wire.js"} <= mods.keys()
-    root = notebook.FRONTEND / "js"
+    root = widget_assets.FRONTEND / "js"
     for name, source in mods.items():
         assert source == (root / name).read_text(encoding="utf-8")  # the page's files, not copies
     w = attnscope.show(TEXT)

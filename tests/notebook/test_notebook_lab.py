@@ -11,7 +11,9 @@ import threading
 from urllib.parse import urlparse
 
 import pytest
-from nbkit import CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, jupyterlab
+from nbkit import NOTEBOOK, jupyterlab
+
+from tests.frontend.attnscope_live import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook]
 

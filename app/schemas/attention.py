@@ -1,9 +1,4 @@
-"""Request and response models of the JSON API (shared/api-contract.md), with examples.
-
-Requests are strict (a JSON string is not an int, ``1`` is not ``true``) and refuse unknown
-fields, so a typo is an error instead of a silently ignored option. Responses are built as
-numpy arrays and encoded by orjson; the response models here document their shape in
-the OpenAPI schema (and the schema tests check the bodies against them).
+"""Request and response models of ``POST /api/attention``, with examples.
 
 Numbers on the wire: ``pattern`` and ``pattern_unscaled`` are rounded to 5 decimals (rows
 still sum to 1 within 1e-3), scores and q/k/v to 4 decimals, statistics to 6 significant
@@ -16,11 +11,24 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.functional_validators import PlainValidator
 from pydantic_core import PydanticCustomError
 
-from ..model import lessons
+from .common import (
+    TEMPERATURE_MAX,
+    TEMPERATURE_MIN,
+    HeadRef,
+    Index,
+    Matrix,
+    Prediction,
+    Strict,
+    TextInput,
+    TypedArray,
+    ablate_field,
+    optional_field,
+)
+from .model import ModelInfo
 
 FIELDS = (
     "pattern",
@@ -37,24 +45,10 @@ IncludeName = Literal[
     "pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"
 ]
 DEFAULT_INCLUDE = ["pattern", "stats"]
-
 SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their variances
-TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
 TOP_K_MAX = 50
 MAX_INDICES = 64  # longest `layers` / `heads` list
-MAX_ABLATE = 1024  # longest `ablate` list
 MAX_MATRIX_CELLS = 1 << 27  # cells of whole T×T matrices in one answer (512 MiB as float32)
-LOGIT_ABS_MAX = 1e6
-FACTOR_MAX = 1e6
-
-
-def _no_default(schema: dict[str, Any]) -> None:
-    schema.pop("default", None)
-
-
-def optional_field(description: str) -> Any:
-    """A response field present only when asked for (absent, never null)."""
-    return Field(None, description=description, json_schema_extra=_no_default)
 
 
 # ------------------------------------------------------------------ requests
@@ -92,20 +86,17 @@ Scale = Annotated[
     ),
 ]
 
-Index = Annotated[int, Field(ge=0)]
 THUMBNAIL_MIN, THUMBNAIL_MAX = 4, 256
 FOCUS_THUMBNAIL_MAX = 2048
 REGION_MAX = 512  # cells per side of a focus region
-FocusField = IncludeName
 
 
-class Focus(BaseModel):
+class Focus(Strict):
     """One head sent at full resolution beside the selection (the head view beside the grid)."""
 
-    model_config = ConfigDict(strict=True, extra="forbid")
     layer: Index
     head: Index
-    include: list[FocusField] = Field(
+    include: list[IncludeName] = Field(
         default_factory=lambda: ["pattern"], max_length=len(FIELDS) * 2, description="fields of the focus head"
     )
     thumbnail: int | None = Field(
@@ -124,29 +115,10 @@ class Focus(BaseModel):
     )
 
 
-class HeadRef(BaseModel):
-    """One head: ``{"layer", "head"}``, 0-based."""
-
-    model_config = ConfigDict(strict=True, extra="forbid")
-    layer: Index
-    head: Index
-
-
-def ablate_field() -> Any:
-    return Field(
-        default_factory=list,
-        max_length=MAX_ABLATE,
-        description="heads switched off: each one's output (its pattern applied to v) is replaced by zeros "
-        "before the layer's output projection, in every position; later layers and the predictions follow",
-    )
-
-
-class AttentionRequest(BaseModel):
+class AttentionRequest(TextInput):
     """POST /api/attention. The text's length limit follows the server's settings."""
 
     model_config = ConfigDict(
-        strict=True,
-        extra="forbid",
         json_schema_extra={
             "examples": [
                 {"text": "The cat sat on the mat. The cat", "include": ["pattern", "stats"]},
@@ -172,7 +144,6 @@ class AttentionRequest(BaseModel):
         },
     )
 
-    text: str = Field(min_length=1, max_length=16000, description="the input, 1..16000 characters")
     layers: list[Index] | None = Field(
         None,
         max_length=MAX_INDICES,
@@ -210,145 +181,8 @@ class AttentionRequest(BaseModel):
     )
     ablate: list[HeadRef] = ablate_field()
 
-    @field_validator("text")
-    @classmethod
-    def _text_is_usable(cls, value: str) -> str:
-        if not value.strip():
-            raise PydanticCustomError("text_blank", "text must contain something other than whitespace")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise PydanticCustomError(
-                "text_encoding",
-                "text contains an unpaired UTF-16 surrogate at character {position}",
-                {"position": e.start},
-            ) from None
-        return value
-
-
-def attention_request_model(max_text_chars: int) -> type[AttentionRequest]:
-    """:class:`AttentionRequest` with the server's text limit (the schema shows it too)."""
-    if max_text_chars == 16000:
-        return AttentionRequest
-
-    return create_model(
-        "AttentionRequest",
-        __base__=AttentionRequest,
-        __module__=__name__,
-        text=(
-            str,
-            Field(min_length=1, max_length=max_text_chars, description=f"the input, 1..{max_text_chars} characters"),
-        ),
-    )
-
-
-class BagOfWordsRequest(BaseModel):
-    model_config = ConfigDict(
-        strict=True,
-        extra="forbid",
-        json_schema_extra={"examples": [{"T": 8, "C": 2, "seed": 1337}, {"draw": "randn", "seed": 42}]},
-    )
-    T: int = Field(8, ge=1, le=lessons.MAX_T, description="tokens")
-    C: int = Field(2, ge=1, le=lessons.MAX_C, description="channels")
-    seed: int = Field(1337, ge=0, le=lessons.MAX_SEED, description="torch.manual_seed(seed) before the draw")
-    draw: Literal["rand", "randn"] = Field(
-        "rand", description="x = torch.rand(B, T, C) (uniform, notebook 000) or torch.randn(B, T, C) (normal)"
-    )
-    B: int = Field(4, ge=1, le=lessons.MAX_B, description="batch drawn, as in the notebooks; x[0] is returned")
-
-
-FiniteLogit = Annotated[float, Field(ge=-LOGIT_ABS_MAX, le=LOGIT_ABS_MAX, allow_inf_nan=False)]
-
-
-class SoftmaxScalingRequest(BaseModel):
-    model_config = ConfigDict(
-        strict=True,
-        extra="forbid",
-        json_schema_extra={"examples": [{"logits": [0.1, -0.2, 0.3, -0.2, 0.5], "factor": 8}]},
-    )
-    logits: list[FiniteLogit] = Field(
-        default_factory=lambda: [0.1, -0.2, 0.3, -0.2, 0.5], min_length=1, max_length=lessons.MAX_LOGITS
-    )
-    factor: float = Field(8.0, gt=0, le=FACTOR_MAX, allow_inf_nan=False, description="the logits are multiplied by it")
-
-
-class VarianceRequest(BaseModel):
-    model_config = ConfigDict(
-        strict=True,
-        extra="forbid",
-        json_schema_extra={"examples": [{"head_size": 16, "T": 8, "seed": 1337, "samples": 4}]},
-    )
-    head_size: int = Field(16, ge=1, le=lessons.MAX_HEAD_SIZE)
-    T: int = Field(8, ge=1, le=lessons.MAX_T)
-    seed: int = Field(1337, ge=0, le=lessons.MAX_SEED)
-    samples: int = Field(4, ge=1, le=lessons.MAX_SAMPLES, description="independent (T, head_size) draws of q and k")
-
 
 # ------------------------------------------------------------------ responses
-
-
-class ErrorItem(BaseModel):
-    type: str
-    loc: list[str | int] = Field(description="where: 'body' then the field name (and index)")
-    msg: str
-    ctx: dict[str, Any] | None = optional_field("the limit and other values the message refers to")
-
-
-class ErrorResponse(BaseModel):
-    detail: str | list[ErrorItem]
-
-
-class Health(BaseModel):
-    status: str
-
-
-class Limits(BaseModel):
-    max_text_chars: int = Field(description="longest `text`, in characters (a guard; the limit is `block_size` tokens)")
-    max_matrix_cells: int = Field(
-        description="most cells of whole T×T matrices one answer may hold: (layers × heads × matrices in `include` "
-        "(attn_scores_uncapped only on a model with a softcap), plus the focus head's unless pooled or a region) × T²; "
-        "larger requests get a 422 naming it"
-    )
-
-
-class ModelInfo(BaseModel):
-    name: str
-    family: str = Field(description="'attnscope' (ours) or the transformers model_type: gpt2, gpt_neox, llama, ...")
-    n_layer: int
-    n_head: int = Field(description="query heads per layer")
-    n_kv_head: int = Field(description="key/value heads per layer (fewer than n_head with grouped-query attention)")
-    kv_head_of: list[int] = Field(description="for each query head, the key/value head it reads")
-    head_dim: int
-    d_model: int
-    divisor: float = Field(description="what the model divides q·kᵀ by (not always √head_dim)")
-    divisor_rule: str = Field(description="how the model defines its divisor")
-    softcap: float | None = Field(description="attention logit softcapping, null if none")
-    sliding_window: list[int | None] = Field(description="per layer: the sliding window in tokens, null if none")
-    block_size: int = Field(description="context length in tokens")
-    vocab_size: int
-    positions: str = Field(description="learned, rotary, ...")
-    bos_token: str | None = Field(description="the token put in front of every text, as in training")
-    dtype: str
-    device: str
-    parameters: int
-    source_format: str = Field(
-        "safetensors", description="what the weights were read from: safetensors, pytorch (.bin) or gguf"
-    )
-    quantization: str | None = Field(
-        None, description="a GGUF file's type as llama.cpp names it (Q4_K_M, Q8_0, F16, ...); null for other formats"
-    )
-    checkpoint: str
-    training: dict[str, Any] = Field(description="what training measured (training.json), {} if unknown")
-    limits: Limits = Field(description="what this server accepts in one request")
-
-
-class TypedArray(BaseModel):
-    """A matrix in ``encoding: "b64"``: decode with ``np.frombuffer(base64.b64decode(bdata), dtype)``
-    and reshape to ``shape`` ("rows, cols"); the form Plotly.js reads (f2 it does not)."""
-
-    dtype: Literal["u1", "f2", "f4"]
-    bdata: str
-    shape: str
 
 
 class HeadStats(BaseModel):
@@ -372,7 +206,6 @@ class HeadStats(BaseModel):
     row_entropy_unscaled: list[float] | TypedArray | None = optional_field("per query row")
 
 
-Matrix = list[list[float]] | TypedArray
 MaskedMatrix = list[list[float | None]] | TypedArray
 Levels = list[list[int]] | TypedArray
 
@@ -458,12 +291,6 @@ class ThumbnailInfo(BaseModel):
     mask: Levels = Field(description="size×size, 1 where any cell of the block may attend")
 
 
-class Prediction(BaseModel):
-    token: str
-    id: int
-    prob: float = Field(ge=0, le=1)
-
-
 class AttentionResponse(BaseModel):
     tokens: list[str] = Field(description="display strings; a leading space shows as ␣")
     token_ids: list[int]
@@ -483,49 +310,3 @@ class AttentionResponse(BaseModel):
     predictions: list[list[Prediction]] = Field(description="top_k next tokens after each position")
     model: ModelInfo
     timing_ms: float = Field(description="server time for this request (always the last field)")
-
-
-class HeadsResponse(BaseModel):
-    roles: list[str]
-    scores: list[list[list[float]]] = Field(description="[layer][head][role], each in [0, 1]")
-
-
-class BagOfWordsResponse(BaseModel):
-    T: int
-    C: int
-    seed: int
-    draw: str
-    B: int
-    x: Matrix = Field(description="x[0], (T, C)")
-    loop: Matrix
-    matmul: Matrix
-    softmax: Matrix
-    weights: Matrix
-    agree: bool
-    max_abs_diff: float
-
-
-class SoftmaxScalingResponse(BaseModel):
-    logits: list[float]
-    factor: float
-    softmax: list[float]
-    softmax_scaled: list[float]
-    var: float
-    var_scaled: float
-    entropy: float
-    entropy_scaled: float
-
-
-class VarianceResponse(BaseModel):
-    head_size: int
-    T: int
-    seed: int
-    samples: int
-    var_q: float
-    var_k: float
-    var_scores_raw: float
-    var_scores: float
-    ratio: float
-    bin_edges: list[float]
-    hist_raw: list[int]
-    hist_scaled: list[int]

@@ -1,0 +1,1 @@
+"""What the routes compute: plain functions over a loaded model, one module per resource."""

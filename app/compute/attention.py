@@ -1,0 +1,237 @@
+"""Step 2 of ``POST /api/attention``: the forward pass and the answer as Python values.
+
+:func:`compute_attention` checks the request (:func:`~.selection.select`), runs one forward pass
+with a :class:`~attnscope.model.capture.Capture` as the trace sink (it takes the statistics,
+thumbnails and the selected heads' matrices inside the pass), then the predictions.
+:func:`answer_of` lays the result out as the answer: the keys and values of the JSON answer, each
+matrix a numpy array (float32 weights, scores with NaN where masked, uint8 masks and thumbnails),
+nothing encoded yet. :func:`answer_arrays` is both in one call, with ``model``: what the notebook's
+``capture`` and ``attnscope inspect`` use; the HTTP route encodes the same answer
+(:func:`attnscope.app.encoding.attention_json`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import torch
+
+from ...model.backends import ModelFacts, top_logits
+from ...model.capture import MATRIX_FIELDS, Capture, Selection, thumbnail_block
+from ...model.gpt import AttentionOptions
+from ...model.inspection import scale_divisor
+from ...model.stats import STAT_ROWS, STAT_SCALARS
+from ..errors import ApiError
+from ..schemas.attention import FIELDS, AttentionRequest
+from ..service import Service
+from .checks import ablate_set
+from .rounding import floor_sig, round_sig
+from .selection import select
+
+
+def top_predictions(
+    values: torch.Tensor, indices: torch.Tensor, lse: torch.Tensor, displays: list[str], temperature: float
+) -> list[list[dict[str, Any]]]:
+    """The top logits ``values``/``indices`` (T, k) and ``lse = logsumexp(logits / temperature)``
+    (:func:`model.backends.top_logits`) as probabilities of ``softmax(logits / temperature)``.
+
+    Probabilities are floored to 6 significant digits, after scaling a row down in the
+    (rounding-error) case where its top k would add up to more than 1: each list is sorted
+    and sums to at most 1.
+    """
+    probs = torch.exp(values.double() / temperature - lse[:, None]).clamp_max(1.0)
+    total = probs.sum(-1, keepdim=True)
+    probs = torch.where(total > 1, probs / total, probs)
+    p_rows = floor_sig(probs.cpu().numpy()).tolist()
+    i_rows = indices.cpu().tolist()
+    return [
+        [{"token": displays[i], "id": i, "prob": p} for p, i in zip(p_row, i_row)]
+        for p_row, i_row in zip(p_rows, i_rows)
+    ]
+
+
+def _predictions(svc: Service, hidden: torch.Tensor, top_k: int, temperature: float) -> list:
+    """Top ``top_k`` next tokens after each position; the LM head runs only when they are asked for
+    (the all-heads grid asks for none), a chunk of positions at a time."""
+    values, indices, lse = top_logits(svc.loaded.backend, hidden, top_k, temperature)
+    return top_predictions(values, indices, lse, svc.displays, temperature)
+
+
+@dataclass
+class AttentionResult:
+    """What the forward pass kept for one request, before it is laid out as the answer."""
+
+    tokens: list[str]
+    token_ids: list[int]
+    offsets: list[list[int]]
+    causal: bool
+    divisor: float
+    sel: Selection
+    capture: Capture
+    predictions: list[list[dict[str, Any]]]
+
+
+def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
+    """One forward pass of ``req.text`` keeping what ``req`` asks for; a 422 for what the model refuses."""
+    lm = svc.loaded
+    enc = lm.tokenizer.encode(req.text)
+    sel = select(svc, req, len(enc.ids))
+    capture = Capture(sel)
+    opts = AttentionOptions(
+        causal=req.causal,
+        divisor=scale_divisor(req.scale, lm.facts.head_dim),
+        ablate=ablate_set(req.ablate, lm.facts),
+    )
+    hidden = lm.backend.hidden(enc.ids, opts, capture)  # (T, C)
+    capture.finish()
+    if not capture.finite():
+        raise ApiError(
+            422,
+            f"scale {req.scale!r} makes the scores overflow; use a number from 0.001 to 10000",
+            loc=("body", "scale"),
+            type_="scale_overflow",
+        )
+    divisor = capture.layers[0].divisor if capture.layers else opts.divisor_for(lm.facts.divisor)
+    return AttentionResult(
+        tokens=enc.tokens,
+        token_ids=enc.ids,
+        offsets=[[start, end] for start, end in enc.offsets],
+        causal=req.causal,
+        divisor=divisor,
+        sel=sel,
+        capture=capture,
+        predictions=_predictions(svc, hidden, req.top_k, req.temperature) if req.top_k else [[] for _ in enc.ids],
+    )
+
+
+def divisor_rule(scale: str | float, divisor: float, layer: int, facts: ModelFacts) -> str:
+    """How a layer's divisor came about, as an expression the page puts in words:
+    ``"sqrt(head_dim)"``, ``"sqrt(query_pre_attn_scalar)"``, ``"sqrt(head_dim) * (layer + 1)"``,
+    ``"1"`` (scale "none"), ``"scale"`` (a number asked for), or ``"<value> (set by the model)"``."""
+    if scale == "none":
+        return "1"
+    if scale == "sqrt_dk":
+        return "sqrt(head_dim)"
+    if not isinstance(scale, str):
+        return "scale"
+    root = math.sqrt(facts.head_dim)
+    if math.isclose(divisor, facts.divisor, rel_tol=1e-6):
+        return facts.divisor_rule.removeprefix("per layer: ")
+    if math.isclose(divisor, root, rel_tol=1e-6):
+        return "sqrt(head_dim)"
+    if math.isclose(divisor, root * (layer + 1), rel_tol=1e-6):
+        return "sqrt(head_dim) * (layer + 1)"
+    return f"{divisor:g} (set by the model)"
+
+
+# ------------------------------------------------------------------ the answer
+
+
+def answer_arrays(svc: Service, req: AttentionRequest) -> dict[str, Any]:
+    """What ``POST /api/attention`` answers for ``req``, as Python values: the JSON answer's keys and
+    values (``model`` included, ``timing_ms`` not), each matrix a numpy array as the ``b64`` encoding
+    sends it with precision ``f4`` (weights and scores float32, unrounded; masks and thumbnails uint8)."""
+    result = compute_attention(svc, req)
+    return {**answer_of(result, req, svc.loaded.facts), "model": orjson.loads(svc.info_json)}
+
+
+def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts) -> dict[str, Any]:
+    """The answer without ``model`` and ``timing_ms``, in the JSON answer's key order.
+    ``facts`` (the model's) name each layer's ``divisor_rule``."""
+    cap, sel = result.capture, result.sel
+    answer: dict[str, Any] = {
+        "tokens": result.tokens,
+        "token_ids": result.token_ids,
+        "offsets": result.offsets,
+        "causal": result.causal,
+        "scale": req.scale,
+        "divisor": result.divisor,
+        "encoding": req.encoding,
+        "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
+    }
+    # the T×T masks go with T×T matrices; an answer of thumbnails has them pooled (thumbnail.mask) instead
+    full_matrices = bool(sel.fields & set(MATRIX_FIELDS)) or bool(cap.focus and not sel.focus_thumbnail)
+    full_masks = not sel.thumbnail or full_matrices
+    first = cap.layers[0] if cap.layers else None
+    if first is not None and full_masks:
+        answer["mask"] = first.mask.astype(np.uint8)
+    if sel.thumbnail and first is not None:
+        block = thumbnail_block(len(result.token_ids), sel.thumbnail)
+        answer["thumbnail"] = {"size": first.thumbnail_mask.shape[0], "block": block, "mask": first.thumbnail_mask}
+    answer["layers"] = []
+    for lc in cap.layers:
+        layer: dict[str, Any] = {
+            "layer": lc.layer,
+            "divisor": lc.divisor,
+            "divisor_rule": divisor_rule(req.scale, lc.divisor, lc.layer, facts),
+            "softcap": lc.softcap,
+            "window": lc.window,
+        }
+        if lc.mask is not first.mask and not np.array_equal(lc.mask, first.mask):
+            if full_masks:
+                layer["mask"] = lc.mask.astype(np.uint8)
+            if lc.thumbnail_mask is not None:
+                layer["thumbnail_mask"] = lc.thumbnail_mask
+        layer["heads"] = _heads(lc, sel.heads, req.stats_rows)
+        answer["layers"].append(layer)
+    if sel.focus is not None and cap.focus is not None:
+        answer["focus"] = _focus(cap, sel, len(result.token_ids))
+    answer["predictions"] = result.predictions
+    return answer
+
+
+def _heads(lc, heads: list[int], stats_rows: bool) -> list[dict[str, Any]]:
+    """The selected heads of one layer: ``thumbnail`` first, then the asked-for fields in :data:`FIELDS` order."""
+    stats = _stats(lc.stats, stats_rows) if lc.stats else None
+    out = []
+    for j, h in enumerate(heads):
+        head: dict[str, Any] = {"head": h}
+        if lc.thumbnail is not None:
+            head["thumbnail"] = lc.thumbnail[j]
+        for name in FIELDS:
+            if name == "stats" and stats is not None:
+                head["stats"] = stats[j]
+            elif name in lc.fields:
+                head[name] = lc.fields[name][j]
+        out.append(head)
+    return out
+
+
+def _stats(stats: dict[str, np.ndarray], rows: bool) -> list[dict[str, Any]]:
+    """Per head its statistics: the scalars to 6 significant digits (``None`` where not finite, as
+    JSON's ``null``), then the per-row arrays when ``rows``."""
+    scalars = round_sig(np.stack([stats[name] for name in STAT_SCALARS])).tolist()  # (S, H)
+    out = []
+    for j in range(len(scalars[0])):
+        head = {name: v if math.isfinite(v) else None for name, v in zip(STAT_SCALARS, (s[j] for s in scalars))}
+        if rows:
+            head.update({name: stats[name][j] for name in STAT_ROWS})
+        out.append(head)
+    return out
+
+
+def _focus(cap: Capture, sel: Selection, T: int) -> dict[str, Any]:
+    """The focus head: its fields at full resolution, or max-pooled (with ``thumbnail``), and ``region``."""
+    layer, h = sel.focus
+    focus: dict[str, Any] = {"layer": layer, "head": h}
+    if cap.focus_pooled is not None:
+        pooled_mask = cap.focus_pooled_mask
+        block = thumbnail_block(T, sel.focus_thumbnail)
+        focus["thumbnail"] = {"size": pooled_mask.shape[0], "block": block, "mask": pooled_mask}
+    for name in FIELDS:
+        if name == "stats" and cap.focus_stats is not None:
+            focus["stats"] = _stats({k: v[None] for k, v in cap.focus_stats.items()}, rows=True)[0]
+        elif cap.focus_pooled is not None and name in cap.focus_pooled:
+            focus[name] = cap.focus_pooled[name]
+        elif name in cap.focus:
+            focus[name] = cap.focus[name]
+    if cap.focus_region is not None:
+        q0, q1, k0, k1 = sel.focus_region
+        region: dict[str, Any] = {"bounds": [q0, q1, k0, k1]}
+        region.update({name: cap.focus_region[name] for name in FIELDS if name in cap.focus_region})
+        focus["region"] = region
+    return focus

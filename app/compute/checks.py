@@ -1,0 +1,67 @@
+"""A request checked against the loaded model: what the schema cannot judge (token counts, layer
+and head indices). Each check raises an :class:`~attnscope.app.errors.ApiError` (422) naming the
+field, the value and the limit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...model.backends import ModelFacts
+from ..errors import ApiError
+from ..service import Service
+
+
+def check_token_count(n_tokens: int, facts: ModelFacts) -> None:
+    """The text has at least one token and fits the model's context."""
+    if n_tokens == 0:
+        raise ApiError(422, "text has no tokens", loc=("body", "text"), type_="text_no_tokens")
+    if n_tokens > facts.block_size:
+        raise ApiError(
+            422,
+            f"text is {n_tokens} tokens; the model's context is {facts.block_size} tokens",
+            loc=("body", "text"),
+            type_="too_many_tokens",
+            ctx={"limit": facts.block_size, "count": n_tokens},
+        )
+
+
+def check_index(value: int, n: int, loc: Sequence[str | int], name: str, what: str) -> None:
+    """``value`` is below ``n``; else a 422 "``name`` is value; ``what`` (0 to n - 1)"."""
+    if value >= n:
+        raise ApiError(
+            422,
+            f"{name} is {value}; {what} (0 to {n - 1})",
+            loc=loc,
+            type_="index_out_of_range",
+            ctx={"limit": n - 1, "value": value},
+        )
+
+
+def indices(values: list[int] | None, n: int, name: str, unit: str) -> list[int]:
+    """The request's list of layers or heads, checked, sorted, without repeats; all ``n`` if absent."""
+    if values is None:
+        return list(range(n))
+    for i, v in enumerate(values):
+        check_index(v, n, ("body", name, i), f"{name}[{i}]", f"the model has {n} {unit}")
+    return sorted(set(values))
+
+
+def check_head(layer: int, head: int, loc: tuple[str | int, ...], facts: ModelFacts) -> None:
+    """A ``{"layer", "head"}`` at ``loc`` names a head the model has."""
+    name = ".".join(str(part) for part in loc[1:])
+    check_index(layer, facts.n_layer, (*loc, "layer"), f"{name}.layer", f"the model has {facts.n_layer} layers")
+    check_index(head, facts.n_head, (*loc, "head"), f"{name}.head", f"the model has {facts.n_head} heads per layer")
+
+
+def ablate_set(heads, facts: ModelFacts) -> frozenset[tuple[int, int]]:
+    """The request's ``ablate`` list checked against the model: a set of (layer, head), or a 422 naming the entry."""
+    for i, ref in enumerate(heads):
+        check_head(ref.layer, ref.head, ("body", "ablate", i), facts)
+    return frozenset((ref.layer, ref.head) for ref in heads)
+
+
+def prompt_ids(svc: Service, text: str) -> list[int]:
+    """The text's token ids, refused when empty or longer than the context."""
+    ids = svc.loaded.tokenizer.encode_ids(text)
+    check_token_count(len(ids), svc.loaded.facts)
+    return ids

@@ -1,0 +1,42 @@
+"""What ``POST /api/head-effects`` computes: for one position and one target token, the change in
+log-probability when each head alone is switched off (:func:`attnscope.model.ablation.head_effects`)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...model.ablation import head_effects
+from ...model.gpt import AttentionOptions
+from ..responses import dumps
+from ..schemas.effects import HeadEffectsRequest
+from ..service import Service
+from .checks import ablate_set, check_index, prompt_ids
+from .rounding import round_sig
+
+
+def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | None = None) -> bytes:
+    """The POST /api/head-effects answer: every head switched off alone, in batched passes."""
+    t0 = time.perf_counter() if started is None else started
+    facts = svc.loaded.facts
+    ids = prompt_ids(svc, req.text)
+    position = len(ids) - 1 if req.position is None else req.position
+    check_index(position, len(ids), ("body", "position"), "position", f"the text has {len(ids)} tokens")
+    if req.token_id is not None:
+        what = f"the model has {facts.vocab_size} tokens"
+        check_index(req.token_id, facts.vocab_size, ("body", "token_id"), "token_id", what)
+    base = AttentionOptions(ablate=ablate_set(req.ablate, facts))
+    eff = head_effects(svc.loaded.backend, ids, position, req.token_id, mode=req.ablation, base=base)
+    body = {
+        "position": eff.position,
+        "token_id": eff.token_id,
+        "token": svc.displays[eff.token_id],
+        "logprob": float(round_sig(eff.logprob)),
+        "prob": float(round_sig(np.exp(eff.logprob))),
+        "ablation": req.ablation,
+        "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
+        "delta": round_sig(eff.delta.numpy()).tolist(),
+        "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
+    }
+    return dumps(body)

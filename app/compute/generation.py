@@ -1,0 +1,94 @@
+"""What ``POST /api/generate`` computes: the text continued token by token
+(:func:`attnscope.model.ablation.generate`), as NDJSON lines.
+
+The request is checked first (a 422 naming the field and the limit, before any line); then a
+Python generator yields one line per new token, so the route can send each token as soon as it
+is produced, and a client that hangs up stops the work at the next token.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+from collections.abc import Iterator
+
+import numpy as np
+
+from ...model.ablation import Done, eos_ids, generate
+from ...model.gpt import AttentionOptions
+from ..responses import dumps
+from ..schemas.generation import TOP_GUESSES, GenerateRequest
+from ..service import Service
+from .checks import ablate_set, prompt_ids
+from .rounding import PATTERN_DECIMALS, floor_sig, round_fixed
+
+
+class Pieces:
+    """The characters each new token adds to the text: its bytes through an incremental UTF-8
+    decoder, so a character split over tokens comes out with its last piece (bytes that can
+    never form a character come out as U+FFFD at once)."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.text = ""
+
+    def add(self, token_id: int) -> str:
+        piece = self.decoder.decode(self.tokenizer.token_bytes(token_id))
+        self.text += piece
+        return piece
+
+    def rest(self) -> str:
+        """Everything generated, an incomplete last character included."""
+        return self.text + self.decoder.decode(b"", final=True)
+
+
+def start_generation(svc: Service, req: GenerateRequest) -> Iterator[bytes]:
+    """Checks the request now (a 422 before any line is sent), then returns the lines to stream:
+    one JSON object per new token, then ``{"done": true, ...}``, each ending in a newline."""
+    facts = svc.loaded.facts
+    ids = prompt_ids(svc, req.text)
+    opts = AttentionOptions(ablate=ablate_set(req.ablate, facts))
+    seed = None
+    if req.do_sample:
+        seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(4), "little")
+    return _lines(svc, req, ids, opts, seed)
+
+
+def _lines(svc: Service, req: GenerateRequest, ids: list[int], opts: AttentionOptions, seed: int | None):
+    tokenizer = svc.loaded.tokenizer
+    pieces = Pieces(tokenizer)
+    eos = eos_ids(svc.loaded.backend)  # ends the text; not part of it
+    steps = generate(
+        svc.loaded.backend,
+        ids,
+        req.max_new_tokens,
+        do_sample=req.do_sample,
+        temperature=req.temperature,
+        top_k=req.top_k,
+        seed=seed or 0,
+        opts=opts,
+        top_n=TOP_GUESSES,
+    )
+    for item in steps:
+        if isinstance(item, Done):
+            line = {
+                "done": True,
+                "text": req.text + pieces.rest(),
+                "reason": item.reason,
+                "tokens": len(item.generated),
+                "seed": seed,
+            }
+            yield dumps(line) + b"\n"
+            return
+        top_probs = floor_sig(np.asarray(item.top_probs)).tolist()
+        line = {
+            "step": item.step,
+            "token": svc.displays[item.token_id],
+            "token_id": item.token_id,
+            "piece": "" if item.token_id in eos else pieces.add(item.token_id),
+            "prob": float(floor_sig(item.prob)),
+            "top": [{"token": svc.displays[i], "id": i, "prob": p} for i, p in zip(item.top_ids, top_probs)],
+            "attention": round_fixed(item.attention, PATTERN_DECIMALS),
+        }
+        yield dumps(line) + b"\n"

@@ -1,0 +1,160 @@
+"""Step 3 of ``POST /api/attention``: the answer (:func:`~.compute.attention.answer_of`) as JSON bytes.
+
+Two encodings of its matrices: ``json``, numbers (pattern weights to 5 decimals through the fast
+writer of :mod:`.jsonfast`, scores and q/k/v to 4, masked scores ``null``), and ``b64``, every
+matrix a typed array ``{"dtype", "bdata", "shape"}`` in the form Plotly.js reads. The answer is
+written as pieces joined once at the end; ``timing_ms`` is always its last field.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Any
+
+import numpy as np
+
+from . import jsonfast
+from .compute.attention import AttentionResult, answer_of, compute_attention
+from .compute.rounding import PATTERN_DECIMALS, SCORE_DECIMALS
+from .responses import dumps
+from .schemas.attention import AttentionRequest
+from .service import Service
+
+WEIGHTS = ("pattern", "pattern_unscaled")  # softmax rows: the fast writer in json
+
+
+def typed_array(a: np.ndarray, dtype: str) -> dict[str, Any]:
+    """numpy -> ``{"dtype", "bdata", "shape"}``, Plotly.js's typed-array form (shape "r, c")."""
+    a = np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<"))
+    return {"dtype": dtype, "bdata": base64.b64encode(a.data).decode("ascii"), "shape": ", ".join(map(str, a.shape))}
+
+
+class Encoder:
+    """How numbers go on the wire: ``json`` (rounded numbers) or ``b64`` (typed arrays)."""
+
+    def __init__(self, encoding: str, precision: str, causal_layout: jsonfast.WeightLayout | None):
+        self.b64 = encoding == "b64"
+        self.float_dtype = precision
+        self.layout = causal_layout
+
+    def weights(self, a: np.ndarray, mask: np.ndarray) -> Any:
+        """A (T, T) softmax matrix."""
+        if self.b64:
+            return typed_array(a, self.float_dtype)
+        if self.layout is not None and np.array_equal(self.layout.mask, mask):
+            return self.layout.write(a[None])[0]
+        return jsonfast.weight_matrices(a[None], mask)[0]
+
+    def matrix(self, a: np.ndarray, decimals: int = SCORE_DECIMALS) -> Any:
+        """Scores (NaN where masked) or q/k/v."""
+        if self.b64:
+            return typed_array(a, self.float_dtype)
+        return np.ascontiguousarray(np.round(a, decimals))
+
+    def levels(self, a: np.ndarray) -> Any:
+        """uint8 thumbnails and masks."""
+        return typed_array(a, "u1") if self.b64 else a
+
+    def rows(self, a: np.ndarray) -> Any:
+        return typed_array(a, "f4") if self.b64 else np.round(a, PATTERN_DECIMALS)
+
+    def field(self, name: str, a: np.ndarray, mask: np.ndarray) -> Any:
+        """A head's matrix at full resolution: weights over ``mask``, or scores."""
+        if name in WEIGHTS:
+            return self.weights(a, mask)
+        return self.matrix(a)
+
+    def pooled(self, name: str, a: np.ndarray) -> Any:
+        """A max-pooled or cut-out matrix: rounded as its kind, no mask to write by."""
+        return self.matrix(a, PATTERN_DECIMALS if "pattern" in name else SCORE_DECIMALS)
+
+    def stats(self, stats: dict[str, Any]) -> dict[str, Any]:
+        return {name: self.rows(v) if isinstance(v, np.ndarray) else v for name, v in stats.items()}
+
+    def with_levels(self, obj: dict[str, Any], *names: str) -> dict[str, Any]:
+        """``obj`` with its masks or thumbnails ``names`` encoded, where present."""
+        return {key: self.levels(v) if key in names else v for key, v in obj.items()}
+
+
+def _pieces(obj: dict[str, Any]) -> list[bytes]:
+    """``obj``'s fields as JSON pieces ``,"name":value``; a value already bytes goes in as it is."""
+    parts: list[bytes] = []
+    for name, value in obj.items():
+        parts += (b',"', name.encode(), b'":', value if isinstance(value, bytes) else dumps(value))
+    return parts
+
+
+def encode_answer(answer: dict[str, Any], precision: str, result: AttentionResult) -> list[bytes]:
+    """The answer as pieces to join, without its closing brace (``model`` and ``timing_ms`` come
+    next). ``result`` (what the answer was laid out from) gives each layer's mask, by which the
+    json encoding writes the masked weights."""
+    cap = result.capture
+    layout = None
+    if cap.layers and result.sel.fields & set(WEIGHTS):
+        layout = jsonfast.WeightLayout(cap.layers[0].mask)
+    enc = Encoder(answer["encoding"], precision, layout)
+    top = {key: value for key, value in answer.items() if key not in ("layers", "focus", "predictions")}
+    top = enc.with_levels(top, "mask")
+    if "thumbnail" in top:
+        top["thumbnail"] = enc.with_levels(top["thumbnail"], "mask")
+    parts = [dumps(top)[:-1], b',"layers":[']
+    for i, (layer, lc) in enumerate(zip(answer["layers"], cap.layers)):
+        about = enc.with_levels({k: v for k, v in layer.items() if k != "heads"}, "mask", "thumbnail_mask")
+        parts.append((b"," if i else b"") + dumps(about)[:-1] + b',"heads":[')
+        for j, h in enumerate(layer["heads"]):
+            fields = {name: _head_field(enc, name, value, lc.mask) for name, value in h.items() if name != "head"}
+            parts.append(b'%s{"head":%d' % (b"," if j else b"", h["head"]))
+            parts += _pieces(fields)
+            parts.append(b"}")
+        parts.append(b"]}")
+    parts.append(b"]")
+    if "focus" in answer:
+        parts += _focus(enc, answer["focus"], cap.focus_mask)
+    parts += (b',"predictions":', dumps(answer["predictions"]))
+    return parts
+
+
+def _focus(enc: Encoder, focus: dict[str, Any], mask: np.ndarray) -> list[bytes]:
+    """The focus head's pieces: max-pooled matrices (it has a ``thumbnail``) and a region's cells
+    rounded as their kind, matrices at full resolution as a layer's head (weights over ``mask``)."""
+    pooled = "thumbnail" in focus
+    fields: dict[str, Any] = {}
+    for name, value in focus.items():
+        if name == "thumbnail":
+            fields[name] = enc.with_levels(value, "mask")
+        elif name == "region":
+            fields[name] = {k: v if k == "bounds" else enc.pooled(k, v) for k, v in value.items()}
+        elif name == "stats":
+            fields[name] = enc.stats(value)
+        elif name not in ("layer", "head"):
+            fields[name] = enc.pooled(name, value) if pooled else enc.field(name, value, mask)
+    return [b',"focus":{"layer":%d,"head":%d' % (focus["layer"], focus["head"]), *_pieces(fields), b"}"]
+
+
+def _head_field(enc: Encoder, name: str, value: Any, mask: np.ndarray) -> Any:
+    """One field of a head in a layer."""
+    if name == "thumbnail":
+        return enc.levels(value)
+    if name == "stats":
+        return enc.stats(value)
+    return enc.field(name, value, mask)
+
+
+def attention_json(svc: Service, req: AttentionRequest, started: float | None = None) -> tuple[bytes, dict[str, float]]:
+    """The exact bytes of the POST /api/attention response, and the server timings in ms.
+
+    ``timing_ms`` is always the last field, so two answers to the same request are
+    byte-identical up to it (``body.rsplit(b',"timing_ms":', 1)[0]``). It covers the wait
+    for a slot, the computation and the encoding, all but the final join of the pieces.
+    """
+    t0 = time.perf_counter() if started is None else started
+    t1 = time.perf_counter()
+    result = compute_attention(svc, req)
+    t2 = time.perf_counter()
+    parts = encode_answer(answer_of(result, req, svc.loaded.facts), req.precision, result)
+    t3 = time.perf_counter()
+    total = (t3 - t0) * 1000
+    parts += (b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}")
+    timings = {"queue": (t1 - t0) * 1000, "compute": (t2 - t1) * 1000, "encode": (t3 - t2) * 1000, "total": total}
+    return b"".join(parts), timings

@@ -1,0 +1,43 @@
+"""``POST /api/attention``: what each requested layer and head computed for a text.
+
+The answer is computed and encoded in a worker thread (:func:`attnscope.app.encoding.attention_json`:
+selection, forward pass, encoding); it carries ``timing_ms`` as its last field and the same
+timings in a ``Server-Timing`` header.
+"""
+
+import time
+
+from fastapi import APIRouter
+
+from .. import encoding
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..responses import RawJSONResponse
+from ..schemas.attention import AttentionRequest, AttentionResponse
+from ..schemas.common import with_text_limit
+
+
+def server_timing(timings: dict[str, float]) -> dict[str, str]:
+    """The timings in ms as ``Server-Timing`` and ``X-Timing-Ms`` headers."""
+    return {
+        "Server-Timing": ", ".join(f"{name};dur={value:.2f}" for name, value in timings.items()),
+        "X-Timing-Ms": f"{timings['total']:.2f}",
+    }
+
+
+def make_router(max_text_chars: int) -> APIRouter:
+    """The route, its request model holding the server's text limit."""
+    router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
+    LimitedRequest = with_text_limit(AttentionRequest, max_text_chars)
+
+    @router.post("/api/attention", response_model=AttentionResponse, responses=ERRORS_POST)
+    async def attention(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+        """Run the text through the model and return what each requested layer and head computed.
+
+        `include`, `layers` and `heads` select what is computed and sent: the all-heads
+        grid wants `["pattern", "stats"]`, a single-head view every field for one head.
+        """
+        started = time.perf_counter()
+        content, timings = await state.run(encoding.attention_json, svc, body, started)
+        return RawJSONResponse(content, headers=server_timing(timings))
+
+    return router

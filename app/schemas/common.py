@@ -1,0 +1,128 @@
+"""What the request and response models of several resources share.
+
+Requests are strict (a JSON string is not an int, ``1`` is not ``true``) and refuse unknown
+fields (:class:`Strict`), so a typo is an error instead of a silently ignored option. A request
+with a ``text`` derives from :class:`TextInput`: the text is checked to hold something other
+than whitespace and to be valid UTF-8, and :func:`with_text_limit` gives the model the
+server's longest text (the OpenAPI schema shows it too).
+
+Responses are built as numpy arrays and encoded by orjson; the response models only
+document their shape in the OpenAPI schema (and the schema tests check the bodies against them).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic_core import PydanticCustomError
+
+TEXT_CHARS = 16000  # the longest text when the server's settings do not say otherwise
+TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
+MAX_ABLATE = 1024  # longest `ablate` list
+
+Index = Annotated[int, Field(ge=0)]
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+def optional_field(description: str) -> Any:
+    """A response field present only when asked for (absent, never null)."""
+    return Field(None, description=description, json_schema_extra=_no_default)
+
+
+def text_field(max_chars: int = TEXT_CHARS) -> Any:
+    return Field(min_length=1, max_length=max_chars, description=f"the input, 1..{max_chars} characters")
+
+
+class Strict(BaseModel):
+    """A request model: strict types, unknown fields refused."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class TextInput(Strict):
+    """A request whose ``text`` goes through the model."""
+
+    text: str = text_field()
+
+    @field_validator("text")
+    @classmethod
+    def _text_is_usable(cls, value: str) -> str:
+        """Something other than whitespace, and encodable as UTF-8 (no lone surrogate)."""
+        if not value.strip():
+            raise PydanticCustomError("text_blank", "text must contain something other than whitespace")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise PydanticCustomError(
+                "text_encoding",
+                "text contains an unpaired UTF-16 surrogate at character {position}",
+                {"position": e.start},
+            ) from None
+        return value
+
+
+TextModel = TypeVar("TextModel", bound=TextInput)
+
+
+def with_text_limit(model: type[TextModel], max_text_chars: int) -> type[TextModel]:
+    """``model`` with the server's text limit (the schema shows it too)."""
+    if max_text_chars == TEXT_CHARS:
+        return model
+    return create_model(
+        model.__name__,
+        __base__=model,
+        __module__=model.__module__,
+        text=(str, text_field(max_text_chars)),
+    )
+
+
+class HeadRef(Strict):
+    """One head: ``{"layer", "head"}``, 0-based."""
+
+    layer: Index
+    head: Index
+
+
+def ablate_field() -> Any:
+    return Field(
+        default_factory=list,
+        max_length=MAX_ABLATE,
+        description="heads switched off: each one's output (its pattern applied to v) is replaced by zeros "
+        "before the layer's output projection, in every position; later layers and the predictions follow",
+    )
+
+
+# ------------------------------------------------------------------ responses
+
+
+class ErrorItem(BaseModel):
+    type: str
+    loc: list[str | int] = Field(description="where: 'body' then the field name (and index)")
+    msg: str
+    ctx: dict[str, Any] | None = optional_field("the limit and other values the message refers to")
+
+
+class ErrorResponse(BaseModel):
+    detail: str | list[ErrorItem]
+
+
+class TypedArray(BaseModel):
+    """A matrix in ``encoding: "b64"``: decode with ``np.frombuffer(base64.b64decode(bdata), dtype)``
+    and reshape to ``shape`` ("rows, cols"); the form Plotly.js reads (f2 it does not)."""
+
+    dtype: Literal["u1", "f2", "f4"]
+    bdata: str
+    shape: str
+
+
+Matrix = list[list[float]] | TypedArray
+
+
+class Prediction(BaseModel):
+    token: str
+    id: int
+    prob: float = Field(ge=0, le=1)

@@ -1,0 +1,44 @@
+"""Request and response models of ``POST /api/head-effects``: each head switched off alone."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .common import HeadRef, Index, TextInput, ablate_field
+
+
+class HeadEffectsRequest(TextInput):
+    """POST /api/head-effects."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"text": "Open the red door, then close the blue window. Open the red door, then close the blue"},
+                {"text": "The cat sat on the mat. The cat", "position": 3, "token_id": 42, "ablation": "mean"},
+            ]
+        },
+    )
+    ablate: list[HeadRef] = ablate_field()
+    position: Index | None = Field(
+        None, description="the query position whose prediction is measured; default the last"
+    )
+    token_id: Index | None = Field(None, description="the target token; default the model's top prediction there")
+    ablation: Literal["zero", "mean"] = Field(
+        "zero", description="zero: a head's output becomes zeros; mean: its mean output over the text"
+    )
+
+
+class HeadEffectsResponse(BaseModel):
+    position: int = Field(description="the query position")
+    token_id: int
+    token: str = Field(description="the target token's display string")
+    logprob: float = Field(description="log p(token_id) after position with nothing switched off but `ablate`")
+    prob: float = Field(description="exp(logprob)")
+    ablation: Literal["zero", "mean"]
+    ablate: list[HeadRef] = Field(description="the request's heads switched off in every row, as sent")
+    delta: list[list[float]] = Field(
+        description="[layer][head]: log-prob of token_id with that head alone (also) switched off, minus logprob"
+    )
+    timing_ms: float

@@ -1,0 +1,52 @@
+"""Response models of ``GET /api/model`` and ``GET /api/heads``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Limits(BaseModel):
+    max_text_chars: int = Field(description="longest `text`, in characters (a guard; the limit is `block_size` tokens)")
+    max_matrix_cells: int = Field(
+        description="most cells of whole T×T matrices one answer may hold: (layers × heads × matrices in `include` "
+        "(attn_scores_uncapped only on a model with a softcap), plus the focus head's unless pooled or a region) × T²; "
+        "larger requests get a 422 naming it"
+    )
+
+
+class ModelInfo(BaseModel):
+    name: str
+    family: str = Field(description="'attnscope' (ours) or the transformers model_type: gpt2, gpt_neox, llama, ...")
+    n_layer: int
+    n_head: int = Field(description="query heads per layer")
+    n_kv_head: int = Field(description="key/value heads per layer (fewer than n_head with grouped-query attention)")
+    kv_head_of: list[int] = Field(description="for each query head, the key/value head it reads")
+    head_dim: int
+    d_model: int
+    divisor: float = Field(description="what the model divides q·kᵀ by (not always √head_dim)")
+    divisor_rule: str = Field(description="how the model defines its divisor")
+    softcap: float | None = Field(description="attention logit softcapping, null if none")
+    sliding_window: list[int | None] = Field(description="per layer: the sliding window in tokens, null if none")
+    block_size: int = Field(description="context length in tokens")
+    vocab_size: int
+    positions: str = Field(description="learned, rotary, ...")
+    bos_token: str | None = Field(description="the token put in front of every text, as in training")
+    dtype: str
+    device: str
+    parameters: int
+    source_format: str = Field(
+        "safetensors", description="what the weights were read from: safetensors, pytorch (.bin) or gguf"
+    )
+    quantization: str | None = Field(
+        None, description="a GGUF file's type as llama.cpp names it (Q4_K_M, Q8_0, F16, ...); null for other formats"
+    )
+    checkpoint: str
+    training: dict[str, Any] = Field(description="what training measured (training.json), {} if unknown")
+    limits: Limits = Field(description="what this server accepts in one request")
+
+
+class HeadsResponse(BaseModel):
+    roles: list[str]
+    scores: list[list[list[float]]] = Field(description="[layer][head][role], each in [0, 1]")
