@@ -5,7 +5,7 @@
     attnscope models [--dir DIR ...] [--json]     the GGUF models on this machine and how to open each
 
 Nothing here needs the network, an Ollama process or the ``gguf`` package: manifests are JSON and
-a GGUF header is read by :func:`model.gguf_file.read_header`.
+a GGUF header is read by :func:`model.gguf_header.read_header`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def add_models_command(sub) -> None:
 
 def _entry(source: str, path: Path | None, name: str | None, open_with: str) -> dict:
     from ..model.checkpoint import CheckpointError
-    from ..model.gguf_file import check_readable, describe, read_header
+    from ..model.gguf_file import check_readable, describe
+    from ..model.gguf_header import read_header
 
     entry = {"source": source, "name": name, "path": str(path) if path else None, "open_with": open_with}
     if path is None:

@@ -57,11 +57,11 @@ def _backend_class():
     function only while attnscope records (a pre-hook on the base model switches the
     implementation when a recording is active, a hook that always runs switches it back), so the
     model keeps its own implementation (sdpa, flash) for everything else the notebook does."""
-    from ..model import hf_backend
-    from ..model.hf_backend import IMPLEMENTATION, TransformersBackend, register
+    from ..model.hf_attention import IMPLEMENTATION, recording_active, register
+    from ..model.hf_backend import TransformersBackend
 
     def before(module, args, kwargs):
-        if hf_backend._ACTIVE.get() is None:
+        if not recording_active():
             return
         previous = getattr(module.config, "_attn_implementation", None)
         if previous != IMPLEMENTATION:

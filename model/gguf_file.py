@@ -23,23 +23,8 @@ from pathlib import Path
 import torch
 
 from .checkpoint import CheckpointError
-from .gguf_header import FILE_TYPES, GGML_TYPES, GGUFHeader, is_gguf, read_header
+from .gguf_header import GGML_TYPES, GGUFHeader, read_header
 from .ollama import ollama_name_of
-
-# read_header stays importable from here (app/cli_gguf.py reads it so), and ollama_name_of (app/service.py)
-__all__ = [
-    "FILE_TYPES",
-    "GGML_TYPES",
-    "GGUFHeader",
-    "check_memory",
-    "check_readable",
-    "describe",
-    "find_gguf",
-    "is_gguf",
-    "ollama_name_of",
-    "preflight",
-    "read_header",
-]
 
 INSTALL = 'pip install "attnscope[gguf]"'
 

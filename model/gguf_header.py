@@ -192,15 +192,6 @@ class _Reader:
         raise ValueError(f"unknown metadata value type {vtype}")
 
 
-def is_gguf(path: Path) -> bool:
-    """Whether ``path`` is a file starting with the GGUF magic bytes."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == MAGIC
-    except OSError:
-        return False
-
-
 def read_header(path: str | Path) -> GGUFHeader:
     """The header of a GGUF file; :class:`CheckpointError` (one line) if it is not one, or is
     corrupt or truncated."""

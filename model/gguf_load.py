@@ -17,7 +17,8 @@ from .backends import DTYPES
 from .checkpoint import CheckpointError
 from .gguf_file import gib, preflight
 from .gguf_header import GGUFHeader
-from .hf_backend import IMPLEMENTATION, TransformersBackend, register
+from .hf_attention import IMPLEMENTATION, register
+from .hf_backend import TransformersBackend
 from .tokenizer import BPETokenizer
 
 

@@ -18,24 +18,11 @@ from torch.nn import functional as F
 
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
-from .hf_attention import _ACTIVE, IMPLEMENTATION, boolean_mask, recording, register
+from .hf_attention import IMPLEMENTATION, recording, register
 from .options import AttentionOptions
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
 from .trace import AttentionTrace
-
-# IMPLEMENTATION, register, boolean_mask and _ACTIVE stay importable from here (app/notebook.py reads them)
-__all__ = [
-    "IMPLEMENTATION",
-    "_ACTIVE",
-    "TransformersBackend",
-    "boolean_mask",
-    "layer_divisor_rules",
-    "load_transformers_dir",
-    "preflight",
-    "recording",
-    "register",
-]
 
 
 class _Probe(list):

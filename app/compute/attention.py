@@ -22,8 +22,8 @@ import torch
 
 from ...model.backends import ModelFacts, top_logits
 from ...model.capture import MATRIX_FIELDS, Capture, Selection, thumbnail_block
-from ...model.gpt import AttentionOptions
 from ...model.inspection import scale_divisor
+from ...model.options import AttentionOptions
 from ...model.stats import STAT_ROWS, STAT_SCALARS
 from ..errors import ApiError
 from ..schemas.attention import FIELDS, AttentionRequest

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from ...model.ablation import head_effects
-from ...model.gpt import AttentionOptions
+from ...model.options import AttentionOptions
 from ..responses import dumps
 from ..schemas.effects import HeadEffectsRequest
 from ..service import Service

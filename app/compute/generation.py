@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ...model.ablation import Done, eos_ids, generate
-from ...model.gpt import AttentionOptions
+from ...model.options import AttentionOptions
 from ..responses import dumps
 from ..schemas.generation import TOP_GUESSES, GenerateRequest
 from ..service import Service

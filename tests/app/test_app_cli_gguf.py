@@ -18,7 +18,7 @@ pytest.importorskip("gguf", reason='needs the gguf extra: pip install "attnscope
 pytest.importorskip("accelerate", reason='needs the gguf extra: pip install "attnscope[gguf]"')
 
 import gguf  # noqa: E402
-from attnscope.model import gguf_file  # noqa: E402
+from attnscope.model import gguf_file, gguf_header  # noqa: E402
 
 from tests import ggufkit  # noqa: E402
 
@@ -110,7 +110,7 @@ def test_without_the_gguf_package_it_says_what_to_install(llama, monkeypatch, ca
 
 
 def test_too_large_is_refused_before_loading(llama, monkeypatch, capsys):
-    need = gguf_file.read_header(llama).parameters * 4
+    need = gguf_header.read_header(llama).parameters * 4
     monkeypatch.setattr(gguf_file, "available_memory", lambda device: 1024**2 // 4)
     assert main(["serve", "--checkpoint", str(llama), "--port", str(free_port())]) == 1
     line = one_line_failure(capsys.readouterr().err, "needs about")
