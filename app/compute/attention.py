@@ -108,24 +108,18 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     )
 
 
-def divisor_rule(scale: str | float, divisor: float, layer: int, facts: ModelFacts) -> str:
-    """How a layer's divisor came about, as an expression the page puts in words:
-    ``"sqrt(head_dim)"``, ``"sqrt(query_pre_attn_scalar)"``, ``"sqrt(head_dim) * (layer + 1)"``,
-    ``"1"`` (scale "none"), ``"scale"`` (a number asked for), or ``"<value> (set by the model)"``."""
+def divisor_rule(scale: str | float, layer: int, facts: ModelFacts) -> str:
+    """How a layer's divisor came about, as an expression the page puts in words: the model's own
+    rule for the layer (decided by the backend, :attr:`ModelFacts.layer_divisor_rules`) under
+    scale "model", ``"sqrt(head_dim)"`` under "sqrt_dk", ``"1"`` under "none", ``"scale"`` for a
+    number asked for."""
     if scale == "none":
         return "1"
     if scale == "sqrt_dk":
         return "sqrt(head_dim)"
     if not isinstance(scale, str):
         return "scale"
-    root = math.sqrt(facts.head_dim)
-    if math.isclose(divisor, facts.divisor, rel_tol=1e-6):
-        return facts.divisor_rule.removeprefix("per layer: ")
-    if math.isclose(divisor, root, rel_tol=1e-6):
-        return "sqrt(head_dim)"
-    if math.isclose(divisor, root * (layer + 1), rel_tol=1e-6):
-        return "sqrt(head_dim) * (layer + 1)"
-    return f"{divisor:g} (set by the model)"
+    return facts.layer_divisor_rules[layer]
 
 
 # ------------------------------------------------------------------ the answer
@@ -167,7 +161,7 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
         layer: dict[str, Any] = {
             "layer": lc.layer,
             "divisor": lc.divisor,
-            "divisor_rule": divisor_rule(req.scale, lc.divisor, lc.layer, facts),
+            "divisor_rule": divisor_rule(req.scale, lc.layer, facts),
             "softcap": lc.softcap,
             "window": lc.window,
         }
