@@ -14,14 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from ..model.fields import DECIMALS, WEIGHT_FIELDS
 from . import jsonfast
 from .compute.attention import AttentionResult, answer_of, compute_attention
 from .compute.rounding import PATTERN_DECIMALS, SCORE_DECIMALS
 from .responses import dumps
 from .schemas.attention import AttentionRequest
 from .service import Service
-
-WEIGHTS = ("pattern", "pattern_unscaled")  # softmax rows: the fast writer in json
 
 
 def typed_array(a: np.ndarray, dtype: str) -> dict[str, Any]:
@@ -61,13 +60,13 @@ class Encoder:
 
     def field(self, name: str, a: np.ndarray, mask: np.ndarray) -> Any:
         """A head's matrix at full resolution: weights over ``mask``, or scores."""
-        if name in WEIGHTS:
+        if name in WEIGHT_FIELDS:
             return self.weights(a, mask)
         return self.matrix(a)
 
     def pooled(self, name: str, a: np.ndarray) -> Any:
         """A max-pooled or cut-out matrix: rounded as its kind, no mask to write by."""
-        return self.matrix(a, PATTERN_DECIMALS if "pattern" in name else SCORE_DECIMALS)
+        return self.matrix(a, DECIMALS[name])
 
     def stats(self, stats: dict[str, Any]) -> dict[str, Any]:
         return {name: self.rows(v) if isinstance(v, np.ndarray) else v for name, v in stats.items()}
@@ -91,7 +90,7 @@ def encode_answer(answer: dict[str, Any], precision: str, result: AttentionResul
     json encoding writes the masked weights."""
     cap = result.capture
     layout = None
-    if cap.layers and result.sel.fields & set(WEIGHTS):
+    if cap.layers and result.sel.fields & set(WEIGHT_FIELDS):
         layout = jsonfast.WeightLayout(cap.layers[0].mask)
     enc = Encoder(answer["encoding"], precision, layout)
     top = {key: value for key, value in answer.items() if key not in ("layers", "focus", "predictions")}

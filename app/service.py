@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..model.backends import LoadedModel
+from ..model.fields import field_table
 from ..model.heads import ROLES, role_scores
 from .responses import dumps
 from .schemas.attention import MAX_MATRIX_CELLS
@@ -54,6 +55,7 @@ def model_info(lm: LoadedModel) -> dict[str, Any]:
         **lm.facts.to_dict(),
         "checkpoint": checkpoint_label(lm.path),
         "training": lm.training or {},
+        "fields": field_table(),
     }
 
 

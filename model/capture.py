@@ -34,11 +34,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from .fields import MATRIX_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
 from .stats import STAT_SCALARS, HeadStats, group_max
 
-MATRIX_FIELDS = ("pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled")
-SCORE_FIELDS = ("attn_scores_raw", "attn_scores_uncapped", "attn_scores")  # NaN where masked
-VECTOR_FIELDS = ("q", "k", "v")
 BLOCK_BUDGET_BYTES = 96 << 20  # the T×S temporaries of one block of query rows, all heads of a layer
 BLOCK_TEMPORARIES = 8  # float32 (nh, t, S) tensors alive at once in a block (scores, pattern, stats)
 

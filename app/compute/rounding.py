@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-PATTERN_DECIMALS = 5  # pattern, pattern_unscaled (app.jsonfast) and the row entropies
-SCORE_DECIMALS = 4  # attn_scores_raw, attn_scores, q, k, v
+from ...model.fields import DECIMALS
+
+PATTERN_DECIMALS = DECIMALS["pattern"]  # the weights (app.jsonfast writes them), the row entropies, generation rows
+SCORE_DECIMALS = DECIMALS["attn_scores"]  # the scores and q, k, v
 STAT_DIGITS = 6  # significant digits of the statistics and lesson values
 PROB_DIGITS = 6  # significant digits of prediction probabilities (floored)
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 from pydantic.functional_validators import PlainValidator
 from pydantic_core import PydanticCustomError
 
+from ...model.fields import FIELD_NAMES, HEAD_FIELDS
 from .common import (
     TEMPERATURE_MAX,
     TEMPERATURE_MIN,
@@ -30,20 +31,8 @@ from .common import (
 )
 from .model import ModelInfo
 
-FIELDS = (
-    "pattern",
-    "attn_scores_raw",
-    "attn_scores_uncapped",
-    "attn_scores",
-    "pattern_unscaled",
-    "stats",
-    "q",
-    "k",
-    "v",
-)
-IncludeName = Literal[
-    "pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"
-]
+FIELDS = FIELD_NAMES
+IncludeName = Literal[FIELD_NAMES]
 DEFAULT_INCLUDE = ["pattern", "stats"]
 SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their variances
 TOP_K_MAX = 50
@@ -210,24 +199,14 @@ MaskedMatrix = list[list[float | None]] | TypedArray
 Levels = list[list[int]] | TypedArray
 
 
-class HeadFields(BaseModel):
-    """What one head computed, each field present only when asked for (typed arrays in b64)."""
+FIELD_TYPE = {"weights": Matrix, "scores": MaskedMatrix, "vectors": Matrix, "stats": HeadStats}
 
-    pattern: Matrix | None = optional_field("T×T softmax weights; masked entries 0; rows sum to 1")
-    attn_scores_raw: MaskedMatrix | None = optional_field("T×T q·kᵀ before scaling; masked entries null (NaN in b64)")
-    attn_scores_uncapped: MaskedMatrix | None = optional_field(
-        "T×T q·kᵀ / divisor before the layer's softcap; sent only by a layer with a softcap (without one, "
-        "attn_scores is this step); masked entries null (NaN in b64)"
-    )
-    attn_scores: MaskedMatrix | None = optional_field(
-        "T×T the scores softmax sees: q·kᵀ / divisor, then softcap·tanh(· / softcap) where the layer has a softcap; "
-        "masked entries null (NaN in b64)"
-    )
-    pattern_unscaled: Matrix | None = optional_field("T×T softmax of the raw scores")
-    stats: HeadStats | None = optional_field("per-head statistics")
-    q: Matrix | None = optional_field("T×head_dim")
-    k: Matrix | None = optional_field("T×head_dim (after rotary; the key/value head this query head reads)")
-    v: Matrix | None = optional_field("T×head_dim")
+# What one head computed: a field per row of the field table (model/fields.py), its kind's type.
+HeadFields = create_model(
+    "HeadFields",
+    __doc__="What one head computed, each field present only when asked for (typed arrays in b64).",
+    **{f.name: (FIELD_TYPE[f.kind] | None, optional_field(f.meaning)) for f in HEAD_FIELDS},
+)
 
 
 class HeadView(HeadFields):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -14,6 +14,17 @@ class Limits(BaseModel):
         "(attn_scores_uncapped only on a model with a softcap), plus the focus head's unless pooled or a region) × T²; "
         "larger requests get a 422 naming it"
     )
+
+
+class FieldInfo(BaseModel):
+    """One row of the field table (model/fields.py): what a head's answer can hold."""
+
+    name: str
+    kind: Literal["weights", "scores", "vectors", "stats"] = Field(
+        description="weights: T×T softmax, masked 0; scores: T×T, masked null; vectors: T×head_dim; stats"
+    )
+    decimals: int | None = Field(description="decimals kept in JSON; null for the statistics (significant digits)")
+    meaning: str
 
 
 class ModelInfo(BaseModel):
@@ -45,6 +56,7 @@ class ModelInfo(BaseModel):
     checkpoint: str
     training: dict[str, Any] = Field(description="what training measured (training.json), {} if unknown")
     limits: Limits = Field(description="what this server accepts in one request")
+    fields: list[FieldInfo] = Field(description="what a head's answer can hold (`include` names), with its kind and rounding")
 
 
 class HeadsResponse(BaseModel):

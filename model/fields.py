@@ -1,0 +1,64 @@
+"""The fields one head's answer can hold: a single table that the capture, the API's schemas and
+encoder, ``/api/model`` and the page all read.
+
+Each field has a ``kind`` that says how it is computed, masked, rounded and drawn:
+
+- ``weights``: a T×T softmax matrix; masked cells exactly 0; sent with ``decimals`` decimals;
+- ``scores``: a T×T matrix of scores; masked cells NaN (``null`` in JSON);
+- ``vectors``: T × head_dim, one row per token;
+- ``stats``: the head's statistics (:mod:`model.stats`).
+
+A new per-head field is a row here, its computation in :mod:`model.capture`, and its drawing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+Kind = Literal["weights", "scores", "vectors", "stats"]
+
+
+@dataclass(frozen=True)
+class HeadField:
+    name: str
+    kind: Kind
+    decimals: int | None  # decimals kept in JSON; None for the statistics (significant digits)
+    meaning: str  # one line, as the API's schema and the page's tooltips say it
+
+
+HEAD_FIELDS = (
+    HeadField("pattern", "weights", 5, "T×T softmax weights; masked entries 0; rows sum to 1"),
+    HeadField("attn_scores_raw", "scores", 4, "T×T q·kᵀ before scaling; masked entries null (not a number in b64)"),
+    HeadField(
+        "attn_scores_uncapped",
+        "scores",
+        4,
+        "T×T q·kᵀ / divisor before the layer's softcap; sent only by a layer with a softcap (without one, "
+        "attn_scores is this step); masked entries null (not a number in b64)",
+    ),
+    HeadField(
+        "attn_scores",
+        "scores",
+        4,
+        "T×T the scores softmax sees: q·kᵀ / divisor, then softcap·tanh(· / softcap) where the layer has a softcap; "
+        "masked entries null (not a number in b64)",
+    ),
+    HeadField("pattern_unscaled", "weights", 5, "T×T softmax of the raw scores"),
+    HeadField("stats", "stats", None, "per-head statistics"),
+    HeadField("q", "vectors", 4, "T×head_dim"),
+    HeadField("k", "vectors", 4, "T×head_dim (after rotary; the key/value head this query head reads)"),
+    HeadField("v", "vectors", 4, "T×head_dim"),
+)
+
+FIELD_NAMES = tuple(f.name for f in HEAD_FIELDS)  # the order of the answer's keys
+WEIGHT_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "weights")
+SCORE_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "scores")  # NaN where masked
+MATRIX_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind in ("weights", "scores"))  # T×T
+VECTOR_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "vectors")
+DECIMALS = {f.name: f.decimals for f in HEAD_FIELDS if f.decimals is not None}
+
+
+def field_table() -> list[dict]:
+    """The table as ``/api/model`` sends it: ``[{"name", "kind", "decimals", "meaning"}]``."""
+    return [asdict(f) for f in HEAD_FIELDS]
