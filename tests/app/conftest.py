@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from appkit import LiveServer, build_checkpoint
+from appkit import LiveServer, build_checkpoint, served
 from attnscope.app.main import create_app
 from attnscope.app.settings import Settings
 from fastapi import FastAPI
@@ -58,3 +58,18 @@ def live_server(live_app) -> Iterator[LiveServer]:
 def http(live_server) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=live_server.url, timeout=60) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def family_dirs(request, tmp_path_factory) -> dict[str, Path]:
+    """The module's ``FAMILIES`` (tests/familykit.py names), each built into its own folder."""
+    from tests.familykit import build_all
+
+    return build_all(request.module.FAMILIES, tmp_path_factory.mktemp("families"))
+
+
+@pytest.fixture(scope="module")
+def clients(family_dirs) -> Iterator[dict[str, TestClient]]:
+    """A started client per family of the module."""
+    with served(family_dirs) as out:
+        yield out

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from appkit import attention, served
+from appkit import attention
 from fastapi.testclient import TestClient
 
 pytest.importorskip("transformers")
@@ -22,7 +22,7 @@ from attnscope.app.main import create_app  # noqa: E402
 from attnscope.app.settings import Settings  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.familykit import build_all, family_configs  # noqa: E402
+from tests.familykit import family_configs  # noqa: E402
 
 FAMILIES = list(family_configs())
 TEXT = "The cat sat on the mat. Then the cat 🎉 saw the dog, and the dog sat on the log."
@@ -33,17 +33,6 @@ def decode(x) -> np.ndarray:
     """The README's recipe: a typed array back to numpy."""
     a = np.frombuffer(base64.b64decode(x["bdata"]), dtype=x["dtype"])
     return a.reshape([int(n) for n in x["shape"].split(",")])
-
-
-@pytest.fixture(scope="module")
-def family_dirs(tmp_path_factory):
-    return build_all(FAMILIES, tmp_path_factory.mktemp("served-families"))
-
-
-@pytest.fixture(scope="module")
-def clients(family_dirs):
-    with served(family_dirs) as out:
-        yield out
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -16,26 +16,14 @@ import sys
 import numpy as np
 import pytest
 import torch
-from appkit import attention, served
+from appkit import attention
 
 pytest.importorskip("transformers")
 
 
-from tests.familykit import build_all  # noqa: E402
 
 TEXT = "The cat sat on the mat. Then the dog sat on the log, and the cat saw the dog."
 FAMILIES = ["mistral", "gemma2"]
-
-
-@pytest.fixture(scope="module")
-def family_dirs(tmp_path_factory):
-    return build_all(FAMILIES, tmp_path_factory.mktemp("truth-families"))
-
-
-@pytest.fixture(scope="module")
-def clients(family_dirs):
-    with served(family_dirs) as out:
-        yield out
 
 
 def eager_record(model_dir, ids: list[int]) -> list[dict]:
