@@ -1,8 +1,13 @@
-// Head effects (issue 18): for the chosen position and the token the model puts first there,
-// how much its log-probability drops when each head alone is switched off
+// The head effects card (issue 18): for the chosen position and the token the model puts first
+// there, how much its log-probability drops when each head alone is switched off
 // (POST /api/head-effects), as a layer × head heatmap beside the grid; a click opens that head.
+// The answer lives in `state.effects` with the inputs it was measured for: after the text, the
+// chosen token, the switched-off heads or the ablation changes, the card says it is out of
+// date and offers to measure again (measuring every head is too slow to follow each keystroke).
 
 import { errorText, isBlank, postJSON } from "./api.js";
+import { idOf, mount, onPlotClick, setHidden, setText } from "./dom.js";
+import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "./measured.js";
 
 /** Plotly figure of `delta[layer][head]` (nats; negative = the head helped the prediction). */
 export function effectsFigure(answer) {
@@ -35,67 +40,94 @@ export function effectsFigure(answer) {
   };
 }
 
-/** Install the card; `ctx`: {state, els, selectHead}. */
-export function installEffects(ctx) {
-  const { state, els } = ctx;
-  const card = document.createElement("article");
-  card.className = "card effects-card";
-  card.dataset.testid = "effects";
-  card.innerHTML = `
-    <header class="card-head row"><h2>Head effects</h2>
+const ABOUT =
+  "How much each head, switched off alone, changes the log-probability of the top guess at the chosen token. Click a cell to open that head.";
+
+/** The caption of a measured answer: the guess, its probability, and the head that matters most to it. */
+function answerWords(answer) {
+  const flat = answer.delta.flatMap((row, l) => row.map((d, h) => ({ d, l, h })));
+  const worst = flat.reduce((a, b) => (b.d < a.d ? b : a));
+  return (
+    `P(${answer.token}) after token ${answer.position}: ${(100 * answer.prob).toFixed(1)} %. ` +
+    `Switching L${worst.l} · H${worst.h} off lowers its log-probability most (${worst.d.toFixed(2)}). Click a cell to open that head.`
+  );
+}
+
+/** Install the card after the grid's; `app`: {state, els, update, selectHead}. Returns the card, `{draw(state)}`. */
+export function installEffects(app) {
+  const { state, els } = app;
+  const { root, parts } = mount(
+    "article",
+    "card effects-card",
+    "effects",
+    `<header class="card-head row"><h2>Head effects</h2>
       <label class="small"><input type="checkbox" data-testid="effects-mean" /> mean-ablate</label>
       <button type="button" class="btn" data-testid="effects-run">Measure</button></header>
-    <p class="muted small" data-testid="effects-caption">How much each head, switched off alone, changes the
-      log-probability of the top guess at the chosen token. Click a cell to open that head.</p>
-    <div class="plot plot-effects" data-testid="effects-heatmap"></div>`;
-  els.headsGrid.closest("article").after(card);
-  const plot = card.querySelector("[data-testid=effects-heatmap]");
-  const caption = card.querySelector("[data-testid=effects-caption]");
-  const run = card.querySelector("[data-testid=effects-run]");
-  const mean = card.querySelector("[data-testid=effects-mean]");
-  let ticket = 0;
+    <p class="muted small" data-testid="effects-caption">${ABOUT}</p>
+    <p class="effects-note small" data-testid="effects-note" role="status" hidden></p>
+    <div class="plot plot-effects" data-testid="effects-heatmap"></div>`,
+  );
+  els.headsGrid.closest("article").after(root);
+  const { "effects-heatmap": plot, "effects-caption": caption, "effects-run": run, "effects-mean": mean, "effects-note": note } = parts;
 
   async function measure() {
     if (isBlank(state.text)) return;
-    const mine = ++ticket;
-    run.disabled = true;
-    caption.textContent = "Switching every head off in turn…";
-    const body = { text: state.text, ablate: state.ablate, ablation: mean.checked ? "mean" : "zero" };
+    const record = { inputs: inputsFor(state, ["text", "position", "ablate", "effectsMode"]), pending: true };
+    state.effects = record;
+    app.update();
+    const body = { text: state.text, ablate: state.ablate, ablation: state.effectsMode };
     if (state.position !== null) body.position = state.position;
     try {
-      const answer = await postJSON("/api/head-effects", body);
-      if (mine !== ticket) return;
-      const fig = effectsFigure(answer);
-      await window.Plotly.react(plot, fig.data, fig.layout, { displayModeBar: false, responsive: true });
-      const flat = answer.delta.flatMap((row, l) => row.map((d, h) => ({ d, l, h })));
-      const worst = flat.reduce((a, b) => (b.d < a.d ? b : a));
-      caption.textContent =
-        `P(${answer.token}) after token ${answer.position}: ${(100 * answer.prob).toFixed(1)} %. ` +
-        `Switching L${worst.l} · H${worst.h} off lowers its log-probability most (${worst.d.toFixed(2)}). Click a cell to open that head.`;
-      plot.dataset.position = String(answer.position);
-      plot.dataset.token = answer.token;
+      record.answer = await postJSON("/api/head-effects", body);
+      record.inputs.position = record.answer.position; // the server's choice where none was made
     } catch (err) {
-      if (mine === ticket) caption.textContent = `Could not measure: ${errorText(err)}`;
-    } finally {
-      if (mine === ticket) run.disabled = false;
+      record.error = errorText(err);
     }
+    record.pending = false;
+    if (state.effects === record) app.update();
   }
 
   run.addEventListener("click", measure);
-  mean.addEventListener("change", measure);
-  let bound = false;
-  const bind = () => {
-    if (bound || !plot.on) return;
-    bound = true;
-    plot.on("plotly_click", (ev) => {
-      const pt = ev?.points?.[0];
-      if (!pt) return;
-      const layer = Number.parseInt(String(pt.y).slice(1), 10);
-      const head = Number.parseInt(String(pt.x).slice(1), 10);
-      if (Number.isInteger(layer) && Number.isInteger(head)) ctx.selectHead(layer, head);
-    });
-  };
-  const observer = new MutationObserver(bind);
-  observer.observe(plot, { childList: true });
-  return measure;
+  mean.addEventListener("change", () => {
+    state.effectsMode = mean.checked ? "mean" : "zero";
+    measure();
+  });
+  onPlotClick(plot, (pt) => {
+    const layer = Number.parseInt(String(pt.y).slice(1), 10);
+    const head = Number.parseInt(String(pt.x).slice(1), 10);
+    if (Number.isInteger(layer) && Number.isInteger(head)) app.selectHead(layer, head);
+  });
+
+  function draw() {
+    mean.checked = state.effectsMode === "mean";
+    const r = state.effects;
+    run.disabled = !!r?.pending;
+    const changed = r && !r.pending ? changedInputs(r.inputs, state) : [];
+    root.classList.toggle("stale", changed.length > 0);
+    if (changed.length) root.dataset.stale = "1";
+    else delete root.dataset.stale;
+    setText(run, changed.length ? "Measure again" : "Measure");
+    const notes = [];
+    if (changed.length) notes.push(`${outOfDateWords(changed, "these effects were measured")} Measure again for the current ones.`);
+    if (whatIfOn(state)) {
+      notes.push("Head effects are measured on the model as trained (causal mask on, its own scaling): the what-if switches do not apply to them.");
+    }
+    setText(note, notes.join(" "));
+    setHidden(note, notes.length === 0);
+    if (!r) return;
+    if (r.pending) setText(caption, "Switching every head off in turn…");
+    else if (r.error) setText(caption, `Could not measure: ${r.error}`);
+    else {
+      setText(caption, answerWords(r.answer));
+      const sig = String(idOf(r.answer));
+      if (plot.dataset.signature !== sig && window.Plotly) {
+        plot.dataset.signature = sig;
+        const fig = effectsFigure(r.answer);
+        window.Plotly.react(plot, fig.data, fig.layout, { displayModeBar: false, responsive: true });
+        plot.dataset.position = String(r.answer.position);
+        plot.dataset.token = r.answer.token;
+      }
+    }
+  }
+  return { draw };
 }

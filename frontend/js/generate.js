@@ -1,9 +1,14 @@
 // Generation (issue 18): "Continue" streams POST /api/generate into the text box token by
 // token, and a strip shows where each new token looked: one row per new token, one column per
 // earlier token, coloured by the attention of the chosen head (or the mean of every head).
-// A click on "Stop" aborts the request; the server stops at the next token.
+// A click on "Stop" aborts the request; the server stops at the next token. The run lives in
+// `state.generation` with the text and switched-off heads it produced; once either changes the
+// strip is dimmed and says it is out of date.
 
 import { errorText } from "./api.js";
+import { mount, setHidden, setText } from "./dom.js";
+import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "./measured.js";
+import { limitOf } from "./state.js";
 
 /** Read an NDJSON body line by line; `onLine(obj)` for each. */
 export async function readLines(response, onLine) {
@@ -39,36 +44,38 @@ export function stripRow(attention, layer, head, mode) {
   return Array.from(out, (v) => v / count);
 }
 
-/** Install the button, the strip and its controls; `ctx`: {state, els, changeText, refreshNow, update}. */
-export function installGenerate(ctx) {
-  const { state, els } = ctx;
-  const box = document.createElement("div");
-  box.className = "generate-box";
-  box.dataset.testid = "generate";
-  box.innerHTML = `
-    <div class="generate-controls">
+const SAID = { length: "done", eos: "the model ended the text", context: "the text fills the model's context", stopped: "stopped" };
+
+/** Install the button, the strip and its controls; `app`: {state, els, changeText, refreshNow, update}. Returns `{draw(state)}`. */
+export function installGenerate(app) {
+  const { state, els } = app;
+  const most = limitOf(state, "max_new_tokens");
+  const { root: box, parts } = mount(
+    "div",
+    "generate-box",
+    "generate",
+    `<div class="generate-controls">
       <button type="button" class="btn" data-testid="generate-run">Continue</button>
-      <label class="small">tokens <input type="number" min="1" max="256" value="20" data-testid="generate-count" /></label>
+      <label class="small">tokens <input type="number" min="1" max="${most}" value="20" data-testid="generate-count" /></label>
       <label class="small">strip <select data-testid="generate-mode">
         <option value="head">chosen head</option><option value="mean">mean of all heads</option></select></label>
       <span class="muted small" data-testid="generate-status" aria-live="polite"></span>
     </div>
-    <canvas class="generate-strip" data-testid="generate-strip" hidden></canvas>`;
+    <p class="generate-note small" data-testid="generate-note" role="status" hidden></p>
+    <canvas class="generate-strip" data-testid="generate-strip" hidden></canvas>`,
+  );
   els.textInput.closest("div").append(box);
-  const button = box.querySelector("[data-testid=generate-run]");
-  const count = box.querySelector("[data-testid=generate-count]");
-  const mode = box.querySelector("[data-testid=generate-mode]");
-  const status = box.querySelector("[data-testid=generate-status]");
-  const strip = box.querySelector("[data-testid=generate-strip]");
+  const { "generate-run": button, "generate-count": count, "generate-mode": mode, "generate-status": status, "generate-note": note, "generate-strip": strip } =
+    parts;
   let controller = null;
-  let steps = [];
 
-  function drawStrip() {
-    if (!steps.length) {
-      strip.hidden = true;
-      return;
-    }
-    strip.hidden = false;
+  function drawStrip(run) {
+    const steps = run?.steps ?? [];
+    setHidden(strip, !steps.length);
+    if (!steps.length) return;
+    const sig = `${steps.length}|${state.layer}.${state.head}|${run.mode}`;
+    if (strip.dataset.signature === sig) return;
+    strip.dataset.signature = sig;
     const keys = steps.at(-1).attention[0][0].length;
     const cell = Math.max(2, Math.min(10, Math.floor(560 / keys)));
     strip.width = keys * cell;
@@ -78,32 +85,31 @@ export function installGenerate(ctx) {
     g.fillStyle = "#eceef2";
     g.fillRect(0, 0, strip.width, strip.height);
     steps.forEach((s, r) => {
-      const row = stripRow(s.attention, state.layer, state.head, mode.value);
-      row.forEach((w, k) => {
+      stripRow(s.attention, state.layer, state.head, run.mode).forEach((w, k) => {
         const t = Math.sqrt(Math.min(1, Math.max(0, w)));
         g.fillStyle = `rgb(${Math.round(253 - 185 * t)}, ${Math.round(231 - 230 * t)}, ${Math.round(37 + 47 * t)})`;
         g.fillRect(k * cell, r * cell, cell, cell);
       });
     });
-    strip.title = `Row n: where new token n looked (${mode.value === "head" ? `layer ${state.layer}, head ${state.head}` : "mean of all heads"}); columns: the tokens before it`;
+    strip.title = `Row n: where new token n looked (${run.mode === "head" ? `layer ${state.layer}, head ${state.head}` : "mean of all heads"}); columns: the tokens before it`;
   }
 
   async function start() {
-    const n = Math.min(256, Math.max(1, Number.parseInt(count.value, 10) || 20));
+    const n = Math.min(most, Math.max(1, Number.parseInt(count.value, 10) || 20));
     controller = new AbortController();
-    steps = [];
-    drawStrip();
+    const run = { steps: [], mode: mode.value, running: true, reason: null, error: null, inputs: null };
+    state.generation = run;
     button.textContent = "Stop";
     button.dataset.running = "1";
     status.textContent = "generating…";
+    app.update();
     let text = els.textInput.value;
-    const body = { text, max_new_tokens: n, ablate: state.ablate };
     let reason = "stopped";
     try {
       const response = await fetch("/api/generate", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "application/x-ndjson" },
-        body: JSON.stringify(body),
+        body: JSON.stringify({ text, max_new_tokens: n, ablate: state.ablate }),
         signal: controller.signal,
       });
       if (!response.ok) {
@@ -116,28 +122,30 @@ export function installGenerate(ctx) {
           text = line.text;
           return;
         }
-        steps.push(line);
+        run.steps.push(line);
         text += line.piece;
         els.textInput.value = text;
-        status.textContent = `${steps.length} new token${steps.length === 1 ? "" : "s"} · “${line.token}” ${(100 * line.prob).toFixed(1)} %`;
-        box.dataset.steps = String(steps.length);
-        drawStrip();
+        status.textContent = `${run.steps.length} new token${run.steps.length === 1 ? "" : "s"} · “${line.token}” ${(100 * line.prob).toFixed(1)} %`;
+        box.dataset.steps = String(run.steps.length);
+        drawStrip(run);
       });
     } catch (err) {
       if (err.name !== "AbortError") {
         reason = "error";
-        status.textContent = `Could not generate: ${errorText(err)}`;
+        run.error = `Could not generate: ${errorText(err)}`;
       }
     } finally {
       controller = null;
       button.textContent = "Continue";
       delete button.dataset.running;
       els.textInput.value = text;
-      const said = { length: "done", eos: "the model ended the text", context: "the text fills the model's context", stopped: "stopped" };
-      if (reason !== "error") status.textContent = `${steps.length} new tokens · ${said[reason] ?? reason}`;
+      run.running = false;
+      run.reason = reason;
       box.dataset.reason = reason;
-      ctx.changeText(text);
-      ctx.refreshNow();
+      app.changeText(text);
+      run.inputs = inputsFor(state, ["text", "ablate"]); // the text it produced, with these heads off
+      app.refreshNow();
+      app.update();
     }
   }
 
@@ -145,11 +153,22 @@ export function installGenerate(ctx) {
     if (controller) controller.abort();
     else start();
   });
-  mode.addEventListener("change", drawStrip);
-  document.addEventListener("attnscope:render", () => {
-    if (steps.length && mode.value === "head" && strip.dataset.head !== `${state.layer}.${state.head}`) {
-      strip.dataset.head = `${state.layer}.${state.head}`;
-      drawStrip();
-    }
+  mode.addEventListener("change", () => {
+    if (state.generation) state.generation.mode = mode.value;
+    app.update();
   });
+
+  function draw() {
+    const run = state.generation;
+    const changed = run?.inputs ? changedInputs(run.inputs, state) : [];
+    box.classList.toggle("stale", changed.length > 0);
+    const notes = [];
+    if (changed.length) notes.push(`${outOfDateWords(changed, "this strip was generated")} Continue generates from the text as it is now.`);
+    if (run && whatIfOn(state)) notes.push("Generation runs the model as trained (causal mask on, its own scaling): the what-if switches do not apply to it.");
+    setText(note, notes.join(" "));
+    setHidden(note, notes.length === 0);
+    if (run && !run.running) setText(status, run.error ?? `${run.steps.length} new tokens · ${SAID[run.reason] ?? run.reason}`);
+    drawStrip(run);
+  }
+  return { draw };
 }

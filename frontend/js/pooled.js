@@ -4,14 +4,17 @@
 // answer in, what the views draw out. Every number is the server's; only words are made here.
 
 import { maskedWhy } from "./captions.js";
-import { MASK_BG, WEIGHT_SCALE, baseLayout, shortToken, tokenAxis, tokenMargins } from "./figures.js";
-import { REGION_MAX, headKey } from "./state.js";
+import { HEATMAP_DEFAULTS, MASK_BG, WEIGHT_SCALE, baseLayout, heatmapTitle, rowOutline, shortToken, tokenAxis, tokenMargins } from "./figures.js";
+import { headKey, limitOf } from "./state.js";
 
 /** Identifies the exact cells of one block of the chosen head, for this text and what-ifs. */
 export const regionKey = (state, { q0, q1, k0, k1 }) => `${headKey(state)}|${q0},${q1},${k0},${k1}`;
 
-/** Whether the zoomed block is small enough for its exact cells (at most REGION_MAX a side). */
-export const regionFits = (zoom) => !!zoom && zoom.q1 - zoom.q0 <= REGION_MAX && zoom.k1 - zoom.k0 <= REGION_MAX;
+/** Whether the zoomed block is small enough for its exact cells (at most the server's `region_max` a side). */
+export function regionFits(state, zoom) {
+  const most = limitOf(state, "region_max");
+  return !!zoom && zoom.q1 - zoom.q0 <= most && zoom.k1 - zoom.k0 <= most;
+}
 
 /** The exact cells of the zoomed block, when they are in and belong to this text, head and zoom. */
 export function currentRegion(state) {
@@ -22,13 +25,14 @@ export function currentRegion(state) {
 /** The words under the head heatmap of a long text: what a cell is, and what zooming in gives. */
 export function zoomWords(state, T, block, size) {
   const pooled = pooledWords(T, block, size);
+  const most = limitOf(state, "region_max");
   const z = state.zoom;
   const where = z ? `queries ${z.q0}–${z.q1 - 1} × keys ${z.k0}–${z.k1 - 1}` : "";
-  if (!z) return `${pooled} Drag a box over at most ${REGION_MAX}×${REGION_MAX} tokens for their exact cells.`;
-  if (!regionFits(z)) {
+  if (!z) return `${pooled} Drag a box over at most ${most}×${most} tokens for their exact cells.`;
+  if (!regionFits(state, z)) {
     return (
       `Zoomed to ${where} (${z.q1 - z.q0}×${z.k1 - z.k0} tokens): each cell is still the largest value of a ` +
-      `${block}×${block} block. Zoom to at most ${REGION_MAX}×${REGION_MAX} tokens for exact cells.`
+      `${block}×${block} block. Zoom to at most ${most}×${most} tokens for exact cells.`
     );
   }
   if (!currentRegion(state)) return `Fetching the exact cells of ${where}…`;
@@ -123,25 +127,11 @@ const num = (v, digits) => (v === null || v === undefined || Number.isNaN(v) ? "
  * units would be rasterised at the zoomed size: tens of thousands of pixels a side) and say
  * "all masked".
  */
-export function pooledHeatmapFigure({
-  tokens,
-  block,
-  pattern,
-  mask,
-  raw = null,
-  scaled = null,
-  scaledLabel = "score",
-  window = null,
-  layer,
-  head,
-  position = null,
-  title = null,
-  showscale = true,
-  maxTicks = 40,
-  uirevision = null,
-  region = null,
-  view = null,
-}) {
+export function pooledHeatmapFigure(args) {
+  const { tokens, block, pattern, mask, raw, scaled, scaledLabel, window, layer, head, position, title, showscale, maxTicks, uirevision } =
+    { ...HEATMAP_DEFAULTS, ...args };
+  const region = args.region ?? null;
+  const view = args.view ?? null;
   const T = tokens.length;
   const m = pattern.length;
   // Zoomed in (`view`, the token block in view), only the cells in view and one around them are
@@ -219,11 +209,6 @@ export function pooledHeatmapFigure({
     data.push(maskedTrace("masked", grid, hatched, reasons, customdata, hover));
   }
   if (region) data.push(...regionTraces({ tokens, region, scaledLabel, window, layer, head }));
-  const shapes = [];
-  if (position !== null && position >= 0 && position < T) {
-    const box = { type: "rect", xref: "x", yref: "y", x0: -0.5, x1: T - 0.5, y0: position - 0.5, y1: position + 0.5, layer: "above" };
-    shapes.push({ ...box, line: { color: "#000000", width: 3 } }, { ...box, line: { color: "#ffffff", width: 1.5 } });
-  }
   // the page zooms (main.js: a dragged box sets `view`), not Plotly: its zoom would first paint
   // the whole head at the zoomed size
   const xaxis = { ...tokenAxis(tokens, { side: "top", title: "key (attended to)", maxTicks, angle: -55 }), fixedrange: true };
@@ -247,9 +232,9 @@ export function pooledHeatmapFigure({
     xaxis,
     yaxis,
     dragmode: false,
-    shapes,
+    shapes: rowOutline(position, T),
     meta: { tokens: T, block, size: m },
-    title: title ? { text: title, font: { size: 13 }, x: 0, xanchor: "left", xref: "paper", y: 1, yref: "container", yanchor: "top", pad: { t: 8 } } : undefined,
+    title: heatmapTitle(title),
     // one revision for every long text: a zoom stays while the text is typed on or the head changes
     uirevision: uirevision ?? "pooled",
   });

@@ -1,19 +1,11 @@
-// The one state object of the explorer, and its round trip through the URL hash.
+// The one state object of the explorer (and of the notebook widget), its round trip through
+// the URL hash, and the questions every part asks of it: which answer belongs to the current
+// text and what-ifs, which token is chosen, what a limit of the server is.
 //
-// Everything the page shows is a function of this object: main.js changes it in response
-// to events and to API answers, views.js reads it and redraws.
+// Everything the page shows is a function of this object: events and API answers change it
+// (controls.js, data.js, the cards), render.js reads it and redraws.
 
-import { offParam, parseOff } from "./ablation.js";
-
-export const VIEWS = ["head", "compare", "pipeline", "variance", "roles"];
-
-export const VIEW_LABELS = {
-  head: "Head & all heads",
-  compare: "Scaled vs unscaled",
-  pipeline: "Mask pipeline",
-  variance: "Score variance",
-  roles: "Head roles",
-};
+import { offParam, parseOff } from "./switchedoff.js";
 
 export const EXAMPLES = [
   {
@@ -51,12 +43,8 @@ export const EXAMPLES = [
 
 export const DEFAULT_TEXT = EXAMPLES[0].text;
 
-export const ROLE_INFO = {
-  previous_token: "attends to the token just before the query (position t−1).",
-  first_token: "parks its attention on the very first token, a common ‘attention sink’.",
-  induction: "on a repeated sequence, looks at the token that followed the earlier copy of the current token.",
-  self: "attends to the query’s own position (the diagonal).",
-};
+/** Most cells a side the page draws of the chosen head (a longer text's head comes max-pooled to fit). */
+export const FOCUS_MAX = 512;
 
 export function createState() {
   return {
@@ -71,12 +59,12 @@ export function createState() {
     temperature: 1.0,
     role: "induction",
     aggregate: false, // show the per-layer mean of the heads in the grid
-    ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (ablation.js)
+    ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
     // what the server told us
     model: null, // GET /api/model
     roles: null, // GET /api/heads
-    grid: null, // {key, response}: all layers and heads, pattern + stats
-    detail: null, // {key, response}: the chosen head with every field
+    grid: null, // {key, text, response}: all layers and heads, pattern + stats
+    detail: null, // {key, text, textKey, temperature, response}: the chosen head with every field
     error: null, // text of the last error, shown in the banner
     // the server's refusal of the text (its 422 detail item: type and ctx, e.g. the token count),
     // so that the message and the token counter say the same number; null when it was accepted
@@ -86,12 +74,18 @@ export function createState() {
     // clear the other's error
     requestErrors: { grid: null, detail: null },
     pending: { grid: false, detail: false },
-    // long texts (issue 16): cells a side the head heatmap can draw (main.js measures it); the
+    // long texts (issue 16): cells a side the head heatmap can draw (data.js measures it); the
     // zoomed token block of the head heatmap ({q0, q1, k0, k1}, null = the whole head) and the
     // exact cells of that block ({key, bounds, response}) once the server sent them
     drawCells: FOCUS_MAX,
     zoom: null,
     region: null,
+    // the cards' measured answers, each with the inputs it was measured for (measured.js):
+    // {inputs, answer} once in, {inputs, pending: true} on its way, {inputs, error} when refused
+    effects: null, // POST /api/head-effects (effects.js)
+    effectsMode: "zero", // how the head effects switch a head off: "zero" or "mean"
+    ablationEffect: null, // the top guess before → after switching heads off (ablation.js)
+    generation: null, // the last "Continue": {inputs, steps, reason, running, error} (generate.js)
   };
 }
 
@@ -120,15 +114,18 @@ export function fitHead({ layer, head }, model) {
   return { ...fit, note };
 }
 
-/** Read `#text=…&layer=…&head=…&view=…&causal=0&scale=none&pos=…&temp=…` into a partial state. */
-export function parseHash(hash) {
+/**
+ * Read `#text=…&layer=…&head=…&view=…&causal=0&scale=none&pos=…&temp=…` into a partial state;
+ * `viewIds` are the views a link may name (views.js, the registry).
+ */
+export function parseHash(hash, viewIds) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const out = {};
   if (params.has("text")) out.text = params.get("text");
   // kept as asked: fitHead clamps them into the model once /api/model has answered, and says so
   if (params.has("layer")) out.layer = clampInt(params.get("layer"), 0, MAX_INDEX, 0);
   if (params.has("head")) out.head = clampInt(params.get("head"), 0, MAX_INDEX, 0);
-  if (params.has("view") && VIEWS.includes(params.get("view"))) out.view = params.get("view");
+  if (params.has("view") && viewIds.includes(params.get("view"))) out.view = params.get("view");
   if (params.has("causal")) out.causal = params.get("causal") !== "0";
   if (params.has("scale")) out.scaled = params.get("scale") !== "none";
   if (params.has("pos")) out.position = clampInt(params.get("pos"), 0, 4095, null);
@@ -159,176 +156,10 @@ export function toHash(state) {
   return "#" + params.toString();
 }
 
-// ---------------------------------------------------------------- requests
+// ---------------------------------------------------------------- which answer is current
 
 /** The request's `scale`: the model's own divisor, or 1 as the what-if. */
 export const scaleParam = (state) => (state.scaled ? "model" : "none");
-
-/** Thumbnails of the grid are at most this many cells a side (max-pooled on the server). */
-export const GRID_THUMBNAIL = 64;
-
-/** Past this many tokens the chosen head's matrices come as half floats (half the bytes). */
-export const HALF_PRECISION_FROM = 257;
-
-/**
- * Body of the all-heads request: every layer and head as a max-pooled thumbnail (u1) with
- * its statistics, no per-row arrays and no predictions: small at any length.
- */
-export function gridRequest(state) {
-  return {
-    text: state.text,
-    include: ["stats"],
-    stats_rows: false,
-    thumbnail: GRID_THUMBNAIL,
-    encoding: "b64",
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
-    top_k: 0,
-  };
-}
-
-/** Most cells a side of the chosen head's pooled matrices, and of an exact region (the server's REGION_MAX). */
-export const FOCUS_MAX = 512;
-export const REGION_MAX = 512;
-/** Past this many tokens (at most) the predictions are the top 5, not 10: they come for every position. */
-export const FEWER_PREDICTIONS_FROM = 2048;
-
-/**
- * The most tokens `text` can have: its UTF-8 bytes (a token covers at least one byte) plus a few
- * special tokens; the exact count once the grid answer for this text is in.
- */
-export function tokenBound(state) {
-  const grid = currentGrid(state);
-  if (grid) return grid.tokens.length;
-  return new TextEncoder().encode(state.text).length + 8;
-}
-
-/** Whether the chosen head is asked max-pooled (`focus.thumbnail`): when it may not fit the heatmap's cells. */
-export const pooledFocus = (state) => tokenBound(state) > state.drawCells;
-
-/** The fields the chosen head's views draw, as `focus.include` (the compare view adds the unscaled pattern). */
-export function focusFields(view) {
-  const fields = ["pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores"];
-  return view === "compare" ? [...fields, "pattern_unscaled"] : fields;
-}
-
-/**
- * Body of the chosen-head request for a text longer than the heatmap has cells: the head's
- * matrices max-pooled on the server to at most drawCells a side (`focus.thumbnail`), its
- * statistics with the per-row entropies, and the predictions. `thumbnail` (4) keeps the T×T
- * mask out of the answer: its mask comes pooled as `focus.thumbnail.mask`.
- */
-function pooledDetailRequest(state) {
-  return {
-    text: state.text,
-    layers: [state.layer],
-    heads: [state.head],
-    include: ["stats"],
-    thumbnail: 4,
-    focus: { layer: state.layer, head: state.head, include: focusFields(state.view), thumbnail: state.drawCells },
-    encoding: "b64",
-    precision: "f2",
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
-    top_k: tokenBound(state) > FEWER_PREDICTIONS_FROM ? 5 : 10,
-    temperature: state.temperature,
-  };
-}
-
-/** Body of the zoomed head heatmap's request: the exact cells of one block of the chosen head. */
-export function regionRequest(state, { q0, q1, k0, k1 }) {
-  return {
-    text: state.text,
-    layers: [],
-    include: [],
-    focus: { layer: state.layer, head: state.head, include: ["pattern", "attn_scores_raw", "attn_scores"], region: [q0, q1, k0, k1] },
-    encoding: "b64",
-    precision: "f2",
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
-    top_k: 0,
-  };
-}
-
-/** Body of the chosen-head request: every per-head field, plus the predictions. */
-export function detailRequest(state) {
-  if (pooledFocus(state)) return pooledDetailRequest(state);
-  const T = state.grid?.response?.tokens?.length ?? 0;
-  return {
-    text: state.text,
-    layers: [state.layer],
-    heads: [state.head],
-    // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one)
-    include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "stats", "q", "k"],
-    encoding: "b64",
-    precision: T >= HALF_PRECISION_FROM ? "f2" : "f4",
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
-    top_k: 10,
-    temperature: state.temperature,
-  };
-}
-
-/** The whole matrices the JSON export asks for every head (attn_scores_uncapped: only layers with a softcap send it). */
-export const EXPORT_MATRICES = ["pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled"];
-
-/**
- * Whether the export can hold every head's whole matrices: the cells it asks for, counted as
- * the server counts them, within the server's `limits.max_matrix_cells`.
- */
-export function exportWhole(state) {
-  const model = state.model;
-  const limit = model?.limits?.max_matrix_cells;
-  if (!model || !limit) return true;
-  const T = tokenBound(state);
-  // attn_scores_uncapped comes only from layers with a softcap: the server counts it only then
-  const matrices = EXPORT_MATRICES.length - (model.softcap == null ? 1 : 0);
-  return model.n_layer * model.n_head * matrices * T * T <= limit;
-}
-
-/**
- * Body of the JSON export, plain JSON. When it fits the server's limit: every layer and head with
- * its whole matrices, statistics, q, k and v, and the top 10 guesses. Past it (a long text), what
- * the page shows: every head's thumbnail with its statistics and per-row entropies, and the
- * chosen head at the page's level of detail (max-pooled, or whole when it fits the heatmap).
- */
-export function exportRequest(state) {
-  const detail = detailRequest(state);
-  delete detail.precision;
-  if (exportWhole(state)) {
-    return { ...detail, layers: null, heads: null, encoding: "json", include: [...EXPORT_MATRICES, "stats", "q", "k", "v"] };
-  }
-  const focus = detail.focus ?? { layer: state.layer, head: state.head, include: [...detail.include] };
-  return { ...gridRequest(state), stats_rows: true, encoding: "json", focus, top_k: detail.top_k, temperature: state.temperature };
-}
-
-/** The export button's tooltip: what the file will hold for this text. */
-export function exportTitle(state) {
-  return exportWhole(state)
-    ? "The /api/attention answer for this text and what-ifs: every layer and head with its pattern, scores and " +
-        "statistics, q, k and v, and the top 10 next-token guesses after each token"
-    : "The /api/attention answer for this text and what-ifs at the page's level of detail: every head's thumbnail " +
-        "(max-pooled) with its statistics, and the chosen head as drawn; whole matrices of every head would be over " +
-        "the server's limit for a text this long";
-}
-
-/** Body of the temperature slider's request: predictions only, no layer computed into the answer. */
-export function predictionsRequest(state) {
-  return {
-    text: state.text,
-    layers: [],
-    include: [],
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
-    top_k: tokenBound(state) > FEWER_PREDICTIONS_FROM ? 5 : 10,
-    temperature: state.temperature,
-  };
-}
 
 /** Identifies the answer to a grid request: text and what-ifs. */
 export const gridKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate)]);
@@ -345,3 +176,38 @@ export function currentGrid(state) {
 export function currentDetail(state) {
   return state.detail && state.detail.key === headKey(state) ? state.detail.response : null;
 }
+
+/** The tokens of the current text, from any answer for it (the what-ifs do not change them), or null. */
+export function textTokens(state) {
+  const answer = [state.grid, state.detail].find((a) => a?.response?.tokens && a.text === state.text);
+  return answer ? answer.response.tokens : null;
+}
+
+/** The query position whose predictions are shown, of a text of `T` tokens: the chosen one, else the last. */
+export function selectedPosition(state, T) {
+  if (state.position === null || state.position >= T) return T - 1;
+  return state.position;
+}
+
+/** The chosen position of the current text (the last token when none is chosen), or null before its tokens are known. */
+export function chosenPosition(state) {
+  const tokens = textTokens(state);
+  if (tokens) return selectedPosition(state, tokens.length);
+  return state.position;
+}
+
+/** The model's head size, as GET /api/model or an answer's `model` says (null before either). */
+export function headDim(state) {
+  return state.model?.head_dim ?? currentGrid(state)?.model?.head_dim ?? currentDetail(state)?.model?.head_dim ?? null;
+}
+
+// ---------------------------------------------------------------- the server's limits
+
+/**
+ * The server's limits that GET /api/model does not name (yet), as app/schemas.py sets them:
+ * used only where `model.limits` lacks the name.
+ */
+const UNSENT_LIMITS = { region_max: 512, max_new_tokens: 256 };
+
+/** A limit of the server: GET /api/model's `limits[name]` (max_text_chars, max_matrix_cells, …), else its default. */
+export const limitOf = (state, name) => state.model?.limits?.[name] ?? UNSENT_LIMITS[name] ?? null;

@@ -1,7 +1,13 @@
-// The token strip of a long text, virtualised: every chip's place is worked out once per answer
-// (chips are monospace text, measured on a canvas), and only the chips of the lines in view,
-// plus a few lines either side, are in the DOM. Scrolling swaps them; the strip keeps its
-// height, its wrap and its look. Short texts keep one DOM chip per token (views.js).
+// The token strip under the text box: one chip per token (its text and id, a hover with its
+// characters), the chosen one pressed, and the counter beside it (`renderTokens`). A long
+// text's strip is virtualised: every chip's place is worked out once per answer (chips are
+// monospace text, measured on a canvas), and only the chips of the lines in view, plus a few
+// lines either side, are in the DOM. Scrolling swaps them; the strip keeps its height, its wrap
+// and its look.
+
+import { countWords, isBlank } from "./api.js";
+import { idOf, setAttr, setText } from "./dom.js";
+import { currentDetail, currentGrid, selectedPosition } from "./state.js";
 
 /** Past this many tokens the strip is virtualised. */
 export const VIRTUAL_FROM = 400;
@@ -9,7 +15,7 @@ const GAP = 4; // .tokens gap, px
 const PAD = 2; // .tokens padding, px
 const OVERSCAN = 3; // lines drawn above and below the visible ones
 
-/** One chip as the short strip builds it (views.js uses the same): position, id, characters. */
+/** One chip: its position, token and id, `title` its hover text. */
 export function makeChip(i, token, id, title) {
   const b = document.createElement("button");
   b.type = "button";
@@ -146,3 +152,58 @@ export function leaveVirtual(strip) {
   strip.virtual = null;
   strip.classList.remove("virtual");
 }
+
+/** The chips of the current answer's tokens (or none), the chosen one pressed, and the counter. */
+export function renderTokens(state, els) {
+  const response = currentGrid(state) ?? currentDetail(state);
+  if (!response) {
+    // a text the server refused, no answer yet after an error, or no text: no chips of an older
+    // text; the counter says the server's own count of a refused text (the message's number)
+    if (!state.error && !isBlank(state.text)) return;
+    if (els.tokens.dataset.signature !== "none") {
+      els.tokens.dataset.signature = "none";
+      leaveVirtual(els.tokens);
+      els.tokens.replaceChildren();
+    }
+    setText(els.tokenCount, countWords(state.refusal));
+    return;
+  }
+  const { tokens, token_ids: tokenIds, offsets } = response;
+  const sig = String(idOf(response));
+  // offsets count characters (code points), as Python does; JS strings count UTF-16 units
+  let chars = null;
+  const title = (i) => {
+    chars ??= codePoints(state.text);
+    const [start, end] = offsets?.[i] ?? [null, null];
+    const source = start === null ? "" : chars.slice(start, end).join("");
+    return `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}`;
+  };
+  if (tokens.length > VIRTUAL_FROM) {
+    // a long text: only the chips in view are in the DOM
+    const selected = selectedPosition(state, tokens.length);
+    renderVirtualStrip(els.tokens, { key: sig, tokens, ids: tokenIds, title, selected, reveal: state.position !== null });
+    els.tokens.dataset.signature = sig;
+    setText(els.tokenCount, `${tokens.length} tokens`);
+    return;
+  }
+  if (els.tokens.virtual) {
+    leaveVirtual(els.tokens);
+    els.tokens.dataset.signature = "";
+  }
+  if (els.tokens.dataset.signature !== sig) {
+    els.tokens.dataset.signature = sig;
+    const frag = document.createDocumentFragment();
+    tokens.forEach((token, i) => frag.append(makeChip(i, token, tokenIds[i], title(i))));
+    els.tokens.replaceChildren(frag);
+    els.tokenCount.textContent = `${tokens.length} token${tokens.length === 1 ? "" : "s"}`;
+  }
+  const p = selectedPosition(state, tokens.length);
+  for (const chip of els.tokens.children) {
+    const on = Number(chip.dataset.index) === p;
+    chip.classList.toggle("selected", on);
+    setAttr(chip, "aria-pressed", on ? "true" : "false");
+  }
+}
+
+/** A string as its characters (code points): offsets from the API index this, not UTF-16 units. */
+export const codePoints = (text) => Array.from(text);

@@ -1,16 +1,18 @@
 // The notebook widget (attnscope.show): the page's head view inside a notebook output.
 //
-// Drawing is the page's own: views.js draws the chosen head, the all-heads grid, the tokens,
-// the predictions and the what-if notes from a state object shaped like the page's
-// (state.js), gridcanvas.js answers what a grid pixel shows. This module only builds the
-// widget's DOM (classes, never ids: several widgets share a page) and wires it to the
+// Drawing is the page's own: the widget holds the page's state object (state.js) and its
+// render pass (render.js) draws the head view (view_head.js: the chosen head and the all-heads
+// grid), the tokens, the predictions and the what-if notes into the widget's elements, a subset
+// of the page's; the grid's pointer is the page's too (view_grid.js). This module only builds
+// the widget's DOM (classes, never ids: several widgets share a page) and wires it to the
 // anywidget model instead of fetch: the kernel computes the API's answers and puts them in
 // the traitlets `grid` and `detail` as {"text", "causal", "scale", ["layer", "head"], "answer"}.
 
-import { cellAt, gridTooltip } from "./gridcanvas.js";
-import { divisorShort } from "./captions.js";
-import { createState, fitHead, gridKey, headKey } from "./state.js";
-import { drawHeadView, renderBanners, renderModel, renderPredictions, renderTokens } from "./views.js";
+import { changeText } from "./controls.js";
+import { inputsFor } from "./measured.js";
+import { renderSafely } from "./render.js";
+import { createState, gridKey, headKey } from "./state.js";
+import { installGridPointer } from "./view_grid.js";
 import { decodeResponse } from "./wire.js";
 
 const TEMPLATE = `
@@ -79,6 +81,8 @@ export function render({ model, el }) {
     headSelect: q("head-select"),
     causalToggle: q("causal-toggle"),
     scaleToggle: q("scale-toggle"),
+    scaleLabel: q("scale-label"),
+    scaleSwitch: q("scale-toggle").closest("label"),
     aggregateToggle: q("aggregate-toggle"),
     errorBanner: q("notice-error"),
     errorText: q("error-text"),
@@ -109,32 +113,21 @@ export function render({ model, el }) {
   const keyState = (t) => ({ ...state, text: t.text, causal: t.causal, scaled: t.scale !== "none", layer: t.layer, head: t.head });
   const readAnswers = () => {
     const grid = answerOf(model.get("grid"));
-    state.grid = grid && { key: gridKey(keyState(grid.tag)), response: grid.response };
+    state.grid = grid && { key: gridKey(keyState(grid.tag)), text: grid.tag.text, response: grid.response };
     const detail = answerOf(model.get("detail"));
+    const asked = detail && keyState(detail.tag);
     state.detail = detail && {
-      key: headKey(keyState(detail.tag)),
-      textKey: gridKey(keyState(detail.tag)),
+      key: headKey(asked),
+      text: asked.text,
+      textKey: gridKey(asked),
       temperature: state.temperature,
+      inputs: inputsFor(asked, ["text", "ablate", "causal", "scaled"]),
       response: detail.response,
     };
   };
   state.model = JSON.parse(model.get("model_info") || "null");
   sync();
   readAnswers();
-
-  function fillSelect(select, n, prefix, value) {
-    if (select.options.length !== n) {
-      select.replaceChildren(
-        ...Array.from({ length: n }, (_, i) => {
-          const o = document.createElement("option");
-          o.value = String(i);
-          o.textContent = `${prefix} ${i}`;
-          return o;
-        }),
-      );
-    }
-    if (select.value !== String(value)) select.value = String(value);
-  }
 
   let renders = 0;
   // a read-only handle for tests, as the page's window.attnscope
@@ -150,36 +143,10 @@ export function render({ model, el }) {
     },
   };
   let last = null;
-  function draw() {
-    const m = state.model;
-    state.pending.grid = state.pending.detail = model.get("busy");
-    renderModel(state, els);
-    if (m) q("scale-label").textContent = `Scale by ${divisorShort({ divisor: m.divisor, divisor_rule: m.divisor_rule, softcap: m.softcap })}`;
-    fillSelect(els.layerSelect, m?.n_layer ?? 1, "Layer", state.layer);
-    fillSelect(els.headSelect, m?.n_head ?? 1, "Head", state.head);
-    els.causalToggle.checked = state.causal;
-    els.scaleToggle.checked = state.scaled;
-    els.aggregateToggle.checked = state.aggregate;
-    if (document.activeElement !== els.textInput && els.textInput.value !== state.text) els.textInput.value = state.text;
-    renderBanners(state, els);
-    els.status.classList.toggle("busy", state.pending.grid);
-    els.statusText.textContent = state.pending.grid ? "updating…" : "";
-    renderTokens(state, els);
-    renderPredictions(state, els);
-    return drawHeadView(state, els);
-  }
-
   function update() {
-    let done;
-    try {
-      done = draw();
-    } catch (err) {
-      // a drawing bug must not blank the widget: say what failed, keep what is drawn
-      console.error("attnscope widget:", err);
-      els.errorText.textContent = `Could not draw this view: ${err && err.message ? err.message : err}`;
-      els.errorBanner.hidden = false;
-      done = { failed: true };
-    }
+    state.pending.grid = state.pending.detail = model.get("busy");
+    if (document.activeElement !== els.textInput && els.textInput.value !== state.text) els.textInput.value = state.text;
+    const done = renderSafely(state, els);
     renders += 1;
     last = done;
     el.dispatchEvent(new CustomEvent("attnscope:render", { bubbles: true, detail: { ...done, count: renders } }));
@@ -198,8 +165,7 @@ export function render({ model, el }) {
     if (els.textInput.value !== model.get("text")) push({ text: els.textInput.value });
   };
   els.textInput.addEventListener("input", () => {
-    state.text = els.textInput.value;
-    state.position = null;
+    changeText(state, els.textInput.value);
     clearTimeout(typingTimer);
     typingTimer = setTimeout(sendText, DEBOUNCE_MS);
   });
@@ -236,43 +202,8 @@ export function render({ model, el }) {
     update();
   });
 
-  // ---- the grid canvas: hover shows the cell, click opens the head (as on the page)
-  function gridHit(ev) {
-    const g = els.headsGrid.gridLayout;
-    if (!g) return null;
-    const rect = els.gridCanvas.getBoundingClientRect();
-    const { geom, size, nRows, nCols } = g.layout;
-    const hit = cellAt(geom, size, nRows, nCols, ev.clientX - rect.left, ev.clientY - rect.top);
-    return hit ? { ...hit, g } : null;
-  }
-  els.gridCanvas.addEventListener("mousemove", (ev) => {
-    const hit = gridHit(ev);
-    if (!hit) {
-      els.gridTip.hidden = true;
-      return;
-    }
-    els.gridTip.textContent = gridTooltip({ grid: hit.g.grid, hit, aggregate: hit.g.aggregate }).join("\n");
-    els.gridTip.hidden = false;
-    const box = els.headsGrid.getBoundingClientRect();
-    const x = ev.clientX - box.left + 14;
-    els.gridTip.style.left = `${Math.max(0, Math.min(x, box.width - els.gridTip.offsetWidth - 4))}px`;
-    els.gridTip.style.top = `${ev.clientY - box.top + 14}px`;
-  });
-  els.gridCanvas.addEventListener("mouseleave", () => (els.gridTip.hidden = true));
-  els.gridCanvas.addEventListener("click", (ev) => {
-    const hit = gridHit(ev);
-    if (!hit) return;
-    const head = hit.g.layout.cols[hit.col];
-    if (head >= 0) selectHead(hit.g.grid.layers[hit.row].layer, head);
-  });
-  els.gridCanvas.addEventListener("keydown", (ev) => {
-    const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
-    const mv = moves[ev.key];
-    if (!mv || !state.model) return;
-    ev.preventDefault();
-    const fit = fitHead({ layer: Math.max(0, state.layer + mv[0]), head: Math.max(0, state.head + mv[1]) }, state.model);
-    selectHead(fit.layer, fit.head);
-  });
+  // ---- the grid canvas: hover shows the cell, click opens the head (the page's own pointer)
+  installGridPointer({ state, els, selectHead });
 
   // ---- answers from the kernel
   const onAnswer = () => {

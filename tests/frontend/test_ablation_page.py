@@ -132,3 +132,89 @@ def test_generation_streams_tokens_into_the_box_and_stops_on_a_click(tab):
     tab.settle()
     assert state(tab, "text") == page.get_by_test_id("text-input").input_value()
     assert not tab.unexpected_console_errors()
+
+
+def effects_card(tab) -> dict:
+    """The head effects card as a reader sees it: stale or not, its note, its button, what it measured."""
+    return tab.page.evaluate(
+        """() => {
+            const card = document.querySelector('[data-testid=effects]');
+            const note = card.querySelector('[data-testid=effects-note]');
+            const plot = card.querySelector('[data-testid=effects-heatmap]');
+            return {
+                stale: card.dataset.stale === '1',
+                note: note.hidden ? '' : note.textContent,
+                button: card.querySelector('[data-testid=effects-run]').textContent,
+                position: plot.dataset.position ?? null,
+                measuring: card.querySelector('[data-testid=effects-run]').disabled,
+            };
+        }"""
+    )
+
+
+def measure_effects(tab) -> dict:
+    """Click Measure (or Measure again) and wait for the answer; the card as it is then."""
+    tab.page.get_by_test_id("effects-run").click()
+    tab.page.wait_for_function(
+        "() => !document.querySelector('[data-testid=effects-run]').disabled"
+        " && document.querySelector('[data-testid=effects-heatmap]').dataset.token !== undefined"
+    )
+    tab.settle()
+    return effects_card(tab)
+
+
+def test_the_effects_card_says_when_its_answer_is_out_of_date(tab):
+    tab.open("/#text=" + quote(REPEATED))
+    page = tab.page
+    fresh = measure_effects(tab)
+    n_tokens = len(tab.tokens())
+    assert not fresh["stale"] and fresh["note"] == "" and fresh["button"] == "Measure"
+    assert fresh["position"] == str(n_tokens - 1)
+
+    # another text: the card no longer describes the box, and says so
+    page.get_by_test_id("text-input").fill(REPEATED + " window")
+    tab.settle()
+    card = effects_card(tab)
+    assert card["stale"] and "Out of date" in card["note"] and "the text" in card["note"]
+    assert card["button"] == "Measure again"
+    card = measure_effects(tab)
+    assert not card["stale"] and card["note"] == ""
+    assert card["position"] == str(len(tab.tokens()) - 1)
+
+    # another token chosen
+    page.locator("[data-testid=tokens] .chip").nth(3).click()
+    tab.settle()
+    card = effects_card(tab)
+    assert card["stale"] and "the chosen token" in card["note"] and "the text" not in card["note"]
+    card = measure_effects(tab)
+    assert not card["stale"] and card["position"] == "3"
+
+    # a head switched off
+    page.get_by_test_id("ablate-L1H2").click()
+    tab.settle()
+    card = effects_card(tab)
+    assert card["stale"] and "the switched-off heads" in card["note"]
+    assert not measure_effects(tab)["stale"]
+
+    # a what-if: head effects do not follow it (the server measures the model as trained), in words
+    page.get_by_test_id("causal-toggle").click()
+    tab.settle()
+    card = effects_card(tab)
+    assert not card["stale"]
+    assert "what-if switches do not apply" in card["note"]
+    assert not tab.unexpected_console_errors()
+
+
+def test_a_generation_strip_says_when_the_text_changed_after_it(tab):
+    tab.open("/#text=" + quote("The cat sat on the"))
+    page = tab.page
+    page.get_by_test_id("generate-count").fill("3")
+    page.get_by_test_id("generate-run").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
+    tab.settle()
+    note = page.get_by_test_id("generate-note")
+    assert note.is_hidden()
+    page.get_by_test_id("text-input").fill("A different text")
+    tab.settle()
+    assert note.is_visible() and "Out of date: the text changed" in note.inner_text()
+    assert "stale" in page.get_by_test_id("generate").get_attribute("class")

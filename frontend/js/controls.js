@@ -1,0 +1,124 @@
+// The page's controls: what a typed key, a click or a link does to the state. The text box,
+// the examples, the token chips, the head pickers, the what-if switches, the temperature, the
+// tabs, the keys "[" and "]", and the URL hash. Each handler changes the state and then asks
+// for an update (a redraw) or a refresh (new answers from the server, data.js).
+
+import { EXAMPLES, parseHash, toHash } from "./state.js";
+import { VIEW_IDS } from "./views.js";
+
+/**
+ * A new text lets go of a clicked token. After an edit the same position may hold another
+ * token, and someone typing watches the guess for what comes after their last word: so any
+ * change of the text goes back to the last token, rather than keeping a stale choice.
+ */
+export function changeText(state, text) {
+  if (text === state.text) return;
+  state.text = text;
+  state.position = null;
+}
+
+/** Wire the controls; `app`: {state, els, update, data, selectHead, selectPosition, setView}. */
+export function installControls(app) {
+  const { state, els, update, data } = app;
+  const { refreshNow } = data;
+
+  els.textInput.value = state.text;
+  els.textInput.addEventListener("input", () => {
+    changeText(state, els.textInput.value);
+    data.scheduleRefresh();
+  });
+  els.textInput.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      changeText(state, els.textInput.value);
+      refreshNow();
+    }
+  });
+
+  for (const ex of EXAMPLES) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "example";
+    b.textContent = ex.label;
+    b.title = ex.text;
+    b.addEventListener("click", () => {
+      els.textInput.value = ex.text;
+      changeText(state, ex.text);
+      refreshNow();
+    });
+    els.examples.append(b);
+  }
+
+  els.tokens.addEventListener("click", (ev) => {
+    const chip = ev.target.closest(".chip");
+    if (chip) app.selectPosition(Number(chip.dataset.index));
+  });
+
+  els.layerSelect.addEventListener("change", () => app.selectHead(Number(els.layerSelect.value), state.head));
+  els.headSelect.addEventListener("change", () => app.selectHead(state.layer, Number(els.headSelect.value)));
+  els.causalToggle.addEventListener("change", () => {
+    state.causal = els.causalToggle.checked;
+    refreshNow();
+  });
+  els.scaleToggle.addEventListener("change", () => {
+    state.scaled = els.scaleToggle.checked;
+    refreshNow();
+  });
+  els.aggregateToggle.addEventListener("change", () => {
+    state.aggregate = els.aggregateToggle.checked;
+    update();
+  });
+
+  let temperatureTimer = null;
+  els.temperature.addEventListener("input", () => {
+    state.temperature = Number(els.temperature.value);
+    clearTimeout(temperatureTimer);
+    temperatureTimer = setTimeout(data.fetchPredictions, 80);
+    update();
+  });
+
+  els.linkNoticeClose.addEventListener("click", () => {
+    state.notice = null;
+    update();
+  });
+  els.errorClose.addEventListener("click", () => {
+    state.error = null;
+    state.requestErrors = { grid: null, detail: null };
+    update();
+  });
+
+  // tabs: click, and arrow keys between tabs as in the WAI-ARIA tabs pattern
+  VIEW_IDS.forEach((view, i) => {
+    els.tabs[view].addEventListener("click", () => app.setView(view));
+    els.tabs[view].addEventListener("keydown", (ev) => {
+      const n = VIEW_IDS.length;
+      const to = { ArrowRight: (i + 1) % n, ArrowLeft: (i - 1 + n) % n, Home: 0, End: n - 1 }[ev.key];
+      if (to === undefined) return;
+      ev.preventDefault();
+      app.setView(VIEW_IDS[to]);
+      els.tabs[VIEW_IDS[to]].focus();
+    });
+  });
+
+  window.addEventListener("hashchange", () => {
+    const next = parseHash(window.location.hash, VIEW_IDS);
+    if (toHash({ ...state, ...next }) === toHash(state)) return;
+    Object.assign(state, next);
+    data.fitToModel();
+    els.textInput.value = state.text;
+    data.forgetAsked(); // a link asks afresh
+    update();
+    refreshNow();
+  });
+
+  // keyboard: "[" and "]" step through heads when focus is not in a text field
+  document.addEventListener("keydown", (ev) => {
+    if (ev.target.closest("textarea, input, select") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    if (ev.key !== "]" && ev.key !== "[") return;
+    const nHead = state.model?.n_head ?? 4;
+    const nLayer = state.model?.n_layer ?? 4;
+    const flat = state.layer * nHead + state.head;
+    const next = (flat + (ev.key === "]" ? 1 : -1) + nHead * nLayer) % (nHead * nLayer);
+    app.selectHead(Math.floor(next / nHead), next % nHead);
+  });
+}

@@ -1,0 +1,280 @@
+// Asking the server for what the state needs, and storing the answers in it: the all-heads
+// grid and the chosen head for the current text (both at once, each drawn as it lands), the
+// exact cells of a zoomed block, the predictions at another temperature, the model and the
+// head roles at start. Typing is debounced here; the views say what they need (views.js) and
+// `ensureData` asks for what is missing. Each answer is stored under the key of the text and
+// what-ifs it answers (state.js), so a view never draws an older text's numbers.
+
+import { errorText, getJSON, isBlank, latestOnly, refusalOf } from "./api.js";
+import { inputsFor } from "./measured.js";
+import { regionFits, regionKey } from "./pooled.js";
+import { detailRequest, gridRequest, predictionsRequest, regionRequest } from "./requests.js";
+import { FOCUS_MAX, currentDetail, currentGrid, fitHead, gridKey, headKey } from "./state.js";
+import { viewById } from "./views.js";
+
+const DEBOUNCE_MS = 60;
+
+/** Time a finished step as a performance measure (the benchmark reads these). */
+function measure(name, start) {
+  performance.measure(`attnscope:${name}`, { start, end: performance.now() });
+}
+
+/**
+ * The page's requests over `app` ({state, els, update}). Returns the functions the rest of the
+ * page calls: fetchGrid, fetchDetail, fetchRegion, fetchPredictions, scheduleRefresh,
+ * refreshNow, ensureData, forgetAsked, loadModel, loadRoles, and `busy()` (whether anything is on its way).
+ */
+export function createData(app) {
+  const { state, els, update } = app;
+  const sendGrid = latestOnly("/api/attention");
+  const sendDetail = latestOnly("/api/attention");
+  const sendRegion = latestOnly("/api/attention");
+  const sendPredictions = latestOnly("/api/attention");
+  let modelReady = null;
+
+  /** Record how the last `kind` request ended (err null = it succeeded) and show the error left, if any. */
+  function requestDone(kind, err) {
+    if (err) askedKey = null; // asked, not answered: Enter asks again
+    state.requestErrors[kind] = err ? errorText(err) : null;
+    state.error = state.requestErrors.detail ?? state.requestErrors.grid;
+    // the refusal's numbers feed the token counter, so it says what the message says
+    if (err) state.refusal = refusalOf(err.detail);
+    else if (!state.error) state.refusal = null;
+  }
+
+  async function fetchGrid() {
+    if (isBlank(state.text)) return; // an empty box asks nothing (see refreshAll)
+    const key = gridKey(state);
+    const text = state.text;
+    state.pending.grid = true;
+    update();
+    const started = performance.now();
+    try {
+      const result = await sendGrid(gridRequest(state));
+      if (result.stale) return;
+      measure("grid-request", started);
+      state.grid = { key, text, response: result.value };
+      requestDone("grid", null);
+    } catch (err) {
+      requestDone("grid", err);
+    }
+    state.pending.grid = false;
+    const drawStart = performance.now();
+    update();
+    measure("render", drawStart);
+  }
+
+  /**
+   * Cells a side the head heatmap can draw: its plot area's width in CSS pixels (about the
+   * element's width less the token labels and the colour bar), at most FOCUS_MAX. A longer text's
+   * head is asked max-pooled to this size (requests.js, pooledFocus).
+   */
+  function measureDrawCells() {
+    const width = els.headHeatmap.clientWidth;
+    if (width > 0) state.drawCells = Math.max(64, Math.min(FOCUS_MAX, Math.round(width - 160)));
+  }
+
+  /** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
+  async function fetchDetail() {
+    if (isBlank(state.text)) return;
+    if (!state.model) {
+      // a link may name a head the model lacks: wait for the model, which clamps it (fitToModel)
+      state.pending.detail = true;
+      await modelReady;
+    }
+    measureDrawCells();
+    const key = headKey(state);
+    const record = { key, text: state.text, textKey: gridKey(state), temperature: state.temperature, inputs: inputsFor(state, ["text", "ablate", "causal", "scaled"]) };
+    state.pending.detail = true;
+    const started = performance.now();
+    try {
+      const result = await sendDetail(detailRequest(state));
+      if (result.stale) return;
+      measure("detail-request", started);
+      state.detail = { ...record, response: result.value };
+      requestDone("detail", null);
+    } catch (err) {
+      requestDone("detail", err);
+    }
+    state.pending.detail = false;
+    update();
+    // zoomed in on a long text's head: the exact cells of the same block, for this text and head
+    if (state.zoom && state.detail?.key === key && state.detail.response.focus?.thumbnail?.block > 1) fetchRegion();
+  }
+
+  /** Fetch the exact cells of the zoomed block of a pooled head (focus.region), when it fits. */
+  async function fetchRegion() {
+    const zoom = state.zoom;
+    if (!regionFits(state, zoom) || isBlank(state.text)) return;
+    const T = currentDetail(state)?.tokens?.length ?? currentGrid(state)?.tokens?.length;
+    if (T !== undefined && (zoom.q1 > T || zoom.k1 > T)) {
+      state.zoom = null; // the text got shorter than the zoomed block
+      update();
+      return;
+    }
+    const key = regionKey(state, zoom);
+    if (state.region?.key === key) return;
+    try {
+      const result = await sendRegion(regionRequest(state, zoom));
+      if (result.stale) return;
+      state.region = { key, bounds: zoom, response: result.value.focus.region };
+    } catch (err) {
+      state.requestErrors.detail = `Exact cells of the zoomed block: ${errorText(err)}`;
+      state.error = state.requestErrors.detail;
+    }
+    update();
+  }
+
+  /** The temperature only changes the predictions: ask for those alone (no layer in the answer). */
+  async function fetchPredictions() {
+    const detail = state.detail;
+    if (!detail || detail.key !== headKey(state)) return fetchDetail();
+    const temperature = state.temperature;
+    try {
+      const result = await sendPredictions(predictionsRequest(state));
+      if (result.stale || state.detail !== detail) return;
+      state.detail = { ...detail, temperature, response: { ...detail.response, predictions: result.value.predictions } };
+      requestDone("detail", null);
+    } catch (err) {
+      requestDone("detail", err);
+    }
+    update();
+  }
+
+  /**
+   * Ask for the current text: the chosen head's detail (every view needs it) and the all-heads
+   * grid, both at once. The server answers them on separate workers, and each view is drawn as
+   * soon as its answer lands, so the grid's round trip overlaps the head view's drawing.
+   */
+  async function refreshAll() {
+    if (isBlank(state.text)) {
+      // an empty box is not an error: the empty state says what to do, nothing is asked, and
+      // an error of an earlier text goes with it
+      state.requestErrors = { grid: null, detail: null };
+      state.error = null;
+      state.refusal = null;
+      update();
+      return;
+    }
+    await Promise.all([fetchDetail(), fetchGrid()]);
+  }
+
+  // Typing, debounced on both edges: a keystroke after a pause goes out at once (no waiting),
+  // while a burst (key repeat, fast typing) is merged and sent DEBOUNCE_MS after its last key.
+  // While an answer is on its way, further edits only mark the text dirty; the newest text is
+  // sent as soon as that answer lands, so a slow server never has a queue of outdated requests.
+  let typingTimer = null;
+  let scheduled = false;
+  let chainRunning = false;
+  let dirty = false;
+  let lastKeyAt = -Infinity;
+  // What the user last asked for (text, what-ifs, head, temperature, view): Enter on a text
+  // already asked (a paste goes out on its input event) asks nothing again. Any failed request and
+  // any new link forget it, so that Enter retries.
+  let askedKey = null;
+  const intentKey = (s) => JSON.stringify([headKey(s), s.temperature, s.view]);
+
+  async function runChain() {
+    chainRunning = true;
+    dirty = false;
+    askedKey = intentKey(state);
+    try {
+      await refreshAll();
+    } finally {
+      chainRunning = false;
+      if (dirty) runChain();
+    }
+  }
+
+  function kick() {
+    scheduled = false;
+    const answered = askedKey === intentKey(state) && currentGrid(state) && currentDetail(state) && !state.error;
+    if (chainRunning) dirty = dirty || askedKey !== intentKey(state);
+    else if (!answered) runChain();
+  }
+
+  function scheduleRefresh() {
+    clearTimeout(typingTimer);
+    const now = performance.now();
+    const afterPause = now - lastKeyAt > DEBOUNCE_MS;
+    lastKeyAt = now;
+    if (afterPause) {
+      kick();
+      return;
+    }
+    scheduled = true;
+    typingTimer = setTimeout(kick, DEBOUNCE_MS);
+  }
+
+  function refreshNow() {
+    clearTimeout(typingTimer);
+    kick();
+  }
+
+  /** After a view change: fetch what that view needs (its `needs`, views.js) if it is missing. */
+  function ensureData() {
+    const view = viewById(state.view);
+    if (view.needs.includes("grid") && !currentGrid(state) && !state.pending.grid) fetchGrid();
+    // a long text's head is asked with the fields of the view it was asked from (its `focus`)
+    const d = currentDetail(state);
+    const lacks = d?.focus?.thumbnail && (view.focus ?? []).some((field) => !d.focus[field]);
+    if (view.needs.includes("detail") && (!d || lacks) && !state.pending.detail) fetchDetail();
+  }
+
+  /** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */
+  function fitToModel() {
+    if (!state.model) return;
+    const fit = fitHead(state, state.model);
+    state.layer = fit.layer;
+    state.head = fit.head;
+    if (fit.note) state.notice = fit.note;
+  }
+
+  async function loadModel() {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        state.model = await getJSON("/api/model");
+        fitToModel();
+        update();
+        return;
+      } catch (err) {
+        if (attempt >= 60) {
+          state.error = errorText(err);
+          update();
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
+  async function loadRoles() {
+    try {
+      state.roles = await getJSON("/api/heads");
+      if (!state.roles.roles.includes(state.role)) state.role = state.roles.roles[0];
+    } catch (err) {
+      state.error = `Head roles: ${errorText(err)}`;
+    }
+    update();
+  }
+
+  return {
+    fetchGrid,
+    fetchDetail,
+    fetchRegion,
+    fetchPredictions,
+    scheduleRefresh,
+    refreshNow,
+    ensureData,
+    fitToModel,
+    /** A link asks afresh: Enter and the next refresh ask again even for the same intent. */
+    forgetAsked: () => (askedKey = null),
+    /** Start loading the model and the head roles (the chosen head's request waits for the model). */
+    start() {
+      modelReady = loadModel();
+      loadRoles();
+    },
+    /** Whether a request is planned or on its way. */
+    busy: () => scheduled || chainRunning || state.pending.grid || state.pending.detail,
+  };
+}

@@ -1,0 +1,126 @@
+// Writing to the page only where something changed: texts, attributes, Plotly figures, and the
+// few pieces of markup a card builds for itself. Every view and card draws through these.
+
+/** The element with this id. */
+export const byId = (id) => document.getElementById(id);
+
+/** Set an element's text only when it changes: each write would invalidate the page's layout. */
+export function setText(el, text) {
+  if (el && el.textContent !== text) el.textContent = text;
+}
+
+/** Set an attribute only when it changes. */
+export function setAttr(el, name, value) {
+  if (el.getAttribute(name) !== value) el.setAttribute(name, value);
+}
+
+/** Show or hide an element, touching it only when that changes. */
+export function setHidden(el, hidden) {
+  if (el && el.hidden !== hidden) el.hidden = hidden;
+}
+
+// Stable ids for API answers, so a figure can tell whether its data changed.
+const ids = new WeakMap();
+let nextId = 1;
+export function idOf(obj) {
+  if (!obj) return 0;
+  if (!ids.has(obj)) ids.set(obj, nextId++);
+  return ids.get(obj);
+}
+
+function plotConfig(filename) {
+  return {
+    responsive: true,
+    displaylogo: false,
+    showSendToCloud: false,
+    showEditInChartStudio: false,
+    displayModeBar: "hover",
+    modeBarButtonsToRemove: [
+      "select2d",
+      "lasso2d",
+      "autoScale2d",
+      "toggleSpikelines",
+      "hoverClosestCartesian",
+      "hoverCompareCartesian",
+      "sendChartToCloud",
+    ],
+    toImageButtonOptions: { format: "png", filename, scale: 2 },
+    // for papers: the same figure as vector graphics (Plotly draws it offline, in the page)
+    modeBarButtonsToAdd: [
+      {
+        name: "Download as SVG",
+        icon: window.Plotly?.Icons?.camera,
+        click: (gd) => window.Plotly.downloadImage(gd, { format: "svg", filename, width: gd.clientWidth, height: gd.clientHeight }),
+      },
+    ],
+  };
+}
+
+/** Plotly.react `el` with `build()` unless it already shows `signature`; true when it drew. */
+export function drawPlot(el, signature, build, filename) {
+  const Plotly = window.Plotly;
+  if (!Plotly || el.dataset.signature === signature) return false;
+  const start = performance.now();
+  const fig = build();
+  const built = performance.now();
+  Plotly.react(el, fig.data, fig.layout, plotConfig(filename));
+  performance.measure(`attnscope:build:${el.id}`, { start, end: built });
+  performance.measure(`attnscope:draw:${el.id}`, { start, end: performance.now() });
+  el.dataset.signature = signature;
+  el.classList.add("drawn");
+  return true;
+}
+
+/**
+ * A card's markup as an element: `tag` with `className`, `testid` and the inner `html`, and
+ * `parts`, its descendants by their data-testid ("effects-run" -> the button).
+ */
+export function mount(tag, className, testid, html) {
+  const root = document.createElement(tag);
+  root.className = className;
+  root.dataset.testid = testid;
+  root.innerHTML = html;
+  const parts = Object.fromEntries([...root.querySelectorAll("[data-testid]")].map((el) => [el.dataset.testid, el]));
+  return { root, parts };
+}
+
+/** Save `blob` as the file `name` (a download the browser asks nothing about). */
+export function downloadBlob(name, blob) {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+/** Fill a <select> with options "`prefix` 0" … "`prefix` n−1" (only when their number changes) and choose `value`. */
+export function fillIndexSelect(select, n, prefix, value) {
+  if (select.options.length !== n) {
+    select.replaceChildren(
+      ...Array.from({ length: n }, (_, i) => {
+        const o = document.createElement("option");
+        o.value = String(i);
+        o.textContent = `${prefix} ${i}`;
+        return o;
+      }),
+    );
+  }
+  if (select.value !== String(value)) select.value = String(value);
+}
+
+/** Call `handler(point, el)` for Plotly clicks on `el`, bound once Plotly has drawn into it (its `on` exists then). */
+export function onPlotClick(el, handler) {
+  const bind = () => {
+    if (!el.on || el.dataset.clickBound) return;
+    el.dataset.clickBound = "1";
+    el.on("plotly_click", (ev) => {
+      const pt = ev?.points?.[0];
+      if (pt) handler(pt, el);
+    });
+  };
+  new MutationObserver(bind).observe(el, { childList: true });
+  bind();
+}

@@ -1,0 +1,195 @@
+// The render pass: one function of the state draws the page (and the notebook widget, whose
+// elements are a subset): the model badge, the pickers and switches, the tabs, the banners,
+// the status, the tokens, the predictions, the visible view (from the registry, views.js) and
+// the cards (`els.cards`: head effects, switched-off heads, generation). Only what changed
+// is touched (dom.js).
+
+import { divisorShort, divisorWords, num, softcapWords } from "./captions.js";
+import { isBlank } from "./api.js";
+import { fillIndexSelect, setAttr, setHidden, setText } from "./dom.js";
+import { renderPredictions } from "./predictions.js";
+import { currentDetail, currentGrid } from "./state.js";
+import { renderTokens } from "./tokenstrip.js";
+import { VIEWS, viewById } from "./views.js";
+
+/** The model's own divisor (GET /api/model) as the layer-like object captions.js reads. */
+const modelDivisor = (m) => ({ divisor: m.divisor, divisor_rule: m.divisor_rule, softcap: m.softcap });
+
+/** The model badge: name, size, shape, divisor, window, context, device. */
+function renderModel(state, els) {
+  const m = state.model;
+  if (!m) return;
+  const params = m.parameters >= 1e6 ? `${(m.parameters / 1e6).toFixed(2)} M` : `${Math.round(m.parameters / 1e3)} k`;
+  const sig = JSON.stringify([m.name, m.parameters, m.device, m.dtype, m.family]);
+  if (els.modelBadge.dataset.signature === sig) return;
+  els.modelBadge.dataset.signature = sig;
+  els.modelBadge.replaceChildren();
+  const gqa = m.n_kv_head && m.n_kv_head < m.n_head ? ` (${m.n_kv_head} key/value heads, shared)` : "";
+  const divisor = `scores ÷ ${divisorWords(modelDivisor(m), m.head_dim)}`;
+  const windows = (m.sliding_window ?? []).filter((w) => w !== null);
+  const window = windows.length
+    ? `sliding window ${[...new Set(windows)].join(", ")} tokens${windows.length < m.n_layer ? ` in ${windows.length} of ${m.n_layer} layers` : ""}`
+    : null;
+  const parts = [
+    ["name", m.name],
+    ["family", m.family && m.family !== "attnscope" ? m.family : null],
+    ["size", `${params} parameters`],
+    ["format", m.source_format === "gguf" ? `GGUF ${m.quantization ?? ""}`.trim() : null], // e.g. "GGUF Q4_K_M"
+    ["shape", `${m.n_layer} layers × ${m.n_head} heads${gqa} · d_k ${m.head_dim}`],
+    ["divisor", m.softcap ? `${divisor}, softcap ${softcapWords(m.softcap)}` : divisor],
+    ["window", window],
+    ["context", `context ${m.block_size}${m.positions ? ` · ${m.positions} positions` : ""}`],
+    ["device", m.dtype && m.dtype !== "float32" ? `${m.device} · ${m.dtype}` : m.device],
+  ];
+  // the scaling switch names the model's own divisor (the page's label writes √d_k with a subscript)
+  const name = divisorShort(modelDivisor(m));
+  if (name !== "√d_k") els.scaleLabel.textContent = `Scale by ${name}`;
+  els.scaleSwitch.title = `Off: scores are not divided by ${divisorWords(modelDivisor(m), m.head_dim)} (what-if)`;
+  for (const [cls, text] of parts) {
+    if (!text) continue;
+    const span = document.createElement("span");
+    span.className = `badge-${cls}`;
+    span.textContent = text;
+    els.modelBadge.append(span);
+  }
+  els.modelBadge.title = `checkpoint: ${m.checkpoint ?? "?"}`;
+}
+
+/** The head pickers and the switches, as the state has them. */
+function renderControls(state, els) {
+  const m = state.model;
+  const nLayer = m?.n_layer ?? 4;
+  const nHead = m?.n_head ?? 4;
+  fillIndexSelect(els.layerSelect, nLayer, "Layer", state.layer);
+  fillIndexSelect(els.headSelect, nHead, "Head", state.head);
+  if (els.causalToggle.checked !== state.causal) els.causalToggle.checked = state.causal;
+  if (els.scaleToggle.checked !== state.scaled) els.scaleToggle.checked = state.scaled;
+  if (els.aggregateToggle.checked !== state.aggregate) els.aggregateToggle.checked = state.aggregate;
+  if (!els.temperature) return; // the widget has no temperature slider
+  if (Number(els.temperature.value) !== state.temperature) els.temperature.value = String(state.temperature);
+  setText(els.temperatureValue, state.temperature.toFixed(2));
+}
+
+/** The tab of the current view selected, its panel shown, the others hidden. */
+function renderTabs(state, els) {
+  if (!els.tabs) return; // the widget shows the head view alone
+  for (const view of VIEWS) {
+    const tab = els.tabs[view.id];
+    const panel = els.panels[view.id];
+    const on = view.id === state.view;
+    setAttr(tab, "aria-selected", on ? "true" : "false");
+    if (tab.tabIndex !== (on ? 0 : -1)) tab.tabIndex = on ? 0 : -1;
+    setHidden(panel, !on);
+  }
+  const title = `attnscope · ${viewById(state.view).label}`;
+  if (document.title !== title) document.title = title;
+}
+
+/** The error, and the what-if notes while a switch is off. */
+function renderBanners(state, els) {
+  setText(els.errorText, state.error ?? "");
+  if (els.errorBanner.hidden !== !state.error) els.errorBanner.hidden = !state.error;
+  const notes = [];
+  const m = state.model;
+  if (!state.causal) {
+    const windowed = (m?.sliding_window ?? []).some((w) => w !== null);
+    notes.push(
+      `Causal mask removed: every token also sees the tokens after it${windowed ? ", and every earlier one (no sliding window)" : ""}, like an encoder. ` +
+        "The model was trained with the mask, so these patterns and predictions are not what it computes.",
+    );
+  }
+  if (!state.scaled) {
+    const by = m ? divisorWords(modelDivisor(m), m.head_dim) : "the model's divisor";
+    const times = m ? `${num(m.divisor)} times` : "that many times";
+    notes.push(
+      `Scaling removed: scores are not divided by ${by} before softmax. The model was trained with the ` +
+        `scaling, so the softmax sees scores ${times} too large${m?.softcap ? " (before its softcap)" : ""} and turns peaky.`,
+    );
+  }
+  // a view whose numbers the what-ifs do not change says so instead (the head roles)
+  const instead = viewById(state.view).whatIfNote;
+  const shown = instead && notes.length ? [instead] : notes;
+  setHidden(els.whatifBanner, shown.length === 0);
+  const sig = shown.join("|");
+  if (els.whatifText.dataset.signature !== sig) {
+    els.whatifText.dataset.signature = sig;
+    els.whatifText.replaceChildren(
+      ...shown.map((n) => {
+        const p = document.createElement("p");
+        p.textContent = n;
+        return p;
+      }),
+    );
+  }
+  document.body.classList.toggle("what-if", shown.length > 0 && shown === notes);
+}
+
+/** The busy spinner, the server's time, and the dimming of views an answer no longer matches. */
+function renderStatus(state, els) {
+  const busy = state.pending.grid || state.pending.detail;
+  els.status.classList.toggle("busy", busy);
+  const grid = currentGrid(state);
+  // the widget's answers come from the kernel, without a server time
+  if (busy) setText(els.statusText, "updating…");
+  else if (grid && grid.timing_ms !== undefined) setText(els.statusText, `server ${Math.round(grid.timing_ms)} ms`);
+  else setText(els.statusText, "");
+  // dim what no longer matches the text while a new answer is on its way or failed
+  els.views?.classList.toggle("stale", !grid && !!state.grid);
+}
+
+
+/** The page's notes around the views: the calm notice of a link, the empty state of an empty box. */
+function renderNotices(state, els) {
+  if (els.linkNotice) {
+    setText(els.linkNoticeText, state.notice ?? "");
+    setHidden(els.linkNotice, !state.notice);
+  }
+  setHidden(els.emptyState, !isBlank(state.text));
+}
+
+/**
+ * Draw everything the state calls for. Returns what was drawn from current data: `{view, text,
+ * tokens, detail}` and the view's own answer (the head view: `head`, `grid`; another: its id).
+ */
+export function render(state, els) {
+  renderNotices(state, els);
+  renderModel(state, els);
+  renderControls(state, els);
+  renderTabs(state, els);
+  renderBanners(state, els);
+  renderStatus(state, els);
+  renderTokens(state, els);
+  renderPredictions(state, els);
+  const view = viewById(state.view);
+  const done = { view: state.view, text: state.text, head: false, grid: false, detail: !!currentDetail(state) };
+  const drawn = view.draw(state, els);
+  if (typeof drawn === "object") Object.assign(done, drawn);
+  else done[view.id] = drawn;
+  // after the view: the toggles of the switched-off heads sit on the grid it painted
+  for (const part of els.cards ?? []) part.draw(state);
+  const tokens = currentGrid(state)?.tokens ?? currentDetail(state)?.tokens;
+  done.tokens = tokens ? tokens.length : 0;
+  return done;
+}
+
+/**
+ * `render`, except that a drawing bug does not blank the page: the error banner says what failed
+ * and what is on screen stays. The answer then has `failed` and `error` (the words shown).
+ */
+export function renderSafely(state, els) {
+  try {
+    return render(state, els);
+  } catch (err) {
+    const error = `Could not draw this view: ${err && err.message ? err.message : err}`;
+    console.error("attnscope:", err);
+    els.errorText.textContent = error;
+    els.errorBanner.hidden = false;
+    return { view: state.view, text: state.text, failed: true, error };
+  }
+}
+
+/** After a view becomes visible, let its plots take their container's size. */
+export function resizeView(els, view) {
+  if (!window.Plotly) return;
+  for (const el of els.panels[view].querySelectorAll(".plot.drawn")) window.Plotly.Plots.resize(el);
+}

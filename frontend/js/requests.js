@@ -1,0 +1,168 @@
+// The bodies of the requests to POST /api/attention, each a function of the state: the
+// all-heads grid, the chosen head (whole, or max-pooled for a long text), the exact cells of a
+// zoomed block, the predictions alone, and the JSON export. data.js and export.js send them.
+
+import { currentGrid, scaleParam } from "./state.js";
+import { viewById } from "./views.js";
+
+/** Thumbnails of the grid are at most this many cells a side (max-pooled on the server). */
+export const GRID_THUMBNAIL = 64;
+
+/** Past this many tokens the chosen head's matrices come as half floats (half the bytes). */
+export const HALF_PRECISION_FROM = 257;
+
+/**
+ * Body of the all-heads request: every layer and head as a max-pooled thumbnail (u1) with
+ * its statistics, no per-row arrays and no predictions: small at any length.
+ */
+export function gridRequest(state) {
+  return {
+    text: state.text,
+    include: ["stats"],
+    stats_rows: false,
+    thumbnail: GRID_THUMBNAIL,
+    encoding: "b64",
+    causal: state.causal,
+    ablate: state.ablate,
+    scale: scaleParam(state),
+    top_k: 0,
+  };
+}
+
+/** Past this many tokens (at most) the predictions are the top 5, not 10: they come for every position. */
+export const FEWER_PREDICTIONS_FROM = 2048;
+
+/**
+ * The most tokens `text` can have: its UTF-8 bytes (a token covers at least one byte) plus a few
+ * special tokens; the exact count once the grid answer for this text is in.
+ */
+export function tokenBound(state) {
+  const grid = currentGrid(state);
+  if (grid) return grid.tokens.length;
+  return new TextEncoder().encode(state.text).length + 8;
+}
+
+/** Whether the chosen head is asked max-pooled (`focus.thumbnail`): when it may not fit the heatmap's cells. */
+export const pooledFocus = (state) => tokenBound(state) > state.drawCells;
+
+/** The fields the chosen head's views draw, as `focus.include`: these, and those the current view adds (its `focus`). */
+export function focusFields(state) {
+  return ["pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", ...(viewById(state.view).focus ?? [])];
+}
+
+/**
+ * Body of the chosen-head request for a text longer than the heatmap has cells: the head's
+ * matrices max-pooled on the server to at most drawCells a side (`focus.thumbnail`), its
+ * statistics with the per-row entropies, and the predictions. `thumbnail` (4) keeps the T×T
+ * mask out of the answer: its mask comes pooled as `focus.thumbnail.mask`.
+ */
+function pooledDetailRequest(state) {
+  return {
+    text: state.text,
+    layers: [state.layer],
+    heads: [state.head],
+    include: ["stats"],
+    thumbnail: 4,
+    focus: { layer: state.layer, head: state.head, include: focusFields(state), thumbnail: state.drawCells },
+    encoding: "b64",
+    precision: "f2",
+    causal: state.causal,
+    ablate: state.ablate,
+    scale: scaleParam(state),
+    top_k: tokenBound(state) > FEWER_PREDICTIONS_FROM ? 5 : 10,
+    temperature: state.temperature,
+  };
+}
+
+/** Body of the zoomed head heatmap's request: the exact cells of one block of the chosen head. */
+export function regionRequest(state, { q0, q1, k0, k1 }) {
+  return {
+    text: state.text,
+    layers: [],
+    include: [],
+    focus: { layer: state.layer, head: state.head, include: ["pattern", "attn_scores_raw", "attn_scores"], region: [q0, q1, k0, k1] },
+    encoding: "b64",
+    precision: "f2",
+    causal: state.causal,
+    ablate: state.ablate,
+    scale: scaleParam(state),
+    top_k: 0,
+  };
+}
+
+/** Body of the chosen-head request: every per-head field, plus the predictions. */
+export function detailRequest(state) {
+  if (pooledFocus(state)) return pooledDetailRequest(state);
+  const T = state.grid?.response?.tokens?.length ?? 0;
+  return {
+    text: state.text,
+    layers: [state.layer],
+    heads: [state.head],
+    // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one)
+    include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "stats", "q", "k"],
+    encoding: "b64",
+    precision: T >= HALF_PRECISION_FROM ? "f2" : "f4",
+    causal: state.causal,
+    ablate: state.ablate,
+    scale: scaleParam(state),
+    top_k: 10,
+    temperature: state.temperature,
+  };
+}
+
+/** The whole matrices the JSON export asks for every head (attn_scores_uncapped: only layers with a softcap send it). */
+export const EXPORT_MATRICES = ["pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled"];
+
+/**
+ * Whether the export can hold every head's whole matrices: the cells it asks for, counted as
+ * the server counts them, within the server's `limits.max_matrix_cells`.
+ */
+export function exportWhole(state) {
+  const model = state.model;
+  const limit = model?.limits?.max_matrix_cells;
+  if (!model || !limit) return true;
+  const T = tokenBound(state);
+  // attn_scores_uncapped comes only from layers with a softcap: the server counts it only then
+  const matrices = EXPORT_MATRICES.length - (model.softcap == null ? 1 : 0);
+  return model.n_layer * model.n_head * matrices * T * T <= limit;
+}
+
+/**
+ * Body of the JSON export, plain JSON. When it fits the server's limit: every layer and head with
+ * its whole matrices, statistics, q, k and v, and the top 10 guesses. Past it (a long text), what
+ * the page shows: every head's thumbnail with its statistics and per-row entropies, and the
+ * chosen head at the page's level of detail (max-pooled, or whole when it fits the heatmap).
+ */
+export function exportRequest(state) {
+  const detail = detailRequest(state);
+  delete detail.precision;
+  if (exportWhole(state)) {
+    return { ...detail, layers: null, heads: null, encoding: "json", include: [...EXPORT_MATRICES, "stats", "q", "k", "v"] };
+  }
+  const focus = detail.focus ?? { layer: state.layer, head: state.head, include: [...detail.include] };
+  return { ...gridRequest(state), stats_rows: true, encoding: "json", focus, top_k: detail.top_k, temperature: state.temperature };
+}
+
+/** The export button's tooltip: what the file will hold for this text. */
+export function exportTitle(state) {
+  return exportWhole(state)
+    ? "The /api/attention answer for this text and what-ifs: every layer and head with its pattern, scores and " +
+        "statistics, q, k and v, and the top 10 next-token guesses after each token"
+    : "The /api/attention answer for this text and what-ifs at the page's level of detail: every head's thumbnail " +
+        "(max-pooled) with its statistics, and the chosen head as drawn; whole matrices of every head would be over " +
+        "the server's limit for a text this long";
+}
+
+/** Body of the temperature slider's request: predictions only, no layer computed into the answer. */
+export function predictionsRequest(state) {
+  return {
+    text: state.text,
+    layers: [],
+    include: [],
+    causal: state.causal,
+    ablate: state.ablate,
+    scale: scaleParam(state),
+    top_k: tokenBound(state) > FEWER_PREDICTIONS_FROM ? 5 : 10,
+    temperature: state.temperature,
+  };
+}

@@ -1,0 +1,195 @@
+// The "Mask pipeline" view: one head step by step, q·kᵀ → ÷ divisor → (softcap) → masked → softmax,
+// each panel drawn from the server's own numbers, with the notes that say what each step did.
+
+import { divisorShort, divisorWords, maskKinds, num, pipelineNotes, softcapWords, unscaled } from "./captions.js";
+import { byId, drawPlot, idOf, setText } from "./dom.js";
+import { INK, MUTED, SCORE_SCALE, WEIGHT_SCALE, baseLayout, fmtFixed, hatchImages, maskNull, rowSums, unmaskedValues } from "./figures.js";
+import { blockSpan, headData, spanWords } from "./pooled.js";
+import { currentDetail, headDim } from "./state.js";
+
+export const id = "pipeline";
+export const label = "Mask pipeline";
+export const needs = ["detail"];
+
+/** Draw the view from the current chosen-head answer; false while there is none. */
+export function draw(state) {
+  const detail = currentDetail(state);
+  if (!detail) return false;
+  // the server's own numbers and words: its q·kᵀ, its scores before and after the softcap
+  // (masked entries null), the layer's divisor, softcap, window and mask
+  const layer = detail.layers[0];
+  const d = headData(detail);
+  const T = detail.tokens.length;
+  // a long text's matrices are max-pooled: the rows and columns are blocks of tokens
+  const spans = d.block > 1 ? d.pattern.map((_, c) => blockSpan(T, d.block, c)) : null;
+  const cells = spans && {
+    rows: spans.map(([a, b]) => `queries ${spanWords(detail.tokens, a, b)}`),
+    cols: spans.map(([a, b]) => `keys ${spanWords(detail.tokens, a, b)}`),
+  };
+  const kinds = maskKinds(d.mask);
+  drawPlot(
+    byId("mask-steps"),
+    `${idOf(detail)}`,
+    () =>
+      maskStepsFigure({
+        tokens: detail.tokens,
+        raw: d.raw,
+        uncapped: d.uncapped,
+        scores: d.scores,
+        mask: d.mask,
+        pattern: d.pattern,
+        layer,
+        kinds,
+        causal: detail.causal,
+        cells,
+      }),
+    "attnscope-mask-steps",
+  );
+  const notes = pipelineNotes({ causal: detail.causal, layer, kinds, headDim: headDim(state) });
+  const list = byId("pipeline-notes");
+  if (list.children.length !== notes.length) {
+    list.replaceChildren(...notes.map(() => document.createElement("li")));
+    list.style.setProperty("--steps", String(notes.length));
+  }
+  [...list.children].forEach((li, i) => setText(li, notes[i]));
+  if (cells) {
+    // row sums need every cell of a row; these cells are block maxima
+    setText(
+      byId("row-sums"),
+      `${T} tokens, drawn as ${d.pattern.length}×${d.pattern.length} cells: each is the largest value of a ` +
+        `${d.block}×${d.block} block of queries and keys, so a row of this picture is not a row of the softmax, and its cells do not sum to 1 (every softmax row does).`,
+    );
+  } else {
+    const sums = d.pattern.map((row) => row.reduce((a, v) => a + v, 0));
+    const lo = Math.min(...sums);
+    const hi = Math.max(...sums);
+    setText(byId("row-sums"), `After softmax every row sums to 1: the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}.`);
+  }
+  const words = unscaled(layer) ? "1 (what-if: no scaling)" : divisorWords(layer, headDim(state));
+  setText(byId("pipeline-divisor"), layer.softcap ? `${words}, then the softcap ${softcapWords(layer.softcap)}` : words);
+  return true;
+}
+
+const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
+
+/**
+ * The steps of one head as small heatmaps, plus the row sums after softmax, each drawn from
+ * the server's numbers: q·kᵀ (`raw`) → ÷ divisor (`uncapped`: the answer's
+ * attn_scores_uncapped, or attn_scores where the layer has no softcap) → the softcap, where
+ * `layer.softcap` is set (`scores`) → masked_fill(−∞) (`scores`, hatched where `mask` is 0)
+ * → softmax (`pattern`). `kinds` (captions.maskKinds) says what the mask hides.
+ */
+export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, layer, kinds, causal, cells = null }) {
+  // `cells` ({rows, cols}: words per pooled row and column) for a long text's max-pooled matrices:
+  // each value is a block's largest, so no row sums (those need every cell) and "largest" in the hover
+  const T = cells ? cells.rows.length : tokens.length;
+  const sums = cells ? null : rowSums(pattern).map((s) => [s]);
+  const labels = cells ? cells.rows : tokens.map((t, i) => `${i} ${t}`);
+  const cd = cells ? cells.rows.map((q) => cells.cols.map((k) => [q, k])) : labels.map((q) => labels.map((k) => [q, k]));
+  const range = (m) => {
+    const vals = unmaskedValues(m);
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const v of vals) {
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+    return vals.length ? [lo, hi] : [0, 1];
+  };
+  const sub = (text) => `<br><span style="font-size:10px;color:${MUTED}">${text}</span>`;
+  const span = (m, digits) => {
+    const [lo, hi] = range(m);
+    return cells ? `largest ${fmtFixed(hi, digits)}` : `[${fmtFixed(lo, digits)}, ${fmtFixed(hi, digits)}]`;
+  };
+  const short = divisorShort(layer);
+  const steps = [
+    { z: raw, axis: "coloraxis", title: `q·kᵀ${sub(span(raw, 1))}`, hover: "q·kᵀ %{z:.3f}" },
+    {
+      z: uncapped ?? scores,
+      axis: "coloraxis2",
+      // the name on the title line, its value under it: long names (√query_pre_attn_scalar) fit a panel
+      title: `÷ ${short}${sub(`${short.startsWith("√") ? `= ${num(layer.divisor)}, ` : ""}${span(uncapped ?? scores, 2)}`)}`,
+      hover: `q·kᵀ ÷ ${short} %{z:.3f}`,
+    },
+  ];
+  if (layer.softcap) {
+    steps.push({
+      z: scores,
+      axis: "coloraxis2",
+      title: `softcap${sub(`${softcapWords(layer.softcap)} ${span(scores, 2)}`)}`,
+      hover: `${softcapWords(layer.softcap)} %{z:.3f}`,
+    });
+  }
+  const maskTitle = kinds.any
+    ? `masked_fill(−∞)${sub("hatched = −∞")}`
+    : causal
+      ? `masked_fill(−∞)${sub("nothing to mask")}`
+      : `no mask (what-if)${sub("nothing hidden")}`;
+  steps.push({ z: maskNull(scores, mask), axis: "coloraxis2", title: maskTitle, hover: "score %{z:.3f}", hatched: true });
+  steps.push({ z: pattern, axis: "coloraxis3", title: `softmax${sub("rows → weights")}`, hover: "weight %{z:.4f}" });
+  const n = steps.length;
+  const gap = 0.03;
+  const sumW = cells ? 0 : 0.045;
+  const stepW = (1 - sumW - gap * n) / n;
+  const doms = steps.map((_, i) => [i * (stepW + gap), i * (stepW + gap) + stepW]);
+  if (!cells) doms.push([1 - sumW, 1]);
+  const hover = (what) => `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${cells ? "largest " : ""}${what}<extra></extra>`;
+  const common = { customdata: cd, hoverongaps: false, xgap: T <= 16 ? 1 : 0, ygap: T <= 16 ? 1 : 0 };
+  const axisId = (i) => (i === 0 ? "" : String(i + 1));
+  const data = steps.map((step, i) => ({
+    ...common,
+    type: "heatmap",
+    z: step.z,
+    coloraxis: step.axis,
+    xaxis: `x${axisId(i)}`,
+    yaxis: `y${axisId(i)}`,
+    hovertemplate: hover(step.hover),
+  }));
+  if (sums) data.push({
+    type: "heatmap",
+    z: sums,
+    x: [0],
+    customdata: labels.map((l) => [[l]]), // one cell per row, its customdata the array [label]
+    colorscale: [
+      [0, "#f3f4f7"],
+      [1, "#f3f4f7"],
+    ],
+    showscale: false,
+    xaxis: `x${n + 1}`,
+    yaxis: `y${n + 1}`,
+    texttemplate: T <= 20 ? "%{z:.3f}" : "",
+    textfont: { size: 9, color: INK },
+    ygap: T <= 16 ? 1 : 0,
+    hovertemplate: "row %{customdata[0]}<br>sum %{z:.6f}<extra></extra>",
+  });
+  const titles = [...steps.map((step, i) => `${CIRCLED[i]} ${step.title}`), ...(sums ? ["Σ row"] : [])];
+  const hatchedAt = steps.findIndex((step) => step.hatched);
+  const layout = baseLayout({
+    margin: { l: 8, r: 8, t: 46, b: 8 },
+    coloraxis: { colorscale: SCORE_SCALE, showscale: false },
+    coloraxis2: { colorscale: SCORE_SCALE, showscale: false },
+    coloraxis3: { colorscale: WEIGHT_SCALE, cmin: 0, cmax: 1, showscale: false },
+    annotations: titles.map((text, i) => ({
+      text,
+      xref: "paper",
+      yref: "paper",
+      x: (doms[i][0] + doms[i][1]) / 2,
+      y: 1,
+      yanchor: "bottom",
+      yshift: 4,
+      showarrow: false,
+      font: { size: n > 4 ? 11 : 12, color: INK },
+    })),
+    images: hatchImages(mask, `x${axisId(hatchedAt)}`, `y${axisId(hatchedAt)}`, 24),
+    uirevision: "steps",
+  });
+  const axis = { visible: false, fixedrange: true };
+  doms.forEach((dom, i) => {
+    const id = axisId(i);
+    const isSum = i === n;
+    layout["xaxis" + id] = { ...axis, domain: dom, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + id };
+    layout["yaxis" + id] = { ...axis, domain: [0, 1], range: [T - 0.5, -0.5], anchor: "x" + id };
+  });
+  return { data, layout };
+}
+

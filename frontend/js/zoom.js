@@ -1,0 +1,87 @@
+// Zooming in on a long text's head heatmap (issue 16): drag a box over the max-pooled cells
+// and the page shows that block of tokens, then the exact cells of it once the server sent
+// them (data.js fetchRegion); a double-click shows the whole head again. The page zooms, not
+// Plotly, whose zoom would first paint the whole head at the zoomed size.
+
+import { visibleBlock } from "./pooled.js";
+
+/** Drag-to-zoom on `app.els.headHeatmap`; `app`: {state, els, update, fetchRegion}. Returns `{endedDrag()}`. */
+export function installZoom(app) {
+  const { state, els } = app;
+  const gd = els.headHeatmap;
+  let timer = null;
+  let dragged = false;
+
+  function setZoom(zoom) {
+    if (JSON.stringify(zoom) === JSON.stringify(state.zoom)) return;
+    state.zoom = zoom;
+    app.update();
+    clearTimeout(timer);
+    timer = setTimeout(app.fetchRegion, 120);
+  }
+
+  /** The heatmap's axes when it shows a pooled head (block > 1), else null. */
+  function pooledAxes() {
+    const meta = gd.layout?.meta;
+    const xa = gd._fullLayout?.xaxis;
+    const ya = gd._fullLayout?.yaxis;
+    return meta?.block > 1 && xa && ya ? { meta, xa, ya } : null;
+  }
+
+  const box = document.createElement("div");
+  box.className = "zoom-box";
+  box.hidden = true;
+  document.body.append(box);
+  let start = null;
+  gd.addEventListener("mousedown", (ev) => {
+    const axes = pooledAxes();
+    if (!axes || ev.button !== 0) return;
+    const r = gd.getBoundingClientRect();
+    const x = ev.clientX - r.left - axes.xa._offset;
+    const y = ev.clientY - r.top - axes.ya._offset;
+    if (x < 0 || x > axes.xa._length || y < 0 || y > axes.ya._length) return;
+    start = { ...axes, x0: ev.clientX, y0: ev.clientY, r };
+    dragged = false;
+    ev.preventDefault();
+  });
+  window.addEventListener("mousemove", (ev) => {
+    if (!start) return;
+    const { xa, ya, r } = start;
+    // the box stays inside the plot area
+    const cx = Math.min(r.left + xa._offset + xa._length, Math.max(r.left + xa._offset, ev.clientX));
+    const cy = Math.min(r.top + ya._offset + ya._length, Math.max(r.top + ya._offset, ev.clientY));
+    start.x1 = cx;
+    start.y1 = cy;
+    if (Math.abs(cx - start.x0) + Math.abs(cy - start.y0) < 6) return;
+    Object.assign(box.style, {
+      left: `${Math.min(cx, start.x0)}px`,
+      top: `${Math.min(cy, start.y0)}px`,
+      width: `${Math.abs(cx - start.x0)}px`,
+      height: `${Math.abs(cy - start.y0)}px`,
+    });
+    box.hidden = false;
+  });
+  window.addEventListener("mouseup", () => {
+    if (!start) return;
+    const s0 = start;
+    start = null;
+    box.hidden = true;
+    if (s0.x1 === undefined || Math.abs(s0.x1 - s0.x0) + Math.abs(s0.y1 - s0.y0) < 6) return;
+    dragged = true;
+    const { xa, ya, r, meta } = s0;
+    const px = (cx) => xa.p2d(cx - r.left - xa._offset);
+    const py = (cy) => ya.p2d(cy - r.top - ya._offset);
+    setZoom(visibleBlock([px(s0.x0), px(s0.x1)], [py(s0.y0), py(s0.y1)], meta.tokens));
+  });
+  gd.addEventListener("dblclick", () => {
+    if (pooledAxes()) setZoom(null);
+  });
+  return {
+    /** Whether the last mouse-up ended a dragged box (asked once per click: the answer is then forgotten). */
+    endedDrag() {
+      const was = dragged;
+      dragged = false;
+      return was;
+    },
+  };
+}
