@@ -1,4 +1,4 @@
-// Talking to the attnscope JSON API (see shared/api-contract.md). Same origin only.
+// Talking to the attnscope JSON API (docs/API.md). Same origin only.
 
 import { decodeResponse } from "./wire.js";
 
