@@ -14,7 +14,8 @@ from ..model.backends import LoadedModel
 from ..model.fields import field_table
 from ..model.heads import ROLES, role_scores
 from .responses import dumps
-from .schemas.attention import MAX_MATRIX_CELLS
+from .schemas.attention import MAX_MATRIX_CELLS, REGION_MAX
+from .schemas.generation import MAX_NEW_TOKENS
 from .settings import CHARS_PER_TOKEN
 
 
@@ -70,7 +71,13 @@ def build_service(lm: LoadedModel, with_heads: bool = True, limits: dict[str, in
     ``max_matrix_cells``), shown in the model's description; unset: the defaults."""
     info = model_info(lm)
     text_chars = max(16000, CHARS_PER_TOKEN * lm.facts.block_size)  # as Settings.text_limit() for this model
-    info["limits"] = {"max_text_chars": text_chars, "max_matrix_cells": MAX_MATRIX_CELLS, **(limits or {})}
+    info["limits"] = {
+        "max_text_chars": text_chars,
+        "max_matrix_cells": MAX_MATRIX_CELLS,
+        "region_max": REGION_MAX,
+        "max_new_tokens": MAX_NEW_TOKENS,
+        **(limits or {}),
+    }
     tok = lm.tokenizer
     svc = Service(
         loaded=lm,

@@ -14,6 +14,8 @@ class Limits(BaseModel):
         "(attn_scores_uncapped only on a model with a softcap), plus the focus head's unless pooled or a region) × T²; "
         "larger requests get a 422 naming it"
     )
+    region_max: int = Field(description="most query rows and key columns of one `focus.region`")
+    max_new_tokens: int = Field(description="most tokens one `POST /api/generate` adds")
 
 
 class FieldInfo(BaseModel):

@@ -49,14 +49,14 @@ const SAID = { length: "done", eos: "the model ended the text", context: "the te
 /** Install the button, the strip and its controls; `app`: {state, els, changeText, refreshNow, update}. Returns `{draw(state)}`. */
 export function installGenerate(app) {
   const { state, els } = app;
-  const most = limitOf(state, "max_new_tokens");
+  const most = () => limitOf(state, "max_new_tokens"); // null until the model is known
   const { root: box, parts } = mount(
     "div",
     "generate-box",
     "generate",
     `<div class="generate-controls">
       <button type="button" class="btn" data-testid="generate-run">Continue</button>
-      <label class="small">tokens <input type="number" min="1" max="${most}" value="20" data-testid="generate-count" /></label>
+      <label class="small">tokens <input type="number" min="1" value="20" data-testid="generate-count" /></label>
       <label class="small">strip <select data-testid="generate-mode">
         <option value="head">chosen head</option><option value="mean">mean of all heads</option></select></label>
       <span class="muted small" data-testid="generate-status" aria-live="polite"></span>
@@ -95,7 +95,7 @@ export function installGenerate(app) {
   }
 
   async function start() {
-    const n = Math.min(most, Math.max(1, Number.parseInt(count.value, 10) || 20));
+    const n = Math.min(most() ?? Infinity, Math.max(1, Number.parseInt(count.value, 10) || 20));
     controller = new AbortController();
     const run = { steps: [], mode: mode.value, running: true, reason: null, error: null, inputs: null };
     state.generation = run;
@@ -159,6 +159,7 @@ export function installGenerate(app) {
   });
 
   function draw() {
+    if (most() !== null) count.max = String(most());
     const run = state.generation;
     const changed = run?.inputs ? changedInputs(run.inputs, state) : [];
     box.classList.toggle("stale", changed.length > 0);

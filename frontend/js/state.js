@@ -204,10 +204,7 @@ export function headDim(state) {
 // ---------------------------------------------------------------- the server's limits
 
 /**
- * The server's limits that GET /api/model does not name (yet), as app/schemas.py sets them:
- * used only where `model.limits` lacks the name.
+ * A limit of the server, as GET /api/model's `limits` names it (max_text_chars, max_matrix_cells,
+ * region_max, max_new_tokens): never a copy in the page. null until the model is known.
  */
-const UNSENT_LIMITS = { region_max: 512, max_new_tokens: 256 };
-
-/** A limit of the server: GET /api/model's `limits[name]` (max_text_chars, max_matrix_cells, …), else its default. */
-export const limitOf = (state, name) => state.model?.limits?.[name] ?? UNSENT_LIMITS[name] ?? null;
+export const limitOf = (state, name) => state.model?.limits?.[name] ?? null;
