@@ -1,7 +1,7 @@
 """The notebook widget (an anywidget ``AnyWidget``): the page's head view, computed in the kernel.
 
 The widget computes with the very functions the JSON API uses
-(:func:`attnscope.app.notebook.answer_bytes`): no HTTP server, no port. Its traitlets hold the
+(:func:`attnscope.app.notebook_service.answer_bytes`): no HTTP server, no port. Its traitlets hold the
 API's answers as JSON text, tagged with the text and what-ifs they answer, so a view opened
 later (a second view of the widget, a reloaded page) draws the last answer at once. Its
 JavaScript is the page's own modules (:mod:`.widget_assets`); its output also carries a static
@@ -16,7 +16,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from .notebook import TOP_K, _decode, answer_bytes
+from .notebook_service import TOP_K, answer_bytes, decode_answer
 from .snapshot import snapshot_html
 from .widget_assets import modules_payload, plotly_js, widget_css, widget_esm
 
@@ -138,8 +138,8 @@ class AttnScope(anywidget.AnyWidget):
         """The current grid and chosen-head answers, as :func:`~attnscope.app.notebook.capture`
         gives them (numpy arrays)."""
         return {
-            "grid": _decode(json.loads(self.grid)["answer"]) if self.grid else None,
-            "detail": _decode(json.loads(self.detail)["answer"]) if self.detail else None,
+            "grid": decode_answer(json.loads(self.grid)["answer"]) if self.grid else None,
+            "detail": decode_answer(json.loads(self.detail)["answer"]) if self.detail else None,
         }
 
     def snapshot_html(self) -> str:

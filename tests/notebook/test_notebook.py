@@ -21,7 +21,7 @@ if importlib.util.find_spec("anywidget") is None:
     pytest.skip("anywidget is not installed (pip install -e '.[notebook]')", allow_module_level=True)
 
 import attnscope  # noqa: E402
-from attnscope.app import notebook, widget_assets  # noqa: E402
+from attnscope.app import notebook, notebook_service, widget_assets  # noqa: E402
 
 TEXT = "The cat sat on the mat. The cat"
 
@@ -42,11 +42,11 @@ def test_capture_equals_the_api(client):
         "include": notebook.CAPTURE_INCLUDE,
         "encoding": "b64",
         "precision": "f4",
-        "top_k": notebook.TOP_K,
+        "top_k": notebook_service.TOP_K,
     }
     r = client.post("/api/attention", json=body)
     assert r.status_code == 200, r.text
-    api = notebook._decode(r.json())
+    api = notebook_service.decode_answer(r.json())
     assert data["tokens"] == api["tokens"] and data["token_ids"] == api["token_ids"]
     assert data["predictions"] == api["predictions"]
     np.testing.assert_array_equal(data["mask"], api["mask"])
@@ -67,7 +67,7 @@ def test_capture_equals_the_api(client):
 
 
 def _answer(trait: str) -> dict:
-    return notebook._decode(json.loads(trait)["answer"])
+    return notebook_service.decode_answer(json.loads(trait)["answer"])
 
 
 def test_show_the_shipped_model():
@@ -78,7 +78,7 @@ def test_show_the_shipped_model():
     assert len(grid["layers"]) == info["n_layer"] and len(grid["layers"][0]["heads"]) == info["n_head"]
     assert grid["thumbnail"]["size"] == len(grid["tokens"])
     assert detail["layers"][0]["heads"][0]["pattern"].shape == (len(detail["tokens"]),) * 2
-    assert len(detail["predictions"][-1]) == notebook.TOP_K
+    assert len(detail["predictions"][-1]) == notebook_service.TOP_K
     # the chosen head's numbers are capture's (the API's) numbers
     same = attnscope.capture(TEXT, layers=[0], heads=[0], include=["pattern"])
     np.testing.assert_array_equal(detail["layers"][0]["heads"][0]["pattern"], same["layers"][0]["heads"][0]["pattern"])
