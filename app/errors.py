@@ -31,7 +31,7 @@ log = logging.getLogger("attnscope")
 def error_item(type_: str, loc: Sequence[str | int], msg: str, ctx: dict[str, Any] | None = None) -> dict[str, Any]:
     item: dict[str, Any] = {"type": type_, "loc": list(loc), "msg": msg}
     if ctx:
-        item["ctx"] = ctx
+        item["ctx"] = _json_safe(ctx)
     return item
 
 
@@ -52,9 +52,15 @@ class ApiError(Exception):
         self.detail = [error_item(type_, loc, msg, ctx)]
 
 
+JSON_INT_RANGE = range(-(2**63), 2**64)  # what orjson writes as a number
+
+
 def _json_safe(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
+    """A value an error may name, as JSON can carry it: numbers JSON cannot hold become strings."""
+    if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, int):
+        return value if value in JSON_INT_RANGE else str(value)
     if isinstance(value, float):
         return value if value == value and abs(value) != float("inf") else str(value)
     if isinstance(value, (list, tuple)):

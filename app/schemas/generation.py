@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .common import TEMPERATURE_MAX, TEMPERATURE_MIN, HeadRef, Prediction, TextInput, ablate_field
 
 MAX_NEW_TOKENS = 256
+TOP_K_SAMPLE_MAX = 2**31 - 1  # any vocabulary is smaller
 TOP_GUESSES = 5  # `top` of every streamed line
 SEED_MAX = 2**63 - 1
 
@@ -34,7 +35,9 @@ class GenerateRequest(TextInput):
         allow_inf_nan=False,
         description="sampling and every line's probabilities use softmax(logits / temperature)",
     )
-    top_k: int | None = Field(None, ge=1, description="sample among the top_k tokens only; all if absent")
+    top_k: int | None = Field(
+        None, ge=1, le=TOP_K_SAMPLE_MAX, description="sample among the top_k tokens only; all if absent or past the vocabulary"
+    )
     seed: int | None = Field(
         None, ge=0, le=SEED_MAX, description="seeds the sampler (the same seed, the same text); drawn if absent"
     )
