@@ -33,6 +33,7 @@ import hashlib
 import html.parser
 import json
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -246,10 +247,28 @@ def read_documents(path: Path) -> list[str]:
     return [d.strip("\n") for d in text.split("\n" + DOC_SEPARATOR + "\n") if d.strip()]
 
 
+PACKAGES = {  # the Debian package that brings each source folder
+    "wordnet-base": lambda: WORDNET_DIR,
+    "gnome-user-docs": lambda: GNOME_HELP,
+    "debian-handbook": lambda: HANDBOOK,
+    "python3-doc": lambda: PYDOC,
+}
+
+
+def missing_packages() -> list[str]:
+    """The source packages whose folders are not on this machine."""
+    return [name for name, folder in PACKAGES.items() if not Path(folder()).is_dir()]
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m attnscope.model.corpus", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("data/corpus"))
     args = ap.parse_args(argv)
+    missing = missing_packages()
+    if len(missing) == len(PACKAGES):  # nothing to read: say so before writing anything
+        ap.exit(1, f"{ap.prog}: no corpus sources on this machine: apt-get install {' '.join(missing)}\n")
+    if missing:
+        print(f"{ap.prog}: building without {', '.join(missing)} (not installed)", file=sys.stderr)
     print(json.dumps(build(args.out), indent=2))
 
 

@@ -354,6 +354,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
             f"{ap.prog}: no corpus in {corpus} ({', '.join(missing)} missing): build it with "
             f"`python -m attnscope.model.corpus --out {corpus}` (see README, Train your own model)\n",
         )
+    empty = [name for name in ("train.txt", "val.txt") if not read_documents(corpus / name)]
+    if empty:
+        ap.exit(
+            1,
+            f"{ap.prog}: the corpus in {corpus} is empty (no document in {' or '.join(empty)}): rebuild it with "
+            f"`python -m attnscope.model.corpus --out {corpus}` after installing its sources (see README)\n",
+        )
     try:
         final = train(cfg, resume=args.resume, device=device, new_phase=args.new_phase)
     except ResumeError as e:

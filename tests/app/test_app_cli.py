@@ -421,6 +421,19 @@ def test_train_without_a_corpus_is_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "no corpus" in err and "model.corpus" in err
 
 
+def test_train_on_an_empty_corpus_is_one_line(tmp_path, capsys):
+    empty = tmp_path / "corpus"
+    empty.mkdir()
+    for name in ("train.txt", "val.txt"):
+        (empty / name).write_text("")
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--preset", "tiny", "--corpus", str(empty), "--out", str(tmp_path / "run")])
+    assert info.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is empty" in err and "model.corpus" in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_export_hf_files_follow_the_umask(checkpoint_dir, tmp_path):
     import os
 

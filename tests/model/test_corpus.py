@@ -129,3 +129,14 @@ def test_fractional_weight_keeps_a_stable_share(monkeypatch):
     assert set(kept) <= {0, 1}
     assert abs(sum(kept) / len(kept) - 0.4) < 0.03  # sha1 bytes are close to uniform
     assert kept == [corpus.copies(d) for d in docs]  # the same documents every run
+
+
+def test_no_source_installed_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    for name in ("WORDNET_DIR", "GNOME_HELP", "HANDBOOK", "PYDOC"):
+        monkeypatch.setattr(corpus, name, str(tmp_path / "absent" / name))
+    with pytest.raises(SystemExit) as info:
+        corpus.main(["--out", str(tmp_path / "corpus")])
+    assert info.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "apt-get install wordnet-base" in err
+    assert not (tmp_path / "corpus").exists()
