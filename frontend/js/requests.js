@@ -110,8 +110,9 @@ export function detailRequest(state) {
   };
 }
 
-/** The whole matrices the JSON export asks for every head (attn_scores_uncapped: only layers with a softcap send it). */
-export const EXPORT_MATRICES = ["pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "pattern_unscaled"];
+/** What a head's answer can hold, from the server's field table (GET /api/model `fields`): its names, or those of `kinds`. */
+export const fieldNames = (model, ...kinds) =>
+  (model?.fields ?? []).filter((f) => kinds.length === 0 || kinds.includes(f.kind)).map((f) => f.name);
 
 /**
  * Whether the export can hold every head's whole matrices: the cells it asks for, counted as
@@ -122,8 +123,8 @@ export function exportWhole(state) {
   const limit = model?.limits?.max_matrix_cells;
   if (!model || !limit) return true;
   const T = tokenBound(state);
-  // attn_scores_uncapped comes only from layers with a softcap: the server counts it only then
-  const matrices = EXPORT_MATRICES.length - (model.softcap == null ? 1 : 0);
+  // the T×T fields; attn_scores_uncapped comes only from layers with a softcap: the server counts it only then
+  const matrices = fieldNames(model, "weights", "scores").filter((name) => name !== "attn_scores_uncapped" || model.softcap != null).length;
   return model.n_layer * model.n_head * matrices * T * T <= limit;
 }
 
@@ -137,7 +138,7 @@ export function exportRequest(state) {
   const detail = detailRequest(state);
   delete detail.precision;
   if (exportWhole(state)) {
-    return { ...detail, layers: null, heads: null, encoding: "json", include: [...EXPORT_MATRICES, "stats", "q", "k", "v"] };
+    return { ...detail, layers: null, heads: null, encoding: "json", include: fieldNames(state.model) };
   }
   const focus = detail.focus ?? { layer: state.layer, head: state.head, include: [...detail.include] };
   return { ...gridRequest(state), stats_rows: true, encoding: "json", focus, top_k: detail.top_k, temperature: state.temperature };
