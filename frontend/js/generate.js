@@ -6,6 +6,7 @@
 // strip is dimmed and says it is out of date.
 
 import { errorText } from "./api.js";
+import { viridisLUT, weightColor, weightLegend } from "./gridcanvas.js";
 import { mount, setHidden, setText } from "./dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "./measured.js";
 import { limitOf } from "./state.js";
@@ -68,10 +69,14 @@ export function installGenerate(app) {
   const { "generate-run": button, "generate-count": count, "generate-mode": mode, "generate-status": status, "generate-note": note, "generate-strip": strip } =
     parts;
   let controller = null;
+  const lut = viridisLUT();
+  const legend = weightLegend("generate-legend");
+  strip.after(legend);
 
   function drawStrip(run) {
     const steps = run?.steps ?? [];
     setHidden(strip, !steps.length);
+    setHidden(legend, !steps.length);
     if (!steps.length) return;
     const sig = `${steps.length}|${state.layer}.${state.head}|${run.mode}`;
     if (strip.dataset.signature === sig) return;
@@ -86,8 +91,7 @@ export function installGenerate(app) {
     g.fillRect(0, 0, strip.width, strip.height);
     steps.forEach((s, r) => {
       stripRow(s.attention, state.layer, state.head, run.mode).forEach((w, k) => {
-        const t = Math.sqrt(Math.min(1, Math.max(0, w)));
-        g.fillStyle = `rgb(${Math.round(253 - 185 * t)}, ${Math.round(231 - 230 * t)}, ${Math.round(37 + 47 * t)})`;
+        g.fillStyle = weightColor(lut, w); // the heatmaps' scale: 0 dark, 1 yellow
         g.fillRect(k * cell, r * cell, cell, cell);
       });
     });
@@ -168,7 +172,7 @@ export function installGenerate(app) {
     if (run && whatIfOn(state)) notes.push("Generation runs the model as trained (causal mask on, its own scaling): the what-if switches do not apply to it.");
     setText(note, notes.join(" "));
     setHidden(note, notes.length === 0);
-    if (run && !run.running) setText(status, run.error ?? `${run.steps.length} new tokens · ${SAID[run.reason] ?? run.reason}`);
+    if (run && !run.running) setText(status, run.error ?? `${run.steps.length} new ${run.steps.length === 1 ? "token" : "tokens"} · ${SAID[run.reason] ?? run.reason}`);
     drawStrip(run);
   }
   return { draw };

@@ -38,6 +38,30 @@ export function viridisLUT() {
   return lut;
 }
 
+/** The colour of weight `w` (0..1) as every heatmap draws it, from a `viridisLUT()`. */
+export const weightColor = (lut, w) => {
+  const v = Math.round(Math.min(1, Math.max(0, w)) * 255) * 3;
+  return `rgb(${lut[v]}, ${lut[v + 1]}, ${lut[v + 2]})`;
+};
+
+/** A legend of that colour scale: "0 ▭ 1 weight", the bar in the heatmaps' colours. */
+export function weightLegend(testid, label = "attention weight") {
+  const legend = document.createElement("div");
+  legend.className = "weight-legend muted small";
+  legend.dataset.testid = testid;
+  const bar = document.createElement("canvas");
+  bar.width = 96;
+  bar.height = 8;
+  const g = bar.getContext("2d");
+  const lut = viridisLUT();
+  for (let x = 0; x < bar.width; x++) {
+    g.fillStyle = weightColor(lut, x / (bar.width - 1));
+    g.fillRect(x, 0, 1, bar.height);
+  }
+  legend.append("0 ", bar, ` 1 ${label}`);
+  return legend;
+}
+
 /**
  * Columns of the grid: one per head, plus "mean" (the mean over the layer's heads of their
  * block maxima) when `aggregate`.

@@ -218,3 +218,40 @@ def test_a_generation_strip_says_when_the_text_changed_after_it(tab):
     tab.settle()
     assert note.is_visible() and "Out of date: the text changed" in note.inner_text()
     assert "stale" in page.get_by_test_id("generate").get_attribute("class")
+
+
+def test_the_generation_strip_draws_weights_in_the_heatmaps_colours_with_a_legend(tab):
+    """Weight 1 is yellow and 0 dark, as in every heatmap (the strip had the scale reversed): in each
+    row the cell the new token weighted most is the brightest, and a legend says which end is which."""
+    tab.open("/#text=" + quote("The cat sat on the mat. The cat"))
+    page = tab.page
+    page.get_by_test_id("generate-count").fill("4")
+    page.get_by_test_id("generate-run").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
+    tab.settle()
+    rows = page.evaluate(
+        """() => {
+            const s = window.attnscope.state;
+            const strip = document.querySelector('[data-testid=generate-strip]');
+            const g = strip.getContext('2d');
+            const keys = s.generation.steps.at(-1).attention[0][0].length;  // the widest row sets the cell size
+            const cell = strip.width / keys;
+            return s.generation.steps.map((step, r) => {
+                const row = step.attention[s.layer][s.head];
+                const bright = row.map((_, k) => {
+                    const [red, green] = g.getImageData(Math.floor((k + 0.5) * cell), Math.floor((r + 0.5) * cell), 1, 1).data;
+                    return red + green;
+                });
+                return { row, bright };
+            });
+        }"""
+    )
+    assert len(rows) == 4
+    for r in rows:
+        strongest = max(range(len(r["row"])), key=lambda k: r["row"][k])
+        weakest = min(range(len(r["row"])), key=lambda k: r["row"][k])
+        if r["row"][strongest] - r["row"][weakest] > 0.05:
+            assert r["bright"][strongest] > r["bright"][weakest]
+    legend = page.get_by_test_id("generate-legend")
+    assert legend.is_visible() and " ".join(legend.inner_text().split()) == "0 1 attention weight"
+    assert page.get_by_test_id("generate-status").inner_text().startswith("4 new tokens")
