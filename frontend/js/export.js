@@ -3,7 +3,8 @@
 
 import { errorText, postJSON } from "./api.js";
 import { downloadBlob } from "./dom.js";
-import { exportRequest, exportTitle } from "./requests.js";
+import { blockSpan, headData } from "./pooled.js";
+import { exactHeadRequest, exportRequest, exportTitle } from "./requests.js";
 import { currentDetail, currentGrid, toHash } from "./state.js";
 
 const csvField = (v) => {
@@ -11,6 +12,9 @@ const csvField = (v) => {
   const s = String(v);
   return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 };
+
+/** Most (query, key) pairs a CSV of one head holds: past it, the CSV is the blocks the heatmap shows. */
+const EXACT_CSV_PAIRS = 1 << 20;
 
 /**
  * The chosen head as long-format CSV: one line per (query, key) pair with the mask, the
@@ -42,13 +46,54 @@ export function headCsv({ tokens, mask, pattern, patternUnscaled, raw, scaled, l
   return lines.join("\n") + "\n";
 }
 
-/** The export buttons as the state allows them: the CSV needs every (query, key) pair, the JSON a current grid. */
+/**
+ * A long text's chosen head as the heatmap shows it: one line per block of `block` queries ×
+ * `block` keys, each value the largest in its block (the mask: 1 where any pair may attend).
+ */
+export function pooledCsv({ T, block, mask, pattern, raw, scaled, layer, head }) {
+  const columns = ["layer", "head", "query_start", "query_end", "key_start", "key_end", "mask", "pattern_max", "attn_scores_raw_max", "attn_scores_max"];
+  const lines = [columns.join(",")];
+  pattern.forEach((row, i) => {
+    const [q0, q1] = blockSpan(T, block, i);
+    row.forEach((w, j) => {
+      const [k0, k1] = blockSpan(T, block, j);
+      lines.push([layer, head, q0, q1, k0, k1, mask[i][j], w, raw ? csvField(raw[i][j]) : "", scaled ? csvField(scaled[i][j]) : ""].join(","));
+    });
+  });
+  return lines.join("\n") + "\n";
+}
+
+/** What the CSV button gives for the chosen head: every pair as drawn, every pair fetched exactly, or the pooled blocks. */
+export function csvKind(state) {
+  const d = headData(currentDetail(state));
+  if (!d) return null;
+  if (d.block === 1) return "exact";
+  return d.tokens.length ** 2 <= EXACT_CSV_PAIRS ? "fetch" : "pooled";
+}
+
+const CSV_TITLES = {
+  exact: "CSV of the chosen head: every (query, key) pair, as drawn",
+  fetch: "CSV of the chosen head: every (query, key) pair, fetched exactly (the heatmap shows max-pooled blocks)",
+  pooled: "CSV of the chosen head as the heatmap shows it: one line per max-pooled block (every pair of a text this long would be too many lines)",
+};
+
+/** The export buttons as the state allows them, each titled with what it gives. */
 export function renderExport(state, els) {
-  // not from a long text's max-pooled cells
-  const pooledHead = (currentDetail(state)?.focus?.thumbnail?.block ?? 1) > 1;
-  els.downloadCsv.disabled = !currentDetail(state) || pooledHead;
+  const kind = csvKind(state);
+  els.downloadCsv.disabled = kind === null;
+  els.downloadCsv.title = kind ? CSV_TITLES[kind] : "";
+  els.downloadCsv.dataset.kind = kind ?? "";
   els.downloadJson.disabled = !currentGrid(state);
   els.downloadJson.title = exportTitle(state);
+}
+
+/** The CSV of one head's data (`headData`'s shape), exact or pooled as the data is. */
+function csvOf(d, layer, head) {
+  const mask = d.block === 1 ? (d.layer.mask ?? d.mask) : d.mask;
+  if (d.block > 1) {
+    return pooledCsv({ T: d.tokens.length, block: d.block, mask, pattern: d.pattern, raw: d.raw, scaled: d.scores, layer, head });
+  }
+  return headCsv({ tokens: d.tokens, mask, pattern: d.pattern, patternUnscaled: d.pattern_unscaled, raw: d.raw, scaled: d.scores, layer, head });
 }
 
 /** Wire the export and share buttons; `app`: {state, els}. */
@@ -61,21 +106,17 @@ export function installExport({ state, els }) {
     toast.timer = setTimeout(() => (els.toast.hidden = true), 2200);
   };
 
-  els.downloadCsv.addEventListener("click", () => {
-    const detail = currentDetail(state);
-    if (!detail) return;
-    const h = detail.layers[0].heads[0];
-    const csv = headCsv({
-      tokens: detail.tokens,
-      mask: detail.mask,
-      pattern: h.pattern,
-      patternUnscaled: h.pattern_unscaled,
-      raw: h.attn_scores_raw,
-      scaled: h.attn_scores,
-      layer: state.layer,
-      head: state.head,
-    });
-    download(`attnscope-L${state.layer}H${state.head}.csv`, csv, "text/csv");
+  els.downloadCsv.addEventListener("click", async () => {
+    const kind = csvKind(state);
+    if (!kind) return;
+    const { layer, head } = state;
+    try {
+      const d = kind === "fetch" ? headData(await postJSON("/api/attention", exactHeadRequest(state))) : headData(currentDetail(state));
+      download(`attnscope-L${layer}H${head}${kind === "pooled" ? "-pooled" : ""}.csv`, csvOf(d, layer, head), "text/csv");
+      if (kind !== "exact") toast(CSV_TITLES[kind].replace("CSV of the chosen head", `Exported L${layer} · H${head}`));
+    } catch (err) {
+      toast(`Export failed: ${errorText(err)}`);
+    }
   });
 
   // the JSON export is what its title says (exportTitle): a plain-JSON answer for this text and

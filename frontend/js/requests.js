@@ -110,6 +110,21 @@ export function detailRequest(state) {
   };
 }
 
+/** Body of the chosen head's exact matrices, in plain JSON, whatever the heatmap draws (the CSV export of a pooled head). */
+export function exactHeadRequest(state) {
+  return {
+    text: state.text,
+    layers: [state.layer],
+    heads: [state.head],
+    include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores"],
+    encoding: "json",
+    causal: state.causal,
+    ablate: state.ablate,
+    scale: scaleParam(state),
+    top_k: 0,
+  };
+}
+
 /** What a head's answer can hold, from the server's field table (GET /api/model `fields`): its names, or those of `kinds`. */
 export const fieldNames = (model, ...kinds) =>
   (model?.fields ?? []).filter((f) => kinds.length === 0 || kinds.includes(f.kind)).map((f) => f.name);

@@ -6,6 +6,7 @@ the chips in view. A short text still gets exact full matrices."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -206,4 +207,48 @@ def test_an_8000_token_text_is_drawn_pooled_and_zooms_to_exact_cells(page, long_
     head = data["layers"][1]["heads"][1]
     assert "thumbnail" in head and "pattern" not in head and len(head["stats"]["row_entropy"]) == T
     assert data["focus"]["thumbnail"]["block"] == block and len(data["focus"]["pattern"]) == m
+    assert page.errors == []
+
+
+def csv_download(page) -> tuple[list[str], str]:
+    """Click the CSV button: the file's lines, and the button's title (what it said it gives)."""
+    title = page.locator("#download-csv").get_attribute("title")
+    with page.expect_download() as info:
+        page.locator("#download-csv").click()
+    return Path(info.value.path()).read_text().splitlines(), title
+
+
+def test_the_csv_of_a_pooled_head_is_the_exact_head_or_the_blocks_shown_and_says_which(page, long_server):
+    """A pooled heatmap's CSV (it crashed in headCsv): a text of 600 tokens (past the heatmap's 512 cells) gets every
+    (query, key) pair fetched exactly; one of 8,000 tokens the blocks the heatmap shows."""
+    tokenizer = BPETokenizer.load(SHIPPED / "tokenizer.json")
+    medium = tokenizer.decode(tokenizer.encode_ids(long_server.long_text)[:600])
+    page.goto(long_server.url + "/#text=" + quote(medium))
+    settle(page)
+    T = len(page.evaluate("() => window.attnscope.state.detail.response.tokens"))
+    assert page.evaluate("() => window.attnscope.state.detail.response.focus.thumbnail.block") > 1  # drawn pooled
+    lines, title = csv_download(page)
+    assert "fetched exactly" in title
+    assert lines[0].startswith("layer,head,query_index,query_token,key_index,key_token,mask,pattern")
+    assert len(lines) == 1 + T * T
+    assert "fetched exactly" in page.locator("#toast").inner_text()
+    # the exact weights: each query's row sums to 1
+    sums = {}
+    for line in lines[1:]:
+        cells = line.rsplit(",", 5)  # the token fields may hold commas; the last six do not
+        query = int(line.split(",")[2])
+        sums[query] = sums.get(query, 0.0) + float(cells[-4])
+    assert all(abs(s - 1) < 1e-3 for s in sums.values()) and len(sums) == T
+
+    page.goto(long_server.url + "/#text=" + quote(long_server.long_text))
+    settle(page)
+    focus = page.evaluate("() => window.attnscope.state.detail.response.focus.thumbnail")
+    m = math.ceil(long_server.n_tokens / focus["block"])
+    lines, title = csv_download(page)
+    assert "max-pooled block" in title
+    assert lines[0] == "layer,head,query_start,query_end,key_start,key_end,mask,pattern_max,attn_scores_raw_max,attn_scores_max"
+    assert len(lines) == 1 + m * m
+    first, last = lines[1].split(","), lines[-1].split(",")
+    assert first[2:6] == ["0", str(focus["block"]), "0", str(focus["block"])]
+    assert last[3] == last[5] == str(long_server.n_tokens)
     assert page.errors == []
