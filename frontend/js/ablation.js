@@ -126,6 +126,7 @@ export function installAblation(app) {
       for (const key of ["before", "after", "token"]) delete effect.dataset[key];
       return;
     }
+    if (!state.model) return; // a link's heads are checked against the model first (fitToModel)
     if (!r || (!r.pending && changedInputs(r.inputs, state).length)) {
       // the inputs changed: measure again, and say so until the answer is in
       const next = { inputs: inputsFor(state, INPUTS), pending: true };

@@ -44,6 +44,11 @@ export function createData(app) {
 
   async function fetchGrid() {
     if (isBlank(state.text)) return; // an empty box asks nothing (see refreshAll)
+    if (!state.model && state.ablate.length) {
+      // a link may switch off heads the model lacks: wait for the model, which drops them (fitToModel)
+      state.pending.grid = true;
+      await modelReady;
+    }
     const key = gridKey(state);
     const text = state.text;
     state.pending.grid = true;
@@ -227,7 +232,8 @@ export function createData(app) {
     const fit = fitHead(state, state.model);
     state.layer = fit.layer;
     state.head = fit.head;
-    if (fit.note) state.notice = fit.note;
+    state.ablate = fit.ablate;
+    if (fit.note && !state.notice?.includes(fit.note)) state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
   }
 
   async function loadModel() {

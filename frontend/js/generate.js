@@ -5,7 +5,7 @@
 // `state.generation` with the text and switched-off heads it produced; once either changes the
 // strip is dimmed and says it is out of date.
 
-import { errorText } from "./api.js";
+import { errorText, isBlank } from "./api.js";
 import { viridisLUT, weightColor, weightLegend } from "./gridcanvas.js";
 import { mount, setHidden, setText } from "./dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "./measured.js";
@@ -99,6 +99,10 @@ export function installGenerate(app) {
   }
 
   async function start() {
+    if (isBlank(state.text)) {
+      setText(status, "Type a text first: Continue adds tokens after it.");
+      return;
+    }
     const n = Math.min(most() ?? Infinity, Math.max(1, Number.parseInt(count.value, 10) || 20));
     controller = new AbortController();
     const run = { steps: [], mode: mode.value, running: true, reason: null, error: null, inputs: null };

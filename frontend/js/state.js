@@ -104,15 +104,24 @@ const MAX_INDEX = 9999;
  * The chosen layer and head inside `model` (the answer of GET /api/model): the last layer or
  * head where the choice is past it. `note` says what happened in words, or is null.
  */
-export function fitHead({ layer, head }, model) {
+export function fitHead({ layer, head, ablate = [] }, model) {
   const fit = { layer: Math.min(layer, model.n_layer - 1), head: Math.min(head, model.n_head - 1) };
-  const note =
-    fit.layer === layer && fit.head === head
-      ? null
-      : `This link names layer ${layer}, head ${head}; this model has ${model.n_layer} layers × ` +
-        `${model.n_head} heads: showing layer ${fit.layer}, head ${fit.head}.`;
-  return { ...fit, note };
+  const has = (a) => a.layer < model.n_layer && a.head < model.n_head;
+  const missing = ablate.filter((a) => !has(a));
+  const shape = `this model has ${model.n_layer} layers × ${model.n_head} heads`;
+  const notes = [];
+  if (fit.layer !== layer || fit.head !== head) {
+    notes.push(`This link names layer ${layer}, head ${head}; ${shape}: showing layer ${fit.layer}, head ${fit.head}.`);
+  }
+  if (missing.length) {
+    const names = missing.map((a) => `L${a.layer} · H${a.head}`).join(", ");
+    notes.push(`This link switches off ${names}; ${shape}, so ${missing.length === 1 ? "it stays" : "they stay"} out of it.`);
+  }
+  return { ...fit, ablate: ablate.filter(has), note: notes.join(" ") || null };
 }
+
+/** The temperature slider's range (index.html `#temperature`): a link's temperature is clamped into it. */
+export const TEMPERATURE_RANGE = [0.1, 3];
 
 /**
  * Read `#text=…&layer=…&head=…&view=…&causal=0&scale=none&pos=…&temp=…` into a partial state;
@@ -131,7 +140,11 @@ export function parseHash(hash, viewIds) {
   if (params.has("pos")) out.position = clampInt(params.get("pos"), 0, 4095, null);
   if (params.has("temp")) {
     const t = Number.parseFloat(params.get("temp"));
-    if (Number.isFinite(t) && t > 0) out.temperature = t;
+    const [lo, hi] = TEMPERATURE_RANGE;
+    if (Number.isFinite(t) && t > 0) out.temperature = Math.min(hi, Math.max(lo, t));
+    if (out.temperature !== undefined && out.temperature !== t) {
+      out.notice = `This link asks for temperature ${params.get("temp")}; the slider goes from ${lo} to ${hi}: using ${out.temperature}.`;
+    }
   }
   if (params.has("role")) out.role = params.get("role");
   if (params.has("mean")) out.aggregate = params.get("mean") === "1";

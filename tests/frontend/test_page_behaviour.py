@@ -273,3 +273,34 @@ def test_at_390_px_nothing_scrolls_sideways_and_every_tab_is_reachable(phone, se
     box.press("Enter")
     wait_settled(phone)
     no_sideways_scroll(phone)
+
+
+def test_a_link_past_the_model_or_the_slider_is_clamped_and_explained_in_words(tab):
+    """`#off=9.9` on a model without layer 9 is not listed as switched off, a temperature past the
+    slider is clamped to it, and one calm notice says both in words."""
+    tab.open("/#text=" + quote("The cat sat on the mat.") + "&off=9.9,0.1&temp=1e9")
+    page = tab.page
+    notice = page.locator("#link-notice")
+    assert notice.is_visible()
+    words = notice.inner_text()
+    assert "L9 · H9" in words and "stays out of it" in words
+    assert "temperature 1e9" in words and "using 3" in words
+    state = page.evaluate("() => ({ablate: window.attnscope.state.ablate, t: window.attnscope.state.temperature})")
+    assert state == {"ablate": [{"layer": 0, "head": 1}], "t": 3}
+    assert page.locator("#temperature-value").inner_text() == "3.00"
+    assert "1000000000" not in page.inner_text("body")
+    assert not tab.unexpected_console_errors()
+
+
+def test_continue_on_an_empty_box_asks_for_a_text_in_words(tab):
+    tab.open("/#text=" + quote("The cat"))
+    page = tab.page
+    page.get_by_test_id("text-input").fill("")
+    tab.settle()
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if r.url.endswith("/api/generate") else None)
+    page.get_by_test_id("generate-run").click()
+    status = page.get_by_test_id("generate-status")
+    assert status.inner_text() == "Type a text first: Continue adds tokens after it."
+    assert "String should have" not in page.inner_text("body")
+    assert asked == []
