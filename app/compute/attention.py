@@ -28,7 +28,7 @@ from ...model.stats import STAT_ROWS, STAT_SCALARS
 from ..errors import ApiError
 from ..schemas.attention import FIELDS, AttentionRequest
 from ..service import Service
-from .checks import ablate_set
+from .checks import ablate_set, check_token_count
 from .rounding import floor_sig, round_sig
 from .selection import select
 
@@ -79,6 +79,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     """One forward pass of ``req.text`` keeping what ``req`` asks for; a 422 for what the model refuses."""
     lm = svc.loaded
     enc = lm.tokenizer.encode(req.text)
+    check_token_count(len(enc.ids), lm.facts, enc.offsets)
     sel = select(svc, req, len(enc.ids))
     capture = Capture(sel)
     opts = AttentionOptions(

@@ -11,17 +11,22 @@ from ..errors import ApiError
 from ..service import Service
 
 
-def check_token_count(n_tokens: int, facts: ModelFacts) -> None:
-    """The text has at least one token and fits the model's context."""
+def check_token_count(n_tokens: int, facts: ModelFacts, offsets: Sequence[tuple[int, int]] | None = None) -> None:
+    """The text has at least one token and fits the model's context. Refused for its length, the
+    answer says where the part that fits ends when the tokens' character ``offsets`` are given
+    (``fits_chars``: the text's first ``limit`` tokens are its first ``fits_chars`` characters)."""
     if n_tokens == 0:
         raise ApiError(422, "text has no tokens", loc=("body", "text"), type_="text_no_tokens")
     if n_tokens > facts.block_size:
+        ctx = {"limit": facts.block_size, "count": n_tokens}
+        if offsets is not None:
+            ctx["fits_chars"] = offsets[facts.block_size - 1][1]
         raise ApiError(
             422,
             f"text is {n_tokens} tokens; the model's context is {facts.block_size} tokens",
             loc=("body", "text"),
             type_="too_many_tokens",
-            ctx={"limit": facts.block_size, "count": n_tokens},
+            ctx=ctx,
         )
 
 

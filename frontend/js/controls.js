@@ -23,6 +23,13 @@ export function installControls(app) {
   const { refreshNow } = data;
 
   els.textInput.value = state.text;
+  els.errorFit.addEventListener("click", () => {
+    const fits = state.refusal?.ctx?.fits_chars;
+    if (fits === undefined) return;
+    changeText(state, state.text.slice(0, fits));
+    els.textInput.value = state.text;
+    refreshNow();
+  });
   els.textInput.addEventListener("input", () => {
     changeText(state, els.textInput.value);
     data.scheduleRefresh();

@@ -40,6 +40,7 @@ const els = {
   errorBanner: $("error-banner"),
   errorText: $("error-text"),
   errorClose: $("error-close"),
+  errorFit: $("error-fit"),
   linkNotice: $("link-notice"),
   linkNoticeText: $("link-notice-text"),
   linkNoticeClose: $("link-notice-close"),

@@ -89,6 +89,10 @@ function renderTabs(state, els) {
 function renderBanners(state, els) {
   setText(els.errorText, state.error ?? "");
   if (els.errorBanner.hidden !== !state.error) els.errorBanner.hidden = !state.error;
+  // a text over the context: the server says where the part that fits ends, the page offers it
+  const fits = state.refusal?.type === "too_many_tokens" ? state.refusal.ctx.fits_chars : undefined;
+  setHidden(els.errorFit, fits === undefined);
+  if (fits !== undefined && els.errorFit) setText(els.errorFit, `Show its first ${state.refusal.ctx.limit} tokens`);
   const notes = [];
   const m = state.model;
   if (!state.causal) {

@@ -116,8 +116,10 @@ def test_bad_input(client, url, body, status, loc, limit):
 
 def test_too_many_tokens_names_the_limit_and_the_count(client):
     detail = assert_error(post(client, "/api/attention", {"text": LONG_TOKENS}), 422, ["text"], 64)
-    n = len(client.app.state.attnscope.service.loaded.tokenizer.encode_ids(LONG_TOKENS))
-    assert detail[0]["ctx"] == {"limit": 64, "count": n}
+    enc = client.app.state.attnscope.service.loaded.tokenizer.encode(LONG_TOKENS)
+    n = len(enc.ids)
+    # and where the text's first 64 tokens end, so that a client can offer the part that fits
+    assert detail[0]["ctx"] == {"limit": 64, "count": n, "fits_chars": enc.offsets[63][1]}
     assert f"{n} tokens" in detail[0]["msg"] and "64" in detail[0]["msg"]
 
 

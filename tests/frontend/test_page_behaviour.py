@@ -304,3 +304,21 @@ def test_continue_on_an_empty_box_asks_for_a_text_in_words(tab):
     assert status.inner_text() == "Type a text first: Continue adds tokens after it."
     assert "String should have" not in page.inner_text("body")
     assert asked == []
+
+
+def test_a_text_over_the_context_offers_its_first_tokens(tab):
+    """Refused for its length, the text is not a dead end: one click shows the part that fits,
+    cut where the server says the model's context ends."""
+    limit = get_json(tab.base_url + "/api/model")["block_size"]
+    long_text = "The cat sat on the mat. " * (limit // 3)
+    tab.open("/#text=" + quote(long_text))
+    page = tab.page
+    offer = page.get_by_test_id("error-fit")
+    assert offer.is_visible() and offer.inner_text() == f"Show its first {limit} tokens"
+    offer.click()
+    tab.settle()
+    assert page.get_by_test_id("error-banner").is_hidden()
+    shown = page.get_by_test_id("text-input").input_value()
+    assert long_text.startswith(shown) and len(shown) < len(long_text)
+    assert len(tab.tokens()) == limit
+    assert not tab.unexpected_console_errors(allowed=("422",))
