@@ -27,9 +27,10 @@ export function draw(state) {
     cols: spans.map(([a, b]) => `keys ${spanWords(detail.tokens, a, b)}`),
   };
   const kinds = maskKinds(d.mask);
+  const columns = window.matchMedia(NARROW).matches ? 2 : null;
   drawPlot(
     byId("mask-steps"),
-    `${idOf(detail)}`,
+    `${idOf(detail)}|${columns}`,
     () =>
       maskStepsFigure({
         tokens: detail.tokens,
@@ -42,6 +43,7 @@ export function draw(state) {
         kinds,
         causal: detail.causal,
         cells,
+        columns,
       }),
     "attnscope-mask-steps",
   );
@@ -71,6 +73,8 @@ export function draw(state) {
 }
 
 const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
+/** Below this width the steps stand in two rows (style.css gives the plot the height for them). */
+const NARROW = "(max-width: 600px)";
 
 /**
  * The steps of one head as small heatmaps, plus the row sums after softmax, each drawn from
@@ -79,7 +83,7 @@ const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
  * `layer.softcap` is set (`scores`) → masked_fill(−∞) (`scores`, hatched where `mask` is 0)
  * → softmax (`pattern`). `kinds` (captions.maskKinds) says what the mask hides.
  */
-export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, layer, kinds, causal, cells = null }) {
+export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, layer, kinds, causal, cells = null, columns = null }) {
   // `cells` ({rows, cols}: words per pooled row and column) for a long text's max-pooled matrices:
   // each value is a block's largest, so no row sums (those need every cell) and "largest" in the hover
   const T = cells ? cells.rows.length : tokens.length;
@@ -128,11 +132,20 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
   steps.push({ z: maskNull(scores, mask), axis: "coloraxis2", title: maskTitle, hover: "score %{z:.3f}", hatched: true });
   steps.push({ z: pattern, axis: "coloraxis3", title: `softmax${sub("rows → weights")}`, hover: "weight %{z:.4f}" });
   const n = steps.length;
+  // `columns` panels a row (all in one row unless given: a phone gets two rows of two)
+  const perRow = Math.min(columns ?? n, n);
+  const rows = Math.ceil(n / perRow);
   const gap = 0.03;
-  const sumW = cells ? 0 : 0.045;
-  const stepW = (1 - sumW - gap * n) / n;
-  const doms = steps.map((_, i) => [i * (stepW + gap), i * (stepW + gap) + stepW]);
-  if (!cells) doms.push([1 - sumW, 1]);
+  const gapY = rows > 1 ? 0.12 : 0; // room for the next row's titles
+  const rowH = (1 - gapY * (rows - 1)) / rows;
+  const sumW = cells ? 0 : perRow < n ? 0.07 : 0.045;
+  const stepW = (1 - sumW - gap * perRow) / perRow;
+  const rowOf = (r) => [1 - r * (rowH + gapY) - rowH, 1 - r * (rowH + gapY)];
+  const doms = steps.map((_, i) => ({
+    x: [(i % perRow) * (stepW + gap), (i % perRow) * (stepW + gap) + stepW],
+    y: rowOf(Math.floor(i / perRow)),
+  }));
+  if (!cells) doms.push({ x: [1 - sumW, 1], y: doms[n - 1].y }); // the row sums beside the softmax
   const hover = (what) => `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${cells ? "largest " : ""}${what}<extra></extra>`;
   const common = { customdata: cd, hoverongaps: false, xgap: T <= 16 ? 1 : 0, ygap: T <= 16 ? 1 : 0 };
   const axisId = (i) => (i === 0 ? "" : String(i + 1));
@@ -169,17 +182,22 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
     coloraxis: { colorscale: SCORE_SCALE, showscale: false },
     coloraxis2: { colorscale: SCORE_SCALE, showscale: false },
     coloraxis3: { colorscale: WEIGHT_SCALE, cmin: 0, cmax: 1, showscale: false },
-    annotations: titles.map((text, i) => ({
-      text,
-      xref: "paper",
-      yref: "paper",
-      x: (doms[i][0] + doms[i][1]) / 2,
-      y: 1,
-      yanchor: "bottom",
-      yshift: 4,
-      showarrow: false,
-      font: { size: n > 4 ? 11 : 12, color: INK },
-    })),
+    annotations: [
+      ...titles.map((text, i) => ({
+        text,
+        xref: "paper",
+        yref: "paper",
+        x: (doms[i].x[0] + doms[i].x[1]) / 2,
+        xanchor: "center", // "auto" would anchor a title near an edge by that edge, off its panel
+        y: doms[i].y[1],
+        yanchor: "bottom",
+        yshift: 4,
+        showarrow: false,
+        font: { size: n > 4 ? 11 : 12, color: INK },
+      })),
+      // past 20 rows the sums are too small to print in their cells: their range, written along the column
+      ...(sums && T > 20 ? [sumsNote(sums, doms[n])] : []),
+    ],
     images: hatchImages(mask, `x${axisId(hatchedAt)}`, `y${axisId(hatchedAt)}`, 24),
     uirevision: "steps",
   });
@@ -187,9 +205,29 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
   doms.forEach((dom, i) => {
     const id = axisId(i);
     const isSum = i === n;
-    layout["xaxis" + id] = { ...axis, domain: dom, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + id };
-    layout["yaxis" + id] = { ...axis, domain: [0, 1], range: [T - 0.5, -0.5], anchor: "x" + id };
+    layout["xaxis" + id] = { ...axis, domain: dom.x, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + id };
+    layout["yaxis" + id] = { ...axis, domain: dom.y, range: [T - 0.5, -0.5], anchor: "x" + id };
   });
   return { data, layout };
+}
+
+/** The row sums' smallest and largest, written along their column (`dom`: its x and y domains). */
+function sumsNote(sums, dom) {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const [s] of sums) {
+    lo = Math.min(lo, s);
+    hi = Math.max(hi, s);
+  }
+  return {
+    text: `${fmtFixed(lo, 4)} … ${fmtFixed(hi, 4)}`,
+    xref: "paper",
+    yref: "paper",
+    x: (dom.x[0] + dom.x[1]) / 2,
+    y: (dom.y[0] + dom.y[1]) / 2,
+    textangle: -90,
+    showarrow: false,
+    font: { size: 10, color: INK },
+  };
 }
 

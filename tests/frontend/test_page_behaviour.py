@@ -322,3 +322,42 @@ def test_a_text_over_the_context_offers_its_first_tokens(tab):
     assert long_text.startswith(shown) and len(shown) < len(long_text)
     assert len(tab.tokens()) == limit
     assert not tab.unexpected_console_errors(allowed=("422",))
+
+
+def test_at_390_px_the_pipeline_stands_in_two_rows_and_the_toggles_take_a_finger(tab):
+    page = tab.page
+    page.set_viewport_size({"width": 390, "height": 900})
+    long_enough = "The cat sat on the mat because the mat was warm. Then the cat saw the dog and the dog sat."
+    tab.open("/#view=pipeline&text=" + quote(long_enough))
+    page.wait_for_function("() => document.querySelector('[data-testid=mask-steps]')?._fullLayout")
+    boxes = page.evaluate(
+        """() => {
+            const gd = document.querySelector('[data-testid=mask-steps]');
+            const L = gd._fullLayout;
+            const axes = Object.keys(L).filter((k) => /^xaxis\\d*$/.test(k)).sort();
+            const titles = [...gd.querySelectorAll('.annotation')].map((a) => a.getBoundingClientRect())
+                .map((r) => ({left: r.left, right: r.right, top: r.top, bottom: r.bottom}));
+            return {widths: axes.map((k) => L[k]._length), titles, sumsNote: L.annotations.some((a) => a.textangle === -90)};
+        }"""
+    )
+    steps = boxes["widths"][:-1]  # the last axis is the Σ row column
+    assert len(steps) == 4 and min(steps) > 120, boxes["widths"]  # two a row, not four slivers
+    titles = boxes["titles"]
+    overlaps = [
+        (a, b)
+        for i, a in enumerate(titles)
+        for b in titles[i + 1 :]
+        if a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+    ]
+    assert overlaps == []
+    assert boxes["sumsNote"]  # past 20 tokens the row sums' range is written along their column
+
+    tab.open("/#view=head&text=" + quote(long_enough))
+    toggle = page.locator("[data-testid=heads-grid] .ablate-toggle").first
+    toggle.wait_for()
+    toggle.scroll_into_view_if_needed()
+    box = toggle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    for dx, dy in ((15, 0), (-15, 0), (0, 15), (0, -15)):
+        hit = page.evaluate("([x, y]) => document.elementFromPoint(x, y)?.classList.contains('ablate-toggle')", [x + dx, y + dy])
+        assert hit, (dx, dy)
