@@ -98,3 +98,19 @@ def test_the_documented_commands_run_from_the_repository_root(installed):
         assert "usage:" in run.stdout
     where = python_in(ROOT, installed, "-c", "import attnscope.app.cli as c; print(c.__file__)", timeout=120)
     assert Path(where.stdout.strip()).is_relative_to(installed), where.stderr
+
+
+def test_the_notebook_extra_installs_what_the_example_notebook_imports():
+    """docs/attnscope.ipynb imports transformers: `pip install 'attnscope[notebook]'` must bring it."""
+    import json
+    import re
+
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    wanted = {re.split(r"[<>=\[ ]", r)[0] for r in extras["notebook"]}
+    cells = json.loads((ROOT / "docs" / "attnscope.ipynb").read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    imported = set(re.findall(r"^\s*(?:from|import) (\w+)", code, re.M))
+    third_party = imported - {"attnscope", "json", "math", "os", "sys", "pathlib", "tempfile", "torch", "numpy"}
+    assert third_party <= wanted, f"the notebook imports {third_party - wanted}, which the notebook extra lacks"
