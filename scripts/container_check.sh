@@ -97,12 +97,14 @@ buildah run "$CTR" -- python3 -c 'import sys, venv; print("base python", sys.ver
 buildah rm "$CTR" >/dev/null
 
 # ------------------------------------------------------------------------------- 2. wheels
-step "pip download: torch==$TORCH_VERSION (local CPU wheel) and the project's dependencies -> wheels/"
-python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+step "pip download: torch==$TORCH_VERSION (local CPU wheel) and what the image installs -> wheels/"
+# the Dockerfile installs ".[transformers]": the dependencies and that extra's, at the versions CI tested
+python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["transformers"]))' \
     >"$WORK/requirements.txt"
+grep -v '^torch==' constraints.txt >"$WORK/constraints.txt"
 # setuptools and wheel: the build backend pip sets up to build the project inside the image
 python3 -m pip download --disable-pip-version-check --quiet --only-binary=:all: --dest wheels \
-    "torch==$TORCH_VERSION" -r "$WORK/requirements.txt" "setuptools>=68" wheel </dev/null
+    "torch==$TORCH_VERSION" -r "$WORK/requirements.txt" -c "$WORK/constraints.txt" "setuptools>=68" wheel </dev/null
 echo "$(find wheels -name '*.whl' | wc -l) wheels, $(du -sh wheels | cut -f1)"
 
 # ------------------------------------------------------------------------------- 3. build

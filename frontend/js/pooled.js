@@ -5,7 +5,7 @@
 
 import { maskedWhy } from "./captions.js";
 import { HEATMAP_DEFAULTS, MASK_BG, WEIGHT_SCALE, baseLayout, heatmapTitle, rowOutline, shortToken, tokenAxis, tokenMargins } from "./figures.js";
-import { headKey, limitOf } from "./state.js";
+import { currentDetail, headKey, limitOf } from "./state.js";
 
 /** Identifies the exact cells of one block of the chosen head, for this text and what-ifs. */
 export const regionKey = (state, { q0, q1, k0, k1 }) => `${headKey(state)}|${q0},${q1},${k0},${k1}`;
@@ -88,6 +88,12 @@ export function headData(detail) {
     mask: detail.mask,
     block: 1,
   };
+}
+
+/** The current chosen-head answer, its layer and its data in `headData`'s shape; null while there is none. */
+export function currentHead(state) {
+  const detail = currentDetail(state);
+  return detail ? { detail, layer: detail.layers[0], d: headData(detail) } : null;
 }
 
 /** What a pooled picture shows, in words (null when every cell is one query and key). */

@@ -4,8 +4,8 @@
 import { entropyCaption, compareLeftCaption, divisorWords, num, ratioWords, scoresFormula, unscaled, unscaledFormula } from "./captions.js";
 import { byId, drawPlot, idOf, setText } from "./dom.js";
 import { BLUE, MUTED, ORANGE, baseLayout, fmtFixed, fmtSig, tokenMargins, tokenTicks } from "./figures.js";
-import { headData } from "./pooled.js";
-import { currentDetail, headDim } from "./state.js";
+import { currentHead } from "./pooled.js";
+import { headDim } from "./state.js";
 import { headFigure } from "./view_head.js";
 
 export const id = "compare";
@@ -16,10 +16,9 @@ export const focus = ["pattern_unscaled"];
 
 /** Draw the view from the current chosen-head answer; false while it has none (or lacks the unscaled pattern). */
 export function draw(state) {
-  const detail = currentDetail(state);
-  if (!detail) return false;
-  const layer = detail.layers[0];
-  const d = headData(detail);
+  const head = currentHead(state);
+  if (!head) return false;
+  const { detail, layer, d } = head;
   // a long text's answer: the fields of `focus` (max-pooled where block > 1) and the head's stats
   const h = detail.focus?.thumbnail
     ? { pattern: d.pattern, pattern_unscaled: d.pattern_unscaled, attn_scores_raw: d.raw, attn_scores: d.scores, stats: d.stats }

@@ -4,8 +4,8 @@
 import { divisorShort, divisorWords, maskKinds, num, pipelineNotes, softcapWords, unscaled } from "./captions.js";
 import { byId, drawPlot, idOf, setText } from "./dom.js";
 import { INK, MUTED, SCORE_SCALE, WEIGHT_SCALE, baseLayout, fmtFixed, hatchImages, maskNull, rowSums, unmaskedValues } from "./figures.js";
-import { blockSpan, headData, spanWords } from "./pooled.js";
-import { currentDetail, headDim } from "./state.js";
+import { blockSpan, currentHead, spanWords } from "./pooled.js";
+import { headDim } from "./state.js";
 
 export const id = "pipeline";
 export const label = "Mask pipeline";
@@ -13,12 +13,11 @@ export const needs = ["detail"];
 
 /** Draw the view from the current chosen-head answer; false while there is none. */
 export function draw(state) {
-  const detail = currentDetail(state);
-  if (!detail) return false;
+  const head = currentHead(state);
+  if (!head) return false;
   // the server's own numbers and words: its q·kᵀ, its scores before and after the softcap
   // (masked entries null), the layer's divisor, softcap, window and mask
-  const layer = detail.layers[0];
-  const d = headData(detail);
+  const { detail, layer, d } = head;
   const T = detail.tokens.length;
   // a long text's matrices are max-pooled: the rows and columns are blocks of tokens
   const spans = d.block > 1 ? d.pattern.map((_, c) => blockSpan(T, d.block, c)) : null;

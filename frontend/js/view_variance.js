@@ -4,8 +4,8 @@
 import { ratioWords, scoresFormula, unscaled } from "./captions.js";
 import { byId, drawPlot, idOf, setText } from "./dom.js";
 import { BLUE, MUTED, ORANGE, baseLayout, fmtSig, unmaskedValues } from "./figures.js";
-import { headData } from "./pooled.js";
-import { currentDetail, headDim } from "./state.js";
+import { currentHead } from "./pooled.js";
+import { headDim } from "./state.js";
 
 export const id = "variance";
 export const label = "Score variance";
@@ -13,10 +13,9 @@ export const needs = ["detail"];
 
 /** Draw the view from the current chosen-head answer; false while there is none. */
 export function draw(state) {
-  const detail = currentDetail(state);
-  if (!detail) return false;
-  const layer = detail.layers[0];
-  const d = headData(detail);
+  const head = currentHead(state);
+  if (!head) return false;
+  const { detail, layer, d } = head;
   const s = d.stats;
   drawPlot(
     byId("variance-hist"),

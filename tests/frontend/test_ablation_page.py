@@ -205,13 +205,18 @@ def test_the_effects_card_says_when_its_answer_is_out_of_date(tab):
     assert not tab.unexpected_console_errors()
 
 
-def test_a_generation_strip_says_when_the_text_changed_after_it(tab):
-    tab.open("/#text=" + quote("The cat sat on the"))
-    page = tab.page
-    page.get_by_test_id("generate-count").fill("3")
-    page.get_by_test_id("generate-run").click()
-    page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
+def continue_text(tab, text: str, n: int):
+    """Open ``text``, press Continue for ``n`` tokens and wait until the strip is done."""
+    tab.open("/#text=" + quote(text))
+    tab.page.get_by_test_id("generate-count").fill(str(n))
+    tab.page.get_by_test_id("generate-run").click()
+    tab.page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
     tab.settle()
+
+
+def test_a_generation_strip_says_when_the_text_changed_after_it(tab):
+    continue_text(tab, "The cat sat on the", 3)
+    page = tab.page
     note = page.get_by_test_id("generate-note")
     assert note.is_hidden()
     page.get_by_test_id("text-input").fill("A different text")
@@ -223,12 +228,8 @@ def test_a_generation_strip_says_when_the_text_changed_after_it(tab):
 def test_the_generation_strip_draws_weights_in_the_heatmaps_colours_with_a_legend(tab):
     """Weight 1 is yellow and 0 dark, as in every heatmap (the strip had the scale reversed): in each
     row the cell the new token weighted most is the brightest, and a legend says which end is which."""
-    tab.open("/#text=" + quote("The cat sat on the mat. The cat"))
+    continue_text(tab, "The cat sat on the mat. The cat", 4)
     page = tab.page
-    page.get_by_test_id("generate-count").fill("4")
-    page.get_by_test_id("generate-run").click()
-    page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
-    tab.settle()
     rows = page.evaluate(
         """() => {
             const s = window.attnscope.state;
