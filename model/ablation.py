@@ -140,6 +140,19 @@ def eos_ids(backend: Backend) -> set[int]:
     return {int(i) for i in (found if isinstance(found, (list, tuple)) else [found])}
 
 
+def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Which tokens top-p sampling keeps (a bool mask like ``probs``): the likeliest ones whose
+    probabilities, added from the top, first reach ``top_p``, and always the likeliest one."""
+    order = torch.argsort(probs, descending=True)
+    sorted_probs = probs[order]
+    before = torch.cumsum(sorted_probs, 0) - sorted_probs  # mass of the tokens likelier than each
+    keep_sorted = before < top_p
+    keep_sorted[0] = True
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = keep_sorted
+    return keep
+
+
 def generate(
     backend: Backend,
     ids: list[int],
@@ -150,13 +163,15 @@ def generate(
     seed: int = 0,
     opts: AttentionOptions = AttentionOptions(),
     top_n: int = 5,
+    top_p: float | None = None,
 ) -> Iterator[Step | Done]:
     """Yields a :class:`Step` per new token as it is produced, then one :class:`Done`.
 
     The first step runs the whole prompt into the cache; every later step feeds only the token
     just chosen. Greedy takes the arg-max logit (what transformers' ``generate(do_sample=False)``
     does); sampling draws from ``softmax(logits / temperature)`` over the ``top_k`` best
-    (all if None) with a generator seeded by ``seed``. Stops after ``max_new_tokens``
+    (all if None), then over the nucleus of ``top_p`` (:func:`nucleus`), with a generator seeded
+    by ``seed``. Stops after ``max_new_tokens``
     ("length"), on the model's EOS ("eos"), or when the text fills the context ("context").
     The caller may stop iterating at any step; nothing is left running.
     """
@@ -177,6 +192,8 @@ def generate(
             if top_k is not None and top_k < probs.numel():
                 kth = torch.topk(probs, top_k).values[-1]
                 weights = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+            if top_p is not None and top_p < 1:
+                weights = torch.where(nucleus(weights / weights.sum(), top_p), weights, torch.zeros_like(weights))
             token = int(torch.multinomial(weights, 1, generator=gen))
         else:
             token = int(logits.argmax())

@@ -66,6 +66,7 @@ def _lines(svc: Service, req: GenerateRequest, ids: list[int], opts: AttentionOp
         do_sample=req.do_sample,
         temperature=req.temperature,
         top_k=req.top_k,
+        top_p=req.top_p,
         seed=seed or 0,
         opts=opts,
         top_n=TOP_GUESSES,
@@ -78,6 +79,10 @@ def _lines(svc: Service, req: GenerateRequest, ids: list[int], opts: AttentionOp
                 "reason": item.reason,
                 "tokens": len(item.generated),
                 "seed": seed,
+                "do_sample": req.do_sample,
+                "temperature": req.temperature,
+                "top_k": req.top_k,
+                "top_p": req.top_p,
             }
             yield dumps(line) + b"\n"
             return

@@ -21,7 +21,7 @@ class GenerateRequest(TextInput):
         json_schema_extra={
             "examples": [
                 {"text": "The cat sat on the mat. The cat", "max_new_tokens": 20},
-                {"text": "Once upon a time", "do_sample": True, "temperature": 0.8, "top_k": 40, "seed": 7},
+                {"text": "Once upon a time", "do_sample": True, "temperature": 0.8, "top_k": 40, "top_p": 0.9, "seed": 7},
             ]
         },
     )
@@ -37,6 +37,13 @@ class GenerateRequest(TextInput):
     )
     top_k: int | None = Field(
         None, ge=1, le=TOP_K_SAMPLE_MAX, description="sample among the top_k tokens only; all if absent or past the vocabulary"
+    )
+    top_p: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="sample among the likeliest tokens whose probabilities first add up to top_p (nucleus); all if absent",
     )
     seed: int | None = Field(
         None, ge=0, le=SEED_MAX, description="seeds the sampler (the same seed, the same text); drawn if absent"
@@ -71,6 +78,10 @@ class GenerateDone(BaseModel):
     )
     tokens: int = Field(description="new tokens generated")
     seed: int | None = Field(description="the sampler's seed (null when greedy)")
+    do_sample: bool = Field(description="the sampling settings used, echoed: sampled or greedy")
+    temperature: float
+    top_k: int | None
+    top_p: float | None
 
 
 def ndjson_responses() -> dict[int | str, dict[str, Any]]:

@@ -45,6 +45,16 @@ export function stripRow(attention, layer, head, mode) {
   return Array.from(out, (v) => v / count);
 }
 
+/** The body of POST /api/generate: greedy, or sampled as `state.sampling` says, at the page's temperature. */
+export function generateBody(state, text, n) {
+  const body = { text, max_new_tokens: n, ablate: state.ablate, temperature: state.temperature };
+  const s = state.sampling;
+  if (!s.on) return body;
+  body.do_sample = true;
+  for (const key of ["top_k", "top_p", "seed"]) if (s[key] !== null) body[key] = s[key];
+  return body;
+}
+
 const SAID = { length: "done", eos: "the model ended the text", context: "the text fills the model's context", stopped: "stopped" };
 
 /** Install the button, the strip and its controls; `app`: {state, els, changeText, refreshNow, update}. Returns `{draw(state)}`. */
@@ -60,6 +70,13 @@ export function installGenerate(app) {
       <label class="small">tokens <input type="number" min="1" value="20" data-testid="generate-count" /></label>
       <label class="small">strip <select data-testid="generate-mode">
         <option value="head">chosen head</option><option value="mean">mean of all heads</option></select></label>
+      <label class="small" title="Greedy takes the likeliest token; sampling draws at the temperature above">
+        <input type="checkbox" data-testid="generate-sample" /> sample</label>
+      <span class="generate-sampling small" data-testid="generate-sampling" hidden>
+        <label>top-k <input type="number" min="1" placeholder="all" data-testid="generate-topk" /></label>
+        <label>top-p <input type="number" min="0.01" max="1" step="0.05" placeholder="1" data-testid="generate-topp" /></label>
+        <label>seed <input type="number" min="0" placeholder="drawn" data-testid="generate-seed" /></label>
+      </span>
       <span class="muted small" data-testid="generate-status" aria-live="polite"></span>
     </div>
     <p class="generate-note small" data-testid="generate-note" role="status" hidden></p>
@@ -68,6 +85,22 @@ export function installGenerate(app) {
   els.textInput.closest("div").append(box);
   const { "generate-run": button, "generate-count": count, "generate-mode": mode, "generate-status": status, "generate-note": note, "generate-strip": strip } =
     parts;
+  const sampling = { on: parts["generate-sample"], box: parts["generate-sampling"], top_k: parts["generate-topk"], top_p: parts["generate-topp"], seed: parts["generate-seed"] };
+  // the inputs write the state (and so the link); draw() writes them back from it
+  const readNumber = (input, parse) => {
+    const v = parse(input.value);
+    return Number.isFinite(v) ? v : null;
+  };
+  const readSampling = () => {
+    state.sampling = {
+      on: sampling.on.checked,
+      top_k: readNumber(sampling.top_k, (v) => Number.parseInt(v, 10)),
+      top_p: readNumber(sampling.top_p, Number.parseFloat),
+      seed: readNumber(sampling.seed, (v) => Number.parseInt(v, 10)),
+    };
+    app.update();
+  };
+  for (const input of [sampling.on, sampling.top_k, sampling.top_p, sampling.seed]) input.addEventListener("change", readSampling);
   let controller = null;
   const lut = viridisLUT();
   const legend = weightLegend("generate-legend");
@@ -117,7 +150,7 @@ export function installGenerate(app) {
       const response = await fetch("/api/generate", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "application/x-ndjson" },
-        body: JSON.stringify({ text, max_new_tokens: n, ablate: state.ablate }),
+        body: JSON.stringify(generateBody(state, text, n)),
         signal: controller.signal,
       });
       if (!response.ok) {
@@ -128,6 +161,8 @@ export function installGenerate(app) {
         if (line.done) {
           reason = line.reason;
           text = line.text;
+          // a drawn seed is kept, so the link repeats this very text
+          if (state.sampling.on && line.seed !== null) state.sampling = { ...state.sampling, seed: line.seed };
           return;
         }
         run.steps.push(line);
@@ -168,6 +203,13 @@ export function installGenerate(app) {
 
   function draw() {
     if (most() !== null) count.max = String(most());
+    const s = state.sampling;
+    sampling.on.checked = s.on;
+    setHidden(sampling.box, !s.on);
+    for (const key of ["top_k", "top_p", "seed"]) {
+      const shown = s[key] === null ? "" : String(s[key]);
+      if (sampling[key].value !== shown && document.activeElement !== sampling[key]) sampling[key].value = shown;
+    }
     const run = state.generation;
     const changed = run?.inputs ? changedInputs(run.inputs, state) : [];
     box.classList.toggle("stale", changed.length > 0);

@@ -92,7 +92,7 @@ function renderBanners(state, els) {
   // a text over the context: the server says where the part that fits ends, the page offers it
   const fits = state.refusal?.type === "too_many_tokens" ? state.refusal.ctx.fits_chars : undefined;
   setHidden(els.errorFit, fits === undefined);
-  if (fits !== undefined && els.errorFit) setText(els.errorFit, `Show its first ${state.refusal.ctx.limit} tokens`);
+  if (fits !== undefined && els.errorFit) setText(els.errorFit, `Show what fits: the first ${state.refusal.ctx.limit}`);
   const notes = [];
   const m = state.model;
   if (!state.causal) {

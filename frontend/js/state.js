@@ -57,6 +57,8 @@ export function createState() {
     scaled: true, // what-if: false sends scale "none"
     position: null, // query position whose predictions are shown; null = the last token
     temperature: 1.0,
+    // Continue: greedy, or sampled at the temperature above among the top_k / top_p (null: all), seeded
+    sampling: { on: false, top_k: null, top_p: null, seed: null },
     role: "induction",
     aggregate: false, // show the per-layer mean of the heads in the grid
     ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
@@ -149,7 +151,19 @@ export function parseHash(hash, viewIds) {
   if (params.has("role")) out.role = params.get("role");
   if (params.has("mean")) out.aggregate = params.get("mean") === "1";
   out.ablate = parseOff(params.get("off"));
+  if (params.get("sample") === "1") out.sampling = parseSampling(params);
   return out;
+}
+
+/** Continue's sampling settings from a link (`sample=1&topk=40&topp=0.9&seed=7`); what is bad is left out. */
+function parseSampling(params) {
+  const p = Number.parseFloat(params.get("topp"));
+  return {
+    on: true,
+    top_k: params.has("topk") ? clampInt(params.get("topk"), 1, 2 ** 31 - 1, null) : null,
+    top_p: Number.isFinite(p) && p > 0 && p <= 1 ? p : null,
+    seed: params.has("seed") ? clampInt(params.get("seed"), 0, Number.MAX_SAFE_INTEGER, null) : null,
+  };
 }
 
 /** The hash that reopens the same picture; defaults are left out to keep links short. */
@@ -166,6 +180,13 @@ export function toHash(state) {
   if (state.view === "roles") params.set("role", state.role);
   if (state.aggregate) params.set("mean", "1");
   if (state.ablate.length) params.set("off", offParam(state.ablate));
+  const s = state.sampling;
+  if (s.on) {
+    params.set("sample", "1");
+    for (const [key, value] of [["topk", s.top_k], ["topp", s.top_p], ["seed", s.seed]]) {
+      if (value !== null) params.set(key, String(value));
+    }
+  }
   return "#" + params.toString();
 }
 

@@ -97,6 +97,15 @@ def test_sampling_with_a_seed_repeats(clients):
     a, b = stream(c, **body), stream(c, **body)
     assert [x.get("token_id") for x in a] == [x.get("token_id") for x in b]
     assert a[-1]["seed"] == 11
+    # the last line echoes every sampling setting used
+    assert {k: a[-1][k] for k in ("do_sample", "temperature", "top_k", "top_p")} == {
+        "do_sample": True,
+        "temperature": 1.5,
+        "top_k": 50,
+        "top_p": None,
+    }
+    nucleus = stream(c, **{**body, "top_p": 0.5})
+    assert nucleus[-1]["top_p"] == 0.5 and nucleus == stream(c, **{**body, "top_p": 0.5})
     drawn = stream(c, text=PROMPT, max_new_tokens=3, do_sample=True)
     assert isinstance(drawn[-1]["seed"], int)
 
@@ -122,6 +131,8 @@ def test_a_generation_that_fills_the_context_stops_with_reason_context(clients):
         ({"ablate": [{"layer": 0, "head": 4}]}, ["body", "ablate", 0, "head"], "limit", 3),
         ({"temperature": 0}, ["body", "temperature"], "ge", 0.01),
         ({"top_k": 0}, ["body", "top_k"], "ge", 1),
+        ({"top_p": 0}, ["body", "top_p"], "gt", 0),
+        ({"top_p": 1.5}, ["body", "top_p"], "le", 1),
     ],
 )
 def test_bad_input_is_a_422_naming_the_field_and_the_limit(body, loc, limit_key, limit, clients):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import urllib.request
 from urllib.parse import quote
 
 import pytest
@@ -256,3 +259,43 @@ def test_the_generation_strip_draws_weights_in_the_heatmaps_colours_with_a_legen
     legend = page.get_by_test_id("generate-legend")
     assert legend.is_visible() and " ".join(legend.inner_text().split()) == "0 1 attention weight"
     assert page.get_by_test_id("generate-status").inner_text().startswith("4 new tokens")
+
+
+def test_continue_samples_as_the_link_says_and_the_link_keeps_the_seed(tab):
+    """Transformer Explainer's controls: temperature (the page's), top-k, top-p and a seed, in the
+    link; the streamed text is the server's for that body, and a drawn seed lands in the link."""
+    text = "The cat sat on the mat. Then the"
+    tab.open("/#text=" + quote(text) + "&temp=1.5&sample=1&topk=5&topp=0.9&seed=7")
+    page = tab.page
+    assert page.get_by_test_id("generate-sample").is_checked()
+    assert [page.get_by_test_id(f"generate-{k}").input_value() for k in ("topk", "topp", "seed")] == ["5", "0.9", "7"]
+    bodies = []
+    page.on("request", lambda r: bodies.append(r.post_data_json) if r.url.endswith("/api/generate") else None)
+    page.get_by_test_id("generate-count").fill("6")
+    page.get_by_test_id("generate-run").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
+    tab.settle()
+    body = bodies[-1]
+    assert {k: body[k] for k in ("do_sample", "temperature", "top_k", "top_p", "seed")} == {
+        "do_sample": True,
+        "temperature": 1.5,
+        "top_k": 5,
+        "top_p": 0.9,
+        "seed": 7,
+    }
+    with urllib.request.urlopen(
+        urllib.request.Request(
+            tab.base_url + "/api/generate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+    ) as r:
+        done = json.loads(r.read().decode().strip().splitlines()[-1])
+    assert page.get_by_test_id("text-input").input_value() == done["text"]
+
+    # no seed given: the server draws one, and the link keeps it so that it repeats this text
+    page.get_by_test_id("generate-seed").fill("")
+    page.get_by_test_id("generate-seed").dispatch_event("change")
+    page.get_by_test_id("generate-run").click()
+    page.wait_for_function("() => window.attnscope.state.sampling.seed !== null && !document.querySelector('[data-testid=generate-run]').dataset.running")
+    tab.settle()
+    assert re.search(r"[#&]seed=\d+", page.evaluate("() => window.location.hash"))
+    assert not tab.unexpected_console_errors()

@@ -314,7 +314,7 @@ def test_a_text_over_the_context_offers_its_first_tokens(tab):
     tab.open("/#text=" + quote(long_text))
     page = tab.page
     offer = page.get_by_test_id("error-fit")
-    assert offer.is_visible() and offer.inner_text() == f"Show its first {limit} tokens"
+    assert offer.is_visible() and offer.inner_text() == f"Show what fits: the first {limit}"
     offer.click()
     tab.settle()
     assert page.get_by_test_id("error-banner").is_hidden()

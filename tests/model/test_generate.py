@@ -8,7 +8,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from attnscope.model.ablation import Done, Step, generate  # noqa: E402
+from attnscope.model.ablation import Done, Step, generate, nucleus  # noqa: E402
 from attnscope.model.backends import OursBackend  # noqa: E402
 from attnscope.model.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
@@ -116,3 +116,29 @@ def test_sampling_is_seeded(loaded):
     top1 = [s.token_id for s in run(backend, ids, 12, do_sample=True, seed=5, top_k=1)[0]]
     assert a == b and a != c
     assert top1 == greedy
+
+
+def test_the_nucleus_is_what_transformers_top_p_keeps():
+    """Top-p against transformers' own TopPLogitsWarper, over peaky and flat distributions."""
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    g = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        logits = torch.randn(64, generator=g, dtype=torch.float64) * (0.5 + trial % 6)
+        top_p = 0.01 + 0.98 * float(torch.rand(1, generator=g))
+        kept = torch.isfinite(TopPLogitsWarper(top_p=top_p)(None, logits[None].clone())[0])
+        assert torch.equal(nucleus(torch.softmax(logits, -1), top_p), kept), (trial, top_p)
+
+
+def test_top_p_samples_only_inside_the_nucleus(loaded):
+    backend = loaded["llama"].backend
+    ids = backend.tokenizer.encode_ids(PROMPT)
+    for seed in range(4):
+        steps, _ = run(backend, ids, 8, do_sample=True, seed=seed, temperature=2.0, top_p=0.3)
+        for s in steps:
+            # the mass of the tokens likelier than the one drawn is under top_p
+            likelier = sum(p for i, p in zip(s.top_ids, s.top_probs) if p > s.prob and i != s.token_id)
+            assert likelier < 0.3 + 1e-9
+    whole = [s.token_id for s in run(backend, ids, 10, do_sample=True, seed=9, temperature=2.0, top_p=1.0)[0]]
+    plain = [s.token_id for s in run(backend, ids, 10, do_sample=True, seed=9, temperature=2.0)[0]]
+    assert whole == plain
