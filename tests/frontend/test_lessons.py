@@ -178,3 +178,39 @@ def test_the_scores_box_fits_a_typical_row(tab):
         "() => { const e = document.querySelector('#softmax-logits'); return e.scrollWidth - e.clientWidth; }"
     )
     assert overflow <= 0, f"the text overflows the box by {overflow}px"
+
+
+def test_the_scores_limits_are_the_servers_own(tab):
+    """The page reads the row's limits from /openapi.json: a document saying 3 and 10 is obeyed."""
+
+    def small_limits(route):
+        spec = route.fetch().json()
+        logits = spec["components"]["schemas"]["SoftmaxScalingRequest"]["properties"]["logits"]
+        assert logits["maxItems"] == 64 and logits["items"]["maximum"] == 1e6  # what the server sends
+        logits["maxItems"] = 3
+        logits["items"]["maximum"] = 10
+        route.fulfill(json=spec)
+
+    tab.page.route("**/openapi.json", small_limits)
+    with tab.page.expect_response("**/openapi.json"):
+        tab.open("/lessons.html")
+    tab.page.wait_for_selector("#softmax-bars.drawn")
+    box = tab.page.locator("#softmax-logits")
+    error = tab.page.get_by_test_id("softmax-error")
+    box.fill("1, 2, 3, 4")
+    error.wait_for(state="visible")
+    assert error.inner_text() == "scores: at most 3 scores, got 4"
+    box.fill("1, 20")
+    tab.page.wait_for_function("() => document.querySelector('#softmax-logits-error').textContent.includes('20')")
+    assert error.inner_text() == "scores: score 2 is 20; scores must be from -10 to 10"
+
+
+def test_without_the_openapi_document_the_server_names_the_limit(tab):
+    tab.page.route("**/openapi.json", lambda route: route.abort())
+    tab.open("/lessons.html")
+    tab.page.wait_for_selector("#softmax-bars.drawn")
+    tab.page.locator("#softmax-logits").fill(", ".join(["1"] * 65))
+    error = tab.page.get_by_test_id("softmax-error")
+    error.wait_for(state="visible")
+    assert "64" in error.inner_text() and error.inner_text().startswith("scores: ")  # the server's 422, named
+    assert tab.page.locator("#lesson-softmax").get_attribute("data-stale") == "true"
