@@ -62,7 +62,7 @@ class Encoder:
         """A head's matrix at full resolution: weights over ``mask``, or scores."""
         if name in WEIGHT_FIELDS:
             return self.weights(a, mask)
-        return self.matrix(a)
+        return self.matrix(a, DECIMALS[name])
 
     def pooled(self, name: str, a: np.ndarray) -> Any:
         """A max-pooled or cut-out matrix: rounded as its kind, no mask to write by."""

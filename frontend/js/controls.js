@@ -4,6 +4,7 @@
 // for an update (a redraw) or a refresh (new answers from the server, data.js).
 
 import { EXAMPLES, parseHash, toHash } from "./state.js";
+import { codePoints } from "./tokenstrip.js";
 import { VIEW_IDS } from "./views.js";
 
 /**
@@ -26,7 +27,7 @@ export function installControls(app) {
   els.errorFit.addEventListener("click", () => {
     const fits = state.refusal?.ctx?.fits_chars;
     if (fits === undefined) return;
-    changeText(state, state.text.slice(0, fits));
+    changeText(state, codePoints(state.text).slice(0, fits).join("")); // the server counts code points, as Python does
     els.textInput.value = state.text;
     refreshNow();
   });
@@ -110,7 +111,8 @@ export function installControls(app) {
   window.addEventListener("hashchange", () => {
     const next = parseHash(window.location.hash, VIEW_IDS);
     if (toHash({ ...state, ...next }) === toHash(state)) return;
-    Object.assign(state, next);
+    // what a link leaves out is the default, not what the last link said
+    Object.assign(state, { notice: null, sampling: { on: false, top_k: null, top_p: null, seed: null } }, next);
     data.fitToModel();
     els.textInput.value = state.text;
     data.forgetAsked(); // a link asks afresh

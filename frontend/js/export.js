@@ -67,8 +67,12 @@ export function pooledCsv({ T, block, mask, pattern, raw, scaled, layer, head })
 export function csvKind(state) {
   const d = headData(currentDetail(state));
   if (!d) return null;
-  if (d.block === 1) return "exact";
-  return d.tokens.length ** 2 <= EXACT_CSV_PAIRS ? "fetch" : "pooled";
+  if (d.block === 1 && d.pattern_unscaled) return "exact";
+  // the exact head is fetched: its four T×T fields, counted as the server counts them, within its limit
+  const pairs = d.tokens.length ** 2;
+  const cells = 4 * pairs;
+  const limit = state.model?.limits?.max_matrix_cells ?? Infinity;
+  return pairs <= EXACT_CSV_PAIRS && cells <= limit ? "fetch" : d.block === 1 ? "exact" : "pooled";
 }
 
 const CSV_TITLES = {
@@ -83,7 +87,7 @@ export function renderExport(state, els) {
   els.downloadCsv.disabled = kind === null;
   els.downloadCsv.title = kind ? CSV_TITLES[kind] : "";
   els.downloadCsv.dataset.kind = kind ?? "";
-  els.downloadJson.disabled = !currentGrid(state);
+  els.downloadJson.disabled = !currentGrid(state) || !state.model; // the request's fields come from the model's description
   els.downloadJson.title = exportTitle(state);
 }
 

@@ -5,11 +5,11 @@
 // `state.generation` with the text and switched-off heads it produced; once either changes the
 // strip is dimmed and says it is out of date.
 
-import { errorText, isBlank } from "./api.js";
+import { errorText, formatDetail, isBlank } from "./api.js";
 import { viridisLUT, weightColor, weightLegend } from "./gridcanvas.js";
 import { mount, setHidden, setText } from "./dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "./measured.js";
-import { limitOf } from "./state.js";
+import { checkSampling, limitOf } from "./state.js";
 
 /** Read an NDJSON body line by line; `onLine(obj)` for each. */
 export async function readLines(response, onLine) {
@@ -74,7 +74,7 @@ export function installGenerate(app) {
         <input type="checkbox" data-testid="generate-sample" /> sample</label>
       <span class="generate-sampling small" data-testid="generate-sampling" hidden>
         <label>top-k <input type="number" min="1" placeholder="all" data-testid="generate-topk" /></label>
-        <label>top-p <input type="number" min="0.01" max="1" step="0.05" placeholder="1" data-testid="generate-topp" /></label>
+        <label>top-p <input type="number" min="0.01" max="1" step="0.01" placeholder="1" data-testid="generate-topp" /></label>
         <label>seed <input type="number" min="0" placeholder="drawn" data-testid="generate-seed" /></label>
       </span>
       <span class="muted small" data-testid="generate-status" aria-live="polite"></span>
@@ -86,18 +86,13 @@ export function installGenerate(app) {
   const { "generate-run": button, "generate-count": count, "generate-mode": mode, "generate-status": status, "generate-note": note, "generate-strip": strip } =
     parts;
   const sampling = { on: parts["generate-sample"], box: parts["generate-sampling"], top_k: parts["generate-topk"], top_p: parts["generate-topp"], seed: parts["generate-seed"] };
-  // the inputs write the state (and so the link); draw() writes them back from it
-  const readNumber = (input, parse) => {
-    const v = parse(input.value);
-    return Number.isFinite(v) ? v : null;
-  };
+  // the inputs write the state (and so the link); draw() writes them back from it. A bad value
+  // is left out of the request (the server's default applies) and the note says so.
+  let samplingProblems = [];
   const readSampling = () => {
-    state.sampling = {
-      on: sampling.on.checked,
-      top_k: readNumber(sampling.top_k, (v) => Number.parseInt(v, 10)),
-      top_p: readNumber(sampling.top_p, Number.parseFloat),
-      seed: readNumber(sampling.seed, (v) => Number.parseInt(v, 10)),
-    };
+    const checked = checkSampling({ top_k: sampling.top_k.value, top_p: sampling.top_p.value, seed: sampling.seed.value });
+    state.sampling = { ...checked.sampling, on: sampling.on.checked };
+    samplingProblems = state.sampling.on ? checked.problems : [];
     app.update();
   };
   for (const input of [sampling.on, sampling.top_k, sampling.top_p, sampling.seed]) input.addEventListener("change", readSampling);
@@ -154,8 +149,8 @@ export function installGenerate(app) {
         signal: controller.signal,
       });
       if (!response.ok) {
-        const detail = await response.json().catch(() => null);
-        throw new Error(detail?.detail?.[0]?.msg ?? `the server answered ${response.status}`);
+        const body = await response.json().catch(() => null);
+        throw new Error(formatDetail(body?.detail) || `the server answered ${response.status}`); // "top_p: …", the field named
       }
       await readLines(response, (line) => {
         if (line.done) {
@@ -206,14 +201,17 @@ export function installGenerate(app) {
     const s = state.sampling;
     sampling.on.checked = s.on;
     setHidden(sampling.box, !s.on);
+    if (!s.on) samplingProblems = [];
     for (const key of ["top_k", "top_p", "seed"]) {
       const shown = s[key] === null ? "" : String(s[key]);
-      if (sampling[key].value !== shown && document.activeElement !== sampling[key]) sampling[key].value = shown;
+      // a bad value stays in its box, beside the note that it is ignored
+      const bad = samplingProblems.some((p) => p.startsWith(key.replace("_", "-") + " "));
+      if (sampling[key].value !== shown && document.activeElement !== sampling[key] && !bad) sampling[key].value = shown;
     }
     const run = state.generation;
     const changed = run?.inputs ? changedInputs(run.inputs, state) : [];
     box.classList.toggle("stale", changed.length > 0);
-    const notes = [];
+    const notes = [...samplingProblems.map((p) => `Sampling: ${p}.`)];
     if (changed.length) notes.push(`${outOfDateWords(changed, "this strip was generated")} Continue generates from the text as it is now.`);
     if (run && whatIfOn(state)) notes.push("Generation runs the model as trained (causal mask on, its own scaling): the what-if switches do not apply to it.");
     setText(note, notes.join(" "));

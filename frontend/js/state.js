@@ -157,13 +157,33 @@ export function parseHash(hash, viewIds) {
 
 /** Continue's sampling settings from a link (`sample=1&topk=40&topp=0.9&seed=7`); what is bad is left out. */
 function parseSampling(params) {
-  const p = Number.parseFloat(params.get("topp"));
-  return {
-    on: true,
-    top_k: params.has("topk") ? clampInt(params.get("topk"), 1, 2 ** 31 - 1, null) : null,
-    top_p: Number.isFinite(p) && p > 0 && p <= 1 ? p : null,
-    seed: params.has("seed") ? clampInt(params.get("seed"), 0, Number.MAX_SAFE_INTEGER, null) : null,
-  };
+  const raw = {};
+  for (const [key, name] of [["topk", "top_k"], ["topp", "top_p"], ["seed", "seed"]]) if (params.has(key)) raw[name] = params.get(key);
+  return checkSampling(raw).sampling;
+}
+
+const SAMPLING_RULES = {
+  top_k: { parse: (v) => Number(v), ok: (v) => Number.isInteger(v) && v >= 1 && v <= 2 ** 31 - 1, words: "a whole number from 1 to 2147483647" },
+  top_p: { parse: (v) => Number(v), ok: (v) => Number.isFinite(v) && v > 0 && v <= 1, words: "a number above 0 and at most 1" },
+  seed: { parse: (v) => Number(v), ok: (v) => Number.isInteger(v) && v >= 0 && v <= Number.MAX_SAFE_INTEGER, words: "a whole number from 0 to 9007199254740991" },
+};
+
+/**
+ * Sampling settings as typed (strings; "" or absent: not set) -> `{sampling, problems}`: each
+ * valid value kept, each bad one left out (the server's default applies) and named in `problems`,
+ * e.g. "top-p 1.5 is not a number above 0 and at most 1: ignored".
+ */
+export function checkSampling(raw) {
+  const sampling = { on: true, top_k: null, top_p: null, seed: null };
+  const problems = [];
+  for (const [name, rule] of Object.entries(SAMPLING_RULES)) {
+    const text = String(raw[name] ?? "").trim();
+    if (text === "") continue;
+    const value = rule.parse(text);
+    if (rule.ok(value)) sampling[name] = value;
+    else problems.push(`${name.replace("_", "-")} ${text} is not ${rule.words}: ignored`);
+  }
+  return { sampling, problems };
 }
 
 /** The hash that reopens the same picture; defaults are left out to keep links short. */

@@ -132,7 +132,8 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
   steps.push({ z: pattern, axis: "coloraxis3", title: `softmax${sub("rows → weights")}`, hover: "weight %{z:.4f}" });
   const n = steps.length;
   // `columns` panels a row (all in one row unless given: a phone gets two rows of two)
-  const perRow = Math.min(columns ?? n, n);
+  // never more than two rows: the narrow plot's height is two rows' (style.css); 5 steps (a softcap) stand 3 + 2
+  const perRow = Math.min(columns === null ? n : Math.max(columns, Math.ceil(n / 2)), n);
   const rows = Math.ceil(n / perRow);
   const gap = 0.03;
   const gapY = rows > 1 ? 0.12 : 0; // room for the next row's titles

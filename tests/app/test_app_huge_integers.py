@@ -1,5 +1,6 @@
 """Integers JSON allows but 64 bits do not hold (2⁶⁴, −2⁶⁴ and beyond), in every integer field of
-every route's request, found in the OpenAPI document: a 422 naming the field, never a 500."""
+every route's request, found in the OpenAPI document, and integers no float holds (10⁴⁰⁰) in
+every number field: a 422 naming the field, never a 500."""
 
 from __future__ import annotations
 
@@ -30,16 +31,17 @@ def resolve(schema: dict, components: dict) -> dict:
             return schema
 
 
-def integer_paths(schema: dict, components: dict, path: tuple = ()) -> list[tuple]:
-    """Every place an integer can stand in a body: a key, or 0 for an array's first item."""
+def integer_paths(schema: dict, components: dict, path: tuple = (), kind: str = "integer") -> list[tuple]:
+    """Every place a value of JSON type ``kind`` can stand in a body (also as one arm of an
+    ``anyOf``, like ``scale``'s number beside its names): a key, or 0 for an array's first item."""
     schema = resolve(schema, components)
-    if schema.get("type") == "integer":
+    if schema.get("type") == kind or any(arm.get("type") == kind for arm in schema.get("anyOf", [])):
         return [path]
     if schema.get("type") == "array" and "items" in schema:
-        return integer_paths(schema["items"], components, (*path, 0))
+        return integer_paths(schema["items"], components, (*path, 0), kind)
     out = []
     for name, sub in schema.get("properties", {}).items():
-        out += integer_paths(sub, components, (*path, name))
+        out += integer_paths(sub, components, (*path, name), kind)
     return out
 
 
@@ -62,7 +64,7 @@ def body_with(base: dict, path: tuple, value: int, schema: dict, components: dic
     return {**base, path[0]: build(top["properties"][path[0]], path[1:])}
 
 
-def cases(openapi: dict) -> list[tuple[str, tuple]]:
+def cases(openapi: dict, kind: str = "integer") -> list[tuple[str, tuple]]:
     components = openapi["components"]["schemas"]
     found = []
     for route, ops in openapi["paths"].items():
@@ -70,19 +72,26 @@ def cases(openapi: dict) -> list[tuple[str, tuple]]:
         if not post or "requestBody" not in post:
             continue
         schema = post["requestBody"]["content"]["application/json"]["schema"]
-        found += [(route, p) for p in integer_paths(schema, components)]
+        found += [(route, p) for p in integer_paths(schema, components, kind=kind)]
     return found
 
 
-def test_every_integer_field_of_every_route_refuses_a_huge_number_by_name(client):
+@pytest.mark.parametrize(
+    ("kind", "values", "least"),
+    [
+        ("integer", HUGE, 15),  # layers, heads, focus.layer/head/thumbnail/region, ablate, position, token_id, ...
+        ("number", (10**400, -(10**400)), 5),  # scale, temperature, top_p, the lessons' factor and logits, ...
+    ],
+)
+def test_every_numeric_field_of_every_route_refuses_a_huge_number_by_name(client, kind, values, least):
     openapi = client.get("/openapi.json").json()
     components = openapi["components"]["schemas"]
-    found = cases(openapi)
-    assert {route for route, _ in found} >= {"/api/attention", "/api/head-effects", "/api/generate"}
-    assert len(found) >= 15  # layers, heads, focus.layer/head/thumbnail/region, ablate, position, token_id, ...
+    found = cases(openapi, kind)
+    assert {route for route, _ in found} >= {"/api/attention", "/api/generate"}
+    assert len(found) >= least
     for route, path in found:
         schema = openapi["paths"][route]["post"]["requestBody"]["content"]["application/json"]["schema"]
-        for value in HUGE:
+        for value in values:
             body = body_with(BASE[route], path, value, schema, components)
             r = client.post(route, json=body)
             assert r.status_code == 422, (route, path, value, r.status_code, r.text[:300])

@@ -324,6 +324,60 @@ def test_a_text_over_the_context_offers_its_first_tokens(tab):
     assert not tab.unexpected_console_errors(allowed=("422",))
 
 
+def test_what_fits_is_cut_in_characters_as_the_server_counts_them(tab):
+    """The server counts code points (as Python does); an emoji is two UTF-16 units in the
+    browser, so a cut in UTF-16 units would keep fewer tokens than offered, or split an emoji."""
+    limit = get_json(tab.base_url + "/api/model")["block_size"]
+    long_text = "The 🐈 sat on the 🧶. " * limit
+    tab.open("/#text=" + quote(long_text))
+    page = tab.page
+    page.get_by_test_id("error-fit").click()
+    tab.settle()
+    shown = page.get_by_test_id("text-input").input_value()
+    assert long_text.startswith(shown)
+    assert len(tab.tokens()) == limit
+    assert not tab.unexpected_console_errors(allowed=("422",))
+
+
+def test_a_new_link_forgets_what_the_last_link_said(tab):
+    """Following a link (the hash changes) gives the settings it names and defaults for the rest:
+    the last link's sampling switch and its notice do not carry over."""
+    tab.open("/#text=The%20cat&temp=1e9&sample=1&seed=7")
+    page = tab.page
+    assert page.get_by_test_id("link-notice").is_visible()
+    page.evaluate("() => { window.location.hash = '#text=The%20dog'; }")
+    page.wait_for_function("() => window.attnscope.state.text === 'The dog'")
+    tab.settle()
+    assert page.evaluate("() => window.attnscope.state.sampling") == {
+        "on": False,
+        "top_k": None,
+        "top_p": None,
+        "seed": None,
+    }
+    assert page.get_by_test_id("link-notice").is_hidden()
+    assert not page.get_by_test_id("generate-sample").is_checked()
+
+
+def test_a_bad_sampling_value_is_left_out_and_said(tab):
+    tab.open("/#text=" + quote("The cat sat on the mat.") + "&sample=1")
+    page = tab.page
+    topp = page.get_by_test_id("generate-topp")
+    topp.fill("1.5")
+    topp.dispatch_event("change")
+    note = page.get_by_test_id("generate-note")
+    assert note.is_visible() and "top-p 1.5 is not a number above 0 and at most 1: ignored" in note.inner_text()
+    bodies = []
+    page.on("request", lambda r: bodies.append(r.post_data_json) if r.url.endswith("/api/generate") else None)
+    page.get_by_test_id("generate-count").fill("1")
+    page.get_by_test_id("generate-run").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
+    assert bodies and "top_p" not in bodies[-1] and bodies[-1]["do_sample"] is True
+    assert topp.input_value() == "1.5"  # what was typed stays beside the note
+    topp.fill("0.5")
+    topp.dispatch_event("change")
+    assert "top-p" not in note.inner_text()
+
+
 def test_at_390_px_the_pipeline_stands_in_two_rows_and_the_toggles_take_a_finger(tab):
     page = tab.page
     page.set_viewport_size({"width": 390, "height": 900})
@@ -359,5 +413,7 @@ def test_at_390_px_the_pipeline_stands_in_two_rows_and_the_toggles_take_a_finger
     box = toggle.bounding_box()
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     for dx, dy in ((15, 0), (-15, 0), (0, 15), (0, -15)):
-        hit = page.evaluate("([x, y]) => document.elementFromPoint(x, y)?.classList.contains('ablate-toggle')", [x + dx, y + dy])
+        hit = page.evaluate(
+            "([x, y]) => document.elementFromPoint(x, y)?.classList.contains('ablate-toggle')", [x + dx, y + dy]
+        )
         assert hit, (dx, dy)

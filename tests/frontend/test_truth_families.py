@@ -108,7 +108,11 @@ def heatmap_hover(tab, testid: str, i: int, j: int) -> str:
     label = tab.page.locator(f"[data-testid={testid}] .hoverlayer .hovertext")
     label.first.wait_for(state="visible")
     # SVG: each line of the label is a <tspan>
-    return " ".join(label.evaluate_all("(els) => els.map((e) => [...e.querySelectorAll('tspan.line')].map((t) => t.textContent).join(' ') || e.textContent)"))
+    return " ".join(
+        label.evaluate_all(
+            "(els) => els.map((e) => [...e.querySelectorAll('tspan.line')].map((t) => t.textContent).join(' ') || e.textContent)"
+        )
+    )
 
 
 def window_masked_cell(data: dict, layer: int) -> tuple[int, int]:
@@ -126,7 +130,10 @@ def test_a_window_masked_cell_says_masked_and_why(family_tab):
     window = {lv["layer"]: lv["window"] for lv in data["layers"]}
     assert window[0] == (6 if tab.kind == "gemma2" else 5) and len(data["tokens"]) > window[0]
     tab.open("/#text=" + quote(SENTENCE))
-    assert tab.page.evaluate("() => document.querySelector('[data-testid=heads-grid]').gridLayout.grid.thumbnail.block") == 1
+    assert (
+        tab.page.evaluate("() => document.querySelector('[data-testid=heads-grid]').gridLayout.grid.thumbnail.block")
+        == 1
+    )
     i, j = window_masked_cell(data, 0)
 
     # the grid: layer 0's cell is masked by the window, and says so
@@ -260,3 +267,25 @@ def test_a_one_token_text_says_why_its_variance_ratio_is_undefined(family_tab):
     cells = tab.page.locator("[data-testid=stats-table] tr[data-stat=variance_ratio] td").all_inner_texts()
     assert cells[0] == "–" and "undefined" in cells[2]
     assert tab.unexpected_console_errors() == []
+
+
+def test_at_390_px_a_softcap_models_five_steps_stand_in_two_rows(family_tab):
+    """Gemma 2's pipeline has a step more (the softcap): at phone width it still stands in two
+    rows, each panel wide enough to read."""
+    if family_tab.kind != "gemma2":
+        pytest.skip("only Gemma 2 has the softcap step")
+    page = family_tab.page
+    page.set_viewport_size({"width": 390, "height": 900})
+    family_tab.open("/#view=pipeline&text=" + quote(SENTENCE))
+    page.wait_for_function("() => document.querySelector('[data-testid=mask-steps]')?._fullLayout")
+    layout = page.evaluate(
+        """() => {
+            const L = document.querySelector('[data-testid=mask-steps]')._fullLayout;
+            const axes = Object.keys(L).filter((k) => /^yaxis\\d*$/.test(k)).sort();
+            return axes.map((k) => ({top: L[k]._offset, height: L[k]._length, width: L['x' + k.slice(1)]._length}));
+        }"""
+    )
+    steps = layout[:-1]  # the last axis is the Σ row column
+    assert len(steps) == 5
+    assert len({round(a["top"]) for a in steps}) == 2, layout
+    assert min(a["width"] for a in steps) > 70 and min(a["height"] for a in steps) > 150, layout
