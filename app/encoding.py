@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.fields import DECIMALS, WEIGHT_FIELDS
+from ..model.fields import DECIMALS, ROW_FIELDS, WEIGHT_FIELDS
 from . import jsonfast
 from .compute.attention import AttentionResult, answer_of, compute_attention
 from .compute.rounding import PATTERN_DECIMALS, SCORE_DECIMALS
@@ -59,7 +59,9 @@ class Encoder:
         return typed_array(a, "f4") if self.b64 else np.round(a, PATTERN_DECIMALS)
 
     def field(self, name: str, a: np.ndarray, mask: np.ndarray) -> Any:
-        """A head's matrix at full resolution: weights over ``mask``, or scores."""
+        """A head's matrix at full resolution (weights over ``mask``, or scores), or a per-row field."""
+        if name in ROW_FIELDS:
+            return self.rows(a)
         if name in WEIGHT_FIELDS:
             return self.weights(a, mask)
         return self.matrix(a, DECIMALS[name])

@@ -27,15 +27,14 @@ plain numpy, ready for any encoder (JSON, base64 typed arrays):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
-from .fields import MATRIX_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
-from .stats import STAT_SCALARS, HeadStats, group_max
+from .fields import MATRIX_FIELDS, ROW_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
+from .pooling import Pool, thumbnail_block, thumbnails
+from .stats import STAT_SCALARS, HeadStats
 
 BLOCK_BUDGET_BYTES = 96 << 20  # the T×S temporaries of one block of query rows, all heads of a layer
 BLOCK_TEMPORARIES = 8  # float32 (nh, t, S) tensors alive at once in a block (scores, pattern, stats)
@@ -69,43 +68,11 @@ class LayerCapture:
     mask: np.ndarray  # (T, T) bool; one array shared by every layer with the same mask
     softcap: float | None = None  # the layer's attention logit softcap (Gemma 2), None if none
     window: int | None = None  # the sliding window its mask applied, None if none (or the mask is off)
-    fields: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (H, T, ·) float32
+    sink_logit: np.ndarray | None = None  # (nh,) float32: each head's learned sink logit (gpt-oss), None if none
+    fields: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (H, T, ·) float32, sink_mass (H, T)
     stats: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (H,) float64 or (H, T) float32
     thumbnail: np.ndarray | None = None  # (H, n, n) uint8
     thumbnail_mask: np.ndarray | None = None  # (n, n) uint8, 1 where any cell of the block may attend
-
-
-def thumbnail_block(T: int, n: int) -> int:
-    """Tokens per thumbnail cell: the smallest k with ceil(T / k) <= n."""
-    return max(1, math.ceil(T / n))
-
-
-def thumbnails(pattern: torch.Tensor, n: int) -> torch.Tensor:
-    """(H, T, T) weights -> (H, m, m) uint8: the maximum of each k×k block of cells
-    (k = :func:`thumbnail_block`, the last block of a row or column may be shorter,
-    m = ceil(T / k) <= n), × 255, rounded.
-
-    Max-pooling keeps a one-cell diagonal visible at any reduction (an average would fade it);
-    cell (i, j) covers queries ``i·k ..`` and keys ``j·k ..``, up to k of each.
-    """
-    k = thumbnail_block(pattern.shape[-1], n)
-    pooled = F.max_pool2d(pattern.float(), k, ceil_mode=True) if k > 1 else pattern.float()
-    return (pooled * 255).round_().to(torch.uint8)
-
-
-class _Pool:
-    """A (H, T, S) matrix max-pooled to (H, ceil(T/k), ceil(S/k)), filled a block of rows at a time."""
-
-    def __init__(self, H: int, T: int, S: int, k: int, device, fill: float = 0.0) -> None:
-        self.k = k
-        self.acc = torch.full((H, math.ceil(T / k), math.ceil(S / k)), fill, device=device)
-
-    def add(self, rows: torch.Tensor, q0: int) -> None:
-        """``rows`` (H, t, s): rows ``q0 .. q0 + t`` of the matrix over its first s keys."""
-        k = self.k
-        pooled = group_max(rows.float(), k) if k > 1 else rows.float()  # (H, t, ceil(s/k))
-        index = (torch.arange(q0, q0 + rows.shape[1], device=rows.device) // k)[None, :, None]  # its thumbnail row
-        self.acc[:, :, : pooled.shape[-1]].scatter_reduce_(1, index.expand_as(pooled), pooled, "amax")
 
 
 class Capture:
@@ -153,8 +120,9 @@ class Capture:
 
     # ---------------------------------------------------------------- one layer, block by block
 
-    def begin(self, layer: int, q, k, v, mask, divisor: float, softcap=None, window=None) -> None:
-        """``q, k, v`` (1, nh, T|S, hs) of the layer (k and v one per query head), ``mask`` (T, S) bool."""
+    def begin(self, layer: int, q, k, v, mask, divisor: float, softcap=None, window=None, sink_logit=None) -> None:
+        """``q, k, v`` (1, nh, T|S, hs) of the layer (k and v one per query head), ``mask`` (T, S) bool,
+        ``sink_logit`` (nh,) where the layer has learned sinks."""
         sel = self.sel
         T, S = mask.shape
         st = _LayerState(layer=layer, mask=mask, q=q[0], k=k[0], v=v[0])
@@ -162,15 +130,19 @@ class Capture:
         if layer in self._want:
             heads = sel.heads
             st.cap = LayerCapture(layer=layer, divisor=float(divisor), mask=host_mask, softcap=softcap, window=window)
+            if sink_logit is not None:
+                st.cap.sink_logit = sink_logit.float().cpu().numpy()
             st.heads = heads
             st.head_index = _index(heads, q.shape[1], q.device)
             if sel.stats and heads:
                 st.stats = HeadStats(_pick(st.q, st.head_index), _pick(st.k, st.head_index), divisor, softcap)
             if sel.thumbnail and heads:
-                st.pool = _Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
+                st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
             for name in self._matrices(sel.fields, softcap):
                 st.full[name] = _blank(name, len(heads), T, S, q.device)
+            for name in self._rows(sel.fields, sink_logit):
+                st.full[name] = torch.zeros(len(heads), T, device=q.device)
             for name in sel.fields & set(VECTOR_FIELDS):
                 self._keep(st.cap, "field", name, _pick(getattr(st, name), st.head_index))
             self.layers.append(st.cap)
@@ -185,13 +157,16 @@ class Capture:
                 self.focus_pooled = {}
                 self.focus_pooled_mask = self._thumbnail_mask(mask, sel.focus_thumbnail)
                 kf = thumbnail_block(T, sel.focus_thumbnail)
-                st.focus_pools = {n: _Pool(1, T, S, kf, q.device, _pool_fill(n)) for n in names}
+                st.focus_pools = {n: Pool(1, T, S, kf, q.device, _pool_fill(n)) for n in names}
             if sel.focus_region is not None:
                 q0, q1, k0, k1 = sel.focus_region
                 self.focus_region = {}
                 st.focus_region = {n: _blank(n, 1, q1 - q0, k1 - k0, q.device) for n in names}
             if not sel.focus_thumbnail and sel.focus_region is None:
                 st.focus_full = {n: _blank(n, 1, T, S, q.device) for n in names}
+                st.focus_full.update(
+                    {n: torch.zeros(1, T, device=q.device) for n in self._rows(sel.focus_fields, sink_logit)}
+                )
             for name in sel.focus_fields & set(VECTOR_FIELDS):
                 self._keep(self, "focus", name, _pick(getattr(st, name), st.focus_index)[0])
             if "stats" in sel.focus_fields:
@@ -212,7 +187,10 @@ class Capture:
             if st.pool is not None:
                 st.pool.add(picked["pattern"], q0)
             for name, out in st.full.items():
-                out[:, q0:q1, :s] = _shown(name, picked[name], masked)
+                if name in ROW_FIELDS:
+                    out[:, q0:q1] = picked[name].float()
+                else:
+                    out[:, q0:q1, :s] = _shown(name, picked[name], masked)
         if st.focus:
             one = {n: _pick(t[0], st.focus_index) for n, t in steps.items() if t is not None}  # (1, t, s)
             if st.focus_stats is not None:
@@ -220,7 +198,10 @@ class Capture:
             for name, pool in st.focus_pools.items():
                 pool.add(_pooled_input(name, one[name], masked), q0)
             for name, out in st.focus_full.items():
-                out[:, q0:q1, :s] = _shown(name, one[name], masked)
+                if name in ROW_FIELDS:
+                    out[:, q0:q1] = one[name].float()
+                else:
+                    out[:, q0:q1, :s] = _shown(name, one[name], masked)
             if st.focus_region:
                 r0, r1, c0, c1 = self.sel.focus_region
                 a, b = max(q0, r0), min(q1, r1)
@@ -321,6 +302,13 @@ class Capture:
         return self._mask_thumbnails[key]
 
     @staticmethod
+    def _rows(names, sink_logit) -> list[str]:
+        """The per-row fields to keep: ``sink_mass`` from a layer with sinks, asked for or sent beside ``pattern``."""
+        if sink_logit is None:
+            return []
+        return [n for n in ROW_FIELDS if n in names or "pattern" in names]
+
+    @staticmethod
     def _matrices(names, softcap) -> list[str]:
         """The matrices to keep: ``attn_scores_uncapped`` only from a layer with a softcap (without
         one it would repeat ``attn_scores``), never ``stats`` (taken apart)."""
@@ -338,13 +326,13 @@ class _LayerState:
     heads: list[int] = field(default_factory=list)
     head_index: torch.Tensor | None = None
     stats: HeadStats | None = None
-    pool: _Pool | None = None
+    pool: Pool | None = None
     full: dict[str, torch.Tensor] = field(default_factory=dict)
     focus: bool = False
     focus_index: torch.Tensor | None = None
     focus_stats: HeadStats | None = None
     focus_full: dict[str, torch.Tensor] = field(default_factory=dict)
-    focus_pools: dict[str, _Pool] = field(default_factory=dict)
+    focus_pools: dict[str, Pool] = field(default_factory=dict)
     focus_region: dict[str, torch.Tensor] = field(default_factory=dict)
     n_blocks: int = 0
 

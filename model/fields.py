@@ -6,6 +6,7 @@ Each field has a ``kind`` that says how it is computed, masked, rounded and draw
 - ``weights``: a T×T softmax matrix; masked cells exactly 0; sent with ``decimals`` decimals;
 - ``scores``: a T×T matrix of scores; masked cells NaN (``null`` in JSON);
 - ``vectors``: T × head_dim, one row per token;
+- ``rows``: one number per query row (sent beside ``pattern`` where the layer has it);
 - ``stats``: the head's statistics (:mod:`model.stats`).
 
 A new per-head field is a row here, its computation in :mod:`model.capture`, and its drawing.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-Kind = Literal["weights", "scores", "vectors", "stats"]
+Kind = Literal["weights", "scores", "vectors", "rows", "stats"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,12 @@ class HeadField:
 
 
 HEAD_FIELDS = (
-    HeadField("pattern", "weights", 5, "T×T softmax weights; masked entries 0; rows sum to 1"),
+    HeadField(
+        "pattern",
+        "weights",
+        5,
+        "T×T softmax weights; masked entries 0; rows sum to 1 (to 1 − sink_mass in a layer with learned sinks)",
+    ),
     HeadField("attn_scores_raw", "scores", 4, "T×T q·kᵀ before scaling; masked entries null (not a number in b64)"),
     HeadField(
         "attn_scores_uncapped",
@@ -45,6 +51,13 @@ HEAD_FIELDS = (
         "masked entries null (not a number in b64)",
     ),
     HeadField("pattern_unscaled", "weights", 5, "T×T softmax of the raw scores"),
+    HeadField(
+        "sink_mass",
+        "rows",
+        5,
+        "per query: the weight the layer's learned attention sink took (gpt-oss), 1 − the pattern row's sum; "
+        "sent with pattern by layers with sinks, absent elsewhere",
+    ),
     HeadField("stats", "stats", None, "per-head statistics"),
     HeadField("q", "vectors", 4, "T×head_dim"),
     HeadField("k", "vectors", 4, "T×head_dim (after rotary; the key/value head this query head reads)"),
@@ -56,6 +69,7 @@ WEIGHT_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "weights")
 SCORE_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "scores")  # NaN where masked
 MATRIX_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind in ("weights", "scores"))  # T×T
 VECTOR_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "vectors")
+ROW_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "rows")
 DECIMALS = {f.name: f.decimals for f in HEAD_FIELDS if f.decimals is not None}
 
 

@@ -12,6 +12,10 @@ last bit in float32) one named step at a time and hands the steps to the sink of
 call (:func:`model.trace.traced_attention`), found through a context variable set by
 :func:`recording`, so concurrent calls never share one.
 
+Learned attention sinks (gpt-oss pass ``s_aux``, one logit per head): the sink is one more
+column of every row's softmax, then dropped, so a row of ``pattern`` sums to 1 − ``sink_mass``,
+the weight the sink took; exactly as the model computes it, never renormalised.
+
 What-ifs: ``causal=False`` drops the mask (sliding windows with it), another divisor
 replaces the model's; both are applied in every layer, as for our own model. Ablated heads'
 outputs are replaced (:func:`~model.options.ablate_heads`) in the per-head output this function
@@ -109,8 +113,17 @@ def attnscope_attention(
     layer = int(getattr(module, "layer_idx", 0) or 0)
     sink = rec.sink if rec is not None else None
     pattern = None
+    sink_logit = kwargs.get("s_aux")  # (nh,) gpt-oss: a learned logit per head, a column of every row's softmax
 
-    if softcap is None and not wants(sink, layer):
+    def softmax(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(B, nh, t, s) scores -> the pattern (B, nh, t, s) and, with a sink, its weight (B, nh, t)."""
+        if sink_logit is None:
+            return F.softmax(scores, dim=-1, dtype=torch.float32), None
+        column = sink_logit.to(scores.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)  # (B, nh, t, 1)
+        weights = F.softmax(torch.cat([scores, column], dim=-1), dim=-1, dtype=torch.float32)  # (B, nh, t, s + 1)
+        return weights[..., :-1], weights[..., -1]  # the sink's column dropped, as the model does
+
+    if softcap is None and sink_logit is None and not wants(sink, layer):
         # fast path: nothing of this layer is kept, so one fused kernel with the same mask and scale
         z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
     else:
@@ -129,18 +142,20 @@ def attnscope_attention(
             else:
                 uncapped = attn_scores_raw * model_scaling if opts.divisor is None else attn_scores_raw / divisor
                 attn_scores = masked_scores(torch.tanh(uncapped / softcap) * softcap, m)  # (B, nh, t, s)
-            pattern = F.softmax(attn_scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, nh, t, s)
+            pattern, sink_mass = softmax(attn_scores)  # (B, nh, t, s), (B, nh, t) or None
+            pattern = pattern.to(query.dtype)
             z = torch.matmul(pattern, v[:, :, :s])  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
             pattern_unscaled = None
             if unscaled:
                 raw = attn_scores_raw if softcap is None else torch.tanh(attn_scores_raw / softcap) * softcap
-                pattern_unscaled = F.softmax(masked_scores(raw, m), dim=-1, dtype=torch.float32)
+                pattern_unscaled = softmax(masked_scores(raw, m))[0]
             return dict(
                 attn_scores_raw=attn_scores_raw,
                 attn_scores_uncapped=uncapped,
                 attn_scores=attn_scores,
                 pattern=pattern,
                 pattern_unscaled=pattern_unscaled,
+                sink_mass=sink_mass,
                 z=z,
             )
 
@@ -149,8 +164,9 @@ def attnscope_attention(
             z, pattern = st["z"], st["pattern"]
         else:
             window = int(sliding_window) if sliding_window and opts.causal else None
+            logits = None if sink_logit is None else sink_logit.detach().float()
             z = traced_attention(
-                sink, layer, query, k, v, mask, divisor, steps, causal=opts.causal, softcap=softcap, window=window
+                sink, layer, query, k, v, mask, divisor, steps, opts.causal, softcap, window, sink_logit=logits
             )
 
     z = ablate_heads(z, layer, opts)  # switched-off heads, before o_proj

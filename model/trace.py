@@ -45,6 +45,8 @@ class AttentionTrace:
     layer: int = 0
     window: int | None = None  # the sliding window the mask applied, in tokens (the query and the W − 1 before it)
     attn_scores_uncapped: torch.Tensor | None = None  # (B, nh, T, T) raw / divisor before the softcap, if any
+    sink_mass: torch.Tensor | None = None  # (B, nh, T) the weight a learned sink took from each row (gpt-oss)
+    sink_logit: torch.Tensor | None = None  # (nh,) each head's learned sink logit; None: no sinks
 
 
 def needs_unscaled(sink) -> bool:
@@ -88,11 +90,13 @@ def masked_scores(
     return scaled.masked_fill(~m, float("-inf"))
 
 
-def traced_attention(trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None):
+def traced_attention(
+    trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None, sink_logit=None
+):
     """The explicit path into ``trace``; returns z ``(B, nh, T, hs)``.
 
     ``steps(q0, q1, s)`` computes the named steps of query rows ``q0 .. q1`` over the first ``s``
-    keys. A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
+    keys (and ``sink_mass``, each row's weight on a learned sink, where ``sink_logit`` is given). A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
     (:class:`model.capture.Capture`) gets them a block of rows at a time (``trace.blocks``) and
     reduces each block as it comes, so no ``(nh, T, S)`` tensor ever exists; with a causal mask a
     block's keys stop at its last query (every later key is masked for all its rows).
@@ -101,10 +105,21 @@ def traced_attention(trace, layer, q, k, v, mask, divisor, steps, causal=True, s
     if not getattr(trace, "blockwise", False):
         st = steps(0, T, S)
         trace.append(
-            AttentionTrace(q=q, k=k, v=v, mask=mask, divisor=divisor, softcap=softcap, layer=layer, window=window, **st)
+            AttentionTrace(
+                q=q,
+                k=k,
+                v=v,
+                mask=mask,
+                divisor=divisor,
+                softcap=softcap,
+                layer=layer,
+                window=window,
+                sink_logit=sink_logit,
+                **st,
+            )
         )
         return st["z"]
-    trace.begin(layer, q, k, v, mask, divisor, softcap, window)
+    trace.begin(layer, q, k, v, mask, divisor, softcap, window, sink_logit)
     zs = []
     for q0, q1 in trace.blocks(T, S, q.shape[1]):
         st = steps(q0, q1, min(S, S - T + q1) if causal else S)

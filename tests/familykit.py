@@ -67,6 +67,16 @@ def family_configs() -> dict[str, dict]:
         ),
         # every layer a sliding window of 5 tokens: shorter than most test texts
         "mistral": decoder("mistral", head_dim=16, sliding_window=5),
+        # learned attention sinks (set in build: rows sum to well under 1), sliding and full layers, MoE
+        "gpt_oss": decoder(
+            "gpt_oss",
+            head_dim=16,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention"],
+            num_local_experts=2,
+            num_experts_per_tok=1,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        ),
     }
 
 
@@ -127,6 +137,8 @@ def build(family: str, out: Path, seed: int = 0) -> Path:
                 key in name for key in ("q_proj.weight", "k_proj.weight", "c_attn.weight", "query_key_value.weight")
             ):
                 p.mul_(QK_GAIN)
+            if name.endswith("self_attn.sinks"):  # gpt-oss: one sink logit per head, from none to a large share
+                p.copy_(torch.linspace(-1.0, 3.0, p.numel()))
     model.save_pretrained(out)
     return out
 

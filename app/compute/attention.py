@@ -21,9 +21,10 @@ import orjson
 import torch
 
 from ...model.backends import ModelFacts, top_logits
-from ...model.capture import MATRIX_FIELDS, Capture, Selection, thumbnail_block
+from ...model.capture import MATRIX_FIELDS, Capture, Selection
 from ...model.inspection import scale_divisor
 from ...model.options import AttentionOptions
+from ...model.pooling import thumbnail_block
 from ...model.stats import STAT_ROWS, STAT_SCALARS
 from ..errors import ApiError
 from ..schemas.attention import FIELDS, AttentionRequest
@@ -166,6 +167,8 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
             "softcap": lc.softcap,
             "window": lc.window,
         }
+        if lc.sink_logit is not None:
+            layer["sink_logit"] = lc.sink_logit.tolist()
         if lc.mask is not first.mask and not np.array_equal(lc.mask, first.mask):
             if full_masks:
                 layer["mask"] = lc.mask.astype(np.uint8)

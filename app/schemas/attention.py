@@ -194,7 +194,13 @@ MaskedMatrix = list[list[float | None]] | TypedArray
 Levels = list[list[int]] | TypedArray
 
 
-FIELD_TYPE = {"weights": Matrix, "scores": MaskedMatrix, "vectors": Matrix, "stats": HeadStats}
+FIELD_TYPE = {
+    "weights": Matrix,
+    "scores": MaskedMatrix,
+    "vectors": Matrix,
+    "rows": list[float] | TypedArray,
+    "stats": HeadStats,
+}
 
 # What one head computed: a field per row of the field table (model/fields.py), its kind's type.
 HeadFields = create_model(
@@ -225,6 +231,10 @@ class LayerView(BaseModel):
     window: int | None = Field(
         description="the sliding window this layer's mask applied: a query sees itself and the window − 1 tokens "
         "before it; null if none (full causal, or causal false)"
+    )
+    sink_logit: list[float] | None = optional_field(
+        "each head's learned attention-sink logit (gpt-oss): one more column of every row's softmax, then "
+        "dropped, so the pattern's rows sum to 1 − sink_mass; absent where the layer has no sinks"
     )
     mask: Levels | None = optional_field(
         "this layer's mask (1 = may attend), only where it differs from the top-level one (a sliding window)"

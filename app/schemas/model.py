@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
+
+from ...model.fields import Kind
 
 
 class Limits(BaseModel):
@@ -22,8 +24,9 @@ class FieldInfo(BaseModel):
     """One row of the field table (model/fields.py): what a head's answer can hold."""
 
     name: str
-    kind: Literal["weights", "scores", "vectors", "stats"] = Field(
-        description="weights: T×T softmax, masked 0; scores: T×T, masked null; vectors: T×head_dim; stats"
+    kind: Kind = Field(
+        description="weights: T×T softmax, masked 0; scores: T×T, masked null; vectors: T×head_dim; "
+        "rows: one number per query; stats"
     )
     decimals: int | None = Field(description="decimals kept in JSON; null for the statistics (significant digits)")
     meaning: str
@@ -58,7 +61,9 @@ class ModelInfo(BaseModel):
     checkpoint: str
     training: dict[str, Any] = Field(description="what training measured (training.json), {} if unknown")
     limits: Limits = Field(description="what this server accepts in one request")
-    fields: list[FieldInfo] = Field(description="what a head's answer can hold (`include` names), with its kind and rounding")
+    fields: list[FieldInfo] = Field(
+        description="what a head's answer can hold (`include` names), with its kind and rounding"
+    )
 
 
 class HeadsResponse(BaseModel):

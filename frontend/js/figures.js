@@ -291,5 +291,30 @@ export function headHeatmapFigure(args) {
     title: heatmapTitle(title),
     uirevision: uirevision ?? `${T}`,
   });
+  if (args.sinkMass) addSinkColumn(data, layout, { sinkMass: args.sinkMass, labels, zmax, gap, layer, head });
   return { data, layout };
+}
+
+/**
+ * A learned attention sink (gpt-oss) as its own column right of the keys: each row's weight on
+ * the sink, the share its keys' weights lack (the answer's `sink_mass`), in the weights' colours.
+ */
+function addSinkColumn(data, layout, { sinkMass, labels, zmax, gap, layer, head }) {
+  layout.xaxis.domain = [0, 0.9];
+  layout.xaxis2 = { domain: [0.93, 1], side: "top", fixedrange: true, tickvals: [0], ticktext: ["sink"], tickfont: { size: 11 }, showgrid: false, zeroline: false };
+  data.push({
+    type: "heatmap",
+    name: "sink",
+    xaxis: "x2",
+    yaxis: "y",
+    z: Array.from(sinkMass, (m) => [m]),
+    x: [0],
+    customdata: labels.map((l) => [l]),
+    colorscale: WEIGHT_SCALE,
+    zmin: 0,
+    zmax,
+    showscale: false,
+    ygap: gap,
+    hovertemplate: `<b>%{customdata[0]}</b> → the sink<br>weight %{z:.4f}: this row's keys share the rest<extra>L${layer} · H${head}</extra>`,
+  });
 }

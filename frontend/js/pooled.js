@@ -72,6 +72,7 @@ export function headData(detail) {
       raw: f.attn_scores_raw,
       scores: f.attn_scores,
       uncapped: f.attn_scores_uncapped ?? null,
+      sink_mass: f.sink_mass ?? null, // sent at full resolution only
       mask: f.thumbnail.mask,
       block: f.thumbnail.block,
     };
@@ -85,6 +86,7 @@ export function headData(detail) {
     raw: h.attn_scores_raw,
     scores: h.attn_scores,
     uncapped: h.attn_scores_uncapped ?? null,
+    sink_mass: h.sink_mass ?? null,
     mask: detail.mask,
     block: 1,
   };

@@ -64,11 +64,23 @@ export function draw(state) {
     const sums = d.pattern.map((row) => row.reduce((a, v) => a + v, 0));
     const lo = Math.min(...sums);
     const hi = Math.max(...sums);
-    setText(byId("row-sums"), `After softmax every row sums to 1: the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}.`);
+    setText(byId("row-sums"), rowSumWords(lo, hi, layer, d.sink_mass));
   }
   const words = unscaled(layer) ? "1 (what-if: no scaling)" : divisorWords(layer, headDim(state));
   setText(byId("pipeline-divisor"), layer.softcap ? `${words}, then the softcap ${softcapWords(layer.softcap)}` : words);
   return true;
+}
+
+/** What the Σ row column says: rows sum to 1, or, with a learned sink, to 1 − the sink's share. */
+export function rowSumWords(lo, hi, layer, sinkMass) {
+  const range = `the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}`;
+  if (!sinkMass || !layer.sink_logit) return `After softmax every row sums to 1: ${range}.`;
+  const took = [Math.min(...sinkMass), Math.max(...sinkMass)].map((m) => m.toFixed(4));
+  return (
+    `This layer has learned attention sinks: each head's sink logit (here ${layer.sink_logit[layer.heads[0].head].toFixed(3)}) ` +
+    `is one more column of every row's softmax, then dropped, so a row sums to 1 − the sink's share: ${range}; ` +
+    `the sink took ${took[0]} to ${took[1]}.`
+  );
 }
 
 const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];

@@ -115,8 +115,8 @@ def test_every_field_for_one_head(client):
     assert len(data["layers"]) == 1 and data["layers"][0]["layer"] == 1
     (hv,) = data["layers"][0]["heads"]
     assert hv["head"] == 0
-    # fixed order, whatever the include order; a model without a softcap has no scores before it
-    assert list(hv) == ["head", *(f for f in FIELDS if f != "attn_scores_uncapped")]
+    # fixed order, whatever the include order; a model without a softcap has no scores before it, one without sinks no sink_mass
+    assert list(hv) == ["head", *(f for f in FIELDS if f not in ("attn_scores_uncapped", "sink_mass"))]
     for name in ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled"):
         assert len(hv[name]) == T and all(len(row) == T for row in hv[name])
     for name in ("q", "k", "v"):

@@ -180,3 +180,30 @@ def test_grid_stats_without_rows_and_focus_stats_with_them(ours):
             assert set(hf["stats"]) - set(hg["stats"]) == {"row_entropy", "row_entropy_unscaled"}
             assert all(hg["stats"][k] == hf["stats"][k] for k in hg["stats"])
     assert grid["focus"]["stats"] == full["layers"][0]["heads"][1]["stats"]
+
+
+@pytest.mark.parametrize("encoding", ["json", "b64"])
+def test_a_model_with_learned_sinks_sends_each_rows_sink_share(encoding, family_dirs, clients):
+    """gpt-oss: the pattern is the model's own (rows under 1), each head's `sink_mass` is what its
+    rows lack, each layer's `sink_logit` the model's parameter; the focus head carries it too."""
+    c = clients["gpt_oss"]
+    body = dict(text=TEXT, include=["pattern"], top_k=0, focus={"layer": 1, "head": 3, "include": ["pattern"]})
+    data = attention(c, **body, encoding=encoding)
+    read = decode if encoding == "b64" else np.array
+    ref_model = AutoModelForCausalLM.from_pretrained(family_dirs["gpt_oss"], attn_implementation="eager")
+    with torch.no_grad():
+        out = ref_model(torch.tensor([data["token_ids"]]), output_attentions=True)
+    for lv in data["layers"]:
+        sinks = ref_model.model.layers[lv["layer"]].self_attn.sinks.detach().numpy()
+        np.testing.assert_allclose(lv["sink_logit"], sinks, rtol=1e-6)
+        expected = out.attentions[lv["layer"]][0].numpy()  # (nh, T, T)
+        for hv in lv["heads"]:
+            pattern, sink_mass = read(hv["pattern"]).astype(np.float64), read(hv["sink_mass"]).astype(np.float64)
+            assert np.abs(pattern - expected[hv["head"]]).max() <= (1e-5 if encoding == "b64" else 1e-4)
+            np.testing.assert_allclose(pattern.sum(-1) + sink_mass, 1.0, atol=len(pattern) * 5.1e-6)
+    focus = data["focus"]
+    head = data["layers"][1]["heads"][3]
+    np.testing.assert_array_equal(read(focus["sink_mass"]), read(head["sink_mass"]))
+    # a family without sinks sends neither
+    plain = attention(clients["llama"], text=TEXT, include=["pattern"], top_k=0)
+    assert all("sink_logit" not in lv and all("sink_mass" not in hv for hv in lv["heads"]) for lv in plain["layers"])

@@ -12,7 +12,7 @@ from attnscope.model.fields import DECIMALS, FIELD_NAMES, HEAD_FIELDS, MATRIX_FI
 def test_the_model_route_sends_the_table(client):
     fields = client.get("/api/model").json()["fields"]
     assert [f["name"] for f in fields] == list(FIELD_NAMES)
-    assert {f["kind"] for f in fields} == {"weights", "scores", "vectors", "stats"}
+    assert {f["kind"] for f in fields} == {"weights", "scores", "vectors", "rows", "stats"}
     assert all(f["meaning"] for f in fields)
 
 
@@ -36,7 +36,8 @@ def decimals_of(values) -> int:
 
 
 def test_every_field_arrives_masked_and_rounded_as_its_kind_says(client):
-    everything = [f.name for f in HEAD_FIELDS if f.name != "attn_scores_uncapped"]  # only a softcapped model has it
+    # attn_scores_uncapped only a softcapped model has, sink_mass only a model with sinks (tests/app/test_app_families.py)
+    everything = [f.name for f in HEAD_FIELDS if f.name not in ("attn_scores_uncapped", "sink_mass")]
     data = attention(client, text="The cat sat on the mat. The cat", include=everything, top_k=0)
     mask = np.array(data["mask"], dtype=bool)
     kinds = {f.name: f.kind for f in HEAD_FIELDS}

@@ -65,8 +65,9 @@ def test_every_step_is_what_its_name_says(family, loaded):
     assert (L, nh, hs) == (facts.n_layer, facts.n_head, facts.head_dim)
     assert tr.k.shape == tr.q.shape  # one key per query head, grouped-query attention expanded
     torch.testing.assert_close(tr.attn_scores_raw, tr.q @ tr.k.transpose(-2, -1), rtol=1e-5, atol=1e-4)
-    # rows sum to 1, masked entries exactly 0, the upper triangle masked
-    torch.testing.assert_close(tr.pattern.sum(-1), torch.ones(L, nh, T))
+    # rows sum to 1 (with learned sinks: 1 − the sink's share), masked entries exactly 0, the upper triangle masked
+    sink_mass = tr.sink_mass if tr.sink_mass is not None else torch.zeros(L, nh, T)
+    torch.testing.assert_close(tr.pattern.sum(-1) + sink_mass, torch.ones(L, nh, T))
     masks = tr.layer_masks[:, None].expand_as(tr.pattern)  # (L, nh, T, T), sliding windows included
     assert (tr.pattern[~masks] == 0).all()
     assert not tr.layer_masks.triu(1).any()
@@ -170,6 +171,31 @@ def test_each_layers_divisor_and_its_rule_follow_the_config(family, family_dirs,
     assert facts.divisor_rule == ("per layer: " if family == "gpt2" else "") + rules[0]
 
 
+def test_learned_sinks_take_their_share_of_every_row_as_the_model_does(family_dirs, loaded):
+    """gpt-oss: each head's sink logit is a column of the softmax that is then dropped. The pattern
+    is eager's (rows well under 1), the sink's share is what the row lacks, and it is the softmax
+    of the sink logit against the row's scores: taken from the model's own parameter."""
+    lm = loaded["gpt_oss"]
+    tr = inspect(lm.backend, None, TEXT)
+    ref = torch.stack([a[0] for a in eager(family_dirs["gpt_oss"], tr.token_ids).attentions])  # (L, nh, T, T)
+    assert (tr.pattern - ref).abs().max() <= 1e-5
+    sums = ref.sum(-1)
+    assert sums.min() < 0.5 and sums.max() > 0.99  # heads from a large share to none
+    torch.testing.assert_close(tr.sink_mass, 1 - sums, rtol=0, atol=1e-5)
+    model = lm.backend.model
+    for layer in range(lm.facts.n_layer):
+        logits = model.model.layers[layer].self_attn.sinks.detach()  # (nh,)
+        torch.testing.assert_close(tr.sink_logit[layer], logits)
+        scores = tr.attn_scores[layer]  # (nh, T, T), -inf where masked
+        by_hand = torch.softmax(torch.cat([scores, logits[:, None, None].expand(-1, scores.shape[1], 1)], -1), -1)[
+            ..., -1
+        ]
+        torch.testing.assert_close(tr.sink_mass[layer], by_hand, rtol=0, atol=1e-6)
+    # the what-ifs keep the sink: without the mask the sink still takes its share
+    open_ = inspect(lm.backend, None, TEXT, causal=False)
+    torch.testing.assert_close(open_.pattern.sum(-1) + open_.sink_mass, torch.ones_like(open_.sink_mass))
+
+
 def test_not_supported_models_say_why(tmp_path):
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
@@ -204,7 +230,9 @@ def test_families_on_cuda(family_dirs, dtype):
     assert tr.pattern.device.type == "cuda"
     # the oracle: transformers' eager attention on the same device in the same dtype
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
-    ref_model = AutoModelForCausalLM.from_pretrained(family_dirs["llama"], attn_implementation="eager", dtype=torch_dtype)
+    ref_model = AutoModelForCausalLM.from_pretrained(
+        family_dirs["llama"], attn_implementation="eager", dtype=torch_dtype
+    )
     with torch.no_grad():
         out = ref_model.to("cuda")(torch.tensor([tr.token_ids], device="cuda"), output_attentions=True)
     ref = torch.stack([a[0] for a in out.attentions]).float().cpu()

@@ -1,0 +1,49 @@
+"""Max-pooling an attention matrix to a picture of at most n×n cells, exactly, a block of rows at a time.
+
+A long text's T×T pattern is drawn as thumbnails: cell (i, j) is the largest weight of a k×k
+block of queries and keys (k = :func:`thumbnail_block`). Max-pooling keeps a one-cell diagonal
+visible at any reduction, where an average would fade it. :class:`Pool` fills such a picture
+from blocks of query rows as the capture (:mod:`model.capture`) computes them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.nn import functional as F
+
+from .stats import group_max
+
+
+def thumbnail_block(T: int, n: int) -> int:
+    """Tokens per thumbnail cell: the smallest k with ceil(T / k) <= n."""
+    return max(1, math.ceil(T / n))
+
+
+def thumbnails(pattern: torch.Tensor, n: int) -> torch.Tensor:
+    """(H, T, T) weights -> (H, m, m) uint8: the maximum of each k×k block of cells
+    (k = :func:`thumbnail_block`, the last block of a row or column may be shorter,
+    m = ceil(T / k) <= n), × 255, rounded.
+
+    Max-pooling keeps a one-cell diagonal visible at any reduction (an average would fade it);
+    cell (i, j) covers queries ``i·k ..`` and keys ``j·k ..``, up to k of each.
+    """
+    k = thumbnail_block(pattern.shape[-1], n)
+    pooled = F.max_pool2d(pattern.float(), k, ceil_mode=True) if k > 1 else pattern.float()
+    return (pooled * 255).round_().to(torch.uint8)
+
+
+class Pool:
+    """A (H, T, S) matrix max-pooled to (H, ceil(T/k), ceil(S/k)), filled a block of rows at a time."""
+
+    def __init__(self, H: int, T: int, S: int, k: int, device, fill: float = 0.0) -> None:
+        self.k = k
+        self.acc = torch.full((H, math.ceil(T / k), math.ceil(S / k)), fill, device=device)
+
+    def add(self, rows: torch.Tensor, q0: int) -> None:
+        """``rows`` (H, t, s): rows ``q0 .. q0 + t`` of the matrix over its first s keys."""
+        k = self.k
+        pooled = group_max(rows.float(), k) if k > 1 else rows.float()  # (H, t, ceil(s/k))
+        index = (torch.arange(q0, q0 + rows.shape[1], device=rows.device) // k)[None, :, None]  # its thumbnail row
+        self.acc[:, :, : pooled.shape[-1]].scatter_reduce_(1, index.expand_as(pooled), pooled, "amax")
