@@ -63,7 +63,7 @@ def model_info(lm: LoadedModel) -> dict[str, Any]:
 def head_roles(lm: LoadedModel) -> dict[str, Any]:
     facts = lm.facts
     scores = role_scores(lm.backend.patterns, lm.tokenizer, facts.vocab_size, facts.block_size)  # (L, nh, 4)
-    return {"roles": list(ROLES), "scores": np.round(scores.double().numpy(), 4).tolist()}
+    return {"roles": list(ROLES), "scores": facts.by_number(np.round(scores.double().numpy(), 4).tolist())}
 
 
 def build_service(lm: LoadedModel, with_heads: bool = True, limits: dict[str, int] | None = None) -> Service:

@@ -48,7 +48,7 @@ class HeadEffects:
     position: int
     token_id: int
     logprob: float  # log p(token_id) after position, nothing ablated
-    delta: torch.Tensor  # (L, nh) float64: log-prob with head (l, h) alone ablated, minus logprob
+    delta: torch.Tensor  # (L, nh) float64, a row per attention layer: log-prob with head (l, h) alone ablated, minus logprob
 
 
 def rows_per_batch(T: int, n_head: int, d_model: int) -> int:
@@ -82,26 +82,28 @@ def head_effects(
     logprob = float(torch.log_softmax(clean.double(), dim=-1)[token_id])
     per = rows_per_batch(len(prefix), facts.n_head, facts.d_model)
     starts = backend.block_inputs(idx, base) if isinstance(backend, ResumableBackend) else None
-    delta = torch.zeros(facts.n_layer, facts.n_head, dtype=torch.float64)
+    # one row per attention layer (a hybrid's other layers have no heads), in the order of facts.attention_layers
+    delta = torch.zeros(len(facts.attention_layers), facts.n_head, dtype=torch.float64)
+    row_of = {layer: i for i, layer in enumerate(facts.attention_layers)}
     if starts is not None:
         # a head of layer l changes nothing before it: its rows start from the residual stream entering l
-        for layer in range(facts.n_layer):
+        for layer in facts.attention_layers:
             for h0 in range(0, facts.n_head, per):
                 heads = range(h0, min(facts.n_head, h0 + per))
                 opts = replace(base, ablate_rows=tuple(frozenset({(layer, h)}) for h in heads))
                 x = starts[layer].expand(len(heads), -1, -1)  # (n, T, C)
                 logits = backend.last_logits_from(layer, x, opts)  # (n, V)
-                delta[layer, h0 : h0 + len(heads)] = torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
+                delta[row_of[layer], h0 : h0 + len(heads)] = torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
     else:
         # every row a whole pass: a batch of rows, row i switching off head i
-        heads = [(layer, h) for layer in range(facts.n_layer) for h in range(facts.n_head)]
+        heads = [(layer, h) for layer in facts.attention_layers for h in range(facts.n_head)]
         for start in range(0, len(heads), per):
             chunk = heads[start : start + per]
             opts = replace(base, ablate_rows=tuple(frozenset({lh}) for lh in chunk))
             logits = backend.last_logits(idx.expand(len(chunk), -1), opts)  # (n, V)
             lp = torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
             for (layer, h), value in zip(chunk, lp):
-                delta[layer, h] = value
+                delta[row_of[layer], h] = value
     return HeadEffects(position=position, token_id=int(token_id), logprob=logprob, delta=delta - logprob)
 
 

@@ -39,6 +39,11 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 class ModelFacts:
     """What the API's ``model`` object and the page's model panel show, and each layer's divisor.
 
+    Layers are numbered as the model numbers them, ``0 .. n_layer - 1``; in a hybrid only some of
+    them are softmax attention (``attention_layers``), and ``layers`` says what each one is
+    (:data:`LAYER_TYPES`). Per-layer lists are indexed by that number, ``None`` where a layer
+    has no softmax attention.
+
     The divisor is decided here, once, by the backend that knows it: ``layer_divisors[l]`` is
     what layer ``l`` divides q·kᵀ by, and ``layer_divisor_rules[l]`` how the model defines it,
     an expression in the config's names (``"sqrt(head_dim)"``, ``"sqrt(query_pre_attn_scalar)"``,
@@ -49,13 +54,13 @@ class ModelFacts:
 
     name: str
     family: str  # "attnscope" (ours), or transformers' model_type: "gpt2", "gpt_neox", "llama", ...
-    n_layer: int
+    n_layer: int  # every layer of the model, softmax attention or not
     n_head: int  # query heads per layer
     n_kv_head: int  # key/value heads per layer (fewer with grouped-query attention)
-    head_dim: int
+    head_dim: int  # of q and k (the q·kᵀ dimension, d_k)
     d_model: int
-    layer_divisors: list[float]  # per layer: what q·kᵀ is divided by in the trained model
-    layer_divisor_rules: list[str]  # per layer: how the model defines that divisor
+    layer_divisors: list[float | None]  # per layer: what q·kᵀ is divided by in the trained model
+    layer_divisor_rules: list[str | None]  # per layer: how the model defines that divisor
     divisor: float = field(init=False)  # the first layer's divisor
     divisor_rule: str = field(init=False)  # the first layer's rule, "per layer: " before it if the layers differ
     block_size: int  # context in tokens
@@ -69,11 +74,29 @@ class ModelFacts:
     bos_token: str | None = None  # prefixed to every text, as in training
     source_format: str = "safetensors"  # what the weights were read from: safetensors, pytorch (.bin) or gguf
     quantization: str | None = None  # a GGUF file's type (Q4_K_M, Q8_0, F16, ...); None for other formats
+    v_head_dim: int = 0  # of v, where it differs from q and k (MLA); 0: head_dim
+    qk_head_dim: int = field(init=False)  # head_dim, under the name MLA models give it
+    attention_layers: list[int] = field(default_factory=list)  # the softmax layers' numbers; empty: every layer
+    layers: list[dict[str, Any]] = field(default_factory=list)  # per layer {"index", "type", ...}; empty: every one "full"
 
     def __post_init__(self) -> None:
-        self.divisor = self.layer_divisors[0]
-        differ = len({round(d, 6) for d in self.layer_divisors}) > 1
-        self.divisor_rule = ("per layer: " if differ else "") + self.layer_divisor_rules[0]
+        self.qk_head_dim = self.head_dim
+        self.v_head_dim = self.v_head_dim or self.head_dim
+        self.attention_layers = self.attention_layers or list(range(self.n_layer))
+        self.layers = self.layers or [{"index": i, "type": _type_of(w)} | _size(w) for i, w in self._windows()]
+        first = self.attention_layers[0]
+        self.divisor = self.layer_divisors[first]
+        differ = len({round(self.layer_divisors[i], 6) for i in self.attention_layers}) > 1
+        self.divisor_rule = ("per layer: " if differ else "") + self.layer_divisor_rules[first]
+
+    def _windows(self):
+        windows = self.sliding_window or [None] * self.n_layer
+        return enumerate(windows)
+
+    def by_number(self, rows: list) -> list:
+        """One item per attention layer -> one per layer of the model, ``None`` where a layer has no softmax attention."""
+        at = dict(zip(self.attention_layers, rows))
+        return [at.get(layer) for layer in range(self.n_layer)]
 
     @property
     def kv_head_of(self) -> list[int]:
@@ -87,6 +110,19 @@ class ModelFacts:
         facts = asdict(self)
         del facts["layer_divisors"], facts["layer_divisor_rules"]
         return {**facts, "kv_head_of": self.kv_head_of}
+
+
+# what a layer is (ModelFacts.layers[l]["type"]): softmax attention over every earlier token, a
+# sliding window, chunks, every earlier token without rotary positions; or no softmax attention at all
+LAYER_TYPES = ("full", "sliding", "chunked", "nope", "linear", "conv", "ssm")
+
+
+def _type_of(window: int | None) -> str:
+    return "full" if window is None else "sliding"
+
+
+def _size(window: int | None) -> dict[str, int]:
+    return {} if window is None else {"window": window}
 
 
 def parameter_count(module: torch.nn.Module) -> int:

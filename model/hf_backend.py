@@ -36,6 +36,9 @@ class TransformersBackend:
 
     def __init__(self, model: torch.nn.Module, tokenizer: BPETokenizer, device: torch.device, name: str):
         self.model = model.eval()
+        # the decoder without its LM head: transformers' base_model, or ``model.model`` where the
+        # base_model_prefix does not name it (Llama 4's text model: base_model would be the whole LM)
+        self.trunk = model.base_model if model.base_model is not model else getattr(model, "model", model)
         self.tokenizer = tokenizer
         self.device = device
         cfg = model.config
@@ -52,19 +55,31 @@ class TransformersBackend:
                 "attention, and this architecture has none it can record (state-space and linear-attention "
                 "models are not supported)"
             )
+        numbers = [t.layer for t in probe]  # the model's own numbers of the layers that called our function
+        twice = sorted({n for n in numbers if numbers.count(n) > 1})
+        if twice:  # e.g. DiffLlama: two softmaxes per layer, combined after the attention function
+            raise CheckpointError(
+                f"{name}: layer {twice[0]} of this {self.family} model computes attention more than once per token "
+                "(differential attention); attnscope cannot show its combined map exactly yet"
+            )
         first = probe[0]
         n_head, head_dim = int(first.q.shape[1]), int(first.q.shape[-1])
         d_model = int(getattr(cfg, "hidden_size", 0) or n_head * head_dim)
         n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_head)
-        windows = _windows(cfg, len(probe))
-        divisors = [t.divisor for t in probe]
+        n_layer = max(int(getattr(cfg, "num_hidden_layers", 0) or getattr(cfg, "n_layer", 0) or 0), numbers[-1] + 1)
+        windows = _windows(cfg, n_layer)
+        by_number = {t.layer: t for t in probe}
+        divisors = [by_number[i].divisor if i in by_number else None for i in range(n_layer)]
         self.facts = ModelFacts(
             name=name,
             family=self.family,
-            n_layer=len(probe),
+            n_layer=n_layer,
+            attention_layers=numbers,
+            layers=layer_types(cfg, n_layer, numbers, windows),
             n_head=n_head,
             n_kv_head=n_kv,
             head_dim=head_dim,
+            v_head_dim=int(first.v.shape[-1]),
             d_model=d_model,
             layer_divisors=divisors,
             layer_divisor_rules=layer_divisor_rules(cfg, head_dim, divisors),
@@ -84,7 +99,7 @@ class TransformersBackend:
         ``(T, V)``, or ``None`` with ``logits=False`` (the LM head skipped)."""
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
         if not logits:
-            self.model.base_model(input_ids=idx, use_cache=False)
+            self.trunk(input_ids=idx, use_cache=False)
             return None
         return self.model(input_ids=idx, use_cache=False).logits[0]  # (T, V)
 
@@ -101,7 +116,7 @@ class TransformersBackend:
         """Like :meth:`run`, but returns what the LM head reads, ``(T, C)``."""
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
         with recording(sink, opts):
-            return self.model.base_model(input_ids=idx, use_cache=False).last_hidden_state[0]
+            return self.trunk(input_ids=idx, use_cache=False).last_hidden_state[0]
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
         """(n, C) -> logits (n, V), with the output scaling a family applies after its LM head."""
@@ -122,7 +137,7 @@ class TransformersBackend:
         """Token ids ``(B, T)`` -> the trained model's patterns ``(B, L, nh, T, T)`` on the CPU."""
         trace: list[AttentionTrace] = []
         with recording(trace, AttentionOptions()):
-            self.model.base_model(input_ids=idx.to(self.device), use_cache=False)
+            self.trunk(input_ids=idx.to(self.device), use_cache=False)
         return torch.stack([t.pattern for t in trace], dim=1).float().cpu()  # (B, L, nh, T, T)
 
     @torch.inference_mode()
@@ -130,7 +145,7 @@ class TransformersBackend:
     def last_logits(self, idx: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
         """Token ids ``(B, T)`` -> the logits after the last position ``(B, V)``, float32 (head effects)."""
         with recording(_Discard(), opts):
-            h = self.model.base_model(input_ids=idx.to(self.device), use_cache=False).last_hidden_state
+            h = self.trunk(input_ids=idx.to(self.device), use_cache=False).last_hidden_state
         return self.head(h[:, -1]).float()
 
     def start_generation(self) -> object:
@@ -191,24 +206,87 @@ def _windows(cfg, n_layer: int) -> list[int | None]:
     return [int(window) if getattr(cfg, "use_sliding_window", True) else None] * n_layer
 
 
-def layer_divisor_rules(cfg, head_dim: int, divisors: list[float]) -> list[str]:
+# transformers' names of layer types (config.layer_types) -> ours (model.backends.LAYER_TYPES)
+CONFIG_LAYER_TYPES = {
+    "full_attention": "full",
+    "attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+    "conv": "conv",
+    "mamba": "ssm",
+    "mamba2": "ssm",
+}
+
+
+def layer_types(cfg, n_layer: int, attention_layers: list[int], windows: list[int | None]) -> list[dict]:
+    """What each of the model's layers is, ``{"index", "type"}`` and, where it applies, ``window``
+    or ``chunk`` (tokens) and a ``note``: from ``config.layer_types`` where the config has them,
+    else from whether the layer called our attention function (a softmax layer: full, or sliding
+    by its window). A layer without rotary positions (Llama 4's ``no_rope_layers``) is ``nope``."""
+    declared = list(getattr(cfg, "layer_types", None) or [])
+    no_rope = getattr(cfg, "no_rope_layers", None)
+    out = []
+    for i in range(n_layer):
+        attends = i in attention_layers
+        kind = CONFIG_LAYER_TYPES.get(declared[i], "full" if attends else "ssm") if i < len(declared) else None
+        if kind is None:
+            kind = ("sliding" if windows[i] else "full") if attends else "ssm"
+        layer: dict = {"index": i, "type": kind}
+        if kind == "sliding" and windows[i]:
+            layer["window"] = windows[i]
+        if kind == "chunked":
+            layer["chunk"] = int(cfg.attention_chunk_size)
+        if attends and kind == "full" and no_rope is not None and i < len(no_rope) and not no_rope[i]:
+            layer["type"] = "nope"
+            if getattr(cfg, "attn_temperature_tuning", False):
+                layer["note"] = (
+                    "no rotary positions; queries scaled by 1 + attn_scale·log(⌊(position + 1) / floor_scale⌋ + 1) "
+                    f"(attn_scale {cfg.attn_scale:g}, floor_scale {cfg.floor_scale:g})"
+                )
+        if not attends and kind in ("full", "sliding", "chunked", "nope"):
+            layer["type"] = "ssm"  # declared attention that never called ours: say what we saw
+        if attends and getattr(cfg, "model_type", "") == "falcon_h1":
+            layer["note"] = "a Mamba-2 state-space mixer runs beside the attention; only the attention is drawn"
+        out.append(layer)
+    return out
+
+
+def layer_divisor_rules(cfg, head_dim: int, divisors: list[float | None]) -> list[str | None]:
     """How the model defines each layer's divisor, named from its config: the first of
-    ``"sqrt(head_dim)"``, ``"sqrt(query_pre_attn_scalar)"`` (Gemma 2 and 3) and
-    ``"sqrt(head_dim) * (layer + 1)"`` (GPT-2's ``scale_attn_by_inverse_layer_idx``) whose value
+    ``"sqrt(head_dim)"``, ``"sqrt(query_pre_attn_scalar)"`` (Gemma 2 and 3),
+    ``"sqrt(head_dim) * (layer + 1)"`` (GPT-2's ``scale_attn_by_inverse_layer_idx``) and
+    ``"sqrt(head_dim) / mscale^2"`` (DeepSeek's MLA under YaRN, :func:`yarn_mscale`) whose value
     is the divisor the layer applied (``divisors``, from the probe), else
     ``"<divisor> (set by the model)"``."""
     qpas = getattr(cfg, "query_pre_attn_scalar", None)
     by_layer = bool(getattr(cfg, "scale_attn_by_inverse_layer_idx", False))
-    rules = []
+    mscale = yarn_mscale(cfg)
+    rules: list[str | None] = []
     for layer, divisor in enumerate(divisors):
+        if divisor is None:  # no softmax attention in this layer
+            rules.append(None)
+            continue
         candidates = {"sqrt(head_dim)": math.sqrt(head_dim)}
         if qpas:
             candidates["sqrt(query_pre_attn_scalar)"] = math.sqrt(qpas)
         if by_layer:
             candidates["sqrt(head_dim) * (layer + 1)"] = math.sqrt(head_dim) * (layer + 1)
+        if mscale is not None:  # DeepSeek's MLA under YaRN: the scale folds in the attention factor, squared
+            candidates["sqrt(head_dim) / mscale^2"] = math.sqrt(head_dim) / mscale**2
         named = (rule for rule, value in candidates.items() if math.isclose(divisor, value, rel_tol=1e-6))
         rules.append(next(named, f"{divisor:g} (set by the model)"))
     return rules
+
+
+def yarn_mscale(cfg) -> float | None:
+    """YaRN's attention factor that DeepSeek's MLA folds into its scale, squared (``mscale_all_dim``):
+    ``1 + 0.1 · mscale_all_dim · ln(factor)``; None where the config has none."""
+    rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+    factor, all_dim = rope.get("factor"), rope.get("mscale_all_dim")
+    if not all_dim or not factor or rope.get("rope_type", rope.get("type")) == "default":
+        return None
+    return 0.1 * all_dim * math.log(factor) + 1.0 if factor > 1 else 1.0
 
 
 def _positions(cfg) -> str:

@@ -16,6 +16,8 @@ import torch
 from attnscope.model.checkpoint import SHIPPED
 
 QK_GAIN = 12.0  # query/key weights × this: peaky, far-from-uniform patterns
+QK_NORM_GAIN = 3.0  # the gain of q/k norms (QK-norm families), as a weight of 3, or 2 where the norm multiplies by 1 + weight
+QK_NORMS = ("q_norm.weight", "k_norm.weight", "q_layernorm.weight", "k_layernorm.weight")
 
 SP_TEXT = [
     "The cat sat on the mat. The dog sat on the log.",
@@ -77,6 +79,60 @@ def family_configs() -> dict[str, dict]:
             num_experts_per_tok=1,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         ),
+        # hybrids: only some layers are softmax attention, numbered as the model numbers them
+        "qwen3_next": decoder(  # linear attention (Gated DeltaNet) in layers 0 and 2, gated softmax attention in 1 and 3
+            "qwen3_next",
+            layers=4,
+            head_dim=16,
+            full_attention_interval=2,
+            linear_num_key_heads=2,
+            linear_num_value_heads=2,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            num_experts=2,
+            num_experts_per_tok=1,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=32,
+        ),
+        "lfm2": decoder("lfm2", layers=4, layer_types=["conv", "full_attention", "conv", "full_attention"]),
+        "falcon_h1": decoder(  # Mamba-2 beside the attention in every layer
+            "falcon_h1", head_dim=16, mamba_d_ssm=32, mamba_n_heads=2, mamba_d_head=16, mamba_n_groups=1, mamba_d_state=8
+        ),
+        # chunked attention (chunks of 4 tokens) in layer 0, a full layer without RoPE (NoPE) in layer 1, MoE
+        "llama4_text": decoder(
+            "llama4_text",
+            head_dim=16,
+            attention_chunk_size=4,
+            no_rope_layers=[1, 0],
+            num_local_experts=2,
+            num_experts_per_tok=1,
+            intermediate_size_mlp=64,
+            interleave_moe_layer_step=1,
+        ),
+        # multi-head latent attention: q/k heads of 8 (no RoPE) + 4 (RoPE) = 12, v heads of 8; YaRN's mscale in the divisor
+        "deepseek_v3": decoder(
+            "deepseek_v3",
+            kv_heads=4,
+            q_lora_rank=32,
+            kv_lora_rank=16,
+            qk_nope_head_dim=8,
+            qk_rope_head_dim=4,
+            v_head_dim=8,
+            n_routed_experts=2,
+            num_experts_per_tok=1,
+            first_k_dense_replace=1,
+            moe_intermediate_size=32,
+            n_group=1,
+            topk_group=1,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 32,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+            },
+        ),
     }
 
 
@@ -134,9 +190,20 @@ def build(family: str, out: Path, seed: int = 0) -> Path:
     with torch.no_grad():
         for name, p in model.named_parameters():
             if any(
-                key in name for key in ("q_proj.weight", "k_proj.weight", "c_attn.weight", "query_key_value.weight")
+                key in name
+                for key in (
+                    "q_proj.weight",
+                    "k_proj.weight",
+                    "c_attn.weight",
+                    "query_key_value.weight",
+                    "q_b_proj.weight",  # MLA: queries from their low-rank latent
+                    "kv_b_proj.weight",  # MLA: keys (and values) from theirs
+                    "kv_a_proj_with_mqa.weight",  # MLA: the keys' RoPE part
+                )
             ):
                 p.mul_(QK_GAIN)
+            if name.endswith(QK_NORMS):  # QK-norm undoes a larger projection: the norm's own gain instead
+                p.copy_(torch.full_like(p, QK_NORM_GAIN) - (1.0 if p.abs().max() < 0.5 else 0.0))
             if name.endswith("self_attn.sinks"):  # gpt-oss: one sink logit per head, from none to a large share
                 p.copy_(torch.linspace(-1.0, 3.0, p.numel()))
     model.save_pretrained(out)
@@ -148,9 +215,15 @@ DIVISOR_RULES = {
     "sqrt(head_dim)": lambda cfg, layer: math.sqrt(config_head_dim(cfg)),
     "sqrt(query_pre_attn_scalar)": lambda cfg, layer: math.sqrt(cfg.query_pre_attn_scalar),
     "sqrt(head_dim) * (layer + 1)": lambda cfg, layer: math.sqrt(config_head_dim(cfg)) * (layer + 1),
+    # DeepSeek V3: the q/k head (no-RoPE + RoPE parts) and YaRN's mscale, written out from the paper
+    "sqrt(head_dim) / mscale^2": lambda cfg, layer: math.sqrt(config_head_dim(cfg))
+    / (0.1 * cfg.rope_parameters["mscale_all_dim"] * math.log(cfg.rope_parameters["factor"]) + 1) ** 2,
 }
 
 
 def config_head_dim(cfg) -> int:
-    """The head size a transformers config declares (``head_dim``, else hidden size / heads)."""
+    """The q/k head size a transformers config declares (MLA: its no-RoPE and RoPE parts; else
+    ``head_dim``, else hidden size / heads)."""
+    if getattr(cfg, "qk_rope_head_dim", None):
+        return cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
     return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

@@ -167,6 +167,9 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
             "softcap": lc.softcap,
             "window": lc.window,
         }
+        about = facts.layers[lc.layer]
+        if about.get("chunk") and result.causal:  # the chunks are in the mask only while the mask is on
+            layer["chunk"] = about["chunk"]
         if lc.sink_logit is not None:
             layer["sink_logit"] = lc.sink_logit.tolist()
         if lc.mask is not first.mask and not np.array_equal(lc.mask, first.mask):

@@ -51,10 +51,36 @@ def indices(values: list[int] | None, n: int, name: str, unit: str) -> list[int]
     return sorted(set(values))
 
 
+def check_attention_layer(layer: int, loc: Sequence[str | int], name: str, facts: ModelFacts) -> None:
+    """``layer`` is one of the model's layers and has softmax attention (a hybrid's other layers
+    have no heads to draw); else a 422 naming the field, the layer's type and the attention layers."""
+    check_index(layer, facts.n_layer, loc, name, f"the model has {facts.n_layer} layers")
+    if layer not in facts.attention_layers:
+        kind = facts.layers[layer]["type"]
+        shown = ", ".join(map(str, facts.attention_layers))
+        raise ApiError(
+            422,
+            f"{name} is {layer}: a {kind} layer, without softmax attention, so it has no heads to draw "
+            f"(this model's attention layers: {shown})",
+            loc=loc,
+            type_="not_an_attention_layer",
+            ctx={"value": layer, "attention_layers": facts.attention_layers},
+        )
+
+
+def layer_indices(values: list[int] | None, facts: ModelFacts) -> list[int]:
+    """The request's ``layers``, each an attention layer, sorted, without repeats; every attention layer if absent."""
+    if values is None:
+        return list(facts.attention_layers)
+    for i, v in enumerate(values):
+        check_attention_layer(v, ("body", "layers", i), f"layers[{i}]", facts)
+    return sorted(set(values))
+
+
 def check_head(layer: int, head: int, loc: tuple[str | int, ...], facts: ModelFacts) -> None:
     """A ``{"layer", "head"}`` at ``loc`` names a head the model has."""
     name = ".".join(str(part) for part in loc[1:])
-    check_index(layer, facts.n_layer, (*loc, "layer"), f"{name}.layer", f"the model has {facts.n_layer} layers")
+    check_attention_layer(layer, (*loc, "layer"), f"{name}.layer", facts)
     check_index(head, facts.n_head, (*loc, "head"), f"{name}.head", f"the model has {facts.n_head} heads per layer")
 
 

@@ -36,7 +36,7 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
         "prob": float(round_sig(np.exp(eff.logprob))),
         "ablation": req.ablation,
         "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
-        "delta": round_sig(eff.delta.numpy()).tolist(),
+        "delta": facts.by_number(round_sig(eff.delta.numpy()).tolist()),
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
     return dumps(body)

@@ -94,6 +94,6 @@ def _lines(svc: Service, req: GenerateRequest, ids: list[int], opts: AttentionOp
             "piece": "" if item.token_id in eos else pieces.add(item.token_id),
             "prob": float(floor_sig(item.prob)),
             "top": [{"token": svc.displays[i], "id": i, "prob": p} for i, p in zip(item.top_ids, top_probs)],
-            "attention": round_fixed(item.attention, PATTERN_DECIMALS),
+            "attention": svc.loaded.facts.by_number(round_fixed(item.attention, PATTERN_DECIMALS)),
         }
         yield dumps(line) + b"\n"

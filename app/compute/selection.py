@@ -8,14 +8,14 @@ from ...model.capture import MATRIX_FIELDS, Selection
 from ..errors import ApiError
 from ..schemas.attention import REGION_MAX, AttentionRequest
 from ..service import Service
-from .checks import check_head, check_token_count, indices
+from .checks import check_head, check_token_count, indices, layer_indices
 
 
 def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
     """The request checked against the model: a :class:`Selection`, or an :class:`ApiError` naming the field."""
     facts = svc.loaded.facts
     check_token_count(n_tokens, facts)
-    layers = indices(req.layers, facts.n_layer, "layers", "layers")
+    layers = layer_indices(req.layers, facts)
     heads = indices(req.heads, facts.n_head, "heads", "heads per layer")
     focus = None
     focus_fields: frozenset[str] = frozenset()

@@ -232,6 +232,10 @@ class LayerView(BaseModel):
         description="the sliding window this layer's mask applied: a query sees itself and the window − 1 tokens "
         "before it; null if none (full causal, or causal false)"
     )
+    chunk: int | None = optional_field(
+        "chunked attention (Llama 4): the chunk in tokens; a query sees only the earlier tokens of its own chunk "
+        "(positions chunk·n to chunk·(n + 1) − 1); absent elsewhere or with causal false"
+    )
     sink_logit: list[float] | None = optional_field(
         "each head's learned attention-sink logit (gpt-oss): one more column of every row's softmax, then "
         "dropped, so the pattern's rows sum to 1 − sink_mass; absent where the layer has no sinks"

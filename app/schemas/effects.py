@@ -38,7 +38,8 @@ class HeadEffectsResponse(BaseModel):
     prob: float = Field(description="exp(logprob)")
     ablation: Literal["zero", "mean"]
     ablate: list[HeadRef] = Field(description="the request's heads switched off in every row, as sent")
-    delta: list[list[float]] = Field(
-        description="[layer][head]: log-prob of token_id with that head alone (also) switched off, minus logprob"
+    delta: list[list[float] | None] = Field(
+        description="[layer][head]: log-prob of token_id with that head alone (also) switched off, minus logprob; "
+        "null for a layer without softmax attention (a hybrid's other layers)"
     )
     timing_ms: float

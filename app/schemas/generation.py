@@ -62,9 +62,10 @@ class GenerateStep(BaseModel):
     piece: str = Field(description="the characters this token adds to the text ('' while a character is incomplete)")
     prob: float = Field(description="its probability under softmax(logits / temperature)")
     top: list[Prediction] = Field(description=f"the {TOP_GUESSES} likeliest tokens at this step")
-    attention: list[list[list[float]]] = Field(
+    attention: list[list[list[float]] | None] = Field(
         description="[layer][head][key]: the pattern row of the position that predicted this token (the one "
-        "before it) over every earlier token (prompt + step − 1 keys), rounded like `pattern`"
+        "before it) over every earlier token (prompt + step − 1 keys), rounded like `pattern`; null for a "
+        "layer without softmax attention"
     )
 
 

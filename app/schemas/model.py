@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from ...model.fields import Kind
+from .common import optional_field
 
 
 class Limits(BaseModel):
@@ -32,14 +33,34 @@ class FieldInfo(BaseModel):
     meaning: str
 
 
+class LayerInfo(BaseModel):
+    """One of the model's layers, numbered as the model numbers them."""
+
+    index: int
+    type: Literal["full", "sliding", "chunked", "nope", "linear", "conv", "ssm"] = Field(
+        description="full: softmax attention over every earlier token; sliding: over a window (`window`); "
+        "chunked: inside the query's chunk (`chunk`); nope: full, without rotary positions; "
+        "linear, conv, ssm: no softmax attention (linear attention, a convolution, a state-space model): no heads"
+    )
+    window: int | None = optional_field("sliding: the window in tokens (the query and the window − 1 before it)")
+    chunk: int | None = optional_field("chunked: the chunk in tokens; a query sees the earlier tokens of its own chunk")
+    note: str | None = optional_field("what else the layer does that the drawing does not show")
+
+
 class ModelInfo(BaseModel):
     name: str
     family: str = Field(description="'attnscope' (ours) or the transformers model_type: gpt2, gpt_neox, llama, ...")
-    n_layer: int
+    n_layer: int = Field(description="every layer of the model, with softmax attention or not")
+    attention_layers: list[int] = Field(
+        description="the numbers of the layers with softmax attention: the layers an answer can hold (all but a hybrid's)"
+    )
+    layers: list[LayerInfo] = Field(description="what each layer is, by its number")
     n_head: int = Field(description="query heads per layer")
     n_kv_head: int = Field(description="key/value heads per layer (fewer than n_head with grouped-query attention)")
     kv_head_of: list[int] = Field(description="for each query head, the key/value head it reads")
-    head_dim: int
+    head_dim: int = Field(description="of q and k: the dimension of q·kᵀ (d_k)")
+    qk_head_dim: int = Field(description="head_dim, by the name MLA models give it (no-RoPE part + RoPE part)")
+    v_head_dim: int = Field(description="of v: head_dim, except in multi-head latent attention (DeepSeek)")
     d_model: int
     divisor: float = Field(description="what the model divides q·kᵀ by (not always √head_dim)")
     divisor_rule: str = Field(description="how the model defines its divisor")
@@ -68,4 +89,6 @@ class ModelInfo(BaseModel):
 
 class HeadsResponse(BaseModel):
     roles: list[str]
-    scores: list[list[list[float]]] = Field(description="[layer][head][role], each in [0, 1]")
+    scores: list[list[list[float]] | None] = Field(
+        description="[layer][head][role], each in [0, 1]; null for a layer without softmax attention"
+    )

@@ -8,6 +8,7 @@ the full pattern, the focus head is that head of the full answer.
 from __future__ import annotations
 
 import base64
+import json
 import math
 
 import numpy as np
@@ -41,8 +42,11 @@ def test_served_pattern_equals_eager_over_json(family, family_dirs, clients):
     ref = AutoModelForCausalLM.from_pretrained(family_dirs[family], attn_implementation="eager")
     with torch.no_grad():
         out = ref(torch.tensor([data["token_ids"]]), output_attentions=True)
+    # eager returns one map per softmax layer (a hybrid's others have none): by the model's numbers
+    layers = clients[family].get("/api/model").json()["attention_layers"]
+    by_number = dict(zip(layers, [a for a in out.attentions if a is not None], strict=True))
     for lv in data["layers"]:
-        expected = out.attentions[lv["layer"]][0].numpy()  # (nh, T, T)
+        expected = by_number[lv["layer"]][0].numpy()  # (nh, T, T)
         for hv in lv["heads"]:
             assert np.abs(np.array(hv["pattern"]) - expected[hv["head"]]).max() <= 2e-3
     # predictions are the model's own top guesses
@@ -71,15 +75,18 @@ def test_model_facts_and_head_roles(family, clients):
     assert max(info["kv_head_of"]) == info["n_kv_head"] - 1
     assert info["divisor"] > 0 and info["dtype"] == "float32" and info["device"] == "cpu"
     roles = c.get("/api/heads").json()
-    scores = np.array(roles["scores"])
-    assert scores.shape == (info["n_layer"], info["n_head"], len(roles["roles"]))
+    assert len(roles["scores"]) == info["n_layer"]  # by the model's layer numbers, null where no softmax
+    assert [i for i, row in enumerate(roles["scores"]) if row is not None] == info["attention_layers"]
+    scores = np.array([row for row in roles["scores"] if row is not None])
+    assert scores.shape == (len(info["attention_layers"]), info["n_head"], len(roles["roles"]))
     assert ((scores >= 0) & (scores <= 1)).all()
     # the what-ifs: causal off sees the future, "none" divides by 1
-    opened = attention(c, text=TEXT, include=["pattern"], causal=False, layers=[0], top_k=0)
+    first = info["attention_layers"][0]
+    opened = attention(c, text=TEXT, include=["pattern"], causal=False, layers=[first], top_k=0)
     assert np.array(opened["mask"]).all()
-    plain = attention(c, text=TEXT, include=["stats"], scale="none", layers=[0], top_k=0)
+    plain = attention(c, text=TEXT, include=["stats"], scale="none", layers=[first], top_k=0)
     assert plain["divisor"] == 1.0
-    trained = attention(c, text=TEXT, include=["stats"], layers=[0], top_k=0)
+    trained = attention(c, text=TEXT, include=["stats"], layers=[first], top_k=0)
     assert trained["divisor"] == pytest.approx(info["divisor"])
 
 
@@ -207,3 +214,35 @@ def test_a_model_with_learned_sinks_sends_each_rows_sink_share(encoding, family_
     # a family without sinks sends neither
     plain = attention(clients["llama"], text=TEXT, include=["pattern"], top_k=0)
     assert all("sink_logit" not in lv and all("sink_mass" not in hv for hv in lv["heads"]) for lv in plain["layers"])
+
+
+def test_a_hybrid_is_numbered_as_the_model_numbers_it(family_dirs, clients):
+    """Qwen3-Next: linear attention in layers 0 and 2, softmax attention in 1 and 3. Every answer
+    names the softmax layers by those numbers; a linear layer asked for is a 422 that says what it
+    is; head effects, roles and generation carry null for the layers without heads."""
+    c = clients["qwen3_next"]
+    info = c.get("/api/model").json()
+    assert info["n_layer"] == 4 and info["attention_layers"] == [1, 3]
+    assert [layer["type"] for layer in info["layers"]] == ["linear", "full", "linear", "full"]
+    data = attention(c, text=TEXT, include=["pattern"], top_k=0, focus={"layer": 3, "head": 0, "include": ["pattern"]})
+    assert [lv["layer"] for lv in data["layers"]] == [1, 3]
+    ref = AutoModelForCausalLM.from_pretrained(family_dirs["qwen3_next"], attn_implementation="eager")
+    with torch.no_grad():
+        out = ref(torch.tensor([data["token_ids"]]), output_attentions=True)
+    attentions = [a for a in out.attentions if a is not None]  # eager returns the softmax layers' only
+    for lv, expected in zip(data["layers"], attentions):
+        for hv in lv["heads"]:
+            assert np.abs(np.array(hv["pattern"]) - expected[0, hv["head"]].numpy()).max() <= 1e-4
+    assert data["focus"]["pattern"] == data["layers"][1]["heads"][0]["pattern"]
+    r = c.post("/api/attention", json={"text": TEXT, "layers": [2]})
+    assert r.status_code == 422
+    item = r.json()["detail"][0]
+    assert item["loc"] == ["body", "layers", 0] and "linear layer" in item["msg"] and "1, 3" in item["msg"]
+    r = c.post("/api/head-effects", json={"text": TEXT, "ablate": [{"layer": 0, "head": 0}]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ablate", 0, "layer"]
+    effects = c.post("/api/head-effects", json={"text": TEXT, "ablate": [{"layer": 1, "head": 0}]}).json()
+    assert [row is None for row in effects["delta"]] == [True, False, True, False]
+    assert abs(effects["delta"][1][0]) < 1e-5  # off in every row: switching it off again changes nothing (batched: float noise)
+    step = c.post("/api/generate", json={"text": "The cat", "max_new_tokens": 1}).text.splitlines()[0]
+    rows = json.loads(step)["attention"]
+    assert [row is None for row in rows] == [True, False, True, False]

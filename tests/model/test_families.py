@@ -62,8 +62,9 @@ def test_every_step_is_what_its_name_says(family, loaded):
     tr = inspect(lm.backend, None, TEXT)
     facts = lm.facts
     L, nh, T, hs = tr.q.shape
-    assert (L, nh, hs) == (facts.n_layer, facts.n_head, facts.head_dim)
+    assert (L, nh, hs) == (len(facts.attention_layers), facts.n_head, facts.head_dim)
     assert tr.k.shape == tr.q.shape  # one key per query head, grouped-query attention expanded
+    assert tr.v.shape == (L, nh, T, facts.v_head_dim)  # MLA: v at its own size
     torch.testing.assert_close(tr.attn_scores_raw, tr.q @ tr.k.transpose(-2, -1), rtol=1e-5, atol=1e-4)
     # rows sum to 1 (with learned sinks: 1 − the sink's share), masked entries exactly 0, the upper triangle masked
     sink_mass = tr.sink_mass if tr.sink_mass is not None else torch.zeros(L, nh, T)
@@ -150,6 +151,10 @@ def test_facts_describe_the_model(loaded):
 LAYER_RULES = {
     "gpt2": ["sqrt(head_dim)", "sqrt(head_dim) * (layer + 1)"],
     "gemma2": ["sqrt(query_pre_attn_scalar)"] * 2,
+    "deepseek_v3": ["sqrt(head_dim) / mscale^2"] * 2,
+    # hybrids: no divisor where a layer has no softmax attention
+    "qwen3_next": [None, "sqrt(head_dim)", None, "sqrt(head_dim)"],
+    "lfm2": [None, "sqrt(head_dim)", None, "sqrt(head_dim)"],
 }
 
 
@@ -160,15 +165,17 @@ def test_each_layers_divisor_and_its_rule_follow_the_config(family, family_dirs,
     cfg = AutoConfig.from_pretrained(family_dirs[family])
     rules = LAYER_RULES.get(family, ["sqrt(head_dim)"] * facts.n_layer)
     assert facts.layer_divisor_rules == rules
-    by_config = [DIVISOR_RULES[rule](cfg, layer) for layer, rule in enumerate(rules)]
-    assert facts.layer_divisors == pytest.approx(by_config, rel=1e-6)
+    by_config = [DIVISOR_RULES[rule](cfg, layer) if rule else None for layer, rule in enumerate(rules)]
+    assert [d is None for d in facts.layer_divisors] == [d is None for d in by_config]
+    assert [d for d in facts.layer_divisors if d] == pytest.approx([d for d in by_config if d], rel=1e-6)
     if family == "gpt2":
         assert cfg.scale_attn_by_inverse_layer_idx and by_config[1] == 2 * by_config[0]
-    # the divisors a forward pass applies are these, layer by layer
-    assert inspect(lm.backend, None, TEXT).layer_divisors == facts.layer_divisors
-    # the model's one divisor and rule are its first layer's, "per layer" when the layers differ
-    assert facts.divisor == facts.layer_divisors[0]
-    assert facts.divisor_rule == ("per layer: " if family == "gpt2" else "") + rules[0]
+    # the divisors a forward pass applies are these, attention layer by attention layer
+    assert inspect(lm.backend, None, TEXT).layer_divisors == [facts.layer_divisors[i] for i in facts.attention_layers]
+    # the model's one divisor and rule are its first attention layer's, "per layer" when the layers differ
+    first = facts.attention_layers[0]
+    assert facts.divisor == facts.layer_divisors[first]
+    assert facts.divisor_rule == ("per layer: " if family == "gpt2" else "") + rules[first]
 
 
 def test_learned_sinks_take_their_share_of_every_row_as_the_model_does(family_dirs, loaded):
@@ -216,6 +223,23 @@ def test_models_without_softmax_attention_say_why(tmp_path):
         load_model(tmp_path, "cpu")
 
 
+def test_differential_attention_is_refused_in_one_line_not_drawn_wrong(tmp_path):
+    """DiffLlama calls the attention function twice per layer and combines the two maps after it:
+    drawn as it is, that would be twice the layers and the wrong map. Until it is drawn exactly,
+    opening it says so in one line."""
+    from transformers import AutoConfig
+
+    from tests.familykit import decoder
+
+    kwargs = decoder("diffllama", head_dim=16)
+    cfg = AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    (tmp_path / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
+    with pytest.raises(CheckpointError, match="differential attention") as e:
+        load_model(tmp_path, "cpu")
+    assert "\n" not in str(e.value)
+
+
 def test_half_precision_needs_a_gpu(family_dirs):
     with pytest.raises(CheckpointError, match="needs a GPU"):
         load_model(family_dirs["llama"], "cpu", dtype="bf16")
@@ -258,3 +282,46 @@ def test_the_boolean_mask_is_eagers_mask_before_its_floats(window, q_offset, q_l
     theirs = eager_mask(**args, dtype=torch.float32)
     assert ours.dtype == torch.bool and ours.shape == theirs.shape == (1, 1, q_length, q_offset + q_length)
     assert torch.equal(ours, theirs == 0)
+
+
+# what each layer is (ModelFacts.layers), from the config and from which layers called the attention function
+LAYER_TYPES = {
+    "qwen3_next": ["linear", "full", "linear", "full"],
+    "lfm2": ["conv", "full", "conv", "full"],
+    "falcon_h1": ["full", "full"],
+    "llama4_text": ["chunked", "nope"],
+    "gpt_oss": ["sliding", "full"],
+    "gemma2": ["sliding", "full"],
+    "llama": ["full"] * 3,
+}
+
+
+@pytest.mark.parametrize("family", list(LAYER_TYPES))
+def test_every_layer_is_numbered_and_typed_as_the_model_has_it(family, loaded):
+    facts = loaded[family].facts
+    assert [layer["index"] for layer in facts.layers] == list(range(facts.n_layer))
+    assert [layer["type"] for layer in facts.layers] == LAYER_TYPES[family]
+    softmax = [layer["index"] for layer in facts.layers if layer["type"] in ("full", "sliding", "chunked", "nope")]
+    assert facts.attention_layers == softmax
+    # a forward pass records exactly those layers, under the model's own numbers
+    trace: list = []
+    loaded[family].backend.run(loaded[family].tokenizer.encode_ids(TEXT), AttentionOptions(), trace, logits=False)
+    assert [t.layer for t in trace] == facts.attention_layers
+    sizes = {layer["index"]: layer.get("window") or layer.get("chunk") for layer in facts.layers}
+    if family in ("gpt_oss", "gemma2"):
+        assert sizes[0] == family_configs()[family]["sliding_window"]
+    if family == "llama4_text":
+        assert sizes[0] == 4 and "floor_scale" in facts.layers[1]["note"]  # NoPE: the query temperature said
+    if family == "falcon_h1":
+        assert all("Mamba" in layer["note"] for layer in facts.layers)
+
+
+def test_chunked_attention_sees_only_the_earlier_tokens_of_its_own_chunk(loaded):
+    """Llama 4's chunked layers: query i sees key j when j ≤ i and both lie in one chunk of 4
+    tokens; its NoPE layer sees every earlier token. Written out here, held to the mask eager used."""
+    tr = inspect(loaded["llama4_text"].backend, None, TEXT)
+    T = tr.pattern.shape[-1]
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    assert torch.equal(tr.layer_masks[0], (j <= i) & (j // 4 == i // 4))
+    assert torch.equal(tr.layer_masks[1], j <= i)
+    assert (tr.pattern[0][:, ~tr.layer_masks[0]] == 0).all()
