@@ -79,7 +79,9 @@ class AttnScope(anywidget.AnyWidget):
         from .errors import ApiError
 
         facts = self._svc.loaded.facts
-        self.layer = min(max(self.layer, 0), facts.n_layer - 1)
+        # an attention layer: the chosen one, else the last before it (a hybrid's other layers have no heads)
+        below = [n for n in facts.attention_layers if n <= self.layer]
+        self.layer = below[-1] if below else facts.attention_layers[0]
         self.head = min(max(self.head, 0), facts.n_head - 1)
         common = dict(text=self.text, causal=self.causal, scale=self._scale(), encoding="b64")
         try:

@@ -87,7 +87,7 @@ export function maskKinds(mask) {
  * Why query i may not see key j, in words (null when it may). With `block` > 1, (i, j) is a
  * thumbnail cell covering `block` queries and keys; it is masked only when all of them are.
  */
-export function maskedWhy({ mask, i, j, window = null, block = 1 }) {
+export function maskedWhy({ mask, i, j, window = null, chunk = null, block = 1 }) {
   if (mask[i][j]) return null;
   const one = block === 1;
   if (j > i) return one ? "masked: this key comes after the query" : "masked: every key here comes after every query";
@@ -96,15 +96,28 @@ export function maskedWhy({ mask, i, j, window = null, block = 1 }) {
       ? `masked: outside the sliding window of ${window} tokens (${window} or more before the query)`
       : `masked: outside the sliding window of ${window} tokens (every key here ${window} or more before every query)`;
   }
+  if (chunk) {
+    return one
+      ? `masked: in an earlier chunk than the query (chunked attention: chunks of ${chunk} tokens)`
+      : `masked: every key here in an earlier chunk than every query (chunks of ${chunk} tokens)`;
+  }
   return "masked";
 }
 
+/** Which earlier keys a layer masks, in words: outside its sliding window, or in an earlier chunk; null for neither. */
+export function earlierMasked({ window = null, chunk = null }) {
+  if (window) return `outside the sliding window of ${window} tokens`;
+  if (chunk) return `in an earlier chunk (chunked attention: chunks of ${chunk} tokens)`;
+  return null;
+}
+
 /** What hatching means under this mask, or null when nothing is masked (e.g. causal off). */
-export function hatchMeaning(kinds, window) {
+export function hatchMeaning(kinds, window, chunk = null) {
   if (!kinds.any) return null;
   const parts = [];
   if (kinds.after) parts.push("a later token");
-  if (kinds.before) parts.push(window ? `a token outside the sliding window of ${window}` : "an earlier token");
+  const earlier = earlierMasked({ window, chunk });
+  if (kinds.before) parts.push(earlier ? `a token ${earlier}` : "an earlier token");
   return `hatched = masked (${parts.join(", or ")}), not a zero weight.`;
 }
 
@@ -133,9 +146,11 @@ export function pipelineNotes({ causal, layer, kinds, headDim = null }) {
   if (kinds.any) {
     const which = [];
     if (kinds.after) which.push("keys after the query");
-    if (kinds.before) which.push(layer.window ? `keys outside the sliding window of ${layer.window} tokens` : "earlier keys");
+    const earlier = earlierMasked(layer);
+    if (kinds.before) which.push(earlier ? `keys ${earlier}` : "earlier keys");
+    const back = layer.window ? ` or further back than ${layer.window - 1} tokens` : layer.chunk ? " or before the start of its chunk" : "";
     masking = `masked_fill(−∞): scores of ${which.join(" and of ")} are set to −∞ (hatched). A query cannot look ahead${
-      kinds.before && layer.window ? ` or further back than ${layer.window - 1} tokens` : ""
+      kinds.before ? back : ""
     }.`;
   } else if (causal) {
     masking = "masked_fill(−∞): nothing to mask in this text, so no score is set to −∞.";

@@ -3,7 +3,7 @@
 // tabs, the keys "[" and "]", and the URL hash. Each handler changes the state and then asks
 // for an update (a redraw) or a refresh (new answers from the server, data.js).
 
-import { EXAMPLES, parseHash, toHash } from "./state.js";
+import { attentionLayers, EXAMPLES, parseHash, toHash } from "./state.js";
 import { codePoints } from "./tokenstrip.js";
 import { VIEW_IDS } from "./views.js";
 
@@ -124,10 +124,11 @@ export function installControls(app) {
   document.addEventListener("keydown", (ev) => {
     if (ev.target.closest("textarea, input, select") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
     if (ev.key !== "]" && ev.key !== "[") return;
+    // heads in reading order over the attention layers: past a layer's last head, the next layer's first
     const nHead = state.model?.n_head ?? 4;
-    const nLayer = state.model?.n_layer ?? 4;
-    const flat = state.layer * nHead + state.head;
-    const next = (flat + (ev.key === "]" ? 1 : -1) + nHead * nLayer) % (nHead * nLayer);
-    app.selectHead(Math.floor(next / nHead), next % nHead);
+    const layers = attentionLayers(state.model);
+    const flat = Math.max(0, layers.indexOf(state.layer)) * nHead + state.head;
+    const next = (flat + (ev.key === "]" ? 1 : -1) + nHead * layers.length) % (nHead * layers.length);
+    app.selectHead(layers[Math.floor(next / nHead)], next % nHead);
   });
 }

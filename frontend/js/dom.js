@@ -98,9 +98,11 @@ export function downloadBlob(name, blob) {
 
 /** Fill a <select> with options "`prefix` 0" … "`prefix` n−1" (only when their number changes) and choose `value`. */
 export function fillIndexSelect(select, n, prefix, value) {
-  if (select.options.length !== n) {
+  const values = Array.isArray(n) ? n : Array.from({ length: n }, (_, i) => i); // n: a count, or the numbers themselves
+  if (select.dataset.values !== values.join(",")) {
+    select.dataset.values = values.join(",");
     select.replaceChildren(
-      ...Array.from({ length: n }, (_, i) => {
+      ...values.map((i) => {
         const o = document.createElement("option");
         o.value = String(i);
         o.textContent = `${prefix} ${i}`;

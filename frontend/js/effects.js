@@ -11,7 +11,9 @@ import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "./measured.j
 
 /** Plotly figure of `delta[layer][head]` (nats; negative = the head helped the prediction). */
 export function effectsFigure(answer) {
-  const delta = answer.delta;
+  // one row per layer with heads, by the model's numbers (a hybrid's other layers are null: no row)
+  const layers = answer.delta.flatMap((row, l) => (row ? [l] : []));
+  const delta = layers.map((l) => answer.delta[l]);
   const peak = Math.max(1e-6, ...delta.flat().map(Math.abs));
   const L = delta.length;
   const H = delta[0].length;
@@ -21,7 +23,7 @@ export function effectsFigure(answer) {
         type: "heatmap",
         z: delta,
         x: Array.from({ length: H }, (_, h) => `H${h}`),
-        y: Array.from({ length: L }, (_, l) => `L${l}`),
+        y: layers.map((l) => `L${l}`),
         zmin: -peak,
         zmax: peak,
         colorscale: "RdBu",
@@ -45,7 +47,7 @@ const ABOUT =
 
 /** The caption of a measured answer: the guess, its probability, and the head that matters most to it. */
 function answerWords(answer) {
-  const flat = answer.delta.flatMap((row, l) => row.map((d, h) => ({ d, l, h })));
+  const flat = answer.delta.flatMap((row, l) => (row ?? []).map((d, h) => ({ d, l, h })));
   const worst = flat.reduce((a, b) => (b.d < a.d ? b : a));
   return (
     `P(${answer.token}) after token ${answer.position}: ${(100 * answer.prob).toFixed(1)} %. ` +

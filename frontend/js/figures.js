@@ -196,13 +196,13 @@ export function rowOutline(p, T, xref = "x", yref = "y") {
  * Per cell of `mask`, why the key is masked (the words of captions.js), null where it is
  * seen; one string per kind of reason, shared by the cells.
  */
-export function maskedReasons(mask, window = null) {
+export function maskedReasons(mask, window = null, chunk = null) {
   const words = new Map();
   return mask.map((row, i) =>
     Array.from(row, (seen, j) => {
       if (seen) return null;
       const kind = Math.sign(j - i);
-      if (!words.has(kind)) words.set(kind, maskedWhy({ mask, i, j, window }));
+      if (!words.has(kind)) words.set(kind, maskedWhy({ mask, i, j, window, chunk }));
       return words.get(kind);
     }),
   );
@@ -217,6 +217,7 @@ export const HEATMAP_DEFAULTS = {
   scaled: null,
   scaledLabel: "score",
   window: null,
+  chunk: null,
   position: null,
   title: null,
   showscale: true,
@@ -236,7 +237,7 @@ export const heatmapTitle = (title) =>
  * masked) add the scores to the hover when given, `scaledLabel` naming what `scaled` is.
  */
 export function headHeatmapFigure(args) {
-  const { tokens, pattern, mask, raw, scaled, scaledLabel, window, layer, head, position, title, showscale, maxTicks, uirevision } =
+  const { tokens, pattern, mask, raw, scaled, scaledLabel, window, chunk, layer, head, position, title, showscale, maxTicks, uirevision } =
     { ...HEATMAP_DEFAULTS, ...args };
   const zmax = args.zmax ?? 1;
   const T = tokens.length;
@@ -266,7 +267,7 @@ export function headHeatmapFigure(args) {
     colorbar: { title: { text: "weight", side: "right", font: { size: 11 } }, thickness: 12, len: 0.85, outlinewidth: 0 },
   };
   const data = [trace];
-  const reasons = maskedReasons(mask, window);
+  const reasons = maskedReasons(mask, window, chunk);
   if (reasons.some((row) => row.some((r) => r !== null))) {
     data.push({
       type: "heatmap",

@@ -32,12 +32,13 @@ export async function readLines(response, onLine) {
 
 /** A step's row to draw: the chosen head's, or the mean over every layer and head. */
 export function stripRow(attention, layer, head, mode) {
-  if (mode === "head") return attention[layer]?.[head] ?? attention[0][0];
-  const n = attention[0][0].length;
+  const first = attention.find((heads) => heads); // a hybrid's layers without softmax attention are null
+  if (mode === "head") return attention[layer]?.[head] ?? first[0];
+  const n = first[0].length;
   const out = new Float64Array(n);
   let count = 0;
   for (const heads of attention) {
-    for (const row of heads) {
+    for (const row of heads ?? []) {
       for (let k = 0; k < n; k++) out[k] += row[k];
       count += 1;
     }
@@ -109,7 +110,7 @@ export function installGenerate(app) {
     const sig = `${steps.length}|${state.layer}.${state.head}|${run.mode}`;
     if (strip.dataset.signature === sig) return;
     strip.dataset.signature = sig;
-    const keys = steps.at(-1).attention[0][0].length;
+    const keys = steps.at(-1).attention.find((heads) => heads)[0].length;
     const cell = Math.max(2, Math.min(10, Math.floor(560 / keys)));
     strip.width = keys * cell;
     strip.height = steps.length * cell;

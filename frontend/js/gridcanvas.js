@@ -158,7 +158,7 @@ export function gridTooltip({ grid, hit, aggregate = false }) {
     k === 1 ? `query ${q0} ${tok(q0)}` : `queries ${span(q0, q1)} (${tok(q0)} … ${tok(q1 - 1)})`,
     k === 1 ? `key ${k0} ${tok(k0)}` : `keys ${span(k0, k1)} (${tok(k0)} … ${tok(k1 - 1)})`,
   ];
-  const why = maskedWhy({ mask: layerMask(layer, grid.thumbnail.mask), i: hit.i, j: hit.j, window: layer.window, block: k });
+  const why = maskedWhy({ mask: layerMask(layer, grid.thumbnail.mask), i: hit.i, j: hit.j, window: layer.window, chunk: layer.chunk, block: k });
   if (why) {
     lines.push(why);
   } else {

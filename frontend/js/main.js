@@ -54,6 +54,7 @@ const els = {
   gridCanvas: $("heads-grid-canvas"),
   gridTip: $("grid-tip"),
   gridCaption: $("grid-caption"),
+  layerRibbon: $("layer-ribbon"),
   gridPng: $("grid-png"),
   predictions: $("predictions"),
   predictionsTitle: $("predictions-title"),

@@ -136,7 +136,7 @@ const num = (v, digits) => (v === null || v === undefined || Number.isNaN(v) ? "
  * "all masked".
  */
 export function pooledHeatmapFigure(args) {
-  const { tokens, block, pattern, mask, raw, scaled, scaledLabel, window, layer, head, position, title, showscale, maxTicks, uirevision } =
+  const { tokens, block, pattern, mask, raw, scaled, scaledLabel, window, chunk, layer, head, position, title, showscale, maxTicks, uirevision } =
     { ...HEATMAP_DEFAULTS, ...args };
   const region = args.region ?? null;
   const view = args.view ?? null;
@@ -176,7 +176,7 @@ export function pooledHeatmapFigure(args) {
       const seen = mask[i][j];
       const hidden = under(i, j);
       zr.push(seen && !hidden ? pattern[i][j] : null);
-      const w = seen ? null : maskedWhy({ mask, i, j, window, block });
+      const w = seen ? null : maskedWhy({ mask, i, j, window, chunk, block });
       hr.push(!seen && !hidden ? 1 : null);
       why.push(w ? `all ${w}` : null);
       if (!seen) anyMasked = true;
@@ -216,7 +216,7 @@ export function pooledHeatmapFigure(args) {
     const hover = `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`;
     data.push(maskedTrace("masked", grid, hatched, reasons, customdata, hover));
   }
-  if (region) data.push(...regionTraces({ tokens, region, scaledLabel, window, layer, head }));
+  if (region) data.push(...regionTraces({ tokens, region, scaledLabel, window, chunk, layer, head }));
   // the page zooms (main.js: a dragged box sets `view`), not Plotly: its zoom would first paint
   // the whole head at the zoomed size
   const xaxis = { ...tokenAxis(tokens, { side: "top", title: "key (attended to)", maxTicks, angle: -55 }), fixedrange: true };
@@ -274,7 +274,7 @@ function maskedTrace(name, grid, z, reasons, customdata, hovertemplate) {
  * and key per cell, and the masked cells (null scores in the answer) in the mask's grey, each
  * hover saying why.
  */
-export function regionTraces({ tokens, region, scaledLabel = "score", window = null, layer, head }) {
+export function regionTraces({ tokens, region, scaledLabel = "score", window = null, chunk = null, layer, head }) {
   const [q0, q1, k0, k1] = region.bounds;
   const label = (i) => `${i} ${tokens[i]}`;
   const xs = Array.from({ length: k1 - k0 }, (_, j) => k0 + j);
@@ -299,7 +299,7 @@ export function regionTraces({ tokens, region, scaledLabel = "score", window = n
       const isMasked = raw[i][j] === null;
       zr[j] = isMasked ? null : region.pattern[i][j];
       mr[j] = isMasked ? 1 : null;
-      wr[j] = isMasked ? maskedWhy({ mask: { [q]: { [k]: 0 } }, i: q, j: k, window }) : null;
+      wr[j] = isMasked ? maskedWhy({ mask: { [q]: { [k]: 0 } }, i: q, j: k, window, chunk }) : null;
       if (isMasked) anyMasked = true;
       cr[j] = [label(q), label(k), raw[i][j], scaled[i][j]];
     }

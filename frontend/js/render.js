@@ -8,12 +8,15 @@ import { divisorShort, divisorWords, num, softcapWords } from "./captions.js";
 import { isBlank } from "./api.js";
 import { fillIndexSelect, setAttr, setHidden, setText } from "./dom.js";
 import { renderPredictions } from "./predictions.js";
-import { currentDetail, currentGrid } from "./state.js";
+import { attentionLayers, currentDetail, currentGrid } from "./state.js";
 import { renderTokens } from "./tokenstrip.js";
 import { VIEWS, viewById } from "./views.js";
 
 /** The model's own divisor (GET /api/model) as the layer-like object captions.js reads. */
 const modelDivisor = (m) => ({ divisor: m.divisor, divisor_rule: m.divisor_rule, softcap: m.softcap });
+
+/** " (2 with softmax attention)" for a hybrid, "" where every layer attends. */
+const hybridWords = (m) => (m.attention_layers && m.attention_layers.length < m.n_layer ? ` (${m.attention_layers.length} with softmax attention)` : "");
 
 /** The model badge: name, size, shape, divisor, window, context, device. */
 function renderModel(state, els) {
@@ -35,7 +38,7 @@ function renderModel(state, els) {
     ["family", m.family && m.family !== "attnscope" ? m.family : null],
     ["size", `${params} parameters`],
     ["format", m.source_format === "gguf" ? `GGUF ${m.quantization ?? ""}`.trim() : null], // e.g. "GGUF Q4_K_M"
-    ["shape", `${m.n_layer} layers × ${m.n_head} heads${gqa} · d_k ${m.head_dim}`],
+    ["shape", `${m.n_layer} layers${hybridWords(m)} × ${m.n_head} heads${gqa} · d_k ${m.head_dim}${m.v_head_dim && m.v_head_dim !== m.head_dim ? `, d_v ${m.v_head_dim}` : ""}`],
     ["divisor", m.softcap ? `${divisor}, softcap ${softcapWords(m.softcap)}` : divisor],
     ["window", window],
     ["context", `context ${m.block_size}${m.positions ? ` · ${m.positions} positions` : ""}`],
@@ -58,9 +61,8 @@ function renderModel(state, els) {
 /** The head pickers and the switches, as the state has them. */
 function renderControls(state, els) {
   const m = state.model;
-  const nLayer = m?.n_layer ?? 4;
   const nHead = m?.n_head ?? 4;
-  fillIndexSelect(els.layerSelect, nLayer, "Layer", state.layer);
+  fillIndexSelect(els.layerSelect, attentionLayers(m), "Layer", state.layer);
   fillIndexSelect(els.headSelect, nHead, "Head", state.head);
   if (els.causalToggle.checked !== state.causal) els.causalToggle.checked = state.causal;
   if (els.scaleToggle.checked !== state.scaled) els.scaleToggle.checked = state.scaled;

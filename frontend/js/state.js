@@ -99,6 +99,16 @@ const clampInt = (value, lo, hi, fallback) => {
   return Math.min(hi, Math.max(lo, n));
 };
 
+/** The model's layers with softmax attention, by their numbers (a hybrid's others have no heads); every layer before /api/model said. */
+export const attentionLayers = (model) => model?.attention_layers ?? Array.from({ length: model?.n_layer ?? 4 }, (_, i) => i);
+
+/** The attention layer `steps` attention layers after `layer` (before it if negative), kept inside the model. */
+export function stepLayer(model, layer, steps) {
+  const layers = attentionLayers(model);
+  const at = Math.max(0, layers.indexOf(layer));
+  return layers[Math.min(layers.length - 1, Math.max(0, at + steps))];
+}
+
 /** The largest layer or head a link may name before the model is known. */
 const MAX_INDEX = 9999;
 
@@ -107,12 +117,19 @@ const MAX_INDEX = 9999;
  * head where the choice is past it. `note` says what happened in words, or is null.
  */
 export function fitHead({ layer, head, ablate = [] }, model) {
-  const fit = { layer: Math.min(layer, model.n_layer - 1), head: Math.min(head, model.n_head - 1) };
-  const has = (a) => a.layer < model.n_layer && a.head < model.n_head;
+  const layers = attentionLayers(model);
+  // past the last layer: the last attention layer; a layer without heads (a hybrid's): the attention layer before it, else the first
+  const below = layers.filter((l) => l <= Math.min(layer, model.n_layer - 1));
+  const fit = { layer: below.length ? below.at(-1) : layers[0], head: Math.min(head, model.n_head - 1) };
+  const has = (a) => layers.includes(a.layer) && a.head < model.n_head;
   const missing = ablate.filter((a) => !has(a));
-  const shape = `this model has ${model.n_layer} layers × ${model.n_head} heads`;
+  const hybrid = layers.length < model.n_layer ? ` (softmax attention in layers ${layers.join(", ")})` : "";
+  const shape = `this model has ${model.n_layer} layers${hybrid} × ${model.n_head} heads`;
   const notes = [];
-  if (fit.layer !== layer || fit.head !== head) {
+  const kind = model.layers?.[layer]?.type;
+  if (layer < model.n_layer && !layers.includes(layer) && head < model.n_head) {
+    notes.push(`Layer ${layer} is a ${kind} layer, without softmax attention: it has no heads to draw. Showing layer ${fit.layer}, head ${fit.head}.`);
+  } else if (fit.layer !== layer || fit.head !== head) {
     notes.push(`This link names layer ${layer}, head ${head}; ${shape}: showing layer ${fit.layer}, head ${fit.head}.`);
   }
   if (missing.length) {

@@ -3,10 +3,11 @@
 // caption in words, and the pointer on it: hover names the cell, a click or an arrow key
 // opens a head.
 
-import { maskKinds } from "./captions.js";
+import { earlierMasked, maskKinds } from "./captions.js";
 import { idOf, setText } from "./dom.js";
+import { renderLayerRibbon } from "./layerribbon.js";
 import { cellAt, gridTooltip, layerMask, paintGrid } from "./gridcanvas.js";
-import { currentGrid } from "./state.js";
+import { currentGrid, stepLayer } from "./state.js";
 
 /** What the grid shows, in words: how far the thumbnails are downsampled, what a cell is. */
 export function gridCaption(grid, aggregate) {
@@ -29,13 +30,15 @@ export function gridMaskWords(grid) {
   const why = [];
   if (kinds.some((k) => k.after)) why.push("keys after the query");
   const windowed = grid.layers.filter((_, i) => kinds[i].before);
-  if (windowed.length) {
-    const sizes = [...new Set(windowed.map((l) => l.window))].join(", ");
-    const where =
-      windowed.length === grid.layers.length
-        ? "in every layer"
-        : `in layer${windowed.length > 1 ? "s" : ""} ${windowed.map((l) => l.layer).join(", ")}`;
-    why.push(`${where}, keys outside the sliding window of ${sizes} tokens`);
+  // one clause per kind of limit (a sliding window, chunks), naming its layers
+  const clauses = new Map();
+  for (const l of windowed) {
+    const words = earlierMasked(l) ?? "earlier keys";
+    clauses.set(words, [...(clauses.get(words) ?? []), l.layer]);
+  }
+  for (const [words, layers] of clauses) {
+    const where = layers.length === grid.layers.length ? "in every layer" : `in layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")}`;
+    why.push(`${where}, keys ${words}`);
   }
   return ` Grey cells are masked (${why.join("; ")}): no key there may be attended, not a zero weight.`;
 }
@@ -59,6 +62,7 @@ export function drawGrid(state, els) {
     performance.measure("attnscope:draw:heads-grid", { start, end: performance.now() });
   }
   setText(els.gridCaption, gridCaption(grid, state.aggregate));
+  renderLayerRibbon(els.layerRibbon, state.model);
   return true;
 }
 
@@ -103,6 +107,6 @@ export function installGridPointer({ state, els, selectHead }) {
     if (!move || !m) return;
     ev.preventDefault();
     const clamp = (v, n) => Math.min(n - 1, Math.max(0, v));
-    selectHead(clamp(state.layer + move[0], m.n_layer), clamp(state.head + move[1], m.n_head));
+    selectHead(stepLayer(m, state.layer, move[0]), clamp(state.head + move[1], m.n_head));
   });
 }

@@ -63,6 +63,7 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
     scaled: head.attn_scores,
     scaledLabel: scoresFormula(layer),
     window: layer.window,
+    chunk: layer.chunk ?? null,
     layer: state.layer,
     head: state.head,
     sinkMass: block > 1 ? null : (head.sink_mass ?? null), // a learned sink's share of each row, its own column
@@ -93,7 +94,7 @@ export function drawHeadView(state, els) {
     `attnscope-L${state.layer}H${state.head}`,
   );
   setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
-  const meaning = hatchMeaning(maskKinds(mask), layer.window);
+  const meaning = hatchMeaning(maskKinds(mask), layer.window, layer.chunk);
   // masked blocks are solid grey in a pooled head, not hatched (pooled.js)
   renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
   hatch?.classList.toggle("solid", pooled);

@@ -46,7 +46,7 @@ export function install(app) {
   // axis labels are "L2" and "H1", or indices
   const indexOf = (v) => (typeof v === "number" ? v : Number.parseInt(String(v).replace(/\D/g, ""), 10));
   onPlotClick(byId("head-roles"), (pt) => {
-    const layer = indexOf(pt.y);
+    const layer = indexOf(pt.y); // "L3": the layer's number, not its row
     const head = indexOf(pt.x);
     if (!Number.isInteger(layer) || !Number.isInteger(head)) return;
     app.selectHead(layer, head);
@@ -70,7 +70,7 @@ export function draw(state) {
   const r = roles.roles.indexOf(state.role);
   let best = null;
   roles.scores.forEach((row, l) =>
-    row.forEach((cell, h) => {
+    row?.forEach((cell, h) => {
       if (!best || cell[r] > best.score) best = { l, h, score: cell[r] };
     }),
   );
@@ -81,13 +81,16 @@ export function draw(state) {
 /** Layers × heads heatmap of one role's scores, the chosen head outlined. */
 export function rolesFigure({ roles, scores, role, selected }) {
   const r = Math.max(0, roles.indexOf(role));
-  const nLayer = scores.length;
-  const nHead = scores[0].length;
-  const z = scores.map((row) => row.map((cell) => cell[r]));
-  const x = Array.from({ length: nHead }, (_, h) => h);
-  const y = Array.from({ length: nLayer }, (_, l) => l);
+  // one row per layer with heads, by the model's numbers (a hybrid's other layers are null: no row)
+  const layers = scores.flatMap((row, l) => (row ? [l] : []));
+  const nHead = scores[layers[0]].length;
+  const z = layers.map((l) => scores[l].map((cell) => cell[r]));
+  // categories named as the grid names them; a click reads the numbers back from "L3" and "H1"
+  const x = Array.from({ length: nHead }, (_, h) => `H${h}`);
+  const y = layers.map((l) => `L${l}`);
   // the chosen head: a white frame with the accent colour inside it
-  const box = selected && { type: "rect", x0: selected.head - 0.5, x1: selected.head + 0.5, y0: selected.layer - 0.5, y1: selected.layer + 0.5 };
+  const row = layers.indexOf(selected?.layer);
+  const box = selected && row >= 0 && { type: "rect", x0: selected.head - 0.5, x1: selected.head + 0.5, y0: row - 0.5, y1: row + 0.5 };
   const shapes = box ? [{ ...box, line: { color: "#ffffff", width: 4 } }, { ...box, line: { color: ACCENT, width: 2 } }] : [];
   return {
     data: [
@@ -110,9 +113,6 @@ export function rolesFigure({ roles, scores, role, selected }) {
     layout: baseLayout({
       margin: { l: 50, r: 10, t: 30, b: 10 },
       xaxis: {
-        tickmode: "array",
-        tickvals: x,
-        ticktext: x.map((h) => `H${h}`),
         side: "top",
         showgrid: false,
         zeroline: false,
@@ -120,9 +120,6 @@ export function rolesFigure({ roles, scores, role, selected }) {
         fixedrange: true,
       },
       yaxis: {
-        tickmode: "array",
-        tickvals: y,
-        ticktext: y.map((l) => `L${l}`),
         autorange: "reversed",
         showgrid: false,
         zeroline: false,

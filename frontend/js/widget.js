@@ -42,6 +42,7 @@ const TEMPLATE = `
     </section>
     <section class="aw-side">
       <h3>All heads <span class="aw-help">hover a cell · click to open the head</span></h3>
+      <div class="layer-ribbon" data-testid="layer-ribbon" hidden></div>
       <div class="heads-grid" data-testid="heads-grid">
         <canvas class="heads-grid-canvas" tabindex="0" aria-label="Every layer and head as a thumbnail"></canvas>
         <div class="grid-tip" role="tooltip" hidden></div>
@@ -94,6 +95,7 @@ export function render({ model, el }) {
     gridCanvas: q("heads-grid-canvas"),
     gridTip: q("grid-tip"),
     gridCaption: q("grid-caption"),
+    layerRibbon: q("layer-ribbon"),
     predictions: q("predictions"),
     predictionsTitle: q("predictions-title"),
     predictionsList: q("predictions-list"),
