@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .fields import MATRIX_FIELDS, ROW_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
+from .fields import MATRIX_FIELDS, ROW_FIELDS, SCORE_FIELDS, SCORE_PARTS, VECTOR_FIELDS
 from .pooling import Pool, thumbnail_block, thumbnails
 from .stats import STAT_SCALARS, HeadStats
 
@@ -120,9 +120,12 @@ class Capture:
 
     # ---------------------------------------------------------------- one layer, block by block
 
-    def begin(self, layer: int, q, k, v, mask, divisor: float, softcap=None, window=None, sink_logit=None) -> None:
+    def begin(
+        self, layer: int, q, k, v, mask, divisor: float, softcap=None, window=None, sink_logit=None, score_parts=False
+    ) -> None:
         """``q, k, v`` (1, nh, T|S, hs) of the layer (k and v one per query head), ``mask`` (T, S) bool,
-        ``sink_logit`` (nh,) where the layer has learned sinks."""
+        ``sink_logit`` (nh,) where the layer has learned sinks, ``score_parts`` where its steps split
+        q·kᵀ in two (MLA)."""
         sel = self.sel
         T, S = mask.shape
         st = _LayerState(layer=layer, mask=mask, q=q[0], k=k[0], v=v[0])
@@ -139,7 +142,7 @@ class Capture:
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
-            for name in self._matrices(sel.fields, softcap):
+            for name in self._matrices(sel.fields, softcap, score_parts):
                 st.full[name] = _blank(name, len(heads), T, S, q.device)
             for name in self._rows(sel.fields, sink_logit):
                 st.full[name] = torch.zeros(len(heads), T, device=q.device)
@@ -150,7 +153,7 @@ class Capture:
             h = sel.focus[1]
             st.focus_index = _index([h], -1, q.device)
             st.focus = True
-            names = self._matrices(sel.focus_fields, softcap)
+            names = self._matrices(sel.focus_fields, softcap, score_parts)
             self.focus, self.focus_pooled, self.focus_region = {}, None, None
             self.focus_mask = host_mask
             if sel.focus_thumbnail:
@@ -309,10 +312,17 @@ class Capture:
         return [n for n in ROW_FIELDS if n in names or "pattern" in names]
 
     @staticmethod
-    def _matrices(names, softcap) -> list[str]:
+    def _matrices(names, softcap, score_parts=False) -> list[str]:
         """The matrices to keep: ``attn_scores_uncapped`` only from a layer with a softcap (without
-        one it would repeat ``attn_scores``), never ``stats`` (taken apart)."""
-        return [n for n in MATRIX_FIELDS if n in names and (n != "attn_scores_uncapped" or softcap is not None)]
+        one it would repeat ``attn_scores``), MLA's two parts of q·kᵀ only from a layer that has
+        them, never ``stats`` (taken apart)."""
+        return [
+            n
+            for n in MATRIX_FIELDS
+            if n in names
+            and (n != "attn_scores_uncapped" or softcap is not None)
+            and (n not in SCORE_PARTS or score_parts)
+        ]
 
 
 @dataclass

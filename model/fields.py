@@ -37,6 +37,20 @@ HEAD_FIELDS = (
     ),
     HeadField("attn_scores_raw", "scores", 4, "T×T q·kᵀ before scaling; masked entries null (not a number in b64)"),
     HeadField(
+        "attn_scores_content",
+        "scores",
+        4,
+        "T×T the content part of q·kᵀ in multi-head latent attention (DeepSeek): the no-RoPE halves, "
+        "q[:nope]·k[:nope]; plus attn_scores_position it is attn_scores_raw; sent only by such layers; masked entries null",
+    ),
+    HeadField(
+        "attn_scores_position",
+        "scores",
+        4,
+        "T×T the position part of q·kᵀ in multi-head latent attention: the RoPE halves, q[nope:]·k[nope:]; "
+        "sent only by such layers; masked entries null",
+    ),
+    HeadField(
         "attn_scores_uncapped",
         "scores",
         4,
@@ -68,6 +82,7 @@ FIELD_NAMES = tuple(f.name for f in HEAD_FIELDS)  # the order of the answer's ke
 WEIGHT_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "weights")
 SCORE_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "scores")  # NaN where masked
 MATRIX_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind in ("weights", "scores"))  # T×T
+SCORE_PARTS = ("attn_scores_content", "attn_scores_position")  # MLA only: attn_scores_raw in two parts
 VECTOR_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "vectors")
 ROW_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "rows")
 DECIMALS = {f.name: f.decimals for f in HEAD_FIELDS if f.decimals is not None}

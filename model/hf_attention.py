@@ -114,6 +114,8 @@ def attnscope_attention(
     sink = rec.sink if rec is not None else None
     pattern = None
     sink_logit = kwargs.get("s_aux")  # (nh,) gpt-oss: a learned logit per head, a column of every row's softmax
+    # multi-head latent attention (DeepSeek): q and k are [no-RoPE part | RoPE part]; q·kᵀ splits in two
+    nope = getattr(module, "qk_nope_head_dim", None) if getattr(module, "qk_rope_head_dim", None) else None
 
     def softmax(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(B, nh, t, s) scores -> the pattern (B, nh, t, s) and, with a sink, its weight (B, nh, t)."""
@@ -123,7 +125,7 @@ def attnscope_attention(
         weights = F.softmax(torch.cat([scores, column], dim=-1), dim=-1, dtype=torch.float32)  # (B, nh, t, s + 1)
         return weights[..., :-1], weights[..., -1]  # the sink's column dropped, as the model does
 
-    if softcap is None and sink_logit is None and not wants(sink, layer):
+    if softcap is None and sink_logit is None and not wants(sink, layer):  # (MLA's parts come only with the steps)
         # fast path: nothing of this layer is kept, so one fused kernel with the same mask and scale
         z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
     else:
@@ -133,6 +135,10 @@ def attnscope_attention(
             """Query rows q0..q1 over the first s keys: eager attention's arithmetic, step by step."""
             m = mask[q0:q1, :s]  # (t, s)
             attn_scores_raw = torch.matmul(query[:, :, q0:q1], k[:, :, :s].transpose(2, 3))  # (B, nh, t, s)
+            content = position = None
+            if nope is not None:  # the same product, its two halves apart: content + position = raw
+                content = torch.matmul(query[:, :, q0:q1, :nope], k[:, :, :s, :nope].transpose(2, 3))  # (B, nh, t, s)
+                position = torch.matmul(query[:, :, q0:q1, nope:], k[:, :, :s, nope:].transpose(2, 3))  # (B, nh, t, s)
             # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
             uncapped = None
             if softcap is None and opts.divisor is None:
@@ -151,6 +157,8 @@ def attnscope_attention(
                 pattern_unscaled = softmax(masked_scores(raw, m))[0]
             return dict(
                 attn_scores_raw=attn_scores_raw,
+                attn_scores_content=content,
+                attn_scores_position=position,
                 attn_scores_uncapped=uncapped,
                 attn_scores=attn_scores,
                 pattern=pattern,
@@ -166,7 +174,8 @@ def attnscope_attention(
             window = int(sliding_window) if sliding_window and opts.causal else None
             logits = None if sink_logit is None else sink_logit.detach().float()
             z = traced_attention(
-                sink, layer, query, k, v, mask, divisor, steps, opts.causal, softcap, window, sink_logit=logits
+                sink, layer, query, k, v, mask, divisor, steps, opts.causal, softcap, window, sink_logit=logits,
+                score_parts=nope is not None,
             )
 
     z = ablate_heads(z, layer, opts)  # switched-off heads, before o_proj

@@ -80,6 +80,7 @@ class TransformersBackend:
             n_kv_head=n_kv,
             head_dim=head_dim,
             v_head_dim=int(first.v.shape[-1]),
+            score_parts=first.attn_scores_content is not None,
             d_model=d_model,
             layer_divisors=divisors,
             layer_divisor_rules=layer_divisor_rules(cfg, head_dim, divisors),

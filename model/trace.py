@@ -46,6 +46,8 @@ class AttentionTrace:
     window: int | None = None  # the sliding window the mask applied, in tokens (the query and the W − 1 before it)
     attn_scores_uncapped: torch.Tensor | None = None  # (B, nh, T, T) raw / divisor before the softcap, if any
     sink_mass: torch.Tensor | None = None  # (B, nh, T) the weight a learned sink took from each row (gpt-oss)
+    attn_scores_content: torch.Tensor | None = None  # (B, nh, T, T) MLA: q·kᵀ of the no-RoPE parts
+    attn_scores_position: torch.Tensor | None = None  # (B, nh, T, T) MLA: q·kᵀ of the RoPE parts
     sink_logit: torch.Tensor | None = None  # (nh,) each head's learned sink logit; None: no sinks
 
 
@@ -91,7 +93,7 @@ def masked_scores(
 
 
 def traced_attention(
-    trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None, sink_logit=None
+    trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None, sink_logit=None, score_parts=False
 ):
     """The explicit path into ``trace``; returns z ``(B, nh, T, hs)``.
 
@@ -119,7 +121,7 @@ def traced_attention(
             )
         )
         return st["z"]
-    trace.begin(layer, q, k, v, mask, divisor, softcap, window, sink_logit)
+    trace.begin(layer, q, k, v, mask, divisor, softcap, window, sink_logit, score_parts)
     zs = []
     for q0, q1 in trace.blocks(T, S, q.shape[1]):
         st = steps(q0, q1, min(S, S - T + q1) if causal else S)

@@ -5,6 +5,7 @@ or a 422 naming the field and the limit before any computing."""
 from __future__ import annotations
 
 from ...model.capture import MATRIX_FIELDS, Selection
+from ...model.fields import SCORE_PARTS
 from ..errors import ApiError
 from ..schemas.attention import REGION_MAX, AttentionRequest
 from ..service import Service
@@ -47,6 +48,8 @@ def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads
     matrices = set(MATRIX_FIELDS)
     if svc.loaded.facts.softcap is None:  # attn_scores_uncapped comes only from layers with a softcap
         matrices.discard("attn_scores_uncapped")
+    if not svc.loaded.facts.score_parts:  # MLA's two parts of q·kᵀ come only from such layers
+        matrices -= set(SCORE_PARTS)
     grid = n_heads * len(include & matrices) * T * T
     focus = 0
     if req.focus is not None and req.focus.thumbnail is None and req.focus.region is None:

@@ -242,15 +242,20 @@ export function headHeatmapFigure(args) {
   const zmax = args.zmax ?? 1;
   const T = tokens.length;
   const labels = tokens.map((t, i) => `${i} ${t}`);
+  const parts = args.parts ?? null; // MLA: [content, position], the two halves of q·kᵀ, from the answer
   const customdata = new Array(T);
   for (let i = 0; i < T; i++) {
     const row = new Array(T);
     const rr = raw ? raw[i] : null;
     const sr = scaled ? scaled[i] : null;
-    for (let j = 0; j < T; j++) row[j] = rr ? [labels[i], labels[j], rr[j], sr[j]] : [labels[i], labels[j]];
+    for (let j = 0; j < T; j++) {
+      row[j] = rr ? [labels[i], labels[j], rr[j], sr[j]] : [labels[i], labels[j]];
+      if (rr && parts) row[j].push(parts[0][i][j], parts[1][i][j]);
+    }
     customdata[i] = row;
   }
-  const scores = raw ? `<br>raw q·kᵀ %{customdata[2]:.3f}<br>${scaledLabel} %{customdata[3]:.3f}` : "";
+  const split = parts ? " = content %{customdata[4]:.3f} + position %{customdata[5]:.3f}" : "";
+  const scores = raw ? `<br>raw q·kᵀ %{customdata[2]:.3f}${split}<br>${scaledLabel} %{customdata[3]:.3f}` : "";
   const gap = T <= 24 ? 1 : 0;
   const trace = {
     type: "heatmap",

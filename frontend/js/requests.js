@@ -2,7 +2,7 @@
 // all-heads grid, the chosen head (whole, or max-pooled for a long text), the exact cells of a
 // zoomed block, the predictions alone, and the JSON export. data.js and export.js send them.
 
-import { currentGrid, scaleParam } from "./state.js";
+import { attentionLayers, currentGrid, scaleParam } from "./state.js";
 import { viewById } from "./views.js";
 
 /** Thumbnails of the grid are at most this many cells a side (max-pooled on the server). */
@@ -98,8 +98,20 @@ export function detailRequest(state) {
     text: state.text,
     layers: [state.layer],
     heads: [state.head],
-    // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one)
-    include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", "stats", "q", "k"],
+    // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one); the content
+    // and position parts of q·kᵀ: sent only by multi-head latent attention (DeepSeek)
+    include: [
+      "pattern",
+      "pattern_unscaled",
+      "attn_scores_raw",
+      "attn_scores_content",
+      "attn_scores_position",
+      "attn_scores_uncapped",
+      "attn_scores",
+      "stats",
+      "q",
+      "k",
+    ],
     encoding: "b64",
     precision: T >= HALF_PRECISION_FROM ? "f2" : "f4",
     causal: state.causal,
@@ -139,8 +151,11 @@ export function exportWhole(state) {
   if (!model || !limit) return true;
   const T = tokenBound(state);
   // the T×T fields; attn_scores_uncapped comes only from layers with a softcap: the server counts it only then
-  const matrices = fieldNames(model, "weights", "scores").filter((name) => name !== "attn_scores_uncapped" || model.softcap != null).length;
-  return model.n_layer * model.n_head * matrices * T * T <= limit;
+  // MLA's two parts of q·kᵀ only from a model that has them (`score_parts`)
+  const sent = (name) =>
+    (name !== "attn_scores_uncapped" || model.softcap != null) && (!["attn_scores_content", "attn_scores_position"].includes(name) || model.score_parts);
+  const matrices = fieldNames(model, "weights", "scores").filter(sent).length;
+  return attentionLayers(model).length * model.n_head * matrices * T * T <= limit;
 }
 
 /**

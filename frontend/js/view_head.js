@@ -67,6 +67,7 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
     layer: state.layer,
     head: state.head,
     sinkMass: block > 1 ? null : (head.sink_mass ?? null), // a learned sink's share of each row, its own column
+    parts: block === 1 && head.attn_scores_content ? [head.attn_scores_content, head.attn_scores_position] : null, // MLA
     ...extra,
   };
   return block > 1 ? pooledHeatmapFigure({ ...args, block }) : headHeatmapFigure(args);

@@ -116,7 +116,8 @@ def test_every_field_for_one_head(client):
     (hv,) = data["layers"][0]["heads"]
     assert hv["head"] == 0
     # fixed order, whatever the include order; a model without a softcap has no scores before it, one without sinks no sink_mass
-    assert list(hv) == ["head", *(f for f in FIELDS if f not in ("attn_scores_uncapped", "sink_mass"))]
+    only_some = ("attn_scores_uncapped", "sink_mass", "attn_scores_content", "attn_scores_position")  # softcap, sinks, MLA
+    assert list(hv) == ["head", *(f for f in FIELDS if f not in only_some)]
     for name in ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled"):
         assert len(hv[name]) == T and all(len(row) == T for row in hv[name])
     for name in ("q", "k", "v"):

@@ -246,3 +246,29 @@ def test_a_hybrid_is_numbered_as_the_model_numbers_it(family_dirs, clients):
     step = c.post("/api/generate", json={"text": "The cat", "max_new_tokens": 1}).text.splitlines()[0]
     rows = json.loads(step)["attention"]
     assert [row is None for row in rows] == [True, False, True, False]
+
+
+@pytest.mark.parametrize("encoding", ["json", "b64"])
+def test_mla_sends_q_k_and_v_at_their_sizes_and_the_score_in_two_parts(encoding, clients):
+    """DeepSeek V3: q and k of 8 no-RoPE + 4 RoPE dimensions, v of 8; the content part of q·kᵀ is
+    the no-RoPE halves' product, the position part the RoPE halves', and they sum to the raw score."""
+    c = clients["deepseek_v3"]
+    info = c.get("/api/model").json()
+    assert (info["head_dim"], info["qk_head_dim"], info["v_head_dim"], info["score_parts"]) == (12, 12, 8, True)
+    fields = ["q", "k", "v", "attn_scores_raw", "attn_scores_content", "attn_scores_position"]
+    data = attention(c, text=TEXT, include=fields, top_k=0, encoding=encoding)
+    read = decode if encoding == "b64" else (lambda x: np.array(x, dtype=np.float64))
+    mask = read(data["mask"]).astype(bool)
+    for lv in data["layers"]:
+        for hv in lv["heads"]:
+            q, k, v = read(hv["q"]), read(hv["k"]), read(hv["v"])
+            assert q.shape[1] == k.shape[1] == 12 and v.shape[1] == 8
+            raw, content, position = (read(hv[n]) for n in fields[3:])
+            tol = dict(rtol=1e-4, atol=2e-3)
+            np.testing.assert_allclose((q[:, :8] @ k[:, :8].T)[mask], content[mask], **tol)
+            np.testing.assert_allclose((q[:, 8:] @ k[:, 8:].T)[mask], position[mask], **tol)
+            np.testing.assert_allclose((content + position)[mask], raw[mask], **tol)
+            assert np.isnan(content[~mask]).all() and np.isnan(position[~mask]).all()
+    # a model without MLA sends neither part
+    plain = attention(clients["llama"], text=TEXT, include=fields, top_k=0)
+    assert all(n not in hv for lv in plain["layers"] for hv in lv["heads"] for n in fields[4:])

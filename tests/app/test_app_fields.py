@@ -37,7 +37,9 @@ def decimals_of(values) -> int:
 
 def test_every_field_arrives_masked_and_rounded_as_its_kind_says(client):
     # attn_scores_uncapped only a softcapped model has, sink_mass only a model with sinks (tests/app/test_app_families.py)
-    everything = [f.name for f in HEAD_FIELDS if f.name not in ("attn_scores_uncapped", "sink_mass")]
+    # and MLA's two parts of q·kᵀ only an MLA model (tests/app/test_app_families.py)
+    only_some = ("attn_scores_uncapped", "sink_mass", "attn_scores_content", "attn_scores_position")
+    everything = [f.name for f in HEAD_FIELDS if f.name not in only_some]
     data = attention(client, text="The cat sat on the mat. The cat", include=everything, top_k=0)
     mask = np.array(data["mask"], dtype=bool)
     kinds = {f.name: f.kind for f in HEAD_FIELDS}

@@ -1,0 +1,48 @@
+"""The page on multi-head latent attention (DeepSeek V3, built in the test): the badge gives q/k
+and v their own sizes, and the head heatmap's hover splits each raw score into its content
+(no-RoPE) and position (RoPE) parts, the server's numbers, which sum to it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from attnscope_live import LiveServer, post_json
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.browser
+
+from tests.familykit import build  # noqa: E402
+
+SENTENCE = "The cat sat on the mat. The dog sat on the log."
+
+
+@pytest.fixture(scope="module")
+def mla_server(tmp_path_factory, server):
+    s = LiveServer(build("deepseek_v3", tmp_path_factory.mktemp("mla") / "deepseek_v3"), threads=1)
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        s.stop()
+
+
+def test_the_hover_splits_each_raw_score_into_content_and_position(tab, mla_server):
+    tab.base_url = mla_server.url
+    tab.open("/#layer=1&head=2&text=" + quote(SENTENCE))
+    assert "d_k 12, d_v 8" in tab.page.get_by_test_id("model-info").inner_text()
+    trace = tab.figure("head-heatmap")["data"][0]
+    assert "= content %{customdata[4]:.3f} + position %{customdata[5]:.3f}" in trace["hovertemplate"]
+    include = ["attn_scores_raw", "attn_scores_content", "attn_scores_position"]
+    body = {"text": SENTENCE, "layers": [1], "heads": [2], "include": include, "top_k": 0}
+    head = post_json(tab.base_url + "/api/attention", body)["layers"][0]["heads"][0]
+    i, j = 6, 2  # a visible cell
+    label_i, label_j, raw, _, content, position = trace["customdata"][i][j]
+    assert [raw, content, position] == pytest.approx([head[n][i][j] for n in include], abs=1e-3)
+    assert content + position == pytest.approx(raw, abs=2e-3)
+    assert not tab.unexpected_console_errors()
