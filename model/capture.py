@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .fields import MATRIX_FIELDS, ROW_FIELDS, SCORE_FIELDS, SCORE_PARTS, VECTOR_FIELDS
+from .fields import LAYER_DEPENDENT, MATRIX_FIELDS, ROW_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
 from .pooling import Pool, thumbnail_block, thumbnails
 from .stats import STAT_SCALARS, HeadStats
 
@@ -121,11 +121,11 @@ class Capture:
     # ---------------------------------------------------------------- one layer, block by block
 
     def begin(
-        self, layer: int, q, k, v, mask, divisor: float, softcap=None, window=None, sink_logit=None, score_parts=False
+        self, layer: int, q, k, v, mask, divisor: float, softcap=None, window=None, sink_logit=None, extras=frozenset()
     ) -> None:
         """``q, k, v`` (1, nh, T|S, hs) of the layer (k and v one per query head), ``mask`` (T, S) bool,
-        ``sink_logit`` (nh,) where the layer has learned sinks, ``score_parts`` where its steps split
-        q·kᵀ in two (MLA)."""
+        ``sink_logit`` (nh,) where the layer has learned sinks, ``extras`` the steps only some layers
+        compute that this one does (:data:`~model.fields.LAYER_DEPENDENT`)."""
         sel = self.sel
         T, S = mask.shape
         st = _LayerState(layer=layer, mask=mask, q=q[0], k=k[0], v=v[0])
@@ -142,9 +142,9 @@ class Capture:
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
-            for name in self._matrices(sel.fields, softcap, score_parts):
+            for name in self._matrices(sel.fields, extras):
                 st.full[name] = _blank(name, len(heads), T, S, q.device)
-            for name in self._rows(sel.fields, sink_logit):
+            for name in self._rows(sel.fields, extras):
                 st.full[name] = torch.zeros(len(heads), T, device=q.device)
             for name in sel.fields & set(VECTOR_FIELDS):
                 self._keep(st.cap, "field", name, _pick(getattr(st, name), st.head_index))
@@ -153,7 +153,7 @@ class Capture:
             h = sel.focus[1]
             st.focus_index = _index([h], -1, q.device)
             st.focus = True
-            names = self._matrices(sel.focus_fields, softcap, score_parts)
+            names = self._matrices(sel.focus_fields, extras)
             self.focus, self.focus_pooled, self.focus_region = {}, None, None
             self.focus_mask = host_mask
             if sel.focus_thumbnail:
@@ -168,7 +168,7 @@ class Capture:
             if not sel.focus_thumbnail and sel.focus_region is None:
                 st.focus_full = {n: _blank(n, 1, T, S, q.device) for n in names}
                 st.focus_full.update(
-                    {n: torch.zeros(1, T, device=q.device) for n in self._rows(sel.focus_fields, sink_logit)}
+                    {n: torch.zeros(1, T, device=q.device) for n in self._rows(sel.focus_fields, extras)}
                 )
             for name in sel.focus_fields & set(VECTOR_FIELDS):
                 self._keep(self, "focus", name, _pick(getattr(st, name), st.focus_index)[0])
@@ -305,24 +305,15 @@ class Capture:
         return self._mask_thumbnails[key]
 
     @staticmethod
-    def _rows(names, sink_logit) -> list[str]:
-        """The per-row fields to keep: ``sink_mass`` from a layer with sinks, asked for or sent beside ``pattern``."""
-        if sink_logit is None:
-            return []
-        return [n for n in ROW_FIELDS if n in names or "pattern" in names]
+    def _rows(names, extras) -> list[str]:
+        """The per-row fields to keep (``sink_mass``, ``gate``): from a layer that has them, asked for or sent beside ``pattern``."""
+        return [n for n in ROW_FIELDS if n in extras and (n in names or "pattern" in names)]
 
     @staticmethod
-    def _matrices(names, softcap, score_parts=False) -> list[str]:
-        """The matrices to keep: ``attn_scores_uncapped`` only from a layer with a softcap (without
-        one it would repeat ``attn_scores``), MLA's two parts of q·kᵀ only from a layer that has
-        them, never ``stats`` (taken apart)."""
-        return [
-            n
-            for n in MATRIX_FIELDS
-            if n in names
-            and (n != "attn_scores_uncapped" or softcap is not None)
-            and (n not in SCORE_PARTS or score_parts)
-        ]
+    def _matrices(names, extras) -> list[str]:
+        """The matrices to keep, never ``stats`` (taken apart); those only some layers compute
+        (``attn_scores_uncapped`` from a softcap, MLA's two parts of q·kᵀ) only from a layer that does."""
+        return [n for n in MATRIX_FIELDS if n in names and (n not in LAYER_DEPENDENT or n in extras)]
 
 
 @dataclass

@@ -72,6 +72,13 @@ HEAD_FIELDS = (
         "per query: the weight the layer's learned attention sink took (gpt-oss), 1 − the pattern row's sum; "
         "sent with pattern by layers with sinks, absent elsewhere",
     ),
+    HeadField(
+        "gate",
+        "rows",
+        5,
+        "per query: the head's output gate (Qwen3-Next: sigmoid of a learned projection, multiplying the head's "
+        "output before o_proj), its mean over the head's dimensions; sent with pattern by gated layers, absent elsewhere",
+    ),
     HeadField("stats", "stats", None, "per-head statistics"),
     HeadField("q", "vectors", 4, "T×head_dim"),
     HeadField("k", "vectors", 4, "T×head_dim (after rotary; the key/value head this query head reads)"),
@@ -83,6 +90,8 @@ WEIGHT_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "weights")
 SCORE_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "scores")  # NaN where masked
 MATRIX_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind in ("weights", "scores"))  # T×T
 SCORE_PARTS = ("attn_scores_content", "attn_scores_position")  # MLA only: attn_scores_raw in two parts
+# what only some layers compute (a softcap, learned sinks, MLA, output gates): kept where a layer's steps have it
+LAYER_DEPENDENT = ("attn_scores_uncapped", "sink_mass", *SCORE_PARTS, "gate")
 VECTOR_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "vectors")
 ROW_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "rows")
 DECIMALS = {f.name: f.decimals for f in HEAD_FIELDS if f.decimals is not None}

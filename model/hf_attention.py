@@ -116,6 +116,11 @@ def attnscope_attention(
     sink_logit = kwargs.get("s_aux")  # (nh,) gpt-oss: a learned logit per head, a column of every row's softmax
     # multi-head latent attention (DeepSeek): q and k are [no-RoPE part | RoPE part]; q·kᵀ splits in two
     nope = getattr(module, "qk_nope_head_dim", None) if getattr(module, "qk_rope_head_dim", None) else None
+    gate = output_gate(module, B, T, nh, hs)  # (B, nh, T) or None: Qwen3-Next's gate on each head's output
+    extras = {"attn_scores_uncapped"} if softcap is not None else set()
+    extras |= {"sink_mass"} if sink_logit is not None else set()
+    extras |= {"attn_scores_content", "attn_scores_position"} if nope is not None else set()
+    extras |= {"gate"} if gate is not None else set()
 
     def softmax(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(B, nh, t, s) scores -> the pattern (B, nh, t, s) and, with a sink, its weight (B, nh, t)."""
@@ -164,6 +169,7 @@ def attnscope_attention(
                 pattern=pattern,
                 pattern_unscaled=pattern_unscaled,
                 sink_mass=sink_mass,
+                gate=None if gate is None else gate[:, :, q0:q1],
                 z=z,
             )
 
@@ -175,11 +181,43 @@ def attnscope_attention(
             logits = None if sink_logit is None else sink_logit.detach().float()
             z = traced_attention(
                 sink, layer, query, k, v, mask, divisor, steps, opts.causal, softcap, window, sink_logit=logits,
-                score_parts=nope is not None,
+                extras=frozenset(extras),
             )
 
     z = ablate_heads(z, layer, opts)  # switched-off heads, before o_proj
     return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects
+
+
+GATE_INPUT = "_attnscope_q_proj_out"  # where a gated layer's q_proj output waits for the attention function
+
+
+def watch_output_gates(model: torch.nn.Module) -> int:
+    """Qwen3-Next's gated attention: ``q_proj`` makes each head's query and a gate of the same size
+    side by side; after the attention function the head's output is multiplied by sigmoid(gate),
+    outside anything the attention function sees. A forward hook on each such ``q_proj`` leaves its
+    output on the attention module for :func:`output_gate`. Returns how many layers are gated."""
+    n = 0
+    for module in model.modules():
+        q_proj, o_proj = getattr(module, "q_proj", None), getattr(module, "o_proj", None)
+        head_dim = getattr(module, "head_dim", None)
+        if q_proj is None or o_proj is None or not head_dim or not hasattr(q_proj, "out_features"):
+            continue
+        if q_proj.out_features != 2 * o_proj.in_features:  # a query and a gate per head
+            continue
+        q_proj.register_forward_hook(lambda _m, _inp, out, owner=module: setattr(owner, GATE_INPUT, out))
+        n += 1
+    return n
+
+
+def output_gate(module: torch.nn.Module, B: int, T: int, nh: int, hs: int) -> torch.Tensor | None:
+    """(B, nh, T): each head's output gate at each query, sigmoid averaged over the head's dimensions;
+    None for a layer without one. Taken (and let go) from what :func:`watch_output_gates` left."""
+    out = getattr(module, GATE_INPUT, None)
+    if out is None:
+        return None
+    setattr(module, GATE_INPUT, None)
+    logits = out.view(B, T, nh, 2 * hs)[..., hs:]  # (B, T, nh, hs): the gate half of each head's projection
+    return torch.sigmoid(logits.float()).mean(-1).transpose(1, 2)  # (B, nh, T)
 
 
 _registered = False

@@ -18,7 +18,7 @@ from torch.nn import functional as F
 
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
-from .hf_attention import IMPLEMENTATION, recording, register
+from .hf_attention import IMPLEMENTATION, recording, register, watch_output_gates
 from .options import AttentionOptions
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
@@ -41,6 +41,7 @@ class TransformersBackend:
         self.trunk = model.base_model if model.base_model is not model else getattr(model, "model", model)
         self.tokenizer = tokenizer
         self.device = device
+        gated = watch_output_gates(model)
         cfg = model.config
         self.family = str(cfg.model_type)
 
@@ -81,6 +82,7 @@ class TransformersBackend:
             head_dim=head_dim,
             v_head_dim=int(first.v.shape[-1]),
             score_parts=first.attn_scores_content is not None,
+            output_gates=gated > 0,
             d_model=d_model,
             layer_divisors=divisors,
             layer_divisor_rules=layer_divisor_rules(cfg, head_dim, divisors),

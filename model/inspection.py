@@ -71,6 +71,7 @@ class Trace:
     layer_masks: torch.Tensor | None = None  # (L, T, T): sliding-window layers differ from ``mask``
     sink_mass: torch.Tensor | None = None  # (L, nh, T): each row's weight on a learned sink (gpt-oss); None: no sinks
     sink_logit: torch.Tensor | None = None  # (L, nh): each head's sink logit
+    gate: torch.Tensor | None = None  # (L, nh, T): each head's mean output gate per query (Qwen3-Next); None: no gates
 
     @property
     def n_tokens(self) -> int:
@@ -130,6 +131,7 @@ def inspect(model, tokenizer, text: str, causal: bool = True, scale: Scale = "mo
         layer_masks=torch.stack([t.mask for t in traces]),
         sink_mass=_stack(traces, "sink_mass") if traces[0].sink_mass is not None else None,
         sink_logit=torch.stack([t.sink_logit for t in traces]) if traces[0].sink_logit is not None else None,
+        gate=_stack(traces, "gate") if traces[0].gate is not None else None,
         **{
             name: _stack(traces, name)
             for name in ("q", "k", "v", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled", "z")

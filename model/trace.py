@@ -48,6 +48,7 @@ class AttentionTrace:
     sink_mass: torch.Tensor | None = None  # (B, nh, T) the weight a learned sink took from each row (gpt-oss)
     attn_scores_content: torch.Tensor | None = None  # (B, nh, T, T) MLA: q·kᵀ of the no-RoPE parts
     attn_scores_position: torch.Tensor | None = None  # (B, nh, T, T) MLA: q·kᵀ of the RoPE parts
+    gate: torch.Tensor | None = None  # (B, nh, T) the mean output gate of each head and query (Qwen3-Next)
     sink_logit: torch.Tensor | None = None  # (nh,) each head's learned sink logit; None: no sinks
 
 
@@ -93,12 +94,14 @@ def masked_scores(
 
 
 def traced_attention(
-    trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None, sink_logit=None, score_parts=False
+    trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None, sink_logit=None, extras=frozenset()
 ):
     """The explicit path into ``trace``; returns z ``(B, nh, T, hs)``.
 
     ``steps(q0, q1, s)`` computes the named steps of query rows ``q0 .. q1`` over the first ``s``
-    keys (and ``sink_mass``, each row's weight on a learned sink, where ``sink_logit`` is given). A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
+    keys (and ``sink_mass``, each row's weight on a learned sink, where ``sink_logit`` is given);
+    ``extras`` names the steps only some layers have (:data:`model.fields.LAYER_DEPENDENT`) that
+    this layer's ``steps`` compute. A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
     (:class:`model.capture.Capture`) gets them a block of rows at a time (``trace.blocks``) and
     reduces each block as it comes, so no ``(nh, T, S)`` tensor ever exists; with a causal mask a
     block's keys stop at its last query (every later key is masked for all its rows).
@@ -121,7 +124,7 @@ def traced_attention(
             )
         )
         return st["z"]
-    trace.begin(layer, q, k, v, mask, divisor, softcap, window, sink_logit, score_parts)
+    trace.begin(layer, q, k, v, mask, divisor, softcap, window, sink_logit, extras)
     zs = []
     for q0, q1 in trace.blocks(T, S, q.shape[1]):
         st = steps(q0, q1, min(S, S - T + q1) if causal else S)

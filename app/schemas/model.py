@@ -61,6 +61,9 @@ class ModelInfo(BaseModel):
     head_dim: int = Field(description="of q and k: the dimension of q·kᵀ (d_k)")
     qk_head_dim: int = Field(description="head_dim, by the name MLA models give it (no-RoPE part + RoPE part)")
     v_head_dim: int = Field(description="of v: head_dim, except in multi-head latent attention (DeepSeek)")
+    output_gates: bool = Field(
+        description="true where a sigmoid gate scales each head's output before o_proj (Qwen3-Next): `gate` comes with `pattern`"
+    )
     score_parts: bool = Field(
         description="true for multi-head latent attention: attn_scores_content + attn_scores_position = attn_scores_raw can be asked for"
     )

@@ -297,30 +297,41 @@ export function headHeatmapFigure(args) {
     title: heatmapTitle(title),
     uirevision: uirevision ?? `${T}`,
   });
-  if (args.sinkMass) addSinkColumn(data, layout, { sinkMass: args.sinkMass, labels, zmax, gap, layer, head });
+  const columns = [
+    // a learned attention sink (gpt-oss): each row's weight on the sink, the share its keys' weights lack
+    args.sinkMass && { name: "sink", values: args.sinkMass, hover: "<b>%{customdata[0]}</b> → the sink<br>weight %{z:.4f}: this row's keys share the rest" },
+    // an output gate (Qwen3-Next): what the head's output at this query is multiplied by, on average
+    args.gate && { name: "gate", values: args.gate, hover: "<b>%{customdata[0]}</b><br>output gate %{z:.4f}: the head's output here is scaled by it (mean over its dimensions) before o_proj" },
+  ].filter(Boolean);
+  if (columns.length) addRowColumns(data, layout, columns, { labels, zmax, gap, layer, head });
   return { data, layout };
 }
 
 /**
- * A learned attention sink (gpt-oss) as its own column right of the keys: each row's weight on
- * the sink, the share its keys' weights lack (the answer's `sink_mass`), in the weights' colours.
+ * One number per query row (the answer's `sink_mass`, `gate`) as a narrow column of its own right
+ * of the keys, each in the weights' colours and named on top.
  */
-function addSinkColumn(data, layout, { sinkMass, labels, zmax, gap, layer, head }) {
-  layout.xaxis.domain = [0, 0.9];
-  layout.xaxis2 = { domain: [0.93, 1], side: "top", fixedrange: true, tickvals: [0], ticktext: ["sink"], tickfont: { size: 11 }, showgrid: false, zeroline: false };
-  data.push({
-    type: "heatmap",
-    name: "sink",
-    xaxis: "x2",
-    yaxis: "y",
-    z: Array.from(sinkMass, (m) => [m]),
-    x: [0],
-    customdata: labels.map((l) => [l]),
-    colorscale: WEIGHT_SCALE,
-    zmin: 0,
-    zmax,
-    showscale: false,
-    ygap: gap,
-    hovertemplate: `<b>%{customdata[0]}</b> → the sink<br>weight %{z:.4f}: this row's keys share the rest<extra>L${layer} · H${head}</extra>`,
+function addRowColumns(data, layout, columns, { labels, zmax, gap, layer, head }) {
+  const width = 0.07;
+  layout.xaxis.domain = [0, 1 - (width + 0.03) * columns.length];
+  columns.forEach((c, n) => {
+    const axis = `x${n + 2}`;
+    const left = 1 - (width + 0.03) * (columns.length - n) + 0.03;
+    layout[`xaxis${n + 2}`] = { domain: [left, left + width], side: "top", fixedrange: true, tickvals: [0], ticktext: [c.name], tickfont: { size: 11 }, showgrid: false, zeroline: false };
+    data.push({
+      type: "heatmap",
+      name: c.name,
+      xaxis: axis,
+      yaxis: "y",
+      z: Array.from(c.values, (m) => [m]),
+      x: [0],
+      customdata: labels.map((l) => [l]),
+      colorscale: WEIGHT_SCALE,
+      zmin: 0,
+      zmax,
+      showscale: false,
+      ygap: gap,
+      hovertemplate: `${c.hover}<extra>L${layer} · H${head}</extra>`,
+    });
   });
 }

@@ -25,7 +25,7 @@ export function chosenHead(state) {
   if (detail?.focus?.thumbnail) {
     // asked through `focus` (a long text): max-pooled cells, or exact ones where block is 1
     const d = headData(detail);
-    const head = { pattern: d.pattern, attn_scores_raw: d.raw, attn_scores: d.scores, stats: d.stats, sink_mass: d.sink_mass };
+    const head = { pattern: d.pattern, attn_scores_raw: d.raw, attn_scores: d.scores, stats: d.stats, sink_mass: d.sink_mass, gate: d.gate };
     if (d.pattern) return { response: detail, layer: d.layer, mask: d.mask, head, full: true, block: d.block };
   } else if (detail) {
     const h = detail.layers?.[0]?.heads?.[0];
@@ -67,6 +67,7 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
     layer: state.layer,
     head: state.head,
     sinkMass: block > 1 ? null : (head.sink_mass ?? null), // a learned sink's share of each row, its own column
+    gate: block > 1 ? null : (head.gate ?? null), // an output gate per query, its own column
     parts: block === 1 && head.attn_scores_content ? [head.attn_scores_content, head.attn_scores_position] : null, // MLA
     ...extra,
   };

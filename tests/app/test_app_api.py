@@ -12,6 +12,7 @@ import torch
 from appkit import BLOCK_SIZE, HEAD_DIM, N_HEAD, N_LAYER, attention
 from attnscope.app.schemas.attention import FIELDS
 from attnscope.app.service import build_service
+from attnscope.model.fields import LAYER_DEPENDENT
 from attnscope.model.inspection import inspect, masked_var, predictions, row_entropy
 from attnscope.model.registry import load_model
 from attnscope.model.stats import head_stats_arrays
@@ -116,7 +117,7 @@ def test_every_field_for_one_head(client):
     (hv,) = data["layers"][0]["heads"]
     assert hv["head"] == 0
     # fixed order, whatever the include order; a model without a softcap has no scores before it, one without sinks no sink_mass
-    only_some = ("attn_scores_uncapped", "sink_mass", "attn_scores_content", "attn_scores_position")  # softcap, sinks, MLA
+    only_some = LAYER_DEPENDENT  # a softcap, sinks, MLA, output gates
     assert list(hv) == ["head", *(f for f in FIELDS if f not in only_some)]
     for name in ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled"):
         assert len(hv[name]) == T and all(len(row) == T for row in hv[name])

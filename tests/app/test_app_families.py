@@ -234,6 +234,19 @@ def test_a_hybrid_is_numbered_as_the_model_numbers_it(family_dirs, clients):
         for hv in lv["heads"]:
             assert np.abs(np.array(hv["pattern"]) - expected[0, hv["head"]].numpy()).max() <= 1e-4
     assert data["focus"]["pattern"] == data["layers"][1]["heads"][0]["pattern"]
+    # its output gates come with the pattern: the model's sigmoid gate, per head and query (a hook on q_proj)
+    seen = {}
+    for number in (1, 3):
+        q_proj = ref.model.layers[number].self_attn.q_proj
+        q_proj.register_forward_hook(lambda _m, _i, out, number=number: seen.__setitem__(number, out[0]))
+    with torch.no_grad():
+        ref(torch.tensor([data["token_ids"]]))
+    T, nh, hd = len(data["token_ids"]), info["n_head"], info["head_dim"]
+    for lv in data["layers"]:
+        gates = torch.sigmoid(seen[lv["layer"]].view(T, nh, 2 * hd)[..., hd:]).mean(-1).T.numpy()  # (nh, T)
+        for hv in lv["heads"]:
+            np.testing.assert_allclose(hv["gate"], gates[hv["head"]], atol=1e-5)
+    assert data["focus"]["gate"] == data["layers"][1]["heads"][0]["gate"]
     r = c.post("/api/attention", json={"text": TEXT, "layers": [2]})
     assert r.status_code == 422
     item = r.json()["detail"][0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from appkit import attention
-from attnscope.model.fields import DECIMALS, FIELD_NAMES, HEAD_FIELDS, MATRIX_FIELDS
+from attnscope.model.fields import DECIMALS, FIELD_NAMES, HEAD_FIELDS, LAYER_DEPENDENT, MATRIX_FIELDS
 
 
 def test_the_model_route_sends_the_table(client):
@@ -37,9 +37,8 @@ def decimals_of(values) -> int:
 
 def test_every_field_arrives_masked_and_rounded_as_its_kind_says(client):
     # attn_scores_uncapped only a softcapped model has, sink_mass only a model with sinks (tests/app/test_app_families.py)
-    # and MLA's two parts of q·kᵀ only an MLA model (tests/app/test_app_families.py)
-    only_some = ("attn_scores_uncapped", "sink_mass", "attn_scores_content", "attn_scores_position")
-    everything = [f.name for f in HEAD_FIELDS if f.name not in only_some]
+    # MLA's two parts of q·kᵀ only an MLA model, gate only a gated one (tests/app/test_app_families.py)
+    everything = [f.name for f in HEAD_FIELDS if f.name not in LAYER_DEPENDENT]
     data = attention(client, text="The cat sat on the mat. The cat", include=everything, top_k=0)
     mask = np.array(data["mask"], dtype=bool)
     kinds = {f.name: f.kind for f in HEAD_FIELDS}

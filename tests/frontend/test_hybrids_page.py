@@ -126,3 +126,19 @@ def test_effects_roles_and_continue_draw_the_layers_with_heads(layered_tab):
     tab.settle()
     assert page.get_by_test_id("layer-select").input_value() == "1"
     assert not tab.unexpected_console_errors()
+
+
+def test_a_gated_head_shows_its_output_gate_beside_the_pattern(layered_tab):
+    """Qwen3-Next scales each head's output by a sigmoid gate: the pattern alone overstates what
+    the head writes, so the gate of every query stands in a column of its own, the server's numbers."""
+    tab = layered_tab
+    if tab.kind != "qwen3_next":
+        pytest.skip("no output gates in this model")
+    tab.open("/#layer=3&head=1&text=" + quote(SENTENCE))
+    fig = tab.figure("head-heatmap")
+    gate = next(t for t in fig["data"] if t.get("name") == "gate")
+    body = {"text": SENTENCE, "layers": [3], "heads": [1], "include": ["pattern"], "top_k": 0}
+    served = post_json(tab.base_url + "/api/attention", body)["layers"][0]["heads"][0]["gate"]
+    assert [row[0] for row in gate["z"]] == pytest.approx(served, abs=1e-5)
+    assert "output gate" in gate["hovertemplate"]
+    assert not tab.unexpected_console_errors()

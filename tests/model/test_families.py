@@ -203,6 +203,27 @@ def test_learned_sinks_take_their_share_of_every_row_as_the_model_does(family_di
     torch.testing.assert_close(open_.pattern.sum(-1) + open_.sink_mass, torch.ones_like(open_.sink_mass))
 
 
+def test_the_output_gate_is_the_models_sigmoid_gate_of_each_head_and_query(family_dirs, loaded):
+    """Qwen3-Next multiplies each head's output by sigmoid(gate) before o_proj, the gate made by
+    q_proj beside the query. The oracle: transformers' eager model with a hook on q_proj."""
+    lm = loaded["qwen3_next"]
+    assert lm.facts.output_gates and not loaded["llama"].facts.output_gates
+    tr = inspect(lm.backend, None, TEXT)
+    ref = AutoModelForCausalLM.from_pretrained(family_dirs["qwen3_next"], attn_implementation="eager")
+    seen = {}
+    for number in lm.facts.attention_layers:
+        q_proj = ref.model.layers[number].self_attn.q_proj
+        q_proj.register_forward_hook(lambda _m, _i, out, number=number: seen.__setitem__(number, out[0]))
+    with torch.no_grad():
+        ref(torch.tensor([tr.token_ids]))
+    nh, hd, T = lm.facts.n_head, lm.facts.head_dim, len(tr.token_ids)
+    for i, number in enumerate(lm.facts.attention_layers):
+        gate = torch.sigmoid(seen[number].view(T, nh, 2 * hd)[..., hd:])  # (T, nh, hd): the model's own gate
+        torch.testing.assert_close(tr.gate[i], gate.mean(-1).T)  # (nh, T)
+    assert 0 < tr.gate.min() and tr.gate.max() < 1 and tr.gate.std() > 0.01  # gates that differ: worth showing
+    assert inspect(loaded["llama"].backend, None, TEXT).gate is None
+
+
 def test_not_supported_models_say_why(tmp_path):
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
