@@ -43,6 +43,11 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     from .cli_gguf import add_ollama_option
 
     parser.add_argument("--checkpoint", help="checkpoint directory or .gguf file (default: the shipped model)")
+    parser.add_argument(
+        "--model",
+        metavar="ORG/NAME[@REVISION]",
+        help="a model by its Hugging Face name: from the local Hub cache, else downloaded (HF_HUB_OFFLINE honoured)",
+    )
     add_ollama_option(parser)
     parser.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32; bf16/fp16 on a GPU")
@@ -71,11 +76,12 @@ def command_settings(
     status 1 for a model Ollama has not pulled (the message after ``refused``).
     """
     from ..model.checkpoint import CheckpointError
-    from .cli_gguf import UsageError, ollama_checkpoint
+    from .cli_gguf import UsageError, hub_checkpoint, ollama_checkpoint
     from .settings import Settings
 
     try:
         args.checkpoint = ollama_checkpoint(args)
+        args.checkpoint = hub_checkpoint(args)
     except UsageError as e:
         raise Failure(str(e), EXIT_USAGE) from None
     except CheckpointError as e:

@@ -83,7 +83,8 @@ def show(
 
     ``show(text)``: the shipped model. ``show(text, model=m, tokenizer=tok)``: a transformers causal
     LM you loaded (any family attnscope opens, on its device). ``show(text, checkpoint=PATH)``: a
-    checkpoint folder or ``.gguf`` file.
+    checkpoint folder or ``.gguf`` file; ``show(text, model="ORG/NAME")``: a model by its Hugging
+    Face name (the Hub cache first, as ``from_pretrained``).
     """
     from .widget import AttnScope
 

@@ -96,10 +96,18 @@ _services: dict[Any, Any] = {}
 
 def service_for(model=None, tokenizer=None, checkpoint=None, device: str | None = "cpu"):
     """The :class:`~attnscope.app.service.Service` for the shipped model (nothing given), a
-    checkpoint folder or ``.gguf`` file (``checkpoint=``), a model object (``model=`` and
+    checkpoint folder or ``.gguf`` file (``checkpoint=``), a model by its Hugging Face name
+    (``model="ORG/NAME[@REVISION]"``: the Hub cache first), a model object (``model=`` and
     ``tokenizer=``) or an ``attnscope.load_model()`` result (``model=``); made once per model."""
     from ..model.backends import LoadedModel
     from .service import build_service
+
+    if isinstance(model, str):  # a name, as from_pretrained takes it
+        from ..model.hub import resolve_hub
+
+        if checkpoint is not None:
+            raise TypeError("give model= or checkpoint=, not both")
+        model, checkpoint = None, resolve_hub(model)
 
     if model is not None and checkpoint is not None:
         raise TypeError("give model= (with tokenizer=) or checkpoint=, not both")

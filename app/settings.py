@@ -3,6 +3,7 @@
 | variable | default | meaning |
 | --- | --- | --- |
 | ``ATTNSCOPE_CHECKPOINT`` | the shipped model | checkpoint directory, or a ``.gguf`` file (or a folder holding one) |
+| ``ATTNSCOPE_MODEL`` | unset | a model by its Hugging Face name, ``ORG/NAME[@REVISION]`` (the Hub cache first; the checkpoint wins when both are set) |
 | ``ATTNSCOPE_DEVICE`` | auto | ``cpu``, ``cuda``, ``cuda:1``, ``auto`` (CUDA when present) |
 | ``ATTNSCOPE_DTYPE`` | fp32 | ``fp32``; on a GPU also ``bf16`` or ``fp16`` |
 | ``ATTNSCOPE_HOST`` | ``127.0.0.1`` | address to bind; ``0.0.0.0`` only when asked (the container) |
@@ -22,10 +23,11 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ..model.checkpoint import SHIPPED
+from ..model.hub import resolve_hub
 from ..model.registry import context_tokens
 from .schemas.attention import MAX_MATRIX_CELLS
 
@@ -44,6 +46,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ATTNSCOPE_", env_ignore_empty=True, extra="ignore")
 
     checkpoint: Path | None = Field(None, description="checkpoint directory or .gguf file; unset = the shipped model")
+    model: str | None = Field(None, description="ORG/NAME[@REVISION] on the Hugging Face Hub (its cache first)")
     device: str | None = Field(None, description="cpu, cuda, cuda:N or auto")
     dtype: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="weights and activations; half only on a GPU")
     host: str = "127.0.0.1"
@@ -69,9 +72,19 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    _resolved: Path | None = PrivateAttr(None)
+
     @property
     def checkpoint_path(self) -> Path:
-        return self.checkpoint if self.checkpoint is not None else SHIPPED
+        """The folder or file to open: the checkpoint, else the Hub model's folder in the cache
+        (found, or downloaded, once; :class:`~model.checkpoint.CheckpointError` if neither), else the shipped model."""
+        if self.checkpoint is not None:
+            return self.checkpoint
+        if self.model:
+            if self._resolved is None:
+                self._resolved = resolve_hub(self.model)
+            return self._resolved
+        return SHIPPED
 
     def text_limit(self) -> int:
         """The longest ``text`` accepted, in characters: a guard only, since the real limit is the

@@ -72,6 +72,9 @@ def load_model(
         backend = load_transformers_dir(path, dev, dtype)
         if not any(path.glob("*.safetensors")):
             backend.facts.source_format = "pytorch"
+    from .hub import hub_name_of
+
+    backend.facts.name = hub_name_of(path) or backend.facts.name  # a Hub model by its name, not its commit
     return LoadedModel(backend=backend, path=path, training=read_training(path))
 
 

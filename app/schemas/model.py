@@ -93,6 +93,19 @@ class ModelInfo(BaseModel):
     )
 
 
+class LocalModel(BaseModel):
+    name: str = Field(description="as `--model`, `--ollama` or the file names it")
+    source: Literal["hub-cache", "ollama", "lm-studio", "dir"]
+    path: str | None = Field(description="its folder or file on this machine")
+    size_bytes: int | None
+    status: str = Field(description="'ok', or why it cannot be opened")
+    open_with: str = Field(description="the command that serves it")
+
+
+class ModelsResponse(BaseModel):
+    models: list[LocalModel]
+
+
 class HeadsResponse(BaseModel):
     roles: list[str]
     scores: list[list[list[float]] | None] = Field(
