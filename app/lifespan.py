@@ -11,6 +11,7 @@ import ctypes.util
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..model.checkpoint import CheckpointError
 from ..model.registry import load_model
+from .compute.models import started_with
 from .service import Service, build_service
 from .settings import Settings
 
@@ -38,6 +40,9 @@ class AppState:
         self.service: Service | None = None
         self.semaphore: anyio.Semaphore | None = None
         self.startup_error: str | None = None
+        self.started_with: dict | None = None  # the model the server started with, as GET /api/models lists models
+        self.switch: dict | None = None  # a model being loaded in its place: {"name", "status", "error"}
+        self.switch_lock = threading.Lock()
 
     @property
     def ready(self) -> bool:
@@ -106,6 +111,7 @@ def limit_heap_retention() -> bool:
 
 
 def load_service(settings: Settings) -> Service:
+    """The settings' model, loaded, with what is computed once (:func:`build_service`)."""
     lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
     limits = {"max_text_chars": settings.text_limit(), "max_matrix_cells": settings.max_matrix_cells}
     return build_service(lm, limits=limits)
@@ -125,6 +131,7 @@ async def lifespan(app: FastAPI):
         state.startup_error = f"attnscope: cannot start: {one_line(e)}"
         raise
     state.service = svc
+    state.started_with = started_with(settings.checkpoint_path, svc.info["name"])
     info = svc.info
     log.info(
         "attnscope: loaded %s (%d layers x %d heads, context %d) on %s; %d torch threads, %d at once",

@@ -1,15 +1,18 @@
 """``GET /api/model`` (the loaded model's description) and ``GET /api/heads`` (role scores per
-head): both computed once, at startup (:func:`attnscope.app.service.build_service`); ``GET
-/api/models``: the models on this machine that could be served (the Hub cache, Ollama, LM Studio)."""
+head): both computed once per model (:func:`attnscope.app.service.build_service`); ``GET
+/api/models``: the models on this machine that could be served (the Hub cache, Ollama, LM Studio);
+``POST /api/model``: serve another of them (:mod:`attnscope.app.compute.switch`)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
+from ...model.checkpoint import pick_device
 from ..compute.models import local_models
-from ..deps import ERRORS_GET, ServiceDep, StrictJSONRoute
+from ..compute.switch import available_bytes, check_memory, find_local, start_switch
+from ..deps import ERRORS_GET, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
-from ..schemas.model import HeadsResponse, ModelInfo, ModelsResponse
+from ..schemas.model import HeadsResponse, ModelInfo, ModelsResponse, SwitchRequest, SwitchStatus
 
 router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
 
@@ -26,8 +29,49 @@ async def heads(svc: ServiceDep) -> RawJSONResponse:
     return RawJSONResponse(svc.heads_json)
 
 
+def machine_models(state) -> list[dict]:
+    """What ``attnscope models`` finds, the model the server started with first (as listed there, or
+    as a folder of its own when it is not: the shipped model, a checkpoint)."""
+    found = local_models()
+    first = state.started_with
+    if first is None:
+        return found
+    listed = next((m for m in found if m["path"] == first["path"]), None)
+    return [listed or first] + [m for m in found if m is not listed]
+
+
 @router.get("/api/models", response_model=ModelsResponse, responses=ERRORS_GET)
-def models() -> dict:
-    """The models on this machine, as ``attnscope models`` lists them: the Hugging Face cache's causal
-    LMs and the GGUF files of Ollama and LM Studio (read from disk, no network)."""
-    return {"models": local_models()}
+def models(state: StateDep) -> dict:
+    """The models on this machine, as ``attnscope models`` lists them (the Hugging Face cache's causal
+    LMs, the GGUF files of Ollama and LM Studio; read from disk, no network), the one the server
+    started with first; which one is served, and a switch in progress (``POST /api/model``)."""
+    serving = state.service.info["name"] if state.service is not None else None
+    return {"models": machine_models(state), "serving": serving, "switch": state.switch}
+
+
+@router.post(
+    "/api/model",
+    status_code=202,
+    response_model=SwitchStatus,
+    responses={
+        **ERRORS_GET,
+        409: {"description": "another model is loading"},
+        422: {"description": "name is not a model on this machine (GET /api/models)"},
+        507: {"description": "the model does not fit in memory beside the current one"},
+    },
+)
+def switch_model(body: SwitchRequest, state: StateDep, svc: ServiceDep) -> dict:
+    """Serve another model of ``GET /api/models``: checked (on this machine, fits in memory beside the
+    current one, which keeps answering), then loaded in the background; 202 at once. ``GET
+    /api/models`` says when it is served (``serving``) or why it failed (``switch``)."""
+    from ..lifespan import load_service
+
+    entry = find_local(body.name, machine_models(state))
+    if entry["name"] == svc.info["name"]:
+        return {"name": entry["name"], "status": "serving"}
+    settings = state.settings
+    device = pick_device(settings.device)
+    check_memory(entry, settings.dtype, device, available_bytes(device))
+    update = {"checkpoint": entry["path"], "model": None}
+    start_switch(state, entry, lambda path: load_service(settings.model_copy(update=update)))
+    return {"name": entry["name"], "status": "loading"}

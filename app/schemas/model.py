@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ...model.fields import Kind
-from .common import optional_field
+from .common import Strict, optional_field
 
 
 class Limits(BaseModel):
@@ -102,8 +102,25 @@ class LocalModel(BaseModel):
     open_with: str = Field(description="the command that serves it")
 
 
+class SwitchState(BaseModel):
+    name: str
+    status: Literal["loading", "failed"]
+    error: str | None = Field(description="why the model could not be loaded (status failed)")
+
+
 class ModelsResponse(BaseModel):
-    models: list[LocalModel]
+    models: list[LocalModel] = Field(description="the model the server started with first, then the Hub cache, Ollama, LM Studio")
+    serving: str | None = Field(description="the name of the model answering now")
+    switch: SwitchState | None = Field(description="a model loading in its place (POST /api/model), or the last failure")
+
+
+class SwitchRequest(Strict):
+    name: str = Field(min_length=1, max_length=512, description="a `name` of GET /api/models")
+
+
+class SwitchStatus(BaseModel):
+    name: str
+    status: Literal["loading", "serving"] = Field(description="loading: poll GET /api/models; serving: already served")
 
 
 class HeadsResponse(BaseModel):

@@ -264,7 +264,18 @@ export function createData(app) {
     update();
   }
 
+  /** The server now serves another model: every answer was the old model's; load the new one's description and ask again. */
+  async function modelChanged() {
+    Object.assign(state, { grid: null, detail: null, region: null, effects: null, generation: null, roles: null, error: null });
+    askedKey = null;
+    modelReady = loadModel();
+    await modelReady;
+    loadRoles();
+    refreshNow();
+  }
+
   return {
+    modelChanged,
     fetchGrid,
     fetchDetail,
     fetchRegion,

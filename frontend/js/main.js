@@ -10,6 +10,7 @@ import { createData } from "./data.js";
 import { installEffects } from "./effects.js";
 import { installExport, renderExport } from "./export.js";
 import { installGenerate } from "./generate.js";
+import { installModelPicker } from "./modelpicker.js";
 import { renderSafely, resizeView } from "./render.js";
 import { createState, currentDetail, currentGrid, parseHash, toHash } from "./state.js";
 import { installGridPointer } from "./view_grid.js";
@@ -121,7 +122,13 @@ installGridPointer(app);
 installExport(app);
 for (const view of VIEWS) view.install?.(app);
 // switching heads off, head effects, generation (issue 18): cards drawn by every render
-els.cards.push(installAblation(app), installEffects(app), installGenerate(app), { draw: () => renderExport(state, els) });
+els.cards.push(
+  installModelPicker(app),
+  installAblation(app),
+  installEffects(app),
+  installGenerate(app),
+  { draw: () => renderExport(state, els) },
+);
 
 // A read-only handle for tests and the benchmark.
 window.attnscope = {

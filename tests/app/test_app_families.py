@@ -285,3 +285,28 @@ def test_mla_sends_q_k_and_v_at_their_sizes_and_the_score_in_two_parts(encoding,
     # a model without MLA sends neither part
     plain = attention(clients["llama"], text=TEXT, include=fields, top_k=0)
     assert all(n not in hv for lv in plain["layers"] for hv in lv["heads"] for n in fields[4:])
+
+
+def test_rollout_over_the_api_is_the_papers_product(family_dirs, clients):
+    """POST /api/rollout: row `position` of the head-averaged attention multiplied through the layers
+    (Abnar & Zuidema), from eager's maps; a 422 naming the field for a position past the text."""
+    c = clients["llama"]
+    body = {"text": TEXT, "position": 5}
+    data = c.post("/api/rollout", json=body).json()
+    ref = AutoModelForCausalLM.from_pretrained(family_dirs["llama"], attn_implementation="eager")
+    ids = c.post("/api/attention", json={"text": TEXT, "layers": [], "include": [], "top_k": 0}).json()["token_ids"]
+    with torch.no_grad():
+        attentions = [a[0].double() for a in ref(torch.tensor([ids]), output_attentions=True).attentions]
+    for residual in (True, False):
+        data = c.post("/api/rollout", json={**body, "residual": residual}).json()
+        R = None
+        for layer, a in enumerate(attentions):
+            A = a.mean(0)
+            if residual:
+                A = 0.5 * A + 0.5 * torch.eye(len(ids), dtype=torch.float64)
+                A = A / A.sum(-1, keepdim=True)
+            R = A if R is None else A @ R
+            np.testing.assert_allclose(data["rollout"][layer], R[5].numpy(), atol=2e-5)
+        assert data["layers"] == [0, 1, 2] and data["position"] == 5 and data["residual"] is residual
+    r = c.post("/api/rollout", json={"text": TEXT, "position": 10**6})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "position"]

@@ -75,3 +75,64 @@ def test_a_notebook_names_the_model_as_from_pretrained_does(offline_hub):
 
     cap = capture(TEXT, model="tiny-org/tiny-qwen")
     assert cap["model"]["name"] == "tiny-org/tiny-qwen"
+
+
+def wait_for(c, predicate, timeout=60.0):
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        body = c.get("/api/models").json()
+        if predicate(body):
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"not reached: {body}")
+
+
+def test_a_served_model_switches_to_another_on_this_machine_and_back(offline_hub, checkpoint_dir, tmp_path, monkeypatch):
+    """POST /api/model: only a model GET /api/models lists, only when it fits beside the current
+    one; 202 at once, the current model answering until the new one is loaded; a model that
+    fails to load is said and the current one stays."""
+    with TestClient(create_app(Settings(checkpoint=checkpoint_dir, device="cpu", torch_threads=1))) as c:
+        started = c.get("/api/model").json()["name"]
+        listed = c.get("/api/models").json()
+        assert listed["serving"] == started and listed["switch"] is None
+        assert [m["name"] for m in listed["models"]][:2] == [started, "tiny-org/tiny-qwen"]
+        r = c.post("/api/model", json={"name": "tiny-org/nowhere"})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "name"]
+        assert "tiny-org/tiny-qwen" in r.json()["detail"][0]["msg"]  # what this machine has
+        # too big for the memory left: said with both sizes, nothing changes
+        monkeypatch.setattr("attnscope.app.routes.model.available_bytes", lambda device: 1024)
+        r = c.post("/api/model", json={"name": "tiny-org/tiny-qwen"})
+        assert r.status_code == 507 and "GiB" in r.json()["detail"][0]["msg"]
+        monkeypatch.undo()
+        monkeypatch.setenv("HF_HUB_CACHE", str(offline_hub))
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        r = c.post("/api/model", json={"name": "tiny-org/tiny-qwen"})
+        assert r.status_code == 202 and r.json() == {"name": "tiny-org/tiny-qwen", "status": "loading"}
+        wait_for(c, lambda b: b["serving"] == "tiny-org/tiny-qwen" and b["switch"] is None)
+        info = c.get("/api/model").json()
+        assert info["name"] == "tiny-org/tiny-qwen" and info["family"] == "qwen2"
+        assert c.post("/api/attention", json={"text": TEXT, "top_k": 1}).status_code == 200
+        # and back to the model it started with
+        assert c.post("/api/model", json={"name": started}).status_code == 202
+        wait_for(c, lambda b: b["serving"] == started)
+        assert c.post("/api/model", json={"name": started}).json()["status"] == "serving"
+
+
+def test_a_model_that_fails_to_load_is_said_and_the_current_one_stays(checkpoint_dir, tmp_path, monkeypatch):
+    cache = tmp_path / "hub"
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "llama", "architectures": ["LlamaForCausalLM"]}')
+    put_in_cache(cache, "tiny-org/broken", broken)  # a causal LM's config, and no weights
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "no-ollama"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with TestClient(create_app(Settings(checkpoint=checkpoint_dir, device="cpu", torch_threads=1))) as c:
+        started = c.get("/api/model").json()["name"]
+        assert c.post("/api/model", json={"name": "tiny-org/broken"}).status_code == 202
+        body = wait_for(c, lambda b: b["switch"] and b["switch"]["status"] == "failed")
+        assert body["serving"] == started and body["switch"]["name"] == "tiny-org/broken"
+        assert "tokenizer" in body["switch"]["error"] or "weights" in body["switch"]["error"]
+        assert c.get("/api/model").json()["name"] == started

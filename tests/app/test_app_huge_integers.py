@@ -10,6 +10,8 @@ BASE = {  # the smallest valid body of each route
     "/api/attention": {"text": "The cat sat on the mat.", "top_k": 1},
     "/api/head-effects": {"text": "The cat sat on the mat."},
     "/api/generate": {"text": "The cat", "max_new_tokens": 1},
+    "/api/rollout": {"text": "The cat sat on the mat."},
+    "/api/model": {"name": "attnscope-small"},
     "/api/lessons/bag-of-words": {"T": 4, "C": 2, "seed": 1},
     "/api/lessons/softmax-scaling": {"logits": [1.0, 2.0], "factor": 2.0},
     "/api/lessons/variance": {"head_size": 4, "T": 4, "seed": 1, "samples": 2},

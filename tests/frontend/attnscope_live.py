@@ -89,10 +89,13 @@ def checkpoint_dir():
 class LiveServer:
     """``python -m attnscope serve`` on a free local port, in a child process."""
 
-    def __init__(self, checkpoint: Path, port: int | None = None, threads: int = 1, log_path: Path | None = None):
+    def __init__(
+        self, checkpoint: Path, port: int | None = None, threads: int = 1, log_path: Path | None = None, env: dict | None = None
+    ):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.checkpoint = checkpoint
+        extra_env = env or {}
         env = dict(os.environ)
         env.update(
             ATTNSCOPE_CHECKPOINT=str(checkpoint),
@@ -100,6 +103,7 @@ class LiveServer:
             ATTNSCOPE_TORCH_THREADS=str(threads),
             PYTHONUNBUFFERED="1",
         )
+        env.update(extra_env)
         self.log_path = log_path or Path(tempfile.mkstemp(prefix="attnscope-server-", suffix=".log")[1])
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         # the product's own entry point: `python -m attnscope serve` (= `attnscope serve`)
@@ -192,6 +196,25 @@ FILLER = (
     "stops the whole operation. Small scripts inside the package may then create users, start services or "
     "update caches, and everything is written to a log so that an administrator can see later what changed. "
 )
+
+
+@contextmanager
+def serving(checkpoint: Path, kind: str | None = None, **options):
+    """A :class:`LiveServer` of ``checkpoint``, ready, stopped afterwards; ``kind`` names it for the tests."""
+    s = LiveServer(checkpoint, threads=options.pop("threads", 1), **options)
+    try:
+        s.wait_ready()
+        s.kind = kind
+        yield s
+    finally:
+        s.stop()
+
+
+def get_json(url: str) -> dict:
+    import json
+
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return json.loads(r.read())
 
 
 def post_json(url: str, body: dict) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import LiveServer
+from attnscope_live import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -42,13 +42,8 @@ def build_12x12(out: Path) -> Path:
 def family_server(request, tmp_path_factory, server):
     root = tmp_path_factory.mktemp(f"page-{request.param}")
     path = build("llama", root / "llama") if request.param == "llama" else build_12x12(root / "m")
-    s = LiveServer(path, threads=1)
-    try:
-        s.wait_ready()
-        s.kind = request.param
+    with serving(path, request.param) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture

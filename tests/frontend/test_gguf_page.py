@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import LiveServer
+from attnscope_live import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -27,12 +27,8 @@ from tests import ggufkit  # noqa: E402
 @pytest.fixture(scope="module")
 def gguf_server(tmp_path_factory, server):
     path = ggufkit.write("llama", tmp_path_factory.mktemp("page-gguf") / "tiny-llama.Q8_0.gguf", "Q8_0")
-    s = LiveServer(path, threads=1)
-    try:
-        s.wait_ready()
+    with serving(path) as s:
         yield s
-    finally:
-        s.stop()
 
 
 def test_the_badge_says_gguf_and_the_quantization(tab, gguf_server):

@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import LiveServer, post_json
+from attnscope_live import post_json, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -28,13 +28,8 @@ SENTENCE = "The cat sat on the mat. The dog sat on the log, and the cat saw it."
 
 @pytest.fixture(scope="module", params=["qwen3_next", "llama4_text"])
 def layered_server(request, tmp_path_factory, server):
-    s = LiveServer(build(request.param, tmp_path_factory.mktemp(request.param) / request.param), threads=1)
-    try:
-        s.wait_ready()
-        s.kind = request.param
+    with serving(build(request.param, tmp_path_factory.mktemp(request.param) / request.param), request.param) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import LiveServer, post_json
+from attnscope_live import post_json, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -24,12 +24,8 @@ SENTENCE = "The cat sat on the mat. The dog sat on the log."
 
 @pytest.fixture(scope="module")
 def mla_server(tmp_path_factory, server):
-    s = LiveServer(build("deepseek_v3", tmp_path_factory.mktemp("mla") / "deepseek_v3"), threads=1)
-    try:
-        s.wait_ready()
+    with serving(build("deepseek_v3", tmp_path_factory.mktemp("mla") / "deepseek_v3")) as s:
         yield s
-    finally:
-        s.stop()
 
 
 def test_the_hover_splits_each_raw_score_into_content_and_position(tab, mla_server):

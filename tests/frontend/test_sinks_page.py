@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import LiveServer, post_json
+from attnscope_live import post_json, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -27,12 +27,8 @@ SENTENCE = "The cat sat on the mat. The dog sat on the log, and the cat saw it."
 
 @pytest.fixture(scope="module")
 def sink_server(tmp_path_factory, server):
-    s = LiveServer(build("gpt_oss", tmp_path_factory.mktemp("sinks") / "gpt_oss"), threads=1)
-    try:
-        s.wait_ready()
+    with serving(build("gpt_oss", tmp_path_factory.mktemp("sinks") / "gpt_oss")) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture

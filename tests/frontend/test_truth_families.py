@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import LiveServer, post_json
+from attnscope_live import post_json, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -33,13 +33,8 @@ ROOT_DK = re.compile(r"√\s*d_?k|√\s*d\s*k\b|√16\b")
 @pytest.fixture(scope="module", params=["gemma2", "mistral"])
 def family_server(request, tmp_path_factory, server):
     path = build(request.param, tmp_path_factory.mktemp(f"truth-{request.param}") / request.param)
-    s = LiveServer(path, threads=1)
-    try:
-        s.wait_ready()
-        s.kind = request.param
+    with serving(path, request.param) as s:
         yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture

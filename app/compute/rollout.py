@@ -1,0 +1,46 @@
+"""``POST /api/rollout``: the request checked against the model and the text, then
+:func:`model.rollout.rollout_rows` in one forward pass."""
+
+from __future__ import annotations
+
+import time
+
+from ...model.inspection import scale_divisor
+from ...model.options import AttentionOptions
+from ...model.rollout import rollout_rows
+from ..errors import ApiError
+from ..responses import dumps
+from ..schemas.rollout import ROLLOUT_MAX_TOKENS, RolloutRequest
+from ..service import Service
+from .checks import ablate_set, check_index, prompt_ids
+from .rounding import PATTERN_DECIMALS, round_fixed
+
+
+def rollout_json(svc: Service, req: RolloutRequest, started: float | None = None) -> bytes:
+    t0 = time.perf_counter() if started is None else started
+    facts = svc.loaded.facts
+    ids = prompt_ids(svc, req.text)
+    if len(ids) > ROLLOUT_MAX_TOKENS:
+        raise ApiError(
+            422,
+            f"text is {len(ids)} tokens; rollout multiplies T×T matrices layer by layer and takes at most "
+            f"{ROLLOUT_MAX_TOKENS} tokens",
+            loc=("body", "text"),
+            type_="too_many_tokens",
+            ctx={"limit": ROLLOUT_MAX_TOKENS, "count": len(ids)},
+        )
+    position = len(ids) - 1 if req.position is None else req.position
+    check_index(position, len(ids), ("body", "position"), "position", f"the text has {len(ids)} tokens")
+    opts = AttentionOptions(
+        causal=req.causal, divisor=scale_divisor(req.scale, facts.head_dim), ablate=ablate_set(req.ablate, facts)
+    )
+    layers, rows = rollout_rows(svc.loaded.backend, ids, position, req.residual, opts)
+    body = {
+        "tokens": [svc.displays[i] for i in ids],
+        "position": position,
+        "residual": req.residual,
+        "layers": layers,
+        "rollout": round_fixed(rows, PATTERN_DECIMALS),
+        "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
+    }
+    return dumps(body)

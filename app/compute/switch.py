@@ -1,0 +1,84 @@
+"""``POST /api/model``: switch the served model to another one on this machine, one at a time.
+
+The name must be one ``GET /api/models`` lists (so a client can only open what the machine
+already holds, by the command that would serve it), and fit in memory beside the current model:
+the current one keeps answering until the new one is loaded, then every new request goes to the
+new one (requests already running finish on the old). The load runs in a thread; its progress is
+``AppState.switch`` (``{"name", "status": "loading" | "failed", "error"}``), which ``GET
+/api/models`` reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import torch
+
+from ...model.checkpoint import CheckpointError
+from ..errors import ApiError
+
+log = logging.getLogger("attnscope")
+
+
+def find_local(name: str, models: list[dict]) -> dict:
+    """The entry of ``GET /api/models`` named ``name``, openable; a 422 naming ``name`` otherwise."""
+    entry = next((m for m in models if m["name"] == name), None)
+    if entry is None:
+        names = ", ".join(m["name"] for m in models if m["status"] == "ok") or "none"
+        raise ApiError(422, f"name is {name!r}: not a model on this machine (GET /api/models: {names})", loc=("body", "name"))
+    if entry["status"] != "ok":
+        raise ApiError(422, f"name is {name!r}: it cannot be opened: {entry['status']}", loc=("body", "name"))
+    return entry
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Memory free for another model: the GPU's free memory, or MemAvailable on Linux; None if unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(entry: dict, dtype: str, device: torch.device, free: int | None) -> None:
+    """The new model's weights must fit beside the current one: about 2× its files in fp32 (their
+    weights are often 16-bit on disk), 1× in half precision; a 507 naming both sizes otherwise."""
+    size = entry.get("size_bytes") or 0
+    need = size * (2 if dtype == "fp32" else 1)
+    if free is not None and need > free:
+        raise ApiError(
+            507,
+            f"name is {entry['name']!r}: it needs about {need / 2**30:.1f} GiB on {device} in {dtype} and "
+            f"{free / 2**30:.1f} GiB is free beside the current model, which stays",
+            loc=("body", "name"),
+            type_="not_enough_memory",
+            ctx={"need_bytes": need, "free_bytes": free},
+        )
+
+
+def start_switch(state, entry: dict, load) -> None:
+    """Load ``entry`` in a thread with ``load(path)`` -> Service; then serve it. 409 while another loads."""
+    with state.switch_lock:
+        if state.switch and state.switch["status"] == "loading":
+            raise ApiError(409, f"{state.switch['name']} is loading; one model at a time", loc=("body", "name"))
+        state.switch = {"name": entry["name"], "status": "loading", "error": None}
+
+    def run() -> None:
+        try:
+            svc = load(Path(entry["path"]))
+        except (CheckpointError, OSError, RuntimeError, ValueError) as e:
+            state.switch = {"name": entry["name"], "status": "failed", "error": " ".join(str(e).split())[:400]}
+            log.warning("attnscope: could not switch to %s: %s", entry["name"], state.switch["error"])
+            return
+        state.service = svc  # every new request gets the new model; running ones finish on the old
+        state.switch = None
+        log.info("attnscope: now serving %s", entry["name"])
+
+    threading.Thread(target=run, name="attnscope-switch", daemon=True).start()
+
