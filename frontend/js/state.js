@@ -61,6 +61,8 @@ export function createState() {
     sampling: { on: false, top_k: null, top_p: null, seed: null },
     role: "induction",
     aggregate: false, // show the per-layer mean of the heads in the grid
+    rolloutResidual: true, // the rollout view: with the residual (0.5·A + 0.5·I), the paper's choice
+    rollout: null, // POST /api/rollout: {key, response, error, pending} (view_rollout.js)
     ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
     // what the server told us
     model: null, // GET /api/model
@@ -167,6 +169,7 @@ export function parseHash(hash, viewIds) {
   }
   if (params.has("role")) out.role = params.get("role");
   if (params.has("mean")) out.aggregate = params.get("mean") === "1";
+  if (params.has("rollres")) out.rolloutResidual = params.get("rollres") !== "0";
   out.ablate = parseOff(params.get("off"));
   if (params.get("sample") === "1") out.sampling = parseSampling(params);
   return out;
@@ -216,6 +219,7 @@ export function toHash(state) {
   if (state.temperature !== 1) params.set("temp", String(state.temperature));
   if (state.view === "roles") params.set("role", state.role);
   if (state.aggregate) params.set("mean", "1");
+  if (!state.rolloutResidual) params.set("rollres", "0");
   if (state.ablate.length) params.set("off", offParam(state.ablate));
   const s = state.sampling;
   if (s.on) {

@@ -12,8 +12,9 @@ import * as compare from "./view_compare.js";
 import * as pipeline from "./view_pipeline.js";
 import * as variance from "./view_variance.js";
 import * as roles from "./view_roles.js";
+import * as rollout from "./view_rollout.js";
 
-export const VIEWS = [head, compare, pipeline, variance, roles];
+export const VIEWS = [head, compare, pipeline, variance, roles, rollout];
 
 export const VIEW_IDS = VIEWS.map((v) => v.id);
 
