@@ -25,7 +25,7 @@ from .errors import install_error_handlers
 from .lifespan import AppState, LifespanErrorMiddleware, lifespan
 from .middleware import BodySizeLimitMiddleware
 from .responses import ORJSONResponse
-from .routes import attention, effects, generation, health, lessons, model, rollout
+from .routes import attention, effects, generation, health, lessons, model, rollout, texts
 from .settings import Settings
 
 GZIP_LEVEL = 1  # numeric JSON: level 1 is ~5x smaller already, and several times faster than 6
@@ -60,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         effects.make_router(text_limit),
         generation.make_router(text_limit),
         rollout.make_router(text_limit),
+        texts.make_router(text_limit),
         static.router,
     ]
     for router in routers:

@@ -51,18 +51,22 @@ class TextInput(Strict):
     @field_validator("text")
     @classmethod
     def _text_is_usable(cls, value: str) -> str:
-        """Something other than whitespace, and encodable as UTF-8 (no lone surrogate)."""
-        if not value.strip():
-            raise PydanticCustomError("text_blank", "text must contain something other than whitespace")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise PydanticCustomError(
-                "text_encoding",
-                "text contains an unpaired UTF-16 surrogate at character {position}",
-                {"position": e.start},
-            ) from None
-        return value
+        return usable_text(value, "text")
+
+
+def usable_text(value: str, name: str) -> str:
+    """Something other than whitespace, and encodable as UTF-8 (no lone surrogate); else the error names ``name``."""
+    if not value.strip():
+        raise PydanticCustomError("text_blank", f"{name} must contain something other than whitespace")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise PydanticCustomError(
+            "text_encoding",
+            f"{name} contains an unpaired UTF-16 surrogate at character {{position}}",
+            {"position": e.start},
+        ) from None
+    return value
 
 
 TextModel = TypeVar("TextModel", bound=TextInput)

@@ -63,6 +63,8 @@ export function createState() {
     aggregate: false, // show the per-layer mean of the heads in the grid
     rolloutResidual: true, // the rollout view: with the residual (0.5·A + 0.5·I), the paper's choice
     rollout: null, // POST /api/rollout: {key, response, error, pending} (view_rollout.js)
+    textB: "", // the "Two texts" view's second text (view_texts.js)
+    texts: null, // POST /api/compare-texts: {key, response, error}
     ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
     // what the server told us
     model: null, // GET /api/model
@@ -170,6 +172,7 @@ export function parseHash(hash, viewIds) {
   if (params.has("role")) out.role = params.get("role");
   if (params.has("mean")) out.aggregate = params.get("mean") === "1";
   if (params.has("rollres")) out.rolloutResidual = params.get("rollres") !== "0";
+  if (params.has("textb")) out.textB = params.get("textb");
   out.ablate = parseOff(params.get("off"));
   if (params.get("sample") === "1") out.sampling = parseSampling(params);
   return out;
@@ -220,6 +223,7 @@ export function toHash(state) {
   if (state.view === "roles") params.set("role", state.role);
   if (state.aggregate) params.set("mean", "1");
   if (!state.rolloutResidual) params.set("rollres", "0");
+  if (state.textB) params.set("textb", state.textB);
   if (state.ablate.length) params.set("off", offParam(state.ablate));
   const s = state.sampling;
   if (s.on) {

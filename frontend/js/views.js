@@ -13,8 +13,9 @@ import * as pipeline from "./view_pipeline.js";
 import * as variance from "./view_variance.js";
 import * as roles from "./view_roles.js";
 import * as rollout from "./view_rollout.js";
+import * as texts from "./view_texts.js";
 
-export const VIEWS = [head, compare, pipeline, variance, roles, rollout];
+export const VIEWS = [head, compare, pipeline, variance, roles, rollout, texts];
 
 export const VIEW_IDS = VIEWS.map((v) => v.id);
 

@@ -310,3 +310,29 @@ def test_rollout_over_the_api_is_the_papers_product(family_dirs, clients):
         assert data["layers"] == [0, 1, 2] and data["position"] == 5 and data["residual"] is residual
     r = c.post("/api/rollout", json={"text": TEXT, "position": 10**6})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "position"]
+
+
+def test_one_head_on_two_texts_and_their_difference(family_dirs, clients):
+    """POST /api/compare-texts: each text's pattern is eager's for that head; texts of as many
+    tokens get b − a cell by cell; texts of different lengths say why there is no difference;
+    an error in the second text names `text_b`."""
+    c = clients["llama"]
+    a, b = "The doctor said she", "The doctor said he"
+    data = c.post("/api/compare-texts", json={"text": a, "text_b": b, "layer": 1, "head": 4}).json()
+    ref = AutoModelForCausalLM.from_pretrained(family_dirs["llama"], attn_implementation="eager")
+    patterns = []
+    for text, served in zip((a, b), data["texts"]):
+        ids = c.post("/api/attention", json={"text": text, "layers": [], "include": [], "top_k": 0}).json()["token_ids"]
+        with torch.no_grad():
+            expected = ref(torch.tensor([ids]), output_attentions=True).attentions[1][0, 4].numpy()
+        np.testing.assert_allclose(served["pattern"], expected, atol=1e-5)
+        patterns.append(np.array(served["pattern"]))
+    assert len(data["texts"][0]["tokens"]) == len(data["texts"][1]["tokens"])
+    np.testing.assert_allclose(data["difference"], patterns[1] - patterns[0], atol=2e-5)
+    assert data["max_abs_difference"] == pytest.approx(np.abs(patterns[1] - patterns[0]).max(), abs=2e-5)
+    longer = c.post("/api/compare-texts", json={"text": a, "text_b": b + " and then", "layer": 0, "head": 0}).json()
+    assert longer["difference"] is None and "tokens" in longer["why_no_difference"]
+    r = c.post("/api/compare-texts", json={"text": a, "text_b": "   ", "layer": 0, "head": 0})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "text_b"]
+    r = c.post("/api/compare-texts", json={"text": a, "text_b": b, "layer": 7, "head": 0})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "layer"]

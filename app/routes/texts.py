@@ -1,0 +1,26 @@
+"""``POST /api/compare-texts``: one head on two texts, their patterns and their difference."""
+
+import time
+
+from fastapi import APIRouter
+
+from ..compute import texts
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..responses import RawJSONResponse
+from ..schemas.common import with_text_limit
+from ..schemas.texts import CompareTextsRequest, CompareTextsResponse
+
+
+def make_router(max_text_chars: int) -> APIRouter:
+    """The route, its request model holding the server's text limit."""
+    router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
+    LimitedRequest = with_text_limit(CompareTextsRequest, max_text_chars)
+
+    @router.post("/api/compare-texts", response_model=CompareTextsResponse, responses=ERRORS_POST)
+    async def compare_texts(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+        """The same head on `text` and `text_b`: both patterns and, for texts of as many tokens, their
+        difference cell by cell (`text_b` − `text`)."""
+        started = time.perf_counter()
+        return RawJSONResponse(await state.run(texts.compare_texts_json, svc, body, started))
+
+    return router

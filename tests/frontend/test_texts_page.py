@@ -1,0 +1,41 @@
+"""The "Two texts" view: the chosen head on two texts and their difference, the server's numbers
+(POST /api/compare-texts), the second text in the link; texts of different lengths say why no
+difference is drawn; at 390 px the three plots stand one under another."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from attnscope_live import post_json
+
+pytestmark = pytest.mark.browser
+
+A, B = "The doctor said she", "The doctor said he"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_two_texts_and_their_difference_are_the_servers(tab, width):
+    page = tab.page
+    page.set_viewport_size({"width": width, "height": 1000})
+    tab.open("/#view=texts&layer=2&head=1&text=" + quote(A) + "&textb=" + quote(B))
+    page.wait_for_function("() => document.querySelector('[data-testid=texts-diff]')?.data")
+    served = post_json(tab.base_url + "/api/compare-texts", {"text": A, "text_b": B, "layer": 2, "head": 1})
+    for testid, text in (("texts-a", served["texts"][0]), ("texts-b", served["texts"][1])):
+        drawn = tab.figure(testid)["data"][0]["z"]
+        assert [c or 0 for row in drawn for c in row] == pytest.approx([c for row in text["pattern"] for c in row], abs=1e-9)
+    diff = tab.figure("texts-diff")
+    drawn = [c or 0 for row in diff["data"][0]["z"] for c in row]
+    assert drawn == pytest.approx([c for row in served["difference"] for c in row], abs=1e-9)
+    assert diff["data"][0]["zmax"] == pytest.approx(served["max_abs_difference"]) and diff["data"][0]["zmid"] == 0
+    assert "the second's weights minus the first's" in page.get_by_test_id("texts-caption").inner_text()
+    boxes = [page.get_by_test_id(t).bounding_box() for t in ("texts-a", "texts-b", "texts-diff")]
+    assert all(b["x"] >= 0 and b["x"] + b["width"] <= width for b in boxes)
+    if width == 390:  # stacked
+        assert boxes[0]["y"] < boxes[1]["y"] < boxes[2]["y"]
+    # a longer second text: both heads drawn, the difference left out and why
+    page.get_by_test_id("text-b").fill(B + " was right")
+    page.wait_for_function("() => document.querySelector('[data-testid=texts-caption]').innerText.includes('No difference')")
+    assert page.get_by_test_id("texts-diff").is_hidden()
+    assert "textb=" in page.evaluate("() => window.location.hash")
+    assert not tab.unexpected_console_errors()
