@@ -65,6 +65,8 @@ export function createState() {
     rollout: null, // POST /api/rollout: {key, response, error, pending} (view_rollout.js)
     textB: "", // the "Two texts" view's second text (view_texts.js)
     texts: null, // POST /api/compare-texts: {key, response, error}
+    neuronKey: null, // the "q · k" view's key position; null: the one the query weighs most
+    neuron: null, // POST /api/neuron: {key, response, error}
     ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
     // what the server told us
     model: null, // GET /api/model

@@ -14,8 +14,9 @@ import * as variance from "./view_variance.js";
 import * as roles from "./view_roles.js";
 import * as rollout from "./view_rollout.js";
 import * as texts from "./view_texts.js";
+import * as neuron from "./view_neuron.js";
 
-export const VIEWS = [head, compare, pipeline, variance, roles, rollout, texts];
+export const VIEWS = [head, compare, pipeline, variance, roles, rollout, texts, neuron];
 
 export const VIEW_IDS = VIEWS.map((v) => v.id);
 

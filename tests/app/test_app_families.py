@@ -336,3 +336,30 @@ def test_one_head_on_two_texts_and_their_difference(family_dirs, clients):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "text_b"]
     r = c.post("/api/compare-texts", json={"text": a, "text_b": b, "layer": 7, "head": 0})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "layer"]
+
+
+def test_the_neuron_view_is_q_and_k_element_by_element(family_dirs, clients):
+    """POST /api/neuron: q of the query and k of the key in one head, after rotary (Llama: a
+    query head of a group reads its group's key), as /api/attention serves them (held to eager
+    through the raw scores above); q ⊙ k sums to the raw score; the key defaults to the query's
+    heaviest; the weight is eager's."""
+    c = clients["llama"]
+    data = c.post("/api/neuron", json={"text": TEXT, "layer": 2, "head": 4, "query": 9}).json()
+    full = attention(c, text=TEXT, layers=[2], heads=[4], include=["q", "k", "attn_scores_raw", "pattern"], top_k=0)
+    head = full["layers"][0]["heads"][0]
+    assert data["key"] == int(np.argmax(head["pattern"][9]))
+    np.testing.assert_allclose(data["q"], head["q"][9], atol=1e-4)
+    np.testing.assert_allclose(data["k"], head["k"][data["key"]], atol=1e-4)
+    np.testing.assert_allclose(data["q_times_k"], np.array(data["q"]) * np.array(data["k"]), rtol=1e-3, atol=1e-3)
+    assert sum(data["q_times_k"]) == pytest.approx(data["attn_scores_raw"], rel=1e-3, abs=1e-2)
+    assert data["attn_scores_raw"] == pytest.approx(head["attn_scores_raw"][9][data["key"]], abs=1e-3)
+    assert data["attn_scores"] == pytest.approx(data["attn_scores_raw"] / data["divisor"], rel=1e-4)
+    # the oracle for the pattern is eager
+    ref = AutoModelForCausalLM.from_pretrained(family_dirs["llama"], attn_implementation="eager")
+    with torch.no_grad():
+        weights = ref(torch.tensor([full["token_ids"]]), output_attentions=True).attentions[2][0, 4]
+    assert data["weight"] == pytest.approx(float(weights[9, data["key"]]), abs=1e-5)
+    masked = c.post("/api/neuron", json={"text": TEXT, "layer": 0, "head": 0, "query": 2, "key": 5}).json()
+    assert masked["attn_scores_raw"] is None and masked["weight"] == 0  # a later key: masked
+    r = c.post("/api/neuron", json={"text": TEXT, "layer": 0, "head": 0, "query": 500})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "query"]

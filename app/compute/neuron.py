@@ -1,0 +1,68 @@
+"""``POST /api/neuron``: BertViz's neuron view on the real model. For one head, one query and one
+key: ``q``, ``k`` and ``q ⊙ k`` element by element, whose sum is the raw score, then the score
+softmax saw and the weight. The lesson's point (a dot product is a sum of products, and its size
+grows with the head's width) made on the model's own vectors."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..errors import ApiError
+from ..responses import dumps
+from ..schemas.attention import AttentionRequest
+from ..schemas.neuron import NeuronRequest
+from ..service import Service
+from .attention import compute_attention
+from .checks import check_index
+from .rounding import PATTERN_DECIMALS, SCORE_DECIMALS
+
+
+def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) -> bytes:
+    t0 = time.perf_counter() if started is None else started
+    body = AttentionRequest(
+        text=req.text,
+        layers=[req.layer],
+        heads=[req.head],
+        include=["q", "k", "attn_scores_raw", "attn_scores", "pattern"],
+        top_k=0,
+        causal=req.causal,
+        scale=req.scale,
+        ablate=req.ablate,
+    )
+    try:
+        result = compute_attention(svc, body)
+    except ApiError as e:
+        for item in e.detail:  # the request names one layer and one head
+            loc = list(item["loc"])
+            if loc[:2] in (["body", "layers"], ["body", "heads"]):
+                item["loc"] = ["body", loc[1].removesuffix("s")]
+                item["msg"] = item["msg"].replace(f"{loc[1]}[0]", loc[1].removesuffix("s"))
+        raise
+    T = len(result.token_ids)
+    lc = result.capture.layers[0]
+    fields = {name: value[0] for name, value in lc.fields.items()}  # the one head
+    query = T - 1 if req.query is None else req.query
+    check_index(query, T, ("body", "query"), "query", f"the text has {T} tokens")
+    key = int(np.argmax(fields["pattern"][query])) if req.key is None else req.key
+    check_index(key, T, ("body", "key"), "key", f"the text has {T} tokens")
+    q, k = fields["q"][query].astype(np.float64), fields["k"][key].astype(np.float64)
+    raw, scaled = float(fields["attn_scores_raw"][query, key]), float(fields["attn_scores"][query, key])
+    answer = {
+        "tokens": [svc.displays[i] for i in result.token_ids],
+        "layer": req.layer,
+        "head": req.head,
+        "query": query,
+        "key": key,
+        "q": np.round(q, SCORE_DECIMALS),
+        "k": np.round(k, SCORE_DECIMALS),
+        "q_times_k": np.round(q * k, SCORE_DECIMALS),
+        "attn_scores_raw": round(raw, SCORE_DECIMALS) if math.isfinite(raw) else None,  # NaN: masked
+        "divisor": lc.divisor,
+        "attn_scores": round(scaled, SCORE_DECIMALS) if math.isfinite(scaled) else None,
+        "weight": round(float(fields["pattern"][query, key]), PATTERN_DECIMALS),
+        "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
+    }
+    return dumps(answer)

@@ -1,0 +1,26 @@
+"""``POST /api/neuron``: one query and one key of one head, element by element (BertViz's neuron view)."""
+
+import time
+
+from fastapi import APIRouter
+
+from ..compute import neuron
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..responses import RawJSONResponse
+from ..schemas.common import with_text_limit
+from ..schemas.neuron import NeuronRequest, NeuronResponse
+
+
+def make_router(max_text_chars: int) -> APIRouter:
+    """The route, its request model holding the server's text limit."""
+    router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
+    LimitedRequest = with_text_limit(NeuronRequest, max_text_chars)
+
+    @router.post("/api/neuron", response_model=NeuronResponse, responses=ERRORS_POST)
+    async def neuron_route(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+        """For one head, one query and one key: q, k and q ⊙ k element by element (their sum is the
+        raw score), the score softmax saw and the weight."""
+        started = time.perf_counter()
+        return RawJSONResponse(await state.run(neuron.neuron_json, svc, body, started))
+
+    return router
