@@ -94,7 +94,7 @@ export function neuronWords(n) {
   if (n.attn_scores_raw === null) return `${pair}: the key is masked for this query (it comes after it), so no score is used; its weight is 0.`;
   return (
     `${pair}: the sum of q ⊙ k is q·k = ${n.attn_scores_raw.toFixed(4)}; ÷ ${n.divisor.toFixed(4)} gives the score softmax sees, ` +
-    `${n.attn_scores.toFixed(4)}; the weight is ${n.weight.toFixed(4)}. A few dimensions where q and k agree in sign make most of the score.`
+    `${n.attn_scores.toFixed(4)}; the weight is ${n.weight.toFixed(4)}. Each bar of the last row adds to the score, or takes from it where q and k differ in sign.`
   );
 }
 
