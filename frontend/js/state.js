@@ -66,6 +66,9 @@ export function createState() {
     textB: "", // the "Two texts" view's second text (view_texts.js)
     texts: null, // POST /api/compare-texts: {key, response, error}
     neuronKey: null, // the "q · k" view's key position; null: the one the query weighs most
+    lines: null, // the "Lines" view's answer: the chosen layer's patterns {key, response, error}
+    linesHidden: [], // heads whose lines are hidden
+    linesFocus: null, // {side: "query" | "key", index}: the hovered token whose lines alone are shown
     neuron: null, // POST /api/neuron: {key, response, error}
     ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
     // what the server told us

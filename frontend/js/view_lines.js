@@ -1,0 +1,190 @@
+// The "Lines" view, BertViz's head view: one layer's attention as lines from each query token (left
+// column) to the keys it attends (right column), a colour per head, each line as opaque as its
+// weight. Hover a token to keep only its lines (a query's on the left, a key's on the right); click
+// a head's swatch to hide or show it. A long text stays readable: each query draws only its
+// heaviest keys. The weights are the server's (POST /api/attention, the layer's patterns).
+
+import { errorText, postJSON } from "./api.js";
+import { byId, setText } from "./dom.js";
+import { scaleParam } from "./state.js";
+import { offParam } from "./switchedoff.js";
+
+export const id = "lines";
+export const label = "Lines";
+/** Its own request (the layer's patterns), asked for by draw when the view is shown. */
+export const needs = [];
+
+// one colour per head (Okabe-Ito, then Tableau's): told apart by most eyes
+export const HEAD_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000",
+  "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#E15759", "#76B7B2", "#EDC948", "#9C755F"];
+const ALL_KEYS_UP_TO = 24; // texts this short draw every weight; longer ones the heaviest of each query
+const HEAVIEST = 3;
+const MIN_WEIGHT = 0.01; // lighter lines would not be seen
+
+let app = null;
+const SVG = "http://www.w3.org/2000/svg";
+
+const linesKey = (state) => JSON.stringify([state.text, state.layer, state.causal, scaleParam(state), offParam(state.ablate)]);
+
+export function install(a) {
+  app = a;
+  const svg = byId("lines-svg");
+  // hovering a token keeps its lines; leaving the picture shows them all again
+  svg.addEventListener("mouseover", (ev) => {
+    const token = ev.target.closest("[data-side]");
+    if (!token) return;
+    app.state.linesFocus = { side: token.dataset.side, index: Number(token.dataset.index) };
+    showFocus(app.state);
+  });
+  svg.addEventListener("mouseleave", () => {
+    app.state.linesFocus = null;
+    showFocus(app.state);
+  });
+  byId("lines-heads").addEventListener("click", (ev) => {
+    const swatch = ev.target.closest("[data-head]");
+    if (!swatch) return;
+    const h = Number(swatch.dataset.head);
+    const hidden = new Set(app.state.linesHidden);
+    if (hidden.has(h)) hidden.delete(h);
+    else hidden.add(h);
+    app.state.linesHidden = [...hidden].sort((x, y) => x - y);
+    app.update();
+  });
+}
+
+async function ask(state, key) {
+  state.lines = { key, response: null, error: null };
+  try {
+    const response = await postJSON("/api/attention", {
+      text: state.text,
+      layers: [state.layer],
+      include: ["pattern"],
+      top_k: 0,
+      causal: state.causal,
+      scale: scaleParam(state),
+      ablate: state.ablate,
+    });
+    if (state.lines?.key === key) state.lines = { key, response, error: null };
+  } catch (err) {
+    if (state.lines?.key === key) state.lines = { key, response: null, error: errorText(err) };
+  }
+  app?.update();
+}
+
+/**
+ * The lines to draw: `{head, query, key, weight}` for every visible head, every weight of a short
+ * text (≥ MIN_WEIGHT), the HEAVIEST of each query for a longer one. Chooses among the server's
+ * weights; computes none.
+ */
+export function linesOf(heads, hidden = []) {
+  const out = [];
+  for (const h of heads) {
+    if (hidden.includes(h.head)) continue;
+    const T = h.pattern.length;
+    h.pattern.forEach((row, query) => {
+      let keys = row.map((weight, key) => ({ key, weight })).filter((e) => e.weight >= MIN_WEIGHT);
+      if (T > ALL_KEYS_UP_TO) keys = keys.sort((a, b) => b.weight - a.weight).slice(0, HEAVIEST);
+      for (const { key, weight } of keys) out.push({ head: h.head, query, key, weight });
+    });
+  }
+  return out;
+}
+
+function showFocus(state) {
+  const f = state.linesFocus;
+  for (const line of byId("lines-svg").querySelectorAll("line")) {
+    const on = !f || Number(line.dataset[f.side === "query" ? "query" : "key"]) === f.index;
+    line.style.display = on ? "" : "none";
+  }
+}
+
+function drawSvg(svg, tokens, lines) {
+  const rowH = 18;
+  const width = Math.min(520, svg.parentElement.clientWidth || 520);
+  const height = tokens.length * rowH + 10;
+  const colW = Math.min(130, width * 0.3);
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("width", String(width));
+  svg.setAttribute("height", String(height));
+  const y = (i) => 5 + i * rowH + rowH / 2;
+  const parts = [];
+  for (const l of lines) {
+    const line = document.createElementNS(SVG, "line");
+    line.setAttribute("x1", String(colW));
+    line.setAttribute("y1", String(y(l.query)));
+    line.setAttribute("x2", String(width - colW));
+    line.setAttribute("y2", String(y(l.key)));
+    line.setAttribute("stroke", HEAD_COLOURS[l.head % HEAD_COLOURS.length]);
+    line.setAttribute("stroke-width", "2");
+    line.setAttribute("stroke-opacity", String(l.weight));
+    Object.assign(line.dataset, { head: String(l.head), query: String(l.query), key: String(l.key), weight: String(l.weight) });
+    parts.push(line);
+  }
+  for (const [side, x, anchor] of [["query", colW - 6, "end"], ["key", width - colW + 6, "start"]]) {
+    tokens.forEach((t, i) => {
+      const text = document.createElementNS(SVG, "text");
+      text.setAttribute("x", String(x));
+      text.setAttribute("y", String(y(i) + 4));
+      text.setAttribute("text-anchor", anchor);
+      text.setAttribute("class", "lines-token");
+      text.dataset.side = side;
+      text.dataset.index = String(i);
+      text.textContent = t.length > 14 ? `${t.slice(0, 13)}…` : t;
+      parts.push(text);
+    });
+  }
+  svg.replaceChildren(...parts);
+}
+
+function drawHeads(box, heads, hidden) {
+  const sig = JSON.stringify([heads.map((h) => h.head), hidden]);
+  if (box.dataset.signature === sig) return;
+  box.dataset.signature = sig;
+  box.replaceChildren(
+    ...heads.map((h) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "lines-head";
+      b.dataset.head = String(h.head);
+      b.setAttribute("aria-pressed", hidden.includes(h.head) ? "false" : "true");
+      b.style.setProperty("--head", HEAD_COLOURS[h.head % HEAD_COLOURS.length]);
+      b.textContent = `H${h.head}`;
+      b.title = `head ${h.head}: click to ${hidden.includes(h.head) ? "show" : "hide"} its lines`;
+      return b;
+    }),
+  );
+}
+
+export function draw(state) {
+  if (!state.text.trim()) return false;
+  const key = linesKey(state);
+  if (state.lines?.key !== key) {
+    ask(state, key);
+    return false;
+  }
+  const { response, error } = state.lines;
+  if (error) {
+    setText(byId("lines-caption"), `Could not draw the lines: ${error}`);
+    return false;
+  }
+  if (!response) return false;
+  const layer = response.layers[0];
+  const hidden = state.linesHidden;
+  drawHeads(byId("lines-heads"), layer.heads, hidden);
+  const lines = linesOf(layer.heads, hidden);
+  const svg = byId("lines-svg");
+  const sig = JSON.stringify([key, hidden, svg.parentElement.clientWidth]);
+  if (svg.dataset.signature !== sig) {
+    svg.dataset.signature = sig;
+    drawSvg(svg, response.tokens, lines);
+    showFocus(state);
+  }
+  const T = response.tokens.length;
+  setText(
+    byId("lines-caption"),
+    `Layer ${layer.layer}: each query token (left) to the keys it attends (right), a colour per head, each line as opaque as its weight` +
+      (T > ALL_KEYS_UP_TO ? `; ${T} tokens, so each query shows its ${HEAVIEST} heaviest keys (weights from ${MIN_WEIGHT})` : ` (weights from ${MIN_WEIGHT})`) +
+      ". Hover a token to keep only its lines.",
+  );
+  return true;
+}
