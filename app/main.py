@@ -25,7 +25,7 @@ from .errors import install_error_handlers
 from .lifespan import AppState, LifespanErrorMiddleware, lifespan
 from .middleware import BodySizeLimitMiddleware
 from .responses import ORJSONResponse
-from .routes import attention, effects, generation, health, lessons, model, neuron, rollout, texts
+from .routes import attention, effects, generation, health, lessons, model, neuron, rollout, selection, texts
 from .settings import Settings
 
 GZIP_LEVEL = 1  # numeric JSON: level 1 is ~5x smaller already, and several times faster than 6
@@ -62,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         rollout.make_router(text_limit),
         texts.make_router(text_limit),
         neuron.make_router(text_limit),
+        selection.make_router(text_limit),
         static.router,
     ]
     for router in routers:

@@ -20,13 +20,14 @@ from .checks import check_index
 from .rounding import PATTERN_DECIMALS, SCORE_DECIMALS
 
 
-def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) -> bytes:
-    t0 = time.perf_counter() if started is None else started
+def one_head(svc: Service, req, include: list[str]):
+    """One forward pass of ``req.text`` keeping ``include`` of the head ``(req.layer, req.head)``
+    under the request's what-ifs: (the result, that head's fields). Errors name ``layer``, ``head``."""
     body = AttentionRequest(
         text=req.text,
         layers=[req.layer],
         heads=[req.head],
-        include=["q", "k", "attn_scores_raw", "attn_scores", "pattern"],
+        include=include,
         top_k=0,
         causal=req.causal,
         scale=req.scale,
@@ -41,9 +42,15 @@ def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) 
                 item["loc"] = ["body", loc[1].removesuffix("s")]
                 item["msg"] = item["msg"].replace(f"{loc[1]}[0]", loc[1].removesuffix("s"))
         raise
+    lc = result.capture.layers[0]
+    return result, {name: value[0] for name, value in lc.fields.items()}
+
+
+def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) -> bytes:
+    t0 = time.perf_counter() if started is None else started
+    result, fields = one_head(svc, req, ["q", "k", "attn_scores_raw", "attn_scores", "pattern"])
     T = len(result.token_ids)
     lc = result.capture.layers[0]
-    fields = {name: value[0] for name, value in lc.fields.items()}  # the one head
     query = T - 1 if req.query is None else req.query
     check_index(query, T, ("body", "query"), "query", f"the text has {T} tokens")
     key = int(np.argmax(fields["pattern"][query])) if req.key is None else req.key

@@ -16,6 +16,7 @@ export function changeText(state, text) {
   if (text === state.text) return;
   state.text = text;
   state.position = null;
+  state.linesSelection = { queries: [], keys: [] }; // positions of the old text
 }
 
 /** Wire the controls; `app`: {state, els, update, data, selectHead, selectPosition, setView}. */

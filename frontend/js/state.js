@@ -69,6 +69,9 @@ export function createState() {
     lines: null, // the "Lines" view's answer: the chosen layer's patterns {key, response, error}
     linesHidden: [], // heads whose lines are hidden
     linesFocus: null, // {side: "query" | "key", index}: the hovered token whose lines alone are shown
+    linesSelection: { queries: [], keys: [] }, // tokens clicked in the "Lines" view
+    linesReduce: "mean", // how the selected rows and columns are combined: "mean" or "sum"
+    linesSelected: null, // POST /api/selection: {key, response, error}
     neuron: null, // POST /api/neuron: {key, response, error}
     ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
     // what the server told us

@@ -3,9 +3,13 @@
 // weight. Hover a token to keep only its lines (a query's on the left, a key's on the right); click
 // a head's swatch to hide or show it. A long text stays readable: each query draws only its
 // heaviest keys. The weights are the server's (POST /api/attention, the layer's patterns).
+// Click tokens to select several (queries on the left, keys on the right): the chosen head's
+// attention of the selection, summed or averaged by the server (POST /api/selection), is drawn
+// below: where the selected queries look, and who looks at the selected keys.
 
 import { errorText, postJSON } from "./api.js";
-import { byId, setText } from "./dom.js";
+import { byId, drawPlot, setHidden, setText } from "./dom.js";
+import { BLUE, ORANGE, baseLayout } from "./figures.js";
 import { scaleParam } from "./state.js";
 import { offParam } from "./switchedoff.js";
 
@@ -39,6 +43,22 @@ export function install(a) {
   svg.addEventListener("mouseleave", () => {
     app.state.linesFocus = null;
     showFocus(app.state);
+  });
+  // a click selects a token (or lets it go): queries on the left, keys on the right
+  svg.addEventListener("click", (ev) => {
+    const token = ev.target.closest("[data-side]");
+    if (!token) return;
+    const side = token.dataset.side === "query" ? "queries" : "keys";
+    const i = Number(token.dataset.index);
+    const chosen = new Set(app.state.linesSelection[side]);
+    if (chosen.has(i)) chosen.delete(i);
+    else chosen.add(i);
+    app.state.linesSelection = { ...app.state.linesSelection, [side]: [...chosen].sort((x, y) => x - y) };
+    app.update();
+  });
+  byId("lines-reduce").addEventListener("change", (ev) => {
+    app.state.linesReduce = ev.target.value;
+    app.update();
   });
   byId("lines-heads").addEventListener("click", (ev) => {
     const swatch = ev.target.closest("[data-head]");
@@ -155,6 +175,84 @@ function drawHeads(box, heads, hidden) {
   );
 }
 
+const selectionKey = (state) =>
+  JSON.stringify([linesKey(state), state.head, state.linesSelection, state.linesReduce]);
+
+async function askSelection(state, key) {
+  state.linesSelected = { key, response: null, error: null };
+  const { queries, keys } = state.linesSelection;
+  try {
+    const response = await postJSON("/api/selection", {
+      text: state.text,
+      layer: state.layer,
+      head: state.head,
+      queries,
+      keys,
+      reduce: state.linesReduce,
+      causal: state.causal,
+      scale: scaleParam(state),
+      ablate: state.ablate,
+    });
+    if (state.linesSelected?.key === key) state.linesSelected = { key, response, error: null };
+  } catch (err) {
+    if (state.linesSelected?.key === key) state.linesSelected = { key, response: null, error: errorText(err) };
+  }
+  app?.update();
+}
+
+/** The selection's two bar charts: where the selected queries look (over keys), who looks at the selected keys (over queries). */
+export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, reduce }) {
+  const x = tokens.map((t, i) => `${i} ${t}`);
+  const rows = [
+    fromQ && { y: fromQ, name: `where the selected queries look (${reduce})`, color: BLUE },
+    toK && { y: toK, name: `who looks at the selected keys (${reduce})`, color: ORANGE },
+  ].filter(Boolean);
+  const data = rows.map((r, i) => ({
+    type: "bar",
+    x,
+    y: r.y,
+    name: r.name,
+    marker: { color: r.color },
+    yaxis: i === 0 ? "y" : "y2",
+    hovertemplate: `%{x}: %{y:.4f}<extra>${r.name}</extra>`,
+  }));
+  const layout = baseLayout({ margin: { l: 50, r: 10, t: 40, b: 90 }, showlegend: true, legend: { orientation: "h", y: 1.15 } });
+  layout.xaxis = { tickangle: -55, fixedrange: true };
+  rows.forEach((_, i) => {
+    const key = i === 0 ? "yaxis" : "yaxis2";
+    layout[key] = { domain: rows.length === 2 ? (i === 0 ? [0.55, 1] : [0, 0.45]) : [0, 1], fixedrange: true, rangemode: "tozero" };
+  });
+  if (rows.length === 2) layout.xaxis.anchor = "y2";
+  return { data, layout };
+}
+
+function drawSelection(state) {
+  const box = byId("lines-selection");
+  const { queries, keys } = state.linesSelection;
+  const any = queries.length + keys.length > 0;
+  setHidden(box, !any);
+  for (const text of byId("lines-svg").querySelectorAll("text[data-side]")) {
+    const list = text.dataset.side === "query" ? queries : keys;
+    text.classList.toggle("selected", list.includes(Number(text.dataset.index)));
+  }
+  const reduce = byId("lines-reduce");
+  if (reduce.value !== state.linesReduce) reduce.value = state.linesReduce;
+  if (!any) return;
+  const key = selectionKey(state);
+  if (state.linesSelected?.key !== key) {
+    askSelection(state, key);
+    return;
+  }
+  const { response, error } = state.linesSelected;
+  const words = error
+    ? `Could not combine the selection: ${error}`
+    : response
+      ? `Head ${response.head} of layer ${response.layer}: ${response.queries.length} quer${response.queries.length === 1 ? "y" : "ies"} (${response.queries.join(", ") || "none"}) and ${response.keys.length} key${response.keys.length === 1 ? "" : "s"} (${response.keys.join(", ") || "none"}) selected, their rows and columns ${response.reduce === "mean" ? "averaged" : "summed"}. Click a token again to let it go.`
+      : "combining…";
+  setText(byId("lines-selection-caption"), words);
+  if (response) drawPlot(byId("lines-selection-plot"), key, () => selectionFigure(response), "attnscope-selection");
+}
+
 export function draw(state) {
   if (!state.text.trim()) return false;
   const key = linesKey(state);
@@ -179,12 +277,13 @@ export function draw(state) {
     drawSvg(svg, response.tokens, lines);
     showFocus(state);
   }
+  drawSelection(state);
   const T = response.tokens.length;
   setText(
     byId("lines-caption"),
     `Layer ${layer.layer}: each query token (left) to the keys it attends (right), a colour per head, each line as opaque as its weight` +
       (T > ALL_KEYS_UP_TO ? `; ${T} tokens, so each query shows its ${HEAVIEST} heaviest keys (weights from ${MIN_WEIGHT})` : ` (weights from ${MIN_WEIGHT})`) +
-      ". Hover a token to keep only its lines.",
+      ". Hover a token to keep only its lines; click tokens to select several.",
   );
   return true;
 }

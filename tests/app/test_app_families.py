@@ -363,3 +363,25 @@ def test_the_neuron_view_is_q_and_k_element_by_element(family_dirs, clients):
     assert masked["attn_scores_raw"] is None and masked["weight"] == 0  # a later key: masked
     r = c.post("/api/neuron", json={"text": TEXT, "layer": 0, "head": 0, "query": 500})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "query"]
+
+
+def test_several_tokens_summed_or_averaged_on_both_sides(family_dirs, clients):
+    """POST /api/selection: the selected queries' rows of eager's pattern, averaged or summed (where
+    they look), and the selected keys' columns (who looks at them)."""
+    c = clients["llama"]
+    ids = c.post("/api/attention", json={"text": TEXT, "layers": [], "include": [], "top_k": 0}).json()["token_ids"]
+    ref = AutoModelForCausalLM.from_pretrained(family_dirs["llama"], attn_implementation="eager")
+    with torch.no_grad():
+        P = ref(torch.tensor([ids]), output_attentions=True).attentions[1][0, 2].double().numpy()  # (T, T)
+    body = {"text": TEXT, "layer": 1, "head": 2, "queries": [9, 4, 9], "keys": [0, 3]}
+    mean = c.post("/api/selection", json=body).json()
+    np.testing.assert_allclose(mean["from_queries"], P[[4, 9]].mean(0), atol=2e-5)
+    np.testing.assert_allclose(mean["to_keys"], P[:, [0, 3]].mean(1), atol=2e-5)
+    assert mean["queries"] == [4, 9] and mean["reduce"] == "mean"
+    total = c.post("/api/selection", json={**body, "reduce": "sum"}).json()
+    np.testing.assert_allclose(total["from_queries"], P[[4, 9]].sum(0), atol=2e-5)
+    assert sum(total["from_queries"]) == pytest.approx(2, abs=1e-4)  # two rows of weights, each summing to 1
+    none = c.post("/api/selection", json={"text": TEXT, "layer": 1, "head": 2}).json()
+    assert none["from_queries"] is None and none["to_keys"] is None
+    r = c.post("/api/selection", json={**body, "keys": [0, 999]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "keys", 1]

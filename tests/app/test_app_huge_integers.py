@@ -12,6 +12,7 @@ BASE = {  # the smallest valid body of each route
     "/api/generate": {"text": "The cat", "max_new_tokens": 1},
     "/api/rollout": {"text": "The cat sat on the mat."},
     "/api/neuron": {"text": "The cat sat on the mat.", "layer": 0, "head": 0},
+    "/api/selection": {"text": "The cat sat on the mat.", "layer": 0, "head": 0},
     "/api/compare-texts": {"text": "The doctor said she", "text_b": "The doctor said he", "layer": 0, "head": 0},
     "/api/model": {"name": "attnscope-small"},
     "/api/lessons/bag-of-words": {"T": 4, "C": 2, "seed": 1},

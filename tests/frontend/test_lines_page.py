@@ -63,3 +63,26 @@ def test_a_long_text_keeps_each_querys_heaviest_keys(tab):
         per_query.setdefault((line["head"], line["query"]), []).append(line)
     assert max(len(v) for v in per_query.values()) <= 3
     assert "heaviest keys" in page.get_by_test_id("lines-caption").inner_text()
+
+
+def test_selected_tokens_are_combined_by_the_server(tab):
+    tab.open("/#view=lines&layer=1&head=2&text=" + quote(TEXT))
+    page = tab.page
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=lines-svg] line').length > 0")
+    for side, index in (("query", 6), ("query", 8), ("key", 1)):
+        page.locator(f"[data-testid=lines-svg] text[data-side={side}][data-index='{index}']").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=lines-selection-plot]')?.data?.length === 2")
+    served = post_json(
+        tab.base_url + "/api/selection", {"text": TEXT, "layer": 1, "head": 2, "queries": [6, 8], "keys": [1]}
+    )
+    fig = tab.figure("lines-selection-plot")
+    assert [t["y"] for t in fig["data"]] == [served["from_queries"], served["to_keys"]]
+    assert "2 queries (6, 8) and 1 key (1) selected" in page.get_by_test_id("lines-selection-caption").inner_text()
+    page.get_by_test_id("lines-reduce").select_option("sum")
+    page.wait_for_function("() => window.attnscope.state.linesSelected?.response?.reduce === 'sum'")
+    summed = post_json(
+        tab.base_url + "/api/selection", {"text": TEXT, "layer": 1, "head": 2, "queries": [6, 8], "keys": [1], "reduce": "sum"}
+    )
+    page.wait_for_function("() => document.querySelector('[data-testid=lines-selection-plot]').data[0].name.includes('sum')")
+    assert tab.figure("lines-selection-plot")["data"][0]["y"] == summed["from_queries"]
+    assert not tab.unexpected_console_errors()

@@ -1,0 +1,26 @@
+"""``POST /api/selection``: several tokens' attention in one head, summed or averaged."""
+
+import time
+
+from fastapi import APIRouter
+
+from ..compute import selection_tokens
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..responses import RawJSONResponse
+from ..schemas.common import with_text_limit
+from ..schemas.selection import SelectionRequest, SelectionResponse
+
+
+def make_router(max_text_chars: int) -> APIRouter:
+    """The route, its request model holding the server's text limit."""
+    router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
+    LimitedRequest = with_text_limit(SelectionRequest, max_text_chars)
+
+    @router.post("/api/selection", response_model=SelectionResponse, responses=ERRORS_POST)
+    async def selection_route(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+        """Several query tokens' rows (where they look) and several key tokens' columns (who looks
+        at them) of one head's pattern, summed or averaged."""
+        started = time.perf_counter()
+        return RawJSONResponse(await state.run(selection_tokens.selection_json, svc, body, started))
+
+    return router

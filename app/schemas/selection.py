@@ -1,0 +1,46 @@
+"""Request and response models of ``POST /api/selection``: several tokens' attention, summed or averaged."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .attention import Scale
+from .common import HeadRef, Index, TextInput, ablate_field
+
+MAX_SELECTED = 1024
+
+
+class SelectionRequest(TextInput):
+    """POST /api/selection."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"text": "The cat sat on the mat. The cat", "layer": 1, "head": 0, "queries": [6, 7], "keys": [1]}]
+        },
+    )
+    layer: Index
+    head: Index
+    queries: list[Index] = Field(default_factory=list, max_length=MAX_SELECTED, description="query positions, on the query side")
+    keys: list[Index] = Field(default_factory=list, max_length=MAX_SELECTED, description="key positions, on the key side")
+    reduce: Literal["mean", "sum"] = Field("mean", description="how the selected rows (or columns) are combined")
+    causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
+    scale: Scale = "model"
+    ablate: list[HeadRef] = ablate_field()
+
+
+class SelectionResponse(BaseModel):
+    tokens: list[str]
+    layer: int
+    head: int
+    reduce: Literal["mean", "sum"]
+    queries: list[int]
+    keys: list[int]
+    from_queries: list[float] | None = Field(
+        description="[key]: the selected queries' rows of the pattern, combined: where they look; null without queries"
+    )
+    to_keys: list[float] | None = Field(
+        description="[query]: the selected keys' columns of the pattern, combined: who looks at them; null without keys"
+    )
+    timing_ms: float
