@@ -48,6 +48,10 @@ def shots(long_text: str) -> list[Shot]:
         Shot("pipeline", f"#view=pipeline&layer=2&head=3&text={q(SENTENCE)}"),
         Shot("variance", f"#view=variance&layer=3&head=0&text={q(SENTENCE)}"),
         Shot("roles", f"#view=roles&role=induction&layer=3&head=0&text={q(REPEATED)}"),
+        Shot("lines", f"#view=lines&layer=3&head=0&text={q(SENTENCE)}"),
+        Shot("rollout", f"#view=rollout&text={q(REPEATED)}"),
+        Shot("two-texts", f"#view=texts&layer=3&head=2&text={q('The doctor said she was late.')}&textb={q('The doctor said he was late.')}"),
+        Shot("q-k", f"#view=neuron&layer=1&head=2&text={q(SENTENCE)}"),
         Shot(
             "whatif-no-mask",
             f"#view=head&causal=0&layer=2&head=3&text={q(SENTENCE)}",
@@ -77,7 +81,7 @@ def take(browser, base_url: str, shot: Shot, out: Path) -> Path:
     page.goto(base_url + shot.page + shot.hash)
     if shot.page == "/":
         wait_settled(page, timeout=120_000)
-        page.wait_for_function("() => document.querySelector('.view:not([hidden]) .plot.drawn') !== null")
+        page.wait_for_function("() => document.querySelector('.view:not([hidden]) .drawn') !== null")
     else:
         page.wait_for_selector("#variance-sweep.drawn", timeout=120_000)
     if shot.type_after is not None:

@@ -154,6 +154,7 @@ function drawSvg(svg, tokens, lines) {
     });
   }
   svg.replaceChildren(...parts);
+  svg.classList.add("drawn"); // as drawPlot marks a drawn figure
 }
 
 function drawHeads(box, heads, hidden) {
