@@ -143,6 +143,7 @@ async def lifespan(app: FastAPI):
         torch.get_num_threads(),
         settings.concurrency,
     )
+    del svc, info  # the state holds the model; a switch (POST /api/model) must be able to free it
     try:
         yield
     finally:

@@ -42,6 +42,7 @@ class _Recording:
     sink: object
     opts: AttentionOptions
     masks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (transformers' mask, ours)
+    gate_inputs: dict[int, torch.Tensor] = field(default_factory=dict)  # id(attention module) -> its q_proj output
 
     def mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """(T, S) bool from transformers' mask, made once per mask tensor: the layers of a forward
@@ -188,14 +189,12 @@ def attnscope_attention(
     return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects
 
 
-GATE_INPUT = "_attnscope_q_proj_out"  # where a gated layer's q_proj output waits for the attention function
-
-
 def watch_output_gates(model: torch.nn.Module) -> int:
     """Qwen3-Next's gated attention: ``q_proj`` makes each head's query and a gate of the same size
     side by side; after the attention function the head's output is multiplied by sigmoid(gate),
     outside anything the attention function sees. A forward hook on each such ``q_proj`` leaves its
-    output on the attention module for :func:`output_gate`. Returns how many layers are gated."""
+    output with the running :func:`recording` (one per request, so concurrent requests never see
+    each other's) for :func:`output_gate`. Returns how many layers are gated."""
     n = 0
     for module in model.modules():
         q_proj, o_proj = getattr(module, "q_proj", None), getattr(module, "o_proj", None)
@@ -204,18 +203,24 @@ def watch_output_gates(model: torch.nn.Module) -> int:
             continue
         if q_proj.out_features != 2 * o_proj.in_features:  # a query and a gate per head
             continue
-        q_proj.register_forward_hook(lambda _m, _inp, out, owner=module: setattr(owner, GATE_INPUT, out))
+        q_proj.register_forward_hook(lambda _m, _inp, out, owner=module: _keep_gate_input(owner, out))
         n += 1
     return n
+
+
+def _keep_gate_input(module: torch.nn.Module, out: torch.Tensor) -> None:
+    rec = _ACTIVE.get()
+    if rec is not None:
+        rec.gate_inputs[id(module)] = out
 
 
 def output_gate(module: torch.nn.Module, B: int, T: int, nh: int, hs: int) -> torch.Tensor | None:
     """(B, nh, T): each head's output gate at each query, sigmoid averaged over the head's dimensions;
     None for a layer without one. Taken (and let go) from what :func:`watch_output_gates` left."""
-    out = getattr(module, GATE_INPUT, None)
+    rec = _ACTIVE.get()
+    out = rec.gate_inputs.pop(id(module), None) if rec is not None else None
     if out is None:
         return None
-    setattr(module, GATE_INPUT, None)
     logits = out.view(B, T, nh, 2 * hs)[..., hs:]  # (B, T, nh, hs): the gate half of each head's projection
     return torch.sigmoid(logits.float()).mean(-1).transpose(1, 2)  # (B, nh, T)
 

@@ -88,12 +88,16 @@ def resolve_hub(name: str) -> Path:
 
 
 def hub_name_of(path: Path) -> str | None:
-    """``ORG/NAME`` for a folder inside the Hugging Face cache (``models--ORG--NAME/snapshots/<commit>``), else None."""
+    """``ORG/NAME`` for a folder inside the Hugging Face cache (``models--ORG--NAME/snapshots/<commit>``)
+    at the revision ``main`` points to, ``ORG/NAME@<commit>`` at another, else None."""
     path = Path(path)
     repo = path.parent.parent.name if path.parent.name == "snapshots" else ""
     if not repo.startswith("models--"):
         return None
-    return repo.removeprefix("models--").replace("--", "/")
+    name = repo.removeprefix("models--").replace("--", "/")
+    main = path.parent.parent / "refs" / "main"
+    on_main = main.is_file() and main.read_text().strip() == path.name
+    return name if on_main else f"{name}@{path.name}"  # as cached_models lists it
 
 
 def cached_models() -> list[dict]:

@@ -8,7 +8,8 @@ representation after layer l draws on each input token.
 
 With ``residual=True`` (the paper's choice) each layer's map is ``0.5 · Â_l + 0.5 · I`` with
 its rows normalised to sum to 1: the residual stream carries every token's own representation
-past the attention. Without it, ``Â_l`` as it is.
+past the attention. Without it, ``Â_l`` as it is. Heads switched off (``ablate``) write nothing,
+so they are left out of the mean; a layer with every head off mixes nothing (``Â_l = I``).
 
 :class:`RolloutSink` computes it inside one forward pass, a block of query rows at a time (it is
 a *blockwise* sink, :func:`model.trace.traced_attention`), keeping one T×T layer map and the
@@ -32,6 +33,7 @@ class RolloutSink:
     T: int
     position: int
     residual: bool = True
+    off: frozenset = frozenset()  # (layer, head) switched off: left out of their layer's mean
     layers: list[int] = field(default_factory=list)  # the model's numbers of the layers seen, in order
     rows: list[torch.Tensor] = field(default_factory=list)  # per layer: (T,) row ``position`` of R_l
     blockwise = True
@@ -51,14 +53,18 @@ class RolloutSink:
     def begin(self, layer, q, k, v, mask, divisor, softcap=None, window=None, sink_logit=None, extras=frozenset()):
         T, S = mask.shape
         self._A = torch.zeros(T, S, dtype=torch.float64, device=q.device)
+        self._on = [h for h in range(q.shape[1]) if (layer, h) not in self.off]  # the heads that write
         self.layers.append(layer)
 
     def block(self, q0: int, q1: int, steps: dict) -> None:
         pattern = steps["pattern"][0]  # (nh, t, s)
-        self._A[q0:q1, : pattern.shape[-1]] = pattern.double().mean(0)  # the heads' mean, as the paper
+        if self._on:  # the mean of the heads that write, as the paper averages them
+            self._A[q0:q1, : pattern.shape[-1]] = pattern[self._on].double().mean(0)
 
     def end(self, z: torch.Tensor) -> None:
         A = self._A  # (T, T)
+        if not self._on:  # every head switched off: the layer mixes nothing
+            A = torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
         if self.residual:
             A = 0.5 * A + 0.5 * torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
             A = A / A.sum(-1, keepdim=True)
@@ -70,7 +76,7 @@ class RolloutSink:
 def rollout_rows(backend, ids: list[int], position: int, residual: bool, opts) -> tuple[list[int], torch.Tensor]:
     """One forward pass of ``ids`` (the what-ifs of ``opts`` applied): the attention layers' numbers
     and ``(L, T)``, row ``position`` of the rollout after each of them."""
-    sink = RolloutSink(T=len(ids), position=position, residual=residual)
+    sink = RolloutSink(T=len(ids), position=position, residual=residual, off=opts.ablate)
     with torch.inference_mode():
         backend.run(ids, opts, sink, logits=False)
     return sink.layers, torch.stack(sink.rows)

@@ -23,7 +23,8 @@ from .rounding import PATTERN_DECIMALS, SCORE_DECIMALS
 def one_head(svc: Service, req, include: list[str]):
     """One forward pass of ``req.text`` keeping ``include`` of the head ``(req.layer, req.head)``
     under the request's what-ifs: (the result, that head's fields). Errors name ``layer``, ``head``."""
-    body = AttentionRequest(
+    # built, not validated again: the route checked the text against the server's own limit
+    body = AttentionRequest.model_construct(
         text=req.text,
         layers=[req.layer],
         heads=[req.head],
@@ -68,6 +69,7 @@ def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) 
         "q_times_k": np.round(q * k, SCORE_DECIMALS),
         "attn_scores_raw": round(raw, SCORE_DECIMALS) if math.isfinite(raw) else None,  # NaN: masked
         "divisor": lc.divisor,
+        "softcap": lc.softcap,
         "attn_scores": round(scaled, SCORE_DECIMALS) if math.isfinite(scaled) else None,
         "weight": round(float(fields["pattern"][query, key]), PATTERN_DECIMALS),
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),

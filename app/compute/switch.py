@@ -16,7 +16,6 @@ from pathlib import Path
 
 import torch
 
-from ...model.checkpoint import CheckpointError
 from ..errors import ApiError
 
 log = logging.getLogger("attnscope")
@@ -72,7 +71,7 @@ def start_switch(state, entry: dict, load) -> None:
     def run() -> None:
         try:
             svc = load(Path(entry["path"]))
-        except (CheckpointError, OSError, RuntimeError, ValueError) as e:
+        except Exception as e:  # any failure is said, and the current model stays
             state.switch = {"name": entry["name"], "status": "failed", "error": " ".join(str(e).split())[:400]}
             log.warning("attnscope: could not switch to %s: %s", entry["name"], state.switch["error"])
             return

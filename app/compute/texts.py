@@ -19,7 +19,8 @@ from .rounding import PATTERN_DECIMALS
 
 def _one(svc: Service, req: CompareTextsRequest, text: str, field: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The head on one text: tokens, its layer's mask and the pattern; errors name ``field``."""
-    body = AttentionRequest(
+    # built, not validated again: the route checked the text against the server's own limit
+    body = AttentionRequest.model_construct(
         text=text,
         layers=[req.layer],
         heads=[req.head],
@@ -36,6 +37,7 @@ def _one(svc: Service, req: CompareTextsRequest, text: str, field: str) -> tuple
             loc = list(item["loc"])
             if loc[:2] == ["body", "text"]:
                 item["loc"] = ["body", field, *loc[2:]]
+                item["msg"] = item["msg"].replace("text is", f"{field} is", 1)
             elif loc[:2] in (["body", "layers"], ["body", "heads"]):
                 item["loc"] = ["body", loc[1].removesuffix("s")]
                 item["msg"] = item["msg"].replace(f"{loc[1]}[0]", loc[1].removesuffix("s"))

@@ -76,12 +76,8 @@ def with_text_limit(model: type[TextModel], max_text_chars: int) -> type[TextMod
     """``model`` with the server's text limit (the schema shows it too)."""
     if max_text_chars == TEXT_CHARS:
         return model
-    return create_model(
-        model.__name__,
-        __base__=model,
-        __module__=model.__module__,
-        text=(str, text_field(max_text_chars)),
-    )
+    texts = {name: (str, text_field(max_text_chars)) for name in ("text", "text_b") if name in model.model_fields}
+    return create_model(model.__name__, __base__=model, __module__=model.__module__, **texts)
 
 
 class HeadRef(Strict):

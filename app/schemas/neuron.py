@@ -34,6 +34,7 @@ class NeuronResponse(BaseModel):
     q_times_k: list[float] = Field(description="q ⊙ k, element by element: its sum is attn_scores_raw")
     attn_scores_raw: float | None = Field(description="q·k, the raw score; null where the key is masked for the query")
     divisor: float
+    softcap: float | None = Field(description="the layer's softcap, applied after the divisor; null if none")
     attn_scores: float | None = Field(description="the score softmax saw (raw / divisor, softcapped where the model does)")
     weight: float = Field(description="the pattern's weight of this key for this query")
     timing_ms: float

@@ -266,7 +266,10 @@ export function createData(app) {
 
   /** The server now serves another model: every answer was the old model's; load the new one's description and ask again. */
   async function modelChanged() {
-    Object.assign(state, { grid: null, detail: null, region: null, effects: null, generation: null, roles: null, error: null });
+    Object.assign(state, {
+      ...{ grid: null, detail: null, region: null, effects: null, generation: null, roles: null, error: null },
+      ...{ rollout: null, texts: null, neuron: null, lines: null, linesSelected: null }, // the views' own answers
+    });
     askedKey = null;
     modelReady = loadModel();
     await modelReady;

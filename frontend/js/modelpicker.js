@@ -8,6 +8,7 @@ import { errorText, getJSON, postJSON } from "./api.js";
 import { mount, setHidden, setText } from "./dom.js";
 
 const POLL_MS = 500;
+const WAIT_MS = 20 * 60 * 1000; // a load taking longer than this is not waited for
 
 /** The picker's options: every openable model, by name, with its source and size in the tooltip. */
 export function pickerOptions(listing) {
@@ -41,7 +42,13 @@ export function installModelPicker(app) {
   }
 
   async function poll(name) {
-    for (;;) {
+    for (let waited = 0; ; waited += POLL_MS) {
+      if (waited > WAIT_MS) {
+        loading = null;
+        state.error = `${name} is still loading after ${WAIT_MS / 60000} minutes; the page stopped waiting (GET /api/models says when it is served).`;
+        app.update();
+        return;
+      }
       await new Promise((r) => setTimeout(r, POLL_MS));
       try {
         listing = await getJSON("/api/models");

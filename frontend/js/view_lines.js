@@ -28,7 +28,7 @@ const MIN_WEIGHT = 0.01; // lighter lines would not be seen
 let app = null;
 const SVG = "http://www.w3.org/2000/svg";
 
-const linesKey = (state) => JSON.stringify([state.text, state.layer, state.causal, scaleParam(state), offParam(state.ablate)]);
+const linesKey = (state) => JSON.stringify([state.model?.name, state.text, state.layer, state.causal, scaleParam(state), offParam(state.ablate)]);
 
 export function install(a) {
   app = a;
@@ -80,6 +80,7 @@ async function ask(state, key) {
       layers: [state.layer],
       include: ["pattern"],
       top_k: 0,
+      encoding: "b64", // every head's T×T weights: float32 typed arrays, not JSON numbers
       causal: state.causal,
       scale: scaleParam(state),
       ablate: state.ablate,
@@ -102,7 +103,7 @@ export function linesOf(heads, hidden = []) {
     if (hidden.includes(h.head)) continue;
     const T = h.pattern.length;
     h.pattern.forEach((row, query) => {
-      let keys = row.map((weight, key) => ({ key, weight })).filter((e) => e.weight >= MIN_WEIGHT);
+      let keys = Array.from(row, (weight, key) => ({ key, weight })).filter((e) => e.weight >= MIN_WEIGHT);
       if (T > ALL_KEYS_UP_TO) keys = keys.sort((a, b) => b.weight - a.weight).slice(0, HEAVIEST);
       for (const { key, weight } of keys) out.push({ head: h.head, query, key, weight });
     });

@@ -6,7 +6,7 @@
 import { errorText, postJSON } from "./api.js";
 import { byId, drawPlot, setText } from "./dom.js";
 import { BLUE, MUTED, ORANGE, baseLayout } from "./figures.js";
-import { scaleParam, selectedPosition } from "./state.js";
+import { currentGrid, scaleParam, selectedPosition } from "./state.js";
 import { offParam } from "./switchedoff.js";
 
 export const id = "neuron";
@@ -17,7 +17,7 @@ export const needs = ["grid"];
 let app = null;
 
 const neuronKey = (state, query) =>
-  JSON.stringify([state.text, state.layer, state.head, query, state.neuronKey, state.causal, scaleParam(state), offParam(state.ablate)]);
+  JSON.stringify([state.model?.name, state.text, state.layer, state.head, query, state.neuronKey, state.causal, scaleParam(state), offParam(state.ablate)]);
 
 /** The key picker: a token, or "the heaviest" (the server's choice). */
 export function install(a) {
@@ -91,9 +91,10 @@ export function neuronFigure({ q, k, q_times_k: product }) {
 /** The sum and what follows it, in words, the server's numbers. */
 export function neuronWords(n) {
   const pair = `“${n.tokens[n.query]}” (token ${n.query}) → “${n.tokens[n.key]}” (token ${n.key})`;
-  if (n.attn_scores_raw === null) return `${pair}: the key is masked for this query (it comes after it), so no score is used; its weight is 0.`;
+  if (n.attn_scores_raw === null) return `${pair}: the mask hides this key from this query, so no score is used; its weight is 0.`;
+  const capped = n.softcap ? `, then the softcap ${n.softcap}·tanh(s / ${n.softcap}),` : "";
   return (
-    `${pair}: the sum of q ⊙ k is q·k = ${n.attn_scores_raw.toFixed(4)}; ÷ ${n.divisor.toFixed(4)} gives the score softmax sees, ` +
+    `${pair}: the sum of q ⊙ k is q·k = ${n.attn_scores_raw.toFixed(4)}; ÷ ${n.divisor.toFixed(4)}${capped} gives the score softmax sees, ` +
     `${n.attn_scores.toFixed(4)}; the weight is ${n.weight.toFixed(4)}. Each bar of the last row adds to the score, or takes from it where q and k differ in sign.`
   );
 }
@@ -121,7 +122,7 @@ function fillKeys(tokens, chosen) {
 }
 
 export function draw(state) {
-  const tokens = state.grid?.response?.tokens;
+  const tokens = currentGrid(state)?.tokens; // the current text's, never the last text's
   if (!tokens?.length) return false;
   fillKeys(tokens, state.neuronKey);
   const query = selectedPosition(state, tokens.length);

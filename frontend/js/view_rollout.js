@@ -7,7 +7,7 @@
 import { errorText, postJSON } from "./api.js";
 import { byId, drawPlot, setText } from "./dom.js";
 import { WEIGHT_SCALE, baseLayout, tokenAxis } from "./figures.js";
-import { scaleParam, selectedPosition } from "./state.js";
+import { currentGrid, scaleParam, selectedPosition } from "./state.js";
 import { offParam } from "./switchedoff.js";
 
 export const id = "rollout";
@@ -19,7 +19,7 @@ let app = null;
 
 /** What the answer must have been asked with to be the current one. */
 const rolloutKey = (state, position) =>
-  JSON.stringify([state.text, position, state.rolloutResidual, state.causal, scaleParam(state), offParam(state.ablate)]);
+  JSON.stringify([state.model?.name, state.text, position, state.rolloutResidual, state.causal, scaleParam(state), offParam(state.ablate)]);
 
 /** The residual switch; `app`: {state, update}. */
 export function install(a) {
@@ -92,6 +92,8 @@ export function rolloutWords({ tokens, position, residual, layers }, model) {
       ? "With the residual: each layer's map is 0.5 · attention + 0.5 · identity, rows renormalised, because the residual stream carries every token past the attention."
       : "Without the residual: the attention maps alone, so a token's own representation flows on only through the weight it gives itself.",
   ];
+  const noted = (model?.layers ?? []).filter((l) => l.note && layers.includes(l.index));
+  if (noted.length) parts.push(`Layers ${noted.map((l) => l.index).join(", ")} do more than attend (${noted[0].note}): the rollout leaves that out.`);
   if (model?.attention_layers && model.attention_layers.length < model.n_layer) {
     parts.push(`Only the layers with softmax attention (${layers.join(", ")}) are multiplied: the others mix tokens in ways no attention map holds.`);
   }
@@ -101,7 +103,7 @@ export function rolloutWords({ tokens, position, residual, layers }, model) {
 export function draw(state) {
   const toggle = byId("rollout-residual");
   if (toggle.checked !== state.rolloutResidual) toggle.checked = state.rolloutResidual;
-  const T = state.grid?.response?.tokens?.length ?? 0;
+  const T = currentGrid(state)?.tokens?.length ?? 0; // the current text's, never the last text's
   if (!T || !state.text.trim()) return false;
   const position = selectedPosition(state, T);
   const key = rolloutKey(state, position);

@@ -19,7 +19,7 @@ let app = null;
 let timer = null;
 
 const textsKey = (state) =>
-  JSON.stringify([state.text, state.textB, state.layer, state.head, state.causal, scaleParam(state), offParam(state.ablate)]);
+  JSON.stringify([state.model?.name, state.text, state.textB, state.layer, state.head, state.causal, scaleParam(state), offParam(state.ablate)]);
 
 /** The second text's box writes `state.textB` (and so the link). */
 export function install(a) {

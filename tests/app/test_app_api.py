@@ -591,3 +591,25 @@ def test_a_capture_block_stays_on_the_heap():
     for T, nh in [(256, 4), (4096, 9), (8192, 32)]:
         rows = cap.blocks(T, T, nh)[0]
         assert nh * (rows[1] - rows[0]) * T * 4 <= biggest
+
+
+def test_the_one_head_routes_take_the_servers_own_text_limit(checkpoint_dir):
+    """A server whose text limit is over the schema's default (a long-context model): a long text
+    in text or text_b is judged by the model (a 422 naming the field), never a 500."""
+    from attnscope.app.main import create_app
+    from attnscope.app.settings import Settings
+    from fastapi.testclient import TestClient
+
+    long_text = "The cat sat on the mat. " * 900  # 21,600 characters, over the default 16,000
+    with TestClient(create_app(Settings(checkpoint=checkpoint_dir, device="cpu", max_text_chars=50_000))) as c:
+        for route, body in [
+            ("/api/neuron", {"text": long_text, "layer": 0, "head": 0}),
+            ("/api/selection", {"text": long_text, "layer": 0, "head": 0}),
+            ("/api/compare-texts", {"text": long_text, "text_b": "The cat", "layer": 0, "head": 0}),
+            ("/api/compare-texts", {"text": "The cat", "text_b": long_text, "layer": 0, "head": 0}),
+        ]:
+            r = c.post(route, json=body)
+            assert r.status_code == 422, (route, r.status_code, r.text[:200])
+            item = r.json()["detail"][0]
+            field = "text_b" if body.get("text_b") == long_text else "text"
+            assert item["loc"] == ["body", field] and item["msg"].startswith(f"{field} is ") and "tokens" in item["msg"]

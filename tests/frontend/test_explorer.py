@@ -357,9 +357,9 @@ def test_controls_have_names_and_are_reachable_by_keyboard(tab):
     # arrow keys move between the view tabs
     tab.page.get_by_role("tab", name="Head & grid").focus()
     tab.page.keyboard.press("ArrowRight")
-    assert tab.page.get_by_role("tab", name="Scaled vs unscaled").get_attribute("aria-selected") == "true"
+    assert tab.page.get_by_role("tab", name="Lines").get_attribute("aria-selected") == "true"
     tab.page.keyboard.press("ArrowRight")
-    assert tab.page.get_by_role("tab", name="Mask pipeline").get_attribute("aria-selected") == "true"
+    assert tab.page.get_by_role("tab", name="Scaled vs unscaled").get_attribute("aria-selected") == "true"
 
 
 def test_token_hover_text_after_an_emoji_is_the_token_itself(tab):

@@ -37,7 +37,8 @@ def test_every_weight_is_a_line_as_opaque_as_it(tab, width):
         if w >= 0.01
     }
     drawn = {(line["head"], line["query"], line["key"]): line["opacity"] for line in lines(page)}
-    assert drawn == pytest.approx(expected)
+    assert drawn.keys() == expected.keys()
+    assert list(drawn.values()) == pytest.approx([expected[k] for k in drawn], abs=1e-5)  # float32 against 5 decimals
     assert all(j <= i for (_, i, j) in drawn)  # causal: no line to a later key
     # hover the query "sat" (token 2): only its lines stay
     page.locator("[data-testid=lines-svg] text[data-side=query][data-index='2']").hover()

@@ -222,6 +222,14 @@ def test_the_output_gate_is_the_models_sigmoid_gate_of_each_head_and_query(famil
         torch.testing.assert_close(tr.gate[i], gate.mean(-1).T)  # (nh, T)
     assert 0 < tr.gate.min() and tr.gate.max() < 1 and tr.gate.std() > 0.01  # gates that differ: worth showing
     assert inspect(loaded["llama"].backend, None, TEXT).gate is None
+    # concurrent requests (the server runs them in threads) each get their own gates
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [TEXT, "The cat sat."]
+    alone = {t: inspect(lm.backend, None, t).gate for t in texts}
+    with ThreadPoolExecutor(4) as pool:
+        for text, gate in zip(texts * 20, pool.map(lambda t: inspect(lm.backend, None, t).gate, texts * 20)):
+            torch.testing.assert_close(gate, alone[text])
 
 
 def test_not_supported_models_say_why(tmp_path):

@@ -75,3 +75,21 @@ def test_rollout_follows_the_what_ifs(models):
     _, causal = rollout_rows(lm.backend, ids, 2, True, AttentionOptions())
     _, open_ = rollout_rows(lm.backend, ids, 2, True, AttentionOptions(causal=False))
     assert (causal[:, 3:] == 0).all() and (open_[:, 3:] > 0).any()  # without the mask later tokens flow in
+
+
+def test_switched_off_heads_are_left_out_of_the_mean(models):
+    """A head switched off writes nothing: its layer's map averages the others; with every head of
+    a layer off the layer mixes nothing, and the rollout after it is the one before it."""
+    lm = load_model(models["ours"], "cpu")
+    ids = lm.tokenizer.encode_ids(TEXT)
+    p = len(ids) - 1
+    n_head = lm.facts.n_head
+    everything_off = AttentionOptions(ablate=frozenset((1, h) for h in range(n_head)))
+    _, rows = rollout_rows(lm.backend, ids, p, False, everything_off)
+    torch.testing.assert_close(rows[1], rows[0])  # layer 1 mixes nothing
+    trace: list = []
+    one_off = AttentionOptions(ablate=frozenset({(0, 2)}))
+    lm.backend.run(ids, one_off, trace, logits=False)
+    _, rows = rollout_rows(lm.backend, ids, p, False, one_off)
+    kept = [h for h in range(n_head) if h != 2]
+    torch.testing.assert_close(rows[0], trace[0].pattern[0, kept, p].double().mean(0).float(), rtol=1e-5, atol=1e-6)
