@@ -10,41 +10,12 @@ import time
 
 import numpy as np
 
-from ..errors import ApiError
 from ..responses import dumps
-from ..schemas.attention import AttentionRequest
 from ..schemas.neuron import NeuronRequest
 from ..service import Service
-from .attention import compute_attention
 from .checks import check_index
+from .onehead import one_head
 from .rounding import PATTERN_DECIMALS, SCORE_DECIMALS
-
-
-def one_head(svc: Service, req, include: list[str]):
-    """One forward pass of ``req.text`` keeping ``include`` of the head ``(req.layer, req.head)``
-    under the request's what-ifs: (the result, that head's fields). Errors name ``layer``, ``head``."""
-    # built, not validated again: the route checked the text against the server's own limit
-    body = AttentionRequest.model_construct(
-        text=req.text,
-        layers=[req.layer],
-        heads=[req.head],
-        include=include,
-        top_k=0,
-        causal=req.causal,
-        scale=req.scale,
-        ablate=req.ablate,
-    )
-    try:
-        result = compute_attention(svc, body)
-    except ApiError as e:
-        for item in e.detail:  # the request names one layer and one head
-            loc = list(item["loc"])
-            if loc[:2] in (["body", "layers"], ["body", "heads"]):
-                item["loc"] = ["body", loc[1].removesuffix("s")]
-                item["msg"] = item["msg"].replace(f"{loc[1]}[0]", loc[1].removesuffix("s"))
-        raise
-    lc = result.capture.layers[0]
-    return result, {name: value[0] for name, value in lc.fields.items()}
 
 
 def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) -> bytes:

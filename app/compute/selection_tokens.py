@@ -12,7 +12,7 @@ from ..responses import dumps
 from ..schemas.selection import SelectionRequest
 from ..service import Service
 from .checks import check_index
-from .neuron import one_head
+from .onehead import one_head
 from .rounding import PATTERN_DECIMALS
 
 

@@ -8,42 +8,18 @@ import time
 
 import numpy as np
 
-from ..errors import ApiError
 from ..responses import dumps
-from ..schemas.attention import AttentionRequest
 from ..schemas.texts import CompareTextsRequest
 from ..service import Service
-from .attention import compute_attention
+from .onehead import one_head
 from .rounding import PATTERN_DECIMALS
 
 
 def _one(svc: Service, req: CompareTextsRequest, text: str, field: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The head on one text: tokens, its layer's mask and the pattern; errors name ``field``."""
-    # built, not validated again: the route checked the text against the server's own limit
-    body = AttentionRequest.model_construct(
-        text=text,
-        layers=[req.layer],
-        heads=[req.head],
-        include=["pattern"],
-        top_k=0,
-        causal=req.causal,
-        scale=req.scale,
-        ablate=req.ablate,
-    )
-    try:
-        result = compute_attention(svc, body)
-    except ApiError as e:
-        for item in e.detail:  # the text at fault is this one; "layers" and "heads" are the request's "layer" and "head"
-            loc = list(item["loc"])
-            if loc[:2] == ["body", "text"]:
-                item["loc"] = ["body", field, *loc[2:]]
-                item["msg"] = item["msg"].replace("text is", f"{field} is", 1)
-            elif loc[:2] in (["body", "layers"], ["body", "heads"]):
-                item["loc"] = ["body", loc[1].removesuffix("s")]
-                item["msg"] = item["msg"].replace(f"{loc[1]}[0]", loc[1].removesuffix("s"))
-        raise
-    lc = result.capture.layers[0]
-    return [svc.displays[i] for i in result.token_ids], lc.mask, lc.fields["pattern"][0]
+    result, fields = one_head(svc, req, ["pattern"], text=text, field=field)
+    mask = result.capture.layers[0].mask
+    return [svc.displays[i] for i in result.token_ids], mask, fields["pattern"]
 
 
 def compare_texts_json(svc: Service, req: CompareTextsRequest, started: float | None = None) -> bytes:

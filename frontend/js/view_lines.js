@@ -7,7 +7,7 @@
 // attention of the selection, summed or averaged by the server (POST /api/selection), is drawn
 // below: where the selected queries look, and who looks at the selected keys.
 
-import { errorText, postJSON } from "./api.js";
+import { askInto } from "./answers.js";
 import { byId, drawPlot, setHidden, setText } from "./dom.js";
 import { BLUE, ORANGE, baseLayout } from "./figures.js";
 import { scaleParam } from "./state.js";
@@ -72,24 +72,11 @@ export function install(a) {
   });
 }
 
-async function ask(state, key) {
-  state.lines = { key, response: null, error: null };
-  try {
-    const response = await postJSON("/api/attention", {
-      text: state.text,
-      layers: [state.layer],
-      include: ["pattern"],
-      top_k: 0,
-      encoding: "b64", // every head's T×T weights: float32 typed arrays, not JSON numbers
-      causal: state.causal,
-      scale: scaleParam(state),
-      ablate: state.ablate,
-    });
-    if (state.lines?.key === key) state.lines = { key, response, error: null };
-  } catch (err) {
-    if (state.lines?.key === key) state.lines = { key, response: null, error: errorText(err) };
-  }
-  app?.update();
+/** Ask for the chosen layer's patterns, every head. */
+function ask(state, key) {
+  // every head's T×T weights: float32 typed arrays, not JSON numbers
+  const body = { text: state.text, layers: [state.layer], include: ["pattern"], top_k: 0, encoding: "b64", causal: state.causal, scale: scaleParam(state), ablate: state.ablate };
+  askInto(app, "lines", key, "/api/attention", body);
 }
 
 /**
@@ -180,26 +167,11 @@ function drawHeads(box, heads, hidden) {
 const selectionKey = (state) =>
   JSON.stringify([linesKey(state), state.head, state.linesSelection, state.linesReduce]);
 
-async function askSelection(state, key) {
-  state.linesSelected = { key, response: null, error: null };
+/** Ask for the selected tokens' rows and columns of the chosen head, combined. */
+function askSelection(state, key) {
   const { queries, keys } = state.linesSelection;
-  try {
-    const response = await postJSON("/api/selection", {
-      text: state.text,
-      layer: state.layer,
-      head: state.head,
-      queries,
-      keys,
-      reduce: state.linesReduce,
-      causal: state.causal,
-      scale: scaleParam(state),
-      ablate: state.ablate,
-    });
-    if (state.linesSelected?.key === key) state.linesSelected = { key, response, error: null };
-  } catch (err) {
-    if (state.linesSelected?.key === key) state.linesSelected = { key, response: null, error: errorText(err) };
-  }
-  app?.update();
+  const body = { text: state.text, layer: state.layer, head: state.head, queries, keys, reduce: state.linesReduce, causal: state.causal, scale: scaleParam(state), ablate: state.ablate };
+  askInto(app, "linesSelected", key, "/api/selection", body);
 }
 
 /** The selection's two bar charts: where the selected queries look (over keys), who looks at the selected keys (over queries). */

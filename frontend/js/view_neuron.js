@@ -3,7 +3,7 @@
 // then the score softmax saw and the weight, every number the server's (POST /api/neuron). The
 // lessons page makes the point on random vectors; here it is the model's own.
 
-import { errorText, postJSON } from "./api.js";
+import { askInto } from "./answers.js";
 import { byId, drawPlot, setText } from "./dom.js";
 import { BLUE, MUTED, ORANGE, baseLayout } from "./figures.js";
 import { currentGrid, scaleParam, selectedPosition } from "./state.js";
@@ -28,24 +28,11 @@ export function install(a) {
   });
 }
 
-async function ask(state, query, key) {
-  state.neuron = { key, response: null, error: null };
-  try {
-    const response = await postJSON("/api/neuron", {
-      text: state.text,
-      layer: state.layer,
-      head: state.head,
-      query,
-      ...(state.neuronKey === null ? {} : { key: state.neuronKey }),
-      causal: state.causal,
-      scale: scaleParam(state),
-      ablate: state.ablate,
-    });
-    if (state.neuron?.key === key) state.neuron = { key, response, error: null };
-  } catch (err) {
-    if (state.neuron?.key === key) state.neuron = { key, response: null, error: errorText(err) };
-  }
-  app?.update();
+/** Ask for q, k and q ⊙ k of the chosen head, `query` and the state's key. */
+function ask(state, query, key) {
+  const pair = state.neuronKey === null ? { query } : { query, key: state.neuronKey };
+  const body = { text: state.text, layer: state.layer, head: state.head, ...pair, causal: state.causal, scale: scaleParam(state), ablate: state.ablate };
+  askInto(app, "neuron", key, "/api/neuron", body);
 }
 
 /** q, k and q ⊙ k as three rows of bars over the head's dimensions. */
@@ -128,7 +115,7 @@ export function draw(state) {
   const query = selectedPosition(state, tokens.length);
   const key = neuronKey(state, query);
   if (state.neuron?.key !== key) {
-    ask(state, query, key);
+    if (app) ask(state, query, key);
     return false;
   }
   const { response, error } = state.neuron;

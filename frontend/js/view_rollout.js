@@ -4,7 +4,7 @@
 // through, with the residual (0.5·A + 0.5·I, the paper's) or without. It follows the text, the
 // chosen token and the what-ifs; its answer is asked for when the view is shown.
 
-import { errorText, postJSON } from "./api.js";
+import { askInto } from "./answers.js";
 import { byId, drawPlot, setText } from "./dom.js";
 import { WEIGHT_SCALE, baseLayout, tokenAxis } from "./figures.js";
 import { currentGrid, scaleParam, selectedPosition } from "./state.js";
@@ -31,22 +31,10 @@ export function install(a) {
   });
 }
 
-async function ask(state, position, key) {
-  state.rollout = { key, response: null, error: null, pending: true };
-  try {
-    const response = await postJSON("/api/rollout", {
-      text: state.text,
-      position,
-      residual: state.rolloutResidual,
-      causal: state.causal,
-      scale: scaleParam(state),
-      ablate: state.ablate,
-    });
-    if (state.rollout?.key === key) state.rollout = { key, response, error: null, pending: false };
-  } catch (err) {
-    if (state.rollout?.key === key) state.rollout = { key, response: null, error: errorText(err), pending: false };
-  }
-  app?.update();
+/** Ask for the rollout of `position` under the state's text and what-ifs. */
+function ask(state, position, key) {
+  const body = { text: state.text, position, residual: state.rolloutResidual, causal: state.causal, scale: scaleParam(state), ablate: state.ablate };
+  askInto(app, "rollout", key, "/api/rollout", body);
 }
 
 /** Layers × input tokens: the chosen token's rollout after each attention layer. */
@@ -108,7 +96,7 @@ export function draw(state) {
   const position = selectedPosition(state, T);
   const key = rolloutKey(state, position);
   if (state.rollout?.key !== key) {
-    ask(state, position, key);
+    if (app) ask(state, position, key);
     return false;
   }
   const { response, error } = state.rollout;

@@ -3,7 +3,7 @@
 // their difference cell by cell on a diverging scale. Every number is the server's
 // (POST /api/compare-texts); the second text lives in the link (`textb=`).
 
-import { errorText, postJSON } from "./api.js";
+import { askInto } from "./answers.js";
 import { byId, drawPlot, setText } from "./dom.js";
 import { baseLayout, headHeatmapFigure, maskNull, tokenAxis, tokenMargins } from "./figures.js";
 import { scaleParam } from "./state.js";
@@ -33,23 +33,10 @@ export function install(a) {
   });
 }
 
-async function ask(state, key) {
-  state.texts = { key, response: null, error: null };
-  try {
-    const response = await postJSON("/api/compare-texts", {
-      text: state.text,
-      text_b: state.textB,
-      layer: state.layer,
-      head: state.head,
-      causal: state.causal,
-      scale: scaleParam(state),
-      ablate: state.ablate,
-    });
-    if (state.texts?.key === key) state.texts = { key, response, error: null };
-  } catch (err) {
-    if (state.texts?.key === key) state.texts = { key, response: null, error: errorText(err) };
-  }
-  app?.update();
+/** Ask for the head on both texts. */
+function ask(state, key) {
+  const body = { text: state.text, text_b: state.textB, layer: state.layer, head: state.head, causal: state.causal, scale: scaleParam(state), ablate: state.ablate };
+  askInto(app, "texts", key, "/api/compare-texts", body);
 }
 
 /** The difference, second text minus first, on a diverging scale centred on 0 (the server's range). */
@@ -90,7 +77,7 @@ export function draw(state) {
   }
   const key = textsKey(state);
   if (state.texts?.key !== key) {
-    ask(state, key);
+    if (app) ask(state, key);
     return false;
   }
   const { response, error } = state.texts;

@@ -1,0 +1,40 @@
+"""One head of one text, computed as ``POST /api/attention`` computes it: what the routes that look
+at a single head (``/api/neuron``, ``/api/selection``, ``/api/compare-texts``) share."""
+
+from __future__ import annotations
+
+from ..errors import ApiError
+from ..schemas.attention import AttentionRequest
+from ..service import Service
+from .attention import compute_attention
+
+
+def one_head(svc: Service, req, include: list[str], text: str | None = None, field: str = "text"):
+    """One forward pass of ``text`` (default ``req.text``) keeping ``include`` of the head
+    ``(req.layer, req.head)`` under the request's what-ifs: (the result, that head's fields).
+    Errors name the request's own fields: ``field`` for the text, ``layer``, ``head``."""
+    # built, not validated again: the route checked the text against the server's own limit
+    body = AttentionRequest.model_construct(
+        text=req.text if text is None else text,
+        layers=[req.layer],
+        heads=[req.head],
+        include=include,
+        top_k=0,
+        causal=req.causal,
+        scale=req.scale,
+        ablate=req.ablate,
+    )
+    try:
+        result = compute_attention(svc, body)
+    except ApiError as e:
+        for item in e.detail:  # the request names one text, one layer and one head
+            loc = list(item["loc"])
+            if loc[:2] == ["body", "text"]:
+                item["loc"] = ["body", field, *loc[2:]]
+                item["msg"] = item["msg"].replace("text is", f"{field} is", 1)
+            elif loc[:2] in (["body", "layers"], ["body", "heads"]):
+                item["loc"] = ["body", loc[1].removesuffix("s")]
+                item["msg"] = item["msg"].replace(f"{loc[1]}[0]", loc[1].removesuffix("s"))
+        raise
+    lc = result.capture.layers[0]
+    return result, {name: value[0] for name, value in lc.fields.items()}

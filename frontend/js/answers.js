@@ -1,0 +1,18 @@
+// The answer a view asks for itself (rollout, two texts, q · k, lines, a selection), kept in one
+// slot of the state as `{key, response, error}`: `key` says what it was asked with, so a view
+// draws it only while it still matches, and an answer to an older question is dropped.
+
+import { errorText, postJSON } from "./api.js";
+
+/** POST `body` to `url` into `app.state[slot]`, tagged with `key`; the page redraws when it lands. */
+export async function askInto(app, slot, key, url, body) {
+  const state = app.state;
+  state[slot] = { key, response: null, error: null };
+  try {
+    const response = await postJSON(url, body);
+    if (state[slot]?.key === key) state[slot] = { key, response, error: null };
+  } catch (err) {
+    if (state[slot]?.key === key) state[slot] = { key, response: null, error: errorText(err) };
+  }
+  app.update();
+}
