@@ -8,19 +8,24 @@ from .attention import Scale
 from .common import HeadRef, Index, TextInput, ablate_field
 
 
-class NeuronRequest(TextInput):
+class OneHeadRequest(TextInput):
+    """What a request about one head of one text holds: the text, the head, the what-ifs."""
+
+    layer: Index = Field(description="the head's layer (an attention layer)")
+    head: Index
+    causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
+    scale: Scale = "model"
+    ablate: list[HeadRef] = ablate_field()
+
+
+class NeuronRequest(OneHeadRequest):
     """POST /api/neuron."""
 
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"text": "The cat sat on the mat.", "layer": 1, "head": 0, "query": 5, "key": 1}]},
     )
-    layer: Index
-    head: Index
     query: Index | None = Field(None, description="the query position; default the last token")
     key: Index | None = Field(None, description="the key position; default the one the query weighs most")
-    causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
-    scale: Scale = "model"
-    ablate: list[HeadRef] = ablate_field()
 
 
 class NeuronResponse(BaseModel):

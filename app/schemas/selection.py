@@ -6,13 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .attention import Scale
-from .common import HeadRef, Index, TextInput, ablate_field
+from .common import Index
+from .neuron import OneHeadRequest
 
 MAX_SELECTED = 1024
 
 
-class SelectionRequest(TextInput):
+class SelectionRequest(OneHeadRequest):
     """POST /api/selection."""
 
     model_config = ConfigDict(
@@ -20,14 +20,9 @@ class SelectionRequest(TextInput):
             "examples": [{"text": "The cat sat on the mat. The cat", "layer": 1, "head": 0, "queries": [6, 7], "keys": [1]}]
         },
     )
-    layer: Index
-    head: Index
     queries: list[Index] = Field(default_factory=list, max_length=MAX_SELECTED, description="query positions, on the query side")
     keys: list[Index] = Field(default_factory=list, max_length=MAX_SELECTED, description="key positions, on the key side")
     reduce: Literal["mean", "sum"] = Field("mean", description="how the selected rows (or columns) are combined")
-    causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
-    scale: Scale = "model"
-    ablate: list[HeadRef] = ablate_field()
 
 
 class SelectionResponse(BaseModel):

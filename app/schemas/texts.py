@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .attention import Scale
-from .common import HeadRef, Index, TextInput, ablate_field, text_field, usable_text
+from .common import text_field, usable_text
+from .neuron import OneHeadRequest
 
 
-class CompareTextsRequest(TextInput):
+class CompareTextsRequest(OneHeadRequest):
     """POST /api/compare-texts: `text` and `text_b` through the same head."""
 
     model_config = ConfigDict(
@@ -17,11 +17,6 @@ class CompareTextsRequest(TextInput):
         },
     )
     text_b: str = text_field()
-    layer: Index = Field(description="the head's layer (an attention layer)")
-    head: Index
-    causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
-    scale: Scale = "model"
-    ablate: list[HeadRef] = ablate_field()
 
     @field_validator("text_b")
     @classmethod

@@ -8,10 +8,13 @@ checkpoint, else a random model of the same shape (see ``attnscope_live.py``).
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass, field
 
 import pytest
-from attnscope_live import CHROMIUM, chromium, live_server, wait_settled
+from attnscope_live import CHROMIUM, ROOT, chromium, live_server, wait_settled
+
+sys.path.insert(0, str(ROOT))  # the test modules import tests.familykit and tests.hubkit
 
 VIEWPORT = {"width": 1280, "height": 800}
 

@@ -8,15 +8,10 @@ say why. Random-weight models built in the test (tests/familykit.py), served by 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from attnscope_live import post_json, serving
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser

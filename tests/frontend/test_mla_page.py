@@ -4,15 +4,10 @@ and v their own sizes, and the head heatmap's hover splits each raw score into i
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from attnscope_live import post_json, serving
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser

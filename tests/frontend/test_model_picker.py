@@ -4,15 +4,10 @@ draws the new model's heads; choosing the first brings it back."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from attnscope_live import get_json, serving
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser

@@ -7,15 +7,10 @@ heads give the sink from almost nothing to most of a row), served by the real se
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from attnscope_live import post_json, serving
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
