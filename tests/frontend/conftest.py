@@ -86,6 +86,14 @@ def context(browser):
 
 
 @pytest.fixture
+def family_tab(tab, family_server):
+    """``tab`` on the module's own ``family_server`` (a model built in the test), its ``kind`` named."""
+    tab.base_url = family_server.url
+    tab.kind = family_server.kind
+    return tab
+
+
+@pytest.fixture
 def tab(context, server):
     page = context.new_page()
     page.set_default_timeout(90_000)

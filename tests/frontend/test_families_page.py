@@ -46,12 +46,6 @@ def family_server(request, tmp_path_factory, server):
         yield s
 
 
-@pytest.fixture
-def family_tab(tab, family_server):
-    tab.base_url = family_server.url
-    tab.kind = family_server.kind
-    return tab
-
 
 def test_the_page_draws_a_model_that_is_not_4x4(family_tab):
     tab = family_tab

@@ -22,20 +22,14 @@ SENTENCE = "The cat sat on the mat. The dog sat on the log, and the cat saw it."
 
 
 @pytest.fixture(scope="module", params=["qwen3_next", "llama4_text"])
-def layered_server(request, tmp_path_factory, server):
+def family_server(request, tmp_path_factory, server):
     with serving(build(request.param, tmp_path_factory.mktemp(request.param) / request.param), request.param) as s:
         yield s
 
 
-@pytest.fixture
-def layered_tab(tab, layered_server):
-    tab.base_url = layered_server.url
-    tab.kind = layered_server.kind
-    return tab
 
-
-def test_the_ribbon_names_every_layer_and_only_attention_layers_have_heads(layered_tab):
-    tab = layered_tab
+def test_the_ribbon_names_every_layer_and_only_attention_layers_have_heads(family_tab):
+    tab = family_tab
     tab.open("/#text=" + quote(SENTENCE))
     page = tab.page
     chips = page.locator("[data-testid=layer-ribbon] .layer-chip")
@@ -54,8 +48,8 @@ def test_the_ribbon_names_every_layer_and_only_attention_layers_have_heads(layer
     assert not tab.unexpected_console_errors()
 
 
-def test_a_link_to_a_layer_without_heads_says_what_it_is(layered_tab):
-    tab = layered_tab
+def test_a_link_to_a_layer_without_heads_says_what_it_is(family_tab):
+    tab = family_tab
     if tab.kind != "qwen3_next":
         pytest.skip("every layer of this model attends")
     tab.open("/#layer=2&head=1&text=" + quote(SENTENCE))
@@ -73,8 +67,8 @@ def test_a_link_to_a_layer_without_heads_says_what_it_is(layered_tab):
     assert not tab.unexpected_console_errors()
 
 
-def test_a_chunked_layers_masked_cells_say_why(layered_tab):
-    tab = layered_tab
+def test_a_chunked_layers_masked_cells_say_why(family_tab):
+    tab = family_tab
     if tab.kind != "llama4_text":
         pytest.skip("no chunked layer in this model")
     tab.open("/#layer=0&head=0&text=" + quote(SENTENCE))
@@ -88,10 +82,10 @@ def test_a_chunked_layers_masked_cells_say_why(layered_tab):
     assert not tab.unexpected_console_errors()
 
 
-def test_effects_roles_and_continue_draw_the_layers_with_heads(layered_tab):
+def test_effects_roles_and_continue_draw_the_layers_with_heads(family_tab):
     """Head effects, head roles and the Continue strip carry null for a hybrid's layers without
     heads: the page draws a row per layer with heads, named by its number, and a click opens it."""
-    tab = layered_tab
+    tab = family_tab
     if tab.kind != "qwen3_next":
         pytest.skip("every layer of this model attends")
     tab.open("/#text=" + quote(SENTENCE))
@@ -118,10 +112,10 @@ def test_effects_roles_and_continue_draw_the_layers_with_heads(layered_tab):
     assert not tab.unexpected_console_errors()
 
 
-def test_a_gated_head_shows_its_output_gate_beside_the_pattern(layered_tab):
+def test_a_gated_head_shows_its_output_gate_beside_the_pattern(family_tab):
     """Qwen3-Next scales each head's output by a sigmoid gate: the pattern alone overstates what
     the head writes, so the gate of every query stands in a column of its own, the server's numbers."""
-    tab = layered_tab
+    tab = family_tab
     if tab.kind != "qwen3_next":
         pytest.skip("no output gates in this model")
     tab.open("/#layer=3&head=1&text=" + quote(SENTENCE))

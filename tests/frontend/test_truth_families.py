@@ -37,12 +37,6 @@ def family_server(request, tmp_path_factory, server):
         yield s
 
 
-@pytest.fixture
-def family_tab(tab, family_server):
-    tab.base_url = family_server.url
-    tab.kind = family_server.kind
-    return tab
-
 
 def answer(tab, **body) -> dict:
     return post_json(tab.base_url + "/api/attention", {"text": SENTENCE, "top_k": 0, "include": [], **body})
