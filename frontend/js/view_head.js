@@ -96,6 +96,8 @@ export function drawHeadView(state, els) {
     `attnscope-L${state.layer}H${state.head}`,
   );
   setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
+  const rows = document.getElementById("head-rows");
+  if (rows) setText(rows, rowWords(layer));
   const meaning = hatchMeaning(maskKinds(mask), layer.window, layer.chunk);
   // masked blocks are solid grey in a pooled head, not hatched (pooled.js)
   renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
@@ -103,6 +105,12 @@ export function drawHeadView(state, els) {
   if (pooled) setText(zoomNote, zoomWords(state, T, block, h.pattern.length));
   return { head: true, grid: drawGrid(state, els) };
 }
+
+/** What a row of the heatmap holds: 1 unit of attention over the keys, or over the keys and a learned sink. */
+export const rowWords = (layer) =>
+  layer?.sink_logit
+    ? "Each row is a query token; it spreads 1 unit of attention over the keys and this layer's learned sink (its own column), so the keys' weights sum to less than 1."
+    : "Each row is a query token; it spreads 1 unit of attention over the keys.";
 
 /** Draw the view: the chosen head and the grid; `{head, grid}` say which of them had current data. */
 export const draw = drawHeadView;

@@ -42,9 +42,10 @@ def test_the_sink_is_a_column_of_its_own_holding_the_answers_share(sink_tab, hea
     body = {"text": SENTENCE, "layers": [1], "heads": [head], "include": ["pattern"], "top_k": 0}
     served = post_json(tab.base_url + "/api/attention", body)["layers"][0]["heads"][0]
     assert [row[0] for row in sink["z"]] == pytest.approx(served["sink_mass"], abs=1e-5)
-    # the keys' weights and the sink's share make each row whole
+    # the keys' weights and the sink's share make each row whole, and the caption says so
     for row, mass in zip(served["pattern"], served["sink_mass"]):
         assert sum(row) + mass == pytest.approx(1, abs=1e-4)
+    assert "and this layer's learned sink" in tab.page.locator("#head-rows").inner_text()
     assert not tab.unexpected_console_errors()
 
 
