@@ -69,6 +69,8 @@ export function differenceFigure({ tokens, difference, mask, range, layer, head 
 }
 
 export function draw(state) {
+  const plots = byId("texts-plots");
+  plots.hidden = !(state.texts?.response && state.texts.key === textsKey(state)); // no empty frames while there is nothing to draw
   const box = byId("text-b");
   if (box.value !== state.textB && document.activeElement !== box) box.value = state.textB;
   if (!state.text.trim() || !state.textB.trim()) {

@@ -38,4 +38,9 @@ def test_two_texts_and_their_difference_are_the_servers(tab, width):
     page.wait_for_function("() => document.querySelector('[data-testid=texts-caption]').innerText.includes('No difference')")
     assert page.get_by_test_id("texts-diff").is_hidden()
     assert "textb=" in page.evaluate("() => window.location.hash")
-    assert not tab.unexpected_console_errors()
+    # a second text over the context: said, naming it, and no empty frames
+    page.get_by_test_id("text-b").fill(B + " again" * 300)
+    page.wait_for_function("() => document.querySelector('[data-testid=texts-caption]').innerText.includes('Could not compare')")
+    assert "text_b is" in page.get_by_test_id("texts-caption").inner_text()
+    assert page.get_by_test_id("texts-plots").is_hidden()
+    assert not tab.unexpected_console_errors(allowed=("422",))  # the refused text_b, said on the page
