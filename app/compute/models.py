@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import time
 from pathlib import Path
 
 from ...model.catalog import find_models
+from ...model.hub import cache_dir
+
+LISTING_SECONDS = 5.0  # the page polls GET /api/models while a model loads: the disks are read once per this
+_listing: tuple[float, tuple, list[dict]] | None = None  # (when, where it looked, what it found)
 
 
 def started_with(checkpoint: Path, name: str) -> dict:
@@ -23,7 +29,18 @@ def started_with(checkpoint: Path, name: str) -> dict:
 
 def local_models() -> list[dict]:
     """``[{"name", "source", "path", "size_bytes", "status", "open_with"}]``: the Hub cache's causal
-    LMs, then the GGUF models of Ollama and LM Studio; ``status`` "ok" or why it cannot be opened."""
+    LMs, then the GGUF models of Ollama and LM Studio; ``status`` "ok" or why it cannot be opened.
+    Read from disk at most once per :data:`LISTING_SECONDS` for the same places."""
+    global _listing
+    where = (str(cache_dir()), os.environ.get("OLLAMA_MODELS"), os.environ.get("HOME"))
+    now = time.monotonic()
+    if _listing is not None and _listing[1] == where and now - _listing[0] < LISTING_SECONDS:
+        return _listing[2]
+    _listing = (now, where, _read_models())
+    return _listing[2]
+
+
+def _read_models() -> list[dict]:
     found, _ = find_models([])
     return [
         {
