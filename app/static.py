@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import mimetypes
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import FileResponse
+from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
@@ -34,6 +35,12 @@ class FrontendFiles(StaticFiles):
     A path that belongs to an API route but came with the wrong method gets 405 with the
     route's ``Allow`` header (the mount would otherwise swallow it), and unknown ``/api/``
     paths a JSON 404.
+
+    Files are served from the folder (an edit shows on the next reload) and also read once at
+    start. Reinstalling under a running server (``pip install -e .`` over ``pip install .``)
+    removes the folder it was started from, and the process cannot follow the package to its
+    new place (its import path was set at start): a file the folder no longer has is served as
+    it was at start, the version that goes with the Python code the server runs.
     """
 
     HIDDEN_SUFFIXES = (".py", ".pyc")
@@ -41,6 +48,20 @@ class FrontendFiles(StaticFiles):
     def __init__(self, *, api_routes, **kwargs) -> None:
         super().__init__(**kwargs)
         self.api_routes = api_routes
+        self.at_start = self.read_files(Path(self.directory))
+
+    @classmethod
+    def read_files(cls, directory: Path) -> dict[str, bytes]:
+        """Every file under ``directory`` that may be served, by its path there (``js/state.js``)."""
+        return {
+            path.relative_to(directory).as_posix(): path.read_bytes()
+            for path in sorted(directory.rglob("*"))
+            if path.is_file() and not path.name.endswith(cls.HIDDEN_SUFFIXES) and "__pycache__" not in path.parts
+        }
+
+    async def check_config(self) -> None:
+        """Nothing left to check: the folder was read at start (StaticFiles' own check, on the
+        first request, would fail once a reinstall had removed the folder)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -59,7 +80,15 @@ class FrontendFiles(StaticFiles):
         parts = Path(path).parts
         if path.endswith(self.HIDDEN_SUFFIXES) or "__pycache__" in parts:
             raise StarletteHTTPException(404, "Not Found")
-        return await super().get_response(path, scope)
+        try:
+            return await super().get_response(path, scope)
+        except StarletteHTTPException as missing:
+            # ``path`` comes normalised by StaticFiles; "." is the folder itself
+            name = "index.html" if path == "." else path
+            if missing.status_code != 404 or name not in self.at_start:
+                raise
+            media_type = mimetypes.guess_type(name)[0] or "text/plain"
+            return Response(self.at_start[name], media_type=media_type)
 
 
 def mount_frontend(app: FastAPI, api_routes: list[BaseRoute]) -> None:

@@ -1,9 +1,13 @@
-"""Static files: nothing outside ``frontend/`` can be read, however the path is spelled."""
+"""Static files: nothing outside ``frontend/`` can be read, however the path is spelled; the page
+stays served when a reinstall removes the folder under a running server."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from appkit import asgi_get, status_of
+from attnscope.app import static
 from attnscope.app.main import create_app
 from attnscope.app.static import FRONTEND_DIR
 
@@ -59,6 +63,29 @@ def test_files_inside_are_served(static_app):
     assert body == index.read_bytes()
     status, body = asgi_get(static_app, b"/js/../index.html")  # stays inside: fine
     assert status == 200
+
+
+@pytest.mark.parametrize("asked_before", [True, False], ids=["served-before", "first-request-after"])
+def test_a_reinstall_under_a_running_server_keeps_the_page(tmp_path, monkeypatch, asked_before):
+    """``pip install -e .`` over ``pip install .`` removes ``site-packages/attnscope`` (pip moves it
+    away, then deletes it) while the server started from there runs on: its page and modules are
+    still served, as they were at start; a file that never was there is still a 404."""
+    from attnscope.app.settings import Settings
+
+    package = tmp_path / "site-packages" / "attnscope"
+    shutil.copytree(FRONTEND_DIR, package / "frontend", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(static, "FRONTEND_DIR", package / "frontend")
+    app = create_app(Settings(checkpoint=tmp_path / "missing"))
+    if asked_before:
+        assert asgi_get(app, b"/")[0] == 200
+
+    package.rename(tmp_path / "pip-uninstall-stash")
+    for raw_path, name in [(b"/", "index.html"), (b"/js/state.js", "js/state.js"), (b"/style.css", "style.css")]:
+        status, body = asgi_get(app, raw_path)
+        assert status == 200, (raw_path, status, body[:200])
+        assert body == (FRONTEND_DIR / name).read_bytes()
+    assert asgi_get(app, b"/js/not-there.js")[0] == 404
+    assert asgi_get(app, b"/__init__.py")[0] == 404
 
 
 def test_vendor_plotly_cannot_be_used_to_escape(static_app):

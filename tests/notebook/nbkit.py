@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -66,6 +67,24 @@ def isolated_jupyter(home: Path):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def on_a_thread_of_its_own(fn) -> None:
+    """``fn()`` on a new thread, its exception re-raised here: Playwright's sync API refuses to
+    start on a thread where an asyncio loop runs, and a kernel test (nbclient) can leave one."""
+    outcome: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
 
 
 def free_port() -> int:

@@ -7,11 +7,10 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
-import threading
 from urllib.parse import urlparse
 
 import pytest
-from nbkit import NOTEBOOK, jupyterlab
+from nbkit import NOTEBOOK, jupyterlab, on_a_thread_of_its_own
 
 from tests.frontend.attnscope_live import CHROMIUM, CHROMIUM_ARGS
 
@@ -50,21 +49,7 @@ def _run_all(page) -> None:
 
 
 def test_notebook_runs_in_jupyterlab_offline(lab):
-    """Playwright's sync API refuses to start on a thread where an asyncio loop runs, and the
-    kernel tests before this one (nbclient) can leave one there: the browser gets a thread of its own."""
-    outcome: dict[str, BaseException] = {}
-
-    def drive() -> None:
-        try:
-            _drive_lab(lab)
-        except BaseException as e:  # noqa: BLE001 - re-raised on the test's thread
-            outcome["error"] = e
-
-    thread = threading.Thread(target=drive)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
+    on_a_thread_of_its_own(lambda: _drive_lab(lab))
 
 
 def _drive_lab(lab) -> None:
