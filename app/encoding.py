@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.fields import DECIMALS, ROW_FIELDS, WEIGHT_FIELDS
+from ..model.fields import DECIMALS, PART_FIELDS, ROW_FIELDS, WEIGHT_FIELDS
 from . import jsonfast
 from .compute.attention import AttentionResult, answer_of, compute_attention
 from .compute.rounding import PATTERN_DECIMALS, SCORE_DECIMALS
@@ -38,9 +38,11 @@ class Encoder:
         self.layout = causal_layout
 
     def weights(self, a: np.ndarray, mask: np.ndarray) -> Any:
-        """A (T, T) softmax matrix."""
+        """A (T, T) softmax matrix (a differential pair's signed one: as numbers, the fast writer knows [0, 1])."""
         if self.b64:
             return typed_array(a, self.float_dtype)
+        if a.size and a.min() < 0:
+            return self.matrix(a, DECIMALS["pattern"])
         if self.layout is not None and np.array_equal(self.layout.mask, mask):
             return self.layout.write(a[None])[0]
         return jsonfast.weight_matrices(a[None], mask)[0]
@@ -62,12 +64,19 @@ class Encoder:
         """A head's matrix at full resolution (weights over ``mask``, or scores), or a per-row field."""
         if name in ROW_FIELDS:
             return self.rows(a)
+        if name in PART_FIELDS:  # [2][T][T]: two softmax matrices
+            first, second = self.weights(a[0], mask), self.weights(a[1], mask)
+            if self.b64:
+                return [first, second]
+            return b"[" + _json(first) + b"," + _json(second) + b"]"
         if name in WEIGHT_FIELDS:
             return self.weights(a, mask)
         return self.matrix(a, DECIMALS[name])
 
     def pooled(self, name: str, a: np.ndarray) -> Any:
-        """A max-pooled or cut-out matrix: rounded as its kind, no mask to write by."""
+        """A max-pooled or cut-out matrix: rounded as its kind, no mask to write by (two for ``pattern_parts``)."""
+        if name in PART_FIELDS:
+            return [self.matrix(a[0], DECIMALS[name]), self.matrix(a[1], DECIMALS[name])]
         return self.matrix(a, DECIMALS[name])
 
     def stats(self, stats: dict[str, Any]) -> dict[str, Any]:
@@ -76,6 +85,10 @@ class Encoder:
     def with_levels(self, obj: dict[str, Any], *names: str) -> dict[str, Any]:
         """``obj`` with its masks or thumbnails ``names`` encoded, where present."""
         return {key: self.levels(v) if key in names else v for key, v in obj.items()}
+
+
+def _json(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else dumps(value)
 
 
 def _pieces(obj: dict[str, Any]) -> list[bytes]:

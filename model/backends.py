@@ -77,12 +77,17 @@ class ModelFacts:
     v_head_dim: int = 0  # of v, where it differs from q and k (MLA); 0: head_dim
     score_parts: bool = False  # MLA: q·kᵀ is sent in two parts too (attn_scores_content, attn_scores_position)
     output_gates: bool = False  # a sigmoid gate scales each head's output before o_proj (Qwen3-Next): sent as `gate`
+    # differential attention (DiffLlama): per layer its λ, a head being a pair of softmaxes, pattern = first − λ·second;
+    # empty for every other model
+    lambdas: list[float | None] = field(default_factory=list)
+    differential: bool = field(init=False)
     qk_head_dim: int = field(init=False)  # head_dim, under the name MLA models give it
     attention_layers: list[int] = field(default_factory=list)  # the softmax layers' numbers; empty: every layer
     layers: list[dict[str, Any]] = field(default_factory=list)  # per layer {"index", "type", ...}; empty: every one "full"
 
     def __post_init__(self) -> None:
         self.qk_head_dim = self.head_dim
+        self.differential = bool(self.lambdas)
         self.v_head_dim = self.v_head_dim or self.head_dim
         self.attention_layers = self.attention_layers or list(range(self.n_layer))
         self.layers = self.layers or [{"index": i, "type": _type_of(w)} | _size(w) for i, w in self._windows()]
@@ -102,8 +107,8 @@ class ModelFacts:
 
     @property
     def kv_head_of(self) -> list[int]:
-        """For each query head, the key/value head it reads."""
-        group = self.n_head // self.n_kv_head
+        """For each query head (a differential pair: its first softmax's), the key/value head it reads."""
+        group = self.n_head * (2 if self.differential else 1) // self.n_kv_head
         return [h // group for h in range(self.n_head)]
 
     def to_dict(self) -> dict[str, Any]:

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .fields import LAYER_DEPENDENT, MATRIX_FIELDS, ROW_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
-from .pooling import Pool, thumbnail_block, thumbnails
+from .fields import LAYER_DEPENDENT, MATRIX_FIELDS, PART_FIELDS, ROW_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
+from .pooling import Pool, levels, pool_fill, pooled_input, thumbnail_block, thumbnails, unfill
 from .stats import STAT_SCALARS, HeadStats
 
 BLOCK_BUDGET_BYTES = 96 << 20  # the T×S temporaries of one block of query rows, all heads of a layer
@@ -146,6 +146,8 @@ class Capture:
                 st.full[name] = _blank(name, len(heads), T, S, q.device)
             for name in self._rows(sel.fields, extras):
                 st.full[name] = torch.zeros(len(heads), T, device=q.device)
+            for name in self._parts(sel.fields, extras):
+                st.full[name] = torch.zeros(len(heads), 2, T, S, device=q.device)
             for name in sel.fields & set(VECTOR_FIELDS):
                 self._keep(st.cap, "field", name, _pick(getattr(st, name), st.head_index))
             self.layers.append(st.cap)
@@ -160,7 +162,8 @@ class Capture:
                 self.focus_pooled = {}
                 self.focus_pooled_mask = self._thumbnail_mask(mask, sel.focus_thumbnail)
                 kf = thumbnail_block(T, sel.focus_thumbnail)
-                st.focus_pools = {n: Pool(1, T, S, kf, q.device, _pool_fill(n)) for n in names}
+                st.focus_pools = {n: Pool(1, T, S, kf, q.device, pool_fill(n)) for n in names}
+                st.focus_pools.update({n: Pool(2, T, S, kf, q.device) for n in self._parts(sel.focus_fields, extras)})
             if sel.focus_region is not None:
                 q0, q1, k0, k1 = sel.focus_region
                 self.focus_region = {}
@@ -169,6 +172,9 @@ class Capture:
                 st.focus_full = {n: _blank(n, 1, T, S, q.device) for n in names}
                 st.focus_full.update(
                     {n: torch.zeros(1, T, device=q.device) for n in self._rows(sel.focus_fields, extras)}
+                )
+                st.focus_full.update(
+                    {n: torch.zeros(1, 2, T, S, device=q.device) for n in self._parts(sel.focus_fields, extras)}
                 )
             for name in sel.focus_fields & set(VECTOR_FIELDS):
                 self._keep(self, "focus", name, _pick(getattr(st, name), st.focus_index)[0])
@@ -186,23 +192,31 @@ class Capture:
         if st.cap is not None and st.heads:
             picked = {n: _pick(t[0], st.head_index) for n, t in steps.items() if t is not None}  # (H, t, s)
             if st.stats is not None:
-                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], picked["pattern"], mask)
+                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], _softmax_of(picked), mask)
             if st.pool is not None:
-                st.pool.add(picked["pattern"], q0)
+                st.pool.add(_thumbnailed(picked), q0)
             for name, out in st.full.items():
                 if name in ROW_FIELDS:
                     out[:, q0:q1] = picked[name].float()
+                elif name in PART_FIELDS:
+                    out[:, :, q0:q1, :s] = picked[name].float()
                 else:
                     out[:, q0:q1, :s] = _shown(name, picked[name], masked)
         if st.focus:
             one = {n: _pick(t[0], st.focus_index) for n, t in steps.items() if t is not None}  # (1, t, s)
             if st.focus_stats is not None:
-                st.focus_stats.add(one["attn_scores_raw"], one["attn_scores"], one["pattern"], mask)
+                st.focus_stats.add(one["attn_scores_raw"], one["attn_scores"], _softmax_of(one), mask)
             for name, pool in st.focus_pools.items():
-                pool.add(_pooled_input(name, one[name], masked), q0)
+                if name in PART_FIELDS:
+                    rows = one[name][0]  # (2, t, s): the pair's two softmaxes
+                else:  # a differential pair's signed pattern pools as |pattern| (block maxima of a signed map mislead)
+                    rows = _thumbnailed(one) if name == "pattern" and pool.k > 1 else one[name]
+                pool.add(pooled_input(name, rows, masked), q0)
             for name, out in st.focus_full.items():
                 if name in ROW_FIELDS:
                     out[:, q0:q1] = one[name].float()
+                elif name in PART_FIELDS:
+                    out[:, :, q0:q1, :s] = one[name].float()
                 else:
                     out[:, q0:q1, :s] = _shown(name, one[name], masked)
             if st.focus_region:
@@ -227,14 +241,14 @@ class Capture:
                 for name, value in st.stats.result().items():
                     self._keep(st.cap, "stats", name, value)
             if st.pool is not None:
-                self._keep(st.cap, "thumbnail", "", _levels(st.pool.acc))
+                self._keep(st.cap, "thumbnail", "", levels(st.pool.acc))
             for name, out in st.full.items():
                 self._keep(st.cap, "field", name, out)
         if st.focus:
             for name, out in st.focus_full.items():
                 self._keep(self, "focus", name, out[0])
             for name, pool in st.focus_pools.items():
-                self._keep(self, "focus_pooled", name, _unfill(name, pool.acc[0]))
+                self._keep(self, "focus_pooled", name, pool.acc if name in PART_FIELDS else unfill(name, pool.acc[0]))
             for name, out in st.focus_region.items():
                 self._keep(self, "focus_region", name, out[0])
             if st.focus_stats is not None:
@@ -310,6 +324,11 @@ class Capture:
         return [n for n in ROW_FIELDS if n in extras and (n in names or "pattern" in names)]
 
     @staticmethod
+    def _parts(names, extras) -> list[str]:
+        """A differential layer's two softmaxes per head (``pattern_parts``): asked for or sent beside ``pattern``."""
+        return [n for n in PART_FIELDS if n in extras and (n in names or "pattern" in names)]
+
+    @staticmethod
     def _matrices(names, extras) -> list[str]:
         """The matrices to keep, never ``stats`` (taken apart); those only some layers compute
         (``attn_scores_uncapped`` from a softcap, MLA's two parts of q·kᵀ) only from a layer that does."""
@@ -338,6 +357,17 @@ class _LayerState:
     n_blocks: int = 0
 
 
+def _softmax_of(steps: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The softmax the statistics describe: the pattern, or a differential pair's first softmax."""
+    parts = steps.get("pattern_parts")
+    return steps["pattern"] if parts is None else parts[:, 0]
+
+
+def _thumbnailed(steps: dict[str, torch.Tensor]) -> torch.Tensor:
+    """What a thumbnail max-pools: the pattern, or a differential pair's |pattern| (it can be negative)."""
+    return steps["pattern"] if steps.get("pattern_parts") is None else steps["pattern"].abs()
+
+
 def _index(heads: list[int], nh: int, device) -> torch.Tensor | None:
     """The heads as an index tensor, or None when they are all heads in order (then no copy)."""
     return None if heads == list(range(nh)) else torch.tensor(heads, dtype=torch.long, device=device)
@@ -361,22 +391,3 @@ def _shown(name: str, x: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
     if name not in SCORE_FIELDS:
         return x
     return x + torch.zeros(masked.shape, device=x.device).masked_fill_(masked, float("nan"))
-
-
-def _pool_fill(name: str) -> float:
-    return float("-inf") if name in SCORE_FIELDS else 0.0
-
-
-def _pooled_input(name: str, x: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
-    """Scores enter a max-pool as -inf where masked (a block of masked cells only pools to -inf)."""
-    x = x.float()
-    return x.masked_fill(masked, float("-inf")) if name in SCORE_FIELDS else x
-
-
-def _unfill(name: str, pooled: torch.Tensor) -> torch.Tensor:
-    """A pooled score matrix: -inf (every cell of the block masked) shown as NaN."""
-    return pooled.masked_fill(torch.isneginf(pooled), float("nan")) if name in SCORE_FIELDS else pooled
-
-
-def _levels(weights: torch.Tensor) -> torch.Tensor:
-    return (weights * 255).round_().to(torch.uint8)

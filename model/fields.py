@@ -7,6 +7,7 @@ Each field has a ``kind`` that says how it is computed, masked, rounded and draw
 - ``scores``: a T×T matrix of scores; masked cells NaN (``null`` in JSON);
 - ``vectors``: T × head_dim, one row per token;
 - ``rows``: one number per query row (sent beside ``pattern`` where the layer has it);
+- ``parts``: two T×T softmax matrices of a head made of two (differential attention), beside ``pattern``;
 - ``stats``: the head's statistics (:mod:`model.stats`).
 
 A new per-head field is a row here, its computation in :mod:`model.capture`, and its drawing.
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-Kind = Literal["weights", "scores", "vectors", "rows", "stats"]
+Kind = Literal["weights", "scores", "vectors", "rows", "parts", "stats"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,15 @@ HEAD_FIELDS = (
         "pattern",
         "weights",
         5,
-        "T×T softmax weights; masked entries 0; rows sum to 1 (to 1 − sink_mass in a layer with learned sinks)",
+        "T×T softmax weights; masked entries 0; rows sum to 1 (to 1 − sink_mass in a layer with learned sinks); "
+        "with differential attention the signed pair pattern_parts[0] − lambda · pattern_parts[1], rows summing to 1 − lambda",
+    ),
+    HeadField(
+        "pattern_parts",
+        "parts",
+        5,
+        "[2][T][T] differential attention (DiffLlama): the pair's two softmaxes, each transformers' weights of one "
+        "query head (h and h + n_head); sent with pattern by such layers, absent elsewhere",
     ),
     HeadField("attn_scores_raw", "scores", 4, "T×T q·kᵀ before scaling; masked entries null (not a number in b64)"),
     HeadField(
@@ -91,9 +100,10 @@ SCORE_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "scores")  # NaN w
 MATRIX_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind in ("weights", "scores"))  # T×T
 SCORE_PARTS = ("attn_scores_content", "attn_scores_position")  # MLA only: attn_scores_raw in two parts
 # what only some layers compute (a softcap, learned sinks, MLA, output gates): kept where a layer's steps have it
-LAYER_DEPENDENT = ("attn_scores_uncapped", "sink_mass", *SCORE_PARTS, "gate")
+LAYER_DEPENDENT = ("attn_scores_uncapped", "sink_mass", *SCORE_PARTS, "gate", "pattern_parts")
 VECTOR_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "vectors")
 ROW_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "rows")
+PART_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "parts")
 DECIMALS = {f.name: f.decimals for f in HEAD_FIELDS if f.decimals is not None}
 
 

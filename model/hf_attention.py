@@ -16,6 +16,9 @@ Learned attention sinks (gpt-oss pass ``s_aux``, one logit per head): the sink i
 column of every row's softmax, then dropped, so a row of ``pattern`` sums to 1 − ``sink_mass``,
 the weight the sink took; exactly as the model computes it, never renormalised.
 
+Differential attention (DiffLlama) calls this function twice per layer: the first call is
+recorded as pairs of softmaxes (:mod:`model.hf_differential`), the second runs unrecorded.
+
 What-ifs: ``causal=False`` drops the mask (sliding windows with it), another divisor
 replaces the model's; both are applied in every layer, as for our own model. Ablated heads'
 outputs are replaced (:func:`~model.options.ablate_heads`) in the per-head output this function
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
+from .hf_differential import differential_lambda, is_differential, pair_options, pair_steps
 from .options import AttentionOptions, ablate_heads
 from .trace import masked_scores, needs_unscaled, traced_attention, wants
 
@@ -43,6 +47,15 @@ class _Recording:
     opts: AttentionOptions
     masks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (transformers' mask, ours)
     gate_inputs: dict[int, torch.Tensor] = field(default_factory=dict)  # id(attention module) -> its q_proj output
+    first_calls: set[int] = field(default_factory=set)  # differential modules whose second call comes next
+
+    def second_call(self, module: torch.nn.Module) -> bool:
+        """A differential module calls attention twice per forward pass: whether this is the second."""
+        if id(module) in self.first_calls:
+            self.first_calls.discard(id(module))
+            return True
+        self.first_calls.add(id(module))
+        return False
 
     def mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """(T, S) bool from transformers' mask, made once per mask tensor: the layers of a forward
@@ -113,6 +126,11 @@ def attnscope_attention(
     divisor = 1.0 / model_scaling if opts.divisor is None else float(opts.divisor)
     layer = int(getattr(module, "layer_idx", 0) or 0)
     sink = rec.sink if rec is not None else None
+    differential = is_differential(module)  # DiffLlama: pairs of query heads h, h + nh/2
+    if differential:
+        opts = pair_options(opts, nh // 2)
+        if rec is not None and rec.second_call(module):
+            sink = None  # the same queries and keys again, with the other half of the values: not recorded
     pattern = None
     sink_logit = kwargs.get("s_aux")  # (nh,) gpt-oss: a learned logit per head, a column of every row's softmax
     # multi-head latent attention (DeepSeek): q and k are [no-RoPE part | RoPE part]; q·kᵀ splits in two
@@ -122,6 +140,7 @@ def attnscope_attention(
     extras |= {"sink_mass"} if sink_logit is not None else set()
     extras |= {"attn_scores_content", "attn_scores_position"} if nope is not None else set()
     extras |= {"gate"} if gate is not None else set()
+    extras |= {"pattern_parts"} if differential else set()
 
     def softmax(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(B, nh, t, s) scores -> the pattern (B, nh, t, s) and, with a sink, its weight (B, nh, t)."""
@@ -180,8 +199,12 @@ def attnscope_attention(
         else:
             window = int(sliding_window) if sliding_window and opts.causal else None
             logits = None if sink_logit is None else sink_logit.detach().float()
+            traced = (query, k, v)
+            if differential:  # the pairs, described by their first query head; z stays every head's
+                traced = (query[:, : nh // 2], k[:, : nh // 2], v[:, : nh // 2])
+                steps = pair_steps(steps, nh // 2, differential_lambda(module))
             z = traced_attention(
-                sink, layer, query, k, v, mask, divisor, steps, opts.causal, softcap, window, sink_logit=logits,
+                sink, layer, *traced, mask, divisor, steps, opts.causal, softcap, window, sink_logit=logits,
                 extras=frozenset(extras),
             )
 

@@ -19,6 +19,7 @@ from torch.nn import functional as F
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
 from .hf_attention import IMPLEMENTATION, recording, register, watch_output_gates
+from .hf_differential import differential_lambda, is_differential
 from .options import AttentionOptions
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer
@@ -58,10 +59,10 @@ class TransformersBackend:
             )
         numbers = [t.layer for t in probe]  # the model's own numbers of the layers that called our function
         twice = sorted({n for n in numbers if numbers.count(n) > 1})
-        if twice:  # e.g. DiffLlama: two softmaxes per layer, combined after the attention function
+        if twice:  # a layer that calls attention more than once in a way attnscope does not know
             raise CheckpointError(
                 f"{name}: layer {twice[0]} of this {self.family} model computes attention more than once per token "
-                "(differential attention); attnscope cannot show its combined map exactly yet"
+                "in a way attnscope does not know; it cannot show its combined map exactly"
             )
         first = probe[0]
         n_head, head_dim = int(first.q.shape[1]), int(first.q.shape[-1])
@@ -83,6 +84,7 @@ class TransformersBackend:
             v_head_dim=int(first.v.shape[-1]),
             score_parts=first.attn_scores_content is not None,
             output_gates=gated > 0,
+            lambdas=_lambdas(model, n_layer),
             d_model=d_model,
             layer_divisors=divisors,
             layer_divisor_rules=layer_divisor_rules(cfg, head_dim, divisors),
@@ -191,6 +193,12 @@ class _Rows(list):
 
     def append(self, trace: AttentionTrace) -> None:
         super().append(trace.pattern[0, :, -1].float())
+
+
+def _lambdas(model: torch.nn.Module, n_layer: int) -> list[float | None]:
+    """Per layer, differential attention's λ (DiffLlama); empty for any other model."""
+    found = {int(m.layer_idx): differential_lambda(m) for m in model.modules() if is_differential(m)}
+    return [found.get(i) for i in range(n_layer)] if found else []
 
 
 def _probe_ids(tokenizer: BPETokenizer, T: int) -> list[int]:

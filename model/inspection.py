@@ -72,6 +72,7 @@ class Trace:
     sink_mass: torch.Tensor | None = None  # (L, nh, T): each row's weight on a learned sink (gpt-oss); None: no sinks
     sink_logit: torch.Tensor | None = None  # (L, nh): each head's sink logit
     gate: torch.Tensor | None = None  # (L, nh, T): each head's mean output gate per query (Qwen3-Next); None: no gates
+    pattern_parts: torch.Tensor | None = None  # (L, nh, 2, T, T): differential attention's two softmaxes per pair
 
     @property
     def n_tokens(self) -> int:
@@ -132,6 +133,7 @@ def inspect(model, tokenizer, text: str, causal: bool = True, scale: Scale = "mo
         sink_mass=_stack(traces, "sink_mass") if traces[0].sink_mass is not None else None,
         sink_logit=torch.stack([t.sink_logit for t in traces]) if traces[0].sink_logit is not None else None,
         gate=_stack(traces, "gate") if traces[0].gate is not None else None,
+        pattern_parts=_stack(traces, "pattern_parts") if traces[0].pattern_parts is not None else None,
         **{
             name: _stack(traces, name)
             for name in ("q", "k", "v", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled", "z")
@@ -181,14 +183,15 @@ def head_stats(trace: Trace) -> HeadStats:
 
     ``variance_ratio`` is var(raw) / var(scaled), which is ``divisor²`` (= d_k for the
     default) whenever the scores vary; where the scaled scores do not vary (a single
-    unmasked score, T = 1) it is 0 / 0: NaN, undefined (``null`` in the API).
+    unmasked score, T = 1) it is 0 / 0: NaN, undefined (``null`` in the API). With differential
+    attention the statistics are those of each pair's first softmax, as the capture's.
     """
     values = head_stats_arrays(
         trace.q,
         trace.k,
         trace.attn_scores_raw,
         trace.attn_scores,
-        trace.pattern,
+        trace.pattern if trace.pattern_parts is None else trace.pattern_parts[:, :, 0],
         trace.mask,
         trace.divisor,
         trace.softcap,

@@ -13,6 +13,7 @@ import math
 import torch
 from torch.nn import functional as F
 
+from .fields import SCORE_FIELDS
 from .stats import group_max
 
 
@@ -47,3 +48,24 @@ class Pool:
         pooled = group_max(rows.float(), k) if k > 1 else rows.float()  # (H, t, ceil(s/k))
         index = (torch.arange(q0, q0 + rows.shape[1], device=rows.device) // k)[None, :, None]  # its thumbnail row
         self.acc[:, :, : pooled.shape[-1]].scatter_reduce_(1, index.expand_as(pooled), pooled, "amax")
+
+
+def pool_fill(name: str) -> float:
+    """What a pooled matrix starts from: -inf for scores (a block of masked cells stays -inf), 0 for weights."""
+    return float("-inf") if name in SCORE_FIELDS else 0.0
+
+
+def pooled_input(name: str, x: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """Scores enter a max-pool as -inf where masked (a block of masked cells only pools to -inf)."""
+    x = x.float()
+    return x.masked_fill(masked, float("-inf")) if name in SCORE_FIELDS else x
+
+
+def unfill(name: str, pooled: torch.Tensor) -> torch.Tensor:
+    """A pooled score matrix: -inf (every cell of the block masked) shown as NaN."""
+    return pooled.masked_fill(torch.isneginf(pooled), float("nan")) if name in SCORE_FIELDS else pooled
+
+
+def levels(weights: torch.Tensor) -> torch.Tensor:
+    """Weights in [0, 1] as uint8 levels 0 .. 255 (the thumbnails' form on the wire)."""
+    return (weights * 255).round_().to(torch.uint8)

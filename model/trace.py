@@ -49,6 +49,7 @@ class AttentionTrace:
     attn_scores_content: torch.Tensor | None = None  # (B, nh, T, T) MLA: q·kᵀ of the no-RoPE parts
     attn_scores_position: torch.Tensor | None = None  # (B, nh, T, T) MLA: q·kᵀ of the RoPE parts
     gate: torch.Tensor | None = None  # (B, nh, T) the mean output gate of each head and query (Qwen3-Next)
+    pattern_parts: torch.Tensor | None = None  # (B, nh, 2, T, T) differential attention: a pair's two softmaxes
     sink_logit: torch.Tensor | None = None  # (nh,) each head's learned sink logit; None: no sinks
 
 

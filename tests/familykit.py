@@ -109,6 +109,8 @@ def family_configs() -> dict[str, dict]:
             intermediate_size_mlp=64,
             interleave_moe_layer_step=1,
         ),
+        # differential attention: 4 query heads = 2 pairs, each pattern softmax₁ − λ·softmax₂ (λ learned per layer)
+        "diffllama": decoder("diffllama", head_dim=16),
         # multi-head latent attention: q/k heads of 8 (no RoPE) + 4 (RoPE) = 12, v heads of 8; YaRN's mscale in the divisor
         "deepseek_v3": decoder(
             "deepseek_v3",
@@ -134,6 +136,20 @@ def family_configs() -> dict[str, dict]:
             },
         ),
     }
+
+
+def softmaxes(trace) -> torch.Tensor:
+    """(L, nh, T, T) the softmax maps as transformers' eager ``output_attentions`` has them: the
+    pattern, or with differential attention each pair's two softmaxes (query heads h and h + nh/2)."""
+    if trace.pattern_parts is None:
+        return trace.pattern
+    return torch.cat([trace.pattern_parts[:, :, 0], trace.pattern_parts[:, :, 1]], dim=1)
+
+
+def first_softmax(trace) -> torch.Tensor:
+    """(L, nh, T, T) the softmax each head's statistics and ``pattern_unscaled`` describe: the
+    pattern, or a differential pair's first softmax."""
+    return trace.pattern if trace.pattern_parts is None else trace.pattern_parts[:, :, 0]
 
 
 def build_all(families, root: Path) -> dict[str, Path]:

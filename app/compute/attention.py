@@ -172,6 +172,8 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
             layer["chunk"] = about["chunk"]
         if lc.sink_logit is not None:
             layer["sink_logit"] = lc.sink_logit.tolist()
+        if facts.differential:  # pattern = pattern_parts[0] − lambda · pattern_parts[1]
+            layer["lambda"] = facts.lambdas[lc.layer]
         if lc.mask is not first.mask and not np.array_equal(lc.mask, first.mask):
             if full_masks:
                 layer["mask"] = lc.mask.astype(np.uint8)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...model.ablation import head_effects
 from ...model.options import AttentionOptions
+from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.effects import HeadEffectsRequest
 from ..service import Service
@@ -26,6 +27,13 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
     if req.token_id is not None:
         what = f"the model has {facts.vocab_size} tokens"
         check_index(req.token_id, facts.vocab_size, ("body", "token_id"), "token_id", what)
+    if facts.differential and req.ablation == "mean":
+        raise ApiError(
+            422,
+            "ablation 'mean' is not defined for differential attention (a pair's two softmaxes are combined and "
+            "normalised before o_proj): use 'zero'",
+            loc=("body", "ablation"),
+        )
     base = AttentionOptions(ablate=ablate_set(req.ablate, facts))
     eff = head_effects(svc.loaded.backend, ids, position, req.token_id, mode=req.ablation, base=base)
     body = {

@@ -199,6 +199,7 @@ FIELD_TYPE = {
     "scores": MaskedMatrix,
     "vectors": Matrix,
     "rows": list[float] | TypedArray,
+    "parts": list[Matrix],
     "stats": HeadStats,
 }
 
@@ -213,7 +214,8 @@ HeadFields = create_model(
 class HeadView(HeadFields):
     head: int
     thumbnail: Levels | None = optional_field(
-        "the pattern max-pooled to at most N×N (request `thumbnail`), levels 0..255 = weight × 255"
+        "the pattern max-pooled to at most N×N (request `thumbnail`), levels 0..255 = weight × 255; with "
+        "differential attention |pattern| (its cells can be negative)"
     )
 
 
@@ -239,6 +241,11 @@ class LayerView(BaseModel):
     sink_logit: list[float] | None = optional_field(
         "each head's learned attention-sink logit (gpt-oss): one more column of every row's softmax, then "
         "dropped, so the pattern's rows sum to 1 − sink_mass; absent where the layer has no sinks"
+    )
+    lambda_: float | None = optional_field(
+        "differential attention (DiffLlama): the layer's learned λ, pattern = pattern_parts[0] − λ · pattern_parts[1]; "
+        "absent elsewhere",
+        alias="lambda",
     )
     mask: Levels | None = optional_field(
         "this layer's mask (1 = may attend), only where it differs from the top-level one (a sliding window)"

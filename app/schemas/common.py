@@ -28,9 +28,9 @@ def _no_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
-def optional_field(description: str) -> Any:
+def optional_field(description: str, **kwargs: Any) -> Any:
     """A response field present only when asked for (absent, never null)."""
-    return Field(None, description=description, json_schema_extra=_no_default)
+    return Field(None, description=description, json_schema_extra=_no_default, **kwargs)
 
 
 def text_field(max_chars: int = TEXT_CHARS) -> Any:

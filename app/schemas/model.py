@@ -27,7 +27,7 @@ class FieldInfo(BaseModel):
     name: str
     kind: Kind = Field(
         description="weights: T×T softmax, masked 0; scores: T×T, masked null; vectors: T×head_dim; "
-        "rows: one number per query; stats"
+        "rows: one number per query; parts: two T×T softmax matrices (differential attention); stats"
     )
     decimals: int | None = Field(description="decimals kept in JSON; null for the statistics (significant digits)")
     meaning: str
@@ -64,6 +64,11 @@ class ModelInfo(BaseModel):
     output_gates: bool = Field(
         description="true where a sigmoid gate scales each head's output before o_proj (Qwen3-Next): `gate` comes with `pattern`"
     )
+    differential: bool = Field(
+        description="true for differential attention (DiffLlama): a head is a pair of softmaxes, `pattern` their signed "
+        "difference, `pattern_parts` the two, `lambdas` each layer's λ"
+    )
+    lambdas: list[float | None] = Field(description="per layer: differential attention's λ; empty for other models")
     score_parts: bool = Field(
         description="true for multi-head latent attention: attn_scores_content + attn_scores_position = attn_scores_raw can be asked for"
     )

@@ -21,6 +21,15 @@ export const ORANGE = "#E69F00";
 export const GREEN = "#009E73";
 export const WEIGHT_SCALE = "Viridis";
 export const SCORE_SCALE = "Cividis";
+// signed maps (a differential pair, a difference of two texts): Plotly's RdBu, blue below 0, red above, centred on 0
+export const SIGNED_SCALE = "RdBu";
+
+/** The symmetric colour range of a signed matrix: its largest |value| (nulls skipped), at least 1e-6. */
+export function signedRange(matrix) {
+  let m = 1e-6;
+  for (const row of matrix) for (const v of row) if (v != null && Math.abs(v) > m) m = Math.abs(v);
+  return m;
+}
 
 const MAX_TICKS_BIG = 40;
 
@@ -243,33 +252,43 @@ export function headHeatmapFigure(args) {
   const T = tokens.length;
   const labels = tokens.map((t, i) => `${i} ${t}`);
   const parts = args.parts ?? null; // MLA: [content, position], the two halves of q·kᵀ, from the answer
+  const pair = args.pair ?? null; // differential attention: {lambda, parts: [first, second]}, the pair's two softmaxes
   const customdata = new Array(T);
   for (let i = 0; i < T; i++) {
     const row = new Array(T);
     const rr = raw ? raw[i] : null;
     const sr = scaled ? scaled[i] : null;
     for (let j = 0; j < T; j++) {
-      row[j] = rr ? [labels[i], labels[j], rr[j], sr[j]] : [labels[i], labels[j]];
+      row[j] = rr ? [labels[i], labels[j], rr[j], sr[j]] : [labels[i], labels[j], null, null];
       if (rr && parts) row[j].push(parts[0][i][j], parts[1][i][j]);
+      if (pair) row[j].push(pair.parts[0][i][j], pair.parts[1][i][j]);
     }
     customdata[i] = row;
   }
   const split = parts ? " = content %{customdata[4]:.3f} + position %{customdata[5]:.3f}" : "";
-  const scores = raw ? `<br>raw q·kᵀ %{customdata[2]:.3f}${split}<br>${scaledLabel} %{customdata[3]:.3f}` : "";
+  const scores = raw ? `<br>raw q·kᵀ${pair ? " (first softmax)" : ""} %{customdata[2]:.3f}${split}<br>${scaledLabel} %{customdata[3]:.3f}` : "";
   const gap = T <= 24 ? 1 : 0;
+  const z = maskNull(pattern, mask);
+  const at = parts && raw ? 6 : 4; // where the pair's two weights sit in customdata
+  const lam = pair ? formatLambda(pair.lambda) : "";
+  const weightHover = pair
+    ? `weight %{z:+.4f} = first %{customdata[${at}]:.4f} − ${lam} × second %{customdata[${at + 1}]:.4f}`
+    : "weight %{z:.4f}";
+  const range = pair ? signedRange(z) : null;
   const trace = {
     type: "heatmap",
-    z: maskNull(pattern, mask),
+    z,
     customdata,
-    colorscale: WEIGHT_SCALE,
-    zmin: 0,
-    zmax,
+    colorscale: pair ? SIGNED_SCALE : WEIGHT_SCALE,
+    zmin: pair ? -range : 0,
+    zmax: pair ? range : zmax,
+    ...(pair ? { zmid: 0 } : {}),
     hoverongaps: false,
     xgap: gap,
     ygap: gap,
-    hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>weight %{z:.4f}${scores}<extra>L${layer} · H${head}</extra>`,
+    hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${weightHover}${scores}<extra>L${layer} · H${head}</extra>`,
     showscale,
-    colorbar: { title: { text: "weight", side: "right", font: { size: 11 } }, thickness: 12, len: 0.85, outlinewidth: 0 },
+    colorbar: { title: { text: pair ? `first − ${lam}·second` : "weight", side: "right", font: { size: 11 } }, thickness: 12, len: 0.85, outlinewidth: 0 },
   };
   const data = [trace];
   const reasons = maskedReasons(mask, window, chunk);
@@ -304,6 +323,45 @@ export function headHeatmapFigure(args) {
     args.gate && { name: "gate", values: args.gate, hover: "<b>%{customdata[0]}</b><br>output gate %{z:.4f}: the head's output here is scaled by it (mean over its dimensions) before o_proj" },
   ].filter(Boolean);
   if (columns.length) addRowColumns(data, layout, columns, { labels, zmax, gap, layer, head });
+  return { data, layout };
+}
+
+/** λ of a differential layer as the page writes it (the server's number, 3 decimals). */
+export const formatLambda = (lambda) => `λ ${Number(lambda).toFixed(3)}`;
+
+/**
+ * A differential pair's two softmaxes side by side (the answer's `pattern_parts`), each on the
+ * weights' scale 0..1: what the head's signed map is made of.
+ */
+export function pairPartsFigure({ tokens, parts, mask, lambda, layer, head, maxTicks = 20 }) {
+  const labels = tokens.map((t, i) => `${i} ${t}`);
+  const customdata = labels.map((q) => labels.map((k) => [q, k]));
+  const names = ["first softmax", "second softmax"];
+  const m = tokenMargins(tokens, maxTicks);
+  const data = parts.map((m, n) => ({
+    type: "heatmap",
+    xaxis: n ? "x2" : "x",
+    yaxis: "y",
+    z: maskNull(m, mask),
+    customdata,
+    colorscale: WEIGHT_SCALE,
+    zmin: 0,
+    zmax: 1,
+    showscale: n === 1,
+    hoverongaps: false,
+    hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${names[n]} %{z:.4f}<extra>L${layer} · H${head}</extra>`,
+    colorbar: { title: { text: "weight", side: "right", font: { size: 11 } }, thickness: 10, len: 0.85, outlinewidth: 0 },
+  }));
+  const layout = baseLayout({
+    margin: { l: m.l, r: 10, t: 28, b: m.t }, // the key labels below: the titles above
+    xaxis: { ...tokenAxis(tokens, { maxTicks, angle: -55 }), domain: [0, 0.46] },
+    xaxis2: { ...tokenAxis(tokens, { maxTicks, angle: -55 }), domain: [0.52, 0.98] },
+    yaxis: tokenAxis(tokens, { reversed: true, title: "query", maxTicks }),
+    annotations: [
+      { text: "first softmax (+)", x: 0.23, xanchor: "center", y: 1.01, yanchor: "bottom", xref: "paper", yref: "paper", showarrow: false, font: { size: 12 } },
+      { text: `second softmax (× ${formatLambda(lambda)}, −)`, x: 0.75, xanchor: "center", y: 1.01, yanchor: "bottom", xref: "paper", yref: "paper", showarrow: false, font: { size: 12 } },
+    ],
+  });
   return { data, layout };
 }
 

@@ -164,8 +164,10 @@ export function gridTooltip({ grid, hit, aggregate = false }) {
   } else {
     const thumb = head === -1 ? meanThumbnail(layer.heads, grid.thumbnail.size) : layer.heads[hit.col].thumbnail;
     const w = (thumb[hit.i][hit.j] / 255).toFixed(3);
-    if (head === -1) lines.push(`mean over heads of the largest weight ${w}`);
-    else lines.push(k === 1 ? `weight ${w}` : `largest weight in this ${k}×${k} block ${w}`);
+    // differential attention: the server pools |pattern| (a pair's map can be negative)
+    const weight = layer.lambda != null ? "|weight|" : "weight";
+    if (head === -1) lines.push(`mean over heads of the largest ${weight} ${w}`);
+    else lines.push(k === 1 ? `${weight} ${w}` : `largest ${weight} in this ${k}×${k} block ${w}`);
   }
   lines.push(head === -1 ? "" : "click to open this head");
   return lines.filter(Boolean);

@@ -73,6 +73,7 @@ export function headData(detail) {
       scores: f.attn_scores,
       uncapped: f.attn_scores_uncapped ?? null,
       sink_mass: f.sink_mass ?? null, // sent at full resolution only
+      pattern_parts: f.pattern_parts ?? null, // differential attention: the pair's two softmaxes, max-pooled
       gate: f.gate ?? null,
       mask: f.thumbnail.mask,
       block: f.thumbnail.block,
@@ -88,6 +89,7 @@ export function headData(detail) {
     scores: h.attn_scores,
     uncapped: h.attn_scores_uncapped ?? null,
     sink_mass: h.sink_mass ?? null,
+    pattern_parts: h.pattern_parts ?? null,
     gate: h.gate ?? null,
     mask: detail.mask,
     block: 1,

@@ -20,7 +20,10 @@ export function gridCaption(grid, aggregate) {
       ? `${n} layers × ${h} heads, every cell one query and key (${T} tokens, not downsampled).`
       : `${n} layers × ${h} heads, downsampled ${block}× (${T} tokens → ${size} cells a side): each cell is the largest weight in a ${block}×${block} block of queries and keys, so a one-token diagonal stays visible.`;
   const mean = aggregate ? " The last column is the mean over each layer's heads of those cell values." : "";
-  return `${what}${gridMaskWords(grid)}${mean}`;
+  const signed = grid.layers.some((l) => l.lambda != null)
+    ? " Differential attention: each head is a pair of softmaxes whose map first − λ·second can be negative; the grid shows its size, |weight| (the head view shows the sign)."
+    : "";
+  return `${what}${gridMaskWords(grid)}${mean}${signed}`;
 }
 
 /** What the grey cells of the grid are, from each layer's thumbnail mask and window ("" when none is grey). */

@@ -5,7 +5,7 @@
 
 import { hatchMeaning, maskKinds, scoresFormula } from "./captions.js";
 import { drawPlot, idOf, onPlotClick, setText } from "./dom.js";
-import { headHeatmapFigure } from "./figures.js";
+import { formatLambda, headHeatmapFigure, pairPartsFigure } from "./figures.js";
 import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "./pooled.js";
 import { currentDetail, currentGrid, selectedPosition } from "./state.js";
 import { drawGrid } from "./view_grid.js";
@@ -25,7 +25,7 @@ export function chosenHead(state) {
   if (detail?.focus?.thumbnail) {
     // asked through `focus` (a long text): max-pooled cells, or exact ones where block is 1
     const d = headData(detail);
-    const head = { pattern: d.pattern, attn_scores_raw: d.raw, attn_scores: d.scores, stats: d.stats, sink_mass: d.sink_mass, gate: d.gate };
+    const head = { pattern: d.pattern, attn_scores_raw: d.raw, attn_scores: d.scores, stats: d.stats, sink_mass: d.sink_mass, gate: d.gate, pattern_parts: d.pattern_parts };
     if (d.pattern) return { response: detail, layer: d.layer, mask: d.mask, head, full: true, block: d.block };
   } else if (detail) {
     const h = detail.layers?.[0]?.heads?.[0];
@@ -69,6 +69,8 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
     sinkMass: block > 1 ? null : (head.sink_mass ?? null), // a learned sink's share of each row, its own column
     gate: block > 1 ? null : (head.gate ?? null), // an output gate per query, its own column
     parts: block === 1 && head.attn_scores_content ? [head.attn_scores_content, head.attn_scores_position] : null, // MLA
+    // differential attention: the signed map on a diverging scale, its two softmaxes in the hover
+    pair: block === 1 && layer.lambda != null && head.pattern_parts ? { lambda: layer.lambda, parts: head.pattern_parts } : null,
     ...extra,
   };
   return block > 1 ? pooledHeatmapFigure({ ...args, block }) : headHeatmapFigure(args);
@@ -97,7 +99,8 @@ export function drawHeadView(state, els) {
   );
   setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
   const rows = document.getElementById("head-rows");
-  if (rows) setText(rows, rowWords(layer));
+  if (rows) setText(rows, rowWords(layer) + (pooled && layer.lambda != null ? POOLED_PAIR : ""));
+  drawPairParts(state, chosen, pooled);
   const meaning = hatchMeaning(maskKinds(mask), layer.window, layer.chunk);
   // masked blocks are solid grey in a pooled head, not hatched (pooled.js)
   renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
@@ -106,11 +109,34 @@ export function drawHeadView(state, els) {
   return { head: true, grid: drawGrid(state, els) };
 }
 
-/** What a row of the heatmap holds: 1 unit of attention over the keys, or over the keys and a learned sink. */
-export const rowWords = (layer) =>
-  layer?.sink_logit
+// a long text's differential head: its cells are block maxima of a signed map's size
+const POOLED_PAIR = " Drawn max-pooled, each cell is the largest |weight| of its block (the sign shows once a block is zoomed to single cells).";
+
+/** A differential head's two softmaxes under its signed map; hidden for every other head, and for a pooled one. */
+function drawPairParts(state, { response, layer, mask, head }, pooled) {
+  const box = document.getElementById("head-parts");
+  if (!box) return;
+  const show = !pooled && layer.lambda != null && Boolean(head.pattern_parts);
+  if (box.hidden !== !show) box.hidden = !show;
+  if (!show) return;
+  drawPlot(
+    box,
+    `${idOf(response)}|parts|${state.layer}|${state.head}`,
+    () => pairPartsFigure({ tokens: response.tokens, parts: head.pattern_parts, mask, lambda: layer.lambda, layer: state.layer, head: state.head }),
+    `attnscope-L${state.layer}H${state.head}-parts`,
+  );
+}
+
+/** What a row of the heatmap holds: 1 unit of attention over the keys, over the keys and a learned sink, or a pair's difference. */
+export const rowWords = (layer) => {
+  if (layer?.lambda != null) {
+    const lam = formatLambda(layer.lambda);
+    return `Differential attention: this head is a pair of softmaxes over the same keys, and its map is first − ${lam} × second (both drawn below). Red cells add to what the head reads, blue ones take away, and each row sums to 1 − λ. The scores in the hover are the first softmax's.`;
+  }
+  return layer?.sink_logit
     ? "Each row is a query token; it spreads 1 unit of attention over the keys and this layer's learned sink (its own column), so the keys' weights sum to less than 1."
     : "Each row is a query token; it spreads 1 unit of attention over the keys.";
+};
 
 /** Draw the view: the chosen head and the grid; `{head, grid}` say which of them had current data. */
 export const draw = drawHeadView;

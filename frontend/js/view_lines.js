@@ -257,6 +257,7 @@ export function draw(state) {
     byId("lines-caption"),
     `Layer ${layer.layer}: each query token (left) to the keys it attends (right), a colour per head, each line as opaque as its weight` +
       (T > ALL_KEYS_UP_TO ? `; ${T} tokens, so each query shows its ${HEAVIEST} heaviest keys (weights from ${MIN_WEIGHT})` : ` (weights from ${MIN_WEIGHT})`) +
+      (layer.lambda != null ? `. Differential attention: a head's weights are first − λ × second softmax (λ ${layer.lambda.toFixed(3)}), and only its positive ones are drawn` : "") +
       ". Hover a token to keep only its lines; click tokens to select several.",
   );
   return true;

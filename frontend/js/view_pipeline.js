@@ -19,6 +19,9 @@ export function draw(state) {
   // (masked entries null), the layer's divisor, softcap, window and mask
   const { detail, layer, d } = head;
   const T = detail.tokens.length;
+  // differential attention: the steps are the pair's first softmax's (the head view draws the pair)
+  const pair = layer.lambda != null && d.pattern_parts;
+  const pattern = pair ? d.pattern_parts[0] : d.pattern;
   // a long text's matrices are max-pooled: the rows and columns are blocks of tokens
   const spans = d.block > 1 ? d.pattern.map((_, c) => blockSpan(T, d.block, c)) : null;
   const cells = spans && {
@@ -37,7 +40,7 @@ export function draw(state) {
         uncapped: d.uncapped,
         scores: d.scores,
         mask: d.mask,
-        pattern: d.pattern,
+        pattern,
         layer,
         kinds,
         causal: detail.causal,
@@ -61,10 +64,10 @@ export function draw(state) {
         `${d.block}×${d.block} block of queries and keys, so a row of this picture is not a row of the softmax, and its cells do not sum to 1 (every softmax row does).`,
     );
   } else {
-    const sums = d.pattern.map((row) => row.reduce((a, v) => a + v, 0));
+    const sums = pattern.map((row) => row.reduce((a, v) => a + v, 0));
     const lo = Math.min(...sums);
     const hi = Math.max(...sums);
-    setText(byId("row-sums"), rowSumWords(lo, hi, layer, d.sink_mass));
+    setText(byId("row-sums"), rowSumWords(lo, hi, layer, d.sink_mass) + (pair ? PAIR_WORDS(layer) : ""));
   }
   const words = unscaled(layer) ? "1 (what-if: no scaling)" : divisorWords(layer, headDim(state));
   setText(byId("pipeline-divisor"), layer.softcap ? `${words}, then the softcap ${softcapWords(layer.softcap)}` : words);
@@ -82,6 +85,10 @@ export function rowSumWords(lo, hi, layer, sinkMass) {
     `the sink took ${took[0]} to ${took[1]}.`
   );
 }
+
+/** A differential layer: what these steps are, and where the head's own map is. */
+const PAIR_WORDS = (layer) =>
+  ` This layer uses differential attention: these steps are the head's first softmax; the head's map is first − λ × second with λ = ${layer.lambda.toFixed(3)} (the Head view draws it, and both softmaxes).`;
 
 const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
 /** Below this width the steps stand in two rows (style.css gives the plot the height for them). */

@@ -5,7 +5,7 @@
 
 import { askInto } from "./answers.js";
 import { byId, drawPlot, setText } from "./dom.js";
-import { baseLayout, headHeatmapFigure, maskNull, tokenAxis, tokenMargins } from "./figures.js";
+import { SIGNED_SCALE, baseLayout, headHeatmapFigure, maskNull, tokenAxis, tokenMargins } from "./figures.js";
 import { scaleParam } from "./state.js";
 import { offParam } from "./switchedoff.js";
 
@@ -48,7 +48,7 @@ export function differenceFigure({ tokens, difference, mask, range, layer, head 
         type: "heatmap",
         z: maskNull(difference, mask),
         customdata: labels.map((q) => labels.map((k) => [q, k])),
-        colorscale: "RdBu", // Plotly's runs from blue (low) to red (high): red where the second text attends more
+        colorscale: SIGNED_SCALE, // blue (low) to red (high): red where the second text attends more
         zmin: -range,
         zmax: range,
         zmid: 0,

@@ -48,7 +48,14 @@ def test_served_pattern_equals_eager_over_json(family, family_dirs, clients):
     for lv in data["layers"]:
         expected = by_number[lv["layer"]][0].numpy()  # (nh, T, T)
         for hv in lv["heads"]:
-            assert np.abs(np.array(hv["pattern"]) - expected[hv["head"]]).max() <= 2e-3
+            h = hv["head"]
+            if "lambda" in lv:  # differential attention: the pair h, h + nh/2, signed by the layer's λ
+                first, second = expected[h], expected[h + len(lv["heads"])]
+                assert np.abs(np.array(hv["pattern_parts"]) - np.stack([first, second])).max() <= 2e-3
+                assert np.abs(np.array(hv["pattern"]) - (first - lv["lambda"] * second)).max() <= 2e-3
+                continue
+            assert "pattern_parts" not in hv
+            assert np.abs(np.array(hv["pattern"]) - expected[h]).max() <= 2e-3
     # predictions are the model's own top guesses
     top = out.logits[0].argmax(-1).tolist()
     assert [p[0]["id"] for p in data["predictions"]] == top
@@ -72,7 +79,8 @@ def test_model_facts_and_head_roles(family, clients):
     info = c.get("/api/model").json()
     assert info["family"] == family
     assert len(info["kv_head_of"]) == info["n_head"]
-    assert max(info["kv_head_of"]) == info["n_kv_head"] - 1
+    # every key/value head read (a differential pair: by its first query head, from the first half)
+    assert max(info["kv_head_of"]) == (info["n_kv_head"] // 2 if info["differential"] else info["n_kv_head"]) - 1
     assert info["divisor"] > 0 and info["dtype"] == "float32" and info["device"] == "cpu"
     roles = c.get("/api/heads").json()
     assert len(roles["scores"]) == info["n_layer"]  # by the model's layer numbers, null where no softmax

@@ -12,7 +12,7 @@ from attnscope.model.fields import DECIMALS, FIELD_NAMES, HEAD_FIELDS, LAYER_DEP
 def test_the_model_route_sends_the_table(client):
     fields = client.get("/api/model").json()["fields"]
     assert [f["name"] for f in fields] == list(FIELD_NAMES)
-    assert {f["kind"] for f in fields} == {"weights", "scores", "vectors", "rows", "stats"}
+    assert {f["kind"] for f in fields} == {"weights", "scores", "vectors", "rows", "parts", "stats"}
     assert all(f["meaning"] for f in fields)
 
 

@@ -19,7 +19,7 @@ from attnscope.model.inspection import head_stats, inspect  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
-from tests.familykit import DIVISOR_RULES, build_all, family_configs  # noqa: E402
+from tests.familykit import DIVISOR_RULES, build_all, family_configs, first_softmax, softmaxes  # noqa: E402
 
 FAMILIES = list(family_configs())
 TEXT = "The cat sat on the mat. Then the cat 🎉 saw the dog, and the dog sat on the log."
@@ -47,13 +47,14 @@ def test_pattern_and_logits_equal_eager_output_attentions(family, family_dirs, l
     trace = inspect(lm.backend, None, TEXT)
     out = eager(family_dirs[family], trace.token_ids)
     ref = torch.stack([a[0] for a in out.attentions])  # (L, nh, T, T)
-    assert trace.pattern.shape == ref.shape
-    assert (trace.pattern - ref).abs().max() <= 1e-5
+    maps = softmaxes(trace)  # the pattern; a differential pair's two softmaxes
+    assert maps.shape == ref.shape
+    assert (maps - ref).abs().max() <= 1e-5
     assert (trace.logits - out.logits[0]).abs().max() <= 1e-4
     # far from uniform (whose row maximum is 1 / (t + 1)): a wrong mask or scale would show
     T = trace.pattern.shape[-1]
     uniform_max = (1.0 / torch.arange(1, T + 1)).mean()
-    assert trace.pattern.amax(-1).mean() > 3 * uniform_max
+    assert maps.amax(-1).mean() > 3 * uniform_max
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -68,6 +69,8 @@ def test_every_step_is_what_its_name_says(family, loaded):
     torch.testing.assert_close(tr.attn_scores_raw, tr.q @ tr.k.transpose(-2, -1), rtol=1e-5, atol=1e-4)
     # rows sum to 1 (with learned sinks: 1 − the sink's share), masked entries exactly 0, the upper triangle masked
     sink_mass = tr.sink_mass if tr.sink_mass is not None else torch.zeros(L, nh, T)
+    if facts.differential:  # a pair's first softmax − λ · its second: rows sum to 1 − λ
+        sink_mass = torch.tensor([facts.lambdas[n] for n in facts.attention_layers])[:, None, None].expand(L, nh, T)
     torch.testing.assert_close(tr.pattern.sum(-1) + sink_mass, torch.ones(L, nh, T))
     masks = tr.layer_masks[:, None].expand_as(tr.pattern)  # (L, nh, T, T), sliding windows included
     assert (tr.pattern[~masks] == 0).all()
@@ -91,14 +94,14 @@ def test_what_ifs_behave(family, loaded):
     trained = inspect(lm.backend, None, TEXT)
     open_ = inspect(lm.backend, None, TEXT, causal=False)
     assert open_.mask.all()
-    assert (open_.pattern[..., trained.mask.logical_not()] > 0).any()  # the future is now seen
+    assert (softmaxes(open_)[..., trained.mask.logical_not()] > 0).any()  # the future is now seen
     # layer 0 has the same q and k whatever the what-if: the first layer's raw scores agree
     torch.testing.assert_close(open_.attn_scores_raw[0], trained.attn_scores_raw[0])
     # dividing by 1 instead of the model's divisor: larger score variance by divisor², peakier rows
     unscaled = inspect(lm.backend, None, TEXT, scale="none")
     assert unscaled.divisor == 1.0
     assert trained.divisor == pytest.approx(lm.facts.divisor)
-    torch.testing.assert_close(unscaled.pattern[0], trained.pattern_unscaled[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(first_softmax(unscaled)[0], trained.pattern_unscaled[0], rtol=1e-4, atol=1e-5)
     s_trained, s_unscaled = head_stats(trained), head_stats(unscaled)
     assert s_unscaled.max_weight[0].mean() > s_trained.max_weight[0].mean()
     if not lm.facts.softcap:
@@ -252,21 +255,60 @@ def test_models_without_softmax_attention_say_why(tmp_path):
         load_model(tmp_path, "cpu")
 
 
-def test_differential_attention_is_refused_in_one_line_not_drawn_wrong(tmp_path):
-    """DiffLlama calls the attention function twice per layer and combines the two maps after it:
-    drawn as it is, that would be twice the layers and the wrong map. Until it is drawn exactly,
-    opening it says so in one line."""
-    from transformers import AutoConfig
+def test_differential_attention_is_each_pairs_two_softmaxes_weighted_by_the_models_lambda(family_dirs, loaded):
+    """DiffLlama: a head is a pair of query heads (h, h + nh/2) over the same keys, its map
+    softmax₁ − λ · softmax₂ with λ learned per layer. The two softmaxes are eager's weights of those
+    two query heads; λ is the module's own; the signed map has negative cells; the model's output
+    is eager's (the second attention call per layer runs unrecorded)."""
+    lm = loaded["diffllama"]
+    facts = lm.facts
+    tr = inspect(lm.backend, None, TEXT)
+    ref_out = eager(family_dirs["diffllama"], tr.token_ids)
+    ref = torch.stack([a[0] for a in ref_out.attentions])  # (L, 2H, T, T)
+    H = facts.n_head
+    assert facts.differential and ref.shape[1] == 2 * H and tr.pattern.shape[1] == H
+    torch.testing.assert_close(tr.pattern_parts[:, :, 0], ref[:, :H], rtol=0, atol=1e-5)
+    torch.testing.assert_close(tr.pattern_parts[:, :, 1], ref[:, H:], rtol=0, atol=1e-5)
+    model = AutoModelForCausalLM.from_pretrained(family_dirs["diffllama"], attn_implementation="eager")
+    for layer in facts.attention_layers:
+        a = model.model.layers[layer].self_attn
+        lam = (a.lambda_q1 * a.lambda_k1).sum().exp() - (a.lambda_q2 * a.lambda_k2).sum().exp() + a.lambda_init
+        assert facts.lambdas[layer] == pytest.approx(float(lam), abs=1e-6)
+        signed = ref[layer, :H] - facts.lambdas[layer] * ref[layer, H:]
+        torch.testing.assert_close(tr.pattern[layer], signed, rtol=0, atol=1e-5)
+    assert tr.pattern.min() < -0.01  # a signed map: worth a diverging colour scale
+    # the steps before the softmax are the pair's first query head's
+    torch.testing.assert_close(tr.attn_scores_raw, tr.q @ tr.k.transpose(-2, -1), rtol=1e-5, atol=1e-4)
+    # what-ifs: without the mask both softmaxes see the future, the pair stays their signed difference
+    open_ = inspect(lm.backend, None, TEXT, causal=False)
+    lam = torch.tensor(facts.lambdas)[:, None, None, None]
+    torch.testing.assert_close(open_.pattern, open_.pattern_parts[:, :, 0] - lam * open_.pattern_parts[:, :, 1])
+    assert (open_.pattern_parts[..., ~tr.mask] > 0).any()
+    assert inspect(loaded["llama"].backend, None, TEXT).pattern_parts is None  # other families: no parts
 
-    from tests.familykit import decoder
 
-    kwargs = decoder("diffllama", head_dim=16)
-    cfg = AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
-    (tmp_path / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
-    with pytest.raises(CheckpointError, match="differential attention") as e:
-        load_model(tmp_path, "cpu")
-    assert "\n" not in str(e.value)
+def test_switching_a_differential_pair_off_zeroes_its_output_as_eager_with_a_hook_does(family_dirs, loaded):
+    """Pair h switched off writes nothing: the oracle is eager DiffLlama with the pair's columns
+    of o_proj's input zeroed (after the group norm each pair has 2·head_dim columns)."""
+    from attnscope.model.options import AttentionOptions
+
+    lm = loaded["diffllama"]
+    ids = lm.tokenizer.encode(TEXT).ids
+    layer, pair, width = 1, 1, 2 * lm.facts.head_dim
+    off = lm.backend.last_logits(torch.tensor([ids]), AttentionOptions(ablate=frozenset({(layer, pair)})))[0]
+    model = AutoModelForCausalLM.from_pretrained(family_dirs["diffllama"], attn_implementation="eager")
+
+    def zero_pair(_module, args):
+        x = args[0].clone()
+        x[..., pair * width : (pair + 1) * width] = 0
+        return (x,)
+
+    model.model.layers[layer].self_attn.o_proj.register_forward_pre_hook(zero_pair)
+    with torch.no_grad():
+        ref = model(torch.tensor([ids])).logits[0, -1]
+    torch.testing.assert_close(off, ref, rtol=0, atol=1e-4)
+    clean = lm.backend.last_logits(torch.tensor([ids]), AttentionOptions())[0]
+    assert (off - clean).abs().max() > 1e-3  # the pair mattered
 
 
 def test_half_precision_needs_a_gpu(family_dirs):
