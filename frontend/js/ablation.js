@@ -25,7 +25,7 @@ export function toggleSpots(layout, layers) {
   return spots;
 }
 
-const fmt = (p) => (p >= 0.001 ? `${(100 * p).toFixed(1)} %` : p > 0 ? p.toExponential(1) : "0");
+export const fmt = (p) => (p >= 0.001 ? `${(100 * p).toFixed(1)} %` : p > 0 ? p.toExponential(1) : "0");
 
 /** What the before → after measurement depends on. */
 const INPUTS = ["text", "position", "ablate", "causal", "scaled", "temperature"];

@@ -176,10 +176,12 @@ export function compareLeftCaption({ causal, scaled }) {
 
 /** The caption over the entropy lines. */
 export function entropyCaption(layer) {
-  if (unscaled(layer)) return "Entropy of each query's weights. Scaling is off (what-if): both softmaxes see the same scores.";
+  // differential attention: the statistics are each pair's first softmax's (the maps are first − λ·second)
+  const pair = layer?.lambda != null ? " This layer uses differential attention: the entropy and the statistics are those of each head's first softmax, not of the signed map drawn." : "";
+  if (unscaled(layer)) return `Entropy of each query's weights. Scaling is off (what-if): both softmaxes see the same scores.${pair}`;
   return (
     `Entropy of each query's weights. Without the division by ${divisorShort(layer)} the scores are ` +
-    "larger, softmax turns peaky and entropy falls."
+    `larger, softmax turns peaky and entropy falls.${pair}`
   );
 }
 

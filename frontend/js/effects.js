@@ -8,6 +8,7 @@
 import { errorText, isBlank, postJSON } from "./api.js";
 import { idOf, mount, onPlotClick, setHidden, setText } from "./dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "./measured.js";
+import { fmt } from "./ablation.js";
 
 /** Plotly figure of `delta[layer][head]` (nats; negative = the head helped the prediction). */
 export function effectsFigure(answer) {
@@ -50,7 +51,7 @@ function answerWords(answer) {
   const flat = answer.delta.flatMap((row, l) => (row ?? []).map((d, h) => ({ d, l, h })));
   const worst = flat.reduce((a, b) => (b.d < a.d ? b : a));
   return (
-    `P(${answer.token}) after token ${answer.position}: ${(100 * answer.prob).toFixed(1)} %. ` +
+    `P(${answer.token}) after token ${answer.position}: ${fmt(answer.prob)}. ` +
     `Switching L${worst.l} · H${worst.h} off lowers its log-probability most (${worst.d.toFixed(2)}). Click a cell to open that head.`
   );
 }

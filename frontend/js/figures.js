@@ -274,21 +274,22 @@ export function headHeatmapFigure(args) {
   const weightHover = pair
     ? `weight %{z:+.4f} = first %{customdata[${at}]:.4f} − ${lam} × second %{customdata[${at + 1}]:.4f}`
     : "weight %{z:.4f}";
-  const range = pair ? signedRange(z) : null;
+  const signed = Boolean(pair || args.signed); // a differential head's map: negative cells too
+  const range = signed ? signedRange(z) : null;
   const trace = {
     type: "heatmap",
     z,
     customdata,
-    colorscale: pair ? SIGNED_SCALE : WEIGHT_SCALE,
-    zmin: pair ? -range : 0,
-    zmax: pair ? range : zmax,
-    ...(pair ? { zmid: 0 } : {}),
+    colorscale: signed ? SIGNED_SCALE : WEIGHT_SCALE,
+    zmin: signed ? -range : 0,
+    zmax: signed ? range : zmax,
+    ...(signed ? { zmid: 0 } : {}),
     hoverongaps: false,
     xgap: gap,
     ygap: gap,
     hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${weightHover}${scores}<extra>L${layer} · H${head}</extra>`,
     showscale,
-    colorbar: { title: { text: pair ? `first − ${lam}·second` : "weight", side: "right", font: { size: 11 } }, thickness: 12, len: 0.85, outlinewidth: 0 },
+    colorbar: { title: { text: pair ? `first − ${lam}·second` : signed ? "first − λ·second" : "weight", side: "right", font: { size: 11 } }, thickness: 12, len: 0.85, outlinewidth: 0 },
   };
   const data = [trace];
   const reasons = maskedReasons(mask, window, chunk);

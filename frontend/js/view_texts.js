@@ -89,7 +89,8 @@ export function draw(state) {
   }
   if (!response) return false;
   const [a, b] = response.texts;
-  const head = { layer: response.layer, head: response.head };
+  // differential attention: a head's map is signed (first − λ·second), so the diverging scale
+  const head = { layer: response.layer, head: response.head, signed: Boolean(state.model?.differential) };
   // the difference's box first: shown or not, it decides the width of the other two
   const diffBox = byId("texts-diff");
   const reflowed = diffBox.hidden !== (response.difference === null);
