@@ -138,7 +138,8 @@ class Capture:
             st.heads = heads
             st.head_index = _index(heads, q.shape[1], q.device)
             if sel.stats and heads:
-                st.stats = HeadStats(_pick(st.q, st.head_index), _pick(st.k, st.head_index), divisor, softcap)
+                sinks = None if sink_logit is None else _pick(sink_logit, st.head_index)
+                st.stats = HeadStats(_pick(st.q, st.head_index), _pick(st.k, st.head_index), divisor, softcap, sinks)
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
@@ -179,7 +180,8 @@ class Capture:
             for name in sel.focus_fields & set(VECTOR_FIELDS):
                 self._keep(self, "focus", name, _pick(getattr(st, name), st.focus_index)[0])
             if "stats" in sel.focus_fields:
-                st.focus_stats = HeadStats(_pick(st.q, st.focus_index), _pick(st.k, st.focus_index), divisor, softcap)
+                sink = None if sink_logit is None else _pick(sink_logit, st.focus_index)
+                st.focus_stats = HeadStats(_pick(st.q, st.focus_index), _pick(st.k, st.focus_index), divisor, softcap, sink)
         self._layer = st
 
     def block(self, q0: int, q1: int, steps: dict[str, torch.Tensor | None]) -> None:

@@ -186,17 +186,23 @@ def head_stats(trace: Trace) -> HeadStats:
     unmasked score, T = 1) it is 0 / 0: NaN, undefined (``null`` in the API). With differential
     attention the statistics are those of each pair's first softmax, as the capture's.
     """
-    values = head_stats_arrays(
-        trace.q,
-        trace.k,
-        trace.attn_scores_raw,
-        trace.attn_scores,
-        trace.pattern if trace.pattern_parts is None else trace.pattern_parts[:, :, 0],
-        trace.mask,
-        trace.divisor,
-        trace.softcap,
-    )
-    return HeadStats(**values)
+    softmax = trace.pattern if trace.pattern_parts is None else trace.pattern_parts[:, :, 0]
+    masks = trace.layer_masks if trace.layer_masks is not None else trace.mask[None].expand(len(trace.q), -1, -1)
+    layers = [  # one layer at a time, each with its own mask (sliding-window layers differ) and divisor
+        head_stats_arrays(
+            trace.q[i],
+            trace.k[i],
+            trace.attn_scores_raw[i],
+            trace.attn_scores[i],
+            softmax[i],
+            masks[i],
+            trace.layer_divisors[i] if trace.layer_divisors else trace.divisor,
+            trace.softcap,
+            None if trace.sink_logit is None else trace.sink_logit[i],  # (nh,): the sink's column of every row
+        )
+        for i in range(len(trace.q))
+    ]
+    return HeadStats(**{name: torch.stack([layer[name] for layer in layers]) for name in layers[0]})
 
 
 @dataclass

@@ -139,11 +139,18 @@ class HeadStats:
       keys and ``Z = Σ e``, its row maximum is ``1 / Z`` and its entropy ``log Z - Σ e·(raw - c) / Z``.
 
     With ``softcap`` (Gemma 2) the scores are not a multiple of the raw ones: their moments and
-    the entropies are taken from the scores themselves. Everything stays float32 on the device.
+    the entropies are taken from the scores themselves. With learned sinks (gpt-oss, ``sink_logit``
+    (...,) one per head) a row's softmax has one more column, the sink's, then dropped: the
+    entropies and the unscaled row maximum are those of the whole softmax, sink included
+    (``H - m·(s_sink - max s)`` with the sink's share ``m = p_max·exp(s_sink - max s)``). Everything
+    stays float32 on the device.
     """
 
-    def __init__(self, q: torch.Tensor, k: torch.Tensor, divisor: float, softcap: float | None = None) -> None:
+    def __init__(
+        self, q: torch.Tensor, k: torch.Tensor, divisor: float, softcap: float | None = None, sink_logit=None
+    ) -> None:
         self.divisor, self.softcap = float(divisor), softcap
+        self.sink = None if sink_logit is None else sink_logit.float()[..., None]  # (..., 1): against each row
         self.var_q = _var(q.float(), (-2, -1))  # q, k (..., T, hs)
         self.var_k = _var(k.float(), (-2, -1))
         self.raw = Moments()
@@ -179,8 +186,12 @@ class HeadStats:
         u = y if self.softcap is None else _zero_masked(_capped(raw, self.softcap, top), mask, visible)
         e = u.exp()  # (..., t, s)
         z = _dot(e, visible)  # (..., t) >= 1: the top key contributes exp(0)
+        e_u = _dot(e, u)
+        if self.sink is not None:  # the sink's column of the unscaled softmax, against the top key's raw score
+            s_u = self.sink - c[..., 0]  # (..., t)
+            z, e_u = z + s_u.exp(), e_u + s_u.exp() * s_u
         self.rows["pu_max"].append(1.0 / z)
-        self.rows["ent_u"].append((z.log() - _dot(e, u) / z).clamp_min(0))
+        self.rows["ent_u"].append((z.log() - e_u / z).clamp_min(0))
         del e, u
         if self.divisor >= 1 and self.softcap is None:
             # Σ p·(s - max s) = Σ p·(raw - c) / divisor, from the centred raw scores: 0 at the top
@@ -190,8 +201,12 @@ class HeadStats:
             lowest = torch.finfo(scores.dtype).min
             p_dot = _dot(pattern, scores.clamp_min(lowest) - s_max[..., None])
         del y
+        ent = -p_max.log() - p_dot
+        if self.sink is not None:  # the sink's share m and its score, against the top key's
+            gap = self.sink - s_max
+            ent = ent - p_max * gap.exp() * gap
         self.rows["p_max"].append(p_max)
-        self.rows["ent"].append((-p_max.log() - p_dot).clamp_min(0))
+        self.rows["ent"].append(ent.clamp_min(0))
 
     def result(self) -> dict[str, torch.Tensor]:
         rows = {name: torch.cat(parts, dim=-1) for name, parts in self.rows.items()}  # (..., T)
@@ -231,8 +246,9 @@ def head_stats_arrays(
     mask: torch.Tensor,
     divisor: float,
     softcap: float | None = None,
+    sink_logit: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """:class:`HeadStats` of whole ``(..., T, T)`` tensors at once (one block of every row)."""
-    stats = HeadStats(q, k, divisor, softcap)
+    stats = HeadStats(q, k, divisor, softcap, sink_logit)
     stats.add(raw, scores, pattern, mask)
     return stats.result()

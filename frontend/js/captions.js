@@ -177,7 +177,12 @@ export function compareLeftCaption({ causal, scaled }) {
 /** The caption over the entropy lines. */
 export function entropyCaption(layer) {
   // differential attention: the statistics are each pair's first softmax's (the maps are first − λ·second)
-  const pair = layer?.lambda != null ? " This layer uses differential attention: the entropy and the statistics are those of each head's first softmax, not of the signed map drawn." : "";
+  const pair =
+    layer?.lambda != null
+      ? " This layer uses differential attention: the entropy and the statistics are those of each head's first softmax, not of the signed map drawn."
+      : layer?.sink_logit
+        ? " This layer has learned sinks: the entropy is of the whole softmax, the sink's column included."
+        : "";
   if (unscaled(layer)) return `Entropy of each query's weights. Scaling is off (what-if): both softmaxes see the same scores.${pair}`;
   return (
     `Entropy of each query's weights. Without the division by ${divisorShort(layer)} the scores are ` +

@@ -97,7 +97,9 @@ export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, la
   const T = tokens.length;
   const x = tokens.map((_, i) => i);
   // a long text's answer has its mask pooled, not T×T: no keys-seen count, so no ceiling line
-  const allowed = mask ? mask.map((row) => row.reduce((a, v) => a + (v ? 1 : 0), 0)) : null;
+  // a layer with learned sinks: the sink is one more column of every row's softmax (the server's entropy counts it)
+  const sink = layer?.sink_logit ? 1 : 0;
+  const allowed = mask ? mask.map((row) => row.reduce((a, v) => a + (v ? 1 : 0), sink)) : null;
   const ceiling = allowed ? allowed.map((n) => Math.log(Math.max(1, n))) : null;
   const labels = tokens.map((t, i) => `${i} ${t}`);
   const line = (y, name, color, dash, width = 2.2) => ({
@@ -114,7 +116,7 @@ export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, la
   const { tickvals, ticktext } = tokenTicks(tokens, 30);
   return {
     data: [
-      ...(ceiling ? [line(ceiling, "uniform row (ln of keys seen)", "#9aa1ad", "dot", 1.5)] : []),
+      ...(ceiling ? [line(ceiling, sink ? "uniform row (ln of keys seen + the sink)" : "uniform row (ln of keys seen)", "#9aa1ad", "dot", 1.5)] : []),
       line(rowEntropyUnscaled, `unscaled softmax(${unscaledFormula(layer)})`, ORANGE, "solid"),
       line(rowEntropy, `scaled softmax(${scoresFormula(layer)})`, BLUE, "solid"),
     ],

@@ -104,10 +104,9 @@ def test_what_ifs_behave(family, loaded):
     torch.testing.assert_close(first_softmax(unscaled)[0], trained.pattern_unscaled[0], rtol=1e-4, atol=1e-5)
     s_trained, s_unscaled = head_stats(trained), head_stats(unscaled)
     assert s_unscaled.max_weight[0].mean() > s_trained.max_weight[0].mean()
-    if not lm.facts.softcap:
-        torch.testing.assert_close(
-            s_trained.variance_ratio, torch.full_like(s_trained.variance_ratio, trained.divisor**2), rtol=1e-3, atol=0
-        )
+    if not lm.facts.softcap:  # each layer's own divisor² (GPT-2's scale_attn_by_inverse_layer_idx: they differ)
+        squares = torch.tensor(trained.layer_divisors, dtype=s_trained.variance_ratio.dtype)[:, None] ** 2
+        torch.testing.assert_close(s_trained.variance_ratio, squares.expand_as(s_trained.variance_ratio), rtol=1e-3, atol=0)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -201,6 +200,16 @@ def test_learned_sinks_take_their_share_of_every_row_as_the_model_does(family_di
             ..., -1
         ]
         torch.testing.assert_close(tr.sink_mass[layer], by_hand, rtol=0, atol=1e-6)
+    # the entropy and the unscaled statistics are those of the whole softmax, the sink's column included
+    stats = head_stats(tr)
+    p, m = ref.double(), (1 - ref.sum(-1)).double().clamp_min(0)  # eager's key weights and the sink's share
+    whole = -(torch.where(p > 0, p * p.log(), 0).sum(-1)) - torch.where(m > 0, m * m.log(), 0)  # (L, nh, T)
+    torch.testing.assert_close(stats.row_entropy.double(), whole, rtol=0, atol=2e-4)
+    sink_col = torch.stack([model.model.layers[i].self_attn.sinks.detach() for i in range(lm.facts.n_layer)])  # (L, nh)
+    raw = tr.attn_scores_raw.masked_fill(~tr.layer_masks[:, None], float("-inf"))  # (L, nh, T, T)
+    unscaled = torch.softmax(torch.cat([raw, sink_col[:, :, None, None].expand(-1, -1, raw.shape[2], 1)], -1).double(), -1)
+    h_u = -(torch.where(unscaled > 0, unscaled * unscaled.log(), 0).sum(-1))
+    torch.testing.assert_close(stats.row_entropy_unscaled.double(), h_u, rtol=0, atol=2e-4)
     # the what-ifs keep the sink: without the mask the sink still takes its share
     open_ = inspect(lm.backend, None, TEXT, causal=False)
     torch.testing.assert_close(open_.pattern.sum(-1) + open_.sink_mass, torch.ones_like(open_.sink_mass))
