@@ -18,6 +18,10 @@ In a notebook (``pip install 'attnscope[notebook]'``)::
     attnscope.show("The cat sat on the mat.")                  # a widget; typing re-runs the model
     attnscope.show(text, model=model, tokenizer=tokenizer)     # a transformers model you loaded
     data = attnscope.capture(text)                             # the API's answer, numpy arrays
+
+Over a corpus (``attnscope atlas`` on the command line; docs/ATLAS.md)::
+
+    attnscope.atlas(["notes.txt"], "atlas/")                   # every head's metrics, as Parquet files
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -27,7 +31,7 @@ try:
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "capture", "load_model", "show"]
+__all__ = ["__version__", "atlas", "capture", "load_model", "show"]
 
 
 def load_model(checkpoint=None, device: str | None = "cpu", dtype: str = "fp32"):
@@ -50,3 +54,10 @@ def capture(text: str, model=None, tokenizer=None, checkpoint=None, **options):
     from .app.notebook import capture as _capture
 
     return _capture(text, model=model, tokenizer=tokenizer, checkpoint=checkpoint, **options)
+
+
+def atlas(corpus, out, checkpoint=None, model=None, **options):
+    """A head atlas of ``corpus`` (file paths) written to the folder ``out`` (:func:`attnscope.model.atlas.atlas`)."""
+    from .model.atlas import atlas as _atlas
+
+    return _atlas(corpus, out, checkpoint=checkpoint, model=model, **options)

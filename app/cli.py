@@ -6,6 +6,7 @@
     attnscope export-hf OUT_DIR [--checkpoint DIR]
     attnscope serve --checkpoint FILE.gguf | --ollama NAME[:TAG]    (a GGUF model, dequantized)
     attnscope models [--dir DIR]                  (the GGUF models on this machine)
+    attnscope atlas --corpus PATH [PATH ...] --out DIR [--checkpoint DIR] (every head over a corpus: docs/ATLAS.md)
 
 Also ``python -m attnscope ...``. Settings not given as options come from ``ATTNSCOPE_*``
 variables (see :mod:`app.settings`). Errors are one line on stderr and a non-zero exit: 2 for
@@ -20,6 +21,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .cli_atlas import add_atlas_command
 from .cli_export import add_export_command
 from .cli_gguf import add_models_command
 from .cli_inspect import add_inspect_command
@@ -48,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_inspect_command(sub)
     add_export_command(sub)
     add_models_command(sub)
+    add_atlas_command(sub)
     return ap
 
 

@@ -29,12 +29,15 @@ def add_serve_command(sub) -> None:
     serve.add_argument("--port", type=int, help="default 8000")
     add_model_options(serve)
     serve.add_argument("--workers", type=int, default=1, help="worker processes (each loads the model)")
+    serve.add_argument(
+        "--atlas", action="append", metavar="DIR", help="a head atlas (attnscope atlas --out DIR) for the Atlas view; twice to compare two"
+    )
     serve.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check, in this order, the options, the port, the device and the checkpoint; then serve."""
-    settings = command_settings(args, ("host", "port", "checkpoint", "device", "dtype"), refused=REFUSED)
+    settings = command_settings(args, ("host", "port", "checkpoint", "device", "dtype", "atlas"), refused=REFUSED)
     if args.workers < 1:
         raise Failure("--workers must be at least 1", EXIT_USAGE)
     # a busy port is found before the model is loaded, and said in one line
@@ -95,6 +98,12 @@ def preflight(settings: Settings) -> None:
 
             hf_preflight(Path(settings.checkpoint_path))
     except CheckpointError as e:
+        raise Failure(f"{REFUSED}{e}") from None
+    from .compute.atlas import AtlasError, load_atlases
+
+    try:
+        load_atlases(settings.atlas)
+    except AtlasError as e:
         raise Failure(f"{REFUSED}{e}") from None
 
 

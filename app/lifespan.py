@@ -23,6 +23,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..model.checkpoint import CheckpointError
 from ..model.registry import load_model
+from .compute.atlas import AtlasError, load_atlases
 from .compute.models import started_with
 from .service import Service, build_service
 from .settings import Settings
@@ -43,6 +44,7 @@ class AppState:
         self.started_with: dict | None = None  # the model the server started with, as GET /api/models lists models
         self.switch: dict | None = None  # a model being loaded in its place: {"name", "status", "error"}
         self.switch_lock = threading.Lock()
+        self.atlases: dict = {}  # id -> model.atlas_read.Atlas, read at start (--atlas DIR)
 
     @property
     def ready(self) -> bool:
@@ -125,8 +127,9 @@ async def lifespan(app: FastAPI):
     limit_heap_retention()
     state.semaphore = anyio.Semaphore(settings.concurrency)
     try:
+        state.atlases = await anyio.to_thread.run_sync(load_atlases, settings.atlas)
         svc = await anyio.to_thread.run_sync(load_service, settings)
-    except CheckpointError as e:
+    except (CheckpointError, AtlasError) as e:
         # the server logs this one line (LifespanErrorMiddleware) and exits non-zero
         state.startup_error = f"attnscope: cannot start: {one_line(e)}"
         raise

@@ -14,6 +14,7 @@
 | ``ATTNSCOPE_MAX_CONCURRENCY`` | 0 = auto | model computations running at once; the rest wait |
 | ``ATTNSCOPE_TORCH_THREADS`` | 0 = auto | torch intra-op threads |
 | ``ATTNSCOPE_CORS_ORIGINS`` | empty = no CORS | comma-separated origins (or a JSON list) |
+| ``ATTNSCOPE_ATLAS`` | none | one or two head atlases (``attnscope atlas --out DIR``), comma-separated: the Atlas view |
 """
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ class Settings(BaseSettings):
     max_concurrency: int = Field(0, ge=0, description="0 = one per group of torch threads, at least 2")
     torch_threads: int = Field(0, ge=0, description="0 = the CPUs available, at most 8")
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    atlas: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list, max_length=2, description="head atlases to serve (attnscope atlas --out DIR), one or two"
+    )
+
+    @field_validator("atlas", mode="before")
+    @classmethod
+    def _split_atlases(cls, value):
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -16,8 +16,9 @@ import * as rollout from "./view_rollout.js";
 import * as texts from "./view_texts.js";
 import * as neuron from "./view_neuron.js";
 import * as lines from "./view_lines.js";
+import * as atlas from "./view_atlas.js";
 
-export const VIEWS = [head, lines, compare, pipeline, variance, roles, rollout, texts, neuron];
+export const VIEWS = [head, lines, compare, pipeline, variance, roles, rollout, texts, neuron, atlas];
 
 export const VIEW_IDS = VIEWS.map((v) => v.id);
 

@@ -1,0 +1,377 @@
+"""A head atlas's numbers: each block of query rows reduced to per-head statistics, and a tally
+of them that merges exactly.
+
+:class:`AtlasSink` is a *blockwise* trace sink (:func:`model.trace.traced_attention`): a forward
+pass of a batch of windows hands it each attention layer a block of query rows at a time, and
+it reduces the block, on the model's device, to what the atlas keeps of it: per metric and head
+the sum and sum of squares of the row values (float64), a histogram over fixed bins and the
+block's top rows. Nothing of a block's ``(B, nh, t, s)`` pattern outlives the block.
+
+The per-row metrics (:data:`METRICS`), for query row t of a window (rows t ≥ 1: row 0 sees only
+itself, so every metric of it is fixed), with p the row's attention pattern over keys j ≤ t:
+
+* ``first_token``: p[t, 0], the weight on the window's first token;
+* ``sink_mass``: 1 − Σ_j p[t, j], the weight a learned sink took (gpt-oss); only in layers with sinks;
+* ``previous_token``: p[t, t − 1];
+* ``self``: p[t, t];
+* ``entropy``: −Σ_j p[t, j] · ln p[t, j], in nats;
+* ``mean_distance``: Σ_j p[t, j] · (t − j), the mean distance attended back, in tokens;
+* ``local``: Σ_{t − w < j ≤ t} p[t, j], the weight on the w tokens ending at the query (w = ``local_window``).
+
+Each batch gives a :class:`Tally` (numpy, on the host); tallies merge (:meth:`Tally.add`) by
+adding sums, counts and histograms and keeping the top ``K`` rows of both under one total order
+(value, then window, then position: the earlier row wins a tie), so the same batches merged in
+the same order give bit-identical sums, and the exemplars do not depend on the order at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+METRICS = ("first_token", "sink_mass", "previous_token", "self", "entropy", "mean_distance", "local_fraction")
+SINK = METRICS.index("sink_mass")
+UNIT_EDGES = tuple(i / 20 for i in range(21))  # 20 bins of 0.05 over [0, 1]
+BIN_EDGES = {
+    **{m: UNIT_EDGES for m in ("first_token", "sink_mass", "previous_token", "self", "local_fraction")},
+    "entropy": tuple(i / 4 for i in range(33)),  # 32 bins of 0.25 nats over [0, 8]
+    # [0, 0.5), [0.5, 1.5), [1.5, 3.5), [3.5, 7.5), ... [32767.5, 65535.5]: about 0, 1, 2-3, 4-7, ... tokens back;
+    # the edges between whole numbers, where a one-hot row's distance never falls
+    "mean_distance": (0.0, *(2.0**i - 0.5 for i in range(17))),
+}
+N_BINS = max(len(e) - 1 for e in BIN_EDGES.values())
+DEFINITIONS = {
+    "first_token": "p[t, 0]: weight on the window's first token",
+    "sink_mass": "1 - sum_j p[t, j]: weight taken by the layer's learned attention sink (layers with sinks only)",
+    "previous_token": "p[t, t-1]: weight on the token just before the query",
+    "self": "p[t, t]: weight on the query's own token",
+    "entropy": "-sum_j p[t, j] ln p[t, j], in nats",
+    "mean_distance": "sum_j p[t, j] (t - j): mean distance attended back, in tokens",
+    "local_fraction": "sum_{t-w < j <= t} p[t, j]: weight on the w tokens ending at the query (w = local_window)",
+    "induction": "on a random token sequence repeated twice, weight from each token of the second copy to the "
+    "token after its first occurrence (model.heads.induction_score); one score per head",
+}
+BINS_NOTE = (
+    "bin i holds values in [edges[i], edges[i+1]); values below the first edge count in the first bin, "
+    "values at or above the last inner edge in the last bin"
+)
+CONTEXT_BEFORE, CONTEXT_AFTER = 24, 4  # tokens kept around an exemplar's query
+CONTEXT = CONTEXT_BEFORE + 1 + CONTEXT_AFTER
+# query rows per block. On the CPU 64 (at most CPU_BLOCK_BYTES of (B, nh, t, s) float32 pattern):
+# the block's scores, softmax and metrics then stay in cache, and a causal block computes only the
+# keys up to its last query. On a 2-core CPU (the shipped model, 8 windows of 256 tokens) a whole
+# layer in one block and blocks of 16 rows (Python per block) both ran about 1.5x slower. On a GPU
+# as many rows as GPU_BLOCK_BYTES allow.
+CPU_BLOCK_ROWS = 64
+CPU_BLOCK_BYTES = 32 << 20
+GPU_BLOCK_BYTES = 64 << 20
+NO_WINDOW = np.iinfo(np.int64).max  # the window of an empty exemplar slot
+LOCAL_DIAGONALS = 32  # up to this w, ``local_fraction`` sums w diagonals of the pattern; above, one masked pass
+
+
+def _inner_edges(device) -> list[torch.Tensor]:
+    """Each metric's inner bin edges as a float32 tensor (what ``torch.bucketize`` compares with)."""
+    return [torch.tensor(BIN_EDGES[m][1:-1], dtype=torch.float32, device=device) for m in METRICS]
+
+
+def bin_index(values: np.ndarray, metric: str) -> np.ndarray:
+    """The histogram bin of each float32 value, as the sink counts it (for readers and tests)."""
+    inner = np.asarray(BIN_EDGES[metric][1:-1], dtype=np.float32)
+    return np.searchsorted(inner, np.asarray(values, dtype=np.float32), side="right")
+
+
+def _diagonal(p: torch.Tensor, q0: int, back: int) -> torch.Tensor:
+    """p[t, t − back] for the block's rows t = q0 .. q0 + t − 1 (0 where t − back < 0): (B, nh, t, s) -> (B, nh, t)."""
+    d = torch.diagonal(p, offset=q0 - back, dim1=-2, dim2=-1)  # rows from back − q0 when q0 < back
+    missing = p.shape[-2] - d.shape[-1]
+    return F.pad(d, (missing, 0)) if missing else d
+
+
+def sortable(values: torch.Tensor) -> torch.Tensor:
+    """float32 -> int32 whose integer order is the float order (negative floats' bits flipped)."""
+    bits = values.contiguous().view(torch.int32)
+    return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+
+
+def unsortable(keys: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`sortable`, on the host: int32 keys -> float32 values."""
+    keys = keys.astype(np.int32)
+    return np.where(keys < 0, keys ^ 0x7FFFFFFF, keys).astype(np.int32).view(np.float32)
+
+
+@dataclass
+class _Layer:
+    """One layer's sums over the blocks of one batch, on the device."""
+
+    layer: int
+    T: int
+    has_sink: bool
+    q: torch.Tensor  # (B, nh, T, hs) float32
+    keys: torch.Tensor  # (B, nh, S, hs + 2) float32: each key, then 1, then its index j
+    divisor: float | None  # the scores are raw / divisor on visible keys; None: not so (softcapped)
+    total: torch.Tensor  # (M, nh) float64
+    squares: torch.Tensor  # (M, nh) float64
+    hist: torch.Tensor  # (M, nh · N_BINS) int64
+    rows: int = 0  # query rows counted, per head
+    top: torch.Tensor | None = None  # (M, nh, k) int64 composite keys: value, then the earlier row
+
+
+class AtlasSink:
+    """A blockwise trace sink that reduces every attention layer of a batch to per-head statistics."""
+
+    blockwise = True
+    needs_unscaled = False  # the metrics need the pattern only
+
+    def __init__(self, n_head: int, local_window: int = 8, exemplars: int = 8):
+        self.n_head, self.local_window, self.k = n_head, int(local_window), int(exemplars)
+        self.done: list[_Layer] = []
+        self._layer: _Layer | None = None
+        self._B, self._device = 1, torch.device("cpu")
+        self._edges: list[torch.Tensor] | None = None
+
+    def wants(self, layer: int) -> bool:
+        """Every attention layer runs the explicit path: every one is measured."""
+        return True
+
+    def blocks(self, T: int, S: int, nh: int) -> list[tuple[int, int]]:
+        """The query blocks ``[(q0, q1), ...]`` (see :data:`CPU_BLOCK_ROWS`)."""
+        row_bytes = self._B * nh * S * 4
+        if self._device.type == "cpu":
+            rows = max(1, min(CPU_BLOCK_ROWS, CPU_BLOCK_BYTES // row_bytes))
+        else:
+            rows = max(1, GPU_BLOCK_BYTES // row_bytes)
+        return [(q0, min(T, q0 + rows)) for q0 in range(0, T, rows)]
+
+    def begin(self, layer, q, k, v, mask, divisor, softcap=None, window=None, sink_logit=None, extras=frozenset(), **_):
+        B, nh, T = q.shape[0], q.shape[1], mask.shape[0]
+        self._B, self._device = B, q.device
+        dev = q.device
+        if self._edges is None or self._edges[0].device != dev:
+            self._edges = _inner_edges(dev)
+        M = len(METRICS)
+        S = k.shape[2]
+        j = torch.arange(S, device=dev, dtype=torch.float32).view(1, 1, S, 1).expand(B, nh, S, 1)
+        self._layer = _Layer(
+            layer=layer,
+            T=T,
+            has_sink=sink_logit is not None,
+            q=q.float(),
+            keys=torch.cat([k.float(), torch.ones_like(j), j], dim=-1),
+            divisor=float(divisor) if softcap is None else None,
+            total=torch.zeros(M, nh, dtype=torch.float64, device=dev),
+            squares=torch.zeros(M, nh, dtype=torch.float64, device=dev),
+            hist=torch.zeros(M, nh * N_BINS, dtype=torch.int64, device=dev),
+        )
+
+    def block(self, q0: int, q1: int, steps: dict) -> None:
+        """Rows ``q0 .. q1`` of the pattern ``(B, nh, t, s)``: their metrics summed, binned and ranked.
+
+        Few passes over the block, none with a logarithm per entry: one product of the pattern with
+        the layer's keys, extended by a column of ones and one of key indices, gives each row's
+        mass Σp, Σp·j (so distance = t·Σp − Σp·j) and, with two row maxima, the entropy
+        (:meth:`_entropy`); the rest are a few diagonals of the pattern."""
+        st = self._layer
+        start = 1 if q0 == 0 else 0  # the window's row 0 sees only itself: left out
+        if q1 - q0 - start <= 0:
+            return
+        p = steps["pattern"].float()
+        B, nh, t, s = p.shape
+        # one product gives, per row, Σ p·k (whence Σ p·(q·k)), the mass Σ p and Σ p·j
+        sums = p @ st.keys[:, :, :s]  # (B, nh, t, hs + 2)
+        mass = sums[..., -2]
+        position = torch.arange(q0, q1, device=p.device, dtype=p.dtype)  # (t,)
+        sink = steps.get("sink_mass")
+        values = torch.stack(
+            [
+                p[..., 0],
+                sink.float() if sink is not None else torch.zeros_like(mass),
+                _diagonal(p, q0, 1),
+                _diagonal(p, q0, 0),
+                self._entropy(p, steps["attn_scores"].float(), mass, st, q0, q1, sums[..., :-2]),
+                position * mass - sums[..., -1],
+                self._local(p, q0),
+            ]
+        )[..., start:]  # (M, B, nh, t')
+        values = values + 0.0  # -0.0 -> +0.0, so that a value has one sortable key
+        wide = values.double()
+        st.total += wide.sum((1, 3))
+        st.squares += (wide * wide).sum((1, 3))
+        st.rows += B * values.shape[-1]
+        M = len(METRICS)
+        offsets = (torch.arange(nh, device=p.device) * N_BINS)[None, :, None]  # (1, nh, 1)
+        for m in range(M):
+            bins = torch.bucketize(values[m], self._edges[m], right=True) + offsets  # (B, nh, t')
+            st.hist[m] += torch.bincount(bins.flatten(), minlength=nh * N_BINS)
+        if self.k:
+            pos = torch.arange(q0 + start, q1, device=p.device)
+            row = (torch.arange(B, device=p.device)[:, None] * st.T + pos).flatten()  # (B · t',) b·T + t
+            keys = sortable(values).long() * (1 << 32) + ((1 << 32) - 1 - row).view(1, B, 1, -1)
+            keys = keys.permute(0, 2, 1, 3).reshape(M, nh, -1)  # (M, nh, B · t')
+            if st.top is not None:
+                keys = torch.cat([st.top, keys], dim=-1)
+            st.top = keys.topk(min(self.k, keys.shape[-1]), dim=-1).values
+
+    def end(self, z) -> None:
+        self.done.append(self._layer)
+        self._layer = None
+
+    @staticmethod
+    def _entropy(p, scores, mass, st: _Layer, q0: int, q1: int, pk: torch.Tensor) -> torch.Tensor:
+        """−Σ p·ln p of each row, (B, nh, t, s) -> (B, nh, t), with no logarithm per entry.
+
+        With m the row's top score x, every visible key has ln p_j = ln p_max + (x_j − m) (a learned
+        sink's column, not in p, changes nothing), so −Σ p ln p = −Σp·ln p_max − (Σ p·x − m·Σp).
+        Where the scores are raw / divisor, Σ p·x = q·(Σ p·k) / divisor, from the product the
+        block already made (``pk``, (B, nh, t, hs)); else (softcapped scores) from the scores
+        themselves, centred on m first (a masked key, -inf, enters as the lowest float, times p = 0)."""
+        top = scores.amax(-1)  # (B, nh, t)
+        p_max = p.amax(-1).clamp_min(torch.finfo(p.dtype).tiny)
+        if st.divisor is not None:
+            px = torch.linalg.vecdot(st.q[:, :, q0:q1], pk) / st.divisor - top * mass  # Σ p·(x − m)
+        else:
+            centred = (scores - top[..., None]).clamp_min_(torch.finfo(scores.dtype).min)
+            px = torch.linalg.vecdot(p, centred)
+        return -mass * p_max.log() - px
+
+    def _local(self, p: torch.Tensor, q0: int) -> torch.Tensor:
+        """Σ_{t−w<j≤t} p[t, j]: the w diagonals that end at each query, (B, nh, t, s) -> (B, nh, t)."""
+        w = self.local_window
+        if w > LOCAL_DIAGONALS:  # a wide band: one masked pass instead of w diagonals
+            t, s = p.shape[-2:]
+            back = torch.arange(q0, q0 + t, device=p.device)[:, None] - torch.arange(s, device=p.device)
+            return torch.linalg.vecdot(p, ((back >= 0) & (back < w)).to(p.dtype))
+        out = _diagonal(p, q0, 0).clone()
+        for d in range(1, min(w, q0 + p.shape[-2])):
+            out += _diagonal(p, q0, d)
+        return out
+
+    def tally(self, ids: np.ndarray, window0: int) -> Tally:
+        """The batch's statistics on the host: ``ids`` (B, T) its windows' tokens, ``window0`` the first one's number."""
+        layers, done, self.done = [st.layer for st in self.done], self.done, []
+        out = Tally.empty(layers, self.n_head, self.k)
+        B, T = ids.shape
+        for i, st in enumerate(done):
+            out.count[i] = st.rows
+            out.count[i, SINK] = st.rows if st.has_sink else 0
+            out.has_sink[i] = st.has_sink
+            out.sum[i] = st.total.cpu().numpy()
+            out.sumsq[i] = st.squares.cpu().numpy()
+            out.hist[i] = st.hist.view(len(METRICS), self.n_head, N_BINS).cpu().numpy()
+            if st.top is None:
+                continue
+            keys = st.top.cpu().numpy()  # (M, nh, k)
+            k = keys.shape[-1]
+            row = (1 << 32) - 1 - (keys & 0xFFFFFFFF)
+            b, pos = row // T, row % T
+            out.value[i, :, :, :k] = unsortable(keys >> 32)
+            out.window[i, :, :, :k] = window0 + b
+            out.pos[i, :, :, :k] = pos
+            around = pos[..., None] + np.arange(-CONTEXT_BEFORE, CONTEXT_AFTER + 1)  # (M, nh, k, C)
+            inside = (around >= 0) & (around < T)
+            out.context[i, :, :, :k] = np.where(inside, ids[b[..., None], around.clip(0, T - 1)], -1)
+            if not st.has_sink:
+                out.value[i, SINK] = -np.inf
+                out.window[i, SINK] = NO_WINDOW
+        out.tokens, out.windows, out.batches = int(B * T), int(B), 1
+        return out
+
+
+@dataclass
+class Tally:
+    """Per (attention layer, metric, head) sums, squares, counts, histograms and top-K rows, on the host.
+
+    ``layers`` are the model's own numbers of its attention layers, in order; every array's first
+    axis follows them. Empty exemplar slots hold value -inf, window :data:`NO_WINDOW` and context -1.
+    """
+
+    layers: list[int]
+    n_head: int
+    k: int
+    has_sink: np.ndarray  # (La,) bool
+    count: np.ndarray  # (La, M) int64 rows counted (each head the same)
+    sum: np.ndarray  # (La, M, nh) float64
+    sumsq: np.ndarray  # (La, M, nh) float64
+    hist: np.ndarray  # (La, M, nh, N_BINS) int64
+    value: np.ndarray  # (La, M, nh, K) float32
+    window: np.ndarray  # (La, M, nh, K) int64
+    pos: np.ndarray  # (La, M, nh, K) int64
+    context: np.ndarray  # (La, M, nh, K, CONTEXT) int64 token ids, -1 outside the window
+    tokens: int = 0
+    windows: int = 0
+    batches: int = 0
+
+    arrays = ("has_sink", "count", "sum", "sumsq", "hist", "value", "window", "pos", "context")  # what a state file holds
+
+    @classmethod
+    def empty(cls, layers: list[int], n_head: int, k: int) -> Tally:
+        La, M = len(layers), len(METRICS)
+        shape = (La, M, n_head, k)
+        return cls(
+            layers=list(layers),
+            n_head=n_head,
+            k=k,
+            has_sink=np.zeros(La, dtype=bool),
+            count=np.zeros((La, M), dtype=np.int64),
+            sum=np.zeros((La, M, n_head)),
+            sumsq=np.zeros((La, M, n_head)),
+            hist=np.zeros((La, M, n_head, N_BINS), dtype=np.int64),
+            value=np.full(shape, -np.inf, dtype=np.float32),
+            window=np.full(shape, NO_WINDOW, dtype=np.int64),
+            pos=np.zeros(shape, dtype=np.int64),
+            context=np.full((*shape, CONTEXT), -1, dtype=np.int64),
+        )
+
+    def add(self, other: Tally) -> None:
+        """Merge ``other`` into this tally: sums, counts, histograms added; the top K of both kept."""
+        if other.layers != self.layers or other.n_head != self.n_head or other.k != self.k:
+            raise ValueError("cannot merge tallies of different layers, heads or exemplar counts")
+        merged = {}
+        if self.k:
+            value = np.concatenate([self.value, other.value], axis=-1)
+            window = np.concatenate([self.window, other.window], axis=-1)
+            pos = np.concatenate([self.pos, other.pos], axis=-1)
+            order = np.lexsort((pos, window, -value), axis=-1)[..., : self.k]  # value down, then window, position
+            merged = {
+                "value": np.take_along_axis(value, order, -1),
+                "window": np.take_along_axis(window, order, -1),
+                "pos": np.take_along_axis(pos, order, -1),
+                "context": np.take_along_axis(
+                    np.concatenate([self.context, other.context], axis=-2), order[..., None], -2
+                ),
+            }
+        self.has_sink, self.count = self.has_sink | other.has_sink, self.count + other.count
+        self.sum, self.sumsq, self.hist = self.sum + other.sum, self.sumsq + other.sumsq, self.hist + other.hist
+        for name, arr in merged.items():
+            setattr(self, name, arr)
+        self.tokens, self.windows, self.batches = (
+            self.tokens + other.tokens, self.windows + other.windows, self.batches + other.batches
+        )
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Everything as named numpy arrays (a state file, a Ray result)."""
+        head = {"layers": np.asarray(self.layers, dtype=np.int64),
+                "sizes": np.asarray([self.n_head, self.k, self.tokens, self.windows, self.batches], dtype=np.int64)}
+        return head | {name: getattr(self, name) for name in self.arrays}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> Tally:
+        n_head, k, tokens, windows, batches = (int(x) for x in arrays["sizes"])
+        out = cls.empty([int(x) for x in arrays["layers"]], n_head, k)
+        for name in out.arrays:
+            setattr(out, name, np.array(arrays[name]))
+        out.tokens, out.windows, out.batches = tokens, windows, batches
+        return out
+
+    def mean(self) -> np.ndarray:
+        """(La, M, nh) float64; NaN where nothing was counted."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.sum / self.count[..., None]
+
+    def std(self) -> np.ndarray:
+        """(La, M, nh) population standard deviation; NaN where nothing was counted."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = self.mean()
+            return np.sqrt(np.maximum(self.sumsq / self.count[..., None] - mean * mean, 0.0))

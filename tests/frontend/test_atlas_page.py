@@ -1,0 +1,90 @@
+"""The Atlas view in a browser: a server started with two atlases of the shipped model draws a
+metric's layer × head map (the API's numbers), opens a head's card on a click (its histograms
+and exemplars), draws the difference of the two atlases on a diverging scale, and an exemplar's
+link opens the explorer on that text at that head and query token."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+import pytest
+from attnscope_live import get_json, serving
+
+pytest.importorskip("pyarrow")
+pytestmark = pytest.mark.browser
+
+from attnscope.model.atlas import atlas  # noqa: E402
+from attnscope.model.checkpoint import SHIPPED  # noqa: E402
+
+TEXTS = [
+    "The cat sat on the mat. The dog sat on the log, and the cat saw the dog.",
+    "Once upon a time a small fox read books about the sea, and the sea was wide.",
+]
+
+
+@pytest.fixture(scope="module")
+def atlas_server(tmp_path_factory, server):
+    root = tmp_path_factory.mktemp("atlas-page")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n\n".join(TEXTS * 6), encoding="utf-8")
+    first = atlas([corpus], root / "first", seq_len=32, batch_size=4, progress=False)
+    second = atlas([corpus], root / "second", seq_len=16, batch_size=4, progress=False)
+    with serving(SHIPPED, env={"ATTNSCOPE_ATLAS": f"{first},{second}"}) as s:
+        yield s
+
+
+@pytest.fixture
+def atlas_tab(tab, atlas_server):
+    tab.base_url = atlas_server.url
+    return tab
+
+
+def test_the_map_the_card_the_difference_and_the_way_back_to_the_explorer(atlas_tab):
+    tab = atlas_tab
+    tab.open("/#view=atlas&text=Hello")
+    page = tab.page
+    assert page.locator("#tab-atlas").is_visible()
+    page.select_option("#atlas-metric", "previous_token")
+    served = get_json(tab.base_url + "/api/atlas")
+    fig = tab.figure("atlas-map")
+    assert fig["data"][0]["z"] == served["maps"]["previous_token"]
+    assert fig["data"][0]["zmin"] == 0 and fig["data"][0]["zmax"] == 1
+    assert "previous_token" in page.locator("#atlas-caption").inner_text()
+    # a click on layer 2, head 1 opens its card
+    box = page.locator("#atlas-map .nsewdrag").first.bounding_box()
+    n_layers, n_heads = len(served["layers"]), len(served["maps"]["previous_token"][0])
+    page.mouse.click(box["x"] + box["width"] * (1.5 / n_heads), box["y"] + box["height"] * (2.5 / n_layers))
+    page.locator("#atlas-exemplars li").first.wait_for()
+    assert page.locator("#atlas-card-title").inner_text() == "Layer 2 · head 1"
+    card = get_json(tab.base_url + "/api/atlas/heads/2/1?atlas=first")
+    hist = tab.figure("atlas-hist")
+    for drawn, m in zip(hist["data"], card["metrics"].values(), strict=True):  # the API's counts; empty tail bins left out
+        assert drawn["y"] == m["histogram"][: len(drawn["y"])] and sum(drawn["y"]) == sum(m["histogram"])
+    shown = [e for e in card["exemplars"] if e["metric"] == "previous_token"]
+    items = page.locator("#atlas-exemplars li")
+    assert items.count() == len(shown)
+    assert items.first.locator("mark").inner_text() == shown[0]["text"][shown[0]["query_start"] : shown[0]["query_end"]]
+    # the head's queries and keys, projected together: the API's points
+    page.wait_for_function("() => document.querySelector('#atlas-qk').data?.length === 2")
+    qk = get_json(tab.base_url + "/api/atlas/heads/2/1/qk?atlas=first")
+    drawn = tab.figure("atlas-qk")["data"]
+    assert drawn[0]["x"] == [p["x"] for p in qk["points"] if p["kind"] == "q"]
+    assert drawn[1]["y"] == [p["y"] for p in qk["points"] if p["kind"] == "k"]
+    assert "principal components" in page.locator("#atlas-qk-caption").inner_text()
+    # the difference of the two atlases, signed, centred on 0
+    page.check("#atlas-difference")
+    page.wait_for_function("() => document.querySelector('#atlas-map').data?.[0]?.zmid === 0")
+    diff = get_json(tab.base_url + "/api/atlas?atlas=first&compare=second")
+    fig = tab.figure("atlas-map")
+    assert fig["data"][0]["z"] == diff["difference"]["previous_token"] and fig["data"][0]["colorscale"] == "RdBu"
+    assert "first − second" in page.locator("#atlas-caption").inner_text()
+    # an exemplar opens the explorer at that head and its query token
+    link = page.locator("#atlas-exemplars a").first
+    params = parse_qs(link.get_attribute("href").lstrip("#"))
+    assert params["layer"] == ["2"] and params["head"] == ["1"] and params["pos"] == [str(shown[0]["query"])]
+    link.click()
+    page.wait_for_function("() => !document.querySelector('#view-head').hidden")
+    page.locator("#head-heatmap .main-svg").first.wait_for()
+    assert page.locator("#head-title").inner_text() == "Layer 2 · head 1"
+    assert page.locator("#text-input").input_value() == shown[0]["text"]
+    assert not tab.unexpected_console_errors()

@@ -1,0 +1,48 @@
+"""The atlas's Ray engine on a local Ray (2 CPUs): the same atlas as the local engine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from attnscope.model.atlas import atlas
+from attnscope.model.atlas_read import EXEMPLARS_FILE, HEADS_FILE, read_atlas
+from attnscope.model.registry import load_model
+
+ray = pytest.importorskip("ray", reason="the Ray engine needs ray (pip install 'attnscope[ray]')")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")  # Ray Data's own settings, not ours
+
+DOCS = [
+    "The cat sat on the mat. The dog sat on the log, and the cat watched the dog.",
+    "She told her brother that the train would leave at noon, so they packed early.",
+    "Open the Settings window, choose Network, and switch the connection on or off.",
+    "A small dog ran across the park and chased the ball that the children had thrown.",
+] * 3
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_ray_gives_the_local_engines_atlas(local_ray, tmp_path):
+    corpus = tmp_path / "docs.txt"
+    corpus.write_text("\n\n".join(DOCS) + "\n")
+    lm = load_model(None, "cpu")
+    opts = dict(model=lm, seq_len=32, batch_size=3, exemplars=4)
+    atlas(corpus, tmp_path / "local", **opts)
+    atlas(corpus, tmp_path / "ray", engine="ray", concurrency=2, **opts)
+    here, there = read_atlas(tmp_path / "local"), read_atlas(tmp_path / "ray")
+    assert there.meta["settings"]["engine"] == "ray" and there.meta["batches"] == here.meta["batches"] > 2
+    for m in here.metrics:
+        np.testing.assert_allclose(there.maps[m], here.maps[m], rtol=1e-9, atol=1e-12, err_msg=m)
+        np.testing.assert_allclose(there.std[m], here.std[m], rtol=1e-9, atol=1e-12, err_msg=m)
+        assert np.array_equal(there.histograms[m], here.histograms[m]), m
+        assert np.array_equal(there.counts[m], here.counts[m]), m
+    # the exemplars: the same rows (their values up to the forward passes' float rounding)
+    a, b = pq.read_table(tmp_path / "local" / EXEMPLARS_FILE), pq.read_table(tmp_path / "ray" / EXEMPLARS_FILE)
+    assert a.drop(["value"]).equals(b.drop(["value"]))
+    np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-6)
+    assert pq.read_table(tmp_path / "ray" / HEADS_FILE).num_rows == pq.read_table(tmp_path / "local" / HEADS_FILE).num_rows
