@@ -33,7 +33,12 @@ export function createData(app) {
   let modelReady = null;
 
   /** Record how the last `kind` request ended (err null = it succeeded) and show the error left, if any. */
-  function requestDone(kind, err) {
+  // per request kind, the key a 4xx answered: the same question gets the same refusal, so a tab
+  // switch does not ask it again (a new text, head or what-if is a new key; Enter asks anyway)
+  const refusedKey = { grid: null, detail: null };
+
+  function requestDone(kind, err, key = null) {
+    refusedKey[kind] = err && err.status >= 400 && err.status < 500 ? key : null;
     if (err) askedKey = null; // asked, not answered: Enter asks again
     state.requestErrors[kind] = err ? errorText(err) : null;
     state.error = state.requestErrors.detail ?? state.requestErrors.grid;
@@ -61,7 +66,7 @@ export function createData(app) {
       state.grid = { key, text, response: result.value };
       requestDone("grid", null);
     } catch (err) {
-      requestDone("grid", err);
+      requestDone("grid", err, key);
     }
     state.pending.grid = false;
     const drawStart = performance.now();
@@ -99,7 +104,7 @@ export function createData(app) {
       state.detail = { ...record, response: result.value };
       requestDone("detail", null);
     } catch (err) {
-      requestDone("detail", err);
+      requestDone("detail", err, key);
     }
     state.pending.detail = false;
     update();
@@ -219,11 +224,11 @@ export function createData(app) {
   /** After a view change: fetch what that view needs (its `needs`, views.js) if it is missing. */
   function ensureData() {
     const view = viewById(state.view);
-    if (view.needs.includes("grid") && !currentGrid(state) && !state.pending.grid) fetchGrid();
+    if (view.needs.includes("grid") && !currentGrid(state) && !state.pending.grid && refusedKey.grid !== gridKey(state)) fetchGrid();
     // a long text's head is asked with the fields of the view it was asked from (its `focus`)
     const d = currentDetail(state);
     const lacks = d?.focus?.thumbnail && (view.focus ?? []).some((field) => !d.focus[field]);
-    if (view.needs.includes("detail") && (!d || lacks) && !state.pending.detail) fetchDetail();
+    if (view.needs.includes("detail") && (!d || lacks) && !state.pending.detail && refusedKey.detail !== headKey(state)) fetchDetail();
   }
 
   /** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */

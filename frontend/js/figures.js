@@ -21,6 +21,10 @@ export const ORANGE = "#E69F00";
 export const GREEN = "#009E73";
 export const WEIGHT_SCALE = "Viridis";
 export const SCORE_SCALE = "Cividis";
+// things told apart by colour (heads in the Lines view, tokens in the Atlas's queries and keys):
+// Okabe-Ito, then Tableau's, told apart by most eyes
+export const QUALITATIVE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000",
+  "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#E15759", "#76B7B2", "#EDC948", "#9C755F"];
 // signed maps (a differential pair, a difference of two texts): Plotly's RdBu, blue below 0, red above, centred on 0
 export const SIGNED_SCALE = "RdBu";
 

@@ -7,7 +7,7 @@
 
 import { getJSON, errorText } from "./api.js";
 import { byId, drawPlot, onPlotClick, setText } from "./dom.js";
-import { SIGNED_SCALE, WEIGHT_SCALE, baseLayout, signedRange } from "./figures.js";
+import { QUALITATIVE, SIGNED_SCALE, WEIGHT_SCALE, baseLayout, signedRange } from "./figures.js";
 
 export const id = "atlas";
 export const label = "Atlas";
@@ -22,7 +22,11 @@ let app = null;
 /** Ask for the atlas index once: the tab shows only where the server has an atlas. */
 export function install(a) {
   app = a;
-  app.state.atlasView = { index: null, error: null, metric: null, which: null, difference: false, head: null, card: null };
+  app.state.atlasView = { index: null, error: null, metric: null, which: null, difference: false, head: null, card: null, qkColour: "position" };
+  byId("atlas-qk-colour").addEventListener("change", (e) => {
+    app.state.atlasView.qkColour = e.target.value;
+    app.update();
+  });
   for (const [elId, key] of [["atlas-metric", "metric"], ["atlas-which", "which"]]) {
     byId(elId).addEventListener("change", (e) => {
       app.state.atlasView[key] = e.target.value;
@@ -89,8 +93,51 @@ async function openHead(layer, head) {
   app.update();
 }
 
-/** The head's queries and keys projected together (AttentionViz): circles and crosses, coloured by position. */
-export function qkFigure(answer) {
+const TOP_TOKENS = 8; // coloured by token: the most frequent tokens each a colour, the rest grey
+
+/** The head's queries and keys projected together (AttentionViz): circles and crosses, coloured by
+ * position, or (`by` "token") the most frequent tokens each in a colour of its own. */
+export function qkFigure(answer, by = "position") {
+  return by === "token" ? qkByToken(answer) : qkByPosition(answer);
+}
+
+function qkByToken(answer) {
+  const counts = new Map();
+  for (const p of answer.points) if (p.kind === "q") counts.set(p.token, (counts.get(p.token) ?? 0) + 1);
+  const top = [...counts.entries()].sort((a, b) => b[1] - a[1]).slice(0, TOP_TOKENS).map(([t]) => t);
+  const groups = [...top.map((t, i) => [t, QUALITATIVE[i % QUALITATIVE.length]]), [null, "#c4c8d0"]];
+  const data = [];
+  for (const [token, colour] of groups) {
+    for (const [kind, symbol] of [["q", "circle"], ["k", "x"]]) {
+      const pts = answer.points.filter((p) => p.kind === kind && (token === null ? !top.includes(p.token) : p.token === token));
+      data.push({
+        type: "scatter",
+        mode: "markers",
+        name: token === null ? "other tokens" : token,
+        legendgroup: token ?? "other",
+        showlegend: kind === "q",
+        x: pts.map((p) => p.x),
+        y: pts.map((p) => p.y),
+        customdata: pts.map((p) => [p.token, p.position, p.context]),
+        marker: { symbol, size: 6, color: colour, opacity: 0.8 },
+        hovertemplate: `${kind === "q" ? "query" : "key"} <b>%{customdata[0]}</b><br>position %{customdata[1]} of context %{customdata[2]}<extra></extra>`,
+      });
+    }
+  }
+  return { data, layout: qkLayout(answer, { legend: { orientation: "v", x: 1.02, y: 1 } }) };
+}
+
+function qkLayout(answer, extra) {
+  const [a, b] = answer.explained.map((e) => `${(100 * e).toFixed(1)} %`);
+  return baseLayout({
+    margin: { l: 40, r: 10, t: 10, b: 40 },
+    xaxis: { title: { text: `PC 1 (${a} of the variance)`, font: { size: 11 } }, zeroline: false },
+    yaxis: { title: { text: `PC 2 (${b})`, font: { size: 11 } }, zeroline: false, scaleanchor: "x" },
+    ...extra,
+  });
+}
+
+function qkByPosition(answer) {
   const traces = [
     ["q", "queries", "circle"],
     ["k", "keys", "x"],
@@ -107,15 +154,11 @@ export function qkFigure(answer) {
       hovertemplate: `${name.slice(0, -1)} <b>%{customdata[0]}</b><br>position %{customdata[1]} of context %{customdata[2]}<extra></extra>`,
     };
   });
-  const [a, b] = answer.explained.map((e) => `${(100 * e).toFixed(1)} %`);
   return {
     data: traces,
-    layout: baseLayout({
-      margin: { l: 40, r: 10, t: 10, b: 40 },
+    layout: qkLayout(answer, {
       coloraxis: { colorscale: WEIGHT_SCALE, colorbar: { title: { text: "position", side: "right", font: { size: 11 } }, thickness: 10, outlinewidth: 0 } },
       legend: { orientation: "h", y: -0.15 },
-      xaxis: { title: { text: `PC 1 (${a} of the variance)`, font: { size: 11 } }, zeroline: false },
-      yaxis: { title: { text: `PC 2 (${b})`, font: { size: 11 } }, zeroline: false, scaleanchor: "x" },
     }),
   };
 }
@@ -271,9 +314,9 @@ function drawQK(v) {
     caption,
     `Queries (circles) and keys (crosses) of this head at every position of its ${v.qk.texts.length} exemplar contexts, as the served model computes them, ` +
       "projected together onto their first two principal components after moving the keys onto the queries' mean (which no softmax row notices): " +
-      "a query sits near the keys it attends most.",
+      `a query sits near the keys it attends most. Coloured by ${v.qkColour === "token" ? `token (the ${TOP_TOKENS} most frequent, the rest grey)` : "position in the context"}.`,
   );
-  drawPlot(byId("atlas-qk"), `${v.qk.atlas}|${v.qk.layer}|${v.qk.head}`, () => qkFigure(v.qk), "attnscope-atlas-qk");
+  drawPlot(byId("atlas-qk"), `${v.qk.atlas}|${v.qk.layer}|${v.qk.head}|${v.qkColour}`, () => qkFigure(v.qk, v.qkColour), "attnscope-atlas-qk");
 }
 
 function fillSelect(select, values, chosen) {

@@ -9,7 +9,7 @@
 
 import { askInto } from "./answers.js";
 import { byId, drawPlot, setHidden, setText } from "./dom.js";
-import { BLUE, ORANGE, baseLayout } from "./figures.js";
+import { BLUE, ORANGE, QUALITATIVE, baseLayout } from "./figures.js";
 import { scaleParam } from "./state.js";
 import { offParam } from "./switchedoff.js";
 
@@ -18,9 +18,6 @@ export const label = "Lines";
 /** Its own request (the layer's patterns), asked for by draw when the view is shown. */
 export const needs = [];
 
-// one colour per head (Okabe-Ito, then Tableau's): told apart by most eyes
-export const HEAD_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000",
-  "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#E15759", "#76B7B2", "#EDC948", "#9C755F"];
 const ALL_KEYS_UP_TO = 24; // texts this short draw every weight; longer ones the heaviest of each query
 const HEAVIEST = 3;
 const MIN_WEIGHT = 0.01; // lighter lines would not be seen
@@ -122,7 +119,7 @@ function drawSvg(svg, tokens, lines) {
     line.setAttribute("y1", String(y(l.query)));
     line.setAttribute("x2", String(width - colW));
     line.setAttribute("y2", String(y(l.key)));
-    line.setAttribute("stroke", HEAD_COLOURS[l.head % HEAD_COLOURS.length]);
+    line.setAttribute("stroke", QUALITATIVE[l.head % QUALITATIVE.length]);
     line.setAttribute("stroke-width", "2");
     line.setAttribute("stroke-opacity", String(l.weight));
     Object.assign(line.dataset, { head: String(l.head), query: String(l.query), key: String(l.key), weight: String(l.weight) });
@@ -156,7 +153,7 @@ function drawHeads(box, heads, hidden) {
       b.className = "lines-head";
       b.dataset.head = String(h.head);
       b.setAttribute("aria-pressed", hidden.includes(h.head) ? "false" : "true");
-      b.style.setProperty("--head", HEAD_COLOURS[h.head % HEAD_COLOURS.length]);
+      b.style.setProperty("--head", QUALITATIVE[h.head % QUALITATIVE.length]);
       b.textContent = `H${h.head}`;
       b.title = `head ${h.head}: click to ${hidden.includes(h.head) ? "show" : "hide"} its lines`;
       return b;

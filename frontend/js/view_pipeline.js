@@ -118,7 +118,9 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
     }
     return vals.length ? [lo, hi] : [0, 1];
   };
-  const sub = (text) => `<br><span style="font-size:10px;color:${MUTED}">${text}</span>`;
+  // on a phone (`columns` given) a title's value and range stand on lines of their own: panels are ~110 px wide
+  const narrow = columns !== null;
+  const sub = (...parts) => `<br><span style="font-size:10px;color:${MUTED}">${parts.join(narrow ? "<br>" : ", ")}</span>`;
   const span = (m, digits) => {
     const [lo, hi] = range(m);
     return cells ? `largest ${fmtFixed(hi, digits)}` : `[${fmtFixed(lo, digits)}, ${fmtFixed(hi, digits)}]`;
@@ -130,7 +132,8 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
       z: uncapped ?? scores,
       axis: "coloraxis2",
       // the name on the title line, its value under it: long names (√query_pre_attn_scalar) fit a panel
-      title: `÷ ${short}${sub(`${short.startsWith("√") ? `= ${num(layer.divisor)}, ` : ""}${span(uncapped ?? scores, 2)}`)}`,
+      // on a phone a long name (√query_pre_attn_scalar) is wider than a panel: "the divisor" there, named under the plot
+      title: `÷ ${narrow && short.length > 8 ? "divisor" : short}${sub(...(short.startsWith("√") ? [`= ${num(layer.divisor)}`] : []), span(uncapped ?? scores, 2))}`,
       hover: `q·kᵀ ÷ ${short} %{z:.3f}`,
     },
   ];
@@ -138,7 +141,7 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
     steps.push({
       z: scores,
       axis: "coloraxis2",
-      title: `softcap${sub(`${softcapWords(layer.softcap)} ${span(scores, 2)}`)}`,
+      title: `softcap${sub(softcapWords(layer.softcap), span(scores, 2))}`,
       hover: `${softcapWords(layer.softcap)} %{z:.3f}`,
     });
   }
@@ -155,7 +158,7 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
   const perRow = Math.min(columns === null ? n : Math.max(columns, Math.ceil(n / 2)), n);
   const rows = Math.ceil(n / perRow);
   const gap = 0.03;
-  const gapY = rows > 1 ? 0.12 : 0; // room for the next row's titles
+  const gapY = rows > 1 ? (narrow ? 0.17 : 0.12) : 0; // room for the next row's titles (three lines on a phone)
   const rowH = (1 - gapY * (rows - 1)) / rows;
   const sumW = cells ? 0 : perRow < n ? 0.07 : 0.045;
   const stepW = (1 - sumW - gap * perRow) / perRow;
@@ -197,7 +200,7 @@ export function maskStepsFigure({ tokens, raw, uncapped, scores, mask, pattern, 
   const titles = [...steps.map((step, i) => `${CIRCLED[i]} ${step.title}`), ...(sums ? ["Σ row"] : [])];
   const hatchedAt = steps.findIndex((step) => step.hatched);
   const layout = baseLayout({
-    margin: { l: 8, r: 8, t: 46, b: 8 },
+    margin: { l: 8, r: 8, t: narrow ? 60 : 46, b: 8 },
     coloraxis: { colorscale: SCORE_SCALE, showscale: false },
     coloraxis2: { colorscale: SCORE_SCALE, showscale: false },
     coloraxis3: { colorscale: WEIGHT_SCALE, cmin: 0, cmax: 1, showscale: false },

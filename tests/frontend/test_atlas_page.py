@@ -71,6 +71,12 @@ def test_the_map_the_card_the_difference_and_the_way_back_to_the_explorer(atlas_
     assert drawn[0]["x"] == [p["x"] for p in qk["points"] if p["kind"] == "q"]
     assert drawn[1]["y"] == [p["y"] for p in qk["points"] if p["kind"] == "k"]
     assert "principal components" in page.locator("#atlas-qk-caption").inner_text()
+    page.select_option("#atlas-qk-colour", "token")  # the most frequent tokens each a colour: every point still drawn
+    page.wait_for_function("() => document.querySelector('#atlas-qk').data.length > 2")
+    by_token = tab.figure("atlas-qk")["data"]
+    assert sum(len(t["x"]) for t in by_token) == len(qk["points"])
+    assert "Coloured by token" in page.locator("#atlas-qk-caption").inner_text()
+    page.select_option("#atlas-qk-colour", "position")
     # the difference of the two atlases, signed, centred on 0
     page.check("#atlas-difference")
     page.wait_for_function("() => document.querySelector('#atlas-map').data?.[0]?.zmid === 0")

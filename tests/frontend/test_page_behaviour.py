@@ -324,6 +324,23 @@ def test_a_text_over_the_context_offers_its_first_tokens(tab):
     assert not tab.unexpected_console_errors(allowed=("422",))
 
 
+def test_a_refused_text_is_not_asked_again_on_every_tab(tab):
+    """The server's refusal stands for that text: going through the tabs asks nothing more (a new
+    text, or Enter, asks again)."""
+    limit = get_json(tab.base_url + "/api/model")["block_size"]
+    tab.open("/#text=" + quote("The cat sat on the mat. " * (limit // 3)))
+    page = tab.page
+    assert page.get_by_test_id("error-fit").is_visible()
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if r.url.endswith("/api/attention") else None)
+    for name in ["Scaled vs unscaled", "Mask pipeline", "Variance", "Head & grid"]:
+        page.get_by_role("tab", name=name, exact=True).click()
+        tab.settle()
+    assert asked == []
+    assert page.get_by_test_id("error-banner").is_visible()
+    assert not tab.unexpected_console_errors(allowed=("422",))
+
+
 def test_what_fits_is_cut_in_characters_as_the_server_counts_them(tab):
     """The server counts code points (as Python does); an emoji is two UTF-16 units in the
     browser, so a cut in UTF-16 units would keep fewer tokens than offered, or split an emoji."""

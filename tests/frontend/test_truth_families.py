@@ -278,3 +278,21 @@ def test_at_390_px_a_softcap_models_five_steps_stand_in_two_rows(family_tab):
     assert len(steps) == 5
     assert len({round(a["top"]) for a in steps}) == 2, layout
     assert min(a["width"] for a in steps) > 70 and min(a["height"] for a in steps) > 150, layout
+
+
+def test_at_390_px_the_step_titles_do_not_print_over_each_other(family_tab):
+    """The titles carry long names (÷ √query_pre_attn_scalar, the softcap's tanh): on a phone each
+    value goes on a line of its own, and no two titles' boxes overlap."""
+    page = family_tab.page
+    page.set_viewport_size({"width": 390, "height": 900})
+    family_tab.open("/#view=pipeline&text=" + quote(SENTENCE))
+    page.wait_for_function("() => document.querySelector('[data-testid=mask-steps]')?._fullLayout")
+    boxes = page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid=mask-steps] .annotation-text')]
+            .map((e) => e.getBoundingClientRect()).map((r) => [r.left, r.top, r.right, r.bottom])"""
+    )
+    assert len(boxes) >= 4
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            apart = a[2] <= b[0] + 1 or b[2] <= a[0] + 1 or a[3] <= b[1] + 1 or b[3] <= a[1] + 1
+            assert apart, (a, b)
