@@ -6,6 +6,8 @@ Starts the real server (or uses ``--url``), opens each view in headless Debian c
     python scripts/screenshots.py                        # shipped model (see tests/frontend/attnscope_live.py)
     ATTNSCOPE_CHECKPOINT=runs/small/checkpoint python scripts/screenshots.py
     python scripts/screenshots.py --url http://127.0.0.1:8000 --out /tmp/shots
+    cat README.md docs/*.md model/evalsets/everyday.txt > /tmp/corpus.txt && attnscope atlas --corpus /tmp/corpus.txt --out /tmp/atlas --seq-len 128
+    attnscope serve --atlas /tmp/atlas &  python scripts/screenshots.py --url http://127.0.0.1:8000 --only atlas
 
 Views are scrolled so that the tab bar sits under the top bar: what a user sees after
 choosing that tab.
@@ -21,7 +23,7 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "frontend"))
-from attnscope_live import CHROMIUM, FILLER, chromium, live_server, text_of_tokens, wait_settled  # noqa: E402
+from attnscope_live import CHROMIUM, FILLER, chromium, get_json, live_server, text_of_tokens, wait_settled  # noqa: E402
 
 SENTENCE = "The cat sat on the mat because the mat was warm."
 REPEATED = "Open the red door, then close the blue window. Open the red door, then close the blue window."
@@ -37,6 +39,7 @@ class Shot:
     page: str = "/"
     type_after: str | None = None  # text entered (then Enter) after the first picture is drawn
     scroll_selector: str | None = None
+    open_atlas_head: tuple[int, int] | None = None  # (layer, head) of the atlas map to click: its card opens
 
 
 def shots(long_text: str) -> list[Shot]:
@@ -62,6 +65,7 @@ def shots(long_text: str) -> list[Shot]:
         Shot("error-too-long", f"#view=head&text={q(SENTENCE)}", scroll_to_views=False, type_after=FILLER * 6),
         Shot("head-1024", f"#view=head&layer=3&head=0&pos=15&text={q(REPEATED)}", width=1024, scroll_to_views=False),
         Shot("compare-1024", f"#view=compare&layer=2&head=3&text={q(SENTENCE)}", width=1024),
+        Shot("atlas", "#view=atlas&text=The%20cat", height=1950, open_atlas_head=(2, 1)),  # a server with --atlas
         Shot("lessons", "", page="/lessons.html", scroll_to_views=False),
         Shot("lessons-variance", "", page="/lessons.html", scroll_to_views=False, scroll_selector="#lesson-variance"),
     ]
@@ -89,6 +93,17 @@ def take(browser, base_url: str, shot: Shot, out: Path) -> Path:
         box.fill(shot.type_after)
         box.press("Enter")
         wait_settled(page, timeout=120_000)
+    if shot.open_atlas_head is not None:  # a click on that cell of the map; its card and its q/k plot drawn
+        layer, head = shot.open_atlas_head
+        page.evaluate(
+            """([layer, head]) => { const gd = document.querySelector('#atlas-map');
+                 const z = gd.data[0].z; const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+                 window.__cell = [box.left + box.width * (head + 0.5) / z[0].length, box.top + box.height * (layer + 0.5) / z.length]; }""",
+            [layer, head],
+        )
+        x, y = page.evaluate("() => window.__cell")
+        page.mouse.click(x, y)
+        page.wait_for_function("() => document.querySelector('#atlas-qk')?.data?.length >= 2", timeout=60_000)
     if shot.scroll_to_views:
         page.evaluate(SCROLL_TO_VIEWS)
     if shot.scroll_selector:
@@ -120,8 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     def run(base_url: str) -> None:
         long_text = text_of_tokens(base_url, 256)
         with chromium() as browser:
+            atlas = get_json(base_url + "/api/atlas")["atlases"]
             for shot in shots(long_text):
                 if args.only and shot.name not in args.only:
+                    continue
+                if shot.open_atlas_head is not None and not atlas:
+                    print(f"{shot.name}: skipped, the server has no atlas (serve --atlas DIR)")
                     continue
                 print(take(browser, base_url, shot, args.out))
 

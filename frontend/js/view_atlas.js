@@ -232,15 +232,18 @@ function binName(lo, hi) {
   return a >= b ? String(a) : `${a}–${b}`;
 }
 
+/** Line breaks and tabs as visible marks, one character for one, so that a context stays on its line. */
+const visible = (s) => s.replaceAll("\n", "↵").replaceAll("\t", "→");
+
 /** An exemplar as a list item: the text with its query token marked, the value, and the explorer link. */
 function exemplarItem(ex, layer, head) {
   const li = document.createElement("li");
   const before = document.createElement("span");
-  before.textContent = ex.text.slice(0, ex.query_start);
+  before.textContent = visible(ex.text.slice(0, ex.query_start));
   const query = document.createElement("mark");
-  query.textContent = ex.text.slice(ex.query_start, ex.query_end);
+  query.textContent = visible(ex.text.slice(ex.query_start, ex.query_end));
   const after = document.createElement("span");
-  after.textContent = ex.text.slice(ex.query_end);
+  after.textContent = visible(ex.text.slice(ex.query_end));
   const value = document.createElement("span");
   value.className = "muted small";
   value.textContent = ` ${ex.value.toFixed(4)} `;

@@ -63,7 +63,8 @@ def test_the_map_the_card_the_difference_and_the_way_back_to_the_explorer(atlas_
     shown = [e for e in card["exemplars"] if e["metric"] == "previous_token"]
     items = page.locator("#atlas-exemplars li")
     assert items.count() == len(shown)
-    assert items.first.locator("mark").inner_text() == shown[0]["text"][shown[0]["query_start"] : shown[0]["query_end"]]
+    query = shown[0]["text"][shown[0]["query_start"] : shown[0]["query_end"]]
+    assert items.first.locator("mark").inner_text() == query.replace("\n", "↵").replace("\t", "→")
     # the head's queries and keys, projected together: the API's points
     page.wait_for_function("() => document.querySelector('#atlas-qk').data?.length === 2")
     qk = get_json(tab.base_url + "/api/atlas/heads/2/1/qk?atlas=first")
