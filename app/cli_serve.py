@@ -120,6 +120,8 @@ def run(settings: Settings, workers: int) -> None:
     common = {"host": settings.host, "port": settings.port, "server_header": False, "log_level": "info"}
     if workers > 1:
         env = {"checkpoint": str(settings.checkpoint_path), "device": settings.device, "dtype": settings.dtype}
+        if settings.atlas:  # the workers read them too
+            env["atlas"] = ",".join(str(p) for p in settings.atlas)
         for key, value in env.items():
             if value is not None:
                 os.environ[f"ATTNSCOPE_{key.upper()}"] = value

@@ -41,7 +41,7 @@ class Encoder:
         """A (T, T) softmax matrix (a differential pair's signed one: as numbers, the fast writer knows [0, 1])."""
         if self.b64:
             return typed_array(a, self.float_dtype)
-        if a.size and a.min() < 0:
+        if a.size and (a.min() < 0 or a.max() > 1):
             return self.matrix(a, DECIMALS["pattern"])
         if self.layout is not None and np.array_equal(self.layout.mask, mask):
             return self.layout.write(a[None])[0]

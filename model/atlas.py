@@ -161,6 +161,8 @@ def _load_state(out: Path, meta: dict) -> tuple[Tally, np.ndarray]:
     checks = {
         "corpus": (saved["corpus"]["sha256"], meta["corpus"]["sha256"]),
         "model": (saved["model"]["path"], meta["model"]["path"]),
+        "dtype": (saved["model"]["dtype"], meta["model"]["dtype"]),
+        "device": (saved["model"]["device"], meta["model"]["device"]),
         **{k: (saved["settings"][k], meta["settings"][k]) for k in SAME_ON_RESUME},
     }
     for what, (was, now) in checks.items():

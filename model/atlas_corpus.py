@@ -151,7 +151,8 @@ def read_parquet(path: Path) -> Iterator[str]:
     if "text" not in schema.names:
         raise CorpusError(f"{path}: no 'text' column (columns: {', '.join(schema.names) or 'none'})")
     kind = schema.field("text").type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
+    is_view = getattr(pa.types, "is_string_view", lambda _: False)  # pyarrow 16 and later
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or is_view(kind)):
         raise CorpusError(f"{path}: column 'text' holds {kind}, not strings")
     for batch in pf.iter_batches(columns=["text"], batch_size=1024):
         for text in batch.column(0).to_pylist():

@@ -163,7 +163,11 @@ class Capture:
                 self.focus_pooled = {}
                 self.focus_pooled_mask = self._thumbnail_mask(mask, sel.focus_thumbnail)
                 kf = thumbnail_block(T, sel.focus_thumbnail)
-                st.focus_pools = {n: Pool(1, T, S, kf, q.device, pool_fill(n)) for n in names}
+                # a differential pair's signed pattern starts from -inf: a max from 0 would hide its negative cells
+                signed = "pattern_parts" in extras
+                st.focus_pools = {
+                    n: Pool(1, T, S, kf, q.device, float("-inf") if signed and n == "pattern" else pool_fill(n)) for n in names
+                }
                 st.focus_pools.update({n: Pool(2, T, S, kf, q.device) for n in self._parts(sel.focus_fields, extras)})
             if sel.focus_region is not None:
                 q0, q1, k0, k1 = sel.focus_region
@@ -250,7 +254,10 @@ class Capture:
             for name, out in st.focus_full.items():
                 self._keep(self, "focus", name, out[0])
             for name, pool in st.focus_pools.items():
-                self._keep(self, "focus_pooled", name, pool.acc if name in PART_FIELDS else unfill(name, pool.acc[0]))
+                acc = pool.acc if name in PART_FIELDS else unfill(name, pool.acc[0])
+                if name == "pattern":  # cells no block wrote (past a causal block's last key): weight 0
+                    acc = acc.nan_to_num(neginf=0.0)
+                self._keep(self, "focus_pooled", name, acc)
             for name, out in st.focus_region.items():
                 self._keep(self, "focus_region", name, out[0])
             if st.focus_stats is not None:

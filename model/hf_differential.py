@@ -31,11 +31,13 @@ def is_differential(module: torch.nn.Module) -> bool:
 
 
 def differential_lambda(module: torch.nn.Module) -> float:
-    """The layer's λ, computed as the model computes it (float32 sums)."""
+    """The layer's λ, computed as the model computes it: float32 sums, each exponential then in the
+    model's dtype (bf16 in a bf16 model), as DiffLlamaAttention does."""
+    dtype = module.lambda_q1.dtype
     with torch.no_grad():
-        lambda_1 = torch.exp(torch.sum(module.lambda_q1 * module.lambda_k1, dim=-1, dtype=torch.float32))
-        lambda_2 = torch.exp(torch.sum(module.lambda_q2 * module.lambda_k2, dim=-1, dtype=torch.float32))
-    return float(lambda_1 - lambda_2 + module.lambda_init)
+        lambda_1 = torch.exp(torch.sum(module.lambda_q1 * module.lambda_k1, dim=-1, dtype=torch.float32)).to(dtype)
+        lambda_2 = torch.exp(torch.sum(module.lambda_q2 * module.lambda_k2, dim=-1, dtype=torch.float32)).to(dtype)
+        return float(lambda_1 - lambda_2 + module.lambda_init)
 
 
 def pair_options(opts: AttentionOptions, H: int) -> AttentionOptions:

@@ -67,5 +67,6 @@ def unfill(name: str, pooled: torch.Tensor) -> torch.Tensor:
 
 
 def levels(weights: torch.Tensor) -> torch.Tensor:
-    """Weights in [0, 1] as uint8 levels 0 .. 255 (the thumbnails' form on the wire)."""
-    return (weights * 255).round_().to(torch.uint8)
+    """Weights in [0, 1] as uint8 levels 0 .. 255 (the thumbnails' form on the wire); a differential
+    pair's |pattern| above 1 (λ outside [0, 1]) shows as 255."""
+    return (weights.clamp(0, 1) * 255).round_().to(torch.uint8)

@@ -46,6 +46,11 @@ def atlas_qk(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head: 
             loc=("query", "atlas"),
         )
     texts = list(dict.fromkeys(e["text"] for e in card["exemplars"]))[:MAX_CONTEXTS]
+    if not texts:
+        raise ApiError(
+            422, f"atlas {card['atlas']!r} kept no exemplar contexts (made with --exemplars 0): no positions to project",
+            loc=("query", "atlas"),
+        )
     qs, ks, rows = [], [], []
     for t, text in enumerate(texts):
         q, k, tokens = _qk(svc, text, layer, head)

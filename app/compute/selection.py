@@ -50,10 +50,16 @@ def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads
         matrices.discard("attn_scores_uncapped")
     if not svc.loaded.facts.score_parts:  # MLA's two parts of q·kᵀ come only from such layers
         matrices -= set(SCORE_PARTS)
-    grid = n_heads * len(include & matrices) * T * T
+    # a differential layer sends pattern_parts, two matrices, with pattern or when asked
+    parts = 2 if svc.loaded.facts.differential else 0
+
+    def count(names: set[str]) -> int:
+        return len(names & matrices) + (parts if names & {"pattern", "pattern_parts"} else 0)
+
+    grid = n_heads * count(include) * T * T
     focus = 0
     if req.focus is not None and req.focus.thumbnail is None and req.focus.region is None:
-        focus = len(set(req.focus.include) & matrices) * T * T
+        focus = count(set(req.focus.include)) * T * T
     if grid + focus <= limit:
         return
     if grid > limit:

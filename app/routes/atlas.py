@@ -41,7 +41,7 @@ async def atlas_head_route(
     """One head of an atlas: per metric its histogram, mean and spread, and the exemplar contexts
     where the metric was highest, each with the token the explorer opens it at."""
     tokenizer = state.service.loaded.tokenizer if state.service is not None else None
-    return atlas_head(state.atlases, atlas, layer, head, tokenizer)
+    return await state.run(atlas_head, state.atlases, atlas, layer, head, tokenizer)  # tokenizes every exemplar
 
 
 @router.get("/api/atlas/heads/{layer}/{head}/qk", response_model=AtlasQKResponse, responses=ERRORS)

@@ -220,7 +220,7 @@ export function pooledHeatmapFigure(args) {
     const hover = `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`;
     data.push(maskedTrace("masked", grid, hatched, reasons, customdata, hover));
   }
-  if (region) data.push(...regionTraces({ tokens, region, scaledLabel, window, chunk, layer, head }));
+  if (region) data.push(...regionTraces({ tokens, region, scaledLabel, window, chunk, layer, head, signed: Boolean(args.signed) }));
   // the page zooms (main.js: a dragged box sets `view`), not Plotly: its zoom would first paint
   // the whole head at the zoomed size
   const xaxis = { ...tokenAxis(tokens, { side: "top", title: "key (attended to)", maxTicks, angle: -55 }), fixedrange: true };
@@ -278,7 +278,8 @@ function maskedTrace(name, grid, z, reasons, customdata, hovertemplate) {
  * and key per cell, and the masked cells (null scores in the answer) in the mask's grey, each
  * hover saying why.
  */
-export function regionTraces({ tokens, region, scaledLabel = "score", window = null, chunk = null, layer, head }) {
+export function regionTraces({ tokens, region, scaledLabel = "score", window = null, chunk = null, layer, head, signed = false }) {
+  // `signed`: a differential pair's map; its exact cells drawn as |weight| like the pooled cells around them, the sign in the hover
   const [q0, q1, k0, k1] = region.bounds;
   const label = (i) => `${i} ${tokens[i]}`;
   const xs = Array.from({ length: k1 - k0 }, (_, j) => k0 + j);
@@ -301,11 +302,11 @@ export function regionTraces({ tokens, region, scaledLabel = "score", window = n
       const k = xs[j];
       // the server sends a masked pair's scores as null
       const isMasked = raw[i][j] === null;
-      zr[j] = isMasked ? null : region.pattern[i][j];
+      zr[j] = isMasked ? null : signed ? Math.abs(region.pattern[i][j]) : region.pattern[i][j];
       mr[j] = isMasked ? 1 : null;
       wr[j] = isMasked ? maskedWhy({ mask: { [q]: { [k]: 0 } }, i: q, j: k, window, chunk }) : null;
       if (isMasked) anyMasked = true;
-      cr[j] = [label(q), label(k), raw[i][j], scaled[i][j]];
+      cr[j] = [label(q), label(k), raw[i][j], scaled[i][j], region.pattern[i][j]];
     }
     z.push(zr);
     masked.push(mr);
@@ -325,7 +326,7 @@ export function regionTraces({ tokens, region, scaledLabel = "score", window = n
       showscale: false,
       hoverongaps: false,
       hovertemplate:
-        `<b>%{customdata[0]}</b> → %{customdata[1]}<br>weight %{z:.4f}<br>raw q·kᵀ %{customdata[2]:.3f}` +
+        `<b>%{customdata[0]}</b> → %{customdata[1]}<br>weight %{customdata[4]:${signed ? "+" : ""}.4f}<br>raw q·kᵀ %{customdata[2]:.3f}` +
         `<br>${scaledLabel} %{customdata[3]:.3f}<extra>L${layer} · H${head}</extra>`,
     },
   ];

@@ -29,9 +29,12 @@ export function install(a) {
   });
   for (const [elId, key] of [["atlas-metric", "metric"], ["atlas-which", "which"]]) {
     byId(elId).addEventListener("change", (e) => {
-      app.state.atlasView[key] = e.target.value;
-      if (key === "which") refresh();
-      else app.update();
+      const v = app.state.atlasView;
+      v[key] = e.target.value;
+      if (key === "which") {
+        v.head = v.card = v.qk = null; // another atlas: its own heads, opened afresh
+        refresh();
+      } else app.update();
     });
   }
   onPlotClick(byId("atlas-map"), (pt) => openHead(pt.customdata[0], pt.customdata[1]));
@@ -76,7 +79,8 @@ async function openHead(layer, head) {
   app.update();
   const url = `/api/atlas/heads/${layer}/${head}`;
   const which = `?atlas=${encodeURIComponent(v.which)}`;
-  const current = () => v.head?.layer === layer && v.head?.head === head;
+  const asked = v.which;
+  const current = () => v.head?.layer === layer && v.head?.head === head && v.which === asked;
   try {
     const card = await getJSON(url + which);
     if (current()) v.card = card;
@@ -238,12 +242,14 @@ const visible = (s) => s.replaceAll("\n", "↵").replaceAll("\t", "→");
 /** An exemplar as a list item: the text with its query token marked, the value, and the explorer link. */
 function exemplarItem(ex, layer, head) {
   const li = document.createElement("li");
+  const chars = Array.from(ex.text); // the server's offsets count code points; a JS string counts UTF-16 units
+  const part = (a, b) => visible(chars.slice(a, b).join(""));
   const before = document.createElement("span");
-  before.textContent = visible(ex.text.slice(0, ex.query_start));
+  before.textContent = part(0, ex.query_start);
   const query = document.createElement("mark");
-  query.textContent = visible(ex.text.slice(ex.query_start, ex.query_end));
+  query.textContent = part(ex.query_start, ex.query_end);
   const after = document.createElement("span");
-  after.textContent = visible(ex.text.slice(ex.query_end));
+  after.textContent = part(ex.query_end);
   const value = document.createElement("span");
   value.className = "muted small";
   value.textContent = ` ${ex.value.toFixed(4)} `;

@@ -71,6 +71,7 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
     parts: block === 1 && head.attn_scores_content ? [head.attn_scores_content, head.attn_scores_position] : null, // MLA
     // differential attention: the signed map on a diverging scale, its two softmaxes in the hover
     pair: block === 1 && layer.lambda != null && head.pattern_parts ? { lambda: layer.lambda, parts: head.pattern_parts } : null,
+    signed: layer.lambda != null, // pooled: |pattern| in the cells, the sign in a zoomed cell's hover
     ...extra,
   };
   return block > 1 ? pooledHeatmapFigure({ ...args, block }) : headHeatmapFigure(args);
@@ -110,7 +111,7 @@ export function drawHeadView(state, els) {
 }
 
 // a long text's differential head: its cells are block maxima of a signed map's size
-const POOLED_PAIR = " Drawn max-pooled, each cell is the largest |weight| of its block (the sign shows once a block is zoomed to single cells).";
+const POOLED_PAIR = " Drawn max-pooled, each cell is the largest |weight| of its block; a zoomed block's exact cells are drawn as |weight| too, their sign in the hover.";
 
 /** A differential head's two softmaxes under its signed map; hidden for every other head, and for a pooled one. */
 function drawPairParts(state, { response, layer, mask, head }, pooled) {

@@ -155,3 +155,13 @@ def test_queries_and_keys_need_the_atlas_model_to_be_served(served):
         assert r.status_code == 422 and "someone/else" in r.json()["detail"][0]["msg"]
     finally:
         del state.atlases["other"]
+
+
+def test_an_atlas_without_exemplars_has_no_queries_and_keys_to_project(tmp_path, settings, checkpoint_dir):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n\n".join(TEXTS), encoding="utf-8")
+    bare = atlas([corpus], tmp_path / "bare", checkpoint=checkpoint_dir, seq_len=16, exemplars=0, progress=False)
+    with TestClient(create_app(settings.model_copy(update={"atlas": [bare]}))) as c:
+        r = c.get("/api/atlas/heads/0/0/qk")
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "atlas"]
+        assert "--exemplars 0" in r.json()["detail"][0]["msg"]

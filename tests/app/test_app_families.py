@@ -393,3 +393,18 @@ def test_several_tokens_summed_or_averaged_on_both_sides(family_dirs, clients):
     assert none["from_queries"] is None and none["to_keys"] is None
     r = c.post("/api/selection", json={**body, "keys": [0, 999]})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "keys", 1]
+
+
+def test_a_differential_pattern_counts_its_two_parts_against_the_cell_limit(family_dirs):
+    """pattern_parts comes with pattern: two more T×T matrices per head, counted before computing."""
+    from fastapi.testclient import TestClient
+
+    path = family_dirs["diffllama"]
+    with TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1))) as c:
+        T = len(attention(c, text=TEXT, include=[], top_k=0)["tokens"])
+    heads = 2 * 2  # 2 layers × 2 pairs
+    limit = 6 * T * T * heads // 4  # room for the patterns alone (4 T²), not with their parts (12 T²)
+    with TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1, max_matrix_cells=limit))) as c:
+        r = c.post("/api/attention", json={"text": TEXT, "include": ["pattern"], "top_k": 0})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "include"]
+        assert f"{heads * 3 * T * T:,} cells" in r.json()["detail"][0]["msg"]

@@ -147,3 +147,24 @@ def test_a_long_text_never_builds_a_whole_layer():
     assert np.abs(cap.focus_region["pattern"] - pattern[1, 4000:4100, 3900:4100].numpy()).max() <= 1e-6
     rows_entropy = -(pattern * pattern.clamp_min(1e-30).log()).sum(-1).numpy()  # (nh, T)
     np.testing.assert_allclose(lc.stats["row_entropy"], rows_entropy, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("budget", [SMALL_BUDGET, WHOLE])
+def test_a_differential_heads_pooled_focus_keeps_its_negative_cells(loaded, budget):
+    """DiffLlama's pattern is signed: asked max-pooled at one token a cell (block 1, as the page
+    asks a short text), the focus is the exact signed map, never a max taken from 0; pooled
+    coarser, it is the block maxima of |pattern|."""
+    lm, _ = loaded["diffllama"]
+    ids = lm.tokenizer.encode_ids(TEXT)
+    T = len(ids)
+    focus = dict(focus=(1, 0), focus_fields=frozenset({"pattern"}))
+    exact = capture(lm.backend, ids, WHOLE, layers=[], **focus).focus["pattern"]  # (T, T)
+    assert exact.min() < -0.01
+    cell = capture(lm.backend, ids, budget, layers=[], **focus, focus_thumbnail=T)
+    np.testing.assert_allclose(cell.focus_pooled["pattern"], exact, atol=1e-5)  # blocks: another summation order
+    parts = cell.focus_pooled["pattern_parts"]  # (2, T, T): the pair's two softmaxes, beside it
+    np.testing.assert_allclose(exact, parts[0] - lm.facts.lambdas[1] * parts[1], atol=1e-5)
+    n = 6
+    coarse = capture(lm.backend, ids, budget, layers=[], **focus, focus_thumbnail=n).focus_pooled["pattern"]
+    expected = F.max_pool2d(torch.from_numpy(np.abs(exact))[None], thumbnail_block(T, n), ceil_mode=True)[0].numpy()
+    np.testing.assert_allclose(coarse, expected, atol=1e-5)
