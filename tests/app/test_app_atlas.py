@@ -19,21 +19,12 @@ from attnscope.app.main import create_app  # noqa: E402
 from attnscope.model.atlas import atlas  # noqa: E402
 from attnscope.model.atlas_read import read_atlas  # noqa: E402
 
-TEXTS = [
-    "The cat sat on the mat. The dog sat on the log, and the cat saw the dog.",
-    "Once upon a time a small fox read books about the sea, and the sea was wide.",
-    "import numpy as np\nx = np.zeros(3)\nprint(x + 1)\n",
-]
+from tests.atlaskit import TEXTS, two_atlases  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def atlases(tmp_path_factory, checkpoint_dir):
-    root = tmp_path_factory.mktemp("atlas")
-    corpus = root / "corpus.txt"
-    corpus.write_text("\n\n".join(TEXTS * 4), encoding="utf-8")
-    first = atlas([corpus], root / "first", checkpoint=checkpoint_dir, seq_len=32, batch_size=4, progress=False)
-    second = atlas([corpus], root / "second", checkpoint=checkpoint_dir, seq_len=16, batch_size=4, progress=False)
-    return first, second
+    return two_atlases(tmp_path_factory.mktemp("atlas"), checkpoint_dir)
 
 
 @pytest.fixture(scope="module")

@@ -85,6 +85,19 @@ def context(browser):
     ctx.close()
 
 
+@pytest.fixture(scope="module")
+def family_server(request, tmp_path_factory, server):
+    """The real server on the model the module names in ``FAMILY`` (tests/familykit.py), built in
+    the test; a module that serves several families overrides this fixture with its parameters."""
+    from attnscope_live import serving
+
+    from tests.familykit import build
+
+    name = request.module.FAMILY
+    with serving(build(name, tmp_path_factory.mktemp(name) / name), name) as s:
+        yield s
+
+
 @pytest.fixture
 def family_tab(tab, family_server):
     """``tab`` on the module's own ``family_server`` (a model built in the test), its ``kind`` named."""

@@ -13,22 +13,14 @@ from attnscope_live import get_json, serving
 pytest.importorskip("pyarrow")
 pytestmark = pytest.mark.browser
 
-from attnscope.model.atlas import atlas  # noqa: E402
 from attnscope.model.checkpoint import SHIPPED  # noqa: E402
 
-TEXTS = [
-    "The cat sat on the mat. The dog sat on the log, and the cat saw the dog.",
-    "Once upon a time a small fox read books about the sea, and the sea was wide.",
-]
+from tests.atlaskit import two_atlases  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def atlas_server(tmp_path_factory, server):
-    root = tmp_path_factory.mktemp("atlas-page")
-    corpus = root / "corpus.txt"
-    corpus.write_text("\n\n".join(TEXTS * 6), encoding="utf-8")
-    first = atlas([corpus], root / "first", seq_len=32, batch_size=4, progress=False)
-    second = atlas([corpus], root / "second", seq_len=16, batch_size=4, progress=False)
+    first, second = two_atlases(tmp_path_factory.mktemp("atlas-page"))
     with serving(SHIPPED, env={"ATTNSCOPE_ATLAS": f"{first},{second}"}) as s:
         yield s
 

@@ -10,26 +10,13 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json, serving
+from attnscope_live import post_json
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
-from tests.familykit import build  # noqa: E402
-
+FAMILY = "diffllama"  # served by conftest's family_server
 SENTENCE = "The cat sat on the mat. The dog sat on the log, and the cat saw it."
-
-
-@pytest.fixture(scope="module")
-def diff_server(tmp_path_factory, server):
-    with serving(build("diffllama", tmp_path_factory.mktemp("differential") / "diffllama")) as s:
-        yield s
-
-
-@pytest.fixture
-def diff_tab(tab, diff_server):
-    tab.base_url = diff_server.url
-    return tab
 
 
 def served(tab, layer: int, head: int) -> tuple[dict, dict]:
@@ -39,8 +26,8 @@ def served(tab, layer: int, head: int) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("layer,head", [(0, 1), (1, 0)])
-def test_the_signed_map_is_drawn_on_a_diverging_scale_with_both_softmaxes(diff_tab, layer, head):
-    tab = diff_tab
+def test_the_signed_map_is_drawn_on_a_diverging_scale_with_both_softmaxes(family_tab, layer, head):
+    tab = family_tab
     tab.open(f"/#layer={layer}&head={head}&text=" + quote(SENTENCE))
     lv, hv = served(tab, layer, head)
     fig = tab.figure("head-heatmap")
@@ -69,8 +56,8 @@ def test_the_signed_map_is_drawn_on_a_diverging_scale_with_both_softmaxes(diff_t
     assert not tab.unexpected_console_errors()
 
 
-def test_the_pipeline_is_the_first_softmax_and_says_so(diff_tab):
-    tab = diff_tab
+def test_the_pipeline_is_the_first_softmax_and_says_so(family_tab):
+    tab = family_tab
     tab.open("/#view=pipeline&layer=1&head=1&text=" + quote(SENTENCE))
     words = tab.page.locator("#row-sums").inner_text()
     assert "differential attention" in words and "first softmax" in words

@@ -7,24 +7,17 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json, serving
+from attnscope_live import post_json
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
-from tests.familykit import build  # noqa: E402
-
+FAMILY = "deepseek_v3"  # served by conftest's family_server
 SENTENCE = "The cat sat on the mat. The dog sat on the log."
 
 
-@pytest.fixture(scope="module")
-def mla_server(tmp_path_factory, server):
-    with serving(build("deepseek_v3", tmp_path_factory.mktemp("mla") / "deepseek_v3")) as s:
-        yield s
-
-
-def test_the_hover_splits_each_raw_score_into_content_and_position(tab, mla_server):
-    tab.base_url = mla_server.url
+def test_the_hover_splits_each_raw_score_into_content_and_position(family_tab):
+    tab = family_tab
     tab.open("/#layer=1&head=2&text=" + quote(SENTENCE))
     assert "d_k 12, d_v 8" in tab.page.get_by_test_id("model-info").inner_text()
     trace = tab.figure("head-heatmap")["data"][0]

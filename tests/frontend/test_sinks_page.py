@@ -10,31 +10,18 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json, serving
+from attnscope_live import post_json
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
-from tests.familykit import build  # noqa: E402
-
+FAMILY = "gpt_oss"  # served by conftest's family_server
 SENTENCE = "The cat sat on the mat. The dog sat on the log, and the cat saw it."
 
 
-@pytest.fixture(scope="module")
-def sink_server(tmp_path_factory, server):
-    with serving(build("gpt_oss", tmp_path_factory.mktemp("sinks") / "gpt_oss")) as s:
-        yield s
-
-
-@pytest.fixture
-def sink_tab(tab, sink_server):
-    tab.base_url = sink_server.url
-    return tab
-
-
 @pytest.mark.parametrize("head", [0, 3])
-def test_the_sink_is_a_column_of_its_own_holding_the_answers_share(sink_tab, head):
-    tab = sink_tab
+def test_the_sink_is_a_column_of_its_own_holding_the_answers_share(family_tab, head):
+    tab = family_tab
     tab.open(f"/#layer=1&head={head}&text=" + quote(SENTENCE))
     fig = tab.figure("head-heatmap")
     sink = next(t for t in fig["data"] if t.get("name") == "sink")
@@ -49,8 +36,8 @@ def test_the_sink_is_a_column_of_its_own_holding_the_answers_share(sink_tab, hea
     assert not tab.unexpected_console_errors()
 
 
-def test_the_pipeline_says_rows_sum_to_one_minus_the_sinks_share(sink_tab):
-    tab = sink_tab
+def test_the_pipeline_says_rows_sum_to_one_minus_the_sinks_share(family_tab):
+    tab = family_tab
     tab.open("/#view=pipeline&layer=1&head=3&text=" + quote(SENTENCE))
     words = tab.page.locator("#row-sums").inner_text()
     assert "learned attention sinks" in words and "1 − the sink's share" in words
