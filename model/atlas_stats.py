@@ -102,7 +102,13 @@ def unsortable(keys: np.ndarray) -> np.ndarray:
     return np.where(keys < 0, keys ^ 0x7FFFFFFF, keys).astype(np.int32).view(np.float32)
 
 
+def _sum_device(dev: torch.device) -> torch.device:
+    """Where a layer's float64 sums live: its device, or the host on one without float64 (MPS)."""
+    return torch.device("cpu") if dev.type == "mps" else dev
+
+
 @dataclass
+
 class _Layer:
     """One layer's sums over the blocks of one batch, on the device."""
 
@@ -161,8 +167,9 @@ class AtlasSink:
             q=q.float(),
             keys=torch.cat([k.float(), torch.ones_like(j), j], dim=-1),
             divisor=float(divisor) if softcap is None else None,
-            total=torch.zeros(M, nh, dtype=torch.float64, device=dev),
-            squares=torch.zeros(M, nh, dtype=torch.float64, device=dev),
+            # float64 sums where the device has float64 (Apple's MPS has none: the host sums there)
+            total=torch.zeros(M, nh, dtype=torch.float64, device=_sum_device(dev)),
+            squares=torch.zeros(M, nh, dtype=torch.float64, device=_sum_device(dev)),
             hist=torch.zeros(M, nh * N_BINS, dtype=torch.int64, device=dev),
         )
 
@@ -196,7 +203,7 @@ class AtlasSink:
             ]
         )[..., start:]  # (M, B, nh, t')
         values = values + 0.0  # -0.0 -> +0.0, so that a value has one sortable key
-        wide = values.double()
+        wide = values.to(st.total.device).double()
         st.total += wide.sum((1, 3))
         st.squares += (wide * wide).sum((1, 3))
         st.rows += B * values.shape[-1]
