@@ -95,5 +95,7 @@ def _lines(svc: Service, req: GenerateRequest, ids: list[int], opts: AttentionOp
             "prob": float(floor_sig(item.prob)),
             "top": [{"token": svc.displays[i], "id": i, "prob": p} for i, p in zip(item.top_ids, top_probs)],
             "attention": svc.loaded.facts.by_number(round_fixed(item.attention, PATTERN_DECIMALS)),
+            # the mean over every attention layer and head, from the unrounded rows: the page's "mean of all heads"
+            "attention_mean": round_fixed(item.attention.double().mean((0, 1)), PATTERN_DECIMALS),
         }
         yield dumps(line) + b"\n"

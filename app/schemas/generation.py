@@ -67,6 +67,9 @@ class GenerateStep(BaseModel):
         "before it) over every earlier token (prompt + step − 1 keys), rounded like `pattern`; null for a "
         "layer without softmax attention"
     )
+    attention_mean: list[float] = Field(
+        description="[key]: `attention`'s rows averaged over every attention layer and head (before rounding)"
+    )
 
 
 class GenerateDone(BaseModel):

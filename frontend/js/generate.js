@@ -30,20 +30,11 @@ export async function readLines(response, onLine) {
   if (buffer.trim()) onLine(JSON.parse(buffer));
 }
 
-/** A step's row to draw: the chosen head's, or the mean over every layer and head. */
-export function stripRow(attention, layer, head, mode) {
-  const first = attention.find((heads) => heads); // a hybrid's layers without softmax attention are null
-  if (mode === "head") return attention[layer]?.[head] ?? first[0];
-  const n = first[0].length;
-  const out = new Float64Array(n);
-  let count = 0;
-  for (const heads of attention) {
-    for (const row of heads ?? []) {
-      for (let k = 0; k < n; k++) out[k] += row[k];
-      count += 1;
-    }
-  }
-  return Array.from(out, (v) => v / count);
+/** A step's row to draw: the chosen head's, or the server's mean over every layer and head. */
+export function stripRow(step, layer, head, mode) {
+  if (mode === "mean") return step.attention_mean;
+  const first = step.attention.find((heads) => heads); // a hybrid's layers without softmax attention are null
+  return step.attention[layer]?.[head] ?? first[0];
 }
 
 /** The body of POST /api/generate: greedy, or sampled as `state.sampling` says, at the page's temperature. */
@@ -119,7 +110,7 @@ export function installGenerate(app) {
     g.fillStyle = "#eceef2";
     g.fillRect(0, 0, strip.width, strip.height);
     steps.forEach((s, r) => {
-      stripRow(s.attention, state.layer, state.head, run.mode).forEach((w, k) => {
+      stripRow(s, state.layer, state.head, run.mode).forEach((w, k) => {
         g.fillStyle = weightColor(lut, w); // the heatmaps' scale: 0 dark, 1 yellow
         g.fillRect(k * cell, r * cell, cell, cell);
       });

@@ -80,6 +80,8 @@ def test_each_streamed_row_is_the_full_pattern_row(clients):
         backend.run(seq, AttentionOptions(), traces, logits=False)
         full = torch.stack([t.pattern[0, :, -1] for t in traces]).numpy()
         assert np.abs(np.array(line["attention"]) - full).max() <= 2e-5
+        # the page's "mean of all heads": the server's, over every layer and head
+        assert np.abs(np.array(line["attention_mean"]) - full.mean((0, 1))).max() <= 2e-5
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -261,6 +261,37 @@ def test_the_generation_strip_draws_weights_in_the_heatmaps_colours_with_a_legen
     assert page.get_by_test_id("generate-status").inner_text().startswith("4 new tokens")
 
 
+def test_the_strips_mean_of_all_heads_is_the_servers(tab):
+    """"mean of all heads" draws each step's `attention_mean` (the server averages, the page draws):
+    in each row the brightest cell is where that mean is largest."""
+    continue_text(tab, "The cat sat on the mat. The cat", 4)
+    page = tab.page
+    page.get_by_test_id("generate-mode").select_option("mean")
+    tab.settle()
+    rows = page.evaluate(
+        """() => {
+            const s = window.attnscope.state;
+            const strip = document.querySelector('[data-testid=generate-strip]');
+            const g = strip.getContext('2d');
+            const cell = strip.width / s.generation.steps.at(-1).attention_mean.length;
+            return s.generation.steps.map((step, r) => ({
+                row: step.attention_mean,
+                bright: step.attention_mean.map((_, k) => {
+                    const [red, green] = g.getImageData(Math.floor((k + 0.5) * cell), Math.floor((r + 0.5) * cell), 1, 1).data;
+                    return red + green;
+                }),
+            }));
+        }"""
+    )
+    assert len(rows) == 4
+    for r in rows:
+        strongest = max(range(len(r["row"])), key=lambda k: r["row"][k])
+        weakest = min(range(len(r["row"])), key=lambda k: r["row"][k])
+        if r["row"][strongest] - r["row"][weakest] > 0.05:
+            assert r["bright"][strongest] > r["bright"][weakest]
+    assert not tab.unexpected_console_errors()
+
+
 def test_continue_samples_as_the_link_says_and_the_link_keeps_the_seed(tab):
     """Transformer Explainer's controls: temperature (the page's), top-k, top-p and a seed, in the
     link; the streamed text is the server's for that body, and a drawn seed lands in the link."""
