@@ -199,13 +199,14 @@ def attnscope_attention(
         else:
             window = int(sliding_window) if sliding_window and opts.causal else None
             logits = None if sink_logit is None else sink_logit.detach().float()
-            traced = (query, k, v)
+            traced, heads = (query, k, v), None
             if differential:  # the pairs, described by their first query head; z stays every head's
                 traced = (query[:, : nh // 2], k[:, : nh // 2], v[:, : nh // 2])
                 steps = pair_steps(steps, nh // 2, differential_lambda(module))
+                heads = 5 * (nh // 2)  # a block holds every query head's steps, the pairs' two parts and the signed map
             z = traced_attention(
                 sink, layer, *traced, mask, divisor, steps, opts.causal, softcap, window, sink_logit=logits,
-                extras=frozenset(extras),
+                extras=frozenset(extras), heads=heads,
             )
 
     z = ablate_heads(z, layer, opts)  # switched-off heads, before o_proj

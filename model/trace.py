@@ -95,14 +95,16 @@ def masked_scores(
 
 
 def traced_attention(
-    trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None, sink_logit=None, extras=frozenset()
+    trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None, sink_logit=None, extras=frozenset(),
+    heads=None,
 ):
     """The explicit path into ``trace``; returns z ``(B, nh, T, hs)``.
 
     ``steps(q0, q1, s)`` computes the named steps of query rows ``q0 .. q1`` over the first ``s``
     keys (and ``sink_mass``, each row's weight on a learned sink, where ``sink_logit`` is given);
     ``extras`` names the steps only some layers have (:data:`model.fields.LAYER_DEPENDENT`) that
-    this layer's ``steps`` compute. A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
+    this layer's ``steps`` compute; ``heads``, how many (B, ·, t, s) matrices of a head's size a
+    block's steps hold at once where that is not ``q``'s heads. A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
     (:class:`model.capture.Capture`) gets them a block of rows at a time (``trace.blocks``) and
     reduces each block as it comes, so no ``(nh, T, S)`` tensor ever exists; with a causal mask a
     block's keys stop at its last query (every later key is masked for all its rows).
@@ -127,7 +129,7 @@ def traced_attention(
         return st["z"]
     trace.begin(layer, q, k, v, mask, divisor, softcap, window, sink_logit, extras)
     zs = []
-    for q0, q1 in trace.blocks(T, S, q.shape[1]):
+    for q0, q1 in trace.blocks(T, S, heads or q.shape[1]):
         st = steps(q0, q1, min(S, S - T + q1) if causal else S)
         trace.block(q0, q1, st)
         zs.append(st["z"])
