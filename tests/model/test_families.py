@@ -281,7 +281,7 @@ def test_differential_attention_is_each_pairs_two_softmaxes_weighted_by_the_mode
     model = AutoModelForCausalLM.from_pretrained(family_dirs["diffllama"], attn_implementation="eager")
     for layer in facts.attention_layers:
         a = model.model.layers[layer].self_attn
-        lam = (a.lambda_q1 * a.lambda_k1).sum().exp() - (a.lambda_q2 * a.lambda_k2).sum().exp() + a.lambda_init
+        lam = ((a.lambda_q1 * a.lambda_k1).sum().exp() - (a.lambda_q2 * a.lambda_k2).sum().exp()).detach() + a.lambda_init
         assert facts.lambdas[layer] == pytest.approx(float(lam), abs=1e-6)
         signed = ref[layer, :H] - facts.lambdas[layer] * ref[layer, H:]
         torch.testing.assert_close(tr.pattern[layer], signed, rtol=0, atol=1e-5)
