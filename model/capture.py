@@ -145,9 +145,9 @@ class Capture:
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
             for name in self._matrices(sel.fields, extras):
                 st.full[name] = _blank(name, len(heads), T, S, q.device)
-            for name in self._rows(sel.fields, extras):
+            for name in self._beside(ROW_FIELDS, sel.fields, extras):
                 st.full[name] = torch.zeros(len(heads), T, device=q.device)
-            for name in self._parts(sel.fields, extras):
+            for name in self._beside(PART_FIELDS, sel.fields, extras):
                 st.full[name] = torch.zeros(len(heads), 2, T, S, device=q.device)
             for name in sel.fields & set(VECTOR_FIELDS):
                 self._keep(st.cap, "field", name, _pick(getattr(st, name), st.head_index))
@@ -168,7 +168,7 @@ class Capture:
                 st.focus_pools = {
                     n: Pool(1, T, S, kf, q.device, float("-inf") if signed and n == "pattern" else pool_fill(n)) for n in names
                 }
-                st.focus_pools.update({n: Pool(2, T, S, kf, q.device) for n in self._parts(sel.focus_fields, extras)})
+                st.focus_pools.update({n: Pool(2, T, S, kf, q.device) for n in self._beside(PART_FIELDS, sel.focus_fields, extras)})
             if sel.focus_region is not None:
                 q0, q1, k0, k1 = sel.focus_region
                 self.focus_region = {}
@@ -176,10 +176,10 @@ class Capture:
             if not sel.focus_thumbnail and sel.focus_region is None:
                 st.focus_full = {n: _blank(n, 1, T, S, q.device) for n in names}
                 st.focus_full.update(
-                    {n: torch.zeros(1, T, device=q.device) for n in self._rows(sel.focus_fields, extras)}
+                    {n: torch.zeros(1, T, device=q.device) for n in self._beside(ROW_FIELDS, sel.focus_fields, extras)}
                 )
                 st.focus_full.update(
-                    {n: torch.zeros(1, 2, T, S, device=q.device) for n in self._parts(sel.focus_fields, extras)}
+                    {n: torch.zeros(1, 2, T, S, device=q.device) for n in self._beside(PART_FIELDS, sel.focus_fields, extras)}
                 )
             for name in sel.focus_fields & set(VECTOR_FIELDS):
                 self._keep(self, "focus", name, _pick(getattr(st, name), st.focus_index)[0])
@@ -328,14 +328,10 @@ class Capture:
         return self._mask_thumbnails[key]
 
     @staticmethod
-    def _rows(names, extras) -> list[str]:
-        """The per-row fields to keep (``sink_mass``, ``gate``): from a layer that has them, asked for or sent beside ``pattern``."""
-        return [n for n in ROW_FIELDS if n in extras and (n in names or "pattern" in names)]
-
-    @staticmethod
-    def _parts(names, extras) -> list[str]:
-        """A differential layer's two softmaxes per head (``pattern_parts``): asked for or sent beside ``pattern``."""
-        return [n for n in PART_FIELDS if n in extras and (n in names or "pattern" in names)]
+    def _beside(kind: tuple[str, ...], names, extras) -> list[str]:
+        """The fields of ``kind`` to keep that only some layers compute (per row: ``sink_mass``, ``gate``;
+        a differential pair's ``pattern_parts``): from a layer that has them, asked for or beside ``pattern``."""
+        return [n for n in kind if n in extras and (n in names or "pattern" in names)]
 
     @staticmethod
     def _matrices(names, extras) -> list[str]:

@@ -228,34 +228,41 @@ def test_a_generation_strip_says_when_the_text_changed_after_it(tab):
     assert "stale" in page.get_by_test_id("generate").get_attribute("class")
 
 
-def test_the_generation_strip_draws_weights_in_the_heatmaps_colours_with_a_legend(tab):
-    """Weight 1 is yellow and 0 dark, as in every heatmap (the strip had the scale reversed): in each
-    row the cell the new token weighted most is the brightest, and a legend says which end is which."""
-    continue_text(tab, "The cat sat on the mat. The cat", 4)
-    page = tab.page
-    rows = page.evaluate(
-        """() => {
-            const s = window.attnscope.state;
-            const strip = document.querySelector('[data-testid=generate-strip]');
-            const g = strip.getContext('2d');
-            const keys = s.generation.steps.at(-1).attention[0][0].length;  // the widest row sets the cell size
-            const cell = strip.width / keys;
-            return s.generation.steps.map((step, r) => {
-                const row = step.attention[s.layer][s.head];
-                const bright = row.map((_, k) => {
-                    const [red, green] = g.getImageData(Math.floor((k + 0.5) * cell), Math.floor((r + 0.5) * cell), 1, 1).data;
-                    return red + green;
-                });
-                return { row, bright };
-            });
-        }"""
-    )
-    assert len(rows) == 4
+# each row of the Continue strip: the weights it draws (`row`, the chosen head's or the server's
+# mean) and each cell's brightness on the canvas (red + green: dark for 0, yellow for 1)
+STRIP_ROWS = """(mode) => {
+    const s = window.attnscope.state;
+    const strip = document.querySelector('[data-testid=generate-strip]');
+    const g = strip.getContext('2d');
+    const weights = (step) => (mode === "mean" ? step.attention_mean : step.attention[s.layer][s.head]);
+    const cell = strip.width / weights(s.generation.steps.at(-1)).length;  // the widest row sets the cell size
+    return s.generation.steps.map((step, r) => ({
+        row: weights(step),
+        bright: weights(step).map((_, k) => {
+            const [red, green] = g.getImageData(Math.floor((k + 0.5) * cell), Math.floor((r + 0.5) * cell), 1, 1).data;
+            return red + green;
+        }),
+    }));
+}"""
+
+
+def assert_brightest_where_heaviest(rows: list[dict]) -> None:
+    """In each row with weights that differ, the heaviest cell is drawn brighter than the lightest."""
     for r in rows:
         strongest = max(range(len(r["row"])), key=lambda k: r["row"][k])
         weakest = min(range(len(r["row"])), key=lambda k: r["row"][k])
         if r["row"][strongest] - r["row"][weakest] > 0.05:
             assert r["bright"][strongest] > r["bright"][weakest]
+
+
+def test_the_generation_strip_draws_weights_in_the_heatmaps_colours_with_a_legend(tab):
+    """Weight 1 is yellow and 0 dark, as in every heatmap (the strip had the scale reversed): in each
+    row the cell the new token weighted most is the brightest, and a legend says which end is which."""
+    continue_text(tab, "The cat sat on the mat. The cat", 4)
+    page = tab.page
+    rows = page.evaluate(STRIP_ROWS, "head")
+    assert len(rows) == 4
+    assert_brightest_where_heaviest(rows)
     legend = page.get_by_test_id("generate-legend")
     assert legend.is_visible() and " ".join(legend.inner_text().split()) == "0 1 attention weight"
     assert page.get_by_test_id("generate-status").inner_text().startswith("4 new tokens")
@@ -268,27 +275,9 @@ def test_the_strips_mean_of_all_heads_is_the_servers(tab):
     page = tab.page
     page.get_by_test_id("generate-mode").select_option("mean")
     tab.settle()
-    rows = page.evaluate(
-        """() => {
-            const s = window.attnscope.state;
-            const strip = document.querySelector('[data-testid=generate-strip]');
-            const g = strip.getContext('2d');
-            const cell = strip.width / s.generation.steps.at(-1).attention_mean.length;
-            return s.generation.steps.map((step, r) => ({
-                row: step.attention_mean,
-                bright: step.attention_mean.map((_, k) => {
-                    const [red, green] = g.getImageData(Math.floor((k + 0.5) * cell), Math.floor((r + 0.5) * cell), 1, 1).data;
-                    return red + green;
-                }),
-            }));
-        }"""
-    )
+    rows = page.evaluate(STRIP_ROWS, "mean")
     assert len(rows) == 4
-    for r in rows:
-        strongest = max(range(len(r["row"])), key=lambda k: r["row"][k])
-        weakest = min(range(len(r["row"])), key=lambda k: r["row"][k])
-        if r["row"][strongest] - r["row"][weakest] > 0.05:
-            assert r["bright"][strongest] > r["bright"][weakest]
+    assert_brightest_where_heaviest(rows)
     assert not tab.unexpected_console_errors()
 
 
