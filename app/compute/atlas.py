@@ -98,15 +98,21 @@ def atlas_index(atlases: dict[str, Atlas], atlas_id: str | None, compare: str | 
     return out
 
 
-def atlas_head(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head: int, tokenizer=None) -> dict[str, Any]:
-    """One head: per metric its mean, std, count, histogram and bin edges, and its exemplars,
-    each with ``query``, the index of its query token in ``text`` as ``tokenizer`` (the model
-    being served) splits it, so the explorer opens at that token; null where no token starts there."""
+def pick_head(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head: int) -> tuple[str, Atlas]:
+    """The atlas asked for, checked to hold ``layer`` (an attention layer of it) and ``head``: 422s naming them."""
     atlas_id, atlas = _pick(atlases, atlas_id)
     if layer not in atlas.layers:
         raise ApiError(422, f"layer {layer} is not an attention layer of this atlas; its layers are {atlas.layers}", loc=("path", "layer"))
     if not 0 <= head < atlas.n_head:
         raise ApiError(422, f"head {head} is out of range: this atlas has {atlas.n_head} heads per layer", loc=("path", "head"))
+    return atlas_id, atlas
+
+
+def atlas_head(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head: int, tokenizer=None) -> dict[str, Any]:
+    """One head: per metric its mean, std, count, histogram and bin edges, and its exemplars,
+    each with ``query``, the index of its query token in ``text`` as ``tokenizer`` (the model
+    being served) splits it, so the explorer opens at that token; null where no token starts there."""
+    atlas_id, atlas = pick_head(atlases, atlas_id, layer, head)
     per_metric = atlas.head(layer, head)
     exemplars = []
     for metric, about_metric in per_metric.items():

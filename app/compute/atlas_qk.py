@@ -18,7 +18,7 @@ from ...model.atlas_read import Atlas
 from ..errors import ApiError
 from ..schemas.attention import AttentionRequest
 from ..service import Service
-from .atlas import atlas_head
+from .atlas import pick_head
 from .attention import compute_attention
 
 MAX_CONTEXTS = 64  # contexts (each one forward pass) one answer projects
@@ -36,19 +36,20 @@ def _qk(svc: Service, text: str, layer: int, head: int) -> tuple[np.ndarray, np.
 
 def atlas_qk(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head: int, svc: Service) -> dict[str, Any]:
     """The head's queries and keys over its exemplar contexts, projected to 2-D together."""
-    card = atlas_head(atlases, atlas_id, layer, head, svc.loaded.tokenizer)
-    measured = atlases[card["atlas"]].meta["model"]["name"]
+    atlas_id, atlas = pick_head(atlases, atlas_id, layer, head)
+    measured = atlas.meta["model"]["name"]
     if measured != svc.info["name"]:
         raise ApiError(
             422,
-            f"atlas {card['atlas']!r} measured {measured}; the server runs {svc.info['name']}: queries and keys "
+            f"atlas {atlas_id!r} measured {measured}; the server runs {svc.info['name']}: queries and keys "
             "come from the model being served",
             loc=("query", "atlas"),
         )
-    texts = list(dict.fromkeys(e["text"] for e in card["exemplars"]))[:MAX_CONTEXTS]
+    per_metric = atlas.exemplars.get((layer, head), {})
+    texts = list(dict.fromkeys(row["text"] for rows in per_metric.values() for row in rows))[:MAX_CONTEXTS]
     if not texts:
         raise ApiError(
-            422, f"atlas {card['atlas']!r} kept no exemplar contexts (made with --exemplars 0): no positions to project",
+            422, f"atlas {atlas_id!r} kept no exemplar contexts (made with --exemplars 0): no positions to project",
             loc=("query", "atlas"),
         )
     qs, ks, rows = [], [], []
@@ -71,7 +72,7 @@ def atlas_qk(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head: 
         for j, (t, i, tok) in ((offset + m, row) for m, row in enumerate(rows))
     ]
     return {
-        "atlas": card["atlas"],
+        "atlas": atlas_id,
         "layer": layer,
         "head": head,
         "texts": texts,
