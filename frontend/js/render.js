@@ -38,7 +38,7 @@ function renderModel(state, els) {
     ["family", m.family && m.family !== "attnscope" ? m.family : null],
     ["size", `${params} parameters`],
     ["format", m.source_format === "gguf" ? `GGUF ${m.quantization ?? ""}`.trim() : null], // e.g. "GGUF Q4_K_M"
-    ["shape", `${m.n_layer} layers${hybridWords(m)} × ${m.n_head} heads${gqa} · d_k ${m.head_dim}${m.v_head_dim && m.v_head_dim !== m.head_dim ? `, d_v ${m.v_head_dim}` : ""}`],
+    ["shape", `${m.n_layer} layers${hybridWords(m)} × ${m.n_head} ${m.differential ? "head pairs (differential)" : "heads"}${gqa} · d_k ${m.head_dim}${m.v_head_dim && m.v_head_dim !== m.head_dim ? `, d_v ${m.v_head_dim}` : ""}`],
     ["divisor", m.softcap ? `${divisor}, softcap ${softcapWords(m.softcap)}` : divisor],
     ["window", window],
     ["context", `context ${m.block_size}${m.positions ? ` · ${m.positions} positions` : ""}`],

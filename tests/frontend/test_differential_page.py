@@ -53,6 +53,7 @@ def test_the_signed_map_is_drawn_on_a_diverging_scale_with_both_softmaxes(family
     assert "Differential attention" in words and "1 − λ" in words and lam in words
     assert "spreads 1 unit" not in words
     assert "|weight|" in tab.page.locator("#grid-caption").inner_text()
+    assert "2 head pairs (differential)" in tab.page.get_by_test_id("model-info").inner_text()
     assert not tab.unexpected_console_errors()
 
 
