@@ -32,17 +32,16 @@ def typed_array(a: np.ndarray, dtype: str) -> dict[str, Any]:
 class Encoder:
     """How numbers go on the wire: ``json`` (rounded numbers) or ``b64`` (typed arrays)."""
 
-    def __init__(self, encoding: str, precision: str, causal_layout: jsonfast.WeightLayout | None):
+    def __init__(self, encoding: str, precision: str, causal_layout: jsonfast.WeightLayout | None, signed: bool = False):
         self.b64 = encoding == "b64"
         self.float_dtype = precision
         self.layout = causal_layout
+        self.signed = signed  # differential attention: `pattern` is first − λ·second, not in [0, 1]
 
     def weights(self, a: np.ndarray, mask: np.ndarray) -> Any:
-        """A (T, T) softmax matrix (a differential pair's signed one: as numbers, the fast writer knows [0, 1])."""
+        """A (T, T) softmax matrix."""
         if self.b64:
             return typed_array(a, self.float_dtype)
-        if a.size and (a.min() < 0 or a.max() > 1):
-            return self.matrix(a, DECIMALS["pattern"])
         if self.layout is not None and np.array_equal(self.layout.mask, mask):
             return self.layout.write(a[None])[0]
         return jsonfast.weight_matrices(a[None], mask)[0]
@@ -64,6 +63,8 @@ class Encoder:
         """A head's matrix at full resolution (weights over ``mask``, or scores), or a per-row field."""
         if name in ROW_FIELDS:
             return self.rows(a)
+        if name == "pattern" and self.signed:  # as numbers: the fast writer knows only [0, 1]
+            return self.matrix(a, DECIMALS[name])
         if name in PART_FIELDS:  # [2][T][T]: two softmax matrices
             first, second = self.weights(a[0], mask), self.weights(a[1], mask)
             if self.b64:
@@ -99,15 +100,16 @@ def _pieces(obj: dict[str, Any]) -> list[bytes]:
     return parts
 
 
-def encode_answer(answer: dict[str, Any], precision: str, result: AttentionResult) -> list[bytes]:
+def encode_answer(answer: dict[str, Any], precision: str, result: AttentionResult, signed: bool = False) -> list[bytes]:
     """The answer as pieces to join, without its closing brace (``model`` and ``timing_ms`` come
     next). ``result`` (what the answer was laid out from) gives each layer's mask, by which the
-    json encoding writes the masked weights."""
+    json encoding writes the masked weights; ``signed``: a differential model, whose ``pattern``
+    (first − λ·second) goes as numbers rounded like weights, not through the [0, 1] fast writer."""
     cap = result.capture
     layout = None
     if cap.layers and result.sel.fields & set(WEIGHT_FIELDS):
         layout = jsonfast.WeightLayout(cap.layers[0].mask)
-    enc = Encoder(answer["encoding"], precision, layout)
+    enc = Encoder(answer["encoding"], precision, layout, signed)
     top = {key: value for key, value in answer.items() if key not in ("layers", "focus", "predictions")}
     top = enc.with_levels(top, "mask")
     if "thumbnail" in top:
@@ -166,7 +168,8 @@ def attention_json(svc: Service, req: AttentionRequest, started: float | None = 
     t1 = time.perf_counter()
     result = compute_attention(svc, req)
     t2 = time.perf_counter()
-    parts = encode_answer(answer_of(result, req, svc.loaded.facts), req.precision, result)
+    facts = svc.loaded.facts
+    parts = encode_answer(answer_of(result, req, facts), req.precision, result, signed=facts.differential)
     t3 = time.perf_counter()
     total = (t3 - t0) * 1000
     parts += (b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}")
