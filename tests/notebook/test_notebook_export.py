@@ -1,4 +1,4 @@
-"""A notebook that calls ``attnscope.show``, run and exported by the README's command
+"""A notebook that calls ``attnscope.show``, run and exported by docs/NOTEBOOK.md's command
 (``jupyter nbconvert --execute --to html --ExecutePreprocessor.store_widget_state=False``): the
 page holds the widget's static snapshot and no widget manager, and chromium with the network cut
 draws the all-heads grid from it.
@@ -56,8 +56,8 @@ def exported(tmp_path_factory) -> Path:
     return root / "shown.html"
 
 
-def test_the_readme_documents_this_command():
-    assert "jupyter nbconvert " + " ".join(EXPORT) in (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_notebook_page_documents_this_command():
+    assert "jupyter nbconvert " + " ".join(EXPORT) in (ROOT / "docs" / "NOTEBOOK.md").read_text(encoding="utf-8")
 
 
 def test_the_export_holds_the_snapshot_and_no_widget_manager(exported):
