@@ -10,7 +10,8 @@ a layer has puts its part:
 * :mod:`.gates` (Qwen3-Next): each head's output gate per query;
 * :mod:`.differential` (DiffLlama): pairs of softmaxes, recorded as one signed map per pair.
 
-Each module's ``FIELDS`` names the steps it adds (:data:`model.fields.LAYER_DEPENDENT`).
+Each module's ``FIELDS`` are the steps it adds: the rows of :mod:`model.fields`' table whose
+``layers`` name the module.
 """
 
 from __future__ import annotations

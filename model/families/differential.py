@@ -22,9 +22,10 @@ from dataclasses import replace
 
 import torch
 
+from ..fields import fields_of
 from ..options import AttentionOptions
 
-FIELDS = ("pattern_parts",)
+FIELDS = fields_of("differential")  # the steps it adds: its rows of the field table
 
 
 def is_differential(module: torch.nn.Module) -> bool:

@@ -12,7 +12,9 @@ from collections.abc import Callable
 
 import torch
 
-FIELDS = ("gate",)
+from ..fields import fields_of
+
+FIELDS = fields_of("gates")  # the steps it adds: its rows of the field table
 
 
 def watch(model: torch.nn.Module, keep: Callable[[torch.nn.Module, torch.Tensor], None]) -> int:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import torch
 
-FIELDS = ("attn_scores_content", "attn_scores_position")
+from ..fields import fields_of
+
+FIELDS = fields_of("mla")  # the steps it adds: its rows of the field table
 
 
 def nope_dim(module: torch.nn.Module) -> int | None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-FIELDS = ("sink_mass",)
+from ..fields import fields_of
+
+FIELDS = fields_of("sinks")  # the steps it adds: its rows of the field table
 
 
 def softmax(scores: torch.Tensor, sink_logit: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import torch
 
+from ..fields import fields_of
 from ..trace import masked_scores
 
-FIELDS = ("attn_scores_uncapped",)
+FIELDS = fields_of("softcap")  # the steps it adds: its rows of the field table
 
 
 def capped(x: torch.Tensor, softcap: float) -> torch.Tensor:
