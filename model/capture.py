@@ -329,9 +329,9 @@ class Capture:
 
     @staticmethod
     def _beside(kind: tuple[str, ...], names, extras) -> list[str]:
-        """The fields of ``kind`` to keep that only some layers compute (per row: ``sink_mass``, ``gate``;
-        a differential pair's ``pattern_parts``): from a layer that has them, asked for or beside ``pattern``."""
-        return [n for n in kind if n in extras and (n in names or "pattern" in names)]
+        """The fields of ``kind`` to keep (per row: ``sink_mass``, ``gate``; a differential pair's
+        ``pattern_parts``), asked for or beside ``pattern``; those only some layers compute, from a layer that does."""
+        return [n for n in kind if (n not in LAYER_DEPENDENT or n in extras) and (n in names or "pattern" in names)]
 
     @staticmethod
     def _matrices(names, extras) -> list[str]:

@@ -10,7 +10,12 @@ Each field has a ``kind`` that says how it is computed, masked, rounded and draw
 - ``parts``: two T×T softmax matrices of a head made of two (differential attention), beside ``pattern``;
 - ``stats``: the head's statistics (:mod:`model.stats`).
 
-A new per-head field is a row here, its computation in :mod:`model.capture`, and its drawing.
+A row also says which layers compute the field (``layers``: every layer, or only those with one
+attention feature of :mod:`model.families`) and whether it is one of the parts ``attn_scores_raw``
+splits into (``score_part``); the lists below are read from the table. The records of a forward
+pass (:class:`model.trace.AttentionTrace`, :class:`model.inspection.Trace`) and the answer hold
+the fields by these names. A new per-head field is a row here, its step where it is computed
+(:mod:`model.gpt`, :mod:`model.families`), and its drawing.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ class HeadField:
     kind: Kind
     decimals: int | None  # decimals kept in JSON; None for the statistics (significant digits)
     meaning: str  # one line, as the API's schema and the page's tooltips say it
+    layers: str = "all"  # which layers compute it: "all", or only those with this feature of model.families
+    score_part: bool = False  # one of the parts attn_scores_raw splits into (they add up to it)
 
 
 HEAD_FIELDS = (
@@ -43,6 +50,7 @@ HEAD_FIELDS = (
         5,
         "[2][T][T] differential attention (DiffLlama): the pair's two softmaxes, each transformers' weights of one "
         "query head (h and h + n_head); sent with pattern by such layers, absent elsewhere",
+        layers="differential",
     ),
     HeadField("attn_scores_raw", "scores", 4, "T×T q·kᵀ before scaling; masked entries null (not a number in b64)"),
     HeadField(
@@ -51,6 +59,8 @@ HEAD_FIELDS = (
         4,
         "T×T the content part of q·kᵀ in multi-head latent attention (DeepSeek): the no-RoPE halves, "
         "q[:nope]·k[:nope]; plus attn_scores_position it is attn_scores_raw; sent only by such layers; masked entries null",
+        layers="mla",
+        score_part=True,
     ),
     HeadField(
         "attn_scores_position",
@@ -58,6 +68,8 @@ HEAD_FIELDS = (
         4,
         "T×T the position part of q·kᵀ in multi-head latent attention: the RoPE halves, q[nope:]·k[nope:]; "
         "sent only by such layers; masked entries null",
+        layers="mla",
+        score_part=True,
     ),
     HeadField(
         "attn_scores_uncapped",
@@ -65,6 +77,7 @@ HEAD_FIELDS = (
         4,
         "T×T q·kᵀ / divisor before the layer's softcap; sent only by a layer with a softcap (without one, "
         "attn_scores is this step); masked entries null (not a number in b64)",
+        layers="softcap",
     ),
     HeadField(
         "attn_scores",
@@ -80,6 +93,7 @@ HEAD_FIELDS = (
         5,
         "per query: the weight the layer's learned attention sink took (gpt-oss), 1 − the pattern row's sum; "
         "sent with pattern by layers with sinks, absent elsewhere",
+        layers="sinks",
     ),
     HeadField(
         "gate",
@@ -87,6 +101,7 @@ HEAD_FIELDS = (
         5,
         "per query: the head's output gate (Qwen3-Next: sigmoid of a learned projection, multiplying the head's "
         "output before o_proj), its mean over the head's dimensions; sent with pattern by gated layers, absent elsewhere",
+        layers="gates",
     ),
     HeadField("stats", "stats", None, "per-head statistics"),
     HeadField("q", "vectors", 4, "T×head_dim"),
@@ -98,15 +113,23 @@ FIELD_NAMES = tuple(f.name for f in HEAD_FIELDS)  # the order of the answer's ke
 WEIGHT_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "weights")
 SCORE_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "scores")  # NaN where masked
 MATRIX_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind in ("weights", "scores"))  # T×T
-SCORE_PARTS = ("attn_scores_content", "attn_scores_position")  # MLA only: attn_scores_raw in two parts
+SCORE_PARTS = tuple(f.name for f in HEAD_FIELDS if f.score_part)  # MLA only: attn_scores_raw in two parts
 # what only some layers compute (a softcap, learned sinks, MLA, output gates): kept where a layer's steps have it
-LAYER_DEPENDENT = ("attn_scores_uncapped", "sink_mass", *SCORE_PARTS, "gate", "pattern_parts")
+LAYER_DEPENDENT = tuple(f.name for f in HEAD_FIELDS if f.layers != "all")
 VECTOR_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "vectors")
 ROW_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "rows")
 PART_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "parts")
 DECIMALS = {f.name: f.decimals for f in HEAD_FIELDS if f.decimals is not None}
 
 
+def fields_of(feature: str) -> tuple[str, ...]:
+    """The fields only layers with ``feature`` (a module of :mod:`model.families`) compute."""
+    return tuple(f.name for f in HEAD_FIELDS if f.layers == feature)
+
+
 def field_table() -> list[dict]:
     """The table as ``/api/model`` sends it: ``[{"name", "kind", "decimals", "meaning"}]``."""
-    return [asdict(f) for f in HEAD_FIELDS]
+    return [{key: value for key, value in asdict(f).items() if key in _SENT} for f in HEAD_FIELDS]
+
+
+_SENT = ("name", "kind", "decimals", "meaning")  # the columns /api/model sends

@@ -18,8 +18,8 @@ from torch.nn import functional as F
 
 from .backends import DTYPES, ModelFacts, parameter_count
 from .checkpoint import CheckpointError
+from .families.differential import differential_lambda, is_differential
 from .hf_attention import IMPLEMENTATION, recording, register, watch_output_gates
-from .hf_differential import differential_lambda, is_differential
 from .options import AttentionOptions
 from .precision import exact_fp32
 from .tokenizer import BPETokenizer

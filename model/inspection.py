@@ -22,7 +22,7 @@ from .gpt import GPT
 from .options import AttentionOptions
 from .precision import exact_fp32
 from .stats import head_stats_arrays
-from .trace import AttentionTrace
+from .trace import AttentionTrace, HeadFields
 
 Scale = str | float  # "model", "sqrt_dk", "none" or a positive number the scores are divided by
 
@@ -43,11 +43,15 @@ def scale_divisor(scale: Scale, head_dim: int) -> float | None:
 
 
 @dataclass
-class Trace:
+class Trace(HeadFields):
     """Everything one forward pass computed, batch dimension dropped.
 
-    Per-step tensors are stacked over layers: ``(n_layer, n_head, T, ·)``. ``divisor`` is
-    the first layer's (models that divide by the layer index have one per layer).
+    ``fields``: each step of the field table the layers computed, stacked over layers:
+    ``q``, ``k`` (one per query head), ``v`` ``(L, nh, T, hs)``; ``attn_scores_raw``,
+    ``attn_scores`` (-inf where masked), ``pattern``, ``pattern_unscaled`` ``(L, nh, T, T)``;
+    where the model has them ``sink_mass`` and ``gate`` ``(L, nh, T)``, ``pattern_parts``
+    ``(L, nh, 2, T, T)``, ...; each read as an attribute (``trace.pattern``, ``None`` where absent).
+    ``divisor`` is the first layer's (models that divide by the layer index have one per layer).
     """
 
     text: str
@@ -57,22 +61,13 @@ class Trace:
     causal: bool
     divisor: float  # the divisor used
     mask: torch.Tensor  # (T, T) bool, True = may attend
-    q: torch.Tensor  # (L, nh, T, hs)
-    k: torch.Tensor  # (L, nh, T, hs), one per query head
-    v: torch.Tensor  # (L, nh, T, hs)
-    attn_scores_raw: torch.Tensor  # (L, nh, T, T)
-    attn_scores: torch.Tensor  # (L, nh, T, T), -inf where masked
-    pattern: torch.Tensor  # (L, nh, T, T)
-    pattern_unscaled: torch.Tensor  # (L, nh, T, T)
+    fields: dict[str, torch.Tensor]  # name -> (L, nh, T, ·)
     z: torch.Tensor  # (L, nh, T, hs)
     logits: torch.Tensor  # (T, vocab)
     softcap: float | None = None
     layer_divisors: list[float] | None = None  # each layer's divisor (some models divide by the layer index)
     layer_masks: torch.Tensor | None = None  # (L, T, T): sliding-window layers differ from ``mask``
-    sink_mass: torch.Tensor | None = None  # (L, nh, T): each row's weight on a learned sink (gpt-oss); None: no sinks
-    sink_logit: torch.Tensor | None = None  # (L, nh): each head's sink logit
-    gate: torch.Tensor | None = None  # (L, nh, T): each head's mean output gate per query (Qwen3-Next); None: no gates
-    pattern_parts: torch.Tensor | None = None  # (L, nh, 2, T, T): differential attention's two softmaxes per pair
+    sink_logit: torch.Tensor | None = None  # (L, nh): each head's sink logit; None: no sinks
 
     @property
     def n_tokens(self) -> int:
@@ -130,14 +125,9 @@ def inspect(model, tokenizer, text: str, causal: bool = True, scale: Scale = "mo
         softcap=traces[0].softcap,
         layer_divisors=[t.divisor for t in traces],
         layer_masks=torch.stack([t.mask for t in traces]),
-        sink_mass=_stack(traces, "sink_mass") if traces[0].sink_mass is not None else None,
         sink_logit=torch.stack([t.sink_logit for t in traces]) if traces[0].sink_logit is not None else None,
-        gate=_stack(traces, "gate") if traces[0].gate is not None else None,
-        pattern_parts=_stack(traces, "pattern_parts") if traces[0].pattern_parts is not None else None,
-        **{
-            name: _stack(traces, name)
-            for name in ("q", "k", "v", "attn_scores_raw", "attn_scores", "pattern", "pattern_unscaled", "z")
-        },
+        fields={name: _stack(traces, name) for name in traces[0].fields},
+        z=_stack(traces, "z"),
     )
 
 

@@ -21,35 +21,42 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .fields import FIELD_NAMES
+
+
+class HeadFields:
+    """A record's per-head fields by the names of :mod:`model.fields`' table, kept in ``fields`` and
+    read as attributes (``trace.pattern``); a field of the table the record does not hold (the
+    layer does not compute it, or the sink did not want it) reads ``None``."""
+
+    fields: dict[str, torch.Tensor]
+
+    def __getattr__(self, name: str):
+        if name in FIELD_NAMES:
+            return self.__dict__.get("fields", {}).get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
 
 @dataclass
-class AttentionTrace:
+class AttentionTrace(HeadFields):
     """Every step of one layer's attention, each ``(B, nh, T, ·)``; ``mask`` is ``(T, T)``.
 
-    With grouped-query attention ``k`` and ``v`` are already expanded to one per query head.
-    ``pattern_unscaled`` is ``None`` when the sink said it does not need it
-    (``needs_unscaled = False``): it costs one more T×T softmax per layer.
+    ``fields``: the layer's steps by the field table's names: ``q``, ``k``, ``v`` (B, nh, T, hs)
+    (with grouped-query attention ``k`` and ``v`` already one per query head), ``attn_scores_raw``
+    (q @ kᵀ), ``attn_scores`` (raw / divisor, then softcapped, -inf where masked), ``pattern``
+    (softmax(attn_scores)), ``pattern_unscaled`` (the same with divisor 1; absent when the sink
+    said it does not need it, ``needs_unscaled = False``: one more T×T softmax per layer), each
+    (B, nh, T, T), and what only some layers compute (``sink_mass`` (B, nh, T), ``pattern_parts``
+    (B, nh, 2, T, T), ...: :data:`model.fields.LAYER_DEPENDENT`).
     """
 
-    q: torch.Tensor  # (B, nh, T, hs)
-    k: torch.Tensor  # (B, nh, T, hs)
-    v: torch.Tensor  # (B, nh, T, hs)
-    attn_scores_raw: torch.Tensor  # (B, nh, T, T)  q @ kᵀ
-    attn_scores: torch.Tensor  # (B, nh, T, T)  raw / divisor (then softcapped), -inf where masked
-    pattern: torch.Tensor  # (B, nh, T, T)  softmax(attn_scores)
-    pattern_unscaled: torch.Tensor | None  # (B, nh, T, T)  the same with divisor 1
+    fields: dict[str, torch.Tensor]
     z: torch.Tensor  # (B, nh, T, hs)  pattern @ v
     mask: torch.Tensor  # (T, T) bool, True = may attend
     divisor: float = field(default=1.0)
     softcap: float | None = None  # scores = softcap · tanh(scores / softcap) before the mask (Gemma 2)
     layer: int = 0
     window: int | None = None  # the sliding window the mask applied, in tokens (the query and the W − 1 before it)
-    attn_scores_uncapped: torch.Tensor | None = None  # (B, nh, T, T) raw / divisor before the softcap, if any
-    sink_mass: torch.Tensor | None = None  # (B, nh, T) the weight a learned sink took from each row (gpt-oss)
-    attn_scores_content: torch.Tensor | None = None  # (B, nh, T, T) MLA: q·kᵀ of the no-RoPE parts
-    attn_scores_position: torch.Tensor | None = None  # (B, nh, T, T) MLA: q·kᵀ of the RoPE parts
-    gate: torch.Tensor | None = None  # (B, nh, T) the mean output gate of each head and query (Qwen3-Next)
-    pattern_parts: torch.Tensor | None = None  # (B, nh, 2, T, T) differential attention: a pair's two softmaxes
     sink_logit: torch.Tensor | None = None  # (nh,) each head's learned sink logit; None: no sinks
 
 
@@ -112,18 +119,11 @@ def traced_attention(
     T, S = mask.shape
     if not getattr(trace, "blockwise", False):
         st = steps(0, T, S)
+        kept = {"q": q, "k": k, "v": v, **{name: t for name, t in st.items() if name != "z" and t is not None}}
         trace.append(
             AttentionTrace(
-                q=q,
-                k=k,
-                v=v,
-                mask=mask,
-                divisor=divisor,
-                softcap=softcap,
-                layer=layer,
-                window=window,
+                fields=kept, z=st["z"], mask=mask, divisor=divisor, softcap=softcap, layer=layer, window=window,
                 sink_logit=sink_logit,
-                **st,
             )
         )
         return st["z"]

@@ -95,9 +95,9 @@ export function renderExport(state, els) {
 function csvOf(d, layer, head) {
   const mask = d.block === 1 ? (d.layer.mask ?? d.mask) : d.mask;
   if (d.block > 1) {
-    return pooledCsv({ T: d.tokens.length, block: d.block, mask, pattern: d.pattern, raw: d.raw, scaled: d.scores, layer, head });
+    return pooledCsv({ T: d.tokens.length, block: d.block, mask, pattern: d.pattern, raw: d.attn_scores_raw, scaled: d.attn_scores, layer, head });
   }
-  return headCsv({ tokens: d.tokens, mask, pattern: d.pattern, patternUnscaled: d.pattern_unscaled, raw: d.raw, scaled: d.scores, layer, head });
+  return headCsv({ tokens: d.tokens, mask, pattern: d.pattern, patternUnscaled: d.pattern_unscaled, raw: d.attn_scores_raw, scaled: d.attn_scores, layer, head });
 }
 
 /** Wire the export and share buttons; `app`: {state, els}. */

@@ -52,9 +52,10 @@ export function spanWords(tokens, a, b) {
 }
 
 /**
- * The chosen head's data in one shape, whatever was asked: `{tokens, layer, stats, pattern,
- * pattern_unscaled, raw, scores, uncapped, mask, block}` with `block` the tokens a side of one
- * cell (1: every cell one query and key). A pooled answer of block 1 is the exact matrix.
+ * The chosen head's data in one shape, whatever was asked: its fields as the server names them
+ * (`pattern`, `attn_scores_raw`, `attn_scores`, ...: the field table of /api/model), with
+ * `{tokens, layer, stats, mask, block}`, `block` the tokens a side of one cell (1: every cell one
+ * query and key). A pooled answer of block 1 is the exact matrix. A field the answer has not is absent.
  */
 export function headData(detail) {
   if (!detail) return null;
@@ -63,37 +64,11 @@ export function headData(detail) {
   if (!layer || !h) return null;
   const f = detail.focus;
   if (f?.thumbnail) {
-    return {
-      tokens: detail.tokens,
-      layer,
-      stats: h.stats ?? f.stats,
-      pattern: f.pattern,
-      pattern_unscaled: f.pattern_unscaled ?? null,
-      raw: f.attn_scores_raw,
-      scores: f.attn_scores,
-      uncapped: f.attn_scores_uncapped ?? null,
-      sink_mass: f.sink_mass ?? null, // sent at full resolution only
-      pattern_parts: f.pattern_parts ?? null, // differential attention: the pair's two softmaxes, max-pooled
-      gate: f.gate ?? null,
-      mask: f.thumbnail.mask,
-      block: f.thumbnail.block,
-    };
+    const { layer: _l, head: _h, thumbnail, region: _r, ...fields } = f; // sink_mass and gate come at full resolution only
+    return { ...fields, tokens: detail.tokens, layer, stats: h.stats ?? f.stats, mask: thumbnail.mask, block: thumbnail.block };
   }
-  return {
-    tokens: detail.tokens,
-    layer,
-    stats: h.stats,
-    pattern: h.pattern,
-    pattern_unscaled: h.pattern_unscaled ?? null,
-    raw: h.attn_scores_raw,
-    scores: h.attn_scores,
-    uncapped: h.attn_scores_uncapped ?? null,
-    sink_mass: h.sink_mass ?? null,
-    pattern_parts: h.pattern_parts ?? null,
-    gate: h.gate ?? null,
-    mask: detail.mask,
-    block: 1,
-  };
+  const { head: _h, thumbnail: _t, ...fields } = h;
+  return { ...fields, tokens: detail.tokens, layer, mask: detail.mask, block: 1 };
 }
 
 /** The current chosen-head answer, its layer and its data in `headData`'s shape; null while there is none. */

@@ -21,7 +21,7 @@ export function draw(state) {
   const { detail, layer, d } = head;
   // a long text's answer: the fields of `focus` (max-pooled where block > 1) and the head's stats
   const h = detail.focus?.thumbnail
-    ? { pattern: d.pattern, pattern_unscaled: d.pattern_unscaled, attn_scores_raw: d.raw, attn_scores: d.scores, stats: d.stats }
+    ? { pattern: d.pattern, pattern_unscaled: d.pattern_unscaled, attn_scores_raw: d.attn_scores_raw, attn_scores: d.attn_scores, stats: d.stats }
     : layer.heads[0];
   if (!h.pattern_unscaled) return false; // asked for another view: data.js asks again (ensureData)
   const mask = d.mask;

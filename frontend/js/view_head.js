@@ -24,9 +24,8 @@ export function chosenHead(state) {
   const detail = currentDetail(state);
   if (detail?.focus?.thumbnail) {
     // asked through `focus` (a long text): max-pooled cells, or exact ones where block is 1
-    const d = headData(detail);
-    const head = { pattern: d.pattern, attn_scores_raw: d.raw, attn_scores: d.scores, stats: d.stats, sink_mass: d.sink_mass, gate: d.gate, pattern_parts: d.pattern_parts };
-    if (d.pattern) return { response: detail, layer: d.layer, mask: d.mask, head, full: true, block: d.block };
+    const head = headData(detail); // the head's fields by the server's names
+    if (head.pattern) return { response: detail, layer: head.layer, mask: head.mask, head, full: true, block: head.block };
   } else if (detail) {
     const h = detail.layers?.[0]?.heads?.[0];
     if (h) return { response: detail, layer: detail.layers[0], mask: detail.mask, head: h, full: true };

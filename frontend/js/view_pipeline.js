@@ -36,9 +36,9 @@ export function draw(state) {
     () =>
       maskStepsFigure({
         tokens: detail.tokens,
-        raw: d.raw,
-        uncapped: d.uncapped,
-        scores: d.scores,
+        raw: d.attn_scores_raw,
+        uncapped: d.attn_scores_uncapped,
+        scores: d.attn_scores,
         mask: d.mask,
         pattern,
         layer,

@@ -20,7 +20,7 @@ export function draw(state) {
   drawPlot(
     byId("variance-hist"),
     `${idOf(detail)}`,
-    () => varianceFigure({ raw: d.raw, scaled: d.scores, stats: s, layer, block: d.block }),
+    () => varianceFigure({ raw: d.attn_scores_raw, scaled: d.attn_scores, stats: s, layer, block: d.block }),
     "attnscope-variance",
   );
   // a long text's scores come max-pooled: the bars count blocks, the variances every pair

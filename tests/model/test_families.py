@@ -14,6 +14,8 @@ import torch
 pytest.importorskip("transformers")
 
 from attnscope.model.checkpoint import SHIPPED, CheckpointError  # noqa: E402
+from attnscope.model.families import Features  # noqa: E402
+from attnscope.model.fields import HEAD_FIELDS, LAYER_DEPENDENT  # noqa: E402
 from attnscope.model.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.inspection import head_stats, inspect  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
@@ -86,6 +88,32 @@ def test_every_step_is_what_its_name_says(family, loaded):
     for h, kv in enumerate(facts.kv_head_of):
         first = facts.kv_head_of.index(kv)
         torch.testing.assert_close(tr.k[:, h], tr.k[:, first])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_record_holds_every_step_its_layers_compute_by_the_field_tables_names(family, loaded):
+    lm = loaded[family]
+    facts = lm.facts
+    tr = inspect(lm.backend, None, TEXT)
+    has = {"all": True, "softcap": bool(facts.softcap), "sinks": tr.sink_logit is not None, "mla": facts.score_parts}
+    has |= {"gates": facts.output_gates, "differential": facts.differential}
+    for f in HEAD_FIELDS:
+        if f.kind != "stats":
+            assert (getattr(tr, f.name) is not None) == has[f.layers], f.name
+    visible = tr.layer_masks[:, None].expand_as(tr.pattern)
+    if facts.softcap:  # the scores before the cap: capped, they are the scores softmax saw
+        capped = torch.tanh(tr.attn_scores_uncapped / facts.softcap) * facts.softcap
+        torch.testing.assert_close(capped[visible], tr.attn_scores[visible])
+    if facts.score_parts:  # MLA: content + position = raw
+        parts = tr.attn_scores_content + tr.attn_scores_position
+        torch.testing.assert_close(parts, tr.attn_scores_raw, rtol=1e-5, atol=1e-4)
+    with pytest.raises(AttributeError):
+        getattr(tr, "no_such_field")  # noqa: B009  (a name outside the table is no field)
+
+
+def test_what_only_some_layers_compute_is_what_the_features_add():
+    everything = Features(softcap=1.0, sink_logit=torch.zeros(1), nope=1, gate=torch.zeros(1), differential=True)
+    assert everything.extras == set(LAYER_DEPENDENT) and Features().extras == set()
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -22,7 +22,10 @@ from dataclasses import replace
 
 import torch
 
-from .options import AttentionOptions
+from ..fields import fields_of
+from ..options import AttentionOptions
+
+FIELDS = fields_of("differential")  # the steps it adds: its rows of the field table
 
 
 def is_differential(module: torch.nn.Module) -> bool:
@@ -69,3 +72,12 @@ def pair_steps(steps, H: int, lam: float):
         return out
 
     return pairs
+
+
+def recorded(module: torch.nn.Module, steps, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    """What the trace sink gets from a differential layer's first call: the pairs' ``steps``, the
+    tensors of each pair's first query head ``(query, k, v)`` (``z`` stays every head's), and how
+    many (B, ·, t, s) matrices of a head's size a block holds (every query head's steps, the pairs'
+    two parts and the signed map)."""
+    H = query.shape[1] // 2
+    return pair_steps(steps, H, differential_lambda(module)), (query[:, :H], k[:, :H], v[:, :H]), 5 * H
