@@ -30,9 +30,8 @@ def test_every_relative_link_resolves(page):
             continue
         path, _, anchor = target.partition("#")
         dest = (page.parent / path).resolve() if path else page
-        if not dest.exists():
-            broken.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+        missing_anchor = dest.exists() and anchor and dest.suffix == ".md" and anchor not in anchors(dest)
+        if not dest.exists() or missing_anchor:
             broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)} links to what is not there: {broken}"
 
