@@ -18,12 +18,8 @@ itself, so every metric of it is fixed), with p the row's attention pattern over
 * ``mean_distance``: Σ_j p[t, j] · (t − j), the mean distance attended back, in tokens;
 * ``local``: Σ_{t − w < j ≤ t} p[t, j], the weight on the w tokens ending at the query (w = ``local_window``).
 
-A metric leaves out the rows where it is at its maximum by construction (:func:`first_rows`):
-``first_token`` and ``previous_token`` start at row 2 (at row 1 the previous token *is* the first
-token, so the row cannot tell the two apart), ``local_fraction`` at row w (a shorter row is all
-local: 1, less a sink's share). Their means, histograms, counts and exemplars are over the rows
-left. A row is an exemplar only where its context shows something (``shown`` rows of
-:class:`AtlasSink`: not whitespace only); the sums and histograms count it all the same.
+A metric leaves out the rows where it is at its maximum by construction (:func:`first_rows`), in
+all it keeps. A row is an exemplar only where its context is not whitespace only (``shown``).
 
 Each batch gives a :class:`Tally` (numpy, on the host); tallies merge (:meth:`Tally.add`) by
 adding sums, counts and histograms and keeping the top ``K`` rows of both under one total order
@@ -67,11 +63,8 @@ BINS_NOTE = (
 )
 CONTEXT_BEFORE, CONTEXT_AFTER = 24, 4  # tokens kept around an exemplar's query
 CONTEXT = CONTEXT_BEFORE + 1 + CONTEXT_AFTER
-# query rows per block. On the CPU 64 (at most CPU_BLOCK_BYTES of (B, nh, t, s) float32 pattern):
-# the block's scores, softmax and metrics then stay in cache, and a causal block computes only the
-# keys up to its last query. On a 2-core CPU (the shipped model, 8 windows of 256 tokens) a whole
-# layer in one block and blocks of 16 rows (Python per block) both ran about 1.5x slower. On a GPU
-# as many rows as GPU_BLOCK_BYTES allow.
+# query rows per block: on the CPU 64 (at most CPU_BLOCK_BYTES of float32 pattern; the block stays in cache; a whole
+# layer and blocks of 16 rows both ran about 1.5x slower on 2 cores), on a GPU as many as GPU_BLOCK_BYTES allow
 CPU_BLOCK_ROWS = 64
 CPU_BLOCK_BYTES = 32 << 20
 GPU_BLOCK_BYTES = 64 << 20
@@ -83,7 +76,8 @@ LOCAL_DIAGONALS = 32  # up to this w, ``local_fraction`` sums w diagonals of the
 def first_rows(local_window: int) -> tuple[int, ...]:
     """Per metric (:data:`METRICS`) the first query row it is measured on: the earlier rows are at
     their maximum by construction (``first_token``, ``previous_token``: at row 1 the previous token
-    is the first; ``local_fraction``: a row of fewer than w keys is all local)."""
+    is the first, so the row cannot tell the two apart; ``local_fraction``: a row of fewer than w
+    keys is all local, 1 less a sink's share)."""
     first = {"first_token": 2, "previous_token": 2, "local_fraction": max(1, int(local_window))}
     return tuple(first.get(m, 1) for m in METRICS)
 
@@ -124,7 +118,6 @@ def _sum_device(dev: torch.device) -> torch.device:
 
 
 @dataclass
-
 class _Layer:
     """One layer's sums over the blocks of one batch, on the device."""
 
@@ -347,17 +340,10 @@ class Tally:
         La, M = len(layers), len(METRICS)
         shape = (La, M, n_head, k)
         return cls(
-            layers=list(layers),
-            n_head=n_head,
-            k=k,
-            has_sink=np.zeros(La, dtype=bool),
-            count=np.zeros((La, M), dtype=np.int64),
-            sum=np.zeros((La, M, n_head)),
-            sumsq=np.zeros((La, M, n_head)),
-            hist=np.zeros((La, M, n_head, N_BINS), dtype=np.int64),
-            value=np.full(shape, -np.inf, dtype=np.float32),
-            window=np.full(shape, NO_WINDOW, dtype=np.int64),
-            pos=np.zeros(shape, dtype=np.int64),
+            layers=list(layers), n_head=n_head, k=k, has_sink=np.zeros(La, dtype=bool),
+            count=np.zeros((La, M), dtype=np.int64), sum=np.zeros((La, M, n_head)), sumsq=np.zeros((La, M, n_head)),
+            hist=np.zeros((La, M, n_head, N_BINS), dtype=np.int64), value=np.full(shape, -np.inf, dtype=np.float32),
+            window=np.full(shape, NO_WINDOW, dtype=np.int64), pos=np.zeros(shape, dtype=np.int64),
             context=np.full((*shape, CONTEXT), -1, dtype=np.int64),
         )
 

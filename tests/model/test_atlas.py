@@ -207,7 +207,8 @@ def test_every_exemplar_reads_back_as_its_own_tokens(name, models, tmp_path):
                 assert text.strip() and "\ufffd" not in text, ex
                 enc = tok.encode(text)
                 span = (ex["query_start"], ex["query_end"])
-                at = [i for i, (t, s) in enumerate(zip(enc.ids, enc.offsets)) if t == ex["token_id"] and tuple(s) == span]
+                at = [i for i, (t, s) in enumerate(zip(enc.ids, enc.offsets))
+                      if t == ex["token_id"] and tuple(s) == span]
                 assert len(at) == 1, ex  # the query: one token of the text, with its id and its span
                 if name == "shipped":  # byte-level: the text is the window's tokens, exactly
                     q = len(head) + ex["position"] - ex["context_start"]
