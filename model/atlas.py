@@ -45,7 +45,9 @@ from .atlas_stats import (
     METRICS,
     AtlasSink,
     Tally,
+    first_rows,
 )
+from .atlas_text import shown_rows
 from .heads import induction_tokens, probe_prefix, random_pool
 from .options import AttentionOptions
 from .precision import exact_fp32
@@ -54,7 +56,7 @@ STATE_FILE = "atlas-state.npz"
 DEFAULT_SEQ_LEN = 512  # tokens per window, or the model's context if shorter
 N_INDUCTION = 40  # tokens of the induction probe's random sequence (as model.heads)
 SAVE_EVERY_S = 300.0  # the state and the partial atlas are also written this often during a run
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: rows where a metric is at its maximum by construction left out
 # the settings a resumed run must share with the run it continues
 SAME_ON_RESUME = ("seq_len", "batch_size", "max_tokens", "local_window", "exemplars")
 
@@ -80,7 +82,8 @@ def forward(backend, ids: np.ndarray, sink) -> None:
 
 def batch_tally(backend, batch: Batch, local_window: int, exemplars: int) -> Tally:
     """One batch's :class:`Tally` (the local engine and every Ray actor call this)."""
-    sink = AtlasSink(backend.facts.n_head, local_window, exemplars)
+    shown = shown_rows(backend.tokenizer, batch.ids) if exemplars else None
+    sink = AtlasSink(backend.facts.n_head, local_window, exemplars, shown)
     forward(backend, batch.ids, sink)
     return sink.tally(batch.ids, batch.window0)
 
@@ -108,6 +111,7 @@ def _metadata(lm, corpus: Corpus, settings: dict) -> dict:
 
     facts = lm.facts
     name = facts.name
+    first = first_rows(settings["local_window"])
     ours = not hasattr(lm.backend, "trunk")
     return {
         "format": "attnscope-atlas",
@@ -130,8 +134,11 @@ def _metadata(lm, corpus: Corpus, settings: dict) -> dict:
         },
         "corpus": {"sha256": corpus.sha256, "files": [f.to_dict() for f in corpus.files]},
         "settings": settings,
-        "rows": "query rows t >= 1 of every window (row 0 sees only itself)",
+        "rows": "query rows t >= first_row of every window (row 0 sees only itself; first_token and previous_token "
+        "from t = 2, where the previous token is no longer the first; local_fraction from t = local_window, where "
+        "a row has keys outside the window)",
         "metrics": {m: {"definition": DEFINITIONS[m], "bin_edges": list(BIN_EDGES.get(m, BIN_EDGES["self"]))}
+                    | ({"first_row": first[METRICS.index(m)]} if m in METRICS else {})
                     for m in (*METRICS, "induction")},
         "bins": BINS_NOTE,
         "induction_probe": {"n": min(N_INDUCTION, (facts.block_size - 1) // 2), "seed": 0, "source": "model.heads"},

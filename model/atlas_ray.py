@@ -14,11 +14,21 @@ Every actor opens the model from the same path the driver did (:attr:`LoadedMode
 cluster that path (a checkpoint folder, a ``.gguf`` file, a Hub cache) must exist on every node,
 and attnscope must be installed there (the same image; ``deploy/`` and ``docs/ATLAS.md``). The
 token ids of all batches are put in Ray's object store at once (4 bytes a token).
+
+Ray is kept to the lines that matter (:func:`_quiet_ray`, :func:`_init`): its INFO lines, the
+notice that the atlas turned Ray Data's progress bars off (the atlas's own bar counts the tokens),
+the notice that a new local Ray has token authentication on (Ray's default, left as it is) and,
+where the atlas starts Ray, the C++ core worker's lines below fatal (``RAY_BACKEND_LOG_LEVEL=fatal``
+unless the environment sets it: Ray Data's actor pool logs an error-level line about restarting
+actors on every run; a failure still reaches the atlas as an exception) are not printed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
+import os
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -65,6 +75,40 @@ class AtlasWorker:
         return {"batch": np.asarray(numbers, dtype=np.int64), "tally": np.asarray(blobs, dtype=object)}
 
 
+QUIET = {
+    "ray": logging.WARNING,
+    "ray.data": logging.WARNING,
+    "ray.data._internal.progress": logging.ERROR,  # "progress bars disabled": the atlas turned them off
+    "ray._private.authentication": logging.ERROR,  # "token authentication is enabled" (Ray's default)
+}
+
+
+@contextlib.contextmanager
+def _quiet_ray():
+    """Ray's loggers at :data:`QUIET` (never lower than they were) while the atlas runs on Ray."""
+    loggers = {name: logging.getLogger(name) for name in QUIET}
+    was = {name: lg.level for name, lg in loggers.items()}
+    for name, lg in loggers.items():
+        lg.setLevel(max(lg.getEffectiveLevel(), QUIET[name]))
+    try:
+        yield
+    finally:
+        for name, lg in loggers.items():
+            lg.setLevel(was[name])
+
+
+def _init(ray, address: str | None) -> None:
+    """``ray.init`` for the atlas: a Ray on this machine (``address`` None) or the cluster at ``address``."""
+    added = "RAY_BACKEND_LOG_LEVEL" not in os.environ
+    if added:
+        os.environ["RAY_BACKEND_LOG_LEVEL"] = "fatal"
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    finally:  # what Ray started has it; this process's environment keeps no log level of ours
+        if added:
+            del os.environ["RAY_BACKEND_LOG_LEVEL"]
+
+
 def ray_tallies(
     lm,
     todo: Iterable[Batch],
@@ -87,9 +131,14 @@ def ray_tallies(
     except ImportError as e:
         raise ImportError("the Ray engine needs Ray: pip install 'attnscope[ray]'") from e
 
+    with _quiet_ray():  # for as long as the batches run
+        yield from _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency)
+
+
+def _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency) -> Iterator[Tally]:
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        _init(ray, address)
     try:
         items = [
             {"batch": b.index, "window0": b.window0, "rows": b.ids.shape[0], "cols": b.ids.shape[1],

@@ -12,8 +12,11 @@ An atlas is a folder:
 * ``exemplars.parquet``: per (layer, head, metric) the ``K`` query rows where the metric was
   highest, ``rank`` 0 first: ``value``, ``window`` (the window's number in the corpus),
   ``position`` (the query's position in it), ``token_id``, ``token`` (its display string),
-  ``text`` (the tokens around it, decoded), ``query_start`` and ``query_end`` (the query token's
-  characters in ``text``) and ``context_start`` (the window position of ``text``'s first token).
+  ``text`` (the tokens around it, decoded; cut on token and character boundaries where the
+  model's tokenizer encodes it back to the same tokens: :mod:`model.atlas_text`), ``query_start``
+  and ``query_end`` (the query token's characters in ``text``, its span in that encoding) and
+  ``context_start`` (the window position of ``text``'s first token). A row whose context no cut
+  can show (only spaces, a window's edge inside the query's character) is left out.
 * ``meta.json``: the model, the corpus (files, sizes, SHA-256 hashes), the settings, how many
   tokens were seen, the metrics' definitions and bins, and ``complete`` (false for an atlas a
   Ctrl+C left, which ``--resume`` continues from ``atlas-state.npz`` beside it). The same JSON
@@ -32,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .atlas_stats import BIN_EDGES, CONTEXT_BEFORE, METRICS, SINK, UNIT_EDGES, Tally
+from .atlas_text import cut_context
 
 HEADS_FILE = "heads.parquet"
 EXEMPLARS_FILE = "exemplars.parquet"
@@ -96,7 +100,8 @@ def _unit_bins(values: np.ndarray) -> np.ndarray:
 
 
 def exemplars_table(tally: Tally, tokenizer, meta: dict):
-    """The ``exemplars.parquet`` table: each kept row with its context decoded."""
+    """The ``exemplars.parquet`` table: each kept row with its context cut and decoded
+    (:func:`model.atlas_text.cut_context`); a row no cut can show is left out."""
     import pyarrow as pa
 
     names = ("layer", "head", "metric", "rank", "value", "window", "position", "token_id", "token", "text",
@@ -109,16 +114,17 @@ def exemplars_table(tally: Tally, tokenizer, meta: dict):
                     value = tally.value[li, m, h, rank]
                     if not np.isfinite(value) and value < 0:  # an empty slot (or no sinks in this layer)
                         continue
-                    ctx = tally.context[li, m, h, rank]
-                    before = [int(i) for i in ctx[:CONTEXT_BEFORE] if i >= 0]
-                    after = [int(i) for i in ctx[CONTEXT_BEFORE + 1 :] if i >= 0]
-                    query = int(ctx[CONTEXT_BEFORE])
-                    text_before, text_query = _decode(tokenizer, before), _decode(tokenizer, [query])
+                    full = tally.context[li, m, h, rank]
+                    ctx = [int(i) for i in full if i >= 0]
+                    q = int((full[:CONTEXT_BEFORE] >= 0).sum())
+                    cut = cut_context(tokenizer, ctx, q)
+                    if cut is None:
+                        continue
                     pos = int(tally.pos[li, m, h, rank])
                     for name, v in zip(names, (
-                        layer, h, metric, rank, float(value), int(tally.window[li, m, h, rank]), pos, query,
-                        _display(tokenizer, query), text_before + text_query + _decode(tokenizer, after),
-                        len(text_before), len(text_before) + len(text_query), pos - len(before),
+                        layer, h, metric, rank, float(value), int(tally.window[li, m, h, rank]), pos, ctx[q],
+                        _display(tokenizer, ctx[q]), cut.text, cut.query_start, cut.query_end,
+                        pos - (q - cut.first),
                     )):
                         cols[name].append(v)
     types = [pa.int32(), pa.int32(), pa.string(), pa.int32(), pa.float32(), pa.int64(), pa.int32(), pa.int64(),
@@ -127,15 +133,8 @@ def exemplars_table(tally: Tally, tokenizer, meta: dict):
     return pa.table(cols, schema=schema)
 
 
-def _decode(tokenizer, ids: list[int]) -> str:
-    """The tokens' bytes joined and decoded (a character split across tokens outside ``ids``: U+FFFD)."""
-    if hasattr(tokenizer, "token_bytes"):
-        return b"".join(tokenizer.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
-    return tokenizer.decode(ids)
-
-
 def _display(tokenizer, i: int) -> str:
-    return tokenizer.display(i) if hasattr(tokenizer, "display") else _decode(tokenizer, [i])
+    return tokenizer.display(i) if hasattr(tokenizer, "display") else tokenizer.decode([i])
 
 
 def write_atlas(out: Path, tally: Tally, induction: np.ndarray | None, meta: dict, tokenizer) -> None:

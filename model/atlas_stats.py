@@ -18,6 +18,9 @@ itself, so every metric of it is fixed), with p the row's attention pattern over
 * ``mean_distance``: Σ_j p[t, j] · (t − j), the mean distance attended back, in tokens;
 * ``local``: Σ_{t − w < j ≤ t} p[t, j], the weight on the w tokens ending at the query (w = ``local_window``).
 
+A metric leaves out the rows where it is at its maximum by construction (:func:`first_rows`), in
+all it keeps. A row is an exemplar only where its context is not whitespace only (``shown``).
+
 Each batch gives a :class:`Tally` (numpy, on the host); tallies merge (:meth:`Tally.add`) by
 adding sums, counts and histograms and keeping the top ``K`` rows of both under one total order
 (value, then window, then position: the earlier row wins a tie), so the same batches merged in
@@ -60,16 +63,23 @@ BINS_NOTE = (
 )
 CONTEXT_BEFORE, CONTEXT_AFTER = 24, 4  # tokens kept around an exemplar's query
 CONTEXT = CONTEXT_BEFORE + 1 + CONTEXT_AFTER
-# query rows per block. On the CPU 64 (at most CPU_BLOCK_BYTES of (B, nh, t, s) float32 pattern):
-# the block's scores, softmax and metrics then stay in cache, and a causal block computes only the
-# keys up to its last query. On a 2-core CPU (the shipped model, 8 windows of 256 tokens) a whole
-# layer in one block and blocks of 16 rows (Python per block) both ran about 1.5x slower. On a GPU
-# as many rows as GPU_BLOCK_BYTES allow.
+# query rows per block: on the CPU 64 (at most CPU_BLOCK_BYTES of float32 pattern; the block stays in cache; a whole
+# layer and blocks of 16 rows both ran about 1.5x slower on 2 cores), on a GPU as many as GPU_BLOCK_BYTES allow
 CPU_BLOCK_ROWS = 64
 CPU_BLOCK_BYTES = 32 << 20
 GPU_BLOCK_BYTES = 64 << 20
 NO_WINDOW = np.iinfo(np.int64).max  # the window of an empty exemplar slot
+NO_ROW = np.iinfo(np.int64).min  # the top-rows key of a row that may not be an exemplar (an empty slot)
 LOCAL_DIAGONALS = 32  # up to this w, ``local_fraction`` sums w diagonals of the pattern; above, one masked pass
+
+
+def first_rows(local_window: int) -> tuple[int, ...]:
+    """Per metric (:data:`METRICS`) the first query row it is measured on: the earlier rows are at
+    their maximum by construction (``first_token``, ``previous_token``: at row 1 the previous token
+    is the first, so the row cannot tell the two apart; ``local_fraction``: a row of fewer than w
+    keys is all local, 1 less a sink's share)."""
+    first = {"first_token": 2, "previous_token": 2, "local_fraction": max(1, int(local_window))}
+    return tuple(first.get(m, 1) for m in METRICS)
 
 
 def _inner_edges(device) -> list[torch.Tensor]:
@@ -108,7 +118,6 @@ def _sum_device(dev: torch.device) -> torch.device:
 
 
 @dataclass
-
 class _Layer:
     """One layer's sums over the blocks of one batch, on the device."""
 
@@ -121,7 +130,7 @@ class _Layer:
     total: torch.Tensor  # (M, nh) float64
     squares: torch.Tensor  # (M, nh) float64
     hist: torch.Tensor  # (M, nh · N_BINS) int64
-    rows: int = 0  # query rows counted, per head
+    rows: np.ndarray | None = None  # (M,) int64 query rows counted per metric (each head the same)
     top: torch.Tensor | None = None  # (M, nh, k) int64 composite keys: value, then the earlier row
 
 
@@ -131,8 +140,11 @@ class AtlasSink:
     blockwise = True
     needs_unscaled = False  # the metrics need the pattern only
 
-    def __init__(self, n_head: int, local_window: int = 8, exemplars: int = 8):
+    def __init__(self, n_head: int, local_window: int = 8, exemplars: int = 8, shown: np.ndarray | None = None):
+        """``shown``: (B, T) bool, the rows whose context may be shown as an exemplar (None: all)."""
         self.n_head, self.local_window, self.k = n_head, int(local_window), int(exemplars)
+        self.first = first_rows(local_window)
+        self.shown = None if shown is None else torch.from_numpy(np.asarray(shown, dtype=bool))
         self.done: list[_Layer] = []
         self._layer: _Layer | None = None
         self._B, self._device = 1, torch.device("cpu")
@@ -171,7 +183,10 @@ class AtlasSink:
             total=torch.zeros(M, nh, dtype=torch.float64, device=_sum_device(dev)),
             squares=torch.zeros(M, nh, dtype=torch.float64, device=_sum_device(dev)),
             hist=torch.zeros(M, nh * N_BINS, dtype=torch.int64, device=dev),
+            rows=np.zeros(M, dtype=np.int64),
         )
+        if self.shown is not None and self.shown.device != dev:
+            self.shown = self.shown.to(dev)
 
     def block(self, q0: int, q1: int, steps: dict) -> None:
         """Rows ``q0 .. q1`` of the pattern ``(B, nh, t, s)``: their metrics summed, binned and ranked.
@@ -203,19 +218,26 @@ class AtlasSink:
             ]
         )[..., start:]  # (M, B, nh, t')
         values = values + 0.0  # -0.0 -> +0.0, so that a value has one sortable key
-        wide = values.to(st.total.device).double()
+        M = len(METRICS)
+        pos = torch.arange(q0 + start, q1, device=p.device)
+        counted_host = np.arange(q0 + start, q1) >= np.asarray(self.first)[:, None]  # (M, t'): rows measured
+        counted = torch.from_numpy(counted_host).to(p.device)
+        st.rows += B * counted_host.sum(-1)
+        wide = values.to(st.total.device).double() * counted.to(st.total.device)[:, None, None, :]
         st.total += wide.sum((1, 3))
         st.squares += (wide * wide).sum((1, 3))
-        st.rows += B * values.shape[-1]
-        M = len(METRICS)
         offsets = (torch.arange(nh, device=p.device) * N_BINS)[None, :, None]  # (1, nh, 1)
         for m in range(M):
             bins = torch.bucketize(values[m], self._edges[m], right=True) + offsets  # (B, nh, t')
-            st.hist[m] += torch.bincount(bins.flatten(), minlength=nh * N_BINS)
+            bins = torch.where(counted[m], bins, nh * N_BINS)  # a row not measured: a bin left off
+            st.hist[m] += torch.bincount(bins.flatten(), minlength=nh * N_BINS + 1)[: nh * N_BINS]
         if self.k:
-            pos = torch.arange(q0 + start, q1, device=p.device)
             row = (torch.arange(B, device=p.device)[:, None] * st.T + pos).flatten()  # (B · t',) b·T + t
             keys = sortable(values).long() * (1 << 32) + ((1 << 32) - 1 - row).view(1, B, 1, -1)
+            eligible = counted[:, None, None, :].expand(M, B, 1, pos.numel())
+            if self.shown is not None:
+                eligible = eligible & self.shown[:, q0 + start : q1][None, :, None, :]
+            keys = torch.where(eligible, keys, NO_ROW)
             keys = keys.permute(0, 2, 1, 3).reshape(M, nh, -1)  # (M, nh, B · t')
             if st.top is not None:
                 keys = torch.cat([st.top, keys], dim=-1)
@@ -262,7 +284,7 @@ class AtlasSink:
         B, T = ids.shape
         for i, st in enumerate(done):
             out.count[i] = st.rows
-            out.count[i, SINK] = st.rows if st.has_sink else 0
+            out.count[i, SINK] = st.rows[SINK] if st.has_sink else 0
             out.has_sink[i] = st.has_sink
             out.sum[i] = st.total.cpu().numpy()
             out.sumsq[i] = st.squares.cpu().numpy()
@@ -271,13 +293,14 @@ class AtlasSink:
                 continue
             keys = st.top.cpu().numpy()  # (M, nh, k)
             k = keys.shape[-1]
+            empty = keys == NO_ROW  # fewer eligible rows than k
             row = (1 << 32) - 1 - (keys & 0xFFFFFFFF)
-            b, pos = row // T, row % T
-            out.value[i, :, :, :k] = unsortable(keys >> 32)
-            out.window[i, :, :, :k] = window0 + b
+            b, pos = np.where(empty, 0, row // T), np.where(empty, 0, row % T)
+            out.value[i, :, :, :k] = np.where(empty, -np.inf, unsortable(keys >> 32))
+            out.window[i, :, :, :k] = np.where(empty, NO_WINDOW, window0 + b)
             out.pos[i, :, :, :k] = pos
             around = pos[..., None] + np.arange(-CONTEXT_BEFORE, CONTEXT_AFTER + 1)  # (M, nh, k, C)
-            inside = (around >= 0) & (around < T)
+            inside = (around >= 0) & (around < T) & ~empty[..., None]
             out.context[i, :, :, :k] = np.where(inside, ids[b[..., None], around.clip(0, T - 1)], -1)
             if not st.has_sink:
                 out.value[i, SINK] = -np.inf
@@ -317,17 +340,10 @@ class Tally:
         La, M = len(layers), len(METRICS)
         shape = (La, M, n_head, k)
         return cls(
-            layers=list(layers),
-            n_head=n_head,
-            k=k,
-            has_sink=np.zeros(La, dtype=bool),
-            count=np.zeros((La, M), dtype=np.int64),
-            sum=np.zeros((La, M, n_head)),
-            sumsq=np.zeros((La, M, n_head)),
-            hist=np.zeros((La, M, n_head, N_BINS), dtype=np.int64),
-            value=np.full(shape, -np.inf, dtype=np.float32),
-            window=np.full(shape, NO_WINDOW, dtype=np.int64),
-            pos=np.zeros(shape, dtype=np.int64),
+            layers=list(layers), n_head=n_head, k=k, has_sink=np.zeros(La, dtype=bool),
+            count=np.zeros((La, M), dtype=np.int64), sum=np.zeros((La, M, n_head)), sumsq=np.zeros((La, M, n_head)),
+            hist=np.zeros((La, M, n_head, N_BINS), dtype=np.int64), value=np.full(shape, -np.inf, dtype=np.float32),
+            window=np.full(shape, NO_WINDOW, dtype=np.int64), pos=np.zeros(shape, dtype=np.int64),
             context=np.full((*shape, CONTEXT), -1, dtype=np.int64),
         )
 

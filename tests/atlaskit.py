@@ -21,3 +21,23 @@ def two_atlases(root: Path, checkpoint: Path | None = None) -> tuple[Path, Path]
     first = atlas([corpus], root / "first", checkpoint=checkpoint, seq_len=32, batch_size=4, progress=False)
     second = atlas([corpus], root / "second", checkpoint=checkpoint, seq_len=16, batch_size=4, progress=False)
     return first, second
+
+# accents, curly quotes, CJK, emoji (joined and flags), other scripts, and stretches of whitespace only
+# (one a document of its own): a byte-level BPE cuts these characters into byte pieces
+MULTIBYTE = [
+    "Café déjà vu: the naïve façade, crème brûlée and señor Müller’s “quoted” words — «guillemets» too.",
+    "東京は日本の首都です。人口は約千四百万人で、世界最大の都市圏の一つです。京都には古い寺が多い。",
+    "Emoji 😀🎉🚀 and flags 🇫🇷🇯🇵 beside a coder 👩‍💻 and sparkles ✨✨ in a sentence.",
+    "Ελληνικά και русский текст, עברית и العربية, 한국어 문장입니다. Ünïcödé ñ ø å ß œ.",
+    " \t \u3000 \n \t\t  \u3000\u3000 \r\n" * 12,
+    "def f(x):\n" + "    \n" * 30 + "    return “x” + ‘y’  # 引用 😀",
+    "„Anführungszeichen“ und ‚einfache‘, 『括弧』と「かぎ」, ¿qué? ¡sí! … 🎈🎈🎈",
+]
+
+
+def multibyte_corpus(path: Path) -> Path:
+    """The :data:`MULTIBYTE` documents as a JSONL corpus (a whitespace-only document needs JSONL)."""
+    import json
+
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in MULTIBYTE * 2), encoding="utf-8")
+    return path

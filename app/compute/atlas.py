@@ -122,7 +122,7 @@ def atlas_head(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head
                     "metric": metric,
                     "value": row["value"],
                     "text": row["text"],
-                    "query": _query_token(tokenizer, row["text"], row["query_start"]),
+                    "query": _query_token(tokenizer, row),
                     "query_start": row["query_start"],
                     "query_end": row["query_end"],
                     "token": row["token"],
@@ -136,11 +136,19 @@ def atlas_head(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head
     return {"atlas": atlas_id, "layer": layer, "head": head, "metrics": per_metric, "exemplars": exemplars}
 
 
-def _query_token(tokenizer, text: str, start: int) -> int | None:
-    """The index of the token of ``text`` that covers character ``start`` (a BOS, covering nothing, skipped)."""
+def _query_token(tokenizer, row: dict) -> int | None:
+    """The index of the exemplar's query among the tokens of its ``text``: the token with its id and
+    its span (the atlas cut the text so that its model's tokenizer reads it so, an earlier byte
+    piece of a character having an empty span); for another model's tokenizer the token that
+    covers the query's first character (a BOS, covering nothing, skipped)."""
     if tokenizer is None:
         return None
-    for i, (a, b) in enumerate(tokenizer.encode(text).offsets):
-        if a <= start < b:
+    enc = tokenizer.encode(row["text"])
+    span = (row["query_start"], row["query_end"])
+    for i, (token_id, offsets) in enumerate(zip(enc.ids, enc.offsets)):
+        if token_id == row["token_id"] and tuple(offsets) == span:
+            return i
+    for i, (a, b) in enumerate(enc.offsets):
+        if a <= span[0] < b:
             return i
     return None

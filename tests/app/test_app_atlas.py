@@ -156,3 +156,29 @@ def test_an_atlas_without_exemplars_has_no_queries_and_keys_to_project(tmp_path,
         r = c.get("/api/atlas/heads/0/0/qk")
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "atlas"]
         assert "--exemplars 0" in r.json()["detail"][0]["msg"]
+
+
+def test_every_exemplar_opens_at_its_query_token_over_multibyte_text(tmp_path, settings, checkpoint_dir):
+    """Over accents, curly quotes, CJK, emoji and whitespace-only stretches: every exemplar of every
+    head has a text that is not blank, and the served model's tokens of it have the query's token
+    (its id, as the atlas kept it) at ``query``."""
+    from tests.atlaskit import multibyte_corpus
+
+    out = atlas([multibyte_corpus(tmp_path / "c.jsonl")], tmp_path / "mb", checkpoint=checkpoint_dir, seq_len=24,
+                exemplars=4, progress=False)
+    kept = read_atlas(out)
+    with TestClient(create_app(settings.model_copy(update={"atlas": [out]}))) as c:
+        tokenizer = c.app.state.attnscope.service.loaded.tokenizer
+        seen = 0
+        for layer in kept.layers:
+            for head in range(kept.n_head):
+                card = c.get(f"/api/atlas/heads/{layer}/{head}").json()
+                ids = {(r["window"], r["position"]): r["token_id"] for rows in kept.exemplars[(layer, head)].values()
+                       for r in rows}
+                for ex in card["exemplars"]:
+                    seen += 1
+                    enc = tokenizer.encode(ex["text"])
+                    assert ex["text"].strip() and ex["query"] is not None, ex
+                    assert enc.ids[ex["query"]] == ids[(ex["window"], ex["position"])], ex
+                    assert enc.tokens[ex["query"]] == ex["token"], ex
+    assert seen > 0

@@ -26,6 +26,7 @@ from attnscope.model.hf import export_hf  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
+from tests.atlaskit import multibyte_corpus  # noqa: E402
 from tests.familykit import build  # noqa: E402
 
 DOCS = [
@@ -83,11 +84,19 @@ def row_metrics(A: np.ndarray, w: int) -> dict[str, np.ndarray]:
     }
 
 
+FIRST_ROW = {"first_token": 2, "previous_token": 2, "local_fraction": LOCAL}  # the others: row 1
+
+
 def reference(path, tokenizer, docs):
-    """Per metric (L, nh, R) row values over all windows, and each row's (window, position)."""
+    """Per metric (L, nh, R) row values over all windows and each row's (window, position), over the
+    rows the metric is measured on: t >= 1, and t >= 2 for first_token and previous_token (at t = 1
+    the previous token is the first), t >= LOCAL for local_fraction (a shorter row is all local)."""
     per_window = [row_metrics(eager(path, torch.tensor([w]))[0], LOCAL) for w in reference_windows(tokenizer, docs, SEQ_LEN)]
-    values = {m: np.concatenate([pw[m] for pw in per_window], axis=-1) for m in METRICS}
-    where = [(i, t) for i, pw in enumerate(per_window) for t in range(1, pw["self"].shape[-1] + 1)]
+    values, where = {}, {}
+    for m in METRICS:
+        first = FIRST_ROW.get(m, 1)
+        values[m] = np.concatenate([pw[m][..., first - 1 :] for pw in per_window], axis=-1)
+        where[m] = [(i, t) for i, pw in enumerate(per_window) for t in range(first, pw["self"].shape[-1] + 1)]
     return values, where
 
 
@@ -154,22 +163,67 @@ def test_exemplars_are_the_top_rows_of_eager_attention(models, tmp_path):
     for li, layer in enumerate(got.layers):
         for h in range(lm.facts.n_head):
             for m in METRICS[:1] + METRICS[2:]:
-                v = values[m][li, h]
-                order = sorted(range(len(v)), key=lambda r: (-v[r], where[r]))[:K]  # brute force: value, then earlier
+                v, rows_at = values[m][li, h], where[m]
+                order = sorted(range(len(v)), key=lambda r: (-v[r], rows_at[r]))[:K]  # brute force: value, then earlier
                 rows = got.exemplars[(layer, h)][m]
                 assert [r["rank"] for r in rows] == list(range(K))
                 for r, ex in zip(order, rows):
-                    at = where.index((ex["window"], ex["position"]))
+                    at = rows_at.index((ex["window"], ex["position"]))
                     assert abs(ex["value"] - v[r]) <= TOL and abs(v[at] - ex["value"]) <= TOL
                     if (np.abs(v - v[r]) <= TOL).sum() == 1:  # no near-tie, which float rounding could order either way
-                        assert (ex["window"], ex["position"]) == where[r]
+                        assert (ex["window"], ex["position"]) == rows_at[r]
                         isolated += 1
                     win = wins[ex["window"]]
                     assert ex["token_id"] == win[ex["position"]]
                     assert ex["text"][ex["query_start"] : ex["query_end"]] == lm.tokenizer.decode([ex["token_id"]])
-                    assert ex["context_start"] == max(0, ex["position"] - CONTEXT_BEFORE)
+                    assert max(0, ex["position"] - CONTEXT_BEFORE) <= ex["context_start"] <= ex["position"]
                     assert ex["text"].startswith(lm.tokenizer.decode(win[ex["context_start"] : ex["position"]]))
     assert isolated >= 0.5 * len(got.layers) * lm.facts.n_head * (len(METRICS) - 1) * K
+
+
+@pytest.mark.parametrize("name", ["shipped", "llama"])  # a byte-level BPE; SentencePiece with byte fallback and a BOS
+def test_every_exemplar_reads_back_as_its_own_tokens(name, models, tmp_path):
+    """Over accents, curly quotes, CJK, emoji and whitespace-only stretches, every exemplar's text
+    shows something, has whole characters only, and the model's tokenizer reads it with the query
+    as one token with its id and the span ``query_start:query_end``; a byte-level BPE reads it as
+    the window's own tokens from ``context_start`` (a SentencePiece tokenizer puts a "▁" before a
+    text that starts inside a word, which may merge with what follows, so not there). No
+    exemplar is a row where its metric is at its maximum by construction."""
+    lm, _ = models[name]
+    tok = lm.tokenizer
+    corpus = multibyte_corpus(tmp_path / "multibyte.jsonl")
+    atlas(corpus, tmp_path / "out", model=lm, seq_len=SEQ_LEN, batch_size=BATCH, local_window=LOCAL, exemplars=K)
+    got = read_atlas(tmp_path / "out")
+    wins = reference_windows(tok, list(open_corpus([corpus]).documents()), SEQ_LEN)
+    pieces = sum(1 for w in wins for i in w if _cut_character(tok.token_bytes(i)))
+    assert pieces > 0.1 * sum(map(len, wins))  # the corpus does split characters
+    head = [tok.bos_id] if tok.bos_id is not None else []
+    shown = 0
+    for per_metric in got.exemplars.values():
+        for metric, rows in per_metric.items():
+            for ex in rows:
+                shown += 1
+                text, win = ex["text"], wins[ex["window"]]
+                assert text.strip() and "\ufffd" not in text, ex
+                enc = tok.encode(text)
+                span = (ex["query_start"], ex["query_end"])
+                at = [i for i, (t, s) in enumerate(zip(enc.ids, enc.offsets))
+                      if t == ex["token_id"] and tuple(s) == span]
+                assert len(at) == 1, ex  # the query: one token of the text, with its id and its span
+                if name == "shipped":  # byte-level: the text is the window's tokens, exactly
+                    q = len(head) + ex["position"] - ex["context_start"]
+                    assert at == [q] and enc.ids == head + win[ex["context_start"] : q - len(head) + ex["context_start"]
+                                                               + len(enc.ids) - q], ex
+                assert ex["position"] >= FIRST_ROW.get(metric, 1), ex
+    assert shown >= 0.9 * len(got.layers) * lm.facts.n_head * (len(METRICS) - 1) * K
+
+
+def _cut_character(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def previous_token_model(tmp_path):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -46,3 +50,24 @@ def test_ray_gives_the_local_engines_atlas(local_ray, tmp_path):
     assert a.drop(["value"]).equals(b.drop(["value"]))
     np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-6)
     assert pq.read_table(tmp_path / "ray" / HEADS_FILE).num_rows == pq.read_table(tmp_path / "local" / HEADS_FILE).num_rows
+
+
+def test_a_ray_run_prints_only_the_atlas_on_stderr(tmp_path):
+    """``attnscope atlas --engine ray`` as a user runs it, Ray started by the atlas on this machine:
+    its stderr holds no warning or error line of Ray's C++ core worker (``[date time E pid tid]
+    core_worker.cc:...``), no token-authentication notice and no Ray Python log line at INFO or
+    above (the atlas's bar is off: no terminal). Ray's own C++ INFO line saying that it took its log
+    level from ``RAY_BACKEND_LOG_LEVEL`` remains (Ray prints it whenever that variable is set)."""
+    corpus = tmp_path / "docs.txt"
+    corpus.write_text("\n\n".join(DOCS) + "\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "attnscope.app.cli", "atlas", "--corpus", str(corpus), "--out", str(tmp_path / "out"),
+         "--seq-len", "32", "--batch-size", "3", "--engine", "ray"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    # C++ lines at W, E or F; Python log lines at INFO and above; anything on authentication
+    ray_lines = [line for line in run.stderr.splitlines()
+                 if re.search(r"^\[\S+ \S+ [WEF] \d+|\b(INFO|WARNING|ERROR)\b|[Aa]uthenticat", line)]
+    assert ray_lines == []
+    assert read_atlas(tmp_path / "out").meta["complete"]
