@@ -524,3 +524,25 @@ def np_float32(x: float) -> float:
     import struct
 
     return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_statistics_table_never_breaks_a_number(tab, width):
+    """Issue 32, item 6: at 390 px the table wrapped "32.00" as "32." over "00"; every number
+    stands on one line and the table stays inside its card."""
+    page = tab.page
+    page.set_viewport_size({"width": width, "height": 900})
+    tab.open("/#view=compare&text=" + quote("The doctor said she was right."))
+    page.wait_for_selector("[data-testid=stats-table] tbody td.num")
+    cells = page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid=stats-table] .num')].map((td) => {
+            const range = document.createRange();
+            range.selectNodeContents(td);
+            return [td.textContent, range.getClientRects().length];
+        })"""
+    )
+    numbers = [(text, lines) for text, lines in cells if any(c.isdigit() for c in text)]
+    assert numbers and all(lines == 1 for _, lines in numbers), numbers
+    table = page.get_by_test_id("stats-table").bounding_box()
+    card = page.locator("[data-testid=stats-table]").locator("xpath=..").bounding_box()
+    assert table["x"] + table["width"] <= card["x"] + card["width"] + 0.5 and table["x"] + table["width"] <= width
