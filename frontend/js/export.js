@@ -4,8 +4,12 @@
 import { errorText, postJSON } from "./api.js";
 import { downloadBlob } from "./dom.js";
 import { blockSpan, headData } from "./pooled.js";
-import { exactHeadRequest, exportRequest, exportTitle } from "./requests.js";
+import { detailRequest, exactHeadRequest, exportRequest, exportTitle } from "./requests.js";
 import { currentDetail, currentGrid, toHash } from "./state.js";
+
+/** Every number of a CSV: the server's float32, written to the 9 significant digits that give it back exactly. */
+export const CSV_PRECISION = "float32 from the server, 9 significant digits (exact)";
+const num = (v) => (v === null || v === undefined ? "" : String(Number(v.toPrecision(9))));
 
 const csvField = (v) => {
   if (v === null || v === undefined) return "";
@@ -18,11 +22,11 @@ const EXACT_CSV_PAIRS = 1 << 20;
 
 /**
  * The chosen head as long-format CSV: one line per (query, key) pair with the mask, the
- * weights, scaled and unscaled, and the raw and scaled scores.
+ * weights, scaled and unscaled, and the raw and scaled scores; a first line says the precision.
  */
 export function headCsv({ tokens, mask, pattern, patternUnscaled, raw, scaled, layer, head }) {
   const columns = ["layer", "head", "query_index", "query_token", "key_index", "key_token", "mask", "pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores"];
-  const lines = [columns.join(",")];
+  const lines = [`# numbers: ${CSV_PRECISION}`, columns.join(",")];
   const T = tokens.length;
   for (let i = 0; i < T; i++) {
     for (let j = 0; j < T; j++) {
@@ -35,10 +39,10 @@ export function headCsv({ tokens, mask, pattern, patternUnscaled, raw, scaled, l
           j,
           csvField(tokens[j]),
           mask[i][j],
-          pattern[i][j],
-          patternUnscaled ? patternUnscaled[i][j] : "",
-          raw ? csvField(raw[i][j]) : "",
-          scaled ? csvField(scaled[i][j]) : "",
+          num(pattern[i][j]),
+          patternUnscaled ? num(patternUnscaled[i][j]) : "",
+          raw ? num(raw[i][j]) : "",
+          scaled ? num(scaled[i][j]) : "",
         ].join(","),
       );
     }
@@ -52,12 +56,12 @@ export function headCsv({ tokens, mask, pattern, patternUnscaled, raw, scaled, l
  */
 export function pooledCsv({ T, block, mask, pattern, raw, scaled, layer, head }) {
   const columns = ["layer", "head", "query_start", "query_end", "key_start", "key_end", "mask", "pattern_max", "attn_scores_raw_max", "attn_scores_max"];
-  const lines = [columns.join(",")];
+  const lines = [`# numbers: ${CSV_PRECISION}`, columns.join(",")];
   pattern.forEach((row, i) => {
     const [q0, q1] = blockSpan(T, block, i);
     row.forEach((w, j) => {
       const [k0, k1] = blockSpan(T, block, j);
-      lines.push([layer, head, q0, q1, k0, k1, mask[i][j], w, raw ? csvField(raw[i][j]) : "", scaled ? csvField(scaled[i][j]) : ""].join(","));
+      lines.push([layer, head, q0, q1, k0, k1, mask[i][j], num(w), raw ? num(raw[i][j]) : "", scaled ? num(scaled[i][j]) : ""].join(","));
     });
   });
   return lines.join("\n") + "\n";
@@ -115,7 +119,9 @@ export function installExport({ state, els }) {
     if (!kind) return;
     const { layer, head } = state;
     try {
-      const d = kind === "fetch" ? headData(await postJSON("/api/attention", exactHeadRequest(state))) : headData(currentDetail(state));
+      // fetched at float32 whatever the page holds (f2 for a long text): one precision in every CSV
+      const request = kind === "pooled" ? { ...detailRequest(state), precision: "f4", top_k: 0 } : exactHeadRequest(state);
+      const d = headData(await postJSON("/api/attention", request));
       download(`attnscope-L${layer}H${head}${kind === "pooled" ? "-pooled" : ""}.csv`, csvOf(d, layer, head), "text/csv");
       if (kind !== "exact") toast(CSV_TITLES[kind].replace("CSV of the chosen head", `Exported L${layer} · H${head}`));
     } catch (err) {

@@ -78,8 +78,8 @@ export function installGenerate(app) {
   const { "generate-run": button, "generate-count": count, "generate-mode": mode, "generate-status": status, "generate-note": note, "generate-strip": strip } =
     parts;
   const sampling = { on: parts["generate-sample"], box: parts["generate-sampling"], top_k: parts["generate-topk"], top_p: parts["generate-topp"], seed: parts["generate-seed"] };
-  // the inputs write the state (and so the link); draw() writes them back from it. A bad value
-  // is left out of the request (the server's default applies) and the note says so.
+  // the inputs write the state (and so the link); draw() writes them back from it. While a value
+  // is bad, Continue refuses to start (as the server would) and the note names the field.
   let samplingProblems = [];
   const readSampling = () => {
     const checked = checkSampling({ top_k: sampling.top_k.value, top_p: sampling.top_p.value, seed: sampling.seed.value });
@@ -123,6 +123,7 @@ export function installGenerate(app) {
       setText(status, "Type a text first: Continue adds tokens after it.");
       return;
     }
+    if (samplingProblems.length) return; // the note names the bad field; the button is off meanwhile
     const n = Math.min(most() ?? Infinity, Math.max(1, Number.parseInt(count.value, 10) || 20));
     controller = new AbortController();
     const run = { steps: [], mode: mode.value, running: true, reason: null, error: null, inputs: null };
@@ -203,7 +204,9 @@ export function installGenerate(app) {
     const run = state.generation;
     const changed = run?.inputs ? changedInputs(run.inputs, state) : [];
     box.classList.toggle("stale", changed.length > 0);
-    const notes = [...samplingProblems.map((p) => `Sampling: ${p}.`)];
+    const notes = samplingProblems.map((p) => `Sampling: ${p}; Continue starts once it is.`);
+    button.disabled = !controller && samplingProblems.length > 0;
+    button.title = button.disabled ? `Not started: ${samplingProblems.join("; ")}` : "";
     if (changed.length) notes.push(`${outOfDateWords(changed, "this strip was generated")} Continue generates from the text as it is now.`);
     if (run && whatIfOn(state)) notes.push("Generation runs the model as trained (causal mask on, its own scaling): the what-if switches do not apply to it.");
     setText(note, notes.join(" "));

@@ -129,6 +129,9 @@ els.cards.push(
   installGenerate(app),
   { draw: () => renderExport(state, els) },
 );
+// the top bar grows a row for the picker or a long badge: the sticky view bar stays below it
+const topbar = document.querySelector(".topbar");
+new ResizeObserver(() => document.documentElement.style.setProperty("--topbar-height", `${topbar.offsetHeight}px`)).observe(topbar);
 
 // A read-only handle for tests and the benchmark.
 window.attnscope = {

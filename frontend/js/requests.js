@@ -122,14 +122,15 @@ export function detailRequest(state) {
   };
 }
 
-/** Body of the chosen head's exact matrices, in plain JSON, whatever the heatmap draws (the CSV export of a pooled head). */
+/** Body of the chosen head's exact matrices as float32, whatever the heatmap draws (the CSV export). */
 export function exactHeadRequest(state) {
   return {
     text: state.text,
     layers: [state.layer],
     heads: [state.head],
     include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores"],
-    encoding: "json",
+    encoding: "b64",
+    precision: "f4", // the plain JSON encoding rounds weights to 5 decimals: 3e-7 would be 0
     causal: state.causal,
     ablate: state.ablate,
     scale: scaleParam(state),

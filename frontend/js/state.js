@@ -201,8 +201,8 @@ const SAMPLING_RULES = {
 
 /**
  * Sampling settings as typed (strings; "" or absent: not set) -> `{sampling, problems}`: each
- * valid value kept, each bad one left out (the server's default applies) and named in `problems`,
- * e.g. "top-p 1.5 is not a number above 0 and at most 1: ignored".
+ * valid value kept, each bad one left out and named in `problems`, e.g. "top-p 1.5 is not a
+ * number above 0 and at most 1" (Continue refuses to start while there is one).
  */
 export function checkSampling(raw) {
   const sampling = { on: true, top_k: null, top_p: null, seed: null };
@@ -212,7 +212,7 @@ export function checkSampling(raw) {
     if (text === "") continue;
     const value = rule.parse(text);
     if (rule.ok(value)) sampling[name] = value;
-    else problems.push(`${name.replace("_", "-")} ${text} is not ${rule.words}: ignored`);
+    else problems.push(`${name.replace("_", "-")} ${text} is not ${rule.words}`);
   }
   return { sampling, problems };
 }

@@ -16,8 +16,11 @@ export const needs = ["grid"];
 
 let app = null;
 
-const neuronKey = (state, query) =>
-  JSON.stringify([state.model?.name, state.text, state.layer, state.head, query, state.neuronKey, state.causal, scaleParam(state), offParam(state.ablate)]);
+const neuronKey = (state, query, key) =>
+  JSON.stringify([state.model?.name, state.text, state.layer, state.head, query, key, state.causal, scaleParam(state), offParam(state.ablate)]);
+
+/** The chosen key inside a text of `T` tokens: past its end, the last token (as the query is); null: the heaviest. */
+export const chosenKey = (state, T) => (state.neuronKey === null ? null : Math.min(state.neuronKey, T - 1));
 
 /** The key picker: a token, or "the heaviest" (the server's choice). */
 export function install(a) {
@@ -28,9 +31,9 @@ export function install(a) {
   });
 }
 
-/** Ask for q, k and q ⊙ k of the chosen head, `query` and the state's key. */
-function ask(state, query, key) {
-  const pair = state.neuronKey === null ? { query } : { query, key: state.neuronKey };
+/** Ask for q, k and q ⊙ k of the chosen head, `query` and `keyPos` (null: the heaviest); `key` names the answer. */
+function ask(state, query, keyPos, key) {
+  const pair = keyPos === null ? { query } : { query, key: keyPos };
   const body = { text: state.text, layer: state.layer, head: state.head, ...pair, causal: state.causal, scale: scaleParam(state), ablate: state.ablate };
   askInto(app, "neuron", key, "/api/neuron", body);
 }
@@ -111,16 +114,24 @@ function fillKeys(tokens, chosen) {
 export function draw(state) {
   const tokens = currentGrid(state)?.tokens; // the current text's, never the last text's
   if (!tokens?.length) return false;
-  fillKeys(tokens, state.neuronKey);
+  const keyPos = chosenKey(state, tokens.length);
+  fillKeys(tokens, keyPos);
   const query = selectedPosition(state, tokens.length);
-  const key = neuronKey(state, query);
+  const key = neuronKey(state, query, keyPos);
   if (state.neuron?.key !== key) {
-    if (app) ask(state, query, key);
+    if (app) ask(state, query, keyPos, key);
     return false;
   }
   const { response, error } = state.neuron;
   setText(byId("neuron-caption"), error ? `Could not compute: ${error}` : response ? neuronWords(response) : "computing…");
-  if (!response) return false;
-  drawPlot(byId("neuron-plot"), key, () => neuronFigure(response), "attnscope-q-k");
+  const plot = byId("neuron-plot");
+  if (!response) {
+    if (error && plot.dataset.signature) {
+      window.Plotly?.purge(plot); // no bars left standing under an error: they would be another text's
+      delete plot.dataset.signature;
+    }
+    return false;
+  }
+  drawPlot(plot, key, () => neuronFigure(response), "attnscope-q-k");
   return true;
 }

@@ -54,13 +54,20 @@ export function install(app) {
   });
 }
 
+/** The figure's height for `rows` layers: one labelled row of at least ROW_PX each, never under the card's 440 px. */
+const ROW_PX = 24;
+export const rolesHeight = (rows) => Math.max(440, 40 + rows * ROW_PX);
+
 /** Draw the view from GET /api/heads (asked once, at start); false until it answered. */
 export function draw(state) {
   fillRoles(state);
   const roles = state.roles;
   if (!roles) return false;
+  const plot = byId("head-roles");
+  const height = `${rolesHeight(roles.scores.filter((row) => row).length)}px`;
+  if (plot.style.height !== height) plot.style.height = height; // sized by the layer count, so every row has its label
   drawPlot(
-    byId("head-roles"),
+    plot,
     `${idOf(roles)}|${state.role}|${state.layer}|${state.head}`,
     () => rolesFigure({ roles: roles.roles, scores: roles.scores, role: state.role, selected: { layer: state.layer, head: state.head } }),
     `attnscope-roles-${state.role}`,
@@ -105,7 +112,7 @@ export function rolesFigure({ roles, scores, role, selected }) {
         xgap: 3,
         ygap: 3,
         texttemplate: "%{z:.2f}",
-        textfont: { size: 13 },
+        textfont: { size: layers.length > 12 ? 11 : 13 }, // a row of ROW_PX holds an 11 px number
         hovertemplate: `%{y} · %{x}<br>${role.replace("_", " ")} score %{z:.3f}<extra>click to open</extra>`,
         colorbar: { title: { text: "score", side: "right", font: { size: 11 } }, thickness: 12, outlinewidth: 0 },
       },
@@ -121,6 +128,7 @@ export function rolesFigure({ roles, scores, role, selected }) {
       },
       yaxis: {
         autorange: "reversed",
+        dtick: 1, // every layer named: Plotly would name every other one past ~20 rows
         showgrid: false,
         zeroline: false,
         ticks: "",

@@ -39,6 +39,13 @@ function ask(state, key) {
   askInto(app, "texts", key, "/api/compare-texts", body);
 }
 
+/** A heatmap with its title in a band of its own above the key axis's title (at 390 px they overlapped). */
+const TITLE_BAND = 22;
+function titled(fig) {
+  fig.layout.margin = { ...fig.layout.margin, t: fig.layout.margin.t + TITLE_BAND };
+  return fig;
+}
+
 /** The difference, second text minus first, on a diverging scale centred on 0 (the server's range). */
 export function differenceFigure({ tokens, difference, mask, range, layer, head }) {
   const labels = tokens.map((t, i) => `${i} ${t}`);
@@ -96,8 +103,8 @@ export function draw(state) {
   const reflowed = diffBox.hidden !== (response.difference === null);
   diffBox.hidden = response.difference === null;
   const [boxA, boxB] = [byId("texts-a"), byId("texts-b")];
-  drawPlot(boxA, `${key}|a`, () => headHeatmapFigure({ tokens: a.tokens, pattern: a.pattern, mask: a.mask, ...head, title: "first text" }), "attnscope-text-a");
-  drawPlot(boxB, `${key}|b`, () => headHeatmapFigure({ tokens: b.tokens, pattern: b.pattern, mask: b.mask, ...head, title: "second text" }), "attnscope-text-b");
+  drawPlot(boxA, `${key}|a`, () => titled(headHeatmapFigure({ tokens: a.tokens, pattern: a.pattern, mask: a.mask, ...head, title: "first text" })), "attnscope-text-a");
+  drawPlot(boxB, `${key}|b`, () => titled(headHeatmapFigure({ tokens: b.tokens, pattern: b.pattern, mask: b.mask, ...head, title: "second text" })), "attnscope-text-b");
   if (reflowed && window.Plotly) for (const box of [boxA, boxB]) window.Plotly.Plots.resize(box);
   if (response.difference !== null) {
     const range = Math.max(response.max_abs_difference, 1e-6);

@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import FILLER, post_json
+from attnscope_live import FILLER, post_json, text_of_tokens
 
 pytestmark = pytest.mark.browser
 
@@ -486,3 +486,63 @@ def test_any_figure_downloads_as_svg(tab):
     svg = Path(info.value.path()).read_text()
     assert info.value.suggested_filename.endswith(".svg")
     assert svg.lstrip().startswith("<svg") and "<image" in svg  # Plotly's SVG of a heatmap embeds its cells
+
+
+def _float32s(spec: dict) -> list[float]:
+    """A b64 matrix of the answer ({dtype: f4, bdata, shape}) as a flat list of its float32 values."""
+    import base64
+    import struct
+
+    data = base64.b64decode(spec["bdata"])
+    return list(struct.unpack(f"<{len(data) // 4}f", data))
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_csv_holds_the_servers_float32_weights_whatever_the_page_fetched(tab, width):
+    """Issue 32, item 7: at 390 px this text's heatmap is max-pooled, at 1280 px it is not; the CSV
+    of the same head is the same either way: every weight the server's float32 (not rounded to 5 decimals),
+    at the precision its first line states."""
+    page = tab.page
+    page.set_viewport_size({"width": width, "height": 900})
+    text = text_of_tokens(tab.base_url, 230)
+    tab.open("/#layer=1&head=2&text=" + quote(text))
+    body = {"text": text, "layers": [1], "heads": [2], "include": ["pattern"], "encoding": "b64", "precision": "f4"}
+    served = _float32s(post_json(tab.base_url + "/api/attention", {**body, "top_k": 0})["layers"][0]["heads"][0]["pattern"])
+    with page.expect_download() as info:
+        page.locator("#download-csv").click()
+    lines = Path(info.value.path()).read_text().splitlines()
+    assert lines[0] == "# numbers: float32 from the server, 9 significant digits (exact)"
+    assert lines[1].startswith("layer,head,query_index,query_token,key_index,key_token,mask,pattern,")
+    weights = [float(line.rsplit(",", 5)[-4]) for line in lines[2:]]
+    assert len(weights) == len(served) == 230 * 230
+    assert [np_float32(w) for w in weights] == served  # each written weight reads back as the server's float32
+    assert any(w != round(w, 5) for w in served)  # weights that 5 decimals would change
+
+
+def np_float32(x: float) -> float:
+    """``x`` rounded to float32, as a Python float."""
+    import struct
+
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_statistics_table_never_breaks_a_number(tab, width):
+    """Issue 32, item 6: at 390 px the table wrapped "32.00" as "32." over "00"; every number
+    stands on one line and the table stays inside its card."""
+    page = tab.page
+    page.set_viewport_size({"width": width, "height": 900})
+    tab.open("/#view=compare&text=" + quote("The doctor said she was right."))
+    page.wait_for_selector("[data-testid=stats-table] tbody td.num")
+    cells = page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid=stats-table] .num')].map((td) => {
+            const range = document.createRange();
+            range.selectNodeContents(td);
+            return [td.textContent, range.getClientRects().length];
+        })"""
+    )
+    numbers = [(text, lines) for text, lines in cells if any(c.isdigit() for c in text)]
+    assert numbers and all(lines == 1 for _, lines in numbers), numbers
+    table = page.get_by_test_id("stats-table").bounding_box()
+    card = page.locator("[data-testid=stats-table]").locator("xpath=..").bounding_box()
+    assert table["x"] + table["width"] <= card["x"] + card["width"] + 0.5 and table["x"] + table["width"] <= width

@@ -229,12 +229,13 @@ def test_the_csv_of_a_pooled_head_is_the_exact_head_or_the_blocks_shown_and_says
     assert page.evaluate("() => window.attnscope.state.detail.response.focus.thumbnail.block") > 1  # drawn pooled
     lines, title = csv_download(page)
     assert "fetched exactly" in title
-    assert lines[0].startswith("layer,head,query_index,query_token,key_index,key_token,mask,pattern")
-    assert len(lines) == 1 + T * T
+    assert lines[0].startswith("# numbers: float32")  # the precision, stated first
+    assert lines[1].startswith("layer,head,query_index,query_token,key_index,key_token,mask,pattern")
+    assert len(lines) == 2 + T * T
     assert "fetched exactly" in page.locator("#toast").inner_text()
     # the exact weights: each query's row sums to 1
     sums = {}
-    for line in lines[1:]:
+    for line in lines[2:]:
         cells = line.rsplit(",", 5)  # the token fields may hold commas; the last six do not
         query = int(line.split(",")[2])
         sums[query] = sums.get(query, 0.0) + float(cells[-4])
@@ -246,9 +247,10 @@ def test_the_csv_of_a_pooled_head_is_the_exact_head_or_the_blocks_shown_and_says
     m = math.ceil(long_server.n_tokens / focus["block"])
     lines, title = csv_download(page)
     assert "max-pooled block" in title
-    assert lines[0] == "layer,head,query_start,query_end,key_start,key_end,mask,pattern_max,attn_scores_raw_max,attn_scores_max"
-    assert len(lines) == 1 + m * m
-    first, last = lines[1].split(","), lines[-1].split(",")
+    assert lines[0].startswith("# numbers: float32")
+    assert lines[1] == "layer,head,query_start,query_end,key_start,key_end,mask,pattern_max,attn_scores_raw_max,attn_scores_max"
+    assert len(lines) == 2 + m * m
+    first, last = lines[2].split(","), lines[-1].split(",")
     assert first[2:6] == ["0", str(focus["block"]), "0", str(focus["block"])]
     assert last[3] == last[5] == str(long_server.n_tokens)
     assert page.errors == []

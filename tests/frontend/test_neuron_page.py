@@ -33,3 +33,28 @@ def test_q_k_and_their_product_are_the_servers(tab, width):
     box = page.get_by_test_id("neuron-plot").bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= width
     assert not tab.unexpected_console_errors()
+
+
+def test_a_shorter_text_keeps_the_key_inside_it(tab):
+    """Issue 32, item 4: a key past the new text's end is clamped to its last token (as the query
+    is), the picker shows it and the bars are the server's for it, never the old text's bars
+    under an error."""
+    page = tab.page
+    long_text = "The cat sat on the mat. " * 5
+    tab.open("/#view=neuron&layer=1&head=2&text=" + quote(long_text))
+    page.wait_for_function("() => document.querySelector('[data-testid=neuron-plot]')?.data")
+    page.get_by_test_id("neuron-key").select_option("30")
+    page.wait_for_function("() => window.attnscope.state.neuron?.response?.key === 30")
+    short = "The cat sat"
+    page.get_by_test_id("text-input").fill(short)
+    page.get_by_test_id("text-input").press("Enter")
+    page.wait_for_function(f"() => window.attnscope.state.text === {short!r}")
+    tab.settle()
+    T = len(tab.tokens())
+    page.wait_for_function(f"() => window.attnscope.state.neuron?.response?.key === {T - 1}")
+    tab.settle()
+    assert page.get_by_test_id("neuron-key").input_value() == str(T - 1)
+    assert "Could not compute" not in page.get_by_test_id("neuron-caption").inner_text()
+    served = post_json(tab.base_url + "/api/neuron", {"text": short, "layer": 1, "head": 2, "query": T - 1, "key": T - 1})
+    assert [trace["y"] for trace in tab.figure("neuron-plot")["data"]] == [served["q"], served["k"], served["q_times_k"]]
+    assert not tab.unexpected_console_errors()

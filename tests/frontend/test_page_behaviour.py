@@ -375,24 +375,36 @@ def test_a_new_link_forgets_what_the_last_link_said(tab):
     assert not page.get_by_test_id("generate-sample").is_checked()
 
 
-def test_a_bad_sampling_value_is_left_out_and_said(tab):
+def test_a_bad_sampling_value_stops_continue_and_is_named(tab):
+    """Issue 32, item 8: a bad top-k or top-p keeps Continue from starting (no request leaves, as
+    the server would refuse it) and the note names the field; a good value lets it start."""
     tab.open("/#text=" + quote("The cat sat on the mat.") + "&sample=1")
     page = tab.page
-    topp = page.get_by_test_id("generate-topp")
-    topp.fill("1.5")
-    topp.dispatch_event("change")
-    note = page.get_by_test_id("generate-note")
-    assert note.is_visible() and "top-p 1.5 is not a number above 0 and at most 1: ignored" in note.inner_text()
     bodies = []
     page.on("request", lambda r: bodies.append(r.post_data_json) if r.url.endswith("/api/generate") else None)
     page.get_by_test_id("generate-count").fill("1")
-    page.get_by_test_id("generate-run").click()
-    page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
-    assert bodies and "top_p" not in bodies[-1] and bodies[-1]["do_sample"] is True
-    assert topp.input_value() == "1.5"  # what was typed stays beside the note
-    topp.fill("0.5")
-    topp.dispatch_event("change")
+    note = page.get_by_test_id("generate-note")
+    run = page.get_by_test_id("generate-run")
+    for testid, bad, words in (
+        ("generate-topp", "1.5", "top-p 1.5 is not a number above 0 and at most 1"),
+        ("generate-topk", "0", "top-k 0 is not a whole number from 1 to 2147483647"),
+    ):
+        box = page.get_by_test_id(testid)
+        box.fill(bad)
+        box.dispatch_event("change")
+        assert note.is_visible() and words in note.inner_text() and "ignored" not in note.inner_text()
+        run.click(force=True)  # a click on the refusing button starts nothing
+        page.wait_for_timeout(300)
+        assert bodies == [] and page.evaluate("() => window.attnscope.state.generation") is None
+        assert box.input_value() == bad  # what was typed stays beside the note
+        box.fill("")
+        box.dispatch_event("change")
+    page.get_by_test_id("generate-topp").fill("0.5")
+    page.get_by_test_id("generate-topp").dispatch_event("change")
     assert "top-p" not in note.inner_text()
+    run.click()
+    page.wait_for_function("() => document.querySelector('[data-testid=generate]').dataset.reason !== undefined")
+    assert bodies and bodies[-1]["top_p"] == 0.5 and bodies[-1]["do_sample"] is True
 
 
 def test_at_390_px_the_pipeline_stands_in_two_rows_and_the_toggles_take_a_finger(tab):

@@ -44,3 +44,28 @@ def test_two_texts_and_their_difference_are_the_servers(tab, width):
     assert "text_b is" in page.get_by_test_id("texts-caption").inner_text()
     assert page.get_by_test_id("texts-plots").is_hidden()
     assert not tab.unexpected_console_errors(allowed=("422",))  # the refused text_b, said on the page
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_titles_stand_clear_of_the_axis_and_its_labels(tab, width):
+    """Issue 32, item 6: at 390 px "first text" overlapped "key (attended to)" and the token labels."""
+    page = tab.page
+    page.set_viewport_size({"width": width, "height": 1000})
+    tab.open("/#view=texts&layer=2&head=1&text=" + quote(A) + "&textb=" + quote(B))
+    page.wait_for_function("() => document.querySelector('[data-testid=texts-diff]')?.data")
+    for testid in ("texts-a", "texts-b"):
+        boxes = page.evaluate(
+            """(id) => {
+                const gd = document.querySelector(`[data-testid=${id}]`);
+                const box = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+                return {title: box(gd.querySelector('.gtitle')), axis: box(gd.querySelector('.xtitle')),
+                        ticks: [...gd.querySelectorAll('.xtick text')].map(box)};
+            }""",
+            testid,
+        )
+
+        def overlap(a, b):
+            return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+        assert not overlap(boxes["title"], boxes["axis"]), boxes
+        assert boxes["ticks"] and not any(overlap(boxes["title"], t) or overlap(boxes["axis"], t) for t in boxes["ticks"])
