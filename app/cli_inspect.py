@@ -62,7 +62,7 @@ def add_inspect_command(sub) -> None:
     ins.add_argument(
         "--scale", type=_scale, default="model", help="model (its own divisor, default), sqrt_dk, none or a number"
     )
-    ins.add_argument("--top-k", type=int, default=5, help="next-token predictions shown per position (0..50, default 5)")
+    ins.add_argument("--top-k", type=int, default=5, help="next-token predictions per position (0..50, default 5)")
     ins.add_argument(
         "--temperature", type=float, default=1.0, help="softmax temperature of those predictions (default 1.0)"
     )

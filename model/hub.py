@@ -105,7 +105,8 @@ def download_problem(e: Exception, repo: str, revision: str | None) -> str:
         return f"{repo} has no revision {revision}"
     if isinstance(e, HfHubHTTPError) and getattr(e.response, "status_code", None):
         return f"the Hub answered HTTP {e.response.status_code}"
-    if isinstance(e, (LocalEntryNotFoundError, ConnectionError, TimeoutError, OSError)) or "connect" in type(e).__name__.lower():
+    unreachable = (LocalEntryNotFoundError, ConnectionError, TimeoutError, OSError)
+    if isinstance(e, unreachable) or "connect" in type(e).__name__.lower():
         # huggingface_hub reports an unreachable Hub as LocalEntryNotFoundError (nothing cached either)
         host = os.environ.get("HF_ENDPOINT") or "huggingface.co"
         return f"the Hugging Face Hub ({host}) cannot be reached (no network?)"

@@ -172,6 +172,7 @@ def test_asking_for_the_served_model_while_another_loads_cancels_that_switch(off
         assert c.get("/api/models").json() == {**listed, "serving": started, "switch": None}
         assert c.post("/api/attention", json={"text": TEXT, "top_k": 1}).json()["model"]["name"] == started
         # nothing is pending now: the served model is just served, and a switch goes through
-        assert c.post("/api/model", json={"name": started}).json() == {"name": started, "status": "serving", "cancelled": None}
+        served = c.post("/api/model", json={"name": started}).json()
+        assert served == {"name": started, "status": "serving", "cancelled": None}
         assert c.post("/api/model", json={"name": "tiny-org/tiny-qwen"}).status_code == 202
         wait_for(c, lambda b: b["serving"] == "tiny-org/tiny-qwen" and b["switch"] is None)
