@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] == "train":
         from ..model.train import main as train_main
 
-        train_main(argv[1:], prog="attnscope train")
+        train_main(argv[1:], prog="attnscope train", parser=_Parser)
         return 0
     args = build_parser().parse_args(argv)
     try:

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import orjson
+
+from .cli_settings import Failure
 
 
 class UsageError(ValueError):
@@ -82,6 +85,10 @@ def _params(n: int | None) -> str:
 def cmd_models(args: argparse.Namespace) -> int:
     from ..model.catalog import find_models
 
+    for folder in args.dir:
+        if not Path(folder).expanduser().is_dir():
+            what = "not a folder" if Path(folder).expanduser().exists() else "no such folder"
+            raise Failure(f"--dir {folder}: {what}")
     found, looked = find_models(args.dir)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps({"models": found, "looked_in": looked}) + b"\n")

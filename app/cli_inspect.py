@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .cli_settings import EXIT_USAGE, Failure, add_model_options, check_device, command_settings
+from .cli_settings import EXIT_USAGE, Failure, add_model_options, check_checkpoint, check_device, command_settings
 
 if TYPE_CHECKING:
     from .schemas.attention import AttentionRequest
@@ -52,7 +52,7 @@ def _scale(value: str) -> str | float:
 
 def add_inspect_command(sub) -> None:
     ins = sub.add_parser("inspect", help="run a text through the model and summarise what each head does")
-    ins.add_argument("text")
+    ins.add_argument("text", help="the text to run through the model (quote it)")
     ins.add_argument("--json", action="store_true", help="print the JSON of POST /api/attention instead")
     add_model_options(ins)
     ins.add_argument("--layer", type=int, help="only this layer")
@@ -62,8 +62,10 @@ def add_inspect_command(sub) -> None:
     ins.add_argument(
         "--scale", type=_scale, default="model", help="model (its own divisor, default), sqrt_dk, none or a number"
     )
-    ins.add_argument("--top-k", type=int, default=5)
-    ins.add_argument("--temperature", type=float, default=1.0)
+    ins.add_argument("--top-k", type=int, default=5, help="next-token predictions per position (0..50, default 5)")
+    ins.add_argument(
+        "--temperature", type=float, default=1.0, help="softmax temperature of those predictions (default 1.0)"
+    )
     ins.set_defaults(func=cmd_inspect)
 
 
@@ -79,6 +81,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     settings = command_settings(args, ("checkpoint", "device", "dtype"), blank_is_unset=True)
     req = _request(args, settings)
     check_device(settings.device, bool(args.device))
+    check_checkpoint(settings, bool(args.checkpoint))
     try:
         lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
     except CheckpointError as e:

@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cli_settings import EXIT_USAGE, Failure, add_model_options, check_device, command_settings
+from .cli_settings import EXIT_USAGE, Failure, add_model_options, check_checkpoint, check_device, command_settings
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -45,6 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if problem:
         raise Failure(problem)
     check_device(settings.device, args.device is not None, refused=REFUSED)
+    check_checkpoint(settings, args.checkpoint is not None, refused=REFUSED)
     preflight(settings)
     run(settings, args.workers)
     return 0

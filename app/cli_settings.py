@@ -53,14 +53,23 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32; bf16/fp16 on a GPU")
 
 
-def validation_message(err: ValidationError) -> str:
-    """Pydantic's errors in one line: ``"port: Input should be ...; device: ..."``."""
+def validation_message(err: ValidationError, given: dict | None = None) -> str:
+    """Pydantic's errors in one line: ``"--port 70000: Input should be ...; ATTNSCOPE_DEVICE: ..."``,
+    each naming the option it came from (``given``: option name -> value), else the variable."""
     from .errors import clean_validation_errors
 
+    given = given or {}
     parts = []
     for item in clean_validation_errors(err.errors()):
-        loc = ".".join(str(p) for p in item["loc"] if p != "body")
-        parts.append(f"{loc}: {item['msg']}" if loc else item["msg"])
+        loc = [str(p) for p in item["loc"] if p != "body"]
+        name = loc[0] if loc else ""
+        if name in given:
+            where = f"--{name.replace('_', '-')} {given[name]}"
+        elif name:
+            where = f"ATTNSCOPE_{name.upper()}"
+        else:
+            where = ""
+        parts.append(f"{where}: {item['msg']}" if where else item["msg"])
     return "; ".join(parts)
 
 
@@ -91,7 +100,16 @@ def command_settings(
     try:
         return Settings(**given)
     except ValidationError as e:
-        raise Failure(f"invalid setting: {validation_message(e)}", EXIT_USAGE) from None
+        raise Failure(validation_message(e, given), EXIT_USAGE) from None
+
+
+def check_checkpoint(settings: Settings, given: bool, refused: str = "") -> None:
+    """Raise :class:`Failure` when the checkpoint named is not there at all (before anything reads it).
+    ``given``: it came from ``--checkpoint`` (else from ``ATTNSCOPE_CHECKPOINT``), as the line says."""
+    path = settings.checkpoint
+    if path is not None and not path.exists():
+        source = "--checkpoint" if given else "ATTNSCOPE_CHECKPOINT"
+        raise Failure(f"{refused}{source} {path}: no such file or folder")
 
 
 def check_device(device: str | None, given: bool, refused: str = "") -> None:

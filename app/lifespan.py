@@ -44,6 +44,7 @@ class AppState:
         self.started_with: dict | None = None  # the model the server started with, as GET /api/models lists models
         self.switch: dict | None = None  # a model being loaded in its place: {"name", "status", "error"}
         self.switch_lock = threading.Lock()
+        self.switch_job: dict | None = None  # the load running now: {"name", "cancelled"}, until its thread ends
         self.atlases: dict = {}  # id -> model.atlas_read.Atlas, read at start (--atlas DIR)
 
     @property

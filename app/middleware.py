@@ -4,14 +4,24 @@ Checked twice: from ``Content-Length`` before the app runs, and from the bytes a
 received, for chunked bodies (or a ``Content-Length`` that lies). When the stream runs
 over, the app's receive call fails; whatever response the app then tries to send is
 replaced by the 413, so the answer does not depend on how the app handles that failure.
+
+Before answering 413 the body is read and dropped (up to :data:`DRAIN_MAX` bytes, for at most
+:data:`DRAIN_SECONDS`): a client such as Python's ``http.client`` sends the whole body before it
+reads the answer, and a server that closes with bytes unread resets the connection, so that client
+would see a reset instead of the 413. A client that sent ``Expect: 100-continue`` is answered at once
+(reading would ask it for the body), and so is a body declared longer than ``DRAIN_MAX``.
 """
 
 from __future__ import annotations
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import error_item
 from .responses import dumps
+
+DRAIN_MAX = 8 << 20  # bytes of a refused body read and dropped so that its sender reads the 413
+DRAIN_SECONDS = 10.0  # and for no longer than this
 
 
 class BodyTooLarge(Exception):
@@ -49,6 +59,8 @@ class BodySizeLimitMiddleware:
             await self.app(scope, receive, send)
             return
         limit = self.max_body_bytes
+        headers = dict(scope.get("headers", ()))
+        expects_continue = headers.get(b"expect", b"").lower() == b"100-continue"
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -57,23 +69,33 @@ class BodySizeLimitMiddleware:
                     await self._send_error(send, 400, "Content-Length is not a number", "content_length_invalid")
                     return
                 if declared > limit:
+                    if not expects_continue and declared <= DRAIN_MAX:
+                        await _drain(receive, declared)
                     msg = f"the request body is {declared} bytes; the limit is {limit} bytes"
                     await self._send_error(send, 413, msg, "body_too_large", declared)
                     return
 
         received = 0
         over = False
+        ended = False  # the last body message came
         started = False
 
         async def limited_receive() -> Message:
-            nonlocal received, over
+            nonlocal received, over, ended
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                ended = not message.get("more_body", False)
                 if received > limit:
                     over = True
                     raise BodyTooLarge(f"request body over {limit} bytes")
             return message
+
+        async def refuse() -> None:
+            if not ended:
+                await _drain(receive, DRAIN_MAX - received)
+            msg = f"the request body is over the limit of {limit} bytes"
+            await self._send_error(send, 413, msg, "body_too_large", received)
 
         async def guarded_send(message: Message) -> None:
             nonlocal started
@@ -81,8 +103,7 @@ class BodySizeLimitMiddleware:
                 # the app answered after its body read failed: answer 413 instead, once
                 if message["type"] == "http.response.start" and not started:
                     started = True
-                    msg = f"the request body is over the limit of {limit} bytes"
-                    await self._send_error(send, 413, msg, "body_too_large", received)
+                    await refuse()
                 return
             if message["type"] == "http.response.start":
                 started = True
@@ -95,5 +116,17 @@ class BodySizeLimitMiddleware:
             if not over:
                 raise
             if not started:
-                msg = f"the request body is over the limit of {limit} bytes"
-                await self._send_error(send, 413, msg, "body_too_large", received)
+                await refuse()
+
+
+async def _drain(receive: Receive, budget: int) -> None:
+    """Read and drop the rest of the request body: at most ``budget`` bytes, for at most DRAIN_SECONDS."""
+    read = 0
+    with anyio.move_on_after(DRAIN_SECONDS):
+        while read < budget:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            read += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return

@@ -80,11 +80,37 @@ def resolve_hub(name: str) -> Path:
             )
         )
     except Exception as e:  # no network, no such repository, a gated one: each its own type
-        why = " ".join(str(e).split())[:200]
         raise CheckpointError(
-            f"cannot download {name} ({type(e).__name__}: {why}); it is not in the Hugging Face cache ({where}) "
-            f"either: run {fetch} where there is a network and copy the cache here, or pass --checkpoint DIR"
+            f"cannot download {name}: {download_problem(e, repo, revision)}; it is not in the Hugging Face cache "
+            f"({where}) either: run {fetch} where there is a network and copy the cache here, or pass --checkpoint DIR"
         ) from e
+
+
+def download_problem(e: Exception, repo: str, revision: str | None) -> str:
+    """Why huggingface_hub could not download ``repo``, in a few words of ours (its own messages run
+    to several lines of HTTP detail): the Hub out of reach, no such model or revision, a gated model."""
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if isinstance(e, GatedRepoError):
+        return f"{repo} is gated: accept its terms on huggingface.co, then log in here (hf auth login)"
+    if isinstance(e, RepositoryNotFoundError):
+        return f"the Hub has no model {repo} (or it is private: log in with hf auth login)"
+    if isinstance(e, RevisionNotFoundError):
+        return f"{repo} has no revision {revision}"
+    if isinstance(e, HfHubHTTPError) and getattr(e.response, "status_code", None):
+        return f"the Hub answered HTTP {e.response.status_code}"
+    unreachable = (LocalEntryNotFoundError, ConnectionError, TimeoutError, OSError)
+    if isinstance(e, unreachable) or "connect" in type(e).__name__.lower():
+        # huggingface_hub reports an unreachable Hub as LocalEntryNotFoundError (nothing cached either)
+        host = os.environ.get("HF_ENDPOINT") or "huggingface.co"
+        return f"the Hugging Face Hub ({host}) cannot be reached (no network?)"
+    return f"the download failed ({type(e).__name__})"
 
 
 def hub_name_of(path: Path) -> str | None:

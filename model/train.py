@@ -300,8 +300,9 @@ def bytes_per_token(tok: BPETokenizer, ids: np.ndarray, sample: int = 200_000) -
     return sum(len(tok.token_bytes(int(i))) for i in head) / max(1, len(head))
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> None:
-    ap = argparse.ArgumentParser(prog=prog, description="Train an attnscope model")
+def main(argv: list[str] | None = None, prog: str | None = None, parser=argparse.ArgumentParser) -> None:
+    """``parser``: the ArgumentParser class (``attnscope train`` passes its own, with one-line errors)."""
+    ap = parser(prog=prog, description="Train an attnscope model")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
     ap.add_argument("--corpus")
     ap.add_argument("--out")

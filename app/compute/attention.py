@@ -150,12 +150,14 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
         "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
     }
     # the T×T masks go with T×T matrices; an answer of thumbnails has them pooled (thumbnail.mask) instead
+    # thumbnails of no heads are none: such an answer is the one without `thumbnail` (its T×T mask, no pooled one)
+    pooled = bool(sel.thumbnail and sel.heads)
     full_matrices = bool(sel.fields & set(MATRIX_FIELDS)) or bool(cap.focus and not sel.focus_thumbnail)
-    full_masks = not sel.thumbnail or full_matrices
+    full_masks = not pooled or full_matrices
     first = cap.layers[0] if cap.layers else None
     if first is not None and full_masks:
         answer["mask"] = first.mask.astype(np.uint8)
-    if sel.thumbnail and first is not None:
+    if pooled and first is not None:
         block = thumbnail_block(len(result.token_ids), sel.thumbnail)
         answer["thumbnail"] = {"size": first.thumbnail_mask.shape[0], "block": block, "mask": first.thumbnail_mask}
     answer["layers"] = []

@@ -6,6 +6,10 @@ the current one keeps answering until the new one is loaded, then every new requ
 new one (requests already running finish on the old). The load runs in a thread; its progress is
 ``AppState.switch`` (``{"name", "status": "loading" | "failed", "error"}``), which ``GET
 /api/models`` reports.
+
+Asking for the served model while another loads cancels that switch (:func:`keep_serving`): the
+other model, once loaded, is dropped, never served. Until its load ends no other switch starts
+(409), so two models never load at once beside the served one.
 """
 
 from __future__ import annotations
@@ -61,23 +65,50 @@ def check_memory(entry: dict, dtype: str, device: torch.device, free: int | None
         )
 
 
+def keep_serving(state, name: str) -> dict | None:
+    """``name`` is the served model: cancel a pending switch, and say so; None if ``name`` is not served."""
+    with state.switch_lock:  # a load installs its model under this lock: what is served cannot change here
+        if state.service is None or state.service.info["name"] != name:
+            return None
+        job = state.switch_job
+        cancelled = None
+        if job is not None and not job["cancelled"]:
+            job["cancelled"] = True
+            cancelled = job["name"]
+            state.switch = None
+            log.info("attnscope: switch to %s cancelled: %s asked for, and served", cancelled, name)
+    return {"name": name, "status": "serving", "cancelled": cancelled}
+
+
 def start_switch(state, entry: dict, load) -> None:
-    """Load ``entry`` in a thread with ``load(path)`` -> Service; then serve it. 409 while another loads."""
+    """Load ``entry`` in a thread with ``load(path)`` -> Service; then serve it, unless cancelled
+    meanwhile (:func:`keep_serving`). 409 while another loads, cancelled or not."""
     with state.switch_lock:
-        if state.switch and state.switch["status"] == "loading":
-            raise ApiError(409, f"{state.switch['name']} is loading; one model at a time", loc=("body", "name"))
+        if state.switch_job is not None:
+            running = state.switch_job["name"]
+            why = "its switch was cancelled, and its load is finishing" if state.switch_job["cancelled"] else "loading"
+            raise ApiError(409, f"{running} is {why}; one model at a time", loc=("body", "name"))
+        job = {"name": entry["name"], "cancelled": False}
+        state.switch_job = job
         state.switch = {"name": entry["name"], "status": "loading", "error": None}
 
     def run() -> None:
         try:
             svc = load(Path(entry["path"]))
         except Exception as e:  # any failure is said, and the current model stays
-            state.switch = {"name": entry["name"], "status": "failed", "error": " ".join(str(e).split())[:400]}
-            log.warning("attnscope: could not switch to %s: %s", entry["name"], state.switch["error"])
+            with state.switch_lock:
+                state.switch_job = None
+                if not job["cancelled"]:
+                    state.switch = {"name": entry["name"], "status": "failed", "error": " ".join(str(e).split())[:400]}
+            log.warning("attnscope: could not switch to %s: %s", entry["name"], " ".join(str(e).split())[:400])
             return
-        state.service = svc  # every new request gets the new model; running ones finish on the old
-        state.switch = None
+        with state.switch_lock:
+            state.switch_job = None
+            if job["cancelled"]:
+                log.info("attnscope: %s loaded after its switch was cancelled: dropped", entry["name"])
+                return
+            state.service = svc  # every new request gets the new model; running ones finish on the old
+            state.switch = None
         log.info("attnscope: now serving %s", entry["name"])
 
     threading.Thread(target=run, name="attnscope-switch", daemon=True).start()
-

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 
 from ...model.checkpoint import pick_device
 from ..compute.models import local_models
-from ..compute.switch import available_bytes, check_memory, find_local, start_switch
+from ..compute.switch import available_bytes, check_memory, find_local, keep_serving, start_switch
 from ..deps import ERRORS_GET, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.model import HeadsResponse, ModelInfo, ModelsResponse, SwitchRequest, SwitchStatus
@@ -53,9 +53,10 @@ def models(state: StateDep) -> dict:
     "/api/model",
     status_code=202,
     response_model=SwitchStatus,
+    response_model_exclude_unset=True,  # `cancelled` goes with serving only
     responses={
         **ERRORS_GET,
-        409: {"description": "another model is loading"},
+        409: {"description": "another model is loading (or its cancelled load is finishing)"},
         422: {"description": "name is not a model on this machine (GET /api/models)"},
         507: {"description": "the model does not fit in memory beside the current one"},
     },
@@ -63,12 +64,14 @@ def models(state: StateDep) -> dict:
 def switch_model(body: SwitchRequest, state: StateDep, svc: ServiceDep) -> dict:
     """Serve another model of ``GET /api/models``: checked (on this machine, fits in memory beside the
     current one, which keeps answering), then loaded in the background; 202 at once. ``GET
-    /api/models`` says when it is served (``serving``) or why it failed (``switch``)."""
+    /api/models`` says when it is served (``serving``) or why it failed (``switch``). Naming the
+    served model cancels a switch in progress (``cancelled`` names it): that model is never served."""
     from ..lifespan import load_service
 
     entry = find_local(body.name, machine_models(state))
-    if entry["name"] == svc.info["name"]:
-        return {"name": entry["name"], "status": "serving"}
+    served = keep_serving(state, entry["name"])  # the served model: a switch pending is cancelled
+    if served is not None:
+        return served
     settings = state.settings
     device = pick_device(settings.device)
     check_memory(entry, settings.dtype, device, available_bytes(device))

@@ -299,7 +299,7 @@ class AttentionResponse(BaseModel):
         "T×T, 1 where the query may attend to the key (absent if no layer, and in an answer of thumbnails without "
         "T×T matrices: then `thumbnail.mask`)"
     )
-    thumbnail: ThumbnailInfo | None = optional_field("present when thumbnails were asked for")
+    thumbnail: ThumbnailInfo | None = optional_field("present when thumbnails were asked for and a head selected")
     layers: list[LayerView]
     focus: FocusView | None = optional_field("the focus head, when asked for")
     predictions: list[list[Prediction]] = Field(description="top_k next tokens after each position")

@@ -126,6 +126,9 @@ class SwitchRequest(Strict):
 class SwitchStatus(BaseModel):
     name: str
     status: Literal["loading", "serving"] = Field(description="loading: poll GET /api/models; serving: already served")
+    cancelled: str | None = optional_field(
+        "with serving (absent with loading): the model whose pending switch this request cancelled, null if none"
+    )
 
 
 class HeadsResponse(BaseModel):

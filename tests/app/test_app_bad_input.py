@@ -210,3 +210,49 @@ def test_any_other_value_error_is_our_bug_not_the_clients(settings, monkeypatch)
         r = c.post("/api/lessons/bag-of-words", json={})
         assert r.status_code == 500 and r.json() == {"detail": "internal server error"}
         assert c.get("/healthz").status_code == 200  # and it keeps serving
+
+
+# Empty lists, alone and together, with and without a thumbnail and a focus (pooled, a region or in full):
+# never a 500. An empty list selects nothing, and a thumbnail of nothing is no thumbnail at all.
+EMPTY_LISTS = [("layers",), ("heads",), ("include",), ("ablate",), ("layers", "heads", "include", "ablate")]
+FOCUS_KINDS = {
+    "no focus": None,
+    "focus in full": {"layer": 1, "head": 0},
+    "focus pooled": {"layer": 1, "head": 0, "thumbnail": 4},
+    "focus region, no fields": {"layer": 0, "head": 1, "region": [0, 2, 0, 2], "include": []},
+}
+
+
+@pytest.mark.parametrize("encoding", ["json", "b64"])
+@pytest.mark.parametrize("focus", list(FOCUS_KINDS.values()), ids=list(FOCUS_KINDS))
+@pytest.mark.parametrize("thumbnail", [None, 4], ids=["no thumbnail", "thumbnail 4"])
+@pytest.mark.parametrize("empty", EMPTY_LISTS, ids=["+".join(names) for names in EMPTY_LISTS])
+def test_empty_lists_select_nothing(client, empty, thumbnail, focus, encoding):
+    body = {"text": "hello there", "encoding": encoding, **{name: [] for name in empty}}
+    if focus is not None:
+        body["focus"] = focus
+    asked = {**body, "thumbnail": thumbnail} if thumbnail else body
+    r = post(client, "/api/attention", asked)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["ablate"] == []
+    assert ("focus" in answer) == (focus is not None)
+    if "layers" in empty:
+        assert answer["layers"] == []
+    selected = [head for layer in answer["layers"] for head in layer["heads"]]
+    if "heads" in empty:
+        assert selected == []
+    if "include" in empty:  # no fields: a head is its number, and its thumbnail where one was asked for
+        assert all(set(head) <= {"head", "thumbnail"} for head in selected)
+    if not selected:  # no head to pool: the same answer as without `thumbnail`
+        plain = post(client, "/api/attention", body)
+        assert plain.status_code == 200, plain.text
+        assert {**answer, "timing_ms": None} == {**plain.json(), "timing_ms": None}
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+def test_a_selection_of_no_tokens_combines_nothing(client, reduce):
+    body = {"text": "hello there", "layer": 0, "head": 0, "queries": [], "keys": [], "reduce": reduce, "ablate": []}
+    r = post(client, "/api/selection", body)
+    assert r.status_code == 200, r.text
+    assert r.json()["from_queries"] is None and r.json()["to_keys"] is None

@@ -357,7 +357,7 @@ def test_train_passes_its_arguments_through(monkeypatch):
     from attnscope.model import train
 
     seen = []
-    monkeypatch.setattr(train, "main", lambda argv=None, prog=None: seen.append(argv))
+    monkeypatch.setattr(train, "main", lambda argv=None, prog=None, parser=None: seen.append(argv))
     assert main(["train", "--preset", "tiny", "--max-steps", "3", "--out", "/tmp/x"]) == 0
     assert seen == [["--preset", "tiny", "--max-steps", "3", "--out", "/tmp/x"]]
 
@@ -444,3 +444,59 @@ def test_export_hf_files_follow_the_umask(checkpoint_dir, tmp_path):
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out").iterdir()}
     assert modes["model.safetensors"] == 0o644 == modes["config.json"]
+
+
+# ------------------------------------------------------------------ what a new user mistypes, as a real process
+
+
+def one_line_naming(result: subprocess.CompletedProcess, code: int, *named: str) -> str:
+    """The process exited ``code`` with one ``attnscope:`` line on stderr naming each of ``named``."""
+    lines = result.stderr.splitlines()
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("attnscope: "), lines
+    for part in named:
+        assert part in lines[0], (part, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "named"),
+    [
+        (["train", "--preset", "huge"], 2, ["--preset", "huge", "tiny"]),
+        (["serve", "--port", "70000"], 2, ["--port 70000", "65535"]),
+        (["serve", "--checkpoint", "/nonexistent/dir"], 1, ["--checkpoint /nonexistent/dir: no such file or folder"]),
+        (["inspect", "hi", "--checkpoint", "/nonexistent/dir"], 1, ["--checkpoint /nonexistent/dir: no such"]),
+        (["models", "--dir", "/nonexistent"], 1, ["--dir /nonexistent: no such folder"]),
+    ],
+    ids=["train preset", "serve port too big", "serve no checkpoint", "inspect no checkpoint", "models dir"],
+)
+def test_a_mistyped_command_is_one_line_naming_the_option(args, code, named, tmp_path):
+    result = run_cli(*args, env={"HF_HUB_CACHE": str(tmp_path / "hub"), "HOME": str(tmp_path)}, timeout=90)
+    one_line_naming(result, code, *named)
+    assert result.stdout == ""
+
+
+def test_a_hub_name_with_no_network_is_our_line_not_the_hubs(tmp_path):
+    """Not in the cache, HF_HUB_OFFLINE unset and the Hub out of reach (a closed port stands in for no
+    network): one line in attnscope's words, none of huggingface_hub's exception text."""
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    result = run_cli("inspect", "hi", "--model", "tiny-org/not-here", env=env, timeout=90)
+    line = one_line_naming(result, 1, "cannot download tiny-org/not-here", "cannot be reached", "hf download")
+    for raw in ("Error", "Errno", "snapshot folder", "Got:"):
+        assert raw not in line, line
+
+
+def test_every_option_of_every_command_says_what_it_is():
+    """`attnscope COMMAND --help` explains each option (and argument) it lists."""
+    import argparse
+
+    from attnscope.app.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    bare = [
+        f"{name} {' '.join(action.option_strings) or action.dest}"
+        for name, parser in commands.choices.items()
+        for action in parser._actions
+        if not action.help
+    ]
+    assert commands.choices and not bare, bare

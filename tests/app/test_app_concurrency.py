@@ -104,9 +104,13 @@ def test_chunked_body_over_the_limit_on_a_real_socket(live_server):
 
 
 def test_content_length_over_the_limit_answered_before_the_body(live_server):
-    """A declared size over the limit is refused without reading (or waiting for) the body."""
+    """A declared size past what the server drains (DRAIN_MAX) is refused without reading (or waiting
+    for) the body; a smaller one is read and dropped first (tests/app/test_app_middleware.py)."""
+    from attnscope.app.middleware import DRAIN_MAX
+
     head = (
-        b"POST /api/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n"
+        b"POST /api/attention HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % (DRAIN_MAX + 1)
     )
     raw = live_server.raw(head, timeout=5)  # would time out if the server waited for the body
     assert status_of(raw) == 413

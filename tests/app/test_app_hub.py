@@ -136,3 +136,43 @@ def test_a_model_that_fails_to_load_is_said_and_the_current_one_stays(checkpoint
         assert body["serving"] == started and body["switch"]["name"] == "tiny-org/broken"
         assert "tokenizer" in body["switch"]["error"] or "weights" in body["switch"]["error"]
         assert c.get("/api/model").json()["name"] == started
+
+
+def test_asking_for_the_served_model_while_another_loads_cancels_that_switch(offline_hub, checkpoint_dir, monkeypatch):
+    """Two switches race: A is served, B is loading, then A is asked for. The answer is "serving A"
+    naming the cancelled B, and it holds: B, once loaded, is dropped, never served. While B's load
+    finishes, another switch is a 409 (one load at a time); after it, switches work again."""
+    import threading
+
+    from attnscope.app import lifespan
+
+    release = threading.Event()
+    real_load = lifespan.load_service
+
+    def slow_load(settings):
+        assert release.wait(60)
+        return real_load(settings)
+
+    with TestClient(create_app(Settings(checkpoint=checkpoint_dir, device="cpu", torch_threads=1))) as c:
+        monkeypatch.setattr(lifespan, "load_service", slow_load)  # the switches' loads, not the start's
+        state = c.app.state.attnscope
+        started = c.get("/api/model").json()["name"]
+        r = c.post("/api/model", json={"name": "tiny-org/tiny-qwen"})
+        assert r.status_code == 202 and r.json()["status"] == "loading"
+        r = c.post("/api/model", json={"name": started})
+        assert r.status_code == 202
+        assert r.json() == {"name": started, "status": "serving", "cancelled": "tiny-org/tiny-qwen"}
+        listed = c.get("/api/models").json()
+        assert listed["serving"] == started and listed["switch"] is None
+        r = c.post("/api/model", json={"name": "tiny-org/tiny-qwen"})
+        assert r.status_code == 409 and "tiny-org/tiny-qwen" in r.json()["detail"][0]["msg"]
+        release.set()
+        wait_for(c, lambda b: state.switch_job is None)
+        assert c.get("/api/model").json()["name"] == started
+        assert c.get("/api/models").json() == {**listed, "serving": started, "switch": None}
+        assert c.post("/api/attention", json={"text": TEXT, "top_k": 1}).json()["model"]["name"] == started
+        # nothing is pending now: the served model is just served, and a switch goes through
+        served = c.post("/api/model", json={"name": started}).json()
+        assert served == {"name": started, "status": "serving", "cancelled": None}
+        assert c.post("/api/model", json={"name": "tiny-org/tiny-qwen"}).status_code == 202
+        wait_for(c, lambda b: b["serving"] == "tiny-org/tiny-qwen" and b["switch"] is None)
