@@ -1,4 +1,4 @@
-"""`pip install -e ".[notebook]"` brings what README's "In a notebook" section then runs: each command
+"""`pip install -e ".[notebook]"` brings what docs/NOTEBOOK.md then runs: each command
 of its shell blocks (``jupyter nbconvert`` is the ``jupyter`` and ``jupyter-nbconvert`` scripts) is
 installed by a package the extra pulls in, read through the installed packages' own requirements,
 and a block that executes a notebook (``--execute``, or the section's Python) has a kernel (ipykernel)."""
@@ -17,15 +17,13 @@ from packaging.requirements import Requirement  # noqa: E402
 from packaging.utils import canonicalize_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## In a notebook"
+PAGE = ROOT / "docs" / "NOTEBOOK.md"
 KERNEL = "ipykernel"
 
 
 def section() -> str:
-    readme = ROOT.joinpath("README.md").read_text(encoding="utf-8")
-    start = readme.index(SECTION)
-    end = readme.find("\n## ", start + len(SECTION))
-    return readme[start : end if end != -1 else None]
+    """The notebook page, whole: every command it tells a reader to run."""
+    return PAGE.read_text(encoding="utf-8")
 
 
 def blocks(text: str, languages: tuple[str, ...]) -> list[str]:
@@ -78,7 +76,7 @@ def script_owner(script: str) -> str:
 
 
 def needed(words: list[str]) -> set[str]:
-    """The distributions one README command needs; none for pip itself."""
+    """The distributions one command of the page needs; none for pip itself."""
     if words[0] in ("pip", "python", "python3"):
         return set()
     scripts = [words[0]]
@@ -98,7 +96,7 @@ def the_extras_installed() -> list[str]:
                 m = re.fullmatch(r"\.\[([\w,-]+)\]", word)
                 if m:
                     return m.group(1).split(",")
-    raise AssertionError(f"README's {SECTION!r} section installs no extra of this project")
+    raise AssertionError(f"{PAGE.name} installs no extra of this project")
 
 
 def test_the_section_reads_as_the_test_expects():
