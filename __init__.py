@@ -24,12 +24,7 @@ Over a corpus (``attnscope atlas`` on the command line; docs/ATLAS.md)::
     attnscope.atlas(["notes.txt"], "atlas/")                   # every head's metrics, as Parquet files
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("attnscope")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
+from .model import __version__
 
 __all__ = ["__version__", "atlas", "capture", "load_model", "show"]
 
@@ -57,7 +52,7 @@ def capture(text: str, model=None, tokenizer=None, checkpoint=None, **options):
 
 
 def atlas(corpus, out, checkpoint=None, model=None, **options):
-    """A head atlas of ``corpus`` (file paths) written to the folder ``out`` (:func:`attnscope.model.atlas.atlas`)."""
-    from .model.atlas import atlas as _atlas
+    """A head atlas of ``corpus`` (file paths) written to the folder ``out`` (:func:`attnscope.model.atlas.build.atlas`)."""
+    from .model.atlas.build import atlas as _atlas
 
     return _atlas(corpus, out, checkpoint=checkpoint, model=model, **options)

@@ -2,6 +2,6 @@
 
 import sys
 
-from .app.cli import main
+from .app.cli.main import main
 
 sys.exit(main())

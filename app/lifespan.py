@@ -21,7 +21,7 @@ import torch
 from fastapi import FastAPI
 from starlette.types import Message, Receive, Scope, Send
 
-from ..model.checkpoint import CheckpointError
+from ..model.ours.checkpoint import CheckpointError
 from ..model.registry import load_model
 from .compute.atlas import AtlasError, load_atlases
 from .compute.models import started_with
@@ -45,7 +45,7 @@ class AppState:
         self.switch: dict | None = None  # a model being loaded in its place: {"name", "status", "error"}
         self.switch_lock = threading.Lock()
         self.switch_job: dict | None = None  # the load running now: {"name", "cancelled"}, until its thread ends
-        self.atlases: dict = {}  # id -> model.atlas_read.Atlas, read at start (--atlas DIR)
+        self.atlases: dict = {}  # id -> model.atlas.read.Atlas, read at start (--atlas DIR)
 
     @property
     def ready(self) -> bool:

@@ -39,7 +39,7 @@ def checkpoint_label(path: Path) -> str:
     """The checkpoint as shown to clients: relative to the working directory, else its name
     (a model blob of Ollama's: the model's ``NAME:TAG``)."""
     if Path(path).parent.name == "blobs":
-        from ..model.ollama import ollama_name_of
+        from ..model.sources.ollama import ollama_name_of
 
         name = ollama_name_of(Path(path))
         if name:

@@ -27,9 +27,9 @@ from typing import Annotated, Literal
 from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ..model.checkpoint import SHIPPED
-from ..model.hub import resolve_hub
+from ..model.ours.checkpoint import SHIPPED
 from ..model.registry import context_tokens
+from ..model.sources.hub import resolve_hub
 from .schemas.attention import MAX_MATRIX_CELLS
 
 CHARS_PER_TOKEN = 8  # the text guard per token of context: English runs 3-5 characters a token
@@ -88,7 +88,7 @@ class Settings(BaseSettings):
     @property
     def checkpoint_path(self) -> Path:
         """The folder or file to open: the checkpoint, else the Hub model's folder in the cache
-        (found, or downloaded, once; :class:`~model.checkpoint.CheckpointError` if neither), else the shipped model."""
+        (found, or downloaded, once; :class:`~model.ours.checkpoint.CheckpointError` if neither), else the shipped model."""
         if self.checkpoint is not None:
             return self.checkpoint
         if self.model:

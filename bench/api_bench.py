@@ -47,8 +47,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from attnscope.model.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.inspection import head_stats, inspect  # noqa: E402
+from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
 ALL_FIELDS = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]

@@ -11,7 +11,7 @@ to a temporary .txt file. For each case, in one process:
 * ``bare``: the model's own forward pass, the fused attention kernel and the logits
   (``GPT.forward``, what a script that wants no attention runs), on ``--batch-size`` windows;
   ``trunk``: the same without the LM head (the atlas needs no logits);
-* ``atlas``: one batch's atlas work (:func:`model.atlas.batch_tally`: the explicit attention path
+* ``atlas``: one batch's atlas work (:func:`model.atlas.tally.batch_tally`: the explicit attention path
   into the blockwise sink, the batch's tally on the host) on the same batches, timed alternately
   with ``bare`` (the best of ``--repeat`` rounds of each), and its ratio of tokens/s to ``bare``;
 * ``end to end``: ``attnscope.atlas()`` on ``--tokens`` tokens of the corpus (reading, tokenizing,
@@ -66,10 +66,10 @@ def write_corpus(path: Path, tokens: int, seed: int = 0) -> Path:
 
 def open_case(name: str, root: Path):
     """The loaded model of a case (gpt2-small: random weights saved as our checkpoint first)."""
-    from attnscope.model.checkpoint import SHIPPED, save_checkpoint
-    from attnscope.model.gpt import GPT, GPTConfig
+    from attnscope.model.ours.checkpoint import SHIPPED, save_checkpoint
+    from attnscope.model.ours.gpt import GPT, GPTConfig
+    from attnscope.model.ours.tokenizer import BPETokenizer
     from attnscope.model.registry import load_model
-    from attnscope.model.tokenizer import BPETokenizer
 
     if name == "shipped":
         return load_model(None, "cpu")
@@ -81,7 +81,7 @@ def open_case(name: str, root: Path):
 
 
 def first_batches(lm, corpus: Path, seq_len: int, batch_size: int, n: int):
-    from attnscope.model.atlas_corpus import batches, open_corpus, token_stream, windows
+    from attnscope.model.atlas.corpus import batches, open_corpus, token_stream, windows
 
     out = []
     for b in batches(windows(token_stream(open_corpus([corpus]).documents(), lm.tokenizer), seq_len), batch_size):
@@ -95,7 +95,7 @@ def first_batches(lm, corpus: Path, seq_len: int, batch_size: int, n: int):
 
 def per_batch(lm, batches, repeat: int) -> dict:
     """Seconds per batch, best of ``repeat`` rounds, bare / trunk / atlas timed alternately."""
-    from attnscope.model.atlas import batch_tally
+    from attnscope.model.atlas.tally import batch_tally
 
     best = {"bare": float("inf"), "trunk": float("inf"), "atlas": float("inf")}
     runs = {
@@ -116,7 +116,7 @@ def per_batch(lm, batches, repeat: int) -> dict:
 
 
 def end_to_end(lm, corpus: Path, out: Path, seq_len: int, batch_size: int, tokens: int, engine: str = "local") -> dict:
-    from attnscope.model.atlas import atlas
+    from attnscope.model.atlas.build import atlas
 
     started = time.perf_counter()
     atlas(corpus, out, model=lm, seq_len=seq_len, batch_size=batch_size, max_tokens=tokens, progress=False,

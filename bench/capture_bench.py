@@ -43,8 +43,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from api_bench import PARAGRAPH, free_port  # noqa: E402
-from attnscope.model.checkpoint import SHIPPED  # noqa: E402
-from attnscope.model.tokenizer import BPETokenizer  # noqa: E402
+from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
+from attnscope.model.ours.tokenizer import BPETokenizer  # noqa: E402
 
 
 def build(name: str, out: Path) -> Path:
@@ -185,7 +185,7 @@ def ops_per_layer(device: str) -> list[dict]:
     """torch operations one capture runs per layer, for 4, 12 and 32 heads of 16 dims, at 256 tokens."""
     from attnscope.model.backends import OursBackend
     from attnscope.model.capture import Capture, Selection
-    from attnscope.model.gpt import GPT, AttentionOptions, GPTConfig
+    from attnscope.model.ours.gpt import GPT, AttentionOptions, GPTConfig
     from torch.profiler import ProfilerActivity, profile
 
     rows = []

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from attnscope.model.ablation import Done, generate, head_effects  # noqa: E402
 from attnscope.model.backends import OursBackend  # noqa: E402
-from attnscope.model.gpt import GPT, AttentionOptions, GPTConfig  # noqa: E402
+from attnscope.model.ours.gpt import GPT, AttentionOptions, GPTConfig  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
 

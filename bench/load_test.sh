@@ -62,7 +62,7 @@ from pathlib import Path
 
 import httpx
 
-from attnscope.model.tokenizer import BPETokenizer
+from attnscope.model.ours.tokenizer import BPETokenizer
 
 url, pid, total, concurrency, checkpoint = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 rounds = int(sys.argv[6])

@@ -28,12 +28,12 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from attnscope.model.checkpoint import SHIPPED, save_checkpoint  # noqa: E402
-from attnscope.model.gpt import GPT, GPTConfig  # noqa: E402
 from attnscope.model.inspection import head_stats, inspect  # noqa: E402
+from attnscope.model.ours.checkpoint import SHIPPED, save_checkpoint  # noqa: E402
+from attnscope.model.ours.gpt import GPT, GPTConfig  # noqa: E402
+from attnscope.model.ours.tokenizer import BPETokenizer  # noqa: E402
+from attnscope.model.ours.train import PRESETS  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
-from attnscope.model.tokenizer import BPETokenizer  # noqa: E402
-from attnscope.model.train import PRESETS  # noqa: E402
 
 LENGTHS = (16, 64, 128, 256)
 FALLBACK = ROOT / "runs" / "small" / "checkpoint"

@@ -50,7 +50,7 @@ from api_bench import PARAGRAPH  # noqa: E402
 from attnscope.app.encoding import attention_json  # noqa: E402
 from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
 from attnscope.app.service import build_service  # noqa: E402
-from attnscope.model.checkpoint import SHIPPED  # noqa: E402
+from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
 GZIP_LEVEL = 1
@@ -81,7 +81,7 @@ def gpt2_small(out: Path, through_transformers: bool = False) -> Path:
 
 
 def shipped_as_hf(out: Path) -> Path:
-    from attnscope.model.hf import export_hf
+    from attnscope.model.ours.gpt2_format import export_hf
 
     lm = load_model(SHIPPED, "cpu")
     return export_hf(lm.model, lm.tokenizer, out)

@@ -9,9 +9,9 @@ at any block). :class:`ModelFacts` says what the model is, each layer's divisor 
 
 Two families implement it:
 
-* :class:`OursBackend`: our own :class:`~model.gpt.GPT` (the shipped model, and GPT-2
+* :class:`OursBackend`: our own :class:`~model.ours.gpt.GPT` (the shipped model, and GPT-2
   directories converted into it), the readable reference;
-* :class:`model.hf_backend.TransformersBackend`: any local transformers causal LM, recorded
+* :class:`model.families.backend.TransformersBackend`: any local transformers causal LM, recorded
   through transformers' ``AttentionInterface``.
 
 :func:`model.registry.load_model` picks one from ``config.json``.
@@ -26,10 +26,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from .gpt import GPT, KVCache
 from .options import AttentionOptions
+from .ours.gpt import GPT, KVCache
+from .ours.tokenizer import BPETokenizer
 from .precision import exact_fp32
-from .tokenizer import BPETokenizer
 from .trace import AttentionTrace
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -141,7 +141,7 @@ def parameter_count(module: torch.nn.Module) -> int:
 class Backend(Protocol):
     """What the rest of attnscope uses of a model family, and nothing more: the service, the CLI,
     the notebook, inspection, head roles, ablation and generation are written against these
-    members alone. :class:`OursBackend` and :class:`model.hf_backend.TransformersBackend` have them."""
+    members alone. :class:`OursBackend` and :class:`model.families.backend.TransformersBackend` have them."""
 
     facts: ModelFacts
     tokenizer: BPETokenizer
@@ -324,7 +324,7 @@ class LoadedModel:
 
     @property
     def config(self):
-        """The model's own config (:class:`~model.gpt.GPTConfig` for ours)."""
+        """The model's own config (:class:`~model.ours.gpt.GPTConfig` for ours)."""
         return self.backend.model.config
 
     @property

@@ -15,7 +15,7 @@ attention feature of :mod:`model.families`) and whether it is one of the parts `
 splits into (``score_part``); the lists below are read from the table. The records of a forward
 pass (:class:`model.trace.AttentionTrace`, :class:`model.inspection.Trace`) and the answer hold
 the fields by these names. A new per-head field is a row here, its step where it is computed
-(:mod:`model.gpt`, :mod:`model.families`), and its drawing.
+(:mod:`model.ours.gpt`, :mod:`model.families`), and its drawing.
 """
 
 from __future__ import annotations

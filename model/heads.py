@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from .gpt import GPT
+from .ours.gpt import GPT
 from .precision import exact_fp32
 from .trace import AttentionTrace
 

@@ -18,8 +18,8 @@ import torch
 from torch.nn import functional as F
 
 from .backends import Backend, OursBackend
-from .gpt import GPT
 from .options import AttentionOptions
+from .ours.gpt import GPT
 from .precision import exact_fp32
 from .stats import head_stats_arrays
 from .trace import AttentionTrace, HeadFields

@@ -10,7 +10,7 @@ our GPT cannot run exactly             Gemma 2, ... (``AutoModelForCausalLM``)
 =====================================  ==========================================  ============
 
 A ``.gguf`` file (or a folder holding one and no ``config.json``) is read by transformers' GGUF
-loader, its weights dequantized (:mod:`model.gguf_load`).
+loader, its weights dequantized (:mod:`model.sources.gguf_load`).
 
 Everything loads offline (``local_files_only``); nothing is downloaded.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from .backends import DTYPES, LoadedModel, OursBackend
-from .checkpoint import SHIPPED, CheckpointError, load_ours, pick_device, read_config, read_training
+from .ours.checkpoint import SHIPPED, CheckpointError, load_ours, pick_device, read_config, read_training
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,11 @@ def load_model(
         raise CheckpointError(f"unknown dtype {dtype!r} (use {', '.join(DTYPES)})")
     if dtype != "fp32" and dev.type == "cpu":
         raise CheckpointError(f"--dtype {dtype} needs a GPU; on the CPU attnscope runs fp32")
-    from .gguf_file import find_gguf
+    from .sources.gguf_file import find_gguf
 
     gguf = find_gguf(path)  # a .gguf file, or a folder holding one
     if gguf is not None:
-        from .gguf_load import load_gguf
+        from .sources.gguf_load import load_gguf
 
         return LoadedModel(backend=load_gguf(gguf, dev, dtype), path=gguf)
     if not path.is_dir():
@@ -62,17 +62,17 @@ def load_model(
         model, tokenizer = load_ours(path)
         backend = OursBackend(model, tokenizer, dev, DTYPES[dtype])
     elif family == "gpt2" and _our_gpt_runs(path):
-        from .hf import load_hf_dir
+        from .ours.gpt2_format import load_hf_dir
 
         model, tokenizer = load_hf_dir(path)
         backend = OursBackend(model, tokenizer, dev, DTYPES[dtype])
     else:
-        from .hf_backend import load_transformers_dir
+        from .families.backend import load_transformers_dir
 
         backend = load_transformers_dir(path, dev, dtype)
         if not any(path.glob("*.safetensors")):
             backend.facts.source_format = "pytorch"
-    from .hub import hub_name_of
+    from .sources.hub import hub_name_of
 
     backend.facts.name = hub_name_of(path) or backend.facts.name  # a Hub model by its name, not its commit
     return LoadedModel(backend=backend, path=path, training=read_training(path))
@@ -80,7 +80,7 @@ def load_model(
 
 def _our_gpt_runs(path: Path) -> bool:
     """Whether our GPT computes this GPT-2 exactly (else transformers runs it)."""
-    from .hf import gpt_config_from_hf
+    from .ours.gpt2_format import gpt_config_from_hf
 
     try:
         gpt_config_from_hf(read_config(path))
@@ -98,8 +98,8 @@ def context_tokens(path: str | Path | None) -> int | None:
     ``None`` when it cannot be told."""
     path = Path(path) if path else SHIPPED
     try:
-        from .gguf_file import find_gguf
-        from .gguf_header import read_header
+        from .sources.gguf_file import find_gguf
+        from .sources.gguf_header import read_header
 
         gguf = find_gguf(path)
         if gguf is not None:  # a GGUF file says it in its metadata: ARCH.context_length

@@ -9,7 +9,7 @@ computes its attention one named tensor per step (``q``, ``k``, ``v``, ``attn_sc
 * a *blockwise* sink (:class:`model.capture.Capture`) gets them a block of query rows at a time
   and reduces each block as it arrives, so no ``(nh, T, S)`` tensor ever exists.
 
-Our GPT (:mod:`model.gpt`) and the transformers backend (:mod:`model.hf_attention`) both build
+Our GPT (:mod:`model.ours.gpt`) and the transformers backend (:mod:`model.families.attention`) both build
 their steps from :func:`attention_mask` and :func:`masked_scores`, so everything above the
 model is written once.
 """

@@ -1,6 +1,6 @@
 """Measure a checkpoint the way an outside user would: through its transformers export.
 
-Exports the checkpoint with ``model.hf.export_hf``, loads it with
+Exports the checkpoint with ``model.ours.gpt2_format.export_hf``, loads it with
 ``transformers.GPT2LMHeadModel`` and ``PreTrainedTokenizerFast`` (offline), then reports
 
 * bits per byte on held-out everyday sentences (each scored on its own after
@@ -12,7 +12,7 @@ with the largest logit difference between our model and the export as a sanity f
 
 Run: ``python scripts/check_via_transformers.py [CHECKPOINT] [--sentences FILE]...``
 (default: the corpus builder's held-out ``data/corpus/sentences_val.txt``, when it has been
-built, and the 100 hand-written ``model/evalsets/everyday.txt``).
+built, and the 100 hand-written ``model/ours/evalsets/everyday.txt``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 import transformers
-from attnscope.model.evaluate import EVERYDAY, read_sentences
 from attnscope.model.heads import PROBE_SENTENCES, ROLES, role_scores
-from attnscope.model.hf import export_hf
+from attnscope.model.ours.evaluate import EVERYDAY, read_sentences
+from attnscope.model.ours.gpt2_format import export_hf
 from attnscope.model.registry import load_model
 from torch.nn import functional as F
 

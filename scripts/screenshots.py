@@ -6,7 +6,7 @@ Starts the real server (or uses ``--url``), opens each view in headless Debian c
     python scripts/screenshots.py                        # shipped model (see tests/frontend/attnscope_live.py)
     ATTNSCOPE_CHECKPOINT=runs/small/checkpoint python scripts/screenshots.py
     python scripts/screenshots.py --url http://127.0.0.1:8000 --out /tmp/shots
-    cat README.md docs/*.md model/evalsets/everyday.txt > /tmp/corpus.txt && attnscope atlas --corpus /tmp/corpus.txt --out /tmp/atlas --seq-len 128
+    cat README.md docs/*.md model/ours/evalsets/everyday.txt > /tmp/corpus.txt && attnscope atlas --corpus /tmp/corpus.txt --out /tmp/atlas --seq-len 128
     attnscope serve --atlas /tmp/atlas &  python scripts/screenshots.py --url http://127.0.0.1:8000 --only atlas
 
 Views are scrolled so that the tab bar sits under the top bar: what a user sees after

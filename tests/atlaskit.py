@@ -14,7 +14,7 @@ TEXTS = [
 
 def two_atlases(root: Path, checkpoint: Path | None = None) -> tuple[Path, Path]:
     """Write the corpus and the two atlases under ``root``; ``checkpoint`` None: the shipped model."""
-    from attnscope.model.atlas import atlas
+    from attnscope.model.atlas.build import atlas
 
     corpus = root / "corpus.txt"
     corpus.write_text("\n\n".join(TEXTS * 4), encoding="utf-8")

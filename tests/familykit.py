@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 import torch
-from attnscope.model.checkpoint import SHIPPED
+from attnscope.model.ours.checkpoint import SHIPPED
 
 QK_GAIN = 12.0  # query/key weights × this: peaky, far-from-uniform patterns
 QK_NORM_GAIN = 3.0  # the gain of q/k norms (QK-norm families), as a weight of 3, or 2 where the norm multiplies by 1 + weight

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from attnscope.model.checkpoint import SHIPPED
+from attnscope.model.ours.checkpoint import SHIPPED
 
 from tests.familykit import QK_GAIN, family_configs, sentencepiece_tokenizer
 

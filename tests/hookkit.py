@@ -13,7 +13,7 @@ import contextlib
 
 import pytest
 import torch
-from attnscope.model.hf import export_hf
+from attnscope.model.ours.gpt2_format import export_hf
 from transformers import AutoModelForCausalLM
 
 from tests.familykit import build
@@ -24,8 +24,8 @@ TEXT = "The cat sat on the mat. Then the cat saw the dog, and the dog sat on the
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory):
     """name -> a transformers directory: our GPT exported as GPT-2, and a tiny Llama (GQA)."""
-    from attnscope.model.gpt import GPT, GPTConfig
-    from attnscope.model.tokenizer import BPETokenizer
+    from attnscope.model.ours.gpt import GPT, GPTConfig
+    from attnscope.model.ours.tokenizer import BPETokenizer
 
     from tests.model.conftest import documents, randomize
 

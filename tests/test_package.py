@@ -54,8 +54,8 @@ def test_only_attnscope_is_installed(installed):
     assert {p for p in top if not p.endswith(".dist-info")} == {"attnscope"}
     package = installed / "attnscope"
     # the three parts, the shipped checkpoint and the page travel inside it
-    assert (package / "app" / "cli.py").is_file()
-    assert (package / "model" / "checkpoints" / "attnscope-small" / "model.safetensors").is_file()
+    assert (package / "app" / "cli" / "main.py").is_file()
+    assert (package / "model" / "ours" / "checkpoints" / "attnscope-small" / "model.safetensors").is_file()
     assert (package / "frontend" / "index.html").is_file()
     assert (package / "frontend" / "js" / "main.js").is_file()
 
@@ -67,7 +67,7 @@ def test_a_users_own_model_py_does_not_break_the_command(installed, tmp_path):
     run = python_in(tmp_path, installed, "-m", "attnscope", "inspect", "The cat sat.", "--top-k", "1")
     assert run.returncode == 0, run.stderr
     assert "attnscope-small" in run.stdout
-    where = python_in(tmp_path, installed, "-c", "import attnscope.model.gpt as g; print(g.__file__)", timeout=120)
+    where = python_in(tmp_path, installed, "-c", "import attnscope.model.ours.gpt as g; print(g.__file__)", timeout=120)
     assert Path(where.stdout.strip()).is_relative_to(installed)
 
 
@@ -92,11 +92,11 @@ def test_public_entry_point():
 def test_the_documented_commands_run_from_the_repository_root(installed):
     """Run in the repository's own folder, ``python -m attnscope`` and ``python -m attnscope.model.*``
     import the installed package: no folder of the repository shadows it (a non-editable install)."""
-    for args in (["attnscope", "--help"], ["attnscope.model.evaluate", "--help"], ["attnscope.model.corpus", "--help"]):
+    for args in (["attnscope", "--help"], ["attnscope.model.ours.evaluate", "--help"], ["attnscope.model.ours.corpus", "--help"]):
         run = python_in(ROOT, installed, "-m", *args)
         assert run.returncode == 0, (args, run.stderr)
         assert "usage:" in run.stdout
-    where = python_in(ROOT, installed, "-c", "import attnscope.app.cli as c; print(c.__file__)", timeout=120)
+    where = python_in(ROOT, installed, "-c", "import attnscope.app.cli.main as c; print(c.__file__)", timeout=120)
     assert Path(where.stdout.strip()).is_relative_to(installed), where.stderr
 
 

@@ -3,7 +3,7 @@ maps (and, with two atlases of the same shape, their difference), and one head's
 exemplar contexts, each exemplar with the token the explorer opens it at.
 
 Atlases are read once, when the server starts (:func:`load_atlases`, from ``--atlas DIR``);
-the numbers are the atlas's own (:func:`model.atlas_read.read_atlas`), only arranged here.
+the numbers are the atlas's own (:func:`model.atlas.read.read_atlas`), only arranged here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...model.atlas_read import META_FILE, Atlas, read_atlas
+from ...model.atlas.read import META_FILE, Atlas, read_atlas
 from ..errors import ApiError
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...model.atlas_read import Atlas
+from ...model.atlas.read import Atlas
 from ..errors import ApiError
 from ..schemas.attention import AttentionRequest
 from ..service import Service

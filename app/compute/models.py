@@ -7,8 +7,8 @@ import shlex
 import time
 from pathlib import Path
 
-from ...model.catalog import find_models
-from ...model.hub import cache_dir
+from ...model.sources.catalog import find_models
+from ...model.sources.hub import cache_dir
 
 LISTING_SECONDS = 5.0  # the page polls GET /api/models while a model loads: the disks are read once per this
 _listing: tuple[float, tuple, list[dict]] | None = None  # (when, where it looked, what it found)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ...model.checkpoint import pick_device
+from ...model.ours.checkpoint import pick_device
 from ..compute.models import local_models
 from ..compute.switch import available_bytes, check_memory, find_local, keep_serving, start_switch
 from ..deps import ERRORS_GET, ServiceDep, StateDep, StrictJSONRoute

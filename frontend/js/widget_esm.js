@@ -6,7 +6,7 @@
 // module becomes a blob: URL whose "./x.js" imports point at its dependencies' blob URLs, so the
 // browser links them as real ES modules, offline. The loaded modules and Plotly are kept on
 // globalThis under the modules' hash: several widgets in a page (or a widget shown twice) load
-// them once. app/widget_assets.py (widget_esm) replaces the hash below when it hands this module to anywidget.
+// them once. app/notebook/assets.py (widget_esm) replaces the hash below when it hands this module to anywidget.
 
 const HASH = "__ATTNSCOPE_MODULES_HASH__";
 const KEY = `__attnscope_widget_${HASH}`;

@@ -1,6 +1,6 @@
 """What each family's attention adds to eager attention's steps, one module per feature.
 
-:func:`model.hf_attention.attnscope_attention` builds the mask, the scale and chooses the path;
+:func:`model.families.attention.attnscope_attention` builds the mask, the scale and chooses the path;
 the steps themselves are :func:`eager_steps`, eager attention's arithmetic, into which each feature
 a layer has puts its part:
 

@@ -2,7 +2,7 @@
 
 ``q_proj`` makes each head's query and a gate of the same size side by side; the gate is applied
 after the attention function, outside anything it sees. A forward hook on each such ``q_proj``
-hands its output to a callback (:func:`model.hf_attention.watch_output_gates` leaves it with the
+hands its output to a callback (:func:`model.families.attention.watch_output_gates` leaves it with the
 running recording); :func:`gate_of` turns it into ``gate``, each head's mean gate per query.
 """
 

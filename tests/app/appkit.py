@@ -23,9 +23,9 @@ import anyio
 import httpx
 import torch
 import uvicorn
-from attnscope.model.checkpoint import save_checkpoint
-from attnscope.model.gpt import GPT, GPTConfig
-from attnscope.model.tokenizer import BPETokenizer
+from attnscope.model.ours.checkpoint import save_checkpoint
+from attnscope.model.ours.gpt import GPT, GPTConfig
+from attnscope.model.ours.tokenizer import BPETokenizer
 from fastapi import FastAPI
 
 from tests.textgen import english_like as sentences

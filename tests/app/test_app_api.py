@@ -532,7 +532,7 @@ def test_settings_from_environment(monkeypatch, tmp_path):
     assert s.max_body_bytes is None and s.body_limit() == 65536
     monkeypatch.delenv("ATTNSCOPE_CHECKPOINT")
     monkeypatch.delenv("ATTNSCOPE_CORS_ORIGINS")
-    from attnscope.model.checkpoint import SHIPPED
+    from attnscope.model.ours.checkpoint import SHIPPED
 
     assert Settings().checkpoint_path == SHIPPED
     assert Settings().cors_origins == []

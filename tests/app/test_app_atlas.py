@@ -13,11 +13,11 @@ from fastapi.testclient import TestClient
 
 pytest.importorskip("pyarrow")
 
-from attnscope.app.cli import main  # noqa: E402
+from attnscope.app.cli.main import main  # noqa: E402
 from attnscope.app.compute.atlas import AtlasError, load_atlases  # noqa: E402
 from attnscope.app.main import create_app  # noqa: E402
-from attnscope.model.atlas import atlas  # noqa: E402
-from attnscope.model.atlas_read import read_atlas  # noqa: E402
+from attnscope.model.atlas.build import atlas  # noqa: E402
+from attnscope.model.atlas.read import read_atlas  # noqa: E402
 
 from tests.atlaskit import TEXTS, two_atlases  # noqa: E402
 

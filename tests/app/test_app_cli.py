@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 from appkit import HEAD_DIM, N_HEAD, N_LAYER, free_port, run_cli, serve_process, wait_ready
-from attnscope.app.cli import main
+from attnscope.app.cli.main import main
 from attnscope.app.main import create_app
 from attnscope.app.settings import Settings
-from attnscope.model.checkpoint import SHIPPED
+from attnscope.model.ours.checkpoint import SHIPPED
 from attnscope.model.registry import load_model
 from fastapi.testclient import TestClient
 
@@ -354,7 +354,7 @@ def test_export_hf_round_trips(checkpoint_dir, tmp_path, capsys):
 
 
 def test_train_passes_its_arguments_through(monkeypatch):
-    from attnscope.model import train
+    from attnscope.model.ours import train
 
     seen = []
     monkeypatch.setattr(train, "main", lambda argv=None, prog=None, parser=None: seen.append(argv))
@@ -418,7 +418,7 @@ def test_train_without_a_corpus_is_one_line(tmp_path, capsys):
         main(["train", "--preset", "tiny", "--corpus", str(tmp_path / "none"), "--out", str(tmp_path / "run")])
     assert info.value.code == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "no corpus" in err and "model.corpus" in err
+    assert len(err.splitlines()) == 1 and "no corpus" in err and "model.ours.corpus" in err
 
 
 def test_train_on_an_empty_corpus_is_one_line(tmp_path, capsys):
@@ -430,7 +430,7 @@ def test_train_on_an_empty_corpus_is_one_line(tmp_path, capsys):
         main(["train", "--preset", "tiny", "--corpus", str(empty), "--out", str(tmp_path / "run")])
     assert info.value.code == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "is empty" in err and "model.corpus" in err
+    assert len(err.splitlines()) == 1 and "is empty" in err and "model.ours.corpus" in err
     assert not (tmp_path / "run").exists()
 
 
@@ -490,7 +490,7 @@ def test_every_option_of_every_command_says_what_it_is():
     """`attnscope COMMAND --help` explains each option (and argument) it lists."""
     import argparse
 
-    from attnscope.app.cli import build_parser
+    from attnscope.app.cli.main import build_parser
 
     (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     bare = [

@@ -11,14 +11,17 @@ import httpx
 import numpy as np
 import pytest
 from appkit import free_port, run_cli, serve_process, wait_ready
-from attnscope.app.cli import main
+from attnscope.app.cli.main import main
 
 pytest.importorskip("transformers")
 pytest.importorskip("gguf", reason='needs the gguf extra: pip install "attnscope[gguf]"')
 pytest.importorskip("accelerate", reason='needs the gguf extra: pip install "attnscope[gguf]"')
 
 import gguf  # noqa: E402
-from attnscope.model import gguf_file, gguf_header  # noqa: E402
+from attnscope.model.sources import (
+    gguf_file,  # noqa: E402
+    gguf_header,  # noqa: E402
+)
 
 from tests import ggufkit  # noqa: E402
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from attnscope.app.main import create_app
 from attnscope.app.settings import Settings
-from attnscope.model.checkpoint import SHIPPED
+from attnscope.model.ours.checkpoint import SHIPPED
 from fastapi.testclient import TestClient
 
 STATE_JS = Path(__file__).resolve().parents[2] / "frontend" / "js" / "state.js"

@@ -68,7 +68,7 @@ def test_greedy_stream_equals_transformers_generate(name, clients, model_dirs): 
 
 def test_each_streamed_row_is_the_full_pattern_row(clients):
     """Step k's row is the last row of the pattern of the prompt and tokens 1..k − 1, all at once."""
-    from attnscope.model.gpt import AttentionOptions
+    from attnscope.model.ours.gpt import AttentionOptions
 
     c = clients["gpt2-export"]
     lines = stream(c, text=PROMPT, max_new_tokens=6)

@@ -18,7 +18,7 @@ pytest.importorskip("accelerate", reason='needs the gguf extra: pip install "att
 
 from attnscope.app.main import create_app  # noqa: E402
 from attnscope.app.settings import Settings  # noqa: E402
-from attnscope.model.ollama import resolve_ollama  # noqa: E402
+from attnscope.model.sources.ollama import resolve_ollama  # noqa: E402
 
 from tests import ggufkit  # noqa: E402
 

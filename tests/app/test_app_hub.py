@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from attnscope.app.cli import main
+from attnscope.app.cli.main import main
 from attnscope.app.main import create_app
 from attnscope.app.settings import Settings
 from fastapi.testclient import TestClient

@@ -7,9 +7,9 @@ import pytest
 import torch
 from attnscope.app.main import create_app
 from attnscope.app.settings import Settings
-from attnscope.model.checkpoint import save_checkpoint
-from attnscope.model.gpt import GPT, GPTConfig
-from attnscope.model.tokenizer import BPETokenizer
+from attnscope.model.ours.checkpoint import save_checkpoint
+from attnscope.model.ours.gpt import GPT, GPTConfig
+from attnscope.model.ours.tokenizer import BPETokenizer
 from fastapi.testclient import TestClient
 
 from tests.textgen import english_like

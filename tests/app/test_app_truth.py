@@ -187,7 +187,7 @@ def test_statistics_hold_the_means_the_variance_figure_draws(clients):
 
 
 def test_inspect_says_undefined_for_a_one_token_text(client, checkpoint_dir, capsys):
-    from attnscope.app.cli import main
+    from attnscope.app.cli.main import main
 
     text = one_token_text(client)
     assert main(["inspect", text, "--checkpoint", str(checkpoint_dir), "--device", "cpu"]) == 0

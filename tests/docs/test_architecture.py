@@ -10,9 +10,9 @@ DOC = ROOT / "docs" / "ARCHITECTURE.md"
 SOURCES = [
     *ROOT.glob("*.py"),
     *ROOT.glob("app/**/*.py"),
-    *ROOT.glob("model/*.py"),
+    *ROOT.glob("model/**/*.py"),
     *ROOT.glob("frontend/*.html"),
-    *ROOT.glob("frontend/js/*.js"),
+    *ROOT.glob("frontend/js/**/*.js"),
     *ROOT.glob("bench/*.py"),
     *ROOT.glob("scripts/*"),
     ROOT / "pyproject.toml",

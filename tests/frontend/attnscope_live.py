@@ -33,7 +33,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SHIPPED = ROOT / "model" / "checkpoints" / "attnscope-small"
+SHIPPED = ROOT / "model" / "ours" / "checkpoints" / "attnscope-small"
 TRAINING_RUN = ROOT / "runs" / "small" / "checkpoint"
 
 
@@ -51,9 +51,9 @@ def build_random_checkpoint(path: Path) -> Path:
     """A random model of the shipped shape (4 layers × 4 heads, d_k 32, context 256)."""
     sys.path.insert(0, str(ROOT))
     import torch
-    from attnscope.model.checkpoint import save_checkpoint
-    from attnscope.model.gpt import GPT, GPTConfig
-    from attnscope.model.tokenizer import BPETokenizer
+    from attnscope.model.ours.checkpoint import save_checkpoint
+    from attnscope.model.ours.gpt import GPT, GPTConfig
+    from attnscope.model.ours.tokenizer import BPETokenizer
 
     rng = random.Random(0)
     words = ["the", "a", "cat", "dog", "sat", "on", "mat", "window", "opens", "river", "garden"]

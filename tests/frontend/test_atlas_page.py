@@ -13,7 +13,7 @@ from attnscope_live import get_json, serving
 pytest.importorskip("pyarrow")
 pytestmark = pytest.mark.browser
 
-from attnscope.model.checkpoint import SHIPPED  # noqa: E402
+from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 
 from tests.atlaskit import two_atlases  # noqa: E402
 

@@ -13,9 +13,9 @@ from urllib.parse import quote
 
 import pytest
 import torch
-from attnscope.model.checkpoint import SHIPPED, save_checkpoint
-from attnscope.model.gpt import GPT, GPTConfig
-from attnscope.model.tokenizer import BPETokenizer
+from attnscope.model.ours.checkpoint import SHIPPED, save_checkpoint
+from attnscope.model.ours.gpt import GPT, GPTConfig
+from attnscope.model.ours.tokenizer import BPETokenizer
 from attnscope_live import FILLER, LiveServer, wait_settled
 
 pytestmark = pytest.mark.browser

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from attnscope.model.corpus import DOC_SEPARATOR
-from attnscope.model.gpt import GPT, GPTConfig
-from attnscope.model.tokenizer import BPETokenizer
+from attnscope.model.ours.corpus import DOC_SEPARATOR
+from attnscope.model.ours.gpt import GPT, GPTConfig
+from attnscope.model.ours.tokenizer import BPETokenizer
 
 from tests.textgen import english_like
 
@@ -21,7 +21,7 @@ def documents(n_docs: int, seed: int, per_doc: int = 8) -> list[str]:
 
 
 def write_corpus(root: Path, n_train_docs: int = 60, n_val_docs: int = 6) -> Path:
-    """A corpus directory as :func:`model.corpus.build` writes it (about 30 KB of training text)."""
+    """A corpus directory as :func:`model.ours.corpus.build` writes it (about 30 KB of training text)."""
     root.mkdir(parents=True, exist_ok=True)
     for name, docs in (("train", documents(n_train_docs, 1)), ("val", documents(n_val_docs, 2))):
         (root / f"{name}.txt").write_text("".join(d + "\n" + DOC_SEPARATOR + "\n" for d in docs), encoding="utf-8")

@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 from attnscope.model.ablation import head_effects, mean_outputs  # noqa: E402
 from attnscope.model.backends import OursBackend  # noqa: E402
-from attnscope.model.gpt import AttentionOptions  # noqa: E402
+from attnscope.model.ours.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 

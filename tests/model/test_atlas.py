@@ -11,18 +11,19 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from attnscope.model import atlas_stats
-from attnscope.model.atlas import STATE_FILE, AtlasError, atlas, batch_tally
-from attnscope.model.atlas_corpus import batches, open_corpus, token_stream, windows
-from attnscope.model.atlas_read import EXEMPLARS_FILE, HEADS_FILE, META_FILE, read_atlas
-from attnscope.model.atlas_stats import CONTEXT_BEFORE, METRICS, Tally, bin_index
-from attnscope.model.checkpoint import save_checkpoint
-from attnscope.model.gpt import GPT, GPTConfig
+from attnscope.model.atlas import stats as atlas_stats
+from attnscope.model.atlas.build import STATE_FILE, AtlasError, atlas
+from attnscope.model.atlas.corpus import batches, open_corpus, token_stream, windows
+from attnscope.model.atlas.read import EXEMPLARS_FILE, HEADS_FILE, META_FILE, read_atlas
+from attnscope.model.atlas.stats import CONTEXT_BEFORE, METRICS, Tally, bin_index
+from attnscope.model.atlas.tally import batch_tally
 from attnscope.model.heads import induction_score, induction_tokens, probe_prefix, random_pool
+from attnscope.model.ours.checkpoint import save_checkpoint
+from attnscope.model.ours.gpt import GPT, GPTConfig
 
 pytest.importorskip("transformers")
 
-from attnscope.model.hf import export_hf  # noqa: E402
+from attnscope.model.ours.gpt2_format import export_hf  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
@@ -230,7 +231,7 @@ def previous_token_model(tmp_path):
     """Our GPT with one layer whose head 0 looks back one token: every token embeds to 0 and
     position p to the unit vector e_p, so after LayerNorm x_t peaks at dimension t; head 0's
     keys read x as it is and its queries shifted by one, so q_t · k_j is large only at j = t − 1."""
-    from attnscope.model.tokenizer import BPETokenizer
+    from attnscope.model.ours.tokenizer import BPETokenizer
 
     tok = BPETokenizer.load(load_model(None, "cpu").path / "tokenizer.json")
     cfg = GPTConfig(block_size=32, vocab_size=tok.vocab_size, n_layer=1, n_head=2, n_embd=64, name="prev")

@@ -8,9 +8,9 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from attnscope.app.cli import main
-from attnscope.model.atlas_corpus import CorpusError, batches, open_corpus, windows
-from attnscope.model.atlas_read import EXEMPLARS_FILE, HEADS_FILE, META_FILE, read_atlas
+from attnscope.app.cli.main import main
+from attnscope.model.atlas.corpus import CorpusError, batches, open_corpus, windows
+from attnscope.model.atlas.read import EXEMPLARS_FILE, HEADS_FILE, META_FILE, read_atlas
 
 TEXTS = [
     "The cat sat on the mat. The dog sat on the log.",

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from attnscope.model.atlas import atlas
-from attnscope.model.atlas_read import EXEMPLARS_FILE, HEADS_FILE, read_atlas
+from attnscope.model.atlas.build import atlas
+from attnscope.model.atlas.read import EXEMPLARS_FILE, HEADS_FILE, read_atlas
 from attnscope.model.registry import load_model
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs ray (pip install 'attnscope[ray]')")
@@ -61,7 +61,7 @@ def test_a_ray_run_prints_only_the_atlas_on_stderr(tmp_path):
     corpus = tmp_path / "docs.txt"
     corpus.write_text("\n\n".join(DOCS) + "\n")
     run = subprocess.run(
-        [sys.executable, "-m", "attnscope.app.cli", "atlas", "--corpus", str(corpus), "--out", str(tmp_path / "out"),
+        [sys.executable, "-m", "attnscope.app.cli.main", "atlas", "--corpus", str(corpus), "--out", str(tmp_path / "out"),
          "--seq-len", "32", "--batch-size", "3", "--engine", "ray"],
         capture_output=True, text=True, timeout=600,
     )

@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 from attnscope.model.backends import Backend, ModelFacts, OursBackend, ResumableBackend
-from attnscope.model.checkpoint import SHIPPED
-from attnscope.model.gpt import GPT, GPTConfig
 from attnscope.model.inspection import inspect
+from attnscope.model.ours.checkpoint import SHIPPED
+from attnscope.model.ours.gpt import GPT, GPTConfig
 from attnscope.model.registry import load_model
 
 TEXT = "The cat sat on the mat."

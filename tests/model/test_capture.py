@@ -8,7 +8,7 @@ import pytest
 import torch
 from attnscope.model.backends import OursBackend
 from attnscope.model.capture import Capture, Selection
-from attnscope.model.gpt import GPT, AttentionOptions, GPTConfig
+from attnscope.model.ours.gpt import GPT, AttentionOptions, GPTConfig
 from attnscope.model.pooling import thumbnail_block
 from attnscope.model.stats import STAT_ROWS, STAT_SCALARS
 from torch.nn import functional as F

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 import torch
-from attnscope.model.checkpoint import CheckpointError, pick_device, save_checkpoint
+from attnscope.model.ours.checkpoint import CheckpointError, pick_device, save_checkpoint
 from attnscope.model.registry import load_model
 
 

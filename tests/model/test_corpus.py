@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from attnscope.model import corpus
-from attnscope.model.corpus import (
+from attnscope.model.ours import corpus
+from attnscope.model.ours.corpus import (
     DOC_SEPARATOR,
     Document,
     as_typed,

@@ -8,9 +8,17 @@ import math
 import numpy as np
 import pytest
 import torch
-from attnscope.model.checkpoint import save_checkpoint
-from attnscope.model.evaluate import EVERYDAY, Bigram, bits_per_byte, main, read_sentences, sentence_nll, stream_loss
-from attnscope.model.gpt import GPT
+from attnscope.model.ours.checkpoint import save_checkpoint
+from attnscope.model.ours.evaluate import (
+    EVERYDAY,
+    Bigram,
+    bits_per_byte,
+    main,
+    read_sentences,
+    sentence_nll,
+    stream_loss,
+)
+from attnscope.model.ours.gpt import GPT
 from torch.nn import functional as F
 
 
@@ -78,4 +86,4 @@ def test_main_without_a_corpus_says_so_in_one_line(tmp_path):
         main(["--corpus", str(tmp_path / "nowhere")])
     message = str(exit_info.value)
     assert len(message.splitlines()) == 1
-    assert "no corpus" in message and "attnscope.model.corpus" in message
+    assert "no corpus" in message and "attnscope.model.ours.corpus" in message

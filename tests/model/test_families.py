@@ -13,11 +13,11 @@ import torch
 
 pytest.importorskip("transformers")
 
-from attnscope.model.checkpoint import SHIPPED, CheckpointError  # noqa: E402
 from attnscope.model.families import Features  # noqa: E402
 from attnscope.model.fields import HEAD_FIELDS, LAYER_DEPENDENT  # noqa: E402
-from attnscope.model.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.inspection import head_stats, inspect  # noqa: E402
+from attnscope.model.ours.checkpoint import SHIPPED, CheckpointError  # noqa: E402
+from attnscope.model.ours.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
@@ -381,7 +381,7 @@ def test_families_on_cuda(family_dirs, dtype):
 @pytest.mark.parametrize(("window", "q_offset", "q_length"), [(None, 0, 9), (4, 0, 9), (3, 5, 2), (None, 7, 1)])
 def test_the_boolean_mask_is_eagers_mask_before_its_floats(window, q_offset, q_length):
     """attnscope asks transformers for eager's mask as booleans (one byte a cell): the same cells."""
-    from attnscope.model.hf_attention import boolean_mask
+    from attnscope.model.families.attention import boolean_mask
     from transformers.masking_utils import causal_mask_function, eager_mask, sliding_window_causal_mask_function
 
     fn = causal_mask_function if window is None else sliding_window_causal_mask_function(window)

@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 
 from attnscope.model.ablation import Done, Step, generate, nucleus  # noqa: E402
 from attnscope.model.backends import OursBackend  # noqa: E402
-from attnscope.model.gpt import AttentionOptions  # noqa: E402
+from attnscope.model.ours.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
 from tests.familykit import build  # noqa: E402

@@ -18,11 +18,14 @@ pytest.importorskip("gguf", reason='needs the gguf extra: pip install "attnscope
 pytest.importorskip("accelerate", reason='needs the gguf extra: pip install "attnscope[gguf]"')
 
 import gguf  # noqa: E402
-from attnscope.model import gguf_file, gguf_header  # noqa: E402
-from attnscope.model.checkpoint import CheckpointError  # noqa: E402
 from attnscope.model.inspection import inspect  # noqa: E402
-from attnscope.model.ollama import list_ollama, parse_name, resolve_ollama  # noqa: E402
+from attnscope.model.ours.checkpoint import CheckpointError  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
+from attnscope.model.sources import (
+    gguf_file,  # noqa: E402
+    gguf_header,  # noqa: E402
+)
+from attnscope.model.sources.ollama import list_ollama, parse_name, resolve_ollama  # noqa: E402
 
 from tests import ggufkit  # noqa: E402
 from tests.familykit import DIVISOR_RULES  # noqa: E402

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from attnscope.model.gpt import GPT, AttentionOptions, GPTConfig
+from attnscope.model.ours.gpt import GPT, AttentionOptions, GPTConfig
 from attnscope.model.trace import attention_mask
 from hypothesis import given, settings
 from hypothesis import strategies as st

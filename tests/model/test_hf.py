@@ -7,9 +7,9 @@ import sys
 
 import pytest
 import torch
-from attnscope.model.checkpoint import CheckpointError
-from attnscope.model.hf import export_hf, load_hf_dir
 from attnscope.model.inspection import inspect
+from attnscope.model.ours.checkpoint import CheckpointError
+from attnscope.model.ours.gpt2_format import export_hf, load_hf_dir
 from attnscope.model.registry import load_model
 
 transformers = pytest.importorskip("transformers")

@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from attnscope.model.checkpoint import SHIPPED, CheckpointError  # noqa: E402
-from attnscope.model.hub import cached_models, hub_name_of, is_hub_name, resolve_hub, split_name  # noqa: E402
+from attnscope.model.ours.checkpoint import SHIPPED, CheckpointError  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
+from attnscope.model.sources.hub import cached_models, hub_name_of, is_hub_name, resolve_hub, split_name  # noqa: E402
 
 from tests.familykit import build  # noqa: E402
 from tests.hubkit import put_in_cache  # noqa: E402

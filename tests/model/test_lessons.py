@@ -286,8 +286,8 @@ def lessons_client(tokenizer, tmp_path_factory):
     """The real app over a one-layer random model: the lesson endpoints need a loaded service."""
     from attnscope.app.main import create_app
     from attnscope.app.settings import Settings
-    from attnscope.model.checkpoint import save_checkpoint
-    from attnscope.model.gpt import GPT, GPTConfig
+    from attnscope.model.ours.checkpoint import save_checkpoint
+    from attnscope.model.ours.gpt import GPT, GPTConfig
     from fastapi.testclient import TestClient
 
     torch.manual_seed(0)

@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 import torch
 from attnscope.model.backends import OursBackend
-from attnscope.model.gpt import GPT, AttentionOptions, GPTConfig
+from attnscope.model.ours.gpt import GPT, AttentionOptions, GPTConfig
+from attnscope.model.ours.train import PRESETS, train
 from attnscope.model.precision import exact_fp32, tf32_for_training
-from attnscope.model.train import PRESETS, train
 
 
 @pytest.fixture

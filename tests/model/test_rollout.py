@@ -12,9 +12,9 @@ pytest.importorskip("transformers")
 from dataclasses import replace  # noqa: E402
 
 from attnscope.model.backends import OursBackend  # noqa: E402
-from attnscope.model.gpt import GPT  # noqa: E402
-from attnscope.model.hf import export_hf  # noqa: E402
 from attnscope.model.options import AttentionOptions  # noqa: E402
+from attnscope.model.ours.gpt import GPT  # noqa: E402
+from attnscope.model.ours.gpt2_format import export_hf  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from attnscope.model.rollout import rollout_rows  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attnscope.model.tokenizer import EOT, BPETokenizer, display_token, tile_offsets
+from attnscope.model.ours.tokenizer import EOT, BPETokenizer, display_token, tile_offsets
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from attnscope.model.evaluate import stream_loss
-from attnscope.model.gpt import GPT
+from attnscope.model.ours.evaluate import stream_loss
+from attnscope.model.ours.gpt import GPT
+from attnscope.model.ours.train import PRESETS, get_batch, lr_at, main, prepare, train
 from attnscope.model.registry import load_model
-from attnscope.model.train import PRESETS, get_batch, lr_at, main, prepare, train
 
 
 @pytest.fixture

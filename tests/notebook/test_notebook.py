@@ -21,7 +21,9 @@ if importlib.util.find_spec("anywidget") is None:
     pytest.skip("anywidget is not installed (pip install -e '.[notebook]')", allow_module_level=True)
 
 import attnscope  # noqa: E402
-from attnscope.app import notebook, notebook_service, widget_assets  # noqa: E402
+from attnscope.app import notebook  # noqa: E402
+from attnscope.app.notebook import assets as widget_assets  # noqa: E402
+from attnscope.app.notebook import service as notebook_service  # noqa: E402
 
 TEXT = "The cat sat on the mat. The cat"
 
@@ -131,7 +133,7 @@ def test_assets_are_the_page_modules_and_plotly():
 def test_show_a_transformers_model_object():
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from attnscope.model.checkpoint import SHIPPED
+    from attnscope.model.ours.checkpoint import SHIPPED
 
     tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(SHIPPED / "tokenizer.json"))
     cfg = transformers.LlamaConfig(

@@ -1,0 +1,161 @@
+"""What the commands share: how one stops (one line on stderr, an exit status), the options that
+pick the model, and the settings a command runs with (its options over the ``ATTNSCOPE_*``
+variables), checked before anything loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+class Failure(Exception):
+    """A command stops here: ``main`` prints the message as one line and exits with ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED):
+        super().__init__(message)
+        self.code = code
+
+
+def one_line(text: object) -> str:
+    """``text`` with every run of whitespace (newlines too) made one space."""
+    return " ".join(str(text).split())
+
+
+def fail(message: object, code: int = EXIT_FAILED) -> int:
+    """Print ``attnscope: MESSAGE`` as one line on stderr; return the exit status ``code``."""
+    print(f"attnscope: {one_line(message)}", file=sys.stderr)
+    return code
+
+
+class UsageError(ValueError):
+    """Options that contradict each other (exit status 2)."""
+
+
+def ollama_checkpoint(args: argparse.Namespace) -> str | None:
+    """``--ollama NAME[:TAG]`` -> the path of its model blob, used as ``--checkpoint``; else ``args.checkpoint``.
+    :class:`~model.ours.checkpoint.CheckpointError` if it is not pulled, :class:`UsageError` with ``--checkpoint``."""
+    name = getattr(args, "ollama", None)
+    if not name:
+        return args.checkpoint
+    if args.checkpoint:
+        raise UsageError("--checkpoint and --ollama both name a model; give one")
+    from ...model.sources.ollama import resolve_ollama
+
+    return str(resolve_ollama(name))
+
+
+def hub_checkpoint(args: argparse.Namespace) -> str | None:
+    """``--model ORG/NAME[@REVISION]`` -> its folder in the Hugging Face cache (downloaded there if need be),
+    used as ``--checkpoint``; else ``args.checkpoint``. :class:`UsageError` beside another model option."""
+    name = getattr(args, "model", None)
+    if not name:
+        return args.checkpoint
+    if args.checkpoint:
+        raise UsageError("--model and --checkpoint (or --ollama) both name a model; give one")
+    from ...model.sources.hub import resolve_hub
+
+    return str(resolve_hub(name))
+
+
+def add_ollama_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ollama",
+        metavar="NAME[:TAG]",
+        help="a model pulled with Ollama (found in $OLLAMA_MODELS or ~/.ollama/models; no network)",
+    )
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """``--checkpoint``, ``--ollama``, ``--device`` and ``--dtype``: which model, where, in what precision."""
+    parser.add_argument("--checkpoint", help="checkpoint directory or .gguf file (default: the shipped model)")
+    parser.add_argument(
+        "--model",
+        metavar="ORG/NAME[@REVISION]",
+        help="a model by its Hugging Face name: from the local Hub cache, else downloaded (HF_HUB_OFFLINE honoured)",
+    )
+    add_ollama_option(parser)
+    parser.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32; bf16/fp16 on a GPU")
+
+
+def validation_message(err: ValidationError, given: dict | None = None) -> str:
+    """Pydantic's errors in one line: ``"--port 70000: Input should be ...; ATTNSCOPE_DEVICE: ..."``,
+    each naming the option it came from (``given``: option name -> value), else the variable."""
+    from ..errors import clean_validation_errors
+
+    given = given or {}
+    parts = []
+    for item in clean_validation_errors(err.errors()):
+        loc = [str(p) for p in item["loc"] if p != "body"]
+        name = loc[0] if loc else ""
+        if name in given:
+            where = f"--{name.replace('_', '-')} {given[name]}"
+        elif name:
+            where = f"ATTNSCOPE_{name.upper()}"
+        else:
+            where = ""
+        parts.append(f"{where}: {item['msg']}" if where else item["msg"])
+    return "; ".join(parts)
+
+
+def command_settings(
+    args: argparse.Namespace, names: Sequence[str], *, refused: str = "", blank_is_unset: bool = False
+) -> Settings:
+    """The settings a command runs with. ``--ollama NAME`` first becomes ``args.checkpoint`` (the
+    model blob Ollama pulled); then each option in ``names`` that was given replaces its
+    ``ATTNSCOPE_*`` variable. An option left out is None (with ``blank_is_unset``, an empty string
+    counts as left out too).
+
+    Raises :class:`Failure`: status 2 for ``--ollama`` with ``--checkpoint`` or an invalid value,
+    status 1 for a model Ollama has not pulled (the message after ``refused``).
+    """
+    from ...model.ours.checkpoint import CheckpointError
+    from ..settings import Settings
+
+    try:
+        args.checkpoint = ollama_checkpoint(args)
+        args.checkpoint = hub_checkpoint(args)
+    except UsageError as e:
+        raise Failure(str(e), EXIT_USAGE) from None
+    except CheckpointError as e:
+        raise Failure(f"{refused}{e}") from None
+    options = {name: getattr(args, name) for name in names}
+    given = {name: v for name, v in options.items() if (v if blank_is_unset else v is not None)}
+    try:
+        return Settings(**given)
+    except ValidationError as e:
+        raise Failure(validation_message(e, given), EXIT_USAGE) from None
+
+
+def check_checkpoint(settings: Settings, given: bool, refused: str = "") -> None:
+    """Raise :class:`Failure` when the checkpoint named is not there at all (before anything reads it).
+    ``given``: it came from ``--checkpoint`` (else from ``ATTNSCOPE_CHECKPOINT``), as the line says."""
+    path = settings.checkpoint
+    if path is not None and not path.exists():
+        source = "--checkpoint" if given else "ATTNSCOPE_CHECKPOINT"
+        raise Failure(f"{refused}{source} {path}: no such file or folder")
+
+
+def check_device(device: str | None, given: bool, refused: str = "") -> None:
+    """Raise :class:`Failure` when the device asked for cannot be used here. Asked for by name,
+    a missing GPU is an error on the command line; ``auto`` still means the CPU when there is
+    none. ``given``: it came from ``--device`` (else from ``ATTNSCOPE_DEVICE``), as the line says."""
+    from ...model.ours.checkpoint import CheckpointError, pick_device
+
+    try:
+        pick_device(device, strict=True)
+    except CheckpointError as e:
+        source = "--device" if given else "ATTNSCOPE_DEVICE"
+        hint = "; use --device cpu, or --device auto for a GPU when there is one" if "CUDA" in str(e) else ""
+        raise Failure(f"{refused}{source} {device}: {e}{hint}") from None

@@ -1,0 +1,220 @@
+"""``attnscope inspect``: run a text through the model and print what each head does, in words
+and numbers, or (``--json``) the exact bytes ``POST /api/attention`` answers.
+
+    attnscope inspect "The cat sat on the mat." [--json] [--layer L] [--head H] [--checkpoint DIR]
+
+The options become an API request, checked by the API's own model; an error names the option
+as typed (``--head 9: the model has 4 heads``), not the request field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from .common import EXIT_USAGE, Failure, add_model_options, check_checkpoint, check_device, command_settings
+
+if TYPE_CHECKING:
+    from ..schemas.attention import AttentionRequest
+    from ..settings import Settings
+
+# the request field each ``inspect`` option fills: errors name the option, as typed
+INSPECT_FLAGS = {
+    "text": "the text",
+    "layers": "--layer",
+    "heads": "--head",
+    "include": "--include",
+    "causal": "--no-causal",
+    "scale": "--scale",
+    "top_k": "--top-k",
+    "temperature": "--temperature",
+}
+
+
+def _scale(value: str) -> str | float:
+    """``--scale``: a rule's name, or a number to divide the scores by."""
+    if value in ("model", "sqrt_dk", "none"):
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"scale must be 'model', 'sqrt_dk', 'none' or a number, got {value!r}"
+        ) from None
+
+
+def add_inspect_command(sub) -> None:
+    ins = sub.add_parser("inspect", help="run a text through the model and summarise what each head does")
+    ins.add_argument("text", help="the text to run through the model (quote it)")
+    ins.add_argument("--json", action="store_true", help="print the JSON of POST /api/attention instead")
+    add_model_options(ins)
+    ins.add_argument("--layer", type=int, help="only this layer")
+    ins.add_argument("--head", type=int, help="only this head (in each layer shown)")
+    ins.add_argument("--include", help="comma-separated fields (default pattern,stats)")
+    ins.add_argument("--no-causal", action="store_true", help="what-if: remove the causal mask")
+    ins.add_argument(
+        "--scale", type=_scale, default="model", help="model (its own divisor, default), sqrt_dk, none or a number"
+    )
+    ins.add_argument("--top-k", type=int, default=5, help="next-token predictions per position (0..50, default 5)")
+    ins.add_argument(
+        "--temperature", type=float, default=1.0, help="softmax temperature of those predictions (default 1.0)"
+    )
+    ins.set_defaults(func=cmd_inspect)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Check the options (as a request) and the device, load the model, answer, print."""
+    from ...model.ours.checkpoint import CheckpointError
+    from ...model.registry import load_model
+    from ..compute.attention import answer_arrays
+    from ..encoding import attention_json
+    from ..errors import ApiError
+    from ..service import build_service
+
+    settings = command_settings(args, ("checkpoint", "device", "dtype"), blank_is_unset=True)
+    req = _request(args, settings)
+    check_device(settings.device, bool(args.device))
+    check_checkpoint(settings, bool(args.checkpoint))
+    try:
+        lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
+    except CheckpointError as e:
+        raise Failure(str(e)) from None
+    svc = build_service(lm, with_heads=False)
+    try:
+        if args.json:
+            body, _ = attention_json(svc, req)
+            sys.stdout.buffer.write(body + b"\n")
+            sys.stdout.flush()
+        else:
+            started = time.perf_counter()
+            answer = answer_arrays(svc, req)
+            answer["timing_ms"] = (time.perf_counter() - started) * 1000
+            print(summary(answer, args.layer, args.head, width=min(3, max(1, args.top_k))))
+    except ApiError as e:  # what only the model can refuse: a layer or head it lacks, a text too long
+        raise Failure(_flag_message(e.detail[0]["loc"][1:], e.detail[0]["msg"], args), EXIT_USAGE) from None
+    return 0
+
+
+def _request(args: argparse.Namespace, settings: Settings) -> AttentionRequest:
+    """The options as a ``POST /api/attention`` request, checked as the server checks it (the
+    summary needs ``stats``, so it is always asked for without ``--json``)."""
+    from ..schemas.attention import DEFAULT_INCLUDE, AttentionRequest
+    from ..schemas.common import with_text_limit
+
+    include = args.include.split(",") if args.include else list(DEFAULT_INCLUDE)
+    if not args.json and "stats" not in include:
+        include.append("stats")
+    request = {
+        "text": args.text,
+        "layers": None if args.layer is None else [args.layer],
+        "heads": None if args.head is None else [args.head],
+        "include": include,
+        "causal": not args.no_causal,
+        "scale": args.scale,
+        "top_k": args.top_k,
+        "temperature": args.temperature,
+    }
+    try:
+        return with_text_limit(AttentionRequest, settings.text_limit()).model_validate(request)
+    except ValidationError as e:
+        from ..errors import clean_validation_errors
+
+        items = clean_validation_errors(e.errors())
+        message = "; ".join(_flag_message([p for p in it["loc"] if p != "body"], it["msg"], args) for it in items)
+        raise Failure(message, EXIT_USAGE) from None
+
+
+def _flag_message(loc: Sequence, msg: str, args: argparse.Namespace) -> str:
+    """``(["heads", 0], "heads[0] is 9; the model has 4 heads ...")`` -> ``"--head 9: the model has 4 heads ..."``."""
+    field = str(loc[0]) if loc else ""
+    flag = INSPECT_FLAGS.get(field)
+    if flag is None:
+        return f"{'.'.join(map(str, loc))}: {msg}" if loc else msg
+    msg = re.sub(r"^\w+(\[\d+\])? is [^;]*; ", "", msg)  # the API's "heads[0] is 9; " says what the flag says
+    msg = msg[:1].lower() + msg[1:]
+    value = {
+        "layers": args.layer,
+        "heads": args.head,
+        "include": args.include,
+        "scale": args.scale,
+        "top_k": args.top_k,
+        "temperature": args.temperature,
+    }.get(field)
+    return f"{flag} {value}: {msg}" if value is not None else f"{flag}: {msg}"
+
+
+# ------------------------------------------------------------------ the text summary
+
+
+def _model_divisor(model: dict[str, Any]) -> str:
+    """The model's own divisor in words: "√32 = 5.657", or "12 (sqrt(query_pre_attn_scalar))"."""
+    divisor, rule = model["divisor"], model.get("divisor_rule", "")
+    if rule == "sqrt(head_dim)":
+        return f"√{model['head_dim']} = {divisor:.4g}"
+    return f"{divisor:.4g} ({rule})" if rule else f"{divisor:.4g}"
+
+
+def _what_ifs(data: dict[str, Any]) -> list[str]:
+    """What the answer changed from the model as trained, in words; empty when nothing."""
+    model, scale = data["model"], data["scale"]
+    out = []
+    if not data["causal"]:
+        out.append("causal mask removed (each token also sees the ones after it)")
+    if scale == "none":
+        divided = "1"
+    elif scale == "sqrt_dk":
+        divided = f"√{model['head_dim']} = {math.sqrt(model['head_dim']):.4g}"
+    elif scale == "model":
+        divided = None
+    else:
+        divided = f"{float(scale):g}"
+    if divided is not None and not math.isclose(data["divisor"], model["divisor"], rel_tol=1e-6):
+        out.append(f"scores divided by {divided} instead of the model's {_model_divisor(model)}")
+    return out
+
+
+def summary(data: dict[str, Any], layer: int | None, head: int | None, width: int = 3) -> str:
+    """An answer (with ``stats``, ``predictions``, ``model`` and ``timing_ms``) as text: the model,
+    the what-ifs, the tokens, the top ``width`` guesses after each, a table of statistics per head."""
+    model = data["model"]
+    tokens = data["tokens"]
+    lines = [
+        f"{model['checkpoint']}: {model['n_layer']} layers x {model['n_head']} heads, head_dim {model['head_dim']}, "
+        f"context {model['block_size']} tokens, on {model['device']}",
+    ]
+    what_ifs = _what_ifs(data)
+    if what_ifs:
+        lines.append("what-if: " + "; ".join(what_ifs) + " (not the model as trained)")
+    lines += [
+        f"{len(tokens)} tokens: " + " | ".join(tokens),
+        "",
+        f"next-token guesses (top {width} after each position):",
+    ]
+    label_width = min(16, max(len(t) for t in tokens))
+    for i, (tok, preds) in enumerate(zip(tokens, data["predictions"])):
+        guesses = "  ".join(f"{p['token']} {100 * p['prob']:.1f}%" for p in preds[:width])
+        lines.append(f"  {i:4d} {tok[:label_width]:<{label_width}} -> {guesses}")
+    lines += [
+        "",
+        "per head: mean row entropy in nats (scaled, unscaled), mean max weight, var(raw) / var(scaled)",
+        f"  {'layer':>5} {'head':>4} {'entropy':>8} {'unscaled':>9} {'max_w':>7} {'unscaled':>9} {'var_ratio':>10}",
+    ]
+    for lv in data["layers"]:
+        for hv in lv["heads"]:
+            s = hv["stats"]
+            ratio = "undefined" if s["variance_ratio"] is None else f"{s['variance_ratio']:.2f}"  # 0 / 0: one token
+            lines.append(
+                f"  {lv['layer']:>5} {hv['head']:>4} {s['entropy']:>8.3f} {s['entropy_unscaled']:>9.3f} "
+                f"{s['max_weight']:>7.3f} {s['max_weight_unscaled']:>9.3f} {ratio:>10}"
+            )
+    if layer is not None or head is not None:
+        lines.append(f"  (layer {layer if layer is not None else 'all'}, head {head if head is not None else 'all'})")
+    lines.append(f"\n{data['timing_ms']:.1f} ms")
+    return "\n".join(lines)

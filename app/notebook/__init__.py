@@ -1,0 +1,92 @@
+"""attnscope in a notebook: ``show`` (an anywidget widget) and ``capture`` (numpy arrays).
+
+Both compute in the kernel, with the very functions the JSON API uses: no HTTP server, no port.
+Here: :func:`capture` and :func:`show`. The model a notebook names (the shipped one, a checkpoint,
+or a transformers model object with its tokenizer) is made a service once by
+:mod:`attnscope.app.notebook.service`, which also computes the API's answer for the widget. The widget itself is
+:mod:`attnscope.app.notebook.widget` (its JavaScript: :mod:`.assets`; its static HTML view:
+:mod:`.snapshot`). ``widget.snapshot()`` displays the current view as that HTML, after typing
+in the widget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .service import TOP_K, request, service_for
+
+__all__ = ["capture", "show", "service_for"]  # and AttnScope, the widget class (imported on first use)
+
+CAPTURE_INCLUDE = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
+
+
+# ------------------------------------------------------------------ capture
+
+
+def capture(
+    text: str,
+    model=None,
+    tokenizer=None,
+    checkpoint=None,
+    *,
+    include: list[str] | None = None,
+    layers: list[int] | None = None,
+    heads: list[int] | None = None,
+    causal: bool = True,
+    scale: str | float = "model",
+    top_k: int = TOP_K,
+    temperature: float = 1.0,
+) -> dict[str, Any]:
+    """What ``POST /api/attention`` answers for ``text``, with numpy arrays for its matrices.
+
+    The keys are the API contract's: ``tokens``, ``token_ids``, ``offsets``, ``mask`` (T×T, 1 where
+    a key may be attended), ``layers[i]["heads"][j]["pattern"]`` (T×T float32, each row sums to
+    1), ``attn_scores_raw``, ``attn_scores``, ``pattern_unscaled``, ``q``, ``k``, ``v``, ``stats``,
+    ``predictions`` and ``model``. By default every layer and head with every field, as the
+    page's JSON export. The numbers are the API's own (its ``b64`` encoding, float32).
+    """
+    from ..compute.attention import answer_arrays
+
+    svc = service_for(model, tokenizer, checkpoint)
+    body = request(
+        text=text,
+        include=list(include if include is not None else CAPTURE_INCLUDE),
+        layers=layers,
+        heads=heads,
+        encoding="b64",
+        precision="f4",
+        causal=causal,
+        scale=scale,
+        top_k=top_k,
+        temperature=temperature,
+    )
+    return answer_arrays(svc, body)
+
+
+# ------------------------------------------------------------------ the widget
+
+
+def __getattr__(name: str):
+    """``notebook.AttnScope``: the widget class, imported on first use (it needs anywidget)."""
+    if name == "AttnScope":
+        from .widget import AttnScope
+
+        return AttnScope
+    raise AttributeError(name)
+
+
+def show(
+    text: str, model=None, tokenizer=None, checkpoint=None, *, layer: int = 0, head: int = 0, causal=True, scaled=True
+):
+    """A widget with attnscope's head view for ``text``: the all-heads grid, the chosen head, the
+    what-if switches and the predictions; typing in it re-runs the model in the kernel.
+
+    ``show(text)``: the shipped model. ``show(text, model=m, tokenizer=tok)``: a transformers causal
+    LM you loaded (any family attnscope opens, on its device). ``show(text, checkpoint=PATH)``: a
+    checkpoint folder or ``.gguf`` file; ``show(text, model="ORG/NAME")``: a model by its Hugging
+    Face name (the Hub cache first, as ``from_pretrained``).
+    """
+    from .widget import AttnScope
+
+    svc = service_for(model, tokenizer, checkpoint)
+    return AttnScope(svc, text, layer=layer, head=head, causal=causal, scaled=scaled)

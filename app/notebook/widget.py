@@ -1,0 +1,166 @@
+"""The notebook widget (an anywidget ``AnyWidget``): the page's head view, computed in the kernel.
+
+The widget computes with the very functions the JSON API uses
+(:func:`attnscope.app.notebook.service.answer_bytes`): no HTTP server, no port. Its traitlets hold the
+API's answers as JSON text, tagged with the text and what-ifs they answer, so a view opened
+later (a second view of the widget, a reloaded page) draws the last answer at once. Its
+JavaScript is the page's own modules (:mod:`.assets`); its output also carries a static
+snapshot (:mod:`.snapshot`). Importing this module needs ``anywidget`` (the notebook extra).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anywidget
+import traitlets as t
+
+from .assets import modules_payload, plotly_js, widget_css, widget_esm
+from .service import TOP_K, answer_bytes, decode_answer
+from .snapshot import snapshot_html
+
+# what the page asks for (frontend/js/state.js gridRequest, detailRequest)
+GRID_THUMBNAIL = 64
+DETAIL_INCLUDE = [
+    "pattern",
+    "pattern_unscaled",
+    "attn_scores_raw",
+    "attn_scores_uncapped",
+    "attn_scores",
+    "stats",
+    "q",
+    "k",
+]
+
+
+class AttnScope(anywidget.AnyWidget):
+    """The page's head view in a notebook: all-heads grid, the chosen head, the what-if
+    switches and the predictions; typing in it re-runs the model in the kernel."""
+
+    _esm = widget_esm()
+    _css = widget_css()
+
+    text = t.Unicode("").tag(sync=True)
+    layer = t.Int(0).tag(sync=True)
+    head = t.Int(0).tag(sync=True)
+    causal = t.Bool(True).tag(sync=True)
+    scaled = t.Bool(True).tag(sync=True)
+    # GET /api/model; the answers as JSON text: {"text", "causal", "scale", ["layer", "head"], "answer"}
+    model_info = t.Unicode("{}").tag(sync=True)
+    grid = t.Unicode("").tag(sync=True)
+    detail = t.Unicode("").tag(sync=True)
+    error = t.Unicode("").tag(sync=True)
+    busy = t.Bool(False).tag(sync=True)
+
+    def __init__(self, svc, text: str, **kwargs):
+        """A widget for ``text`` over ``svc`` (a :class:`~attnscope.app.service.Service`), computed at once."""
+        super().__init__(text=text, model_info=svc.info_json.decode(), **kwargs)
+        self._svc = svc
+        self.on_msg(self._on_custom)
+        self.observe(self._on_text, names=["text", "causal", "scaled"])
+        self.observe(self._on_head, names=["layer", "head"])
+        self.refresh()
+
+    # ---- computing, in the kernel
+
+    def _scale(self) -> str:
+        return "model" if self.scaled else "none"
+
+    def _tagged(self, body: bytes, head: bool) -> str:
+        tag = {"text": self.text, "causal": self.causal, "scale": self._scale()}
+        if head:
+            tag.update(layer=self.layer, head=self.head)
+        return json.dumps(tag)[:-1] + ',"answer":' + body.decode() + "}"
+
+    def _compute(self, head_only: bool = False) -> None:
+        """Answer the grid (unless ``head_only``) and the chosen head, as the page asks, into the
+        traitlets; a refused text becomes ``error`` instead of an exception in the kernel."""
+        from ..errors import ApiError
+
+        facts = self._svc.loaded.facts
+        # an attention layer: the chosen one, else the last before it (a hybrid's other layers have no heads)
+        below = [n for n in facts.attention_layers if n <= self.layer]
+        self.layer = below[-1] if below else facts.attention_layers[0]
+        self.head = min(max(self.head, 0), facts.n_head - 1)
+        common = dict(text=self.text, causal=self.causal, scale=self._scale(), encoding="b64")
+        try:
+            if not self.text:
+                grid, detail = "", ""
+            else:
+                grid = None
+                if not head_only:
+                    body = answer_bytes(
+                        self._svc, **common, include=["stats"], stats_rows=False, thumbnail=GRID_THUMBNAIL, top_k=0
+                    )
+                    grid = self._tagged(body, head=False)
+                body = answer_bytes(
+                    self._svc,
+                    **common,
+                    layers=[self.layer],
+                    heads=[self.head],
+                    include=DETAIL_INCLUDE,
+                    precision="f4",
+                    top_k=TOP_K,
+                )
+                detail = self._tagged(body, head=True)
+            error = ""
+        except ApiError as e:
+            grid, detail, error = "", "", str(e)
+        except ValueError as e:  # pydantic's validation (an empty or too long text)
+            grid, detail, error = "", "", " ".join(str(e).split())[:300]
+        with self.hold_sync():
+            if grid is not None:
+                self.grid = grid
+            self.detail = detail
+            self.error = error
+            self.busy = False
+
+    def refresh(self) -> None:
+        """Compute the grid and the chosen head for the current text and what-ifs."""
+        self._compute()
+
+    def _on_text(self, change) -> None:
+        self._compute()
+
+    def _on_head(self, change) -> None:
+        self._compute(head_only=True)
+
+    def _on_custom(self, widget, content, buffers) -> None:
+        """The loader's ``{"type": "assets"}`` message: send the modules, and Plotly if it asks."""
+        if isinstance(content, dict) and content.get("type") == "assets":
+            bufs = [modules_payload()]
+            if content.get("plotly"):
+                bufs.append(plotly_js())
+            self.send({"type": "assets", "plotly": bool(content.get("plotly"))}, buffers=bufs)
+
+    # ---- reading it from Python
+
+    def answers(self) -> dict[str, Any]:
+        """The current grid and chosen-head answers, as :func:`~attnscope.app.notebook.capture`
+        gives them (numpy arrays)."""
+        return {
+            "grid": decode_answer(json.loads(self.grid)["answer"]) if self.grid else None,
+            "detail": decode_answer(json.loads(self.detail)["answer"]) if self.detail else None,
+        }
+
+    def snapshot_html(self) -> str:
+        """The current view as self-contained HTML (:func:`.snapshot.snapshot_html`)."""
+        return snapshot_html(self)
+
+    def snapshot(self):
+        """Display the current view as static HTML (stays readable in any export)."""
+        from IPython.display import HTML
+
+        return HTML(self.snapshot_html())
+
+    def _repr_mimebundle_(self, **kwargs):
+        """anywidget's output with the static snapshot as its ``text/html``."""
+        data = super()._repr_mimebundle_(**kwargs)
+        if isinstance(data, tuple):
+            bundle, meta = data
+        else:
+            bundle, meta = data, {}
+        if bundle is not None:
+            bundle = {**bundle, "text/html": self.snapshot_html()}
+        return (bundle, meta) if isinstance(data, tuple) else bundle

@@ -1,0 +1,286 @@
+"""A head atlas: what every attention head does, measured over a whole corpus.
+
+    from attnscope.model.atlas.build import atlas
+    atlas(["notes.txt", "more.jsonl"], "atlas/", checkpoint=None, seq_len=256, batch_size=8)
+
+The corpus (:mod:`model.atlas.corpus`) is checked first, then cut into windows of ``seq_len``
+tokens, ``batch_size`` windows a forward pass. Each pass runs the explicit attention path into an
+:class:`~model.atlas.stats.AtlasSink`, which reduces every block of query rows to per-head sums,
+histograms and top rows on the model's device, and the batch's :class:`~model.atlas.stats.Tally`
+is added to the corpus's, batch after batch in corpus order: float64 sums in a fixed order, so a
+resumed run ends with the same bits as an uninterrupted one. Induction is measured once on the
+probe of :mod:`model.heads` (a seeded random sequence repeated twice).
+
+Ctrl+C (``KeyboardInterrupt``) lands between batches: the atlas so far is written (``complete``
+false in its metadata) with ``atlas-state.npz`` beside it, and ``resume=True`` goes on from the
+next batch (the corpus, model and settings must be the same: the state file says what they were).
+``engine="ray"`` runs the batches on a Ray cluster (:mod:`model.atlas.ray_engine`) and merges the same
+tallies in the same order. The files written are those of :mod:`model.atlas.read`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..heads import induction_tokens, probe_prefix, random_pool
+from .corpus import Corpus, batches, open_corpus, token_stream, windows
+from .read import write_atlas
+from .stats import (
+    BIN_EDGES,
+    BINS_NOTE,
+    CONTEXT_AFTER,
+    CONTEXT_BEFORE,
+    DEFINITIONS,
+    METRICS,
+    Tally,
+    first_rows,
+)
+from .tally import batch_tally
+
+STATE_FILE = "atlas-state.npz"
+DEFAULT_SEQ_LEN = 512  # tokens per window, or the model's context if shorter
+N_INDUCTION = 40  # tokens of the induction probe's random sequence (as model.heads)
+SAVE_EVERY_S = 300.0  # the state and the partial atlas are also written this often during a run
+FORMAT_VERSION = 2  # 2: rows where a metric is at its maximum by construction left out
+# the settings a resumed run must share with the run it continues
+SAME_ON_RESUME = ("seq_len", "batch_size", "max_tokens", "local_window", "exemplars")
+
+
+class AtlasError(ValueError):
+    """An atlas that cannot be made as asked (bad settings, nothing to resume); one line."""
+
+
+@torch.inference_mode()
+def induction_rows(backend, n_induction: int = N_INDUCTION) -> np.ndarray:
+    """(La, nh, R) float32: on :mod:`model.heads`'s induction probe (seeded random tokens after the
+    model's BOS, repeated twice), each second-copy token's weight on the token after its first
+    occurrence, R = probe batch × (n − 1) rows; their mean is :func:`model.heads.induction_score`."""
+    facts, tokenizer = backend.facts, backend.tokenizer
+    prefix = probe_prefix(tokenizer)
+    n = min(n_induction, (facts.block_size - 1) // 2)
+    rand = induction_tokens(facts.vocab_size, n=n, pool=random_pool(tokenizer, facts.vocab_size))  # (B, n)
+    start = prefix or tokenizer.encode_ids("")[:1]
+    bos = torch.tensor(start, dtype=torch.long).expand(rand.size(0), len(start))
+    p = backend.patterns(torch.cat([bos, rand, rand], dim=1))  # (B, La, nh, T, T)
+    j = torch.arange(n - 1)
+    rows = p[..., len(start) + n + j, len(start) + j + 1]  # (B, La, nh, n - 1): the cells induction_score averages
+    return rows.permute(1, 2, 0, 3).reshape(p.shape[1], p.shape[2], -1).float().numpy()
+
+
+def _metadata(lm, corpus: Corpus, settings: dict) -> dict:
+    """What ``meta.json`` says (every key but the progress ones, filled in when written)."""
+    from .. import __version__
+
+    facts = lm.facts
+    name = facts.name
+    first = first_rows(settings["local_window"])
+    ours = not hasattr(lm.backend, "trunk")
+    return {
+        "format": "attnscope-atlas",
+        "format_version": FORMAT_VERSION,
+        "attnscope_version": __version__,
+        "model": {
+            "name": name,
+            "revision": name.split("@", 1)[1] if "@" in name else None,
+            "path": str(lm.path),
+            "family": facts.family,
+            "dtype": facts.dtype,
+            "device": facts.device,
+            "attention_implementation": "model.gpt explicit path (eager arithmetic)"
+            if ours
+            else "transformers attn_implementation='attnscope' (eager arithmetic, model.families.attention)",
+            "n_layer": facts.n_layer,
+            "n_head": facts.n_head,
+            "attention_layers": list(facts.attention_layers),
+            "block_size": facts.block_size,
+        },
+        "corpus": {"sha256": corpus.sha256, "files": [f.to_dict() for f in corpus.files]},
+        "settings": settings,
+        "rows": "query rows t >= first_row of every window (row 0 sees only itself; first_token and previous_token "
+        "from t = 2, where the previous token is no longer the first; local_fraction from t = local_window, where "
+        "a row has keys outside the window)",
+        "metrics": {m: {"definition": DEFINITIONS[m], "bin_edges": list(BIN_EDGES.get(m, BIN_EDGES["self"]))}
+                    | ({"first_row": first[METRICS.index(m)]} if m in METRICS else {})
+                    for m in (*METRICS, "induction")},
+        "bins": BINS_NOTE,
+        "induction_probe": {"n": min(N_INDUCTION, (facts.block_size - 1) // 2), "seed": 0, "source": "model.heads"},
+    }
+
+
+def _with_progress(meta: dict, tally: Tally, complete: bool) -> dict:
+    return meta | {"complete": complete, "tokens_seen": tally.tokens, "windows": tally.windows, "batches": tally.batches}
+
+
+def _save_state(out: Path, tally: Tally, induction: np.ndarray, meta: dict) -> None:
+    """The tally so far, the induction rows and the run's metadata, in one file (written atomically)."""
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    np.savez(buf, induction=induction, meta=np.asarray(json.dumps(meta)), **tally.to_arrays())
+    tmp = out / f".{STATE_FILE}.tmp"
+    tmp.write_bytes(buf.getvalue())
+    os.replace(tmp, out / STATE_FILE)
+
+
+def _load_state(out: Path, meta: dict) -> tuple[Tally, np.ndarray]:
+    """The tally and induction rows an interrupted run left, after checking it was this same job."""
+    with np.load(out / STATE_FILE) as state:
+        saved = json.loads(str(state["meta"]))
+        tally = Tally.from_arrays(state)
+        induction = np.array(state["induction"])
+    checks = {
+        "corpus": (saved["corpus"]["sha256"], meta["corpus"]["sha256"]),
+        "model": (saved["model"]["path"], meta["model"]["path"]),
+        "dtype": (saved["model"]["dtype"], meta["model"]["dtype"]),
+        "device": (saved["model"]["device"], meta["model"]["device"]),
+        **{k: (saved["settings"][k], meta["settings"][k]) for k in SAME_ON_RESUME},
+    }
+    for what, (was, now) in checks.items():
+        if was != now:
+            raise AtlasError(f"cannot resume the atlas in {out}: its {what} was {was!r}, now {now!r}")
+    return tally, induction
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Ctrl+C held back while the tally and the state change: it lands after, between batches."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list = []
+    previous = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def atlas(
+    corpus: str | Path | Iterable[str | Path] | Corpus,
+    out: str | Path,
+    checkpoint: str | Path | None = None,
+    model=None,
+    *,
+    seq_len: int | None = None,
+    batch_size: int = 8,
+    max_tokens: int | None = None,
+    local_window: int = 8,
+    exemplars: int = 8,
+    device: str | None = "cpu",
+    dtype: str = "fp32",
+    engine: str = "local",
+    address: str | None = None,
+    concurrency: int | None = None,
+    resume: bool = False,
+    progress: bool | None = None,
+    after_batch: Callable[[Tally], None] | None = None,
+) -> Path:
+    """Measure every head over ``corpus`` (file paths, or a checked :class:`~model.atlas.corpus.Corpus`) and write the atlas to the folder ``out``.
+
+    The model: ``model`` (a :class:`~model.backends.LoadedModel`, e.g. ``attnscope.load_model()``),
+    else ``checkpoint`` (a folder or ``.gguf`` file; None: the shipped model) on ``device`` in
+    ``dtype``. ``seq_len`` tokens per window (default 512 or the model's context, never more than
+    it), ``batch_size`` windows per forward pass, at most ``max_tokens`` tokens; ``local_window`` is
+    the ``local`` metric's w, ``exemplars`` the rows kept per head and metric. ``engine``:
+    ``"local"`` or ``"ray"`` (``address`` of the cluster, ``concurrency`` actors). ``progress``: a
+    tqdm bar on stderr (None: only on a terminal). ``after_batch(tally)`` is called after each batch
+    is merged (a test hook). Raises :class:`~model.atlas.corpus.CorpusError` for a bad corpus
+    (before anything is written), :class:`AtlasError` for bad settings; a ``KeyboardInterrupt``
+    leaves a partial atlas and its state file, then propagates. Returns ``out``.
+    """
+    from ..registry import load_model
+
+    if isinstance(corpus, Corpus):
+        data = corpus
+    else:
+        data = open_corpus([corpus] if isinstance(corpus, (str, Path)) else list(corpus))
+    out = Path(out)
+    has_state = (out / STATE_FILE).is_file()
+    if resume and not has_state:
+        raise AtlasError(f"nothing to resume in {out}: no {STATE_FILE} (an interrupted atlas leaves one)")
+    if has_state and not resume:
+        raise AtlasError(f"{out} holds an interrupted atlas: --resume to continue it, or remove {out / STATE_FILE}")
+    if engine not in ("local", "ray"):
+        raise AtlasError(f"unknown engine {engine!r} (use local or ray)")
+    for name, value, low in (("batch_size", batch_size, 1), ("local_window", local_window, 1),
+                             ("exemplars", exemplars, 0), ("max_tokens", max_tokens, 2)):
+        if value is not None and value < low:
+            raise AtlasError(f"{name} must be at least {low}, got {value}")
+    lm = model if model is not None else load_model(checkpoint, device=device, dtype=dtype)
+    if lm.facts.differential:  # signed maps: no entropy, no share of a row
+        raise AtlasError(
+            f"{lm.facts.name} uses differential attention (a head's map is first − λ·second, with negative cells); "
+            "the atlas's metrics are defined for softmax rows, so it cannot measure it yet"
+        )
+    context = lm.facts.block_size
+    seq_len = seq_len or min(DEFAULT_SEQ_LEN, context)
+    if not 2 <= seq_len <= context:
+        raise AtlasError(f"seq_len {seq_len}: must be between 2 and the model's context, {context} tokens")
+    settings = {"seq_len": seq_len, "batch_size": batch_size, "max_tokens": max_tokens, "local_window": local_window,
+                "exemplars": exemplars, "context_before": CONTEXT_BEFORE, "context_after": CONTEXT_AFTER,
+                "engine": engine}
+    meta = _metadata(lm, data, settings)
+    if resume:
+        tally, induction = _load_state(out, meta)
+    else:
+        tally = Tally.empty(list(lm.facts.attention_layers), lm.facts.n_head, exemplars)
+        induction = induction_rows(lm.backend)
+
+    todo = (b for b in batches(windows(token_stream(data.documents(), lm.tokenizer), seq_len, max_tokens), batch_size)
+            if b.index >= tally.batches)
+    if engine == "ray":
+        from .ray_engine import ray_tallies
+
+        parts = ray_tallies(lm, todo, local_window, exemplars, device=device, dtype=dtype, address=address,
+                            concurrency=concurrency)
+    else:
+        parts = (batch_tally(lm.backend, b, local_window, exemplars) for b in todo)
+    _run(parts, tally, induction, meta, out, lm.tokenizer, max_tokens, progress, after_batch)
+    return out
+
+
+def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, tokenizer, max_tokens, progress, hook):
+    """Merge the batches' tallies in order; write the atlas at the end, or the partial one and the state on Ctrl+C."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=max_tokens, initial=tally.tokens, unit="tok", unit_scale=True, file=sys.stderr,
+               disable=None if progress is None else not progress, desc="atlas", dynamic_ncols=True)
+    saved = time.monotonic()
+    try:
+        for part in parts:
+            with _interrupts_held():
+                tally.add(part)
+            bar.update(part.tokens)
+            if hook is not None:
+                hook(tally)
+            if time.monotonic() - saved > SAVE_EVERY_S:
+                with _interrupts_held():
+                    _save_state(out, tally, induction, meta)
+                    write_atlas(out, tally, induction, _with_progress(meta, tally, False), tokenizer)
+                saved = time.monotonic()
+    except KeyboardInterrupt:
+        with _interrupts_held():
+            _save_state(out, tally, induction, meta)
+            write_atlas(out, tally, induction, _with_progress(meta, tally, False), tokenizer)
+        bar.close()
+        print(f"attnscope: interrupted after {tally.tokens} tokens; partial atlas in {out} "
+              f"(--resume continues it)", file=sys.stderr)
+        raise
+    bar.close()
+    if tally.batches == 0:
+        raise AtlasError("the corpus gave no window of 2 tokens or more: nothing to measure")
+    write_atlas(out, tally, induction, _with_progress(meta, tally, True), tokenizer)
+    (out / STATE_FILE).unlink(missing_ok=True)

@@ -1,0 +1,37 @@
+"""One batch of the atlas: its windows through the model into an :class:`~.stats.AtlasSink`, reduced
+to a :class:`~.stats.Tally`. The local engine (:mod:`.build`) and every Ray actor
+(:mod:`.ray_engine`) call :func:`batch_tally`, so neither imports the other for it."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..options import AttentionOptions
+from ..precision import exact_fp32
+from .corpus import Batch
+from .stats import AtlasSink, Tally
+from .text import shown_rows
+
+
+def forward(backend, ids: np.ndarray, sink) -> None:
+    """One batch ``(B, T)`` of token ids through the model's explicit attention path into ``sink``
+    (the LM head is skipped: the atlas needs the attention only)."""
+    idx = torch.from_numpy(np.ascontiguousarray(ids)).to(backend.device)
+    opts = AttentionOptions()
+    with torch.inference_mode(), exact_fp32():
+        if hasattr(backend, "trunk"):  # a transformers model: its layers call our attention function
+            from ..families.attention import recording
+
+            with recording(sink, opts):
+                backend.trunk(input_ids=idx, use_cache=False)
+        else:  # our GPT
+            backend.model.hidden_states(idx, opts=opts, trace=sink)
+
+
+def batch_tally(backend, batch: Batch, local_window: int, exemplars: int) -> Tally:
+    """One batch's :class:`Tally` (the local engine and every Ray actor call this)."""
+    shown = shown_rows(backend.tokenizer, batch.ids) if exemplars else None
+    sink = AtlasSink(backend.facts.n_head, local_window, exemplars, shown)
+    forward(backend, batch.ids, sink)
+    return sink.tally(batch.ids, batch.window0)

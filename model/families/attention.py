@@ -1,0 +1,211 @@
+"""transformers' attention hook: every attention layer of any family, one named step at a time.
+
+transformers looks a model's attention function up by name in ``AttentionInterface``; we
+register :func:`attnscope_attention` under ``"attnscope"`` (and :func:`boolean_mask`, eager's
+mask builder without its float step, under the same name in ``AttentionMaskInterface``), and
+models are loaded with ``attn_implementation="attnscope"`` (:mod:`model.families.backend`). Each
+attention layer of every family then calls our function with what it computed itself: ``query``
+and ``key`` after rotary embeddings, the model's own ``scaling`` (not always ``1/√head_dim``),
+``softcap`` where a family has it, and a mask that already holds causality and any sliding
+window. The function does eager attention's arithmetic (the same ``output_attentions``, to the
+last bit in float32) one named step at a time and hands the steps to the sink of the running
+call (:func:`model.trace.traced_attention`), found through a context variable set by
+:func:`recording`, so concurrent calls never share one.
+
+What a family adds (a softcap, learned sinks, MLA's two parts of q·kᵀ, output gates, differential
+attention's pairs) is one module each in :mod:`model.families`; this function builds the mask and
+the scale, sees which of them a layer has, and chooses the fused kernel or the named steps.
+Differential attention (DiffLlama) calls this function twice per layer: the first call is
+recorded as pairs of softmaxes (:mod:`model.families.differential`), the second runs unrecorded.
+
+What-ifs: ``causal=False`` drops the mask (sliding windows with it), another divisor
+replaces the model's; both are applied in every layer, as for our own model. Ablated heads'
+outputs are replaced (:func:`~model.options.ablate_heads`) in the per-head output this function
+returns, before the model's ``o_proj``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn import functional as F
+
+from ..options import AttentionOptions, ablate_heads
+from ..trace import needs_unscaled, traced_attention, wants
+from . import Features, differential, eager_steps, gates, mla
+
+IMPLEMENTATION = "attnscope"
+
+
+@dataclass
+class _Recording:
+    sink: object
+    opts: AttentionOptions
+    masks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (transformers' mask, ours)
+    gate_inputs: dict[int, torch.Tensor] = field(default_factory=dict)  # id(attention module) -> its q_proj output
+    first_calls: set[int] = field(default_factory=set)  # differential modules whose second call comes next
+
+    def second_call(self, module: torch.nn.Module) -> bool:
+        """A differential module calls attention twice per forward pass: whether this is the second."""
+        if id(module) in self.first_calls:
+            self.first_calls.discard(id(module))
+            return True
+        self.first_calls.add(id(module))
+        return False
+
+    def mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(T, S) bool from transformers' mask, made once per mask tensor: the layers of a forward
+        pass share one or two (full and sliding), so the capture sees the same tensor again."""
+        for seen, ours in self.masks:
+            if seen is attention_mask:
+                return ours
+        ours = _bool_mask(attention_mask)
+        self.masks.append((attention_mask, ours))
+        return ours
+
+
+def _bool_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    if attention_mask.dtype == torch.bool:
+        return attention_mask[0, 0]  # (T, S)
+    return attention_mask[0, 0] == 0  # eager's additive mask: 0 where visible, the dtype's minimum elsewhere
+
+
+_ACTIVE: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("attnscope_recording", default=None)
+
+
+def recording_active() -> bool:
+    """Whether a :func:`recording` is running in this context (the notebook switches a model's
+    attention implementation to ours only then)."""
+    return _ACTIVE.get() is not None
+
+
+@contextlib.contextmanager
+def recording(sink, opts: AttentionOptions):
+    """Within this block, attention layers append their traces to ``sink`` and apply ``opts``."""
+    token = _ACTIVE.set(_Recording(sink, opts))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def attnscope_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    softcap: float | None = None,
+    sliding_window: int | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager attention, one named step at a time; the signature transformers calls."""
+    rec = _ACTIVE.get()
+    opts = rec.opts if rec is not None else AttentionOptions()
+    B, nh, T, hs = query.shape  # (B, nh, T, hs)
+    n_rep = nh // key.shape[1]
+    k = key.repeat_interleave(n_rep, dim=1) if n_rep > 1 else key  # (B, n_kv, S, hs) -> (B, nh, S, hs)
+    v = value.repeat_interleave(n_rep, dim=1) if n_rep > 1 else value  # (B, nh, S, hs)
+    S = k.shape[2]
+    mask = _layer_mask(rec, opts, attention_mask, T, S, query.device)  # (T, S)
+    model_scaling = hs**-0.5 if scaling is None else float(scaling)
+    divisor = 1.0 / model_scaling if opts.divisor is None else float(opts.divisor)
+    layer = int(getattr(module, "layer_idx", 0) or 0)
+    sink = rec.sink if rec is not None else None
+    f = Features(
+        softcap=softcap,
+        sink_logit=kwargs.get("s_aux"),  # (nh,) gpt-oss: a learned logit per head
+        nope=mla.nope_dim(module),
+        gate=output_gate(module, B, T, nh, hs),  # (B, nh, T) or None
+        differential=differential.is_differential(module),  # DiffLlama: pairs of query heads h, h + nh/2
+    )
+    if f.differential:
+        opts = differential.pair_options(opts, nh // 2)
+        if rec is not None and rec.second_call(module):
+            sink = None  # the same queries and keys again, with the other half of the values: not recorded
+
+    pattern = None
+    if not f.eager_only and not wants(sink, layer):  # (MLA's parts come only with the steps)
+        # fast path: nothing of this layer is kept, so one fused kernel with the same mask and scale
+        z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
+    else:
+        # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
+        scale = dict(scaling=model_scaling, divisor=None) if opts.divisor is None else dict(scaling=None, divisor=divisor)
+        steps = eager_steps(query, k, v, mask, f, **scale, unscaled=sink is not None and needs_unscaled(sink))
+        if sink is None:  # not recording (a plain forward pass of a softcapped model)
+            st = steps(0, T, S)
+            z, pattern = st["z"], st["pattern"]
+        else:
+            traced, heads = (query, k, v), None
+            if f.differential:  # the pairs, described by their first query head; z stays every head's
+                steps, traced, heads = differential.recorded(module, steps, query, k, v)
+            window = int(sliding_window) if sliding_window and opts.causal else None
+            logits = None if f.sink_logit is None else f.sink_logit.detach().float()
+            z = traced_attention(
+                sink, layer, *traced, mask, divisor, steps, opts.causal, softcap, window, sink_logit=logits,
+                extras=f.extras, heads=heads,
+            )
+
+    z = ablate_heads(z, layer, opts)  # switched-off heads, before o_proj
+    return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects
+
+
+def _layer_mask(rec, opts: AttentionOptions, attention_mask, T: int, S: int, device) -> torch.Tensor:
+    """(T, S) bool, True where a query may attend: transformers' mask, or none at all (``causal=False``)."""
+    if not opts.causal or attention_mask is None:
+        return torch.ones(T, S, dtype=torch.bool, device=device)
+    return rec.mask(attention_mask) if rec is not None else _bool_mask(attention_mask)
+
+
+def watch_output_gates(model: torch.nn.Module) -> int:
+    """Qwen3-Next's gated attention (:mod:`model.families.gates`): each gated layer's ``q_proj``
+    output is left with the running :func:`recording` (one per request, so concurrent requests
+    never see each other's) for :func:`output_gate`. Returns how many layers are gated."""
+    return gates.watch(model, _keep_gate_input)
+
+
+def _keep_gate_input(module: torch.nn.Module, out: torch.Tensor) -> None:
+    rec = _ACTIVE.get()
+    if rec is not None:
+        rec.gate_inputs[id(module)] = out
+
+
+def output_gate(module: torch.nn.Module, B: int, T: int, nh: int, hs: int) -> torch.Tensor | None:
+    """(B, nh, T): each head's output gate at each query; None for a layer without one. Taken (and
+    let go) from what :func:`watch_output_gates` left."""
+    rec = _ACTIVE.get()
+    out = rec.gate_inputs.pop(id(module), None) if rec is not None else None
+    return None if out is None else gates.gate_of(out, B, T, nh, hs)
+
+
+_registered = False
+
+
+def register() -> None:
+    """Make ``attn_implementation="attnscope"`` known to transformers (once per process)."""
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(IMPLEMENTATION, attnscope_attention)
+    AttentionMaskInterface.register(IMPLEMENTATION, boolean_mask)
+    _registered = True
+
+
+def boolean_mask(*args, **kwargs) -> torch.Tensor | None:
+    """The mask transformers builds for eager attention, before eager turns it into floats:
+    ``(B, 1, T, S)`` bool, True where the query may attend, with causality, sliding windows and
+    padding in it. One byte a cell instead of four (4 GB of float32 at 32k tokens), and nothing
+    to convert back. Never skipped for a causal mask (``allow_is_causal_skip=False``, as eager)."""
+    from transformers.masking_utils import sdpa_mask
+
+    kwargs.pop("dtype", None)
+    kwargs["allow_is_causal_skip"] = False
+    return sdpa_mask(*args, **kwargs)

@@ -1,0 +1,373 @@
+"""Train the model: ``attnscope train`` or ``python -m attnscope.model.ours.train --preset small``.
+
+* tokenizer trained on the corpus (once, then reused from the run directory);
+* windows of ``block_size + 1`` tokens cut at random places of the token stream, so a
+  window crosses document boundaries the way GPT-2's did (``<|endoftext|>`` between documents);
+* in ``repeat_frac`` of the windows a span of 8–40 tokens is copied further along the same
+  window (some spans are random tokens): predicting the copy is what grows induction heads;
+* AdamW, linear warm-up then cosine decay, gradient clipping, fixed seed;
+* every ``eval_every`` steps: held-out loss, bits per byte on held-out sentences, and the
+  best previous-token and induction head scores; a checkpoint and the optimizer state are
+  saved so an interrupted run resumes where it stopped (``--resume``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..heads import ROLES, head_role_scores
+from ..precision import tf32_for_training
+from .checkpoint import save_checkpoint
+from .corpus import read_documents
+from .evaluate import LN2, bits_per_byte, sentence_nll, stream_loss
+from .gpt import GPT, GPTConfig
+from .tokenizer import BPETokenizer
+
+
+@dataclass
+class TrainConfig:
+    corpus: str = "data/corpus"  # a directory with train.txt, val.txt, sentences_val.txt
+    out: str = "runs/small"  # run directory: checkpoint, optimizer state, metrics
+    model: GPTConfig = field(default_factory=GPTConfig)
+    vocab_size: int = 4096
+    batch_size: int = 16
+    max_steps: int = 14_000
+    max_minutes: float = 0.0  # stop (and save) after this long; 0 = no limit. Resume later.
+    lr: float = 2e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 300
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    # The step at which the LR schedule (warm-up, then cosine to min_lr at max_steps) begins.
+    # ``--resume --new-phase`` sets it to the resumed step: a second warm-up and cosine that
+    # continue a finished run for more steps instead of jumping back to mid-schedule.
+    phase_start: int = 0
+    keep_snapshots: bool = True  # also keep each evaluated checkpoint under OUT/snapshots/
+    repeat_frac: float = 0.5
+    random_span_frac: float = 0.25  # of the repeated spans, the share that are random tokens
+    eval_every: int = 500
+    eval_windows: int = 64
+    eval_sentences: int = 400
+    seed: int = 1337
+    threads: int = 0  # torch threads; 0 = leave torch's default
+
+
+PRESETS: dict[str, TrainConfig] = {
+    # the shipped model: 4 layers × 4 heads, d_model 128 (head size 32), context 256
+    "small": TrainConfig(),
+    # for tests: trains in seconds on a small text the test writes
+    "tiny": TrainConfig(
+        out="runs/tiny",
+        model=GPTConfig(block_size=32, vocab_size=300, n_layer=2, n_head=2, n_embd=32),
+        vocab_size=300,
+        batch_size=8,
+        max_steps=60,
+        lr=3e-3,
+        warmup_steps=10,
+        eval_every=30,
+        eval_windows=4,
+        eval_sentences=16,
+        keep_snapshots=False,
+    ),
+}
+
+
+# The fields that make the LR schedule; saved with the training state so that a plain
+# ``--resume`` continues the schedule it was on (a later phase included).
+SCHEDULE = ("lr", "min_lr", "warmup_steps", "max_steps", "phase_start")
+
+
+class ResumeError(Exception):
+    """The saved run cannot be continued as asked."""
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    s, total = step - cfg.phase_start, cfg.max_steps - cfg.phase_start
+    if s < cfg.warmup_steps:
+        return cfg.lr * (s + 1) / cfg.warmup_steps
+    progress = min(1.0, (s - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def tokenize_split(tok: BPETokenizer, docs: list[str]) -> np.ndarray:
+    ids: list[int] = []
+    for d in tok.encode_batch_ids(docs):
+        ids.extend(d)
+        ids.append(tok.eot_id)
+    return np.array(ids, dtype=np.uint16)
+
+
+def get_batch(data: np.ndarray, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    T, B = cfg.model.block_size, cfg.batch_size
+    starts = rng.integers(0, len(data) - T - 1, size=B)
+    w = np.stack([data[s : s + T + 1] for s in starts]).astype(np.int64)  # (B, T+1)
+    for row in w:
+        if rng.random() < cfg.repeat_frac:
+            L = int(rng.integers(8, min(41, (T + 1) // 3)))
+            src = int(rng.integers(0, T + 1 - 2 * L))
+            dst = int(rng.integers(src + L, T + 2 - L))
+            if rng.random() < cfg.random_span_frac:
+                row[src : src + L] = rng.integers(256, cfg.model.vocab_size, size=L)
+            row[dst : dst + L] = row[src : src + L]
+    w = torch.from_numpy(w)
+    return w[:, :-1].contiguous(), w[:, 1:].contiguous()  # (B, T) inputs, (B, T) targets
+
+
+def prepare(cfg: TrainConfig) -> tuple[BPETokenizer, np.ndarray, np.ndarray, list[str]]:
+    corpus, out = Path(cfg.corpus), Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    train_docs = read_documents(corpus / "train.txt")
+    val_docs = read_documents(corpus / "val.txt")
+    tok_file = out / "tokenizer.json"
+    if tok_file.exists():
+        tok = BPETokenizer.load(tok_file)
+    else:
+        tok = BPETokenizer.train(train_docs, vocab_size=cfg.vocab_size)
+        tok.save(tok_file)
+    cache = out / "tokens.npz"
+    if cache.exists():
+        z = np.load(cache)
+        train, val = z["train"], z["val"]
+    else:
+        train, val = tokenize_split(tok, train_docs), tokenize_split(tok, val_docs)
+        np.savez(cache, train=train, val=val)
+    sentences_file = corpus / "sentences_val.txt"
+    sentences = [s for s in sentences_file.read_text().splitlines() if s.strip()] if sentences_file.exists() else []
+    return tok, train, val, sentences[: cfg.eval_sentences]
+
+
+def evaluate(model: GPT, tok: BPETokenizer, val: np.ndarray, sentences: list[str], cfg: TrainConfig) -> dict:
+    m = {"val_loss": round(stream_loss(model, val, n_windows=cfg.eval_windows), 4)}
+    if sentences:
+        nats, _, nbytes = sentence_nll(model, tok, sentences)
+        m["sentence_bpb"] = round(bits_per_byte(nats, nbytes), 4)
+    roles = head_role_scores(model, tok)  # (L, nh, 4)
+    for r, name in enumerate(ROLES[:3]):
+        m[f"best_{name}"] = round(float(roles[..., r].max()), 3)
+    return m
+
+
+def _to_device(t: torch.Tensor, device: str) -> torch.Tensor:
+    """A batch to the device; on CUDA from pinned memory, without waiting for the copy."""
+    if torch.device(device).type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+def _autocast(device: str):
+    """bf16 autocast on CUDA (weights and optimizer stay fp32); nothing on the CPU."""
+    if torch.device(device).type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def setup_device(device: str, strict: bool = False) -> str:
+    """``auto`` -> CUDA when present, else CPU; ``strict`` (the command line): CUDA asked for on
+    a machine without it is a :class:`~model.ours.checkpoint.CheckpointError`, not a quiet run on the
+    CPU. (TF32 is turned on by :func:`train` for its own loop only, never left on for the
+    process: see :mod:`model.precision`.)"""
+    from .checkpoint import pick_device
+
+    return str(pick_device(device, strict=strict))
+
+
+CUDA_BATCH_SIZE = 64  # the default on a GPU: 64 × 256 tokens keeps an H100 busy with this model
+
+
+def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu", new_phase: bool = False) -> dict:
+    """Train (or resume) a run; on CUDA with TF32 matmuls inside this call only."""
+    with tf32_for_training(device):
+        return _train(cfg, resume=resume, device=device, new_phase=new_phase)
+
+
+def _train(cfg: TrainConfig, resume: bool, device: str, new_phase: bool) -> dict:
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    out = Path(cfg.out)
+    tok, train_data, val_data, sentences = prepare(cfg)
+    val_bytes_per_token = bytes_per_token(tok, val_data)
+    cfg = replace(cfg, model=replace(cfg.model, vocab_size=tok.vocab_size))
+    model = GPT(cfg.model).to(device)
+
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+    step, history, tokens_seen, elapsed = 0, [], 0, 0.0
+    state_file = out / "train_state.pt"
+    if new_phase and not (resume and state_file.exists()):
+        raise ResumeError(f"a new phase continues a saved run, and there is no {state_file}")
+    if resume and state_file.exists():
+        st = torch.load(state_file, map_location="cpu", weights_only=False)  # saved on any device
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["optimizer"])
+        step, history, tokens_seen, elapsed = st["step"], st["history"], st["tokens_seen"], st.get("elapsed", 0.0)
+        saved_start = st.get("schedule", {}).get("phase_start", st.get("phase_start", 0))
+        cfg = replace(cfg, phase_start=step if new_phase else saved_start)
+        if cfg.max_steps <= step:
+            raise ResumeError(f"the run in {out} is at step {step}: to train it on, give --max-steps above that")
+        rng = np.random.default_rng(cfg.seed + step)  # a fresh but reproducible stream after resuming
+        torch.manual_seed(cfg.seed + step)
+
+    def save(final: bool) -> None:
+        training = {
+            "train_config": {k: v for k, v in asdict(cfg).items() if k != "model"},
+            "step": step,
+            "tokens_seen": tokens_seen,
+            "train_minutes": round(elapsed / 60, 1),
+            "parameters": model.num_parameters(),
+            "corpus_tokens": {"train": int(len(train_data)), "val": int(len(val_data))},
+            "history": history,
+            "final": final,
+        }
+        save_checkpoint(model, tok, out / "checkpoint", training)
+        if cfg.keep_snapshots:
+            save_checkpoint(model, tok, out / "snapshots" / f"step-{step:06d}", training)
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "step": step,
+                "history": history,
+                "tokens_seen": tokens_seen,
+                "elapsed": elapsed,
+                "schedule": {k: getattr(cfg, k) for k in SCHEDULE},
+            },
+            state_file,
+        )
+        (out / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+
+    model.train()
+    t_start = time.time() - elapsed
+    bar = tqdm(total=cfg.max_steps, initial=step, unit="step", dynamic_ncols=True, mininterval=2.0)
+    tok_per_step = cfg.batch_size * cfg.model.block_size
+    window_t, window_tokens = time.time(), 0
+    loss_ema = None
+    while step < cfg.max_steps:
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg)
+        x, y = get_batch(train_data, cfg, rng)
+        x, y = _to_device(x, device), _to_device(y, device)
+        with _autocast(device):
+            _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        tokens_seen += tok_per_step
+        window_tokens += tok_per_step
+        loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
+        elapsed = time.time() - t_start
+        bar.update(1)
+        if step % 10 == 0:
+            rate = window_tokens / max(1e-6, time.time() - window_t)
+            window_t, window_tokens = time.time(), 0
+            bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{rate:,.0f}", lr=f"{lr_at(step, cfg):.1e}")
+        out_of_time = cfg.max_minutes and elapsed > cfg.max_minutes * 60
+        if step % cfg.eval_every == 0 or step == cfg.max_steps or out_of_time:
+            m = evaluate(model, tok, val_data, sentences, cfg)
+            m.update(step=step, tokens=tokens_seen, minutes=round(elapsed / 60, 2), train_loss=round(loss_ema, 4))
+            m["val_bpb_stream"] = round(m["val_loss"] / LN2 / val_bytes_per_token, 4)
+            history.append(m)
+            tqdm.write(json.dumps(m))
+            save(final=step >= cfg.max_steps)
+            if out_of_time:
+                tqdm.write(f"stopping after {cfg.max_minutes} minutes at step {step}; resume with --resume")
+                break
+    bar.close()
+    return history[-1] if history else {}
+
+
+def bytes_per_token(tok: BPETokenizer, ids: np.ndarray, sample: int = 200_000) -> float:
+    """Mean UTF-8 bytes per token over the first ``sample`` ids: turns nats/token into bits/byte."""
+    head = ids[:sample]
+    return sum(len(tok.token_bytes(int(i))) for i in head) / max(1, len(head))
+
+
+def main(argv: list[str] | None = None, prog: str | None = None, parser=argparse.ArgumentParser) -> None:
+    """``parser``: the ArgumentParser class (``attnscope train`` passes its own, with one-line errors)."""
+    ap = parser(prog=prog, description="Train an attnscope model")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    ap.add_argument("--corpus")
+    ap.add_argument("--out")
+    ap.add_argument("--max-steps", type=int)
+    ap.add_argument(
+        "--max-minutes",
+        type=float,
+        help="stop (and save) once the run's total training time, earlier phases included, passes this",
+    )
+    ap.add_argument("--batch-size", type=int)
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--threads", type=int)
+    ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
+    ap.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
+    ap.add_argument(
+        "--new-phase",
+        action="store_true",
+        help="with --resume: start a fresh warm-up and cosine schedule at the resumed step (to train a finished run longer)",
+    )
+    ap.add_argument("--min-lr", type=float)
+    ap.add_argument("--warmup-steps", type=int)
+    args = ap.parse_args(argv)
+    cfg = PRESETS[args.preset]
+    overrides = {
+        k: getattr(args, k)
+        for k in ("corpus", "out", "max_steps", "max_minutes", "batch_size", "lr", "min_lr", "warmup_steps", "threads")
+        if getattr(args, k) is not None
+    }
+    if args.new_phase and not args.resume:
+        ap.error("--new-phase needs --resume")
+    state_file = Path(overrides.get("out", cfg.out)) / "train_state.pt"
+    if args.resume and not args.new_phase and state_file.exists():
+        # continue on the saved schedule, except what this command line sets
+        saved = torch.load(state_file, map_location="cpu", weights_only=False).get("schedule", {})
+        overrides = {**{k: v for k, v in saved.items() if k != "phase_start"}, **overrides}
+    from .checkpoint import CheckpointError
+
+    try:
+        device = setup_device(args.device, strict=True)
+    except CheckpointError as e:
+        ap.exit(1, f"{ap.prog}: --device {args.device}: {e}; use --device cpu or auto\n")
+    if "batch_size" not in overrides and device.startswith("cuda"):
+        overrides["batch_size"] = CUDA_BATCH_SIZE
+    cfg = replace(cfg, **overrides)
+    corpus = Path(cfg.corpus)
+    missing = [name for name in ("train.txt", "val.txt") if not (corpus / name).is_file()]
+    if missing:
+        ap.exit(
+            1,
+            f"{ap.prog}: no corpus in {corpus} ({', '.join(missing)} missing): build it with "
+            f"`python -m attnscope.model.ours.corpus --out {corpus}` (see docs/MODELS.md, Train your own model)\n",
+        )
+    empty = [name for name in ("train.txt", "val.txt") if not read_documents(corpus / name)]
+    if empty:
+        ap.exit(
+            1,
+            f"{ap.prog}: the corpus in {corpus} is empty (no document in {' or '.join(empty)}): rebuild it with "
+            f"`python -m attnscope.model.ours.corpus --out {corpus}` after installing its sources (see docs/MODELS.md)\n",
+        )
+    try:
+        final = train(cfg, resume=args.resume, device=device, new_phase=args.new_phase)
+    except ResumeError as e:
+        ap.error(str(e))
+    print(json.dumps(final))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The house keeps its shape: folders that name their parts, no import circle, no arrow upward.
+
+Each rule is one the codebase held itself to once (issue 31): a product folder holds at most 20
+source files directly; ``model`` never imports ``app``; no module imports the package root
+(``attnscope`` itself); imports, lazy ones included, form no circle; no product file is over 400 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("app", "model", "frontend")
+SOURCE = (".py", ".js", ".css", ".html")
+
+
+def product_files() -> list[Path]:
+    return [p for part in PARTS for p in (ROOT / part).rglob("*") if p.suffix in SOURCE and p.is_file()]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(("attnscope", *parts))
+
+
+def top_level_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports when it is imported (not inside functions), resolved to absolute names."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join([*base, node.module] if node.module else base)
+            if node.module:
+                out.add(target)
+            out |= {f"{target}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return out
+
+
+def python_modules() -> dict[str, Path]:
+    return {module_name(p): p for part in ("app", "model") for p in (ROOT / part).rglob("*.py")}
+
+
+def test_no_product_folder_holds_more_than_20_source_files():
+    per_folder = defaultdict(int)
+    for p in product_files():
+        per_folder[p.parent.relative_to(ROOT).as_posix()] += 1
+    crowded = {folder: n for folder, n in per_folder.items() if n > 20}
+    assert not crowded, f"folders with more than 20 source files: {crowded}"
+
+
+def test_no_product_file_is_over_400_lines():
+    long = {p.relative_to(ROOT).as_posix(): n for p in product_files() if (n := len(p.read_bytes().splitlines())) > 400}
+    assert not long, f"over 400 lines: {long}"
+
+
+def test_imports_point_down_never_up():
+    modules = python_modules()
+    wrong = []
+    for name, path in modules.items():
+        part = name.split(".")[1]
+        for target in top_level_imports(path) | _function_imports(path, name):
+            if target == "attnscope" or target.startswith("attnscope.__"):
+                wrong.append(f"{name} imports the package root")
+            elif part == "model" and target.startswith("attnscope.app"):
+                wrong.append(f"{name} imports {target}")
+    assert not wrong, wrong
+
+
+def _function_imports(path: Path, name: str) -> set[str]:
+    """Relative imports anywhere in the file (a lazy import counts as an arrow too), made absolute."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            if node.module:
+                out.add(".".join([*base, node.module]))
+            else:  # `from .. import frontend`: the names are the modules imported
+                out |= {".".join([*base, a.name]) for a in node.names}
+    return out
+
+
+def test_imports_form_no_circle():
+    """Not even through a lazy import inside a function: a circle broken only by lateness is still one."""
+    modules = python_modules()
+    graph = {
+        name: {t for t in top_level_imports(path) | _function_imports(path, name) if t in modules and t != name}
+        for name, path in modules.items()
+    }
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(nxt):], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, cycles
