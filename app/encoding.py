@@ -1,5 +1,7 @@
 """Step 3 of ``POST /api/attention``: the answer (:func:`~.compute.attention.answer_of`) as JSON bytes.
 
+Only encoding happens here; :func:`~.compute.attention.attention_json` calls it.
+
 Two encodings of its matrices: ``json``, numbers (pattern weights to 5 decimals through the fast
 writer of :mod:`.jsonfast`, scores and q/k/v to 4, masked scores ``null``), and ``b64``, every
 matrix a typed array ``{"dtype", "bdata", "shape"}`` in the form Plotly.js reads. The answer is
@@ -9,18 +11,17 @@ written as pieces joined once at the end; ``timing_ms`` is always its last field
 from __future__ import annotations
 
 import base64
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..model.fields import DECIMALS, PART_FIELDS, ROW_FIELDS, WEIGHT_FIELDS
 from . import jsonfast
-from .compute.attention import AttentionResult, answer_of, compute_attention
 from .compute.rounding import PATTERN_DECIMALS, SCORE_DECIMALS
 from .responses import dumps
-from .schemas.attention import AttentionRequest
-from .service import Service
+
+if TYPE_CHECKING:  # the answer's layout, for the type only: encoding imports no computing
+    from .compute.attention import AttentionResult
 
 
 def typed_array(a: np.ndarray, dtype: str) -> dict[str, Any]:
@@ -155,23 +156,3 @@ def _head_field(enc: Encoder, name: str, value: Any, mask: np.ndarray) -> Any:
     if name == "stats":
         return enc.stats(value)
     return enc.field(name, value, mask)
-
-
-def attention_json(svc: Service, req: AttentionRequest, started: float | None = None) -> tuple[bytes, dict[str, float]]:
-    """The exact bytes of the POST /api/attention response, and the server timings in ms.
-
-    ``timing_ms`` is always the last field, so two answers to the same request are
-    byte-identical up to it (``body.rsplit(b',"timing_ms":', 1)[0]``). It covers the wait
-    for a slot, the computation and the encoding, all but the final join of the pieces.
-    """
-    t0 = time.perf_counter() if started is None else started
-    t1 = time.perf_counter()
-    result = compute_attention(svc, req)
-    t2 = time.perf_counter()
-    facts = svc.loaded.facts
-    parts = encode_answer(answer_of(result, req, facts), req.precision, result, signed=facts.differential)
-    t3 = time.perf_counter()
-    total = (t3 - t0) * 1000
-    parts += (b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}")
-    timings = {"queue": (t1 - t0) * 1000, "compute": (t2 - t1) * 1000, "encode": (t3 - t2) * 1000, "total": total}
-    return b"".join(parts), timings

@@ -25,6 +25,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..model.lessons import LessonArgumentError
 from .responses import ORJSONResponse
 
+
+def one_line(text: object) -> str:
+    """``text`` with every run of whitespace (newlines too) made one space: how every error is said."""
+    return " ".join(str(text).split())
+
 log = logging.getLogger("attnscope")
 
 

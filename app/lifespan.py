@@ -23,8 +23,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..model.ours.checkpoint import CheckpointError
 from ..model.registry import load_model
-from .compute.atlas import AtlasError, load_atlases
+from .compute.atlas import AtlasFolderError, load_atlases
 from .compute.models import started_with
+from .errors import one_line
 from .service import Service, build_service
 from .settings import Settings
 
@@ -56,10 +57,6 @@ class AppState:
         assert self.semaphore is not None
         async with self.semaphore:
             return await anyio.to_thread.run_sync(fn, *args)
-
-
-def one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 class LifespanErrorMiddleware:
@@ -130,7 +127,7 @@ async def lifespan(app: FastAPI):
     try:
         state.atlases = await anyio.to_thread.run_sync(load_atlases, settings.atlas)
         svc = await anyio.to_thread.run_sync(load_service, settings)
-    except (CheckpointError, AtlasError) as e:
+    except (CheckpointError, AtlasFolderError) as e:
         # the server logs this one line (LifespanErrorMiddleware) and exits non-zero
         state.startup_error = f"attnscope: cannot start: {one_line(e)}"
         raise

@@ -25,7 +25,7 @@ from .errors import install_error_handlers
 from .lifespan import AppState, LifespanErrorMiddleware, lifespan
 from .middleware import BodySizeLimitMiddleware
 from .responses import ORJSONResponse
-from .routes import atlas, attention, effects, generation, health, lessons, model, neuron, rollout, selection, texts
+from .routes import api_routers
 from .settings import Settings
 
 GZIP_LEVEL = 1  # numeric JSON: level 1 is ~5x smaller already, and several times faster than 6
@@ -51,21 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.attnscope = state
     install_error_handlers(app)
 
-    text_limit = settings.text_limit()
-    routers = [
-        health.router,
-        model.router,
-        attention.make_router(text_limit),
-        lessons.router,
-        effects.make_router(text_limit),
-        generation.make_router(text_limit),
-        rollout.make_router(text_limit),
-        texts.make_router(text_limit),
-        neuron.make_router(text_limit),
-        selection.make_router(text_limit),
-        atlas.router,
-        static.router,
-    ]
+    routers = [*api_routers(settings.text_limit()), static.router]
     for router in routers:
         app.include_router(router)
     static.mount_frontend(app, [route for router in routers for route in router.routes])

@@ -184,7 +184,7 @@ def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: P
 def ops_per_layer(device: str) -> list[dict]:
     """torch operations one capture runs per layer, for 4, 12 and 32 heads of 16 dims, at 256 tokens."""
     from attnscope.model.backends import OursBackend
-    from attnscope.model.capture import Capture, Selection
+    from attnscope.model.capture import Capture, CapturePlan
     from attnscope.model.ours.gpt import GPT, AttentionOptions, GPTConfig
     from torch.profiler import ProfilerActivity, profile
 
@@ -195,7 +195,7 @@ def ops_per_layer(device: str) -> list[dict]:
         ids = list(range(256))
 
         def request(backend=backend, nh=nh, ids=ids):
-            sel = Selection(
+            sel = CapturePlan(
                 layers=[0, 1],
                 heads=list(range(nh)),
                 stats=True,

@@ -13,7 +13,7 @@ length T it measures, in this process, with the same threads, interleaved round 
   the shipped model its GPT-2 export), the number the targets are judged against;
 * ``plain``: ``bare`` + ``json.dumps`` of every attention ``.tolist()`` + gzip, what a
   script would send without attnscope;
-* the service's own requests (``app.encoding.attention_json``, what the route runs), each
+* the service's own requests (``app.compute.attention.attention_json``, what the route runs), each
   with its gzip size (level 1, as the server):
   ``grid`` = every head's 64×64 thumbnail + statistics, b64, no predictions (the page's grid);
   ``grid+head`` = the same plus one focus head's pattern in full (f4, or f2 from T = 512)
@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from api_bench import PARAGRAPH  # noqa: E402
-from attnscope.app.encoding import attention_json  # noqa: E402
+from attnscope.app.compute.attention import attention_json  # noqa: E402
 from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
 from attnscope.app.service import build_service  # noqa: E402
 from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402

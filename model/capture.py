@@ -7,7 +7,7 @@ model and 64 tokens; :mod:`model.inspection` and the tests use it). :class:`Capt
 query rows at a time, the block's size chosen from a memory budget, and the capture reduces each
 block on the model's device as it arrives:
 
-* the statistics of every selected head (:class:`model.stats.HeadStats`, row by row, with the
+* the statistics of every selected head (:class:`model.stats.StatsAccumulator`, row by row, with the
   variances merged block by block);
 * the thumbnails: each selected head's pattern max-pooled to at most n×n, block rows landing in
   their thumbnail rows with an ``amax`` scatter, so any block size pools exactly;
@@ -34,14 +34,14 @@ import torch
 
 from .fields import LAYER_DEPENDENT, MATRIX_FIELDS, PART_FIELDS, ROW_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
 from .pooling import Pool, levels, pool_fill, pooled_input, thumbnail_block, thumbnails, unfill
-from .stats import STAT_SCALARS, HeadStats
+from .stats import STAT_SCALARS, StatsAccumulator
 
 BLOCK_BUDGET_BYTES = 96 << 20  # the T×S temporaries of one block of query rows, all heads of a layer
 BLOCK_TEMPORARIES = 8  # float32 (nh, t, S) tensors alive at once in a block (scores, pattern, stats)
 
 
 @dataclass(frozen=True)
-class Selection:
+class CapturePlan:
     """What one request wants from the forward pass."""
 
     layers: list[int]
@@ -76,11 +76,11 @@ class LayerCapture:
 
 
 class Capture:
-    """A blockwise trace sink: reduces each layer to what :class:`Selection` asks for, block by block."""
+    """A blockwise trace sink: reduces each layer to what :class:`CapturePlan` asks for, block by block."""
 
     blockwise = True
 
-    def __init__(self, sel: Selection) -> None:
+    def __init__(self, sel: CapturePlan) -> None:
         self.sel = sel
         self.needs_unscaled = sel.needs_unscaled
         self.layers: list[LayerCapture] = []
@@ -139,7 +139,7 @@ class Capture:
             st.head_index = _index(heads, q.shape[1], q.device)
             if sel.stats and heads:
                 sinks = None if sink_logit is None else _pick(sink_logit, st.head_index)
-                st.stats = HeadStats(_pick(st.q, st.head_index), _pick(st.k, st.head_index), divisor, softcap, sinks)
+                st.stats = StatsAccumulator(_pick(st.q, st.head_index), _pick(st.k, st.head_index), divisor, softcap, sinks)
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
@@ -185,7 +185,7 @@ class Capture:
                 self._keep(self, "focus", name, _pick(getattr(st, name), st.focus_index)[0])
             if "stats" in sel.focus_fields:
                 sink = None if sink_logit is None else _pick(sink_logit, st.focus_index)
-                st.focus_stats = HeadStats(_pick(st.q, st.focus_index), _pick(st.k, st.focus_index), divisor, softcap, sink)
+                st.focus_stats = StatsAccumulator(_pick(st.q, st.focus_index), _pick(st.k, st.focus_index), divisor, softcap, sink)
         self._layer = st
 
     def block(self, q0: int, q1: int, steps: dict[str, torch.Tensor | None]) -> None:
@@ -350,12 +350,12 @@ class _LayerState:
     cap: LayerCapture | None = None
     heads: list[int] = field(default_factory=list)
     head_index: torch.Tensor | None = None
-    stats: HeadStats | None = None
+    stats: StatsAccumulator | None = None
     pool: Pool | None = None
     full: dict[str, torch.Tensor] = field(default_factory=dict)
     focus: bool = False
     focus_index: torch.Tensor | None = None
-    focus_stats: HeadStats | None = None
+    focus_stats: StatsAccumulator | None = None
     focus_full: dict[str, torch.Tensor] = field(default_factory=dict)
     focus_pools: dict[str, Pool] = field(default_factory=dict)
     focus_region: dict[str, torch.Tensor] = field(default_factory=dict)

@@ -149,7 +149,7 @@ def masked_var(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class HeadStats:
+class HeadStatsTensors:
     """Per-head statistics, each a tensor ``(L, nh)`` (``row_*`` are ``(L, nh, T)``)."""
 
     var_q: torch.Tensor
@@ -167,7 +167,7 @@ class HeadStats:
     row_entropy_unscaled: torch.Tensor
 
 
-def head_stats(trace: Trace) -> HeadStats:
+def head_stats(trace: Trace) -> HeadStatsTensors:
     """Variances over unmasked entries, and entropy and peakiness of each head's rows
     (:func:`model.stats.head_stats_arrays`, the one implementation, over all layers at once).
 
@@ -192,17 +192,17 @@ def head_stats(trace: Trace) -> HeadStats:
         )
         for i in range(len(trace.q))
     ]
-    return HeadStats(**{name: torch.stack([layer[name] for layer in layers]) for name in layers[0]})
+    return HeadStatsTensors(**{name: torch.stack([layer[name] for layer in layers]) for name in layers[0]})
 
 
 @dataclass
-class Prediction:
+class Guess:
     token: str
     id: int
     prob: float
 
 
-def predictions(trace: Trace, tokenizer, top_k: int = 5, temperature: float = 1.0) -> list[list[Prediction]]:
+def predictions(trace: Trace, tokenizer, top_k: int = 5, temperature: float = 1.0) -> list[list[Guess]]:
     """Top-``top_k`` next tokens after each position, from ``softmax(logits / temperature)``."""
     if top_k == 0:
         return [[] for _ in range(trace.n_tokens)]
@@ -212,5 +212,5 @@ def predictions(trace: Trace, tokenizer, top_k: int = 5, temperature: float = 1.
     top = torch.topk(probs, k=min(top_k, probs.size(-1)), dim=-1)
     out = []
     for p_row, i_row in zip(top.values.tolist(), top.indices.tolist()):
-        out.append([Prediction(token=tokenizer.display(i), id=i, prob=p) for p, i in zip(p_row, i_row)])
+        out.append([Guess(token=tokenizer.display(i), id=i, prob=p) for p, i in zip(p_row, i_row)])
     return out

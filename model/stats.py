@@ -5,7 +5,7 @@ divisor (``variance_ratio`` is ``divisor²``, so ``d_k`` for the trained default
 the API, where the scaled scores do not vary and the ratio is 0 / 0), and how
 peaky each head's softmax rows are with and without the divisor (entropy, mean row maximum).
 The service, ``attnscope inspect`` and :func:`model.inspection.head_stats` all use
-:class:`HeadStats`; the service's capture feeds it inside the forward pass, a layer and a block
+:class:`StatsAccumulator`; the service's capture feeds it inside the forward pass, a layer and a block
 of query rows at a time, on the device the model is on.
 """
 
@@ -117,7 +117,7 @@ class Moments:
         return (self.m2 / self.n).clamp_min(0)
 
 
-class HeadStats:
+class StatsAccumulator:
     """Per-head statistics of one attention layer, taken a block of query rows at a time.
 
     ``q, k (..., T, hs)`` give ``var_q``, ``var_k``; each :meth:`add` brings the next rows of the
@@ -248,7 +248,7 @@ def head_stats_arrays(
     softcap: float | None = None,
     sink_logit: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """:class:`HeadStats` of whole ``(..., T, T)`` tensors at once (one block of every row)."""
-    stats = HeadStats(q, k, divisor, softcap, sink_logit)
+    """:class:`StatsAccumulator` of whole ``(..., T, T)`` tensors at once (one block of every row)."""
+    stats = StatsAccumulator(q, k, divisor, softcap, sink_logit)
     stats.add(raw, scores, pattern, mask)
     return stats.result()

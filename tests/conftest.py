@@ -1,7 +1,7 @@
 """What every test module shares: the ``slow`` marker that ``python -m pytest -m "not slow"`` leaves out.
 
 A test is slow when it drives a browser, runs a Jupyter kernel, or sits in one of the modules
-below, each measured to take more than a few seconds (``python -m pytest --durations=40``).
+below, measured (``python -m pytest --durations=60``, 2026-11-26) to take several seconds a test.
 CI runs every test; the marker only makes the quick loop while you work.
 """
 
@@ -10,7 +10,16 @@ from __future__ import annotations
 import pytest
 
 SLOW_MARKERS = ("browser", "notebook")
-SLOW_MODULES: frozenset[str] = frozenset()
+SLOW_MODULES = frozenset(
+    {
+        "test_atlas_ray.py",  # starts a local Ray, twice
+        "test_schema.py",  # schemathesis over every route
+        "test_package.py",  # builds and installs a wheel
+        "test_app_cli.py",  # real processes of the command
+        "test_app_cli_gguf.py",
+        "test_app_long.py",  # texts of thousands of tokens
+    }
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

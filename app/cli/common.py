@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from ..errors import one_line
+
 if TYPE_CHECKING:
     from ..settings import Settings
 
@@ -25,11 +27,6 @@ class Failure(Exception):
     def __init__(self, message: str, code: int = EXIT_FAILED):
         super().__init__(message)
         self.code = code
-
-
-def one_line(text: object) -> str:
-    """``text`` with every run of whitespace (newlines too) made one space."""
-    return " ".join(str(text).split())
 
 
 def fail(message: object, code: int = EXIT_FAILED) -> int:

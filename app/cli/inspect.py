@@ -73,8 +73,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     """Check the options (as a request) and the device, load the model, answer, print."""
     from ...model.ours.checkpoint import CheckpointError
     from ...model.registry import load_model
-    from ..compute.attention import answer_arrays
-    from ..encoding import attention_json
+    from ..compute.attention import answer_arrays, attention_json
     from ..errors import ApiError
     from ..service import build_service
 

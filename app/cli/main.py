@@ -21,8 +21,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ..errors import one_line
 from .atlas import add_atlas_command
-from .common import EXIT_USAGE, Failure, fail, one_line
+from .common import EXIT_USAGE, Failure, fail
 from .export import add_export_command
 from .inspect import add_inspect_command
 from .models import add_models_command

@@ -100,11 +100,11 @@ def preflight(settings: Settings) -> None:
             hf_preflight(Path(settings.checkpoint_path))
     except CheckpointError as e:
         raise Failure(f"{REFUSED}{e}") from None
-    from ..compute.atlas import AtlasError, load_atlases
+    from ..compute.atlas import AtlasFolderError, load_atlases
 
     try:
         load_atlases(settings.atlas)
-    except AtlasError as e:
+    except AtlasFolderError as e:
         raise Failure(f"{REFUSED}{e}") from None
 
 

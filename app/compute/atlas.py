@@ -18,7 +18,7 @@ from ...model.atlas.read import META_FILE, Atlas, read_atlas
 from ..errors import ApiError
 
 
-class AtlasError(Exception):
+class AtlasFolderError(Exception):
     """An atlas folder that cannot be served: one line naming the folder."""
 
 
@@ -28,11 +28,11 @@ def load_atlases(paths: list[Path]) -> dict[str, Atlas]:
     for path in paths:
         path = Path(path)
         if not (path / META_FILE).is_file():
-            raise AtlasError(f"{path}: not an atlas folder (no {META_FILE}; make one with attnscope atlas --out {path})")
+            raise AtlasFolderError(f"{path}: not an atlas folder (no {META_FILE}; make one with attnscope atlas --out {path})")
         try:
             atlas = read_atlas(path)
         except (OSError, ValueError, KeyError) as e:
-            raise AtlasError(f"{path}: cannot read the atlas ({type(e).__name__}: {e})") from None
+            raise AtlasFolderError(f"{path}: cannot read the atlas ({type(e).__name__}: {e})") from None
         name = path.resolve().name or "atlas"
         atlases[name if name not in atlases else f"{name}-2"] = atlas
     return atlases

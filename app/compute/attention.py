@@ -1,18 +1,19 @@
 """Step 2 of ``POST /api/attention``: the forward pass and the answer as Python values.
 
-:func:`compute_attention` checks the request (:func:`~.selection.select`), runs one forward pass
+:func:`compute_attention` checks the request (:func:`~.plan.plan_capture`), runs one forward pass
 with a :class:`~attnscope.model.capture.Capture` as the trace sink (it takes the statistics,
 thumbnails and the selected heads' matrices inside the pass), then the predictions.
 :func:`answer_of` lays the result out as the answer: the keys and values of the JSON answer, each
 matrix a numpy array (float32 weights, scores with NaN where masked, uint8 masks and thumbnails),
 nothing encoded yet. :func:`answer_arrays` is both in one call, with ``model``: what the notebook's
 ``capture`` and ``attnscope inspect`` use; the HTTP route encodes the same answer
-(:func:`attnscope.app.encoding.attention_json`).
+(:func:`attention_json`: the answer computed, then encoded by :mod:`attnscope.app.encoding`).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,17 +22,19 @@ import orjson
 import torch
 
 from ...model.backends import ModelFacts, top_logits
-from ...model.capture import MATRIX_FIELDS, Capture, Selection
+from ...model.capture import MATRIX_FIELDS, Capture, CapturePlan
 from ...model.inspection import scale_divisor
 from ...model.options import AttentionOptions
 from ...model.pooling import thumbnail_block
 from ...model.stats import STAT_ROWS, STAT_SCALARS
+from ..encoding import encode_answer
 from ..errors import ApiError
+from ..responses import dumps
 from ..schemas.attention import FIELDS, AttentionRequest
 from ..service import Service
 from .checks import ablate_set, check_token_count
+from .plan import plan_capture
 from .rounding import floor_sig, round_sig
-from .selection import select
 
 
 def top_predictions(
@@ -71,7 +74,7 @@ class AttentionResult:
     offsets: list[list[int]]
     causal: bool
     divisor: float
-    sel: Selection
+    sel: CapturePlan
     capture: Capture
     predictions: list[list[dict[str, Any]]]
 
@@ -81,7 +84,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     lm = svc.loaded
     enc = lm.tokenizer.encode(req.text)
     check_token_count(len(enc.ids), lm.facts, enc.offsets)
-    sel = select(svc, req, len(enc.ids))
+    sel = plan_capture(svc, req, len(enc.ids))
     capture = Capture(sel)
     opts = AttentionOptions(
         causal=req.causal,
@@ -219,7 +222,7 @@ def _stats(stats: dict[str, np.ndarray], rows: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _focus(cap: Capture, sel: Selection, T: int) -> dict[str, Any]:
+def _focus(cap: Capture, sel: CapturePlan, T: int) -> dict[str, Any]:
     """The focus head: its fields at full resolution, or max-pooled (with ``thumbnail``), and ``region``."""
     layer, h = sel.focus
     focus: dict[str, Any] = {"layer": layer, "head": h}
@@ -240,3 +243,23 @@ def _focus(cap: Capture, sel: Selection, T: int) -> dict[str, Any]:
         region.update({name: cap.focus_region[name] for name in FIELDS if name in cap.focus_region})
         focus["region"] = region
     return focus
+
+
+def attention_json(svc: Service, req: AttentionRequest, started: float | None = None) -> tuple[bytes, dict[str, float]]:
+    """The exact bytes of the POST /api/attention response, and the server timings in ms.
+
+    ``timing_ms`` is always the last field, so two answers to the same request are
+    byte-identical up to it (``body.rsplit(b',"timing_ms":', 1)[0]``). It covers the wait
+    for a slot, the computation and the encoding, all but the final join of the pieces.
+    """
+    t0 = time.perf_counter() if started is None else started
+    t1 = time.perf_counter()
+    result = compute_attention(svc, req)
+    t2 = time.perf_counter()
+    facts = svc.loaded.facts
+    parts = encode_answer(answer_of(result, req, facts), req.precision, result, signed=facts.differential)
+    t3 = time.perf_counter()
+    total = (t3 - t0) * 1000
+    parts += (b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}")
+    timings = {"queue": (t1 - t0) * 1000, "compute": (t2 - t1) * 1000, "encode": (t3 - t2) * 1000, "total": total}
+    return b"".join(parts), timings

@@ -53,3 +53,14 @@ def _read_models() -> list[dict]:
         }
         for m in found
     ]
+
+
+def machine_models(state) -> list[dict]:
+    """What ``attnscope models`` finds, the model the server started with first (as listed there, or
+    as a folder of its own when it is not: the shipped model, a checkpoint)."""
+    found = local_models()
+    first = state.started_with
+    if first is None:
+        return found
+    listed = next((m for m in found if m["path"] == first["path"]), None)
+    return [listed or first] + [m for m in found if m is not listed]

@@ -1,93 +1,40 @@
-"""Step 1 of ``POST /api/attention``: the request checked against the model and the text, as a
-:class:`~attnscope.model.capture.Selection` (which layers, heads and fields the forward pass keeps),
-or a 422 naming the field and the limit before any computing."""
+"""``POST /api/selection``: several tokens at once (BertViz #125, CircuitsVis #64). On the query
+side, the selected queries' rows of one head's pattern summed or averaged: where they look
+together; on the key side, the selected keys' columns: who looks at them."""
 
 from __future__ import annotations
 
-from ...model.capture import MATRIX_FIELDS, Selection
-from ...model.fields import SCORE_PARTS
-from ..errors import ApiError
-from ..schemas.attention import REGION_MAX, AttentionRequest
+import time
+
+import numpy as np
+
+from ..responses import dumps
+from ..schemas.selection import SelectionRequest
 from ..service import Service
-from .checks import check_head, check_token_count, indices, layer_indices
+from .checks import check_index
+from .onehead import one_head
+from .rounding import PATTERN_DECIMALS
 
 
-def select(svc: Service, req: AttentionRequest, n_tokens: int) -> Selection:
-    """The request checked against the model: a :class:`Selection`, or an :class:`ApiError` naming the field."""
-    facts = svc.loaded.facts
-    check_token_count(n_tokens, facts)
-    layers = layer_indices(req.layers, facts)
-    heads = indices(req.heads, facts.n_head, "heads", "heads per layer")
-    focus = None
-    focus_fields: frozenset[str] = frozenset()
-    focus_region = None
-    if req.focus is not None:
-        check_head(req.focus.layer, req.focus.head, ("body", "focus"), facts)
-        focus = (req.focus.layer, req.focus.head)
-        focus_fields = frozenset(req.focus.include)
-        focus_region = _region(req.focus.region, n_tokens)
-    include = set(req.include)
-    _check_cells(svc, req, include, len(layers) * len(heads), n_tokens)
-    return Selection(
-        layers=layers,
-        heads=heads,
-        fields=frozenset(include - {"stats"}),
-        stats="stats" in include,
-        thumbnail=req.thumbnail,
-        focus=focus,
-        focus_fields=focus_fields,
-        focus_thumbnail=req.focus.thumbnail if req.focus is not None else None,
-        focus_region=focus_region,
-    )
-
-
-def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads: int, T: int) -> None:
-    """Whole T×T matrices grow with T²: an answer holding more than the server's
-    ``max_matrix_cells`` of them is refused before any computing, naming what to ask instead."""
-    limit = svc.max_matrix_cells
-    matrices = set(MATRIX_FIELDS)
-    if svc.loaded.facts.softcap is None:  # attn_scores_uncapped comes only from layers with a softcap
-        matrices.discard("attn_scores_uncapped")
-    if not svc.loaded.facts.score_parts:  # MLA's two parts of q·kᵀ come only from such layers
-        matrices -= set(SCORE_PARTS)
-    # a differential layer sends pattern_parts, two matrices, with pattern or when asked
-    parts = 2 if svc.loaded.facts.differential else 0
-
-    def count(names: set[str]) -> int:
-        return len(names & matrices) + (parts if names & {"pattern", "pattern_parts"} else 0)
-
-    grid = n_heads * count(include) * T * T
-    focus = 0
-    if req.focus is not None and req.focus.thumbnail is None and req.focus.region is None:
-        focus = count(set(req.focus.include)) * T * T
-    if grid + focus <= limit:
-        return
-    if grid > limit:
-        loc, what = ("body", "include"), f"include asks for {grid:,} cells of whole matrices"
-        instead = "ask for fewer layers or heads, or a thumbnail of each head (thumbnail) with the matrices of one head (focus)"
-    else:
-        loc, what = ("body", "focus"), f"focus asks for {focus:,} cells of whole matrices"
-        instead = "ask for focus.thumbnail (max-pooled) or focus.region (the exact cells of one block)"
-    raise ApiError(
-        422,
-        f"{what} ({T} tokens: {T * T:,} cells per matrix); the limit is {limit:,} per answer: {instead}",
-        loc=loc,
-        type_="answer_too_large",
-        ctx={"limit": limit, "count": grid + focus},
-    )
-
-
-def _region(region: list[int] | None, T: int) -> tuple[int, int, int, int] | None:
-    """``focus.region`` checked against the text: rows and columns inside it, at most REGION_MAX each."""
-    if region is None:
-        return None
-    q0, q1, k0, k1 = region
-    if not (q0 < q1 <= T and k0 < k1 <= T):
-        msg = f"focus.region is {region}; it needs q0 < q1 <= {T} and k0 < k1 <= {T} (the text is {T} tokens)"
-        type_, limit = "region_out_of_range", T
-    elif q1 - q0 > REGION_MAX or k1 - k0 > REGION_MAX:
-        msg = f"focus.region is {q1 - q0}×{k1 - k0} cells; at most {REGION_MAX}×{REGION_MAX}"
-        type_, limit = "region_too_large", REGION_MAX
-    else:
-        return (q0, q1, k0, k1)
-    raise ApiError(422, msg, loc=("body", "focus", "region"), type_=type_, ctx={"limit": limit, "value": region})
+def selection_json(svc: Service, req: SelectionRequest, started: float | None = None) -> bytes:
+    t0 = time.perf_counter() if started is None else started
+    result, fields = one_head(svc, req, ["pattern"])
+    T = len(result.token_ids)
+    for side in ("queries", "keys"):
+        for i, position in enumerate(getattr(req, side)):
+            check_index(position, T, ("body", side, i), f"{side}[{i}]", f"the text has {T} tokens")
+    pattern = fields["pattern"].astype(np.float64)  # (T, T)
+    combine = np.mean if req.reduce == "mean" else np.sum
+    queries, keys = sorted(set(req.queries)), sorted(set(req.keys))
+    body = {
+        "tokens": [svc.displays[i] for i in result.token_ids],
+        "layer": req.layer,
+        "head": req.head,
+        "reduce": req.reduce,
+        "queries": queries,
+        "keys": keys,
+        "from_queries": np.round(combine(pattern[queries], axis=0), PATTERN_DECIMALS) if queries else None,
+        "to_keys": np.round(combine(pattern[:, keys], axis=1), PATTERN_DECIMALS) if keys else None,
+        "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
+    }
+    return dumps(body)

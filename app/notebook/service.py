@@ -141,7 +141,7 @@ def request(**fields):
 
 def answer_bytes(svc, **fields) -> bytes:
     """The exact bytes ``POST /api/attention`` answers for this request body."""
-    from ..encoding import attention_json
+    from ..compute.attention import attention_json
 
     body, _ = attention_json(svc, request(**fields))
     return body

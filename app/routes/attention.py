@@ -1,6 +1,6 @@
 """``POST /api/attention``: what each requested layer and head computed for a text.
 
-The answer is computed and encoded in a worker thread (:func:`attnscope.app.encoding.attention_json`:
+The answer is computed and encoded in a worker thread (:func:`attnscope.app.compute.attention.attention_json`:
 selection, forward pass, encoding); it carries ``timing_ms`` as its last field and the same
 timings in a ``Server-Timing`` header.
 """
@@ -9,7 +9,7 @@ import time
 
 from fastapi import APIRouter
 
-from .. import encoding
+from ..compute import attention as compute
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.attention import AttentionRequest, AttentionResponse
@@ -37,7 +37,7 @@ def make_router(max_text_chars: int) -> APIRouter:
         grid wants `["pattern", "stats"]`, a single-head view every field for one head.
         """
         started = time.perf_counter()
-        content, timings = await state.run(encoding.attention_json, svc, body, started)
+        content, timings = await state.run(compute.attention_json, svc, body, started)
         return RawJSONResponse(content, headers=server_timing(timings))
 
     return router

@@ -8,73 +8,64 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from ...model.ours.checkpoint import pick_device
-from ..compute.models import local_models
+from ..compute.models import machine_models
 from ..compute.switch import available_bytes, check_memory, find_local, keep_serving, start_switch
 from ..deps import ERRORS_GET, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.model import HeadsResponse, ModelInfo, ModelsResponse, SwitchRequest, SwitchStatus
 
-router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
 
+def make_router(max_text_chars: int) -> APIRouter:
+    """The routes of this resource (every route module is built alike: ``max_text_chars`` is the
+    server's text limit, which the request models of routes that take a text hold)."""
+    router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
 
-@router.get("/api/model", response_model=ModelInfo, responses=ERRORS_GET)
-async def get_model(svc: ServiceDep) -> RawJSONResponse:
-    """The loaded model: architecture, device, parameter count, checkpoint, training metrics."""
-    return RawJSONResponse(svc.info_json)
+    @router.get("/api/model", response_model=ModelInfo, responses=ERRORS_GET)
+    async def get_model(svc: ServiceDep) -> RawJSONResponse:
+        """The loaded model: architecture, device, parameter count, checkpoint, training metrics."""
+        return RawJSONResponse(svc.info_json)
 
+    @router.get("/api/heads", response_model=HeadsResponse, responses=ERRORS_GET)
+    async def heads(svc: ServiceDep) -> RawJSONResponse:
+        """Role scores per head (previous-token, first-token, induction, self), computed at startup."""
+        return RawJSONResponse(svc.heads_json)
 
-@router.get("/api/heads", response_model=HeadsResponse, responses=ERRORS_GET)
-async def heads(svc: ServiceDep) -> RawJSONResponse:
-    """Role scores per head (previous-token, first-token, induction, self), computed at startup."""
-    return RawJSONResponse(svc.heads_json)
+    @router.get("/api/models", response_model=ModelsResponse, responses=ERRORS_GET)
+    def models(state: StateDep) -> dict:
+        """The models on this machine, as ``attnscope models`` lists them (the Hugging Face cache's causal
+        LMs, the GGUF files of Ollama and LM Studio; read from disk, no network), the one the server
+        started with first; which one is served, and a switch in progress (``POST /api/model``)."""
+        serving = state.service.info["name"] if state.service is not None else None
+        return {"models": machine_models(state), "serving": serving, "switch": state.switch}
 
+    @router.post(
+        "/api/model",
+        status_code=202,
+        response_model=SwitchStatus,
+        response_model_exclude_unset=True,  # `cancelled` goes with serving only
+        responses={
+            **ERRORS_GET,
+            409: {"description": "another model is loading (or its cancelled load is finishing)"},
+            422: {"description": "name is not a model on this machine (GET /api/models)"},
+            507: {"description": "the model does not fit in memory beside the current one"},
+        },
+    )
+    def switch_model(body: SwitchRequest, state: StateDep, svc: ServiceDep) -> dict:
+        """Serve another model of ``GET /api/models``: checked (on this machine, fits in memory beside the
+        current one, which keeps answering), then loaded in the background; 202 at once. ``GET
+        /api/models`` says when it is served (``serving``) or why it failed (``switch``). Naming the
+        served model cancels a switch in progress (``cancelled`` names it): that model is never served."""
+        from ..lifespan import load_service
 
-def machine_models(state) -> list[dict]:
-    """What ``attnscope models`` finds, the model the server started with first (as listed there, or
-    as a folder of its own when it is not: the shipped model, a checkpoint)."""
-    found = local_models()
-    first = state.started_with
-    if first is None:
-        return found
-    listed = next((m for m in found if m["path"] == first["path"]), None)
-    return [listed or first] + [m for m in found if m is not listed]
+        entry = find_local(body.name, machine_models(state))
+        served = keep_serving(state, entry["name"])  # the served model: a switch pending is cancelled
+        if served is not None:
+            return served
+        settings = state.settings
+        device = pick_device(settings.device)
+        check_memory(entry, settings.dtype, device, available_bytes(device))
+        update = {"checkpoint": entry["path"], "model": None}
+        start_switch(state, entry, lambda path: load_service(settings.model_copy(update=update)))
+        return {"name": entry["name"], "status": "loading"}
 
-
-@router.get("/api/models", response_model=ModelsResponse, responses=ERRORS_GET)
-def models(state: StateDep) -> dict:
-    """The models on this machine, as ``attnscope models`` lists them (the Hugging Face cache's causal
-    LMs, the GGUF files of Ollama and LM Studio; read from disk, no network), the one the server
-    started with first; which one is served, and a switch in progress (``POST /api/model``)."""
-    serving = state.service.info["name"] if state.service is not None else None
-    return {"models": machine_models(state), "serving": serving, "switch": state.switch}
-
-
-@router.post(
-    "/api/model",
-    status_code=202,
-    response_model=SwitchStatus,
-    response_model_exclude_unset=True,  # `cancelled` goes with serving only
-    responses={
-        **ERRORS_GET,
-        409: {"description": "another model is loading (or its cancelled load is finishing)"},
-        422: {"description": "name is not a model on this machine (GET /api/models)"},
-        507: {"description": "the model does not fit in memory beside the current one"},
-    },
-)
-def switch_model(body: SwitchRequest, state: StateDep, svc: ServiceDep) -> dict:
-    """Serve another model of ``GET /api/models``: checked (on this machine, fits in memory beside the
-    current one, which keeps answering), then loaded in the background; 202 at once. ``GET
-    /api/models`` says when it is served (``serving``) or why it failed (``switch``). Naming the
-    served model cancels a switch in progress (``cancelled`` names it): that model is never served."""
-    from ..lifespan import load_service
-
-    entry = find_local(body.name, machine_models(state))
-    served = keep_serving(state, entry["name"])  # the served model: a switch pending is cancelled
-    if served is not None:
-        return served
-    settings = state.settings
-    device = pick_device(settings.device)
-    check_memory(entry, settings.dtype, device, available_bytes(device))
-    update = {"checkpoint": entry["path"], "model": None}
-    start_switch(state, entry, lambda path: load_service(settings.model_copy(update=update)))
-    return {"name": entry["name"], "status": "loading"}
+    return router

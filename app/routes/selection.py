@@ -4,7 +4,7 @@ import time
 
 from fastapi import APIRouter
 
-from ..compute import selection_tokens
+from ..compute import selection
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.common import with_text_limit
@@ -21,6 +21,6 @@ def make_router(max_text_chars: int) -> APIRouter:
         """Several query tokens' rows (where they look) and several key tokens' columns (who looks
         at them) of one head's pattern, summed or averaged."""
         started = time.perf_counter()
-        return RawJSONResponse(await state.run(selection_tokens.selection_json, svc, body, started))
+        return RawJSONResponse(await state.run(selection.selection_json, svc, body, started))
 
     return router

@@ -583,11 +583,11 @@ def test_a_capture_block_stays_on_the_heap():
     """A block's temporaries are allocated and freed many times per layer: below the mmap
     threshold they reuse heap memory instead of faulting in fresh pages every time."""
     from attnscope.app.lifespan import HEAP_MMAP_THRESHOLD
-    from attnscope.model.capture import BLOCK_BUDGET_BYTES, BLOCK_TEMPORARIES, Capture, Selection
+    from attnscope.model.capture import BLOCK_BUDGET_BYTES, BLOCK_TEMPORARIES, Capture, CapturePlan
 
     biggest = BLOCK_BUDGET_BYTES // BLOCK_TEMPORARIES
     assert biggest < HEAP_MMAP_THRESHOLD
-    cap = Capture(Selection(layers=[0], heads=[0]))
+    cap = Capture(CapturePlan(layers=[0], heads=[0]))
     for T, nh in [(256, 4), (4096, 9), (8192, 32)]:
         rows = cap.blocks(T, T, nh)[0]
         assert nh * (rows[1] - rows[0]) * T * 4 <= biggest

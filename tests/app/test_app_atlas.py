@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 pytest.importorskip("pyarrow")
 
 from attnscope.app.cli.main import main  # noqa: E402
-from attnscope.app.compute.atlas import AtlasError, load_atlases  # noqa: E402
+from attnscope.app.compute.atlas import AtlasFolderError, load_atlases  # noqa: E402
 from attnscope.app.main import create_app  # noqa: E402
 from attnscope.model.atlas.build import atlas  # noqa: E402
 from attnscope.model.atlas.read import read_atlas  # noqa: E402
@@ -106,7 +106,7 @@ def test_without_an_atlas_the_list_is_empty_and_a_head_says_how_to_get_one(clien
 
 
 def test_a_folder_that_is_no_atlas_is_refused_in_one_line(tmp_path, capsys):
-    with pytest.raises(AtlasError, match="not an atlas folder"):
+    with pytest.raises(AtlasFolderError, match="not an atlas folder"):
         load_atlases([tmp_path])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

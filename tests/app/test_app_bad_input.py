@@ -164,14 +164,14 @@ def test_errors_never_echo_the_input(client):
 
 def test_unexpected_errors_are_a_json_500_without_traceback(settings, monkeypatch, caplog):
     """A bug in the service: logged with its traceback on the server, a plain 500 for the client."""
-    from attnscope.app import encoding
+    from attnscope.app.compute import attention as compute
     from attnscope.app.main import create_app
     from fastapi.testclient import TestClient
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom in the service")
 
-    monkeypatch.setattr(encoding, "attention_json", broken)
+    monkeypatch.setattr(compute, "attention_json", broken)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         r = c.post("/api/attention", json={"text": "x"})
     assert r.status_code == 500

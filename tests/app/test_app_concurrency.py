@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from appkit import status_of
-from attnscope.app import encoding
+from attnscope.app.compute import attention as compute
 
 TEXT = "The old dog follows the quiet river. The old dog"
 
@@ -18,7 +18,7 @@ TEXT = "The old dog follows the quiet river. The old dog"
 def slowed(monkeypatch, seconds: float):
     """Make every attention computation take ``seconds`` longer (as a slow device would),
     and count how many run at once."""
-    real = encoding.attention_json
+    real = compute.attention_json
     state = {"active": 0, "max_active": 0, "entered": threading.Event()}
     lock = threading.Lock()
 
@@ -34,7 +34,7 @@ def slowed(monkeypatch, seconds: float):
             with lock:
                 state["active"] -= 1
 
-    monkeypatch.setattr(encoding, "attention_json", slow)
+    monkeypatch.setattr(compute, "attention_json", slow)
     return state
 
 

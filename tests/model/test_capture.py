@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from attnscope.model.backends import OursBackend
-from attnscope.model.capture import Capture, Selection
+from attnscope.model.capture import Capture, CapturePlan
 from attnscope.model.ours.gpt import GPT, AttentionOptions, GPTConfig
 from attnscope.model.pooling import thumbnail_block
 from attnscope.model.stats import STAT_ROWS, STAT_SCALARS
@@ -36,7 +36,7 @@ def loaded(tmp_path_factory):
 def capture(backend, ids, budget, opts=AttentionOptions(), **sel) -> Capture:
     facts = backend.facts
     selection = dict(layers=list(range(facts.n_layer)), heads=list(range(facts.n_head)), budget_bytes=budget)
-    cap = Capture(Selection(**{**selection, **sel}))
+    cap = Capture(CapturePlan(**{**selection, **sel}))
     backend.hidden(ids, opts, cap)
     cap.finish()
     return cap
@@ -128,7 +128,7 @@ def test_a_long_text_never_builds_a_whole_layer():
     focus = dict(
         focus=(1, 1), focus_fields=frozenset({"pattern"}), focus_thumbnail=256, focus_region=(4000, 4100, 3900, 4100)
     )
-    cap = Capture(Selection(**sel, **focus))
+    cap = Capture(CapturePlan(**sel, **focus))
     backend.hidden(ids, AttentionOptions(), cap)
     cap.finish()
     rows = budget // (2 * T * 4 * 8)
