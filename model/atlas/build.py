@@ -208,17 +208,8 @@ def atlas(
     else:
         data = open_corpus([corpus] if isinstance(corpus, (str, Path)) else list(corpus))
     out = Path(out)
-    has_state = (out / STATE_FILE).is_file()
-    if resume and not has_state:
-        raise AtlasError(f"nothing to resume in {out}: no {STATE_FILE} (an interrupted atlas leaves one)")
-    if has_state and not resume:
-        raise AtlasError(f"{out} holds an interrupted atlas: --resume to continue it, or remove {out / STATE_FILE}")
-    if engine not in ("local", "ray"):
-        raise AtlasError(f"unknown engine {engine!r} (use local or ray)")
-    for name, value, low in (("batch_size", batch_size, 1), ("local_window", local_window, 1),
-                             ("exemplars", exemplars, 0), ("max_tokens", max_tokens, 2)):
-        if value is not None and value < low:
-            raise AtlasError(f"{name} must be at least {low}, got {value}")
+    _check_settings(out, resume, engine, batch_size=batch_size, local_window=local_window, exemplars=exemplars,
+                    max_tokens=max_tokens)
     lm = model if model is not None else load_model(checkpoint, device=device, dtype=dtype)
     if lm.facts.differential:  # signed maps: no entropy, no share of a row
         raise AtlasError(
@@ -250,6 +241,22 @@ def atlas(
         parts = (batch_tally(lm.backend, b, local_window, exemplars) for b in todo)
     _run(parts, tally, induction, meta, out, lm.tokenizer, max_tokens, progress, after_batch)
     return out
+
+
+def _check_settings(out: Path, resume: bool, engine: str, **lows: int | None) -> None:
+    """Settings refused before anything loads: resuming without a state file (or not resuming over one), an
+    unknown engine, a count below its least value."""
+    has_state = (out / STATE_FILE).is_file()
+    if resume and not has_state:
+        raise AtlasError(f"nothing to resume in {out}: no {STATE_FILE} (an interrupted atlas leaves one)")
+    if has_state and not resume:
+        raise AtlasError(f"{out} holds an interrupted atlas: --resume to continue it, or remove {out / STATE_FILE}")
+    if engine not in ("local", "ray"):
+        raise AtlasError(f"unknown engine {engine!r} (use local or ray)")
+    least = {"batch_size": 1, "local_window": 1, "exemplars": 0, "max_tokens": 2}
+    for name, value in lows.items():
+        if value is not None and value < least[name]:
+            raise AtlasError(f"{name} must be at least {least[name]}, got {value}")
 
 
 def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, tokenizer, max_tokens, progress, hook):

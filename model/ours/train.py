@@ -190,77 +190,91 @@ def train(cfg: TrainConfig, resume: bool = False, device: str = "cpu", new_phase
         return _train(cfg, resume=resume, device=device, new_phase=new_phase)
 
 
+@dataclass
+class _Run:
+    """What a training run carries from step to step, and saves to resume from."""
+
+    step: int = 0
+    history: list = field(default_factory=list)
+    tokens_seen: int = 0
+    elapsed: float = 0.0  # seconds of training so far, over every resumed session
+
+
+def _optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+
+
+def _resume(cfg: TrainConfig, model: GPT, opt, state_file: Path, new_phase: bool) -> tuple[TrainConfig, _Run]:
+    """The saved run in ``state_file`` loaded into ``model`` and ``opt``; its schedule's phase kept, or a new
+    phase started at the resumed step."""
+    st = torch.load(state_file, map_location="cpu", weights_only=False)  # saved on any device
+    model.load_state_dict(st["model"])
+    opt.load_state_dict(st["optimizer"])
+    run = _Run(st["step"], st["history"], st["tokens_seen"], st.get("elapsed", 0.0))
+    saved_start = st.get("schedule", {}).get("phase_start", st.get("phase_start", 0))
+    cfg = replace(cfg, phase_start=run.step if new_phase else saved_start)
+    if cfg.max_steps <= run.step:
+        raise ResumeError(f"the run in {cfg.out} is at step {run.step}: to train it on, give --max-steps above that")
+    return cfg, run
+
+
+def _save(cfg: TrainConfig, model: GPT, opt, tok: BPETokenizer, run: _Run, corpus_tokens: dict, final: bool) -> None:
+    """The checkpoint (and a snapshot of it), the optimizer state to resume from, and the metrics so far."""
+    out = Path(cfg.out)
+    training = {
+        "train_config": {k: v for k, v in asdict(cfg).items() if k != "model"},
+        "step": run.step,
+        "tokens_seen": run.tokens_seen,
+        "train_minutes": round(run.elapsed / 60, 1),
+        "parameters": model.num_parameters(),
+        "corpus_tokens": corpus_tokens,
+        "history": run.history,
+        "final": final,
+    }
+    save_checkpoint(model, tok, out / "checkpoint", training)
+    if cfg.keep_snapshots:
+        save_checkpoint(model, tok, out / "snapshots" / f"step-{run.step:06d}", training)
+    schedule = {k: getattr(cfg, k) for k in SCHEDULE}
+    state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "schedule": schedule}
+    torch.save(state | asdict(run), out / "train_state.pt")
+    (out / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in run.history))
+
+
 def _train(cfg: TrainConfig, resume: bool, device: str, new_phase: bool) -> dict:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    out = Path(cfg.out)
     tok, train_data, val_data, sentences = prepare(cfg)
     val_bytes_per_token = bytes_per_token(tok, val_data)
     cfg = replace(cfg, model=replace(cfg.model, vocab_size=tok.vocab_size))
     model = GPT(cfg.model).to(device)
-
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr,
-        betas=(0.9, 0.95),
-    )
-    step, history, tokens_seen, elapsed = 0, [], 0, 0.0
-    state_file = out / "train_state.pt"
+    opt = _optimizer(model, cfg)
+    run = _Run()
+    state_file = Path(cfg.out) / "train_state.pt"
     if new_phase and not (resume and state_file.exists()):
         raise ResumeError(f"a new phase continues a saved run, and there is no {state_file}")
     if resume and state_file.exists():
-        st = torch.load(state_file, map_location="cpu", weights_only=False)  # saved on any device
-        model.load_state_dict(st["model"])
-        opt.load_state_dict(st["optimizer"])
-        step, history, tokens_seen, elapsed = st["step"], st["history"], st["tokens_seen"], st.get("elapsed", 0.0)
-        saved_start = st.get("schedule", {}).get("phase_start", st.get("phase_start", 0))
-        cfg = replace(cfg, phase_start=step if new_phase else saved_start)
-        if cfg.max_steps <= step:
-            raise ResumeError(f"the run in {out} is at step {step}: to train it on, give --max-steps above that")
-        rng = np.random.default_rng(cfg.seed + step)  # a fresh but reproducible stream after resuming
-        torch.manual_seed(cfg.seed + step)
-
-    def save(final: bool) -> None:
-        training = {
-            "train_config": {k: v for k, v in asdict(cfg).items() if k != "model"},
-            "step": step,
-            "tokens_seen": tokens_seen,
-            "train_minutes": round(elapsed / 60, 1),
-            "parameters": model.num_parameters(),
-            "corpus_tokens": {"train": int(len(train_data)), "val": int(len(val_data))},
-            "history": history,
-            "final": final,
-        }
-        save_checkpoint(model, tok, out / "checkpoint", training)
-        if cfg.keep_snapshots:
-            save_checkpoint(model, tok, out / "snapshots" / f"step-{step:06d}", training)
-        torch.save(
-            {
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "step": step,
-                "history": history,
-                "tokens_seen": tokens_seen,
-                "elapsed": elapsed,
-                "schedule": {k: getattr(cfg, k) for k in SCHEDULE},
-            },
-            state_file,
-        )
-        (out / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+        cfg, run = _resume(cfg, model, opt, state_file, new_phase)
+        rng = np.random.default_rng(cfg.seed + run.step)  # a fresh but reproducible stream after resuming
+        torch.manual_seed(cfg.seed + run.step)
+    corpus_tokens = {"train": int(len(train_data)), "val": int(len(val_data))}
 
     model.train()
-    t_start = time.time() - elapsed
-    bar = tqdm(total=cfg.max_steps, initial=step, unit="step", dynamic_ncols=True, mininterval=2.0)
+    t_start = time.time() - run.elapsed
+    bar = tqdm(total=cfg.max_steps, initial=run.step, unit="step", dynamic_ncols=True, mininterval=2.0)
     tok_per_step = cfg.batch_size * cfg.model.block_size
     window_t, window_tokens = time.time(), 0
     loss_ema = None
-    while step < cfg.max_steps:
+    while run.step < cfg.max_steps:
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, cfg)
+            g["lr"] = lr_at(run.step, cfg)
         x, y = get_batch(train_data, cfg, rng)
         x, y = _to_device(x, device), _to_device(y, device)
         with _autocast(device):
@@ -269,29 +283,30 @@ def _train(cfg: TrainConfig, resume: bool, device: str, new_phase: bool) -> dict
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
-        step += 1
-        tokens_seen += tok_per_step
+        run.step += 1
+        run.tokens_seen += tok_per_step
         window_tokens += tok_per_step
         loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
-        elapsed = time.time() - t_start
+        run.elapsed = time.time() - t_start
         bar.update(1)
-        if step % 10 == 0:
+        if run.step % 10 == 0:
             rate = window_tokens / max(1e-6, time.time() - window_t)
             window_t, window_tokens = time.time(), 0
-            bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{rate:,.0f}", lr=f"{lr_at(step, cfg):.1e}")
-        out_of_time = cfg.max_minutes and elapsed > cfg.max_minutes * 60
-        if step % cfg.eval_every == 0 or step == cfg.max_steps or out_of_time:
+            bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{rate:,.0f}", lr=f"{lr_at(run.step, cfg):.1e}")
+        out_of_time = cfg.max_minutes and run.elapsed > cfg.max_minutes * 60
+        if run.step % cfg.eval_every == 0 or run.step == cfg.max_steps or out_of_time:
             m = evaluate(model, tok, val_data, sentences, cfg)
-            m.update(step=step, tokens=tokens_seen, minutes=round(elapsed / 60, 2), train_loss=round(loss_ema, 4))
+            minutes = round(run.elapsed / 60, 2)
+            m.update(step=run.step, tokens=run.tokens_seen, minutes=minutes, train_loss=round(loss_ema, 4))
             m["val_bpb_stream"] = round(m["val_loss"] / LN2 / val_bytes_per_token, 4)
-            history.append(m)
+            run.history.append(m)
             tqdm.write(json.dumps(m))
-            save(final=step >= cfg.max_steps)
+            _save(cfg, model, opt, tok, run, corpus_tokens, final=run.step >= cfg.max_steps)
             if out_of_time:
-                tqdm.write(f"stopping after {cfg.max_minutes} minutes at step {step}; resume with --resume")
+                tqdm.write(f"stopping after {cfg.max_minutes} minutes at step {run.step}; resume with --resume")
                 break
     bar.close()
-    return history[-1] if history else {}
+    return run.history[-1] if run.history else {}
 
 
 def bytes_per_token(tok: BPETokenizer, ids: np.ndarray, sample: int = 200_000) -> float:
@@ -320,7 +335,8 @@ def main(argv: list[str] | None = None, prog: str | None = None, parser=argparse
     ap.add_argument(
         "--new-phase",
         action="store_true",
-        help="with --resume: start a fresh warm-up and cosine schedule at the resumed step (to train a finished run longer)",
+        help="with --resume: start a fresh warm-up and cosine schedule at the resumed step "
+        "(to train a finished run longer)",
     )
     ap.add_argument("--min-lr", type=float)
     ap.add_argument("--warmup-steps", type=int)
@@ -360,7 +376,8 @@ def main(argv: list[str] | None = None, prog: str | None = None, parser=argparse
         ap.exit(
             1,
             f"{ap.prog}: the corpus in {corpus} is empty (no document in {' or '.join(empty)}): rebuild it with "
-            f"`python -m attnscope.model.ours.corpus --out {corpus}` after installing its sources (see docs/MODELS.md)\n",
+            f"`python -m attnscope.model.ours.corpus --out {corpus}` after installing its sources "
+            "(see docs/MODELS.md)\n",
         )
     try:
         final = train(cfg, resume=args.resume, device=device, new_phase=args.new_phase)
