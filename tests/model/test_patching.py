@@ -94,7 +94,8 @@ def test_small_batches_give_the_same_shares(name, what, loaded, monkeypatch):  #
     whole = patching(lm.backend, clean, corrupt, len(clean) - 1, 7, 8, what=what)
     monkeypatch.setattr(patching_module, "rows_per_batch", lambda *a: 1)  # one row per batch
     one_by_one = patching(lm.backend, clean, corrupt, len(clean) - 1, 7, 8, what=what)
-    assert (whole.restored - one_by_one.restored).abs().max() <= 1e-4
+    span = abs(whole.clean_diff - whole.corrupt_diff)  # the shares differ by float32 noise in the logits over this
+    assert ((whole.restored - one_by_one.restored) * span).abs().max() <= 1e-5
 
 
 def test_a_foil_equal_to_the_token_is_refused(loaded):  # noqa: F811
