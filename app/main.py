@@ -25,7 +25,22 @@ from .errors import install_error_handlers
 from .lifespan import AppState, LifespanErrorMiddleware, lifespan
 from .middleware import BodySizeLimitMiddleware
 from .responses import ORJSONResponse
-from .routes import atlas, attention, effects, generation, health, lessons, model, neuron, rollout, selection, texts
+from .routes import (
+    atlas,
+    attention,
+    effects,
+    generation,
+    health,
+    knockout,
+    lens,
+    lessons,
+    model,
+    neuron,
+    patching,
+    rollout,
+    selection,
+    texts,
+)
 from .settings import Settings
 
 GZIP_LEVEL = 1  # numeric JSON: level 1 is ~5x smaller already, and several times faster than 6
@@ -63,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         texts.make_router(text_limit),
         neuron.make_router(text_limit),
         selection.make_router(text_limit),
+        *(part.make_router(text_limit) for part in (lens, knockout, patching)),
         atlas.router,
         static.router,
     ]
