@@ -6,9 +6,39 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import atlas, attention, effects, generation, health, lessons, model, neuron, rollout, selection, texts
+from . import (
+    atlas,
+    attention,
+    effects,
+    generation,
+    health,
+    knockout,
+    lens,
+    lessons,
+    model,
+    neuron,
+    patching,
+    rollout,
+    selection,
+    texts,
+)
 
-RESOURCES = (health, model, attention, lessons, effects, generation, rollout, texts, neuron, selection, atlas)
+RESOURCES = (
+    health,
+    model,
+    attention,
+    lessons,
+    effects,
+    generation,
+    rollout,
+    texts,
+    neuron,
+    selection,
+    lens,
+    knockout,
+    patching,
+    atlas,
+)
 
 
 def api_routers(max_text_chars: int) -> list[APIRouter]:

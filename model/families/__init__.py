@@ -55,12 +55,12 @@ class Features:
 def eager_steps(query, k, v, mask, f: Features, scaling: float | None, divisor: float | None, unscaled: bool):
     """``steps(q0, q1, s)``: query rows q0..q1 over the first s keys, eager attention step by step.
 
-    ``query``, ``k``, ``v`` (B, nh, T|S, hs), k and v one per query head; ``mask`` (T, S) bool;
+    ``query``, ``k``, ``v`` (B, nh, T|S, hs), k and v one per query head; ``mask`` (T, S) or (nh, T, S) bool;
     exactly one of ``scaling`` (the model's own: eager's multiplication) and ``divisor`` (a what-if:
     a division); ``unscaled``: whether ``pattern_unscaled`` is computed."""
 
     def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
-        m = mask[q0:q1, :s]  # (t, s)
+        m = mask[..., q0:q1, :s]  # (t, s), or (nh, t, s) with edges knocked out
         attn_scores_raw = torch.matmul(query[:, :, q0:q1], k[:, :, :s].transpose(2, 3))  # (B, nh, t, s)
         st: dict[str, torch.Tensor | None] = dict(attn_scores_raw=attn_scores_raw)
         if f.nope is not None:  # the same product, its two halves apart: content + position = raw

@@ -21,7 +21,8 @@ recorded as pairs of softmaxes (:mod:`model.families.differential`), the second 
 What-ifs: ``causal=False`` drops the mask (sliding windows with it), another divisor
 replaces the model's; both are applied in every layer, as for our own model. Ablated heads'
 outputs are replaced (:func:`~model.options.ablate_heads`) in the per-head output this function
-returns, before the model's ``o_proj``.
+returns, before the model's ``o_proj``. Knocked-out edges (attention knockout) leave the mask the
+model built through :meth:`~model.options.AttentionOptions.knocked_mask`, as in our own GPT.
 """
 
 from __future__ import annotations
@@ -130,13 +131,14 @@ def attnscope_attention(
             sink = None  # the same queries and keys again, with the other half of the values: not recorded
 
     pattern = None
+    edited = opts.knocked_mask(layer, mask, nh)  # (T, S), or (nh, T, S) with edges knocked out
     if not f.eager_only and not wants(sink, layer):  # (MLA's parts come only with the steps)
         # fast path: nothing of this layer is kept, so one fused kernel with the same mask and scale
-        z = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=1.0 / divisor)  # (B, nh, T, hs)
+        z = F.scaled_dot_product_attention(query, k, v, attn_mask=edited, scale=1.0 / divisor)  # (B, nh, T, hs)
     else:
         # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
         scale = dict(scaling=model_scaling, divisor=None) if opts.divisor is None else dict(scaling=None, divisor=divisor)
-        steps = eager_steps(query, k, v, mask, f, **scale, unscaled=sink is not None and needs_unscaled(sink))
+        steps = eager_steps(query, k, v, edited, f, **scale, unscaled=sink is not None and needs_unscaled(sink))
         if sink is None:  # not recording (a plain forward pass of a softcapped model)
             st = steps(0, T, S)
             z, pattern = st["z"], st["pattern"]

@@ -89,26 +89,28 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.heads(x)  # 3 × (B, nh, T, hs)
         divisor = opts.divisor_for(math.sqrt(self.head_dim))
 
+        mask = attention_mask(T, opts.causal, x.device)  # (T, T)
+        edited = opts.knocked_mask(self.layer_idx, mask, self.n_head)  # (T, T), or (nh, T, T) with edges knocked out
         if not wants(trace, self.layer_idx):
             # fast path: one fused kernel, nothing kept
             z = F.scaled_dot_product_attention(
                 q,
                 k,
                 v,
+                attn_mask=None if edited is mask else edited,
                 dropout_p=self.attn_dropout if self.training else 0.0,
-                is_causal=opts.causal,
+                is_causal=opts.causal and edited is mask,
                 scale=1.0 / divisor,
             )  # (B, nh, T, hs)
         else:
             # explicit path: the same computation, one named tensor per step
-            mask = attention_mask(T, opts.causal, x.device)  # (T, T)
             unscaled = needs_unscaled(trace)
             # the divisor as a tensor of the model's dtype, as GPT-2's eager attention holds its own
             divisor_t = torch.full((), divisor, dtype=q.dtype, device=q.device)
 
             def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
                 """Query rows q0..q1 (t of them) over the first s keys (all T for a plain list sink)."""
-                m = mask[q0:q1, :s]  # (t, s)
+                m = edited[..., q0:q1, :s]  # (t, s), or (nh, t, s) with edges knocked out
                 attn_scores_raw = q[:, :, q0:q1] @ k[:, :, :s].transpose(-2, -1)  # (B, nh, t, hs) @ (B, nh, hs, s)
                 # raw / divisor, -inf where masked
                 attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor_t)  # (B, nh, t, s)

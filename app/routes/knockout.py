@@ -1,0 +1,26 @@
+"""``POST /api/knockout``: see :func:`attnscope.app.compute.interventions.knockout_json`."""
+
+import time
+
+from fastapi import APIRouter
+
+from ..compute import interventions
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..responses import RawJSONResponse
+from ..schemas.common import with_text_limit
+from ..schemas.knockout import KnockoutRequest, KnockoutResponse
+
+
+def make_router(max_text_chars: int) -> APIRouter:
+    """The route, its request model holding the server's text limit."""
+    router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
+    LimitedRequest = with_text_limit(KnockoutRequest, max_text_chars)
+
+    @router.post("/api/knockout", response_model=KnockoutResponse, responses=ERRORS_POST)
+    async def knockout(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+        """Chosen edges (query, key) of a layer set to -inf before the softmax, each row renormalising:
+        the predictions after, and log p(token_id) at position before and after."""
+        started = time.perf_counter()
+        return RawJSONResponse(await state.run(interventions.knockout_json, svc, body, started))
+
+    return router

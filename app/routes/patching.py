@@ -1,0 +1,25 @@
+"""``POST /api/patching``: see :func:`attnscope.app.compute.interventions.patching_json`."""
+
+import time
+
+from fastapi import APIRouter
+
+from ..compute import interventions
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..responses import RawJSONResponse
+from ..schemas.patching import PatchingResponse, with_pair_limit
+
+
+def make_router(max_text_chars: int) -> APIRouter:
+    """The route, its request model holding the server's text limit."""
+    router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
+    LimitedRequest = with_pair_limit(max_text_chars)
+
+    @router.post("/api/patching", response_model=PatchingResponse, responses=ERRORS_POST)
+    async def patching(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+        """Each head's output, or the residual stream after each block at each position, taken from
+        the clean run into the corrupt run: the share of the logit difference (token vs foil) restored."""
+        started = time.perf_counter()
+        return RawJSONResponse(await state.run(interventions.patching_json, svc, body, started))
+
+    return router

@@ -1,0 +1,51 @@
+"""Request and response models of ``POST /api/knockout``: chosen edges removed before the softmax."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .common import Index, Prediction, Strict, TextInput
+
+MAX_EDGES = 1024
+Span = Index | Annotated[list[Index], Field(min_length=2, max_length=2)]
+
+
+class KnockoutEdge(Strict):
+    """Queries and keys of one layer (one head, or every head) whose scores become -inf."""
+
+    layer: Index
+    query: Span = Field(description="a position, or a half-open range [a, b] of positions")
+    key: Span = Field(description="a position, or a half-open range [a, b] of positions")
+    head: Index | None = Field(None, description="absent: every head of the layer")
+
+
+class KnockoutRequest(TextInput):
+    """POST /api/knockout."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "text": "Open the red door, then close the blue window. Open the red door, then close the blue",
+                    "edges": [{"layer": 1, "query": 19, "key": 9, "head": 0}],
+                },
+                {"text": "The cat sat on the mat. The cat", "edges": [{"layer": 0, "query": [4, 8], "key": [0, 2]}]},
+            ]
+        },
+    )
+    edges: list[KnockoutEdge] = Field(min_length=1, max_length=MAX_EDGES)
+    position: Index | None = Field(None, description="the position whose log-probability is measured; default the last")
+    token_id: Index | None = Field(None, description="the token measured; default the top guess there before the knockout")
+
+
+class KnockoutResponse(BaseModel):
+    tokens: list[str]
+    position: int
+    token_id: int
+    token: str = Field(description="the measured token's display string")
+    logprob_before: float = Field(description="log p(token_id) after position, nothing knocked out")
+    logprob_after: float = Field(description="log p(token_id) after position with the edges knocked out")
+    predictions: list[list[Prediction]] = Field(description="top 5 next tokens after each position, edges knocked out")
+    timing_ms: float

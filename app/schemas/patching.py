@@ -1,0 +1,67 @@
+"""Request and response models of ``POST /api/patching``: the clean run's pieces written into the corrupt run."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+
+from .common import TEXT_CHARS, Index, Strict, optional_field, text_field, usable_text
+
+
+class PatchingRequest(Strict):
+    """POST /api/patching."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "clean": "Open the red door, then close the blue window. Open the red door, then close the blue",
+                    "corrupt": "Open the red door, then close the blue gate. Open the red door, then close the blue",
+                },
+                {"clean": "The cat sat on the mat. The cat", "corrupt": "The dog sat on the mat. The cat", "what": "residual"},
+            ]
+        },
+    )
+    clean: str = text_field()
+    corrupt: str = text_field()
+    position: Index | None = Field(None, description="where the logit difference is read; default the last position")
+    token_id: Index | None = Field(None, description="default the clean run's top guess at position")
+    foil_id: Index | None = Field(None, description="default the corrupt run's top guess at position")
+    what: Literal["heads", "residual"] = Field(
+        "heads", description="heads: each head's output at every position; residual: the stream after each block per position"
+    )
+
+    @field_validator("clean", "corrupt")
+    @classmethod
+    def _usable(cls, value: str, info) -> str:
+        return usable_text(value, info.field_name)
+
+
+def with_pair_limit(max_text_chars: int) -> type[PatchingRequest]:
+    """:class:`PatchingRequest` with the server's text limit on both texts."""
+    if max_text_chars == TEXT_CHARS:
+        return PatchingRequest
+    texts = {name: (str, text_field(max_text_chars)) for name in ("clean", "corrupt")}
+    return create_model("PatchingRequest", __base__=PatchingRequest, __module__=__name__, **texts)
+
+
+class PatchingResponse(BaseModel):
+    tokens: list[str] = Field(description="the clean text's tokens")
+    corrupt_tokens: list[str]
+    position: int
+    token_id: int
+    token: str
+    foil_id: int
+    foil: str
+    clean_diff: float = Field(description="logit(token_id) − logit(foil_id) at position, clean run")
+    corrupt_diff: float = Field(description="the same, corrupt run")
+    what: Literal["heads", "residual"]
+    heads: list[list[float] | None] | None = optional_field(
+        "[layer][head]: (patched − corrupt_diff) / (clean_diff − corrupt_diff) with that head's clean output "
+        "written in; null for a layer without softmax attention"
+    )
+    residual: list[list[float]] | None = optional_field(
+        "[layer][position]: the same with the clean residual stream after that block at that position written in"
+    )
+    timing_ms: float
