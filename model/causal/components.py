@@ -133,7 +133,9 @@ def refuse(facts) -> None:
     other = [layer for layer in facts.layers if layer["type"] not in ("full", "sliding", "chunked", "nope")]
     if other:
         kinds = ", ".join(f"layer {layer['index']} ({layer['type']})" for layer in other)
-        raise NotSplittable(f"the layers without softmax attention ({kinds}) are mixers the decomposition does not split")
+        raise NotSplittable(
+            f"the layers without softmax attention ({kinds}) are mixers the decomposition does not split"
+        )
     if facts.family == "falcon_h1":
         raise NotSplittable("a Mamba-2 mixer runs beside each layer's attention: its write is not split")
     if facts.score_parts:
@@ -273,4 +275,6 @@ def _agree(parts_sum: torch.Tensor, model: torch.Tensor, what: str) -> None:
     scale = 1.0 + float(want.abs().max())
     gap = float((parts_sum - want).abs().max())
     if gap > 10 * rtol * scale:
-        raise NotSplittable(f"{what} differ by {gap:.3g}: this model writes into the residual stream in a way not split")
+        raise NotSplittable(
+            f"{what} differ by {gap:.3g}: this model writes into the residual stream in a way not split"
+        )

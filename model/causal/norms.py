@@ -55,7 +55,11 @@ def freeze(norm: torch.nn.Module, x: torch.Tensor) -> Frozen:
     if isinstance(norm, torch.nn.LayerNorm) or "LayerNorm" in type(norm).__name__:
         centred = x64 - x64.mean(dim=-1, keepdim=True)
         inv = torch.rsqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps)
-        weight = norm.weight.detach().double() if norm.weight is not None else torch.ones(x.shape[-1], dtype=torch.float64, device=x.device)
+        weight = (
+            norm.weight.detach().double()
+            if norm.weight is not None
+            else torch.ones(x.shape[-1], dtype=torch.float64, device=x.device)
+        )
         bias = getattr(norm, "bias", None)
         frozen = Frozen(inv * weight, None if bias is None else bias.detach().double(), True)
     else:
