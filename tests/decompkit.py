@@ -124,14 +124,17 @@ def hooked(model):
         for side in ("q", "k"):
             norm = getattr(attn, f"{side}_norm", None)
             if norm is not None:
-                keep = lambda m, a, i=i, side=side: _SEEN["qk_norm_in"].setdefault(i, {}).__setitem__(side, a[0][0])  # noqa: E731
-                handles.append(norm.register_forward_pre_hook(keep))
+                handles.append(norm.register_forward_pre_hook(lambda m, a, i=i, side=side: _keep_norm_in(i, side, a)))
     handles.append(final_norm(model).register_forward_pre_hook(lambda m, a: _SEEN.__setitem__("final", a[0][0])))
     try:
         yield _SEEN
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _keep_norm_in(layer: int, side: str, args) -> None:
+    _SEEN["qk_norm_in"].setdefault(layer, {})[side] = args[0][0]  # (T, n_heads, hs)
 
 
 def _gpt2_qk(layer: int, out: torch.Tensor, attn) -> None:
