@@ -20,7 +20,17 @@ from attnscope.model.causal.qk import qk_attribution  # noqa: E402
 from attnscope.model.options import AttentionOptions  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
-from tests.decompkit import FAMILIES, TEXT, attention, blocks, model_dirs, norm_part, oracle, rms_frozen, run  # noqa: E402
+from tests.decompkit import (  # noqa: E402
+    FAMILIES,
+    TEXT,
+    attention,
+    blocks,
+    model_dirs,
+    norm_part,
+    oracle,
+    rms_frozen,
+    run,
+)
 from tests.familykit import build  # noqa: E402
 
 NAMES = ["gpt2-export", *FAMILIES]
