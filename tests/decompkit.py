@@ -166,3 +166,39 @@ def norm_part(norm, x: torch.Tensor, part: torch.Tensor) -> torch.Tensor:
         part = part.double()
         return (part - part.mean(-1, keepdim=True)) * inv * norm.weight.double()
     return part.double() * rms_frozen(norm, x)
+
+
+@torch.no_grad()
+def expected_attribution(model, ids: list[int], position: int, token_id: int):
+    """(heads (L, nh), mlps (L,), embed) recomputed from a hooked eager run, and its logit there:
+    each head's slice of the output projection's input through the projection module (the others
+    zeroed, the bias taken off), through Gemma 2's post-attention norm at its scale, then through
+    the final norm at the scale it has on the text, dotted with the LM head's row."""
+    seen, logits, hidden = run(model, ids[: position + 1])
+    p, L = position, len(blocks(model))
+    unembed = model.get_output_embeddings().weight[token_id].double()
+    final_at = seen["final"][p]
+
+    def logit_part(write: torch.Tensor) -> torch.Tensor:
+        return norm_part(final_norm(model), final_at, write) @ unembed
+
+    heads, mlps, attn_writes = [], [], []
+    for layer, block in enumerate(blocks(model)):
+        proj, z, o = out_projection(block), seen["z"][layer][p], seen["o"][layer][p]
+        nh = model.config.num_attention_heads
+        hs = z.shape[-1] // nh
+        bias = 0.0 if proj.bias is None else proj.bias.double()
+        post = block.post_attention_layernorm if hasattr(block, "post_feedforward_layernorm") else None
+        row = []
+        for h in range(nh):
+            alone = torch.zeros_like(z)
+            alone[h * hs : (h + 1) * hs] = z[h * hs : (h + 1) * hs]
+            with torch.no_grad():
+                write = proj(alone[None])[0].double() - bias
+            row.append(logit_part(write * rms_frozen(post, o) if post is not None else write))
+        heads.append(torch.stack(row))
+        attn_writes.append(post(o[None])[0] if post is not None else o)
+    outs = [*hidden[1:L], seen["final"]]  # each block's output (transformers' last hidden state is normed)
+    for layer in range(L):
+        mlps.append(logit_part(outs[layer][p].double() - hidden[layer][p].double() - attn_writes[layer].double()))
+    return torch.stack(heads), torch.stack(mlps), logit_part(hidden[0][p]), logits[p, token_id]

@@ -6,9 +6,37 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import atlas, attention, effects, generation, health, lessons, model, neuron, rollout, selection, texts
+from . import (
+    atlas,
+    attention,
+    attribution,
+    effects,
+    generation,
+    health,
+    lessons,
+    model,
+    neuron,
+    qk_attribution,
+    rollout,
+    selection,
+    texts,
+)
 
-RESOURCES = (health, model, attention, lessons, effects, generation, rollout, texts, neuron, selection, atlas)
+RESOURCES = (
+    health,
+    model,
+    attention,
+    lessons,
+    effects,
+    attribution,
+    qk_attribution,
+    generation,
+    rollout,
+    texts,
+    neuron,
+    selection,
+    atlas,
+)
 
 
 def api_routers(max_text_chars: int) -> list[APIRouter]:

@@ -1,9 +1,9 @@
 """Direct logit attribution and the residual-stream split, with transformers and hooks as the oracle.
 
-Each head's part is recomputed from transformers' own eager run: its slice of the output
-projection's input through the projection module (the others zeroed, the bias taken off),
-through Gemma 2's post-attention norm at its scale, then through the final norm at the scale it
-has on the text (written out here), dotted with the LM head's row. The parts must add up to the
+Each head's part is recomputed from transformers' own eager run
+(:func:`tests.decompkit.expected_attribution`): its slice of the output projection's input through
+the projection module, through Gemma 2's post-attention norm and the final norm at the scales
+they have on the text (written out there), dotted with the LM head's row. The parts must add up to the
 logit transformers computes (Gemma 2: before its final softcap, which maps it to transformers').
 """
 
@@ -24,13 +24,9 @@ from attnscope.model.registry import load_model  # noqa: E402
 from tests.decompkit import (  # noqa: E402
     FAMILIES,
     TEXT,
-    blocks,
-    final_norm,
+    expected_attribution,
     model_dirs,
-    norm_part,
     oracle,
-    out_projection,
-    rms_frozen,
     run,
 )
 from tests.familykit import build  # noqa: E402
@@ -53,38 +49,6 @@ def oracles(dirs):
     return {name: oracle(path) for name, path in dirs.items()}
 
 
-def expected(model, ids: list[int], position: int, token_id: int):
-    """(heads (L, nh), mlps (L,), embed) recomputed from a hooked eager run, and its logit there."""
-    seen, logits, hidden = run(model, ids[: position + 1])
-    p, L = position, len(blocks(model))
-    unembed = model.get_output_embeddings().weight[token_id].double()
-    final_at = seen["final"][p]
-
-    def logit_part(write: torch.Tensor) -> torch.Tensor:
-        return norm_part(final_norm(model), final_at, write) @ unembed
-
-    heads, mlps, attn_writes = [], [], []
-    for layer, block in enumerate(blocks(model)):
-        proj, z, o = out_projection(block), seen["z"][layer][p], seen["o"][layer][p]
-        nh = model.config.num_attention_heads
-        hs = z.shape[-1] // nh
-        bias = 0.0 if proj.bias is None else proj.bias.double()
-        post = block.post_attention_layernorm if hasattr(block, "post_feedforward_layernorm") else None
-        row = []
-        for h in range(nh):
-            alone = torch.zeros_like(z)
-            alone[h * hs : (h + 1) * hs] = z[h * hs : (h + 1) * hs]
-            with torch.no_grad():
-                write = proj(alone[None])[0].double() - bias
-            row.append(logit_part(write * rms_frozen(post, o) if post is not None else write))
-        heads.append(torch.stack(row))
-        attn_writes.append(post(o[None])[0] if post is not None else o)
-    outs = [*hidden[1:L], seen["final"]]  # each block's output (transformers' last hidden state is normed)
-    for layer in range(L):
-        mlps.append(logit_part(outs[layer][p].double() - hidden[layer][p].double() - attn_writes[layer].double()))
-    return torch.stack(heads), torch.stack(mlps), logit_part(hidden[0][p]), logits[p, token_id]
-
-
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("where", ["last", "middle"])
 def test_each_part_is_its_write_through_the_frozen_final_norm(name, where, loaded, oracles):
@@ -92,7 +56,7 @@ def test_each_part_is_its_write_through_the_frozen_final_norm(name, where, loade
     ids = backend.tokenizer.encode_ids(TEXT)
     position = len(ids) - 1 if where == "last" else len(ids) // 2
     got = attribute(backend, ids, position)
-    heads, mlps, embed, logit = expected(oracles[name], ids, position, got.token_id)
+    heads, mlps, embed, logit = expected_attribution(oracles[name], ids, position, got.token_id)
     scale = 1.0 + got.heads.abs().max().item()
     assert (got.heads - heads).abs().max() <= 1e-4 * scale
     assert (got.mlps - mlps).abs().max() <= 1e-4 * scale
