@@ -2,7 +2,8 @@
 
 Models: our GPT exported as GPT-2 (run by our own code, and by the transformers backend on the
 same directory), and tiny random transformers of the families the split covers: a Llama with GQA,
-a Qwen3 (QK-norm), Gemma 2 (post-norms, both softcaps) and gpt-oss (sinks, MoE). The oracle runs
+Qwen2 (q, k, v biases), Mistral (sliding window), Qwen3 (QK-norm), Gemma 2 (post-norms, both
+softcaps) and gpt-oss (sinks, MoE). The oracle runs
 each in transformers' eager attention with hooks: the output projections' inputs, the final
 norm's input, every layer's q and k (after RoPE) and the inputs of the q/k norms.
 """
@@ -20,7 +21,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from tests.familykit import QK_GAIN, QK_NORM_GAIN, build, decoder
 
 TEXT = "The cat sat on the mat. Then the cat saw the dog, and the dog sat on the log. The cat sat"
-FAMILIES = ["llama", "qwen3", "gemma2", "gpt_oss"]
+FAMILIES = ["llama", "qwen2", "mistral", "qwen3", "gemma2", "gpt_oss"]
 
 
 def build_qwen3(out: Path, seed: int = 0) -> Path:

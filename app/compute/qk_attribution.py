@@ -36,6 +36,7 @@ def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float 
         "query_token": svc.displays[ids[req.query]],
         "key_token": svc.displays[ids[req.key]],
         "frozen": r.frozen,
+        "masked": r.masked,
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
     return dumps(body)

@@ -34,4 +34,8 @@ class QKAttributionResponse(BaseModel):
     query_token: str = Field(description="the query's token as the page shows it")
     key_token: str = Field(description="the key's token as the page shows it")
     frozen: str = Field(description="what the split holds fixed, ready for a caption (the norms' scales on this text)")
+    masked: bool = Field(
+        description="the mask hides this key from this query (a later key, or outside a sliding window): the score "
+        "is the q·kᵀ the model computes there, which gets weight 0 (`POST /api/attention` serves it as null)"
+    )
     timing_ms: float

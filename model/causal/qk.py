@@ -29,6 +29,7 @@ class QKAttribution:
     components: list[str]
     matrix: torch.Tensor  # (n, n) float64: [query-side term][key-side term]
     frozen: str  # caption-ready: what the split holds fixed
+    masked: bool  # the mask hides this key from this query (a later key, outside a sliding window): weight 0
 
 
 class _ScoreCell:
@@ -39,12 +40,14 @@ class _ScoreCell:
     def __init__(self, layer: int, head: int, query: int, key: int) -> None:
         self.layer, self.head, self.query, self.key = layer, head, query, key
         self.value: float | None = None
+        self.masked = False
 
     def wants(self, layer: int) -> bool:
         return layer == self.layer
 
     def append(self, trace: AttentionTrace) -> None:
         self.value = float(trace.attn_scores_raw[0, self.head, self.query, self.key])
+        self.masked = not bool(trace.mask[self.query, self.key])
 
 
 @torch.inference_mode()
@@ -68,7 +71,8 @@ def qk_attribution(backend, ids: list[int], layer: int, head: int, query: int, k
     frozen = [f"layer {layer}'s input norm", *w.frozen[:layer]]
     if lp.q_norm is not None:
         frozen.append("its q and k norms")
-    return QKAttribution(score, names, matrix.cpu(), ", ".join(frozen) + ": scales frozen at their values on this text")
+    caption = ", ".join(frozen) + ": scales frozen at their values on this text"
+    return QKAttribution(score, names, matrix.cpu(), caption, cell.masked)
 
 
 def _side(lp: LayerParts, hs: int, cap, layer: int, terms: torch.Tensor, p: int, head: int, side: str):

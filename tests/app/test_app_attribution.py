@@ -73,7 +73,10 @@ def test_qk_answer_adds_up_to_the_served_and_eager_score(name, clients, oracles)
     q, k = seen["qk"][layer]
     eager = float(q[head, query].double() @ k[head // (q.shape[0] // k.shape[0]), key].double())
     tol = TOL * (1.0 + abs(eager))
-    assert body["score"] == pytest.approx(raw, abs=tol) and body["score"] == pytest.approx(eager, abs=tol)
+    assert body["masked"] == (raw is None)  # Mistral's window of 5 tokens hides key 9 from query 20
+    assert body["score"] == pytest.approx(eager, abs=tol)
+    if raw is not None:
+        assert body["score"] == pytest.approx(raw, abs=tol)
     assert sum(map(sum, body["matrix"])) == pytest.approx(body["score"], abs=tol)
     n = len(body["components"])
     assert len(body["matrix"]) == n and all(len(row) == n for row in body["matrix"])

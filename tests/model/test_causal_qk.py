@@ -77,6 +77,7 @@ def test_the_terms_add_up_to_the_score_served_and_eager(name, layer, head, query
     eager = float(q[head, query].double() @ k[kv, key].double())
     tol = 1e-4 * (1.0 + abs(eager))
     assert got.score == pytest.approx(served, abs=tol)
+    assert got.masked == (not bool(traces[layer].mask[query, key]))
     assert float(got.matrix.sum()) == pytest.approx(eager, abs=tol)
     assert "frozen" in got.frozen and f"layer {layer}'s input norm" in got.frozen
 
