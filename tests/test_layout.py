@@ -78,7 +78,7 @@ def _function_imports(path: Path, name: str) -> set[str]:
     """Relative imports anywhere in the file (a lazy import counts as an arrow too), made absolute."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package.split(".")[: len(package.split(".")) - node.level + 1]
             if node.module:
@@ -86,6 +86,16 @@ def _function_imports(path: Path, name: str) -> set[str]:
             else:  # `from .. import frontend`: the names are the modules imported
                 out |= {".".join([*base, a.name]) for a in node.names}
     return out
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node that runs: what sits under ``if TYPE_CHECKING:`` (an annotation's import) is left out."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            yield from (n for child in node.orelse for n in ast.walk(child))
+            continue
+        yield node
+        yield from _runtime_nodes(node)
 
 
 def test_imports_form_no_circle():

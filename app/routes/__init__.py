@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from . import (
     atlas,
     attention,
+    attribution,
     effects,
     generation,
     health,
@@ -18,6 +19,7 @@ from . import (
     model,
     neuron,
     patching,
+    qk_attribution,
     rollout,
     selection,
     texts,
@@ -35,8 +37,10 @@ RESOURCES = (
     neuron,
     selection,
     lens,
+    attribution,
     knockout,
     patching,
+    qk_attribution,
     atlas,
 )
 

@@ -1,0 +1,50 @@
+"""What ``POST /api/attribution`` computes: each component's direct contribution to one logit
+(:func:`attnscope.model.causal.attribution.attribute`)."""
+
+from __future__ import annotations
+
+import time
+
+from ...model.causal import NotSplittable
+from ...model.causal.attribution import attribute
+from ..errors import ApiError
+from ..responses import dumps
+from ..schemas.attribution import AttributionRequest
+from ..service import Service
+from .checks import check_index, prompt_ids
+from .rounding import round_sig
+
+
+def refused(exc: NotSplittable) -> ApiError:
+    """The 422 for a model the decompositions cannot split exactly, saying what."""
+    return ApiError(422, f"this model cannot be split exactly: {exc}", loc=("body", "text"), type_="not_splittable")
+
+
+def attribution_json(svc: Service, req: AttributionRequest, started: float | None = None) -> bytes:
+    """The POST /api/attribution answer: each component's direct contribution to one logit."""
+    t0 = time.perf_counter() if started is None else started
+    facts = svc.loaded.facts
+    ids = prompt_ids(svc, req.text)
+    position = len(ids) - 1 if req.position is None else req.position
+    check_index(position, len(ids), ("body", "position"), "position", f"the text has {len(ids)} tokens")
+    if req.token_id is not None:
+        what = f"the model has {facts.vocab_size} tokens"
+        check_index(req.token_id, facts.vocab_size, ("body", "token_id"), "token_id", what)
+    try:
+        a = attribute(svc.loaded.backend, ids, position, req.token_id)
+    except NotSplittable as exc:
+        raise refused(exc) from exc
+    body = {
+        "position": a.position,
+        "token_id": a.token_id,
+        "token": svc.displays[a.token_id],
+        "logit": float(round_sig(a.logit)),
+        "heads": facts.by_number(round_sig(a.heads.numpy()).tolist()),
+        "mlps": round_sig(a.mlps.numpy()).tolist(),
+        "embed": float(round_sig(a.embed)),
+        "rest": float(round_sig(a.rest)),
+        "frozen": a.frozen,
+        "final_softcap": a.final_softcap,
+        "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
+    }
+    return dumps(body)

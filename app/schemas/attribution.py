@@ -1,0 +1,44 @@
+"""Request and response models of ``POST /api/attribution``: direct logit attribution."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .common import Index, TextInput
+
+INDUCTION = "Open the red door, then close the blue window. Open the red door, then close the blue"
+
+
+class AttributionRequest(TextInput):
+    """POST /api/attribution."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"text": INDUCTION},
+                {"text": "The cat sat on the mat. The cat", "position": 3, "token_id": 42},
+            ]
+        },
+    )
+    position: Index | None = Field(None, description="the position whose next-token logit is split; default the last")
+    token_id: Index | None = Field(None, description="the token whose logit is split; default the top guess there")
+
+
+class AttributionResponse(BaseModel):
+    position: int = Field(description="the query position")
+    token_id: int
+    token: str = Field(description="the token's display string")
+    logit: float = Field(description="the LM head's logit of token_id at position (before any final softcap)")
+    heads: list[list[float] | None] = Field(
+        description="[layer][head]: what the head writes into the residual stream, through the final norm "
+        "(scale frozen) and the token's unembedding row; null for a layer without heads"
+    )
+    mlps: list[float] = Field(description="[layer]: each MLP's write the same way (a mixture of experts: one MLP)")
+    embed: float = Field(description="the token and position embeddings' part")
+    rest: float = Field(description="the output projections' biases, the final norm's offset and the LM head's bias")
+    frozen: str = Field(description="what the split holds fixed, ready for a caption (the norms' scales on this text)")
+    final_softcap: float | None = Field(
+        description="the model's final logit softcap (Gemma 2): logits are shown as cap·tanh(logit/cap); "
+        "the logit split here is the one before it. null without one"
+    )
+    timing_ms: float
