@@ -27,20 +27,23 @@ from .trace import AttentionTrace
 ROWS_BUDGET_BYTES = 256 << 20  # activations of one batch of head-effect rows, roughly
 
 
-class MeanOutputs(list):
-    """A trace sink keeping each layer's per-head output averaged over the tokens, ``(nh, hs)``."""
+class MeanOutputs(dict):
+    """A trace sink keeping each attention layer's per-head output averaged over the tokens, ``(nh, hs)``,
+    by the layer's number (a hybrid's attention layers are not numbered 0, 1, 2, ...)."""
 
     needs_unscaled = False
 
     def append(self, trace: AttentionTrace) -> None:
-        super().append(trace.z[0].mean(dim=1).float())  # (nh, T, hs) -> (nh, hs)
+        self[trace.layer] = trace.z[0].mean(dim=1).float()  # (nh, T, hs) -> (nh, hs)
 
 
-def mean_outputs(backend: Backend, ids: list[int], opts: AttentionOptions) -> tuple[torch.Tensor, ...]:
-    """Per layer, each head's mean output over the text ``(nh, hs)``: what mean-ablation puts in its place."""
+def mean_outputs(backend: Backend, ids: list[int], opts: AttentionOptions) -> tuple[torch.Tensor | None, ...]:
+    """Per layer, by its number, each head's mean output over the text ``(nh, hs)``: what mean-ablation
+    puts in its place (:func:`model.options.ablate_heads` reads it by layer number); ``None`` for a layer
+    without softmax attention."""
     sink = MeanOutputs()
     backend.run(ids, opts, sink, logits=False)
-    return tuple(sink)
+    return tuple(sink.get(layer) for layer in range(backend.facts.n_layer))
 
 
 @dataclass

@@ -3,7 +3,8 @@ and generation tests (model and service alike).
 
 A head (l, h) is switched off the way an interpretability notebook would: a forward pre-hook on
 the layer's output projection (GPT-2's ``c_proj``, Llama's ``o_proj``) that zeroes that head's
-slice of its input. Two models: the GPT-2 export of a random GPT of ours (run by our own code)
+slice of its input. Three models (``CASES`` names the first two, which every test runs over; the
+hybrid has tests of its own): the GPT-2 export of a random GPT of ours (run by our own code)
 and a Llama-style grouped-query model (run through the transformers backend).
 """
 
@@ -34,12 +35,18 @@ def model_dirs(tmp_path_factory):
     torch.manual_seed(0)
     config = GPTConfig(block_size=48, vocab_size=tokenizer.vocab_size, n_layer=3, n_head=4, n_embd=32, name="abl")
     gpt = randomize(GPT(config), seed=1).eval()
-    return {"gpt2-export": export_hf(gpt, tokenizer, root / "gpt2"), "llama": build("llama", root / "llama")}
+    return {
+        "gpt2-export": export_hf(gpt, tokenizer, root / "gpt2"),
+        "llama": build("llama", root / "llama"),
+        "lfm2": build("lfm2", root / "lfm2"),  # a hybrid: softmax attention in layers 1 and 3 only
+    }
 
 
 def out_projection(model, layer: int) -> torch.nn.Module:
     if model.config.model_type == "gpt2":
         return model.transformer.h[layer].attn.c_proj
+    if model.config.model_type == "lfm2":
+        return model.model.layers[layer].self_attn.out_proj
     return model.model.layers[layer].self_attn.o_proj
 
 

@@ -141,3 +141,34 @@ def test_mean_ablation_equals_a_hook_that_writes_the_mean(name, loaded, oracles)
     _, logits = oracle_run(model, ids, [(layer, h)], means)
     expected = torch.log_softmax(logits[position].double(), -1) - torch.log_softmax(clean[position].double(), -1)
     assert abs(float(eff.delta[layer, h]) - float(expected[eff.token_id])) <= 2e-4
+
+
+def test_mean_ablation_on_a_hybrid_takes_each_layers_own_means(loaded, oracles):
+    """LFM2 has softmax attention in layers 1 and 3 only: a head of layer 3 mean-ablated takes layer 3's
+    means (the means were once kept by attention layer, 0 and 1, and read by layer number)."""
+    lm, model = loaded["lfm2"], oracles["lfm2"]
+    ids = lm.tokenizer.encode_ids(TEXT)
+    hs = head_dim(model)
+    assert lm.facts.attention_layers == [1, 3]
+    seen = {}
+    handles = [
+        out_projection(model, layer).register_forward_pre_hook(
+            lambda m, args, layer=layer: seen.__setitem__(layer, args[0][0].mean(0).view(-1, hs))
+        )
+        for layer in lm.facts.attention_layers
+    ]
+    with torch.no_grad():
+        model(torch.tensor([ids]))
+    for handle in handles:
+        handle.remove()
+    ours = mean_outputs(lm.backend, ids, AttentionOptions())
+    assert ours[0] is None and ours[2] is None
+    for layer in lm.facts.attention_layers:
+        assert (ours[layer] - seen[layer]).abs().max() <= 1e-5
+    position = len(ids) - 1
+    eff = head_effects(lm.backend, ids, position, mode="mean")
+    _, clean = oracle_run(model, ids)
+    _, logits = oracle_run(model, ids, [(3, 2)], seen)
+    expected = torch.log_softmax(logits[position].double(), -1) - torch.log_softmax(clean[position].double(), -1)
+    row = lm.facts.attention_layers.index(3)  # delta has a row per attention layer
+    assert abs(float(eff.delta[row, 2]) - float(expected[eff.token_id])) <= 2e-4
