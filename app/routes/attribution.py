@@ -4,7 +4,7 @@ import time
 
 from fastapi import APIRouter
 
-from ..compute import attribution
+from ..compute.causal import attribution
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.attribution import AttributionRequest, AttributionResponse

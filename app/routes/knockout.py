@@ -1,10 +1,10 @@
-"""``POST /api/knockout``: see :func:`attnscope.app.compute.interventions.knockout_json`."""
+"""``POST /api/knockout``: see :func:`attnscope.app.compute.compute.knockout_json`."""
 
 import time
 
 from fastapi import APIRouter
 
-from ..compute import interventions
+from ..compute.causal import knockout as compute
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.common import with_text_limit
@@ -21,6 +21,6 @@ def make_router(max_text_chars: int) -> APIRouter:
         """Chosen edges (query, key) of a layer set to -inf before the softmax, each row renormalising:
         the predictions after, and log p(token_id) at position before and after."""
         started = time.perf_counter()
-        return RawJSONResponse(await state.run(interventions.knockout_json, svc, body, started))
+        return RawJSONResponse(await state.run(compute.knockout_json, svc, body, started))
 
     return router

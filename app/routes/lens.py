@@ -1,10 +1,10 @@
-"""``POST /api/lens``: see :func:`attnscope.app.compute.interventions.lens_json`."""
+"""``POST /api/lens``: see :func:`attnscope.app.compute.compute.lens_json`."""
 
 import time
 
 from fastapi import APIRouter
 
-from ..compute import interventions
+from ..compute.causal import lens as compute
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.common import with_text_limit
@@ -21,6 +21,6 @@ def make_router(max_text_chars: int) -> APIRouter:
         """The logit lens: the final norm and unembedding applied to the residual stream after the
         embeddings and after each block, the top tokens per position."""
         started = time.perf_counter()
-        return RawJSONResponse(await state.run(interventions.lens_json, svc, body, started))
+        return RawJSONResponse(await state.run(compute.lens_json, svc, body, started))
 
     return router

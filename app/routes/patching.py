@@ -1,10 +1,10 @@
-"""``POST /api/patching``: see :func:`attnscope.app.compute.interventions.patching_json`."""
+"""``POST /api/patching``: see :func:`attnscope.app.compute.compute.patching_json`."""
 
 import time
 
 from fastapi import APIRouter
 
-from ..compute import interventions
+from ..compute.causal import patching as compute
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.patching import PatchingResponse, with_pair_limit
@@ -20,6 +20,6 @@ def make_router(max_text_chars: int) -> APIRouter:
         """Each head's output, or the residual stream after each block at each position, taken from
         the clean run into the corrupt run: the share of the logit difference (token vs foil) restored."""
         started = time.perf_counter()
-        return RawJSONResponse(await state.run(interventions.patching_json, svc, body, started))
+        return RawJSONResponse(await state.run(compute.patching_json, svc, body, started))
 
     return router

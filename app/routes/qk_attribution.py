@@ -4,7 +4,7 @@ import time
 
 from fastapi import APIRouter
 
-from ..compute import qk_attribution
+from ..compute.causal import qk_attribution
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.common import with_text_limit

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import time
 
-from ...model.causal import NotSplittable
-from ...model.causal.attribution import attribute
-from ..errors import ApiError
-from ..responses import dumps
-from ..schemas.attribution import AttributionRequest
-from ..service import Service
-from .checks import check_index, prompt_ids
-from .rounding import round_sig
+from ....model.causal import NotSplittable
+from ....model.causal.attribution import attribute
+from ...errors import ApiError
+from ...responses import dumps
+from ...schemas.attribution import AttributionRequest
+from ...service import Service
+from ..checks import check_index, prompt_ids
+from ..rounding import round_sig
 
 
 def refused(exc: NotSplittable) -> ApiError:

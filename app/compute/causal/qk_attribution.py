@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import time
 
-from ...model.causal import NotSplittable
-from ...model.causal.qk import qk_attribution
-from ..responses import dumps
-from ..schemas.qk_attribution import QKAttributionRequest
-from ..service import Service
+from ....model.causal import NotSplittable
+from ....model.causal.qk import qk_attribution
+from ...responses import dumps
+from ...schemas.qk_attribution import QKAttributionRequest
+from ...service import Service
+from ..checks import check_attention_layer, check_index, prompt_ids
+from ..rounding import round_sig
 from .attribution import refused
-from .checks import check_attention_layer, check_index, prompt_ids
-from .rounding import round_sig
 
 
 def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float | None = None) -> bytes:

@@ -1,0 +1,45 @@
+"""What the causal routes compute (:mod:`attnscope.model.causal`), one module per route: ``lens``,
+``attribution``, ``knockout``, ``patching``, ``qk_attribution``. Each checks the request against the
+model, runs the model code and rounds the answer as the other answers are; the checks they share are
+here."""
+
+from __future__ import annotations
+
+import time
+
+from ....model.causal.lens import Unsupported
+from ...errors import ApiError
+from ...service import Service
+from ..checks import check_index, check_token_count
+
+
+def elapsed_ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 3)
+
+
+def encode_text(svc: Service, text: str, name: str):
+    """The text's encoding, refused (naming ``name``) when empty or longer than the context."""
+    enc = svc.loaded.tokenizer.encode(text)
+    try:
+        check_token_count(len(enc.ids), svc.loaded.facts, enc.offsets)
+    except ApiError as e:
+        e.detail[0]["loc"] = ["body", name]
+        raise
+    return enc
+
+
+def not_exact(e: Unsupported, field: str) -> ApiError:
+    return ApiError(422, str(e), loc=("body", field), type_="not_exact_here")
+
+
+def position_of(position: int | None, n: int) -> int:
+    if position is None:
+        return n - 1
+    check_index(position, n, ("body", "position"), "position", f"the text has {n} tokens")
+    return position
+
+
+def check_token(token_id: int | None, name: str, svc: Service) -> None:
+    if token_id is not None:
+        n = svc.loaded.facts.vocab_size
+        check_index(token_id, n, ("body", name), name, f"the model has {n} tokens")

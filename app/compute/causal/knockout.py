@@ -1,0 +1,79 @@
+"""``POST /api/knockout``: the predictions with chosen edges knocked out, and one log-probability before and after."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ....model.backends import top_logits
+from ....model.causal.knockout import knockout
+from ....model.causal.lens import Unsupported
+from ....model.options import NoKeyLeft
+from ...errors import ApiError
+from ...responses import dumps
+from ...schemas.knockout import KnockoutRequest
+from ...service import Service
+from ..attention import top_predictions
+from ..checks import check_attention_layer, check_index
+from ..rounding import round_sig
+from . import check_token, elapsed_ms, encode_text, not_exact, position_of
+
+KNOCKOUT_TOP_K = 5  # the predictions after a knockout, as /api/attention's default
+
+
+def _span(value: int | list[int], n: int, loc: Sequence[str | int]) -> tuple[int, int]:
+    """A position or a half-open range [a, b] as (a, b), each within the text's ``n`` tokens."""
+    a, b = (value, value + 1) if isinstance(value, int) else value
+    name = ".".join(str(part) for part in loc[1:])
+    if not a < b <= n:
+        raise ApiError(
+            422,
+            f"{name} is {value}; a position or a range [a, b] with a < b, within the text's {n} tokens (0 to {n})",
+            loc=loc,
+            type_="index_out_of_range",
+            ctx={"limit": n, "value": value},
+        )
+    return a, b
+
+
+def _edges(req: KnockoutRequest, n: int, svc: Service) -> list[tuple[int, int | None, int, int, int, int]]:
+    facts = svc.loaded.facts
+    edges = []
+    for i, edge in enumerate(req.edges):
+        loc = ("body", "edges", i)
+        check_attention_layer(edge.layer, (*loc, "layer"), f"edges.{i}.layer", facts)
+        if edge.head is not None:
+            check_index(edge.head, facts.n_head, (*loc, "head"), f"edges.{i}.head", f"the model has {facts.n_head} heads")
+        q0, q1 = _span(edge.query, n, (*loc, "query"))
+        k0, k1 = _span(edge.key, n, (*loc, "key"))
+        edges.append((edge.layer, edge.head, q0, q1, k0, k1))
+    return edges
+
+
+def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = None) -> bytes:
+    """The POST /api/knockout answer: the predictions with the edges knocked out, and one log-probability before and after."""
+    t0 = time.perf_counter() if started is None else started
+    enc = encode_text(svc, req.text, "text")
+    position = position_of(req.position, len(enc.ids))
+    check_token(req.token_id, "token_id", svc)
+    edges = _edges(req, len(enc.ids), svc)
+    backend = svc.loaded.backend
+    try:
+        got = knockout(backend, enc.ids, edges, position, req.token_id)
+    except Unsupported as e:
+        raise not_exact(e, "edges") from None
+    except NoKeyLeft as e:
+        ctx = {"layer": e.layer, "head": e.head, "query": e.query}
+        raise ApiError(422, str(e), loc=("body", "edges"), type_="no_key_left", ctx=ctx) from None
+    values, indices, lse = top_logits(backend, got.hidden, KNOCKOUT_TOP_K, 1.0)
+    body = {
+        "tokens": enc.tokens,
+        "position": position,
+        "token_id": got.token_id,
+        "token": svc.displays[got.token_id],
+        "logprob_before": float(round_sig(got.logprob_before)),
+        "logprob_after": float(round_sig(got.logprob_after)),
+        "predictions": top_predictions(values, indices, lse, svc.displays, 1.0),
+        "timing_ms": elapsed_ms(t0),
+    }
+    return dumps(body)

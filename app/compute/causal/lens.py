@@ -1,0 +1,27 @@
+"""``POST /api/lens``: the top tokens of the final norm and unembedding after every block."""
+
+from __future__ import annotations
+
+import time
+
+from ....model.causal.lens import Unsupported, lens
+from ...responses import dumps
+from ...schemas.lens import LensRequest
+from ...service import Service
+from ..attention import top_predictions
+from . import elapsed_ms, encode_text, not_exact
+
+
+def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> bytes:
+    """The POST /api/lens answer: the top tokens of the final norm and unembedding after every block."""
+    t0 = time.perf_counter() if started is None else started
+    enc = encode_text(svc, req.text, "text")
+    try:
+        got = lens(svc.loaded.backend, enc.ids, req.top_k)
+    except Unsupported as e:
+        raise not_exact(e, "text") from None
+    residuals = [
+        {"after": "embed" if i == 0 else i - 1, "top": top_predictions(got.values[i], got.indices[i], got.lse[i], svc.displays, 1.0)}
+        for i in range(len(got.values))
+    ]
+    return dumps({"tokens": enc.tokens, "residuals": residuals, "timing_ms": elapsed_ms(t0)})

@@ -1,0 +1,54 @@
+"""``POST /api/patching``: the share of the logit difference each head or residual piece restores."""
+
+from __future__ import annotations
+
+import time
+
+from ....model.causal.lens import Unsupported
+from ....model.causal.patching import PatchingError, patching
+from ...errors import ApiError
+from ...responses import dumps
+from ...schemas.patching import PatchingRequest
+from ...service import Service
+from ..rounding import round_sig
+from . import check_token, elapsed_ms, encode_text, not_exact, position_of
+
+
+def patching_json(svc: Service, req: PatchingRequest, started: float | None = None) -> bytes:
+    """The POST /api/patching answer: the share of the logit difference each head or residual piece restores."""
+    t0 = time.perf_counter() if started is None else started
+    clean, corrupt = encode_text(svc, req.clean, "clean"), encode_text(svc, req.corrupt, "corrupt")
+    n = len(clean.ids)
+    if len(corrupt.ids) != n:
+        raise ApiError(
+            422,
+            f"corrupt is {len(corrupt.ids)} tokens and clean {n}: patching needs as many tokens in both",
+            loc=("body", "corrupt"),
+            type_="token_count_mismatch",
+            ctx={"clean": n, "corrupt": len(corrupt.ids)},
+        )
+    position = position_of(req.position, n)
+    check_token(req.token_id, "token_id", svc)
+    check_token(req.foil_id, "foil_id", svc)
+    try:
+        got = patching(svc.loaded.backend, clean.ids, corrupt.ids, position, req.token_id, req.foil_id, req.what)
+    except Unsupported as e:
+        raise not_exact(e, "what") from None
+    except PatchingError as e:
+        raise ApiError(422, str(e), loc=("body", e.field), type_="value_error") from None
+    restored = round_sig(got.restored.numpy()).tolist()
+    body = {
+        "tokens": clean.tokens,
+        "corrupt_tokens": corrupt.tokens,
+        "position": position,
+        "token_id": got.token_id,
+        "token": svc.displays[got.token_id],
+        "foil_id": got.foil_id,
+        "foil": svc.displays[got.foil_id],
+        "clean_diff": float(round_sig(got.clean_diff)),
+        "corrupt_diff": float(round_sig(got.corrupt_diff)),
+        "what": req.what,
+        req.what: svc.loaded.facts.by_number(restored) if req.what == "heads" else restored,
+        "timing_ms": elapsed_ms(t0),
+    }
+    return dumps(body)
