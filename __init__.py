@@ -52,7 +52,8 @@ def capture(text: str, model=None, tokenizer=None, checkpoint=None, **options):
 
 
 def atlas(corpus, out, checkpoint=None, model=None, **options):
-    """A head atlas of ``corpus`` (file paths) written to the folder ``out`` (:func:`attnscope.model.atlas.build.atlas`)."""
+    """A head atlas of ``corpus`` (file paths) written to the folder ``out``
+    (:func:`attnscope.model.atlas.build.atlas`)."""
     from .model.atlas.build import atlas as _atlas
 
     return _atlas(corpus, out, checkpoint=checkpoint, model=model, **options)

@@ -33,7 +33,9 @@ def typed_array(a: np.ndarray, dtype: str) -> dict[str, Any]:
 class Encoder:
     """How numbers go on the wire: ``json`` (rounded numbers) or ``b64`` (typed arrays)."""
 
-    def __init__(self, encoding: str, precision: str, causal_layout: jsonfast.WeightLayout | None, signed: bool = False):
+    def __init__(
+        self, encoding: str, precision: str, causal_layout: jsonfast.WeightLayout | None, signed: bool = False
+    ):
         self.b64 = encoding == "b64"
         self.float_dtype = precision
         self.layout = causal_layout

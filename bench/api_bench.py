@@ -264,7 +264,10 @@ def main(argv: list[str] | None = None) -> dict:
 
 def report(results: dict) -> None:
     print(f"checkpoint {results['checkpoint']}, torch threads {results['torch_threads']} (server and bench)")
-    head = f"{'T':>4} {'view':<6} {'p50 ms':>8} {'p99 ms':>8} {'server ms':>10} {'server CPU':>11} {'bytes':>12} {'gzip bytes':>11}"
+    head = (
+        f"{'T':>4} {'view':<6} {'p50 ms':>8} {'p99 ms':>8} {'server ms':>10} {'server CPU':>11}"
+        f" {'bytes':>12} {'gzip bytes':>11}"
+    )
     print(head)
     for T, row in results["lengths"].items():
         for name in ("grid", "head", "all"):
@@ -293,7 +296,8 @@ def report(results: dict) -> None:
             )
             verdict = "" if name == "all" else ("  ok" if ok else "  MISSED")
             print(
-                f"  T={T:>3} {name:<5} server/bare {r['server_over_bare_wall']:5.2f}x ({r['server_over_bare_cpu']:5.2f}x)"
+                f"  T={T:>3} {name:<5}"
+                f" server/bare {r['server_over_bare_wall']:5.2f}x ({r['server_over_bare_cpu']:5.2f}x)"
                 f"  plain/served time {r['plain_over_served_wall']:6.1f}x ({r['plain_over_served_cpu']:6.1f}x)"
                 f"  bytes {r['plain_over_served_bytes']:6.1f}x{verdict}"
             )

@@ -199,7 +199,9 @@ def main(argv=None) -> None:
     ap.add_argument("--batches", type=int, default=4, help="batches timed per round")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--memory", type=lambda s: [int(x) for x in s.split(",")], help="token counts, e.g. 1000000,4000000")
+    ap.add_argument(
+        "--memory", type=lambda s: [int(x) for x in s.split(",")], help="token counts, e.g. 1000000,4000000"
+    )
     ap.add_argument("--ray", action="store_true")
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--child", nargs=2, metavar=("CASE", "TOKENS"), help=argparse.SUPPRESS)

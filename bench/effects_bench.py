@@ -106,7 +106,10 @@ def main() -> None:
     diff = float((eff.delta - naive).abs().max())
     print(f"head effects, GPT-2-small shape (12 x 12 heads), {args.tokens} tokens, last position:")
     print(f"  batched (head_effects):   {t_batched * 1000:8.0f} ms for 144 heads")
-    print(f"  one pass per head:        {t_naive * 1000:8.0f} ms ({t_naive / t_batched:.1f}x slower; max |diff| {diff:.1e})")
+    print(
+        f"  one pass per head:        {t_naive * 1000:8.0f} ms"
+        f" ({t_naive / t_batched:.1f}x slower; max |diff| {diff:.1e})"
+    )
 
     print("generation (greedy):")
     bench_generation("GPT-2-small shape", backend, ids, args.new_tokens, 1)
@@ -115,7 +118,13 @@ def main() -> None:
         "The library opens at nine in the morning, and by ten the reading room is already full. "
         "A student by the window copies notes from a heavy book while her friend looks for a map."
     )
-    bench_generation(f"shipped model ({shipped.facts.n_layer} x {shipped.facts.n_head})", shipped, text_ids, args.new_tokens, args.repeats)
+    bench_generation(
+        f"shipped model ({shipped.facts.n_layer} x {shipped.facts.n_head})",
+        shipped,
+        text_ids,
+        args.new_tokens,
+        args.repeats,
+    )
 
 
 if __name__ == "__main__":

@@ -65,7 +65,10 @@ def main() -> None:
     print(f"GPT-2-small-shaped (12 × 12), {T} tokens, {name}, median of {args.repeats}")
     print(f"  one forward pass                        {one * 1000:9.1f} ms")
     print(f"  patching all 144 heads                  {heads * 1000:9.1f} ms  ({heads / one:5.1f} forward passes)")
-    print(f"  patching residual, 12 blocks × {T:>3} pos. {residual * 1000:9.1f} ms  ({residual / one:5.1f} forward passes)")
+    print(
+        f"  patching residual, 12 blocks × {T:>3} pos. {residual * 1000:9.1f} ms"
+        f"  ({residual / one:5.1f} forward passes)"
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ class HeadEffects:
     position: int
     token_id: int
     logprob: float  # log p(token_id) after position, nothing ablated
-    delta: torch.Tensor  # (L, nh) float64, a row per attention layer: log-prob with head (l, h) alone ablated, minus logprob
+    # (L, nh) float64, a row per attention layer: log-prob with head (l, h) alone ablated, minus logprob
+    delta: torch.Tensor
 
 
 def rows_per_batch(T: int, n_head: int, d_model: int) -> int:
@@ -96,7 +97,9 @@ def head_effects(
                 opts = replace(base, ablate_rows=tuple(frozenset({(layer, h)}) for h in heads))
                 x = starts[layer].expand(len(heads), -1, -1)  # (n, T, C)
                 logits = backend.last_logits_from(layer, x, opts)  # (n, V)
-                delta[row_of[layer], h0 : h0 + len(heads)] = torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
+                delta[row_of[layer], h0 : h0 + len(heads)] = (
+                    torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
+                )
     else:
         # every row a whole pass: a batch of rows, row i switching off head i
         heads = [(layer, h) for layer in facts.attention_layers for h in range(facts.n_head)]

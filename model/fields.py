@@ -42,7 +42,8 @@ HEAD_FIELDS = (
         "weights",
         5,
         "T×T softmax weights; masked entries 0; rows sum to 1 (to 1 − sink_mass in a layer with learned sinks); "
-        "with differential attention the signed pair pattern_parts[0] − lambda · pattern_parts[1], rows summing to 1 − lambda",
+        "with differential attention the signed pair pattern_parts[0] − lambda · pattern_parts[1], "
+        "rows summing to 1 − lambda",
     ),
     HeadField(
         "pattern_parts",
@@ -58,7 +59,8 @@ HEAD_FIELDS = (
         "scores",
         4,
         "T×T the content part of q·kᵀ in multi-head latent attention (DeepSeek): the no-RoPE halves, "
-        "q[:nope]·k[:nope]; plus attn_scores_position it is attn_scores_raw; sent only by such layers; masked entries null",
+        "q[:nope]·k[:nope]; plus attn_scores_position it is attn_scores_raw; sent only by such layers; "
+        "masked entries null",
         layers="mla",
         score_part=True,
     ),
@@ -100,7 +102,8 @@ HEAD_FIELDS = (
         "rows",
         5,
         "per query: the head's output gate (Qwen3-Next: sigmoid of a learned projection, multiplying the head's "
-        "output before o_proj), its mean over the head's dimensions; sent with pattern by gated layers, absent elsewhere",
+        "output before o_proj), its mean over the head's dimensions; sent with pattern by gated layers, "
+        "absent elsewhere",
         layers="gates",
     ),
     HeadField("stats", "stats", None, "per-head statistics"),

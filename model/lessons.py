@@ -2,8 +2,9 @@
 scores are scaled.
 
 Every function is pure (same arguments, same answer), validates its arguments with a
-:class:`LessonArgumentError` (a ``ValueError``) that names the argument and its limit, and returns a dataclass holding only
-Python ``int``/``float``/``bool`` and nested ``list`` values, ready for JSON.
+:class:`LessonArgumentError` (a ``ValueError``) that names the argument and its limit, and
+returns a dataclass holding only Python ``int``/``float``/``bool`` and nested ``list`` values,
+ready for JSON.
 
 * :func:`bag_of_words` — the causal running mean of ``x`` computed three ways (a Python
   loop, a row-normalised lower-triangular matrix, a softmax over a ``-inf``-masked zero

@@ -74,14 +74,17 @@ class NoKeyLeft(ValueError):
     """A knockout that leaves a query row of some head without any key to attend to."""
 
     def __init__(self, layer: int, head: int, query: int):
-        super().__init__(f"the knockout leaves query {query} of layer {layer}, head {head} without any key to attend to")
+        super().__init__(
+            f"the knockout leaves query {query} of layer {layer}, head {head} without any key to attend to"
+        )
         self.layer, self.head, self.query = layer, head, query
 
 
 def ablate_heads(z: torch.Tensor, layer: int, opts: AttentionOptions) -> torch.Tensor:
     """Each head's output ``z`` (B, nh, T, hs) with the switched-off heads replaced: zeros, or
-    ``opts.ablate_values[layer]``: a mean output (nh, hs), or an output per position (nh, T, hs). Called right before the output
-    projection, so every later layer and the predictions see the change."""
+    ``opts.ablate_values[layer]``: a mean output (nh, hs), or an output per position (nh, T, hs).
+    Called right before the output projection, so every later layer and the predictions see the
+    change."""
     B, nh = z.shape[0], z.shape[1]
     off = opts.switched_off(layer, B, nh, z.device)  # (B, nh, 1, 1)
     if off is None:

@@ -216,7 +216,9 @@ class StatsAccumulator:
         else:
             mean_scaled, var_scaled = self.scaled.mean, self.scaled.variance()
         # 0 / 0 (or x / 0) where the scaled scores do not vary: undefined, NaN
-        ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, float("nan")))
+        ratio = torch.where(
+            var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, float("nan"))
+        )
         mean_raw = self.raw.mean
         var_raw, var_scaled, ratio = var_raw.float(), var_scaled.float(), ratio.float()
         mean_raw, mean_scaled = mean_raw.float(), mean_scaled.float()

@@ -102,8 +102,8 @@ def masked_scores(
 
 
 def traced_attention(
-    trace, layer, q, k, v, mask, divisor, steps, causal=True, softcap=None, window=None, sink_logit=None, extras=frozenset(),
-    heads=None,
+    trace, layer, q, k, v, mask, divisor, steps,
+    causal=True, softcap=None, window=None, sink_logit=None, extras=frozenset(), heads=None,
 ):
     """The explicit path into ``trace``; returns z ``(B, nh, T, hs)``.
 
@@ -111,10 +111,11 @@ def traced_attention(
     keys (and ``sink_mass``, each row's weight on a learned sink, where ``sink_logit`` is given);
     ``extras`` names the steps only some layers have (:data:`model.fields.LAYER_DEPENDENT`) that
     this layer's ``steps`` compute; ``heads``, how many (B, ·, t, s) matrices of a head's size a
-    block's steps hold at once where that is not ``q``'s heads. A plain list gets all rows at once, as one :class:`AttentionTrace`. A *blockwise* sink
-    (:class:`model.capture.Capture`) gets them a block of rows at a time (``trace.blocks``) and
-    reduces each block as it comes, so no ``(nh, T, S)`` tensor ever exists; with a causal mask a
-    block's keys stop at its last query (every later key is masked for all its rows).
+    block's steps hold at once where that is not ``q``'s heads. A plain list gets all rows at
+    once, as one :class:`AttentionTrace`. A *blockwise* sink (:class:`model.capture.Capture`) gets
+    them a block of rows at a time (``trace.blocks``) and reduces each block as it comes, so no
+    ``(nh, T, S)`` tensor ever exists; with a causal mask a block's keys stop at its last query
+    (every later key is masked for all its rows).
     """
     T, S = mask.shape
     if not getattr(trace, "blockwise", False):

@@ -6,7 +6,8 @@ Starts the real server (or uses ``--url``), opens each view in headless Debian c
     python scripts/screenshots.py                        # shipped model (see tests/frontend/attnscope_live.py)
     ATTNSCOPE_CHECKPOINT=runs/small/checkpoint python scripts/screenshots.py
     python scripts/screenshots.py --url http://127.0.0.1:8000 --out /tmp/shots
-    cat README.md docs/*.md model/ours/evalsets/everyday.txt > /tmp/corpus.txt && attnscope atlas --corpus /tmp/corpus.txt --out /tmp/atlas --seq-len 128
+    cat README.md docs/*.md model/ours/evalsets/everyday.txt > /tmp/corpus.txt
+    attnscope atlas --corpus /tmp/corpus.txt --out /tmp/atlas --seq-len 128
     attnscope serve --atlas /tmp/atlas &  python scripts/screenshots.py --url http://127.0.0.1:8000 --only atlas
 
 Views are scrolled so that the tab bar sits under the top bar: what a user sees after
@@ -53,7 +54,11 @@ def shots(long_text: str) -> list[Shot]:
         Shot("roles", f"#view=roles&role=induction&layer=3&head=0&text={q(REPEATED)}"),
         Shot("lines", f"#view=lines&layer=3&head=0&text={q(SENTENCE)}"),
         Shot("rollout", f"#view=rollout&text={q(REPEATED)}"),
-        Shot("two-texts", f"#view=texts&layer=3&head=2&text={q('The doctor said she was late.')}&textb={q('The doctor said he was late.')}"),
+        Shot(
+            "two-texts",
+            f"#view=texts&layer=3&head=2&text={q('The doctor said she was late.')}"
+            f"&textb={q('The doctor said he was late.')}",
+        ),
         Shot("q-k", f"#view=neuron&layer=1&head=2&text={q(SENTENCE)}"),
         Shot(
             "whatif-no-mask",
@@ -98,7 +103,8 @@ def take(browser, base_url: str, shot: Shot, out: Path) -> Path:
         page.evaluate(
             """([layer, head]) => { const gd = document.querySelector('#atlas-map');
                  const z = gd.data[0].z; const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
-                 window.__cell = [box.left + box.width * (head + 0.5) / z[0].length, box.top + box.height * (layer + 0.5) / z.length]; }""",
+                 window.__cell = [box.left + box.width * (head + 0.5) / z[0].length,"""
+            """ box.top + box.height * (layer + 0.5) / z.length]; }""",
             [layer, head],
         )
         x, y = page.evaluate("() => window.__cell")

@@ -92,7 +92,11 @@ def test_public_entry_point():
 def test_the_documented_commands_run_from_the_repository_root(installed):
     """Run in the repository's own folder, ``python -m attnscope`` and ``python -m attnscope.model.*``
     import the installed package: no folder of the repository shadows it (a non-editable install)."""
-    for args in (["attnscope", "--help"], ["attnscope.model.ours.evaluate", "--help"], ["attnscope.model.ours.corpus", "--help"]):
+    for args in (
+        ["attnscope", "--help"],
+        ["attnscope.model.ours.evaluate", "--help"],
+        ["attnscope.model.ours.corpus", "--help"],
+    ):
         run = python_in(ROOT, installed, "-m", *args)
         assert run.returncode == 0, (args, run.stderr)
         assert "usage:" in run.stdout

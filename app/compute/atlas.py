@@ -28,7 +28,9 @@ def load_atlases(paths: list[Path]) -> dict[str, Atlas]:
     for path in paths:
         path = Path(path)
         if not (path / META_FILE).is_file():
-            raise AtlasFolderError(f"{path}: not an atlas folder (no {META_FILE}; make one with attnscope atlas --out {path})")
+            raise AtlasFolderError(
+                f"{path}: not an atlas folder (no {META_FILE}; make one with attnscope atlas --out {path})"
+            )
         try:
             atlas = read_atlas(path)
         except (OSError, ValueError, KeyError) as e:
@@ -45,11 +47,17 @@ def _grid(a: np.ndarray) -> list[list[float | None]]:
 
 def _pick(atlases: dict[str, Atlas], atlas_id: str | None, field: str = "atlas") -> tuple[str, Atlas]:
     if not atlases:
-        raise ApiError(404, "no atlas is served: start the server with --atlas DIR (make one with attnscope atlas)", loc=("query", field))
+        raise ApiError(
+            404,
+            "no atlas is served: start the server with --atlas DIR (make one with attnscope atlas)",
+            loc=("query", field),
+        )
     if atlas_id is None:
         atlas_id = next(iter(atlases))
     if atlas_id not in atlases:
-        raise ApiError(422, f"{field} {atlas_id!r} is not served; the atlases are {sorted(atlases)}", loc=("query", field))
+        raise ApiError(
+            422, f"{field} {atlas_id!r} is not served; the atlases are {sorted(atlases)}", loc=("query", field)
+        )
     return atlas_id, atlases[atlas_id]
 
 
@@ -102,13 +110,21 @@ def pick_head(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head:
     """The atlas asked for, checked to hold ``layer`` (an attention layer of it) and ``head``: 422s naming them."""
     atlas_id, atlas = _pick(atlases, atlas_id)
     if layer not in atlas.layers:
-        raise ApiError(422, f"layer {layer} is not an attention layer of this atlas; its layers are {atlas.layers}", loc=("path", "layer"))
+        raise ApiError(
+            422,
+            f"layer {layer} is not an attention layer of this atlas; its layers are {atlas.layers}",
+            loc=("path", "layer"),
+        )
     if not 0 <= head < atlas.n_head:
-        raise ApiError(422, f"head {head} is out of range: this atlas has {atlas.n_head} heads per layer", loc=("path", "head"))
+        raise ApiError(
+            422, f"head {head} is out of range: this atlas has {atlas.n_head} heads per layer", loc=("path", "head")
+        )
     return atlas_id, atlas
 
 
-def atlas_head(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head: int, tokenizer=None) -> dict[str, Any]:
+def atlas_head(
+    atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head: int, tokenizer=None
+) -> dict[str, Any]:
     """One head: per metric its mean, std, count, histogram and bin edges, and its exemplars,
     each with ``query``, the index of its query token in ``text`` as ``tokenizer`` (the model
     being served) splits it, so the explorer opens at that token; null where no token starts there."""

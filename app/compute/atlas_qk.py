@@ -67,7 +67,14 @@ def atlas_qk(atlases: dict[str, Atlas], atlas_id: str | None, layer: int, head: 
     variance = s**2
     n = len(rows)
     points = [
-        {"kind": kind, "x": round(float(xy[j, 0]), 5), "y": round(float(xy[j, 1]), 5), "context": t, "position": i, "token": tok}
+        {
+            "kind": kind,
+            "x": round(float(xy[j, 0]), 5),
+            "y": round(float(xy[j, 1]), 5),
+            "context": t,
+            "position": i,
+            "token": tok,
+        }
         for kind, offset in (("q", 0), ("k", n))
         for j, (t, i, tok) in ((offset + m, row) for m, row in enumerate(rows))
     ]

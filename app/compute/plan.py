@@ -64,7 +64,10 @@ def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads
         return
     if grid > limit:
         loc, what = ("body", "include"), f"include asks for {grid:,} cells of whole matrices"
-        instead = "ask for fewer layers or heads, or a thumbnail of each head (thumbnail) with the matrices of one head (focus)"
+        instead = (
+            "ask for fewer layers or heads, or a thumbnail of each head (thumbnail)"
+            " with the matrices of one head (focus)"
+        )
     else:
         loc, what = ("body", "focus"), f"focus asks for {focus:,} cells of whole matrices"
         instead = "ask for focus.thumbnail (max-pooled) or focus.region (the exact cells of one block)"

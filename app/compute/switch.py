@@ -30,7 +30,9 @@ def find_local(name: str, models: list[dict]) -> dict:
     entry = next((m for m in models if m["name"] == name), None)
     if entry is None:
         names = ", ".join(m["name"] for m in models if m["status"] == "ok") or "none"
-        raise ApiError(422, f"name is {name!r}: not a model on this machine (GET /api/models: {names})", loc=("body", "name"))
+        raise ApiError(
+            422, f"name is {name!r}: not a model on this machine (GET /api/models: {names})", loc=("body", "name")
+        )
     if entry["status"] != "ok":
         raise ApiError(422, f"name is {name!r}: it cannot be opened: {entry['status']}", loc=("body", "name"))
     return entry

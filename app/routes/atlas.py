@@ -28,7 +28,9 @@ def make_router(max_text_chars: int) -> APIRouter:
     async def atlas_route(
         state: StateDep,
         atlas: AtlasId = None,
-        compare: Annotated[str | None, Query(max_length=200, description="a second atlas: `difference` = atlas − compare")] = None,
+        compare: Annotated[
+            str | None, Query(max_length=200, description="a second atlas: `difference` = atlas − compare")
+        ] = None,
     ):
         """The atlases served, one's maps per metric ([layer][head], the atlas's means), and with
         `compare` their difference; an empty list where the server has no atlas."""

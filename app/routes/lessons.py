@@ -27,7 +27,9 @@ def make_router(max_text_chars: int) -> APIRouter:
     @router.post("/api/lessons/bag-of-words", response_model=BagOfWordsResponse)
     async def bag_of_words(body: BagOfWordsRequest, svc: ServiceDep, state: StateDep) -> ORJSONResponse:
         """Causal running mean three ways (loop, `tril` matmul, masked softmax): all agree."""
-        return ORJSONResponse(await state.run(lessons.lesson_bag_of_words, body.T, body.C, body.seed, body.draw, body.B))
+        return ORJSONResponse(
+            await state.run(lessons.lesson_bag_of_words, body.T, body.C, body.seed, body.draw, body.B)
+        )
 
     @router.post("/api/lessons/softmax-scaling", response_model=SoftmaxScalingResponse)
     async def softmax_scaling(body: SoftmaxScalingRequest, svc: ServiceDep, state: StateDep) -> ORJSONResponse:

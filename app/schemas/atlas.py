@@ -26,7 +26,9 @@ class AtlasResponse(BaseModel):
     atlases: list[AtlasInfo]
     atlas: str | None = Field(description="the atlas whose maps these are; null when the server has none")
     layers: list[int]
-    maps: dict[str, Grid] = Field(description="metric -> [layer][head]: the mean over the corpus; null where not measured")
+    maps: dict[str, Grid] = Field(
+        description="metric -> [layer][head]: the mean over the corpus; null where not measured"
+    )
     compare: str | None = Field(None, description="the atlas subtracted, with `compare`")
     difference: dict[str, Grid] | None = Field(None, description="metric -> [layer][head]: atlas − compare")
 
@@ -43,7 +45,9 @@ class Exemplar(BaseModel):
     metric: str = Field(description="the metric this context is a top value of")
     value: float
     text: str = Field(description="the tokens around the query, decoded")
-    query: int | None = Field(description="the query token's index when the served model tokenizes `text`; null if none starts there")
+    query: int | None = Field(
+        description="the query token's index when the served model tokenizes `text`; null if none starts there"
+    )
     query_start: int = Field(description="the query token's first character in `text`")
     query_end: int
     token: str = Field(description="the query token as displayed")
@@ -73,5 +77,7 @@ class AtlasQKResponse(BaseModel):
     layer: int
     head: int
     texts: list[str] = Field(description="the head's exemplar contexts, each run through the served model")
-    points: list[QKPoint] = Field(description="every position's query and key, projected together (keys moved onto the queries' mean)")
+    points: list[QKPoint] = Field(
+        description="every position's query and key, projected together (keys moved onto the queries' mean)"
+    )
     explained: list[float] = Field(description="the share of the variance each of the two axes holds")

@@ -21,7 +21,14 @@ class GenerateRequest(TextInput):
         json_schema_extra={
             "examples": [
                 {"text": "The cat sat on the mat. The cat", "max_new_tokens": 20},
-                {"text": "Once upon a time", "do_sample": True, "temperature": 0.8, "top_k": 40, "top_p": 0.9, "seed": 7},
+                {
+                    "text": "Once upon a time",
+                    "do_sample": True,
+                    "temperature": 0.8,
+                    "top_k": 40,
+                    "top_p": 0.9,
+                    "seed": 7,
+                },
             ]
         },
     )
@@ -36,14 +43,19 @@ class GenerateRequest(TextInput):
         description="sampling and every line's probabilities use softmax(logits / temperature)",
     )
     top_k: int | None = Field(
-        None, ge=1, le=TOP_K_SAMPLE_MAX, description="sample among the top_k tokens only; all if absent or past the vocabulary"
+        None,
+        ge=1,
+        le=TOP_K_SAMPLE_MAX,
+        description="sample among the top_k tokens only; all if absent or past the vocabulary",
     )
     top_p: float | None = Field(
         None,
         gt=0,
         le=1,
         allow_inf_nan=False,
-        description="sample among the likeliest tokens whose probabilities first add up to top_p (nucleus); all if absent",
+        description=(
+            "sample among the likeliest tokens whose probabilities first add up to top_p (nucleus); all if absent"
+        ),
     )
     seed: int | None = Field(
         None, ge=0, le=SEED_MAX, description="seeds the sampler (the same seed, the same text); drawn if absent"

@@ -37,7 +37,9 @@ class KnockoutRequest(TextInput):
     )
     edges: list[KnockoutEdge] = Field(min_length=1, max_length=MAX_EDGES)
     position: Index | None = Field(None, description="the position whose log-probability is measured; default the last")
-    token_id: Index | None = Field(None, description="the token measured; default the top guess there before the knockout")
+    token_id: Index | None = Field(
+        None, description="the token measured; default the top guess there before the knockout"
+    )
 
 
 class KnockoutResponse(BaseModel):

@@ -22,7 +22,9 @@ class NeuronRequest(OneHeadRequest):
     """POST /api/neuron."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"text": "The cat sat on the mat.", "layer": 1, "head": 0, "query": 5, "key": 1}]},
+        json_schema_extra={
+            "examples": [{"text": "The cat sat on the mat.", "layer": 1, "head": 0, "query": 5, "key": 1}]
+        },
     )
     query: Index | None = Field(None, description="the query position; default the last token")
     key: Index | None = Field(None, description="the key position; default the one the query weighs most")
@@ -40,6 +42,8 @@ class NeuronResponse(BaseModel):
     attn_scores_raw: float | None = Field(description="q·k, the raw score; null where the key is masked for the query")
     divisor: float
     softcap: float | None = Field(description="the layer's softcap, applied after the divisor; null if none")
-    attn_scores: float | None = Field(description="the score softmax saw (raw / divisor, softcapped where the model does)")
+    attn_scores: float | None = Field(
+        description="the score softmax saw (raw / divisor, softcapped where the model does)"
+    )
     weight: float = Field(description="the pattern's weight of this key for this query")
     timing_ms: float

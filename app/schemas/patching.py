@@ -19,7 +19,11 @@ class PatchingRequest(Strict):
                     "clean": "Open the red door, then close the blue window. Open the red door, then close the blue",
                     "corrupt": "Open the red door, then close the blue gate. Open the red door, then close the blue",
                 },
-                {"clean": "The cat sat on the mat. The cat", "corrupt": "The dog sat on the mat. The cat", "what": "residual"},
+                {
+                    "clean": "The cat sat on the mat. The cat",
+                    "corrupt": "The dog sat on the mat. The cat",
+                    "what": "residual",
+                },
             ]
         },
     )
@@ -29,7 +33,8 @@ class PatchingRequest(Strict):
     token_id: Index | None = Field(None, description="default the clean run's top guess at position")
     foil_id: Index | None = Field(None, description="default the corrupt run's top guess at position")
     what: Literal["heads", "residual"] = Field(
-        "heads", description="heads: each head's output at every position; residual: the stream after each block per position"
+        "heads",
+        description="heads: each head's output at every position; residual: the stream after each block per position",
     )
 
     @field_validator("clean", "corrupt")

@@ -23,7 +23,10 @@ class RolloutRequest(TextInput):
     )
     position: Index | None = Field(None, description="the token whose rollout is sent; default the last")
     residual: bool = Field(
-        True, description="true: each layer's map is 0.5·attention + 0.5·I, rows renormalised (the paper's); false: attention alone"
+        True,
+        description=(
+            "true: each layer's map is 0.5·attention + 0.5·I, rows renormalised (the paper's); false: attention alone"
+        ),
     )
     causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
     scale: Scale = "model"

@@ -17,11 +17,17 @@ class SelectionRequest(OneHeadRequest):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "examples": [{"text": "The cat sat on the mat. The cat", "layer": 1, "head": 0, "queries": [6, 7], "keys": [1]}]
+            "examples": [
+                {"text": "The cat sat on the mat. The cat", "layer": 1, "head": 0, "queries": [6, 7], "keys": [1]}
+            ]
         },
     )
-    queries: list[Index] = Field(default_factory=list, max_length=MAX_SELECTED, description="query positions, on the query side")
-    keys: list[Index] = Field(default_factory=list, max_length=MAX_SELECTED, description="key positions, on the key side")
+    queries: list[Index] = Field(
+        default_factory=list, max_length=MAX_SELECTED, description="query positions, on the query side"
+    )
+    keys: list[Index] = Field(
+        default_factory=list, max_length=MAX_SELECTED, description="key positions, on the key side"
+    )
     reduce: Literal["mean", "sum"] = Field("mean", description="how the selected rows (or columns) are combined")
 
 

@@ -120,7 +120,12 @@ def _metadata(lm, corpus: Corpus, settings: dict) -> dict:
 
 
 def _with_progress(meta: dict, tally: Tally, complete: bool) -> dict:
-    return meta | {"complete": complete, "tokens_seen": tally.tokens, "windows": tally.windows, "batches": tally.batches}
+    return meta | {
+        "complete": complete,
+        "tokens_seen": tally.tokens,
+        "windows": tally.windows,
+        "batches": tally.batches,
+    }
 
 
 def _save_state(out: Path, tally: Tally, induction: np.ndarray, meta: dict) -> None:
@@ -188,7 +193,8 @@ def atlas(
     progress: bool | None = None,
     after_batch: Callable[[Tally], None] | None = None,
 ) -> Path:
-    """Measure every head over ``corpus`` (file paths, or a checked :class:`~model.atlas.corpus.Corpus`) and write the atlas to the folder ``out``.
+    """Measure every head over ``corpus`` (file paths, or a checked :class:`~model.atlas.corpus.Corpus`)
+    and write the atlas to the folder ``out``.
 
     The model: ``model`` (a :class:`~model.backends.LoadedModel`, e.g. ``attnscope.load_model()``),
     else ``checkpoint`` (a folder or ``.gguf`` file; None: the shipped model) on ``device`` in

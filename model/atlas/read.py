@@ -167,7 +167,8 @@ class Atlas:
     counts: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> (La, nh) int64
     histograms: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> (La, nh, bins) int64
     bin_edges: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> (bins + 1,) float64
-    exemplars: dict[tuple[int, int], dict[str, list[dict]]] = field(default_factory=dict)  # (layer, head) -> metric -> rows
+    # (layer, head) -> metric -> rows
+    exemplars: dict[tuple[int, int], dict[str, list[dict]]] = field(default_factory=dict)
 
     @property
     def metrics(self) -> list[str]:

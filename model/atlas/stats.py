@@ -278,7 +278,8 @@ class AtlasSink:
         return out
 
     def tally(self, ids: np.ndarray, window0: int) -> Tally:
-        """The batch's statistics on the host: ``ids`` (B, T) its windows' tokens, ``window0`` the first one's number."""
+        """The batch's statistics on the host: ``ids`` (B, T) its windows' tokens, ``window0`` the
+        first one's number."""
         layers, done, self.done = [st.layer for st in self.done], self.done, []
         out = Tally.empty(layers, self.n_head, self.k)
         B, T = ids.shape
@@ -333,7 +334,8 @@ class Tally:
     windows: int = 0
     batches: int = 0
 
-    arrays = ("has_sink", "count", "sum", "sumsq", "hist", "value", "window", "pos", "context")  # what a state file holds
+    # what a state file holds
+    arrays = ("has_sink", "count", "sum", "sumsq", "hist", "value", "window", "pos", "context")
 
     @classmethod
     def empty(cls, layers: list[int], n_head: int, k: int) -> Tally:

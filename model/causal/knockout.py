@@ -32,7 +32,9 @@ class Knockout:
 
 @torch.inference_mode()
 @exact_fp32()
-def knockout(backend: Backend, ids: list[int], edges: list[Edge], position: int, token_id: int | None = None) -> Knockout:
+def knockout(
+    backend: Backend, ids: list[int], edges: list[Edge], position: int, token_id: int | None = None
+) -> Knockout:
     """The text run as the model runs it and with ``edges`` knocked out; ``token_id`` None: the top guess before."""
     if backend.facts.differential:
         raise Unsupported("differential attention: a head is a pair of softmaxes over one mask; knockout is not split")

@@ -38,7 +38,9 @@ def blocks_and_norm(backend: Backend) -> tuple[torch.nn.ModuleList, torch.nn.Mod
         tr = backend.model.transformer
         return tr.h, tr.ln_f
     trunk = backend.trunk
-    blocks = next((m for m in (getattr(trunk, n, None) for n in ("layers", "h")) if isinstance(m, torch.nn.ModuleList)), None)
+    blocks = next(
+        (m for m in (getattr(trunk, n, None) for n in ("layers", "h")) if isinstance(m, torch.nn.ModuleList)), None
+    )
     norm = next((getattr(trunk, n) for n in FINAL_NORMS if isinstance(getattr(trunk, n, None), torch.nn.Module)), None)
     if blocks is None or norm is None:
         raise Unsupported(f"cannot find the decoder layers and the final norm of this {backend.facts.family} model")

@@ -88,7 +88,9 @@ def patching(
     facts = backend.facts
     if what == "heads" and (facts.differential or facts.output_gates):
         feature = "differential attention" if facts.differential else "output gates"
-        raise Unsupported(f"{feature}: a head's output before o_proj is not what attention hands on; patch the residual")
+        raise Unsupported(
+            f"{feature}: a head's output before o_proj is not what attention hands on; patch the residual"
+        )
     T = position + 1
     co = torch.tensor([corrupt[:T]], dtype=torch.long)  # (1, T)
     clean_logits = backend.last_logits(torch.tensor([clean[:T]]), AttentionOptions())[0].double()
@@ -129,7 +131,11 @@ def _heads(backend: Backend, clean: list[int], co: torch.Tensor, per: int, resto
         chunks = [heads[i : i + per] for i in range(0, len(heads), per)]
     else:  # ours: a chunk holds heads of one layer and starts from the corrupt stream entering it
         nh = facts.n_head
-        chunks = [[(lay, h) for h in range(h0, min(nh, h0 + per))] for lay in facts.attention_layers for h0 in range(0, nh, per)]
+        chunks = [
+            [(lay, h) for h in range(h0, min(nh, h0 + per))]
+            for lay in facts.attention_layers
+            for h0 in range(0, nh, per)
+        ]
     for chunk in chunks:
         opts = replace(base, ablate_rows=tuple(frozenset({lh}) for lh in chunk))
         if starts is None:

@@ -64,7 +64,9 @@ def resolve_hub(name: str) -> Path:
     repo, revision = split_name(name)
     where = cache_dir()
     try:
-        return Path(snapshot_download(repo, revision=revision, cache_dir=where, local_files_only=True, allow_patterns=FILES))
+        return Path(
+            snapshot_download(repo, revision=revision, cache_dir=where, local_files_only=True, allow_patterns=FILES)
+        )
     except LocalEntryNotFoundError:
         pass
     fetch = f"`hf download {repo}{f' --revision {revision}' if revision else ''}`"

@@ -27,7 +27,10 @@ def clients(model_dirs):  # noqa: F811
 
 @pytest.fixture(scope="module")
 def oracles(model_dirs):  # noqa: F811
-    return {name: AutoModelForCausalLM.from_pretrained(p, attn_implementation="eager").eval() for name, p in model_dirs.items()}
+    return {
+        name: AutoModelForCausalLM.from_pretrained(p, attn_implementation="eager").eval()
+        for name, p in model_dirs.items()
+    }
 
 
 def oracle(model, ids, heads=()):

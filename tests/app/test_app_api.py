@@ -116,7 +116,8 @@ def test_every_field_for_one_head(client):
     assert len(data["layers"]) == 1 and data["layers"][0]["layer"] == 1
     (hv,) = data["layers"][0]["heads"]
     assert hv["head"] == 0
-    # fixed order, whatever the include order; a model without a softcap has no scores before it, one without sinks no sink_mass
+    # fixed order, whatever the include order; a model without a softcap has no scores before it,
+    # one without sinks no sink_mass
     only_some = LAYER_DEPENDENT  # a softcap, sinks, MLA, output gates
     assert list(hv) == ["head", *(f for f in FIELDS if f not in only_some)]
     for name in ("pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled"):

@@ -100,7 +100,14 @@ def test_atlases_of_different_shapes_have_no_difference(served):
 
 
 def test_without_an_atlas_the_list_is_empty_and_a_head_says_how_to_get_one(client):
-    assert client.get("/api/atlas").json() == {"atlases": [], "atlas": None, "layers": [], "maps": {}, "compare": None, "difference": None}
+    assert client.get("/api/atlas").json() == {
+        "atlases": [],
+        "atlas": None,
+        "layers": [],
+        "maps": {},
+        "compare": None,
+        "difference": None,
+    }
     r = client.get("/api/atlas/heads/0/0")
     assert r.status_code == 404 and "--atlas" in r.json()["detail"][0]["msg"]
 

@@ -263,7 +263,8 @@ def test_a_hybrid_is_numbered_as_the_model_numbers_it(family_dirs, clients):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ablate", 0, "layer"]
     effects = c.post("/api/head-effects", json={"text": TEXT, "ablate": [{"layer": 1, "head": 0}]}).json()
     assert [row is None for row in effects["delta"]] == [True, False, True, False]
-    assert abs(effects["delta"][1][0]) < 1e-5  # off in every row: switching it off again changes nothing (batched: float noise)
+    # off in every row: switching it off again changes nothing (batched: float noise)
+    assert abs(effects["delta"][1][0]) < 1e-5
     step = c.post("/api/generate", json={"text": "The cat", "max_new_tokens": 1}).text.splitlines()[0]
     rows = json.loads(step)["attention"]
     assert [row is None for row in rows] == [True, False, True, False]

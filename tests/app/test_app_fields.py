@@ -36,7 +36,8 @@ def decimals_of(values) -> int:
 
 
 def test_every_field_arrives_masked_and_rounded_as_its_kind_says(client):
-    # attn_scores_uncapped only a softcapped model has, sink_mass only a model with sinks (tests/app/test_app_families.py)
+    # attn_scores_uncapped only a softcapped model has, sink_mass only a model with sinks
+    # (tests/app/test_app_families.py)
     # MLA's two parts of q·kᵀ only an MLA model, gate only a gated one (tests/app/test_app_families.py)
     everything = [f.name for f in HEAD_FIELDS if f.name not in LAYER_DEPENDENT]
     data = attention(client, text="The cat sat on the mat. The cat", include=everything, top_k=0)

@@ -89,7 +89,9 @@ def wait_for(c, predicate, timeout=60.0):
     raise AssertionError(f"not reached: {body}")
 
 
-def test_a_served_model_switches_to_another_on_this_machine_and_back(offline_hub, checkpoint_dir, tmp_path, monkeypatch):
+def test_a_served_model_switches_to_another_on_this_machine_and_back(
+    offline_hub, checkpoint_dir, tmp_path, monkeypatch
+):
     """POST /api/model: only a model GET /api/models lists, only when it fits beside the current
     one; 202 at once, the current model answering until the new one is loaded; a model that
     fails to load is said and the current one stays."""

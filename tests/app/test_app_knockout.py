@@ -31,7 +31,8 @@ def test_served_knockout_equals_eager_with_the_cells_masked(name, clients, knock
     assert abs(data["logprob_after"] - data["logprob_before"]) > 1e-4
     top = torch.topk(torch.softmax(after.double(), -1), 5)
     assert [[p["id"] for p in row] for row in data["predictions"]] == top.indices.tolist()
-    assert np.abs(np.array([[p["prob"] for p in row] for row in data["predictions"]]) - top.values.numpy()).max() <= 1e-5
+    probs = np.array([[p["prob"] for p in row] for row in data["predictions"]])
+    assert np.abs(probs - top.values.numpy()).max() <= 1e-5
 
 
 def test_knockout_refuses_what_it_cannot_do(clients):  # noqa: F811
@@ -49,6 +50,8 @@ def test_knockout_refuses_what_it_cannot_do(clients):  # noqa: F811
     ):
         refused(client, "/api/knockout", {"text": TEXT, "edges": [edge]}, loc)
     refused(client, "/api/knockout", {"text": TEXT, "edges": []}, ["edges"])
-    error = refused(client, "/api/knockout", {"text": TEXT, "edges": [{"layer": 1, "query": 3, "key": [0, 4]}]}, ["edges"])
+    error = refused(
+        client, "/api/knockout", {"text": TEXT, "edges": [{"layer": 1, "query": 3, "key": [0, 4]}]}, ["edges"]
+    )
     assert error["type"] == "no_key_left" and error["ctx"] == {"layer": 1, "head": 0, "query": 3}
     assert client.get("/healthz").status_code == 200  # and the server keeps serving

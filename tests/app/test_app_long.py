@@ -136,7 +136,8 @@ def test_the_limit_counts_the_grid_and_the_focus_head(tight_client):
     assert detail["loc"] == ["body", "focus"] and "focus.thumbnail" in detail["msg"] and "focus.region" in detail["msg"]
     both = post(include=["pattern"], layers=[0], heads=[1], focus={**focus, "include": ["pattern"]})  # 2 T²
     assert both.status_code == 200
-    assert post(include=["pattern"], layers=[0], heads=[0, 1], focus={**focus, "include": ["pattern"]}).status_code == 422
+    too_many = post(include=["pattern"], layers=[0], heads=[0, 1], focus={**focus, "include": ["pattern"]})
+    assert too_many.status_code == 422
     for level in ({"thumbnail": 32}, {"region": [0, 64, 0, 64]}):  # pooled or one block: not whole matrices
         assert post(include=["stats"], focus={**focus, **level}).status_code == 200
 

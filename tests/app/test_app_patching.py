@@ -37,7 +37,8 @@ def test_served_patching_equals_the_hooked_corrupt_run(name, what, clients, orac
     data = r.json()
     token, foil = data["token_id"], data["foil_id"]
     assert token == int(oracle_logits(model, clean)[-1].argmax())
-    clean_diff, corrupt_diff = diff(oracle_logits(model, clean), token, foil), diff(oracle_logits(model, corrupt), token, foil)
+    clean_diff = diff(oracle_logits(model, clean), token, foil)
+    corrupt_diff = diff(oracle_logits(model, corrupt), token, foil)
     assert abs(data["clean_diff"] - clean_diff) <= 1e-4 and abs(data["corrupt_diff"] - corrupt_diff) <= 1e-4
     share = lambda logits: (diff(logits, token, foil) - corrupt_diff) / (clean_diff - corrupt_diff)  # noqa: E731
     L = len(data[what])

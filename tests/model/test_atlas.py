@@ -92,7 +92,9 @@ def reference(path, tokenizer, docs):
     """Per metric (L, nh, R) row values over all windows and each row's (window, position), over the
     rows the metric is measured on: t >= 1, and t >= 2 for first_token and previous_token (at t = 1
     the previous token is the first), t >= LOCAL for local_fraction (a shorter row is all local)."""
-    per_window = [row_metrics(eager(path, torch.tensor([w]))[0], LOCAL) for w in reference_windows(tokenizer, docs, SEQ_LEN)]
+    per_window = [
+        row_metrics(eager(path, torch.tensor([w]))[0], LOCAL) for w in reference_windows(tokenizer, docs, SEQ_LEN)
+    ]
     values, where = {}, {}
     for m in METRICS:
         first = FIRST_ROW.get(m, 1)
@@ -141,7 +143,9 @@ def test_metrics_equal_eager_attention(name, rows, models, tmp_path, monkeypatch
             continue
         v = values[m]
         assert (got.counts[m] == v.shape[-1]).all(), m
-        np.testing.assert_allclose(got.maps[m], v.mean(-1), rtol=0, atol=TOL * max(1.0, np.abs(v).max() / 10), err_msg=m)
+        np.testing.assert_allclose(
+            got.maps[m], v.mean(-1), rtol=0, atol=TOL * max(1.0, np.abs(v).max() / 10), err_msg=m
+        )
         np.testing.assert_allclose(got.std[m], v.std(-1), rtol=0, atol=1e-4 * max(1.0, np.abs(v).max() / 10), err_msg=m)
         bins = bin_index(v.astype(np.float32), m)
         nb = len(got.bin_edges[m]) - 1

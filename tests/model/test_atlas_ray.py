@@ -49,7 +49,10 @@ def test_ray_gives_the_local_engines_atlas(local_ray, tmp_path):
     a, b = pq.read_table(tmp_path / "local" / EXEMPLARS_FILE), pq.read_table(tmp_path / "ray" / EXEMPLARS_FILE)
     assert a.drop(["value"]).equals(b.drop(["value"]))
     np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-6)
-    assert pq.read_table(tmp_path / "ray" / HEADS_FILE).num_rows == pq.read_table(tmp_path / "local" / HEADS_FILE).num_rows
+    assert (
+        pq.read_table(tmp_path / "ray" / HEADS_FILE).num_rows
+        == pq.read_table(tmp_path / "local" / HEADS_FILE).num_rows
+    )
 
 
 def test_a_ray_run_prints_only_the_atlas_on_stderr(tmp_path):
@@ -61,7 +64,8 @@ def test_a_ray_run_prints_only_the_atlas_on_stderr(tmp_path):
     corpus = tmp_path / "docs.txt"
     corpus.write_text("\n\n".join(DOCS) + "\n")
     run = subprocess.run(
-        [sys.executable, "-m", "attnscope.app.cli.main", "atlas", "--corpus", str(corpus), "--out", str(tmp_path / "out"),
+        [sys.executable, "-m", "attnscope.app.cli.main", "atlas",
+         "--corpus", str(corpus), "--out", str(tmp_path / "out"),
          "--seq-len", "32", "--batch-size", "3", "--engine", "ray"],
         capture_output=True, text=True, timeout=600,
     )

@@ -134,7 +134,9 @@ def test_what_ifs_behave(family, loaded):
     assert s_unscaled.max_weight[0].mean() > s_trained.max_weight[0].mean()
     if not lm.facts.softcap:  # each layer's own divisor² (GPT-2's scale_attn_by_inverse_layer_idx: they differ)
         squares = torch.tensor(trained.layer_divisors, dtype=s_trained.variance_ratio.dtype)[:, None] ** 2
-        torch.testing.assert_close(s_trained.variance_ratio, squares.expand_as(s_trained.variance_ratio), rtol=1e-3, atol=0)
+        torch.testing.assert_close(
+            s_trained.variance_ratio, squares.expand_as(s_trained.variance_ratio), rtol=1e-3, atol=0
+        )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -235,7 +237,8 @@ def test_learned_sinks_take_their_share_of_every_row_as_the_model_does(family_di
     torch.testing.assert_close(stats.row_entropy.double(), whole, rtol=0, atol=2e-4)
     sink_col = torch.stack([model.model.layers[i].self_attn.sinks.detach() for i in range(lm.facts.n_layer)])  # (L, nh)
     raw = tr.attn_scores_raw.masked_fill(~tr.layer_masks[:, None], float("-inf"))  # (L, nh, T, T)
-    unscaled = torch.softmax(torch.cat([raw, sink_col[:, :, None, None].expand(-1, -1, raw.shape[2], 1)], -1).double(), -1)
+    sinks = sink_col[:, :, None, None].expand(-1, -1, raw.shape[2], 1)  # (L, nh, T, 1)
+    unscaled = torch.softmax(torch.cat([raw, sinks], -1).double(), -1)
     h_u = -(torch.where(unscaled > 0, unscaled * unscaled.log(), 0).sum(-1))
     torch.testing.assert_close(stats.row_entropy_unscaled.double(), h_u, rtol=0, atol=2e-4)
     # the what-ifs keep the sink: without the mask the sink still takes its share
@@ -309,7 +312,10 @@ def test_differential_attention_is_each_pairs_two_softmaxes_weighted_by_the_mode
     model = AutoModelForCausalLM.from_pretrained(family_dirs["diffllama"], attn_implementation="eager")
     for layer in facts.attention_layers:
         a = model.model.layers[layer].self_attn
-        lam = ((a.lambda_q1 * a.lambda_k1).sum().exp() - (a.lambda_q2 * a.lambda_k2).sum().exp()).detach() + a.lambda_init
+        lam = (
+            ((a.lambda_q1 * a.lambda_k1).sum().exp() - (a.lambda_q2 * a.lambda_k2).sum().exp()).detach()
+            + a.lambda_init
+        )
         assert facts.lambdas[layer] == pytest.approx(float(lam), abs=1e-6)
         signed = ref[layer, :H] - facts.lambdas[layer] * ref[layer, H:]
         torch.testing.assert_close(tr.pattern[layer], signed, rtol=0, atol=1e-5)

@@ -187,7 +187,8 @@ def test_paths_agree_on_gpu(make_model, opts):
 
 
 @pytest.mark.parametrize(
-    ("divisor", "scaling"), [(None, None), (8.0, None), (math.sqrt(32), None), (2.7, None), (None, 80**-0.5), (None, 1 / 3)]
+    ("divisor", "scaling"),
+    [(None, None), (8.0, None), (math.sqrt(32), None), (2.7, None), (None, 80**-0.5), (None, 1 / 3)],
 )
 def test_masked_scores_are_the_scaling_then_masked_fill_to_the_bit(divisor, scaling):
     from attnscope.model.trace import masked_scores

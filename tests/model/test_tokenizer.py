@@ -76,7 +76,10 @@ def test_a_character_split_into_bytes_is_covered_once_by_its_last_piece(tokenize
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)).map(sorted).map(tuple), max_size=12), st.integers(0, 30))
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)).map(sorted).map(tuple), max_size=12),
+    st.integers(0, 30),
+)
 def test_any_offset_mapping_becomes_a_tiling(raw, n):
     """Whatever a tokenizer reports (out of order, overlapping, past the end), the result tiles the text."""
     text = "x" * n

@@ -173,7 +173,10 @@ def test_cuda_asked_for_without_a_gpu_is_one_line_and_exit_1(tiny, monkeypatch, 
     """What was typed is what runs: no quiet fall back to hours of CPU training."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit) as info:
-        main(["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--device", "cuda"], prog="attnscope train")
+        main(
+            ["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--device", "cuda"],
+            prog="attnscope train",
+        )
     assert info.value.code == 1
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "--device cuda" in err and "CUDA is not available" in err

@@ -1,6 +1,7 @@
 """docs/attnscope.ipynb in JupyterLab (from PyPI, on 127.0.0.1) in Debian's chromium: run all
 cells, find both widgets' grids drawn, hover shows the tooltip, and no request leaves 127.0.0.1.
-(Typing re-running the model is tested on the kernel side, tests/notebook/test_notebook.py.) Plotly and the page's modules arrive once for the whole page."""
+(Typing re-running the model is tested on the kernel side, tests/notebook/test_notebook.py.)
+Plotly and the page's modules arrive once for the whole page."""
 
 from __future__ import annotations
 

@@ -43,7 +43,9 @@ def _edges(req: KnockoutRequest, n: int, svc: Service) -> list[tuple[int, int | 
         loc = ("body", "edges", i)
         check_attention_layer(edge.layer, (*loc, "layer"), f"edges.{i}.layer", facts)
         if edge.head is not None:
-            check_index(edge.head, facts.n_head, (*loc, "head"), f"edges.{i}.head", f"the model has {facts.n_head} heads")
+            check_index(
+                edge.head, facts.n_head, (*loc, "head"), f"edges.{i}.head", f"the model has {facts.n_head} heads"
+            )
         q0, q1 = _span(edge.query, n, (*loc, "query"))
         k0, k1 = _span(edge.key, n, (*loc, "key"))
         edges.append((edge.layer, edge.head, q0, q1, k0, k1))
@@ -51,7 +53,8 @@ def _edges(req: KnockoutRequest, n: int, svc: Service) -> list[tuple[int, int | 
 
 
 def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = None) -> bytes:
-    """The POST /api/knockout answer: the predictions with the edges knocked out, and one log-probability before and after."""
+    """The POST /api/knockout answer: the predictions with the edges knocked out, and one
+    log-probability before and after."""
     t0 = time.perf_counter() if started is None else started
     enc = encode_text(svc, req.text, "text")
     position = position_of(req.position, len(enc.ids))

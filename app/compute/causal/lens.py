@@ -21,7 +21,10 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
     except Unsupported as e:
         raise not_exact(e, "text") from None
     residuals = [
-        {"after": "embed" if i == 0 else i - 1, "top": top_predictions(got.values[i], got.indices[i], got.lse[i], svc.displays, 1.0)}
+        {
+            "after": "embed" if i == 0 else i - 1,
+            "top": top_predictions(got.values[i], got.indices[i], got.lse[i], svc.displays, 1.0),
+        }
         for i in range(len(got.values))
     ]
     return dumps({"tokens": enc.tokens, "residuals": residuals, "timing_ms": elapsed_ms(t0)})
