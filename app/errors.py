@@ -75,12 +75,22 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
+# what pydantic puts in a location for the arm of a union it tried (`query: int | list[int]` fails as
+# ["edges", 0, "query", "constrained-int"]): not a field, so not part of the name a client reads
+_TYPE_NAMES = frozenset({"int", "float", "str", "bool", "list", "dict", "none", "is-instance", "lax-or-strict"})
+
+
+def _is_union_arm(part: object) -> bool:
+    return isinstance(part, str) and ("[" in part or "-" in part or part in _TYPE_NAMES)
+
+
 def clean_validation_errors(errors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """pydantic/FastAPI error dicts -> ``{"type", "loc", "msg", "ctx"}`` with JSON-safe values."""
+    """pydantic/FastAPI error dicts -> ``{"type", "loc", "msg", "ctx"}`` with JSON-safe values, each
+    location the field's own path (a union's arm names left out)."""
     out = []
     for err in errors:
         type_ = str(err.get("type", "value_error"))
-        loc = [part if isinstance(part, (int, str)) else str(part) for part in err.get("loc", ())]
+        loc = [part if isinstance(part, (int, str)) else str(part) for part in err.get("loc", ()) if not _is_union_arm(part)]
         msg = str(err.get("msg", "invalid input"))
         ctx = _json_safe(err.get("ctx")) if err.get("ctx") else None
         if type_ == "json_invalid":

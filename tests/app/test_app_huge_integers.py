@@ -18,6 +18,11 @@ BASE = {  # the smallest valid body of each route
     "/api/lessons/bag-of-words": {"T": 4, "C": 2, "seed": 1},
     "/api/lessons/softmax-scaling": {"logits": [1.0, 2.0], "factor": 2.0},
     "/api/lessons/variance": {"head_size": 4, "T": 4, "seed": 1, "samples": 2},
+    "/api/lens": {"text": "The cat sat on the mat."},
+    "/api/attribution": {"text": "The cat sat on the mat."},
+    "/api/knockout": {"text": "The cat sat on the mat.", "edges": [{"layer": 0, "query": 3, "key": 1}]},
+    "/api/patching": {"clean": "The cat sat on the mat.", "corrupt": "The dog sat on the mat."},
+    "/api/qk-attribution": {"text": "The cat sat on the mat.", "layer": 1, "head": 0, "query": 3, "key": 1},
 }
 HUGE = (2**64, -(2**64), 10**30)
 
