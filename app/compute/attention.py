@@ -29,11 +29,11 @@ from ...model.pooling import thumbnail_block
 from ...model.stats import STAT_ROWS, STAT_SCALARS
 from ..encoding import encode_answer
 from ..errors import ApiError
+from ..images import image_answer, image_prompt
 from ..responses import dumps
 from ..schemas.attention import FIELDS, AttentionRequest
 from ..service import Service
 from .checks import ablate_set, check_token_count
-from .images import image_answer, image_prompt
 from .plan import plan_capture
 from .rounding import floor_sig, round_sig
 

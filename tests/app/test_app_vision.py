@@ -12,8 +12,9 @@ import torch
 pytest.importorskip("PIL")
 pytest.importorskip("transformers")
 
-from tests.visionkit import b64, build_gemma3, build_llava, image_bytes  # noqa: E402
 from appkit import attention, build_checkpoint  # noqa: E402
+
+from tests.visionkit import b64, build_gemma3, build_llava, image_bytes  # noqa: E402
 
 TEXT = "The cat sat on the mat."
 

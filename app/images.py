@@ -9,10 +9,10 @@ import binascii
 import re
 from typing import Any
 
-from ...model.vision.images import ImageError, decode_image
-from ...model.vision.llava import LayoutError
-from ..errors import ApiError
-from ..service import Service
+from ..model.vision.images import ImageError, decode_image
+from ..model.vision.llava import LayoutError
+from .errors import ApiError
+from .service import Service
 
 LOC = ("body", "image")
 DATA_URL = re.compile(r"data:[\w.+/-]*(;[\w=.+-]+)*;base64,", re.ASCII)
