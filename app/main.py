@@ -30,6 +30,8 @@ from .settings import Settings
 
 GZIP_LEVEL = 1  # numeric JSON: level 1 is ~5x smaller already, and several times faster than 6
 
+IMAGE_PATHS = frozenset({"/api/attention"})  # the routes whose requests may carry an image
+
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
@@ -65,7 +67,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Content-Type"],
             expose_headers=["Server-Timing", "X-Timing-Ms"],
         )
-    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.body_limit())
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_body_bytes=settings.body_limit(),
+        image_paths=IMAGE_PATHS,
+        image_body_bytes=settings.image_body_limit(),
+    )
     app.add_middleware(LifespanErrorMiddleware, state=state)
     return app
 

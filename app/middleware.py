@@ -29,12 +29,30 @@ class BodyTooLarge(Exception):
 
 
 class BodySizeLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    """``image_paths``: the routes whose requests may carry an image; on an image-text model
+    (``image_body_bytes`` set) their limit is ``image_body_bytes``, every other route's stays."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        image_paths: frozenset[str] = frozenset(),
+        image_body_bytes: int | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.image_paths = image_paths
+        self.image_body_bytes = image_body_bytes
 
-    def _response(self, status: int, msg: str, type_: str, count: int | None = None) -> tuple[Message, Message]:
-        ctx = {"limit": self.max_body_bytes}
+    def limit_of(self, scope: Scope) -> int:
+        if self.image_body_bytes is not None and scope.get("path") in self.image_paths:
+            return self.image_body_bytes
+        return self.max_body_bytes
+
+    def _response(
+        self, status: int, msg: str, type_: str, count: int | None = None, limit: int | None = None
+    ) -> tuple[Message, Message]:
+        ctx = {"limit": self.max_body_bytes if limit is None else limit}
         if count is not None:
             ctx["count"] = count
         body = dumps({"detail": [error_item(type_, ("body",), msg, ctx)]})
@@ -49,8 +67,10 @@ class BodySizeLimitMiddleware:
         }
         return start, {"type": "http.response.body", "body": body, "more_body": False}
 
-    async def _send_error(self, send: Send, status: int, msg: str, type_: str, count: int | None = None) -> None:
-        start, body = self._response(status, msg, type_, count)
+    async def _send_error(
+        self, send: Send, status: int, msg: str, type_: str, count: int | None = None, limit: int | None = None
+    ) -> None:
+        start, body = self._response(status, msg, type_, count, limit)
         await send(start)
         await send(body)
 
@@ -58,7 +78,7 @@ class BodySizeLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.max_body_bytes
+        limit = self.limit_of(scope)
         headers = dict(scope.get("headers", ()))
         expects_continue = headers.get(b"expect", b"").lower() == b"100-continue"
         for name, value in scope.get("headers", ()):
@@ -72,7 +92,7 @@ class BodySizeLimitMiddleware:
                     if not expects_continue and declared <= DRAIN_MAX:
                         await _drain(receive, declared)
                     msg = f"the request body is {declared} bytes; the limit is {limit} bytes"
-                    await self._send_error(send, 413, msg, "body_too_large", declared)
+                    await self._send_error(send, 413, msg, "body_too_large", declared, limit)
                     return
 
         received = 0
@@ -95,7 +115,7 @@ class BodySizeLimitMiddleware:
             if not ended:
                 await _drain(receive, DRAIN_MAX - received)
             msg = f"the request body is over the limit of {limit} bytes"
-            await self._send_error(send, 413, msg, "body_too_large", received)
+            await self._send_error(send, 413, msg, "body_too_large", received, limit)
 
         async def guarded_send(message: Message) -> None:
             nonlocal started

@@ -14,7 +14,7 @@ from ..model.backends import LoadedModel
 from ..model.fields import field_table
 from ..model.heads import ROLES, role_scores
 from .responses import dumps
-from .schemas.attention import MAX_MATRIX_CELLS, REGION_MAX
+from .schemas.attention import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_MATRIX_CELLS, REGION_MAX
 from .schemas.generation import MAX_NEW_TOKENS
 from .settings import CHARS_PER_TOKEN
 
@@ -66,10 +66,18 @@ def head_roles(lm: LoadedModel) -> dict[str, Any]:
     return {"roles": list(ROLES), "scores": facts.by_number(np.round(scores.double().numpy(), 4).tolist())}
 
 
-def build_service(lm: LoadedModel, with_heads: bool = True, limits: dict[str, int] | None = None) -> Service:
+def build_service(
+    lm: LoadedModel,
+    with_heads: bool = True,
+    limits: dict[str, int] | None = None,
+    image_limits: dict[str, int] | None = None,
+) -> Service:
     """The model and what is computed once. ``limits``: the server's (``max_text_chars``,
-    ``max_matrix_cells``), shown in the model's description; unset: the defaults."""
+    ``max_matrix_cells``), shown in the model's description; unset: the defaults. ``image_limits``
+    (``max_bytes``, ``max_pixels``): an image-text model's, unset: the defaults."""
     info = model_info(lm)
+    default_images = {"max_bytes": MAX_IMAGE_BYTES, "max_pixels": MAX_IMAGE_PIXELS}
+    info["image_limits"] = (image_limits or default_images) if lm.facts.vision else None
     text_chars = max(16000, CHARS_PER_TOKEN * lm.facts.block_size)  # as Settings.text_limit() for this model
     info["limits"] = {
         "max_text_chars": text_chars,

@@ -10,6 +10,8 @@
 | ``ATTNSCOPE_PORT`` | 8000 | |
 | ``ATTNSCOPE_MAX_TEXT_CHARS`` | 8 per token of context, ≥ 16000 | longest ``text`` accepted (the limit is the context in tokens) |
 | ``ATTNSCOPE_MAX_BODY_BYTES`` | 4 per text character, ≥ 65536 | larger request bodies get 413 |
+| ``ATTNSCOPE_MAX_IMAGE_BYTES`` | 16777216 (16 MiB) | largest image (image-text models), encoded; the body limit of the routes taking an image grows by it |
+| ``ATTNSCOPE_MAX_IMAGE_PIXELS`` | 40000000 | most pixels of an image, read from its header before decoding (more: 422) |
 | ``ATTNSCOPE_MAX_MATRIX_CELLS`` | 134217728 (2²⁷) | most cells of whole T×T matrices in one answer (more: 422) |
 | ``ATTNSCOPE_MAX_CONCURRENCY`` | 0 = auto | model computations running at once; the rest wait |
 | ``ATTNSCOPE_TORCH_THREADS`` | 0 = auto | torch intra-op threads |
@@ -30,7 +32,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from ..model.ours.checkpoint import SHIPPED
 from ..model.registry import context_tokens
 from ..model.sources.hub import resolve_hub
-from .schemas.attention import MAX_MATRIX_CELLS
+from .schemas.attention import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_MATRIX_CELLS
 
 CHARS_PER_TOKEN = 8  # the text guard per token of context: English runs 3-5 characters a token
 
@@ -56,6 +58,8 @@ class Settings(BaseSettings):
         None, ge=1, le=4_000_000, description=f"unset = {CHARS_PER_TOKEN} per token of the model's context, at least 16000"
     )
     max_body_bytes: int | None = Field(None, ge=1024, description="unset = 4 bytes per character of text, at least 64 KiB")
+    max_image_bytes: int = Field(MAX_IMAGE_BYTES, ge=1024, description="largest image, in encoded bytes")
+    max_image_pixels: int = Field(MAX_IMAGE_PIXELS, ge=1, description="most pixels of an image (width × height)")
     max_matrix_cells: int = Field(
         MAX_MATRIX_CELLS, ge=1024, description="most cells of whole T×T matrices in one answer; more is a 422"
     )
@@ -110,6 +114,22 @@ class Settings(BaseSettings):
         if self.max_body_bytes is not None:
             return self.max_body_bytes
         return max(65536, 4 * self.text_limit())
+
+    def image_limits(self) -> dict[str, int]:
+        """An image-text model's image limits, as ``/api/model`` shows them."""
+        return {"max_bytes": self.max_image_bytes, "max_pixels": self.max_image_pixels}
+
+    def image_body_limit(self) -> int | None:
+        """The body limit of a request that may carry an image: the text's, plus the image's bytes in
+        base64 and a data: URL's prefix; ``None`` for a model that reads text only (its config has no
+        ``vision_config``), whose every request keeps :meth:`body_limit`."""
+        try:
+            from ..model.ours.checkpoint import read_config
+
+            vision = "vision_config" in read_config(self.checkpoint_path)
+        except Exception:  # no config.json (ours is read the same way; a GGUF file has none): text only
+            vision = False
+        return self.body_limit() + 4 * (self.max_image_bytes + 2) // 3 + 1024 if vision else None
 
     @property
     def threads(self) -> int:

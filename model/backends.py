@@ -76,6 +76,7 @@ class ModelFacts:
     quantization: str | None = None  # a GGUF file's type (Q4_K_M, Q8_0, F16, ...); None for other formats
     v_head_dim: int = 0  # of v, where it differs from q and k (MLA); 0: head_dim
     score_parts: bool = False  # MLA: q·kᵀ is sent in two parts too (attn_scores_content, attn_scores_position)
+    vision: bool = False  # an image-text model: a request may carry one image (model.vision)
     output_gates: bool = False  # a sigmoid gate scales each head's output before o_proj (Qwen3-Next): sent as `gate`
     # differential attention (DiffLlama): per layer its λ, a head being a pair of softmaxes, pattern = first − λ·second;
     # empty for every other model

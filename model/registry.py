@@ -7,6 +7,8 @@ no ``model_type`` (ours)               attnscope, the shipped model             
 ``model_type: gpt2``, plain GPT-2      GPT-2 converted into our GPT (exact)        our GPT
 any other ``model_type``, or a GPT-2   GPT-NeoX/Pythia, Llama, Qwen2, Mistral,     transformers
 our GPT cannot run exactly             Gemma 2, ... (``AutoModelForCausalLM``)
+a ``vision_config``                    LLaVA, Gemma 3 (``AutoModelForImageText``   transformers
+                                       ``ToText`` + ``AutoProcessor``)
 =====================================  ==========================================  ============
 
 A ``.gguf`` file (or a folder holding one and no ``config.json``) is read by transformers' GGUF
@@ -66,6 +68,10 @@ def load_model(
 
         model, tokenizer = load_hf_dir(path)
         backend = OursBackend(model, tokenizer, dev, DTYPES[dtype])
+    elif "vision_config" in cfg:  # an image-text-to-text model: its language model and its processor
+        from .vision.backend import load_vision_dir
+
+        backend = load_vision_dir(path, dev, dtype)
     else:
         from .families.backend import load_transformers_dir
 

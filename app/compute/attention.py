@@ -29,6 +29,7 @@ from ...model.pooling import thumbnail_block
 from ...model.stats import STAT_ROWS, STAT_SCALARS
 from ..encoding import encode_answer
 from ..errors import ApiError
+from ..images import image_answer, image_prompt
 from ..responses import dumps
 from ..schemas.attention import FIELDS, AttentionRequest
 from ..service import Service
@@ -77,21 +78,30 @@ class AttentionResult:
     sel: CapturePlan
     capture: Capture
     predictions: list[list[dict[str, Any]]]
+    token_kinds: list[str] | None = None  # with an image: each token's kind
+    image: dict[str, Any] | None = None  # with an image: {width, height, boxes}
 
 
 def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     """One forward pass of ``req.text`` keeping what ``req`` asks for; a 422 for what the model refuses."""
     lm = svc.loaded
-    enc = lm.tokenizer.encode(req.text)
-    check_token_count(len(enc.ids), lm.facts, enc.offsets)
-    sel = plan_capture(svc, req, len(enc.ids))
+    vision: dict[str, Any] = {}
+    if req.image is not None:
+        prompt, tokens, offsets = image_prompt(svc, req.text, req.image)
+        ids, spans = prompt.ids, [tuple(o) for o in offsets]
+        vision = {"image": prompt}
+    else:
+        enc = lm.tokenizer.encode(req.text)
+        ids, tokens, spans = enc.ids, enc.tokens, enc.offsets
+    check_token_count(len(ids), lm.facts, spans)
+    sel = plan_capture(svc, req, len(ids))
     capture = Capture(sel)
     opts = AttentionOptions(
         causal=req.causal,
         divisor=scale_divisor(req.scale, lm.facts.head_dim),
         ablate=ablate_set(req.ablate, lm.facts),
     )
-    hidden = lm.backend.hidden(enc.ids, opts, capture)  # (T, C)
+    hidden = lm.backend.hidden(ids, opts, capture, **vision)  # (T, C)
     capture.finish()
     if not capture.finite():
         raise ApiError(
@@ -102,14 +112,16 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         )
     divisor = capture.layers[0].divisor if capture.layers else opts.divisor_for(lm.facts.divisor)
     return AttentionResult(
-        tokens=enc.tokens,
-        token_ids=enc.ids,
-        offsets=[[start, end] for start, end in enc.offsets],
+        tokens=tokens,
+        token_ids=ids,
+        offsets=[[start, end] for start, end in spans],
         causal=req.causal,
         divisor=divisor,
         sel=sel,
         capture=capture,
-        predictions=_predictions(svc, hidden, req.top_k, req.temperature) if req.top_k else [[] for _ in enc.ids],
+        predictions=_predictions(svc, hidden, req.top_k, req.temperature) if req.top_k else [[] for _ in ids],
+        token_kinds=prompt.kinds if vision else None,
+        image=image_answer(prompt) if vision else None,
     )
 
 
@@ -146,6 +158,11 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
         "tokens": result.tokens,
         "token_ids": result.token_ids,
         "offsets": result.offsets,
+    }
+    if result.token_kinds is not None:
+        answer["token_kinds"] = result.token_kinds
+        answer["image"] = result.image
+    answer |= {
         "causal": result.causal,
         "scale": req.scale,
         "divisor": result.divisor,

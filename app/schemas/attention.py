@@ -37,6 +37,8 @@ SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their
 TOP_K_MAX = 50
 MAX_INDICES = 64  # longest `layers` / `heads` list
 MAX_MATRIX_CELLS = 1 << 27  # cells of whole T×T matrices in one answer (512 MiB as float32)
+MAX_IMAGE_BYTES = 16 << 20  # an image's encoded bytes (more: 413)
+MAX_IMAGE_PIXELS = 40_000_000  # an image's width × height, read from its header before decoding (more: 422)
 
 
 # ------------------------------------------------------------------ requests
@@ -164,9 +166,23 @@ class AttentionRequest(TextInput):
         1.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, allow_inf_nan=False, description="for the predictions"
     )
     ablate: list[HeadRef] = ablate_field()
+    image: str | None = Field(
+        None,
+        description="an image-text model only: PNG, JPEG, WebP or GIF bytes as base64 or a data: URL; the prompt is "
+        "then laid out as the model's processor and chat template lay it out (the image, then the text)",
+    )
 
 
 # ------------------------------------------------------------------ responses
+
+
+class ImageView(BaseModel):
+    width: int = Field(description="the uploaded image's width in its own pixels")
+    height: int
+    boxes: list[list[float]] = Field(
+        description="for each token of kind 'image', in token order, [x0, y0, x1, y1]: the region of the uploaded "
+        "image (its own pixels) whose features the token carries, through the processor's resize, crop and pooling"
+    )
 
 
 class HeadStats(BaseModel):
@@ -289,7 +305,14 @@ class ThumbnailInfo(BaseModel):
 class AttentionResponse(BaseModel):
     tokens: list[str] = Field(description="display strings; a leading space shows as ␣")
     token_ids: list[int]
-    offsets: list[list[int]] = Field(description="[start, end] character span of each token in text")
+    offsets: list[list[int]] = Field(
+        description="[start, end] character span of each token in text (with an image, tokens the chat template or "
+        "the image added: an empty span before or after the text)"
+    )
+    token_kinds: list[Literal["text", "image", "marker"]] | None = optional_field(
+        "with an image: per token 'text', 'image' (carries image features) or 'marker' (begin or end of the image)"
+    )
+    image: ImageView | None = optional_field("with an image: its size and each image token's box")
     causal: bool
     scale: str | float = Field(description="the request's scale option")
     divisor: float = Field(description="the number raw scores were divided by (the first returned layer's)")

@@ -21,6 +21,11 @@ class Limits(BaseModel):
     max_new_tokens: int = Field(description="most tokens one `POST /api/generate` adds")
 
 
+class ImageLimits(BaseModel):
+    max_bytes: int = Field(description="largest image, in encoded bytes (more: 413)")
+    max_pixels: int = Field(description="most pixels (width × height, read from the header before decoding; more: 422)")
+
+
 class FieldInfo(BaseModel):
     """One row of the field table (model/fields.py): what a head's answer can hold."""
 
@@ -72,6 +77,8 @@ class ModelInfo(BaseModel):
     score_parts: bool = Field(
         description="true for multi-head latent attention: attn_scores_content + attn_scores_position = attn_scores_raw can be asked for"
     )
+    vision: bool = Field(False, description="an image-text model: `image` may come with a text")
+    image_limits: ImageLimits | None = Field(None, description="the image limits, on an image-text model; else null")
     d_model: int
     divisor: float = Field(description="what the model divides q·kᵀ by (not always √head_dim)")
     divisor_rule: str = Field(description="how the model defines its divisor")

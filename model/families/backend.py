@@ -43,7 +43,7 @@ class TransformersBackend:
         self.tokenizer = tokenizer
         self.device = device
         gated = watch_output_gates(model)
-        cfg = model.config
+        cfg = model.config.get_text_config()  # an image-text model's language model (its own config elsewhere)
         self.family = str(cfg.model_type)
 
         # one short pass tells each layer's divisor, softcap and window as the model applies them
@@ -125,7 +125,7 @@ class TransformersBackend:
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
         """(n, C) -> logits (n, V), with the output scaling a family applies after its LM head."""
-        cfg = self.model.config
+        cfg = self.model.config.get_text_config()
         logits = self.model.get_output_embeddings()(h)
         if getattr(cfg, "logits_scaling", None):  # Granite
             logits = logits / cfg.logits_scaling

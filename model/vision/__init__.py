@@ -1,0 +1,1 @@
+"""Image-text-to-text models: the backend, image decoding, and one module per image layout."""

@@ -1,0 +1,54 @@
+"""What every image layout tells: where the image tokens are and the region each one carries.
+
+A layout (one module per family: :mod:`.llava`, :mod:`.gemma3`) is built from the model's config
+and processor. Given the ids the processor laid out and the uploaded image's size it says, per
+token, its kind (``"text"``, ``"image"``: a token that carries image features, ``"marker"``: begin
+or end of the image) and, for each image token in order, its box ``[x0, y0, x1, y1]`` in the
+uploaded image's own pixels, traced back through the processor's resize, crop and pooling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Box = list[float]
+
+
+@dataclass
+class Geometry:
+    """How the processor's steps map a point of its output image back into the uploaded image:
+    ``x = (u - left) * sx`` and ``y = (v - top) * sy``, clipped to the image."""
+
+    width: int
+    height: int
+    left: float = 0.0  # the output's origin, in the resized (padded) image
+    top: float = 0.0
+    sx: float = 1.0  # uploaded pixels per resized pixel
+    sy: float = 1.0
+    pad_left: float = 0.0  # padding added around the image before the resize, in uploaded pixels
+    pad_top: float = 0.0
+
+    def box(self, u0: float, v0: float, u1: float, v1: float) -> Box:
+        """A rectangle of the processor's output image -> the uploaded image's pixels it came from."""
+        xs = [min(max((u + self.left) * self.sx - self.pad_left, 0.0), self.width) for u in (u0, u1)]
+        ys = [min(max((v + self.top) * self.sy - self.pad_top, 0.0), self.height) for v in (v0, v1)]
+        return [_r(xs[0]), _r(ys[0]), _r(xs[1]), _r(ys[1])]
+
+
+def _r(x: float) -> float:
+    return round(x, 4)
+
+
+@dataclass
+class Laid:
+    """One prompt as the model receives it: token kinds and the image tokens' boxes."""
+
+    kinds: list[str]
+    boxes: list[Box] = field(default_factory=list)
+
+
+def grid_boxes(geo: Geometry, rows: int, cols: int, cell_w: float, cell_h: float) -> list[Box]:
+    """Row-major boxes of a ``rows × cols`` grid of ``cell_w × cell_h`` cells of the processor's output."""
+    return [
+        geo.box(c * cell_w, r * cell_h, (c + 1) * cell_w, (r + 1) * cell_h) for r in range(rows) for c in range(cols)
+    ]
