@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from attnscope.model.ours.checkpoint import SHIPPED
 
-from .familykit import QK_GAIN
+from tests.familykit import QK_GAIN
 
 TEMPLATE = (
     "{% for m in messages %}USER: {% for c in m['content'] %}{% if c['type'] == 'image' %}{{ image }}\n"

@@ -15,7 +15,7 @@ from attnscope.model.ours.checkpoint import CheckpointError  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from attnscope.model.vision.images import decode_image  # noqa: E402
 
-from ..visionkit import build_gemma3, build_llava, image_bytes  # noqa: E402
+from tests.visionkit import build_gemma3, build_llava, image_bytes  # noqa: E402
 
 BUILDERS = {"llava": build_llava, "llava_full": lambda out: build_llava(out, strategy="full"), "gemma3": build_gemma3}
 
