@@ -45,7 +45,9 @@ class AppState:
         self.started_with: dict | None = None  # the model the server started with, as GET /api/models lists models
         self.switch: dict | None = None  # a model being loaded in its place: {"name", "status", "error"}
         self.switch_lock = threading.Lock()
-        self.switch_job: dict | None = None  # the load running now: {"name", "cancelled"}, until its thread ends
+        self.switch_job: dict | None = None  # the load running now: {"name", "cancelled", "kind"}, until it ends
+        self.second: dict | None = None  # a second model being loaded beside it (compare-models), as ``switch``
+        self.second_service: Service | None = None  # that second model, once loaded; kept for later requests
         self.atlases: dict = {}  # id -> model.atlas.read.Atlas, read at start (--atlas DIR)
 
     @property
