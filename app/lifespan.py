@@ -114,7 +114,7 @@ def limit_heap_retention() -> bool:
 
 def load_service(settings: Settings) -> Service:
     """The settings' model, loaded, with what is computed once (:func:`build_service`)."""
-    lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
+    lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
     limits = {"max_text_chars": settings.text_limit(), "max_matrix_cells": settings.max_matrix_cells}
     return build_service(lm, limits=limits)
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 import time
 
 from ...model.compare import compare
-from ...model.ours.checkpoint import pick_device
 from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.compare import CompareRequest
 from ..service import Service
 from .checks import check_attention_layer, check_index, check_token_count
-from .switch import available_bytes, check_memory, find_local, start_switch
+from .switch import check_memory, find_local, free_bytes, start_switch
 
 
 def second_service(state, models: list[dict], name: str, load) -> Service | None:
@@ -45,8 +44,7 @@ def second_service(state, models: list[dict], name: str, load) -> Service | None
             )
         state.second_service = None  # another second model: the one held goes
     settings = state.settings
-    device = pick_device(settings.device)
-    check_memory(entry, settings.dtype, device, available_bytes(device), field="model_b")
+    check_memory(entry, settings.dtype, *free_bytes(settings), field="model_b")
 
     def loaded(path):
         svc = load(path)

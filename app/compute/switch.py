@@ -50,7 +50,31 @@ def available_bytes(device: torch.device) -> int | None:
     return None
 
 
-def check_memory(entry: dict, dtype: str, device: torch.device, free: int | None, field: str = "name") -> None:
+def free_bytes(settings) -> tuple[str, int | None]:
+    """Where a new model's weights would go and the memory free there: the device's; with a device
+    map, each device's the map may use, summed (each capped by ``--max-memory``), and no limit
+    when layers may go to disk (``--offload-folder``). None if unknown."""
+    from ...model.ours.checkpoint import pick_device
+
+    if settings.device_map is None:
+        device = pick_device(settings.device)
+        return str(device), available_bytes(device)
+    if settings.offload_folder is not None:
+        return "the devices of --device-map and disk", None
+    placement = settings.placement()
+    caps = placement.max_memory or {}
+    devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())] + [torch.device("cpu")]
+    total = 0
+    for device in devices:
+        free = available_bytes(device)
+        if free is None:
+            return "the devices of --device-map", None
+        cap = caps.get(device.index if device.type == "cuda" else "cpu")
+        total += min(free, cap) if isinstance(cap, int) else free
+    return " + ".join(str(d) for d in devices), total
+
+
+def check_memory(entry: dict, dtype: str, device: torch.device | str, free: int | None, field: str = "name") -> None:
     """The new model's weights must fit beside the current one: about 2× its files in fp32 (their
     weights are often 16-bit on disk), 1× in half precision; a 507 naming both sizes otherwise."""
     size = entry.get("size_bytes") or 0

@@ -185,9 +185,7 @@ def test_a_head_out_of_range_is_a_422_naming_head(client):
 
 
 def test_a_second_model_that_does_not_fit_is_a_507_naming_both_sizes(client, monkeypatch):
-    from attnscope.app.compute import compare as module
-
-    monkeypatch.setattr(module, "available_bytes", lambda device: 1024)
+    monkeypatch.setattr("attnscope.app.compute.switch.available_bytes", lambda device: 1024)
     r = client.post("/api/compare-models", json={"text": TEXT, "model_b": "org/shallow"})
     assert r.status_code == 507, r.text
     item = r.json()["detail"][0]
