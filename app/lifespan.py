@@ -45,7 +45,9 @@ class AppState:
         self.started_with: dict | None = None  # the model the server started with, as GET /api/models lists models
         self.switch: dict | None = None  # a model being loaded in its place: {"name", "status", "error"}
         self.switch_lock = threading.Lock()
-        self.switch_job: dict | None = None  # the load running now: {"name", "cancelled"}, until its thread ends
+        self.switch_job: dict | None = None  # the load running now: {"name", "cancelled", "kind"}, until it ends
+        self.second: dict | None = None  # a second model being loaded beside it (compare-models), as ``switch``
+        self.second_service: Service | None = None  # that second model, once loaded; kept for later requests
         self.atlases: dict = {}  # id -> model.atlas.read.Atlas, read at start (--atlas DIR)
 
     @property
@@ -112,7 +114,7 @@ def limit_heap_retention() -> bool:
 
 def load_service(settings: Settings) -> Service:
     """The settings' model, loaded, with what is computed once (:func:`build_service`)."""
-    lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
+    lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
     limits = {"max_text_chars": settings.text_limit(), "max_matrix_cells": settings.max_matrix_cells}
     return build_service(lm, limits=limits, image_limits=settings.image_limits())
 

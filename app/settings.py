@@ -6,6 +6,9 @@
 | ``ATTNSCOPE_MODEL`` | unset | a model by its Hugging Face name, ``ORG/NAME[@REVISION]`` (the Hub cache first; the checkpoint wins when both are set) |
 | ``ATTNSCOPE_DEVICE`` | auto | ``cpu``, ``cuda``, ``cuda:1``, ``auto`` (CUDA when present) |
 | ``ATTNSCOPE_DTYPE`` | fp32 | ``fp32``; on a GPU also ``bf16`` or ``fp16`` |
+| ``ATTNSCOPE_DEVICE_MAP`` | unset | ``auto``, ``balanced`` or JSON ``{module: 0 | "cpu" | "disk"}`` (accelerate) |
+| ``ATTNSCOPE_MAX_MEMORY`` | unset | with a device map: the most per device, ``0=20GiB,cpu=60GiB`` or JSON |
+| ``ATTNSCOPE_OFFLOAD_FOLDER`` | unset | with a device map: where the layers put on ``"disk"`` are written |
 | ``ATTNSCOPE_HOST`` | ``127.0.0.1`` | address to bind; ``0.0.0.0`` only when asked (the container) |
 | ``ATTNSCOPE_PORT`` | 8000 | |
 | ``ATTNSCOPE_MAX_TEXT_CHARS`` | 8 per token of context, ≥ 16000 | longest ``text`` accepted (the limit is the context in tokens) |
@@ -30,7 +33,7 @@ from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ..model.ours.checkpoint import SHIPPED
-from ..model.registry import context_tokens
+from ..model.registry import Placement, context_tokens
 from ..model.sources.hub import resolve_hub
 from .schemas.attention import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_MATRIX_CELLS
 
@@ -52,6 +55,9 @@ class Settings(BaseSettings):
     model: str | None = Field(None, description="ORG/NAME[@REVISION] on the Hugging Face Hub (its cache first)")
     device: str | None = Field(None, description="cpu, cuda, cuda:N or auto")
     dtype: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="weights and activations; half only on a GPU")
+    device_map: str | None = Field(None, description='auto, balanced, or a JSON object {module: 0 | "cpu" | "disk"}')
+    max_memory: str | None = Field(None, description="with a device map: most per device, 0=20GiB,cpu=60GiB or JSON")
+    offload_folder: Path | None = Field(None, description="with a device map: the folder for the layers put on disk")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     max_text_chars: int | None = Field(
@@ -86,6 +92,30 @@ class Settings(BaseSettings):
                 return json.loads(value)
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("device_map")
+    @classmethod
+    def _device_map(cls, value):
+        if value is not None:
+            parse_device_map(value)
+        return value
+
+    @field_validator("max_memory")
+    @classmethod
+    def _max_memory(cls, value):
+        if value is not None:
+            parse_max_memory(value)
+        return value
+
+    def placement(self) -> Placement | None:
+        """Where accelerate puts the layers (``--device-map``), or None: all on ``device``."""
+        if self.device_map is None:
+            return None
+        return Placement(
+            device_map=parse_device_map(self.device_map),
+            max_memory=parse_max_memory(self.max_memory) if self.max_memory else None,
+            offload_folder=str(self.offload_folder) if self.offload_folder else None,
+        )
 
     _resolved: Path | None = PrivateAttr(None)
 
@@ -140,3 +170,49 @@ class Settings(BaseSettings):
     def concurrency(self) -> int:
         """How many model computations may run at once."""
         return self.max_concurrency or max(2, cpu_count() // self.threads)
+
+
+DEVICE_MAP_NAMES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def _device(value):
+    """A device of a device map or memory limit: a GPU number (``0``, ``"0"``), ``"cpu"``, ``"disk"``, ``"cuda:N"``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, str) and (value in ("cpu", "disk", "mps") or value.startswith("cuda:")):
+        return value
+    raise ValueError(f"{value!r} is not a device (a GPU number, cpu, disk or cuda:N)")
+
+
+def parse_device_map(value: str) -> str | dict:
+    """``auto``, ``balanced`` (accelerate's names) or a JSON object {module name: device}; ValueError otherwise."""
+    value = value.strip()
+    if value in DEVICE_MAP_NAMES:
+        return value
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        raise ValueError(f"use {', '.join(DEVICE_MAP_NAMES)} or a JSON object {{module: device}}") from None
+    if not isinstance(parsed, dict) or not parsed:
+        raise ValueError("a device map in JSON is an object {module name: device}, not empty")
+    return {str(k): _device(v) for k, v in parsed.items()}
+
+
+def parse_max_memory(value: str) -> dict:
+    """``0=20GiB,cpu=60GiB`` or a JSON object of the same: {device: size}; ValueError otherwise."""
+    value = value.strip()
+    if value.startswith("{"):
+        pairs = list(json.loads(value).items())
+    else:
+        pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
+        if any(len(p) != 2 for p in pairs):
+            raise ValueError("use DEVICE=SIZE pairs, comma-separated (0=20GiB,cpu=60GiB), or a JSON object")
+    out = {}
+    for key, size in pairs:
+        size = str(size).strip()
+        if not size or not (size[0].isdigit()):
+            raise ValueError(f"{size!r} is not a size (20GiB, 500MB, or bytes)")
+        out[_device(key.strip() if isinstance(key, str) else key)] = int(size) if size.isdigit() else size
+    return out

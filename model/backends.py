@@ -85,6 +85,8 @@ class ModelFacts:
     qk_head_dim: int = field(init=False)  # head_dim, under the name MLA models give it
     attention_layers: list[int] = field(default_factory=list)  # the softmax layers' numbers; empty: every layer
     layers: list[dict[str, Any]] = field(default_factory=list)  # per layer {"index", "type", ...}; empty: every one "full"
+    # per layer (its number as a string) where its weights sit: "cpu", "cuda:0", "disk" (a device map); empty: `device`
+    devices: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.qk_head_dim = self.head_dim
@@ -92,6 +94,7 @@ class ModelFacts:
         self.v_head_dim = self.v_head_dim or self.head_dim
         self.attention_layers = self.attention_layers or list(range(self.n_layer))
         self.layers = self.layers or [{"index": i, "type": _type_of(w)} | _size(w) for i, w in self._windows()]
+        self.devices = self.devices or {str(i): self.device for i in range(self.n_layer)}
         first = self.attention_layers[0]
         self.divisor = self.layer_divisors[first]
         differ = len({round(self.layer_divisors[i], 6) for i in self.attention_layers}) > 1

@@ -20,6 +20,7 @@ Everything loads offline (``local_files_only``); nothing is downloaded.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -35,12 +36,36 @@ def family_of(cfg: dict) -> str:
     return str(cfg.get("model_type") or "attnscope")
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a transformers model's layers go, as accelerate places them through ``from_pretrained``:
+    ``device_map`` ``"auto"``, ``"balanced"`` or ``{module name: device}`` (a GPU number, ``"cpu"``,
+    ``"disk"``), ``max_memory`` ``{device: size}``, ``offload_folder`` for the layers put on disk."""
+
+    device_map: str | dict | None = None
+    max_memory: dict | None = None
+    offload_folder: str | None = None
+
+    def kwargs(self) -> dict:
+        """The keyword arguments of ``from_pretrained`` this placement sets."""
+        out = {"device_map": self.device_map}
+        if self.max_memory:
+            out["max_memory"] = self.max_memory
+        if self.offload_folder:
+            out["offload_folder"] = self.offload_folder
+        return out
+
+
 def load_model(
-    path: str | Path | None = None, device: str | torch.device | None = None, dtype: str = "fp32"
+    path: str | Path | None = None,
+    device: str | torch.device | None = None,
+    dtype: str = "fp32",
+    placement: Placement | None = None,
 ) -> LoadedModel:
     """Open a model directory (the shipped model when ``path`` is None) on ``device`` in eval mode.
 
-    ``dtype``: ``fp32`` (default), ``bf16`` or ``fp16``; half precision only on a GPU.
+    ``dtype``: ``fp32`` (default), ``bf16`` or ``fp16``; half precision only on a GPU. ``placement``
+    with a ``device_map``: the layers spread over devices, the CPU or disk (a transformers checkpoint only).
     """
     path = Path(path) if path else SHIPPED
     dev = device if isinstance(device, torch.device) else pick_device(device)
@@ -51,6 +76,12 @@ def load_model(
     from .sources.gguf_file import find_gguf
 
     gguf = find_gguf(path)  # a .gguf file, or a folder holding one
+    mapped = placement is not None and placement.device_map is not None
+    if mapped and (gguf is not None or family_of(read_config(path)) == "attnscope"):
+        raise CheckpointError(
+            f"--device-map places a transformers checkpoint's layers; {path.name} is "
+            f"{'a GGUF file' if gguf is not None else 'an attnscope checkpoint'}: use --device"
+        )
     if gguf is not None:
         from .sources.gguf_load import load_gguf
 
@@ -63,7 +94,7 @@ def load_model(
     if family == "attnscope":
         model, tokenizer = load_ours(path)
         backend = OursBackend(model, tokenizer, dev, DTYPES[dtype])
-    elif family == "gpt2" and _our_gpt_runs(path):
+    elif family == "gpt2" and not mapped and _our_gpt_runs(path):
         from .ours.gpt2_format import load_hf_dir
 
         model, tokenizer = load_hf_dir(path)
@@ -75,7 +106,7 @@ def load_model(
     else:
         from .families.backend import load_transformers_dir
 
-        backend = load_transformers_dir(path, dev, dtype)
+        backend = load_transformers_dir(path, dev, dtype, placement if mapped else None)
         if not any(path.glob("*.safetensors")):
             backend.facts.source_format = "pytorch"
     from .sources.hub import hub_name_of

@@ -128,6 +128,9 @@ def traced_attention(
             )
         )
         return st["z"]
+    keep = getattr(trace, "keep_steps", None)
+    if keep is not None:  # a sink that asks for the steps themselves, to call again later (model.compare)
+        keep(layer, steps)
     trace.begin(layer, q, k, v, mask, divisor, softcap, window, sink_logit, extras)
     zs = []
     for q0, q1 in trace.blocks(T, S, heads or q.shape[1]):

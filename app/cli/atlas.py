@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import EXIT_USAGE, Failure, add_model_options, check_device, command_settings
+from .common import EXIT_USAGE, PLACEMENT, Failure, add_model_options, check_device, command_settings
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl+C
 
@@ -64,10 +64,10 @@ def cmd_atlas(args: argparse.Namespace) -> int:
         corpus = open_corpus(args.corpus)
     except CorpusError as e:
         raise Failure(str(e)) from None
-    settings = command_settings(args, ("checkpoint", "device", "dtype"), blank_is_unset=True)
+    settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
     check_device(settings.device, bool(args.device))
     try:
-        lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
+        lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
         out = atlas(
             corpus,
             args.out,

@@ -84,6 +84,16 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     add_ollama_option(parser)
     parser.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), help="default fp32; bf16/fp16 on a GPU")
+    parser.add_argument(
+        "--device-map",
+        metavar="auto|balanced|JSON",
+        help='spread the layers (accelerate): auto, balanced, or JSON {"model.layers.0": 0 | "cpu" | "disk", ...}',
+    )
+    parser.add_argument("--max-memory", metavar="0=20GiB,cpu=60GiB", help="with --device-map: the most per device")
+    parser.add_argument("--offload-folder", metavar="DIR", help='with --device-map: where layers put on "disk" go')
+
+
+PLACEMENT = ("device_map", "max_memory", "offload_folder")  # the settings of add_model_options' placement options
 
 
 def validation_message(err: ValidationError, given: dict | None = None) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .common import EXIT_USAGE, Failure, add_model_options, check_checkpoint, check_device, command_settings
+from .common import EXIT_USAGE, PLACEMENT, Failure, add_model_options, check_checkpoint, check_device, command_settings
 
 if TYPE_CHECKING:
     from ..schemas.attention import AttentionRequest
@@ -77,12 +77,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from ..errors import ApiError
     from ..service import build_service
 
-    settings = command_settings(args, ("checkpoint", "device", "dtype"), blank_is_unset=True)
+    settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
     req = _request(args, settings)
     check_device(settings.device, bool(args.device))
     check_checkpoint(settings, bool(args.checkpoint))
     try:
-        lm = load_model(settings.checkpoint_path, settings.device, settings.dtype)
+        lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
     except CheckpointError as e:
         raise Failure(str(e)) from None
     svc = build_service(lm, with_heads=False)

@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import EXIT_USAGE, Failure, add_model_options, check_checkpoint, check_device, command_settings
+from .common import EXIT_USAGE, PLACEMENT, Failure, add_model_options, check_checkpoint, check_device, command_settings
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -37,7 +37,9 @@ def add_serve_command(sub) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check, in this order, the options, the port, the device and the checkpoint; then serve."""
-    settings = command_settings(args, ("host", "port", "checkpoint", "device", "dtype", "atlas"), refused=REFUSED)
+    settings = command_settings(
+        args, ("host", "port", "checkpoint", "device", "dtype", "atlas", *PLACEMENT), refused=REFUSED
+    )
     if args.workers < 1:
         raise Failure("--workers must be at least 1", EXIT_USAGE)
     # a busy port is found before the model is loaded, and said in one line
@@ -121,6 +123,8 @@ def run(settings: Settings, workers: int) -> None:
     common = {"host": settings.host, "port": settings.port, "server_header": False, "log_level": "info"}
     if workers > 1:
         env = {"checkpoint": str(settings.checkpoint_path), "device": settings.device, "dtype": settings.dtype}
+        env |= {"device_map": settings.device_map, "max_memory": settings.max_memory}
+        env["offload_folder"] = str(settings.offload_folder) if settings.offload_folder else None
         if settings.atlas:  # the workers read them too
             env["atlas"] = ",".join(str(p) for p in settings.atlas)
         for key, value in env.items():

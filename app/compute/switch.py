@@ -25,16 +25,15 @@ from ..errors import ApiError
 log = logging.getLogger("attnscope")
 
 
-def find_local(name: str, models: list[dict]) -> dict:
-    """The entry of ``GET /api/models`` named ``name``, openable; a 422 naming ``name`` otherwise."""
+def find_local(name: str, models: list[dict], field: str = "name") -> dict:
+    """The entry of ``GET /api/models`` named ``name``, openable; a 422 naming ``field`` otherwise."""
     entry = next((m for m in models if m["name"] == name), None)
     if entry is None:
         names = ", ".join(m["name"] for m in models if m["status"] == "ok") or "none"
-        raise ApiError(
-            422, f"name is {name!r}: not a model on this machine (GET /api/models: {names})", loc=("body", "name")
-        )
+        why = f"{field} is {name!r}: not a model on this machine (GET /api/models: {names})"
+        raise ApiError(422, why, loc=("body", field))
     if entry["status"] != "ok":
-        raise ApiError(422, f"name is {name!r}: it cannot be opened: {entry['status']}", loc=("body", "name"))
+        raise ApiError(422, f"{field} is {name!r}: it cannot be opened: {entry['status']}", loc=("body", field))
     return entry
 
 
@@ -51,7 +50,31 @@ def available_bytes(device: torch.device) -> int | None:
     return None
 
 
-def check_memory(entry: dict, dtype: str, device: torch.device, free: int | None) -> None:
+def free_bytes(settings) -> tuple[str, int | None]:
+    """Where a new model's weights would go and the memory free there: the device's; with a device
+    map, each device's the map may use, summed (each capped by ``--max-memory``), and no limit
+    when layers may go to disk (``--offload-folder``). None if unknown."""
+    from ...model.ours.checkpoint import pick_device
+
+    if settings.device_map is None:
+        device = pick_device(settings.device)
+        return str(device), available_bytes(device)
+    if settings.offload_folder is not None:
+        return "the devices of --device-map and disk", None
+    placement = settings.placement()
+    caps = placement.max_memory or {}
+    devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())] + [torch.device("cpu")]
+    total = 0
+    for device in devices:
+        free = available_bytes(device)
+        if free is None:
+            return "the devices of --device-map", None
+        cap = caps.get(device.index if device.type == "cuda" else "cpu")
+        total += min(free, cap) if isinstance(cap, int) else free
+    return " + ".join(str(d) for d in devices), total
+
+
+def check_memory(entry: dict, dtype: str, device: torch.device | str, free: int | None, field: str = "name") -> None:
     """The new model's weights must fit beside the current one: about 2× its files in fp32 (their
     weights are often 16-bit on disk), 1× in half precision; a 507 naming both sizes otherwise."""
     size = entry.get("size_bytes") or 0
@@ -59,9 +82,9 @@ def check_memory(entry: dict, dtype: str, device: torch.device, free: int | None
     if free is not None and need > free:
         raise ApiError(
             507,
-            f"name is {entry['name']!r}: it needs about {need / 2**30:.1f} GiB on {device} in {dtype} and "
+            f"{field} is {entry['name']!r}: it needs about {need / 2**30:.1f} GiB on {device} in {dtype} and "
             f"{free / 2**30:.1f} GiB is free beside the current model, which stays",
-            loc=("body", "name"),
+            loc=("body", field),
             type_="not_enough_memory",
             ctx={"need_bytes": need, "free_bytes": free},
         )
@@ -74,7 +97,7 @@ def keep_serving(state, name: str) -> dict | None:
             return None
         job = state.switch_job
         cancelled = None
-        if job is not None and not job["cancelled"]:
+        if job is not None and not job["cancelled"] and job["kind"] == "switch":
             job["cancelled"] = True
             cancelled = job["name"]
             state.switch = None
@@ -82,17 +105,19 @@ def keep_serving(state, name: str) -> dict | None:
     return {"name": name, "status": "serving", "cancelled": cancelled}
 
 
-def start_switch(state, entry: dict, load) -> None:
+def start_switch(state, entry: dict, load, kind: str = "switch", field: str = "name") -> None:
     """Load ``entry`` in a thread with ``load(path)`` -> Service; then serve it, unless cancelled
-    meanwhile (:func:`keep_serving`). 409 while another loads, cancelled or not."""
+    meanwhile (:func:`keep_serving`). 409 (naming ``field``) while another loads, cancelled or not.
+    ``kind`` "second": the model is loaded beside the served one, as ``state.second_service``
+    (``POST /api/compare-models``), its progress in ``state.second`` instead of ``state.switch``."""
     with state.switch_lock:
         if state.switch_job is not None:
             running = state.switch_job["name"]
             why = "its switch was cancelled, and its load is finishing" if state.switch_job["cancelled"] else "loading"
-            raise ApiError(409, f"{running} is {why}; one model at a time", loc=("body", "name"))
-        job = {"name": entry["name"], "cancelled": False}
+            raise ApiError(409, f"{running} is {why}; one model at a time", loc=("body", field))
+        job = {"name": entry["name"], "cancelled": False, "kind": kind}
         state.switch_job = job
-        state.switch = {"name": entry["name"], "status": "loading", "error": None}
+        setattr(state, kind, {"name": entry["name"], "status": "loading", "error": None})
 
     def run() -> None:
         try:
@@ -101,7 +126,8 @@ def start_switch(state, entry: dict, load) -> None:
             with state.switch_lock:
                 state.switch_job = None
                 if not job["cancelled"]:
-                    state.switch = {"name": entry["name"], "status": "failed", "error": " ".join(str(e).split())[:400]}
+                    error = " ".join(str(e).split())[:400]
+                    setattr(state, kind, {"name": entry["name"], "status": "failed", "error": error})
             log.warning("attnscope: could not switch to %s: %s", entry["name"], " ".join(str(e).split())[:400])
             return
         with state.switch_lock:
@@ -109,8 +135,11 @@ def start_switch(state, entry: dict, load) -> None:
             if job["cancelled"]:
                 log.info("attnscope: %s loaded after its switch was cancelled: dropped", entry["name"])
                 return
-            state.service = svc  # every new request gets the new model; running ones finish on the old
-            state.switch = None
-        log.info("attnscope: now serving %s", entry["name"])
+            if kind == "second":
+                state.second_service = svc
+            else:
+                state.service = svc  # every new request gets the new model; running ones finish on the old
+            setattr(state, kind, None)
+        log.info("attnscope: now %s %s", "serving" if kind == "switch" else "holding beside it", entry["name"])
 
     threading.Thread(target=run, name="attnscope-switch", daemon=True).start()

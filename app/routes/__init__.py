@@ -10,6 +10,7 @@ from . import (
     atlas,
     attention,
     attribution,
+    compare,
     effects,
     generation,
     health,
@@ -42,6 +43,7 @@ RESOURCES = (
     patching,
     qk_attribution,
     atlas,
+    compare,
 )
 
 

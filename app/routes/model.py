@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ...model.ours.checkpoint import pick_device
 from ..compute.models import machine_models
-from ..compute.switch import available_bytes, check_memory, find_local, keep_serving, start_switch
+from ..compute.switch import check_memory, find_local, free_bytes, keep_serving, start_switch
 from ..deps import ERRORS_GET, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.model import HeadsResponse, ModelInfo, ModelsResponse, SwitchRequest, SwitchStatus
@@ -62,8 +61,7 @@ def make_router(max_text_chars: int) -> APIRouter:
         if served is not None:
             return served
         settings = state.settings
-        device = pick_device(settings.device)
-        check_memory(entry, settings.dtype, device, available_bytes(device))
+        check_memory(entry, settings.dtype, *free_bytes(settings))
         update = {"checkpoint": entry["path"], "model": None}
         start_switch(state, entry, lambda path: load_service(settings.model_copy(update=update)))
         return {"name": entry["name"], "status": "loading"}

@@ -89,7 +89,11 @@ class ModelInfo(BaseModel):
     positions: str = Field(description="learned, rotary, ...")
     bos_token: str | None = Field(description="the token put in front of every text, as in training")
     dtype: str
-    device: str
+    device: str = Field(description="where inputs go: the model's device (with a device map: its first GPU, else cpu)")
+    devices: dict[str, str] = Field(
+        default_factory=dict,
+        description='per layer, by its number: where its weights sit, "cpu", "cuda:0", ... or "disk" (--device-map)',
+    )
     parameters: int
     source_format: str = Field(
         "safetensors", description="what the weights were read from: safetensors, pytorch (.bin) or gguf"

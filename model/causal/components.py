@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..options import AttentionOptions
+from ..placement import resident
 from . import NotSplittable
 from .norms import CHECK_RTOL, freeze
 
@@ -62,13 +63,12 @@ class Parts:
 
 def weight(module: torch.nn.Module) -> torch.Tensor:
     """A projection's weight as ``(out, in)``: nn.Linear's, or transformers' Conv1D (GPT-2) transposed."""
-    w = module.weight.detach()
+    w = resident(module, "weight")
     return w if isinstance(module, torch.nn.Linear) else w.T
 
 
 def _bias(module: torch.nn.Module) -> torch.Tensor | None:
-    b = getattr(module, "bias", None)
-    return None if b is None else b.detach()
+    return resident(module, "bias")
 
 
 def _fused_qk(c_attn: torch.nn.Module, C: int):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..placement import resident
 from . import NotSplittable
 
 CHECK_RTOL = {torch.float32: 1e-4, torch.float64: 1e-9}  # else (bf16, fp16) 2e-2
@@ -35,7 +36,7 @@ class Frozen:
 
 def gain(norm: torch.nn.Module) -> torch.Tensor:
     """What an RMSNorm multiplies the normalised input by: ``weight``, or ``1 + weight`` (Gemma)."""
-    weight = norm.weight.detach().double()
+    weight = resident(norm, "weight").double()
     return 1.0 + weight if "Gemma" in type(norm).__name__ else weight
 
 
@@ -56,12 +57,12 @@ def freeze(norm: torch.nn.Module, x: torch.Tensor) -> Frozen:
         centred = x64 - x64.mean(dim=-1, keepdim=True)
         inv = torch.rsqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps)
         weight = (
-            norm.weight.detach().double()
+            resident(norm, "weight").double()
             if norm.weight is not None
             else torch.ones(x.shape[-1], dtype=torch.float64, device=x.device)
         )
-        bias = getattr(norm, "bias", None)
-        frozen = Frozen(inv * weight, None if bias is None else bias.detach().double(), True)
+        bias = resident(norm, "bias")
+        frozen = Frozen(inv * weight, None if bias is None else bias.double(), True)
     else:
         inv = torch.rsqrt(x64.pow(2).mean(dim=-1, keepdim=True) + eps)
         frozen = Frozen(inv * gain(norm), None, False)

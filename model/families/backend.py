@@ -330,30 +330,67 @@ def preflight(path: Path):
     return cfg
 
 
-def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32") -> TransformersBackend:
-    """Open a local transformers causal-LM directory offline; :class:`CheckpointError` on anything it can't show."""
+def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32", placement=None) -> TransformersBackend:
+    """Open a local transformers causal-LM directory offline; :class:`CheckpointError` on anything it can't show.
+    ``placement`` (:class:`model.registry.Placement`): accelerate spreads the layers (``device`` is then unused)."""
     cfg = preflight(path)
     from transformers import AutoModelForCausalLM
 
     register()
     tok_file = path / "tokenizer.json"
+    placed = placement.kwargs() if placement is not None else {}
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            path, local_files_only=True, attn_implementation=IMPLEMENTATION, dtype=DTYPES[dtype]
+            path, local_files_only=True, attn_implementation=IMPLEMENTATION, dtype=DTYPES[dtype], **placed
         )
-    except ValueError as e:
+    except (ValueError, KeyError, RuntimeError) as e:
         raise CheckpointError(f"cannot open {path} as a causal LM: {' '.join(str(e).split())[:300]}") from e
     except OSError as e:
         raise CheckpointError(f"cannot read the weights in {path}: {' '.join(str(e).split())[:300]}") from e
+    if placed:
+        device = input_device(model.hf_device_map)
     try:
-        model.to(device)
+        if not placed:
+            model.to(device)
     except torch.OutOfMemoryError as e:
         gib = parameter_count(model) * model.dtype.itemsize / 2**30
         raise CheckpointError(
             f"the model ({gib:.1f} GiB in {dtype}) does not fit on {device}; try --dtype bf16 or --device cpu"
         ) from e
     tokenizer = BPETokenizer.load(tok_file, bos_token=_bos_token(path, cfg))
-    return TransformersBackend(model, tokenizer, device, name=path.name)
+    backend = TransformersBackend(model, tokenizer, device, name=path.name)
+    if placed:
+        backend.facts.devices = layer_devices(model, backend.facts.n_layer)
+    return backend
+
+
+def _device_name(where) -> str:
+    """A device map's value as the API names it: a GPU number -> ``"cuda:N"``; ``"cpu"``, ``"disk"`` as they are."""
+    return f"cuda:{where}" if isinstance(where, int) else str(where)
+
+
+def input_device(device_map: dict) -> torch.device:
+    """Where inputs go under accelerate's placement: the first GPU of the map (where offloaded layers
+    run too), else the CPU."""
+    gpus = [_device_name(w) for w in device_map.values() if _device_name(w) not in ("cpu", "disk", "meta")]
+    return torch.device(gpus[0]) if gpus else torch.device("cpu")
+
+
+def layer_devices(model: torch.nn.Module, n_layer: int) -> dict[str, str]:
+    """Per decoder layer, by its number as a string: where the device map put it (the longest entry
+    of ``hf_device_map`` naming the layer's module or a module holding it)."""
+    import re
+
+    device_map = model.hf_device_map
+    out: dict[str, str] = {}
+    for name, _ in model.named_modules():
+        found = re.search(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)$", name)
+        if not found or int(found.group(1)) >= n_layer:
+            continue
+        holders = [k for k in device_map if k == "" or name == k or name.startswith(k + ".")]
+        if holders:
+            out.setdefault(found.group(1), _device_name(device_map[max(holders, key=len)]))
+    return out
 
 
 def _bos_token(path: Path, cfg) -> str | None:

@@ -104,7 +104,7 @@ def test_a_served_model_switches_to_another_on_this_machine_and_back(
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "name"]
         assert "tiny-org/tiny-qwen" in r.json()["detail"][0]["msg"]  # what this machine has
         # too big for the memory left: said with both sizes, nothing changes
-        monkeypatch.setattr("attnscope.app.routes.model.available_bytes", lambda device: 1024)
+        monkeypatch.setattr("attnscope.app.compute.switch.available_bytes", lambda device: 1024)
         r = c.post("/api/model", json={"name": "tiny-org/tiny-qwen"})
         assert r.status_code == 507 and "GiB" in r.json()["detail"][0]["msg"]
         monkeypatch.undo()

@@ -1,0 +1,50 @@
+"""``POST /api/compare-models``: see :mod:`attnscope.app.compute.compare`."""
+
+import time
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from ..compute.compare import compare_json, second_service
+from ..compute.models import machine_models
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..responses import RawJSONResponse
+from ..schemas.common import with_text_limit
+from ..schemas.compare import CompareLoading, CompareRequest, CompareResponse
+
+
+def make_router(max_text_chars: int) -> APIRouter:
+    """The route, its request model holding the server's text limit."""
+    router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
+    LimitedRequest = with_text_limit(CompareRequest, max_text_chars)
+
+    @router.post(
+        "/api/compare-models",
+        response_model=CompareResponse,
+        responses={
+            **ERRORS_POST,
+            202: {"model": CompareLoading, "description": "model_b is loading beside the served model: ask again"},
+            409: {"description": "another model is loading (a switch, or another model_b)"},
+            507: {"description": "model_b does not fit in memory beside the served model"},
+        },
+    )
+    async def compare_models(body: LimitedRequest, svc: ServiceDep, state: StateDep):  # type: ignore[valid-type]
+        """Two models on one text, head by head: per head the Jensen-Shannon divergence of their rows
+        (bits, mean over queries), the largest |difference| of a weight and the share of rows whose
+        heaviest key agrees; the chosen head's two patterns. ``model_b`` is any model of ``GET
+        /api/models``: the first request loads it beside the served one and answers 202."""
+        from ..lifespan import load_service
+
+        started = time.perf_counter()
+        settings = state.settings
+        models = machine_models(state)
+
+        def load(path):
+            return load_service(settings.model_copy(update={"checkpoint": path, "model": None}))
+
+        second = second_service(state, models, body.model_b, load)
+        if second is None:
+            return JSONResponse({"model_b": body.model_b, "status": "loading"}, status_code=202)
+        return RawJSONResponse(await state.run(compare_json, svc, second, body, started))
+
+    return router
