@@ -139,7 +139,8 @@ class Capture:
             st.head_index = _index(heads, q.shape[1], q.device)
             if sel.stats and heads:
                 sinks = None if sink_logit is None else _pick(sink_logit, st.head_index)
-                st.stats = StatsAccumulator(_pick(st.q, st.head_index), _pick(st.k, st.head_index), divisor, softcap, sinks)
+                qk = _pick(st.q, st.head_index), _pick(st.k, st.head_index)
+                st.stats = StatsAccumulator(*qk, divisor, softcap, sinks)
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
@@ -159,16 +160,16 @@ class Capture:
             names = self._matrices(sel.focus_fields, extras)
             self.focus, self.focus_pooled, self.focus_region = {}, None, None
             self.focus_mask = host_mask
+            parts = self._beside(PART_FIELDS, sel.focus_fields, extras)
             if sel.focus_thumbnail:
                 self.focus_pooled = {}
                 self.focus_pooled_mask = self._thumbnail_mask(mask, sel.focus_thumbnail)
                 kf = thumbnail_block(T, sel.focus_thumbnail)
                 # a differential pair's signed pattern starts from -inf: a max from 0 would hide its negative cells
                 signed = "pattern_parts" in extras
-                st.focus_pools = {
-                    n: Pool(1, T, S, kf, q.device, float("-inf") if signed and n == "pattern" else pool_fill(n)) for n in names
-                }
-                st.focus_pools.update({n: Pool(2, T, S, kf, q.device) for n in self._beside(PART_FIELDS, sel.focus_fields, extras)})
+                fill = {n: float("-inf") if signed and n == "pattern" else pool_fill(n) for n in names}
+                st.focus_pools = {n: Pool(1, T, S, kf, q.device, fill[n]) for n in names}
+                st.focus_pools.update({n: Pool(2, T, S, kf, q.device) for n in parts})
             if sel.focus_region is not None:
                 q0, q1, k0, k1 = sel.focus_region
                 self.focus_region = {}
@@ -178,14 +179,13 @@ class Capture:
                 st.focus_full.update(
                     {n: torch.zeros(1, T, device=q.device) for n in self._beside(ROW_FIELDS, sel.focus_fields, extras)}
                 )
-                st.focus_full.update(
-                    {n: torch.zeros(1, 2, T, S, device=q.device) for n in self._beside(PART_FIELDS, sel.focus_fields, extras)}
-                )
+                st.focus_full.update({n: torch.zeros(1, 2, T, S, device=q.device) for n in parts})
             for name in sel.focus_fields & set(VECTOR_FIELDS):
                 self._keep(self, "focus", name, _pick(getattr(st, name), st.focus_index)[0])
             if "stats" in sel.focus_fields:
                 sink = None if sink_logit is None else _pick(sink_logit, st.focus_index)
-                st.focus_stats = StatsAccumulator(_pick(st.q, st.focus_index), _pick(st.k, st.focus_index), divisor, softcap, sink)
+                qk = _pick(st.q, st.focus_index), _pick(st.k, st.focus_index)
+                st.focus_stats = StatsAccumulator(*qk, divisor, softcap, sink)
         self._layer = st
 
     def block(self, q0: int, q1: int, steps: dict[str, torch.Tensor | None]) -> None:
@@ -286,26 +286,26 @@ class Capture:
         self._device_parts.append((owner, kind, name, tensor.detach()))
 
     def _to_host(self, tensors: list[torch.Tensor]) -> list[np.ndarray]:
-        if not tensors:
-            return []
-        if all(t.device.type == "cpu" for t in tensors):
-            return [(t if t.dtype == torch.uint8 else t.to(torch.float32)).contiguous().numpy() for t in tensors]
-        out: list[np.ndarray | None] = [None] * len(tensors)
-        for dtype in (torch.float32, torch.uint8):  # one packed transfer per dtype
-            idx = [i for i, t in enumerate(tensors) if (t.dtype == torch.uint8) == (dtype == torch.uint8)]
-            if not idx:
-                continue
+        """The CPU's tensors as they are; a GPU's in one packed copy per device and dtype (device maps)."""
+        out: list = [None] * len(tensors)
+        groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+        for i, t in enumerate(tensors):
+            if t.is_cpu:
+                out[i] = (t if t.dtype == torch.uint8 else t.float()).contiguous().numpy()
+            else:
+                groups.setdefault((t.device, torch.uint8 if t.dtype == torch.uint8 else torch.float32), []).append(i)
+        for (device, dtype), idx in groups.items():
             flat = torch.cat([tensors[i].to(dtype).reshape(-1) for i in idx])
             host = torch.empty(flat.shape, dtype=dtype, pin_memory=True)
             host.copy_(flat, non_blocking=True)
             self.host_copies += 1
-            torch.cuda.synchronize(flat.device)
+            torch.cuda.synchronize(device)
             start = 0
             for i in idx:
                 n = tensors[i].numel()
                 out[i] = host[start : start + n].numpy().reshape(tensors[i].shape)
                 start += n
-        return out  # type: ignore[return-value]
+        return out
 
     def _host_mask(self, mask: torch.Tensor) -> np.ndarray:
         """The layer's mask on the host, one array per distinct mask (most layers share one)."""

@@ -148,3 +148,21 @@ def test_device_map_on_our_own_checkpoint_is_refused_in_one_line(checkpoint_dir,
     assert main(["inspect", "a text", "--checkpoint", str(checkpoint_dir), "--device-map", "auto"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--device-map" in err and "--device" in err, err
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_layers_on_a_gpu_and_the_cpu_answer_as_on_one_device(folder):
+    """Layers 0-1 on the GPU, layer 2 and the head on the CPU: the capture brings each device's parts
+    home in its own packed copy (one torch.cat over two devices would fail)."""
+    on_gpu = {**DEVICE_MAP, "model.embed_tokens": 0, "model.rotary_emb": 0, "model.layers.0": 0, "model.layers.1": 0}
+    on_gpu |= {"model.layers.2": "cpu", "lm_head": "cpu"}
+    one = Settings(checkpoint=folder, device="cpu", torch_threads=1)
+    split = Settings(checkpoint=folder, device="cuda", torch_threads=1, device_map=json.dumps(on_gpu))
+    body = {"text": "The cat sat on the mat. The cat", "thumbnail": 8, "focus": {"layer": 2, "head": 1}}
+    with TestClient(create_app(one)) as a, TestClient(create_app(split)) as b:
+        assert b.get("/api/model").json()["devices"] == {"0": "cuda:0", "1": "cuda:0", "2": "cpu"}
+        ra, rb = a.post("/api/attention", json=body).json(), b.post("/api/attention", json=body).json()
+    for la, lb in zip(ra["layers"], rb["layers"]):
+        for ha, hb in zip(la["heads"], lb["heads"]):
+            assert max(abs(x - y) for xs, ys in zip(ha["pattern"], hb["pattern"]) for x, y in zip(xs, ys)) <= 1e-4
