@@ -90,7 +90,11 @@ def clean_validation_errors(errors: Sequence[dict[str, Any]]) -> list[dict[str, 
     out = []
     for err in errors:
         type_ = str(err.get("type", "value_error"))
-        loc = [part if isinstance(part, (int, str)) else str(part) for part in err.get("loc", ()) if not _is_union_arm(part)]
+        loc = [
+            part if isinstance(part, (int, str)) else str(part)
+            for part in err.get("loc", ())
+            if not _is_union_arm(part)
+        ]
         msg = str(err.get("msg", "invalid input"))
         ctx = _json_safe(err.get("ctx")) if err.get("ctx") else None
         if type_ == "json_invalid":

@@ -29,7 +29,9 @@ def image_bytes(value: str, max_bytes: int) -> bytes:
     try:
         data = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
-        raise ApiError(422, "image is not base64 (or a data: URL holding base64)", loc=LOC, type_="image_encoding") from None
+        raise ApiError(
+            422, "image is not base64 (or a data: URL holding base64)", loc=LOC, type_="image_encoding"
+        ) from None
     if len(data) > max_bytes:
         msg = f"image is {len(data):,} bytes; the limit is {max_bytes:,} bytes"
         raise ApiError(413, msg, loc=LOC, type_="image_too_large", ctx=ctx)
@@ -63,7 +65,11 @@ def text_offsets(svc: Service, text: str, ids: list[int]) -> list[list[int]]:
     """Each token's ``[start, end]`` in ``text``: the text's own tokens where they stand as one run
     in ``ids`` (the last such run), every other token an empty span before or after the text."""
     enc = svc.loaded.tokenizer.encode(text)
-    own = enc.ids[1:] if svc.loaded.facts.bos_token is not None and enc.ids[:1] == [svc.loaded.tokenizer.bos_id] else enc.ids
+    own = (
+        enc.ids[1:]
+        if svc.loaded.facts.bos_token is not None and enc.ids[:1] == [svc.loaded.tokenizer.bos_id]
+        else enc.ids
+    )
     spans = enc.offsets[len(enc.ids) - len(own) :]
     n = len(own)
     start = next((s for s in range(len(ids) - n, -1, -1) if ids[s : s + n] == own), None) if n else None

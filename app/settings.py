@@ -3,7 +3,8 @@
 | variable | default | meaning |
 | --- | --- | --- |
 | ``ATTNSCOPE_CHECKPOINT`` | the shipped model | checkpoint directory, or a ``.gguf`` file (or a folder holding one) |
-| ``ATTNSCOPE_MODEL`` | unset | a model by its Hugging Face name, ``ORG/NAME[@REVISION]`` (the Hub cache first; the checkpoint wins when both are set) |
+| ``ATTNSCOPE_MODEL`` | unset | a model by its Hugging Face name, ``ORG/NAME[@REVISION]`` (the Hub cache first; \
+the checkpoint wins when both are set) |
 | ``ATTNSCOPE_DEVICE`` | auto | ``cpu``, ``cuda``, ``cuda:1``, ``auto`` (CUDA when present) |
 | ``ATTNSCOPE_DTYPE`` | fp32 | ``fp32``; on a GPU also ``bf16`` or ``fp16`` |
 | ``ATTNSCOPE_DEVICE_MAP`` | unset | ``auto``, ``balanced`` or JSON ``{module: 0 | "cpu" | "disk"}`` (accelerate) |
@@ -11,15 +12,19 @@
 | ``ATTNSCOPE_OFFLOAD_FOLDER`` | unset | with a device map: where the layers put on ``"disk"`` are written |
 | ``ATTNSCOPE_HOST`` | ``127.0.0.1`` | address to bind; ``0.0.0.0`` only when asked (the container) |
 | ``ATTNSCOPE_PORT`` | 8000 | |
-| ``ATTNSCOPE_MAX_TEXT_CHARS`` | 8 per token of context, ≥ 16000 | longest ``text`` accepted (the limit is the context in tokens) |
+| ``ATTNSCOPE_MAX_TEXT_CHARS`` | 8 per token of context, ≥ 16000 | longest ``text`` accepted \
+(the limit is the context in tokens) |
 | ``ATTNSCOPE_MAX_BODY_BYTES`` | 4 per text character, ≥ 65536 | larger request bodies get 413 |
-| ``ATTNSCOPE_MAX_IMAGE_BYTES`` | 16777216 (16 MiB) | largest image (image-text models), encoded; the body limit of the routes taking an image grows by it |
-| ``ATTNSCOPE_MAX_IMAGE_PIXELS`` | 40000000 | most pixels of an image, read from its header before decoding (more: 422) |
+| ``ATTNSCOPE_MAX_IMAGE_BYTES`` | 16777216 (16 MiB) | largest image (image-text models), encoded; \
+the body limit of the routes taking an image grows by it |
+| ``ATTNSCOPE_MAX_IMAGE_PIXELS`` | 40000000 | most pixels of an image, read from its header \
+before decoding (more: 422) |
 | ``ATTNSCOPE_MAX_MATRIX_CELLS`` | 134217728 (2²⁷) | most cells of whole T×T matrices in one answer (more: 422) |
 | ``ATTNSCOPE_MAX_CONCURRENCY`` | 0 = auto | model computations running at once; the rest wait |
 | ``ATTNSCOPE_TORCH_THREADS`` | 0 = auto | torch intra-op threads |
 | ``ATTNSCOPE_CORS_ORIGINS`` | empty = no CORS | comma-separated origins (or a JSON list) |
-| ``ATTNSCOPE_ATLAS`` | none | one or two head atlases (``attnscope atlas --out DIR``), comma-separated: the Atlas view |
+| ``ATTNSCOPE_ATLAS`` | none | one or two head atlases (``attnscope atlas --out DIR``), \
+comma-separated: the Atlas view |
 """
 
 from __future__ import annotations
@@ -61,9 +66,14 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     max_text_chars: int | None = Field(
-        None, ge=1, le=4_000_000, description=f"unset = {CHARS_PER_TOKEN} per token of the model's context, at least 16000"
+        None,
+        ge=1,
+        le=4_000_000,
+        description=f"unset = {CHARS_PER_TOKEN} per token of the model's context, at least 16000",
     )
-    max_body_bytes: int | None = Field(None, ge=1024, description="unset = 4 bytes per character of text, at least 64 KiB")
+    max_body_bytes: int | None = Field(
+        None, ge=1024, description="unset = 4 bytes per character of text, at least 64 KiB"
+    )
     max_image_bytes: int = Field(MAX_IMAGE_BYTES, ge=1024, description="largest image, in encoded bytes")
     max_image_pixels: int = Field(MAX_IMAGE_PIXELS, ge=1, description="most pixels of an image (width × height)")
     max_matrix_cells: int = Field(
@@ -122,7 +132,8 @@ class Settings(BaseSettings):
     @property
     def checkpoint_path(self) -> Path:
         """The folder or file to open: the checkpoint, else the Hub model's folder in the cache
-        (found, or downloaded, once; :class:`~model.ours.checkpoint.CheckpointError` if neither), else the shipped model."""
+        (found, or downloaded, once; :class:`~model.ours.checkpoint.CheckpointError` if neither),
+        else the shipped model."""
         if self.checkpoint is not None:
             return self.checkpoint
         if self.model:

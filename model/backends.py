@@ -84,7 +84,8 @@ class ModelFacts:
     differential: bool = field(init=False)
     qk_head_dim: int = field(init=False)  # head_dim, under the name MLA models give it
     attention_layers: list[int] = field(default_factory=list)  # the softmax layers' numbers; empty: every layer
-    layers: list[dict[str, Any]] = field(default_factory=list)  # per layer {"index", "type", ...}; empty: every one "full"
+    # per layer {"index", "type", ...}; empty: every one "full"
+    layers: list[dict[str, Any]] = field(default_factory=list)
     # per layer (its number as a string) where its weights sit: "cpu", "cuda:0", "disk" (a device map); empty: `device`
     devices: dict[str, str] = field(default_factory=dict)
 
@@ -105,7 +106,8 @@ class ModelFacts:
         return enumerate(windows)
 
     def by_number(self, rows: list) -> list:
-        """One item per attention layer -> one per layer of the model, ``None`` where a layer has no softmax attention."""
+        """One item per attention layer -> one per layer of the model,
+        ``None`` where a layer has no softmax attention."""
         at = dict(zip(self.attention_layers, rows))
         return [at.get(layer) for layer in range(self.n_layer)]
 
@@ -184,7 +186,8 @@ class ResumableBackend(Backend, Protocol):
         """Token ids ``(1, T)`` -> the residual stream entering each block, ``L × (1, T, C)``."""
 
     def last_logits_from(self, layer: int, x: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
-        """The residual stream entering block ``layer`` ``(B, T, C)`` -> the logits after the last position ``(B, V)``."""
+        """The residual stream entering block ``layer`` ``(B, T, C)`` ->
+        the logits after the last position ``(B, V)``."""
 
 
 class OursBackend:
@@ -262,7 +265,8 @@ class OursBackend:
     @torch.inference_mode()
     @exact_fp32()
     def last_logits_from(self, layer: int, x: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
-        """The residual stream entering block ``layer`` ``(B, T, C)`` -> the logits after the last position ``(B, V)``."""
+        """The residual stream entering block ``layer`` ``(B, T, C)`` ->
+        the logits after the last position ``(B, V)``."""
         tr = self.model.transformer
         for block in tr.h[layer:]:
             x = block(x, opts)

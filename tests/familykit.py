@@ -16,7 +16,8 @@ import torch
 from attnscope.model.ours.checkpoint import SHIPPED
 
 QK_GAIN = 12.0  # query/key weights × this: peaky, far-from-uniform patterns
-QK_NORM_GAIN = 3.0  # the gain of q/k norms (QK-norm families), as a weight of 3, or 2 where the norm multiplies by 1 + weight
+# the gain of q/k norms (QK-norm families), as a weight of 3, or 2 where the norm multiplies by 1 + weight
+QK_NORM_GAIN = 3.0
 QK_NORMS = ("q_norm.weight", "k_norm.weight", "q_layernorm.weight", "k_layernorm.weight")
 
 SP_TEXT = [
@@ -80,7 +81,8 @@ def family_configs() -> dict[str, dict]:
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         ),
         # hybrids: only some layers are softmax attention, numbered as the model numbers them
-        "qwen3_next": decoder(  # linear attention (Gated DeltaNet) in layers 0 and 2, gated softmax attention in 1 and 3
+        # linear attention (Gated DeltaNet) in layers 0 and 2, gated softmax attention in 1 and 3
+        "qwen3_next": decoder(
             "qwen3_next",
             layers=4,
             head_dim=16,
@@ -96,7 +98,13 @@ def family_configs() -> dict[str, dict]:
         ),
         "lfm2": decoder("lfm2", layers=4, layer_types=["conv", "full_attention", "conv", "full_attention"]),
         "falcon_h1": decoder(  # Mamba-2 beside the attention in every layer
-            "falcon_h1", head_dim=16, mamba_d_ssm=32, mamba_n_heads=2, mamba_d_head=16, mamba_n_groups=1, mamba_d_state=8
+            "falcon_h1",
+            head_dim=16,
+            mamba_d_ssm=32,
+            mamba_n_heads=2,
+            mamba_d_head=16,
+            mamba_n_groups=1,
+            mamba_d_state=8,
         ),
         # chunked attention (chunks of 4 tokens) in layer 0, a full layer without RoPE (NoPE) in layer 1, MoE
         "llama4_text": decoder(
@@ -111,7 +119,8 @@ def family_configs() -> dict[str, dict]:
         ),
         # differential attention: 4 query heads = 2 pairs, each pattern softmax₁ − λ·softmax₂ (λ learned per layer)
         "diffllama": decoder("diffllama", head_dim=16),
-        # multi-head latent attention: q/k heads of 8 (no RoPE) + 4 (RoPE) = 12, v heads of 8; YaRN's mscale in the divisor
+        # multi-head latent attention: q/k heads of 8 (no RoPE) + 4 (RoPE) = 12, v heads of 8;
+        # YaRN's mscale in the divisor
         "deepseek_v3": decoder(
             "deepseek_v3",
             kv_heads=4,

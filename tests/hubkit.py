@@ -9,7 +9,9 @@ import os
 from pathlib import Path
 
 
-def put_in_cache(cache: Path, repo: str, model_dir: Path, commit: str = "0123456789abcdef0123456789abcdef01234567") -> Path:
+def put_in_cache(
+    cache: Path, repo: str, model_dir: Path, commit: str = "0123456789abcdef0123456789abcdef01234567"
+) -> Path:
     """Copy ``model_dir``'s files into ``cache`` as revision ``main`` of ``repo``; returns the snapshot folder."""
     root = cache / ("models--" + repo.replace("/", "--"))
     snapshot = root / "snapshots" / commit

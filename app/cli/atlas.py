@@ -35,16 +35,24 @@ def add_atlas_command(sub) -> None:
                     "or .parquet (a 'text' column) files")
     at.add_argument("--out", required=True, metavar="DIR", help="the atlas folder (created if need be)")
     add_model_options(at)
-    at.add_argument("--seq-len", type=_positive, help="tokens per window (default 512, or the model's context if shorter)")
+    at.add_argument(
+        "--seq-len", type=_positive, help="tokens per window (default 512, or the model's context if shorter)"
+    )
     at.add_argument("--batch-size", type=_positive, default=8, help="windows per forward pass (default 8)")
     at.add_argument("--max-tokens", type=_positive, help="stop after this many tokens of the corpus")
-    at.add_argument("--local-window", type=_positive, default=8, help="w of the 'local_fraction' metric, in tokens (default 8)")
-    at.add_argument("--exemplars", type=int, default=8, metavar="K", help="top rows kept per head and metric (default 8)")
+    at.add_argument(
+        "--local-window", type=_positive, default=8, help="w of the 'local_fraction' metric, in tokens (default 8)"
+    )
+    at.add_argument(
+        "--exemplars", type=int, default=8, metavar="K", help="top rows kept per head and metric (default 8)"
+    )
     at.add_argument("--resume", action="store_true", help="continue an atlas a Ctrl+C interrupted in --out")
     at.add_argument("--engine", choices=("local", "ray"), default="local", help="local (default) or ray (Ray Data)")
     at.add_argument("--address", help="the Ray cluster to use with --engine ray (default: a local Ray, or RAY_ADDRESS)")
     at.add_argument("--concurrency", type=_positive, help="Ray actors (default: one per GPU, else one per CPU)")
-    at.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown only on a terminal anyway)")
+    at.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (it is shown only on a terminal anyway)"
+    )
     at.set_defaults(func=cmd_atlas)
 
 

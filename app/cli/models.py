@@ -21,7 +21,8 @@ from .common import Failure
 
 def add_models_command(sub) -> None:
     models = sub.add_parser(
-        "models", help="list the models on this machine (the Hugging Face cache's causal LMs; GGUF: Ollama, LM Studio, --dir)"
+        "models",
+        help="list the models on this machine (the Hugging Face cache's causal LMs; GGUF: Ollama, LM Studio, --dir)",
     )
     models.add_argument(
         "--dir", action="append", default=[], metavar="DIR", help="also look for .gguf files under DIR (repeatable)"

@@ -30,7 +30,10 @@ def add_serve_command(sub) -> None:
     add_model_options(serve)
     serve.add_argument("--workers", type=int, default=1, help="worker processes (each loads the model)")
     serve.add_argument(
-        "--atlas", action="append", metavar="DIR", help="a head atlas (attnscope atlas --out DIR) for the Atlas view; twice to compare two"
+        "--atlas",
+        action="append",
+        metavar="DIR",
+        help="a head atlas (attnscope atlas --out DIR) for the Atlas view; twice to compare two",
     )
     serve.set_defaults(func=cmd_serve)
 

@@ -192,7 +192,8 @@ class HeadStats(BaseModel):
     mean_scores: float = Field(description="mean of attn_scores (what softmax sees) over unmasked entries")
     var_scores_raw: float = Field(description="variance of q·kᵀ over unmasked entries")
     var_scores: float = Field(
-        description="variance of attn_scores over unmasked entries: var_scores_raw / divisor², unless a softcap bends them"
+        description="variance of attn_scores over unmasked entries: var_scores_raw / divisor², "
+        "unless a softcap bends them"
     )
     variance_ratio: float | None = Field(
         description="var_scores_raw / var_scores: the divisor squared without a softcap (d_k when scale is sqrt_dk); "

@@ -57,7 +57,8 @@ class ModelInfo(BaseModel):
     family: str = Field(description="'attnscope' (ours) or the transformers model_type: gpt2, gpt_neox, llama, ...")
     n_layer: int = Field(description="every layer of the model, with softmax attention or not")
     attention_layers: list[int] = Field(
-        description="the numbers of the layers with softmax attention: the layers an answer can hold (all but a hybrid's)"
+        description="the numbers of the layers with softmax attention: "
+        "the layers an answer can hold (all but a hybrid's)"
     )
     layers: list[LayerInfo] = Field(description="what each layer is, by its number")
     n_head: int = Field(description="query heads per layer")
@@ -67,15 +68,17 @@ class ModelInfo(BaseModel):
     qk_head_dim: int = Field(description="head_dim, by the name MLA models give it (no-RoPE part + RoPE part)")
     v_head_dim: int = Field(description="of v: head_dim, except in multi-head latent attention (DeepSeek)")
     output_gates: bool = Field(
-        description="true where a sigmoid gate scales each head's output before o_proj (Qwen3-Next): `gate` comes with `pattern`"
+        description="true where a sigmoid gate scales each head's output before o_proj (Qwen3-Next): "
+        "`gate` comes with `pattern`"
     )
     differential: bool = Field(
-        description="true for differential attention (DiffLlama): a head is a pair of softmaxes, `pattern` their signed "
-        "difference, `pattern_parts` the two, `lambdas` each layer's λ"
+        description="true for differential attention (DiffLlama): a head is a pair of softmaxes, `pattern` their "
+        "signed difference, `pattern_parts` the two, `lambdas` each layer's λ"
     )
     lambdas: list[float | None] = Field(description="per layer: differential attention's λ; empty for other models")
     score_parts: bool = Field(
-        description="true for multi-head latent attention: attn_scores_content + attn_scores_position = attn_scores_raw can be asked for"
+        description="true for multi-head latent attention: "
+        "attn_scores_content + attn_scores_position = attn_scores_raw can be asked for"
     )
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
     image_limits: ImageLimits | None = Field(None, description="the image limits, on an image-text model; else null")
@@ -125,9 +128,13 @@ class SwitchState(BaseModel):
 
 
 class ModelsResponse(BaseModel):
-    models: list[LocalModel] = Field(description="the model the server started with first, then the Hub cache, Ollama, LM Studio")
+    models: list[LocalModel] = Field(
+        description="the model the server started with first, then the Hub cache, Ollama, LM Studio"
+    )
     serving: str | None = Field(description="the name of the model answering now")
-    switch: SwitchState | None = Field(description="a model loading in its place (POST /api/model), or the last failure")
+    switch: SwitchState | None = Field(
+        description="a model loading in its place (POST /api/model), or the last failure"
+    )
 
 
 class SwitchRequest(Strict):

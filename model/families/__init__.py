@@ -68,7 +68,9 @@ def eager_steps(query, k, v, mask, f: Features, scaling: float | None, divisor: 
         if f.softcap is None:
             st["attn_scores"] = masked_scores(attn_scores_raw, m, divisor=divisor, scaling=scaling)  # (B, nh, t, s)
         else:
-            st["attn_scores"], st["attn_scores_uncapped"] = softcap.scores(attn_scores_raw, m, f.softcap, scaling, divisor)
+            st["attn_scores"], st["attn_scores_uncapped"] = softcap.scores(
+                attn_scores_raw, m, f.softcap, scaling, divisor
+            )
         pattern, sink_mass = sinks.softmax(st["attn_scores"], f.sink_logit)  # (B, nh, t, s), (B, nh, t) or None
         st["pattern"] = pattern.to(query.dtype)
         st["pattern_unscaled"] = None

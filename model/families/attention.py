@@ -137,7 +137,9 @@ def attnscope_attention(
         z = F.scaled_dot_product_attention(query, k, v, attn_mask=edited, scale=1.0 / divisor)  # (B, nh, T, hs)
     else:
         # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
-        scale = dict(scaling=model_scaling, divisor=None) if opts.divisor is None else dict(scaling=None, divisor=divisor)
+        scale = (
+            dict(scaling=model_scaling, divisor=None) if opts.divisor is None else dict(scaling=None, divisor=divisor)
+        )
         steps = eager_steps(query, k, v, edited, f, **scale, unscaled=sink is not None and needs_unscaled(sink))
         if sink is None:  # not recording (a plain forward pass of a softcapped model)
             st = steps(0, T, S)

@@ -27,10 +27,16 @@ class Gemma3Layout:
         ip = processor.image_processor
         kind = type(ip).__name__.removesuffix("Pil").removesuffix("Fast")
         if kind != "Gemma3ImageProcessor" or getattr(config.vision_config, "model_type", None) != "siglip_vision_model":
-            raise LayoutError(f"a gemma3 model with a {type(ip).__name__}: attnscope traces Gemma 3's own processor only")
+            raise LayoutError(
+                f"a gemma3 model with a {type(ip).__name__}: attnscope traces Gemma 3's own processor only"
+            )
         if getattr(ip, "do_pan_and_scan", False):
             raise LayoutError("pan-and-scan (do_pan_and_scan) adds crops attnscope does not trace; turn it off")
-        if getattr(ip, "do_center_crop", False) or not ip.do_resize or not (ip.size.get("height") and ip.size.get("width")):
+        if (
+            getattr(ip, "do_center_crop", False)
+            or not ip.do_resize
+            or not (ip.size.get("height") and ip.size.get("width"))
+        ):
             raise LayoutError(f"image processor size {dict(ip.size)}: attnscope traces a resize to height × width only")
         vc = config.vision_config
         self.size = (int(ip.size["width"]), int(ip.size["height"]))

@@ -45,7 +45,8 @@ class LlavaLayout:
         self.patch = int(config.vision_config.patch_size)
         self.image_token_id = int(getattr(config, "image_token_id", None) or config.image_token_index)
         size = dict(ip.size or {})
-        if not (size.get("shortest_edge") and not size.get("longest_edge")) and not (size.get("height") and size.get("width")):
+        shortest_edge_only = size.get("shortest_edge") and not size.get("longest_edge")
+        if not shortest_edge_only and not (size.get("height") and size.get("width")):
             raise LayoutError(f"image processor size {size}: attnscope traces shortest_edge or height × width resizes")
 
     def geometry(self, width: int, height: int) -> tuple[Geometry, int, int]:

@@ -26,7 +26,11 @@ def clients(tmp_path_factory):
     from fastapi.testclient import TestClient
 
     root = tmp_path_factory.mktemp("vision_app")
-    dirs = {"llava": build_llava(root / "llava"), "gemma3": build_gemma3(root / "gemma3"), "text": build_checkpoint(root / "t")}
+    dirs = {
+        "llava": build_llava(root / "llava"),
+        "gemma3": build_gemma3(root / "gemma3"),
+        "text": build_checkpoint(root / "t"),
+    }
     limits = dict(max_image_pixels=5000, max_image_bytes=20000)
     with TestClient(create_app(Settings(checkpoint=dirs["llava"], device="cpu", torch_threads=1, **limits))) as a, \
             TestClient(create_app(Settings(checkpoint=dirs["gemma3"], device="cpu", torch_threads=1))) as b, \
