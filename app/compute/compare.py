@@ -98,13 +98,20 @@ def same_ids(a: Service, b: Service, text: str) -> list[int]:
     return ids
 
 
+def check_head(a: Service, req: CompareRequest) -> None:
+    """The chosen layer and head are the served model's: checked before model_b is looked for, so a
+    request wrong in both is told about its own numbers first."""
+    facts = a.loaded.facts
+    check_attention_layer(req.layer, ("body", "layer"), "layer", facts)
+    check_index(req.head, facts.n_head, ("body", "head"), "head", f"the model has {facts.n_head} heads per layer")
+
+
 def compare_json(a: Service, b: Service, req: CompareRequest, started: float | None = None) -> bytes:
     """The answer of ``POST /api/compare-models``, as JSON bytes."""
     started = time.perf_counter() if started is None else started
     same_shape(a, b)
+    check_head(a, req)
     facts = a.loaded.facts
-    check_attention_layer(req.layer, ("body", "layer"), "layer", facts)
-    check_index(req.head, facts.n_head, ("body", "head"), "head", f"the model has {facts.n_head} heads per layer")
     ids = same_ids(a, b, req.text)
     T = len(ids)
     if 2 * T * T > a.max_matrix_cells:

@@ -5,7 +5,7 @@ import time
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from ..compute.compare import compare_json, second_service
+from ..compute.compare import check_head, compare_json, second_service
 from ..compute.models import machine_models
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
@@ -36,6 +36,7 @@ def make_router(max_text_chars: int) -> APIRouter:
         from ..lifespan import load_service
 
         started = time.perf_counter()
+        check_head(svc, body)
         settings = state.settings
         models = machine_models(state)
 

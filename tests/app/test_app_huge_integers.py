@@ -23,6 +23,7 @@ BASE = {  # the smallest valid body of each route
     "/api/knockout": {"text": "The cat sat on the mat.", "edges": [{"layer": 0, "query": 3, "key": 1}]},
     "/api/patching": {"clean": "The cat sat on the mat.", "corrupt": "The dog sat on the mat."},
     "/api/qk-attribution": {"text": "The cat sat on the mat.", "layer": 1, "head": 0, "query": 3, "key": 1},
+    "/api/compare-models": {"text": "The cat sat on the mat.", "model_b": "attnscope-small", "layer": 0, "head": 0},
 }
 HUGE = (2**64, -(2**64), 10**30)
 
