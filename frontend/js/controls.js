@@ -4,7 +4,7 @@
 // for an update (a redraw) or a refresh (new answers from the server, data.js).
 
 import { attentionLayers, EXAMPLES, parseHash, toHash } from "./state.js";
-import { codePoints } from "./tokenstrip.js";
+import { codePoints } from "./draw/tokenstrip.js";
 import { VIEW_IDS } from "./views.js";
 
 /**

@@ -4,16 +4,16 @@
 // the cards (switched-off heads, head effects, generation).
 
 import { isBlank } from "./api.js";
-import { installAblation } from "./ablation.js";
+import { installAblation } from "./cards/ablation.js";
 import { installControls, changeText } from "./controls.js";
 import { createData } from "./data.js";
-import { installEffects } from "./effects.js";
-import { installExport, renderExport } from "./export.js";
-import { installGenerate } from "./generate.js";
-import { installModelPicker } from "./modelpicker.js";
+import { installEffects } from "./cards/effects.js";
+import { installExport, renderExport } from "./cards/export.js";
+import { installGenerate } from "./cards/generate.js";
+import { installModelPicker } from "./cards/modelpicker.js";
 import { renderSafely, resizeView } from "./render.js";
 import { createState, currentDetail, currentGrid, parseHash, toHash } from "./state.js";
-import { installGridPointer } from "./view_grid.js";
+import { installGridPointer } from "./views/grid.js";
 import { VIEWS, VIEW_IDS } from "./views.js";
 
 const state = createState();
@@ -122,16 +122,14 @@ installGridPointer(app);
 installExport(app);
 for (const view of VIEWS) view.install?.(app);
 // switching heads off, head effects, generation (issue 18): cards drawn by every render
-els.cards.push(
-  installModelPicker(app),
-  installAblation(app),
-  installEffects(app),
-  installGenerate(app),
-  { draw: () => renderExport(state, els) },
-);
+els.cards.push(installModelPicker(app), installAblation(app), installEffects(app), installGenerate(app), {
+  draw: () => renderExport(state, els),
+});
 // the top bar grows a row for the picker or a long badge: the sticky view bar stays below it
 const topbar = document.querySelector(".topbar");
-new ResizeObserver(() => document.documentElement.style.setProperty("--topbar-height", `${topbar.offsetHeight}px`)).observe(topbar);
+new ResizeObserver(() =>
+  document.documentElement.style.setProperty("--topbar-height", `${topbar.offsetHeight}px`),
+).observe(topbar);
 
 // A read-only handle for tests and the benchmark.
 window.attnscope = {
@@ -150,7 +148,8 @@ window.attnscope = {
 };
 
 if (!window.Plotly) {
-  state.error = "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?";
+  state.error =
+    "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?";
 }
 update();
 data.start();

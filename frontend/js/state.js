@@ -111,8 +111,12 @@ const clampInt = (value, lo, hi, fallback) => {
   return Math.min(hi, Math.max(lo, n));
 };
 
-/** The model's layers with softmax attention, by their numbers (a hybrid's others have no heads); every layer before /api/model said. */
-export const attentionLayers = (model) => model?.attention_layers ?? Array.from({ length: model?.n_layer ?? 4 }, (_, i) => i);
+/**
+ * The model's layers with softmax attention, by their numbers (a hybrid's others have no heads); every layer
+ * before /api/model said.
+ */
+export const attentionLayers = (model) =>
+  model?.attention_layers ?? Array.from({ length: model?.n_layer ?? 4 }, (_, i) => i);
 
 /** The attention layer `steps` attention layers after `layer` (before it if negative), kept inside the model. */
 export function stepLayer(model, layer, steps) {
@@ -130,7 +134,8 @@ const MAX_INDEX = 9999;
  */
 export function fitHead({ layer, head, ablate = [] }, model) {
   const layers = attentionLayers(model);
-  // past the last layer: the last attention layer; a layer without heads (a hybrid's): the attention layer before it, else the first
+  // past the last layer: the last attention layer; a layer without heads (a hybrid's): the attention layer
+  // before it, else the first
   const below = layers.filter((l) => l <= Math.min(layer, model.n_layer - 1));
   const fit = { layer: below.length ? below.at(-1) : layers[0], head: Math.min(head, model.n_head - 1) };
   const has = (a) => layers.includes(a.layer) && a.head < model.n_head;
@@ -140,13 +145,18 @@ export function fitHead({ layer, head, ablate = [] }, model) {
   const notes = [];
   const kind = model.layers?.[layer]?.type;
   if (layer < model.n_layer && !layers.includes(layer) && head < model.n_head) {
-    notes.push(`Layer ${layer} is a ${kind} layer, without softmax attention: it has no heads to draw. Showing layer ${fit.layer}, head ${fit.head}.`);
+    notes.push(
+      `Layer ${layer} is a ${kind} layer, without softmax attention: it has no heads to draw. Showing layer ` +
+        `${fit.layer}, head ${fit.head}.`,
+    );
   } else if (fit.layer !== layer || fit.head !== head) {
     notes.push(`This link names layer ${layer}, head ${head}; ${shape}: showing layer ${fit.layer}, head ${fit.head}.`);
   }
   if (missing.length) {
     const names = missing.map((a) => `L${a.layer} · H${a.head}`).join(", ");
-    notes.push(`This link switches off ${names}; ${shape}, so ${missing.length === 1 ? "it stays" : "they stay"} out of it.`);
+    notes.push(
+      `This link switches off ${names}; ${shape}, so ${missing.length === 1 ? "it stays" : "they stay"} out of it.`,
+    );
   }
   return { ...fit, ablate: ablate.filter(has), note: notes.join(" ") || null };
 }
@@ -174,7 +184,9 @@ export function parseHash(hash, viewIds) {
     const [lo, hi] = TEMPERATURE_RANGE;
     if (Number.isFinite(t) && t > 0) out.temperature = Math.min(hi, Math.max(lo, t));
     if (out.temperature !== undefined && out.temperature !== t) {
-      out.notice = `This link asks for temperature ${params.get("temp")}; the slider goes from ${lo} to ${hi}: using ${out.temperature}.`;
+      out.notice =
+        `This link asks for temperature ${params.get("temp")}; the slider goes from ${lo} to ${hi}: ` +
+        `using ${out.temperature}.`;
     }
   }
   if (params.has("role")) out.role = params.get("role");
@@ -189,14 +201,31 @@ export function parseHash(hash, viewIds) {
 /** Continue's sampling settings from a link (`sample=1&topk=40&topp=0.9&seed=7`); what is bad is left out. */
 function parseSampling(params) {
   const raw = {};
-  for (const [key, name] of [["topk", "top_k"], ["topp", "top_p"], ["seed", "seed"]]) if (params.has(key)) raw[name] = params.get(key);
+  for (const [key, name] of [
+    ["topk", "top_k"],
+    ["topp", "top_p"],
+    ["seed", "seed"],
+  ])
+    if (params.has(key)) raw[name] = params.get(key);
   return checkSampling(raw).sampling;
 }
 
 const SAMPLING_RULES = {
-  top_k: { parse: (v) => Number(v), ok: (v) => Number.isInteger(v) && v >= 1 && v <= 2 ** 31 - 1, words: "a whole number from 1 to 2147483647" },
-  top_p: { parse: (v) => Number(v), ok: (v) => Number.isFinite(v) && v > 0 && v <= 1, words: "a number above 0 and at most 1" },
-  seed: { parse: (v) => Number(v), ok: (v) => Number.isInteger(v) && v >= 0 && v <= Number.MAX_SAFE_INTEGER, words: "a whole number from 0 to 9007199254740991" },
+  top_k: {
+    parse: (v) => Number(v),
+    ok: (v) => Number.isInteger(v) && v >= 1 && v <= 2 ** 31 - 1,
+    words: "a whole number from 1 to 2147483647",
+  },
+  top_p: {
+    parse: (v) => Number(v),
+    ok: (v) => Number.isFinite(v) && v > 0 && v <= 1,
+    words: "a number above 0 and at most 1",
+  },
+  seed: {
+    parse: (v) => Number(v),
+    ok: (v) => Number.isInteger(v) && v >= 0 && v <= Number.MAX_SAFE_INTEGER,
+    words: "a whole number from 0 to 9007199254740991",
+  },
 };
 
 /**
@@ -236,7 +265,11 @@ export function toHash(state) {
   const s = state.sampling;
   if (s.on) {
     params.set("sample", "1");
-    for (const [key, value] of [["topk", s.top_k], ["topp", s.top_p], ["seed", s.seed]]) {
+    for (const [key, value] of [
+      ["topk", s.top_k],
+      ["topp", s.top_p],
+      ["seed", s.seed],
+    ]) {
       if (value !== null) params.set(key, String(value));
     }
   }
@@ -252,7 +285,8 @@ export const scaleParam = (state) => (state.scaled ? "model" : "none");
 export const gridKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate)]);
 
 /** Identifies the answer to a chosen-head request (the temperature only moves the predictions). */
-export const headKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate), state.layer, state.head]);
+export const headKey = (state) =>
+  JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate), state.layer, state.head]);
 
 /** The grid answer if it belongs to the current text and what-ifs, else null. */
 export function currentGrid(state) {
@@ -276,7 +310,10 @@ export function selectedPosition(state, T) {
   return state.position;
 }
 
-/** The chosen position of the current text (the last token when none is chosen), or null before its tokens are known. */
+/**
+ * The chosen position of the current text (the last token when none is chosen), or null before its tokens are
+ * known.
+ */
 export function chosenPosition(state) {
   const tokens = textTokens(state);
   if (tokens) return selectedPosition(state, tokens.length);

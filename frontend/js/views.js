@@ -7,16 +7,16 @@
 //
 // A new view is its module, one line here, and its tab and panel in index.html.
 
-import * as head from "./view_head.js";
-import * as compare from "./view_compare.js";
-import * as pipeline from "./view_pipeline.js";
-import * as variance from "./view_variance.js";
-import * as roles from "./view_roles.js";
-import * as rollout from "./view_rollout.js";
-import * as texts from "./view_texts.js";
-import * as neuron from "./view_neuron.js";
-import * as lines from "./view_lines.js";
-import * as atlas from "./view_atlas.js";
+import * as head from "./views/head.js";
+import * as compare from "./views/compare.js";
+import * as pipeline from "./views/pipeline.js";
+import * as variance from "./views/variance.js";
+import * as roles from "./views/roles.js";
+import * as rollout from "./views/rollout.js";
+import * as texts from "./views/texts.js";
+import * as neuron from "./views/neuron.js";
+import * as lines from "./views/lines.js";
+import * as atlas from "./views/atlas.js";
 
 export const VIEWS = [head, lines, compare, pipeline, variance, roles, rollout, texts, neuron, atlas];
 
