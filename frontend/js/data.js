@@ -10,7 +10,7 @@ import { inputsFor } from "./measured.js";
 import { regionFits, regionKey } from "./draw/pooled.js";
 import { detailRequest, gridRequest, predictionsRequest, regionRequest } from "./requests.js";
 import { FOCUS_MAX, currentDetail, currentGrid, fitHead, gridKey, headKey } from "./state.js";
-import { viewById } from "./views.js";
+import { VIEWS, viewById } from "./views.js";
 
 const DEBOUNCE_MS = 60;
 
@@ -287,10 +287,9 @@ export function createData(app) {
    * ask again.
    */
   async function modelChanged() {
-    Object.assign(state, {
-      ...{ grid: null, detail: null, region: null, effects: null, generation: null, roles: null, error: null },
-      ...{ rollout: null, texts: null, neuron: null, lines: null, linesSelected: null }, // the views' own answers
-    });
+    Object.assign(state, { grid: null, detail: null, region: null, effects: null, generation: null, error: null });
+    // the views' own answers (each view's `answers`, views.js)
+    for (const view of VIEWS) for (const field of view.answers ?? []) state[field] = null;
     askedKey = null;
     modelReady = loadModel();
     await modelReady;

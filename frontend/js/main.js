@@ -14,10 +14,11 @@ import { installModelPicker } from "./cards/modelpicker.js";
 import { renderSafely, resizeView } from "./render.js";
 import { createState, currentDetail, currentGrid, parseHash, toHash } from "./state.js";
 import { installGridPointer } from "./views/grid.js";
+import { buildTabs, installTabs } from "./tabs.js";
 import { VIEWS, VIEW_IDS } from "./views.js";
 
-const state = createState();
-Object.assign(state, parseHash(window.location.hash, VIEW_IDS));
+const state = createState(VIEWS);
+Object.assign(state, parseHash(window.location.hash, VIEWS));
 
 const $ = (id) => document.getElementById(id);
 const els = {
@@ -65,7 +66,7 @@ const els = {
   downloadJson: $("download-json"),
   copyLink: $("copy-link"),
   toast: $("toast"),
-  tabs: Object.fromEntries(VIEW_IDS.map((v) => [v, $(`tab-${v}`)])),
+  tabs: buildTabs($("tabs")),
   panels: Object.fromEntries(VIEW_IDS.map((v) => [v, $(`view-${v}`)])),
   cards: [], // {draw(state)} of the cards and the export buttons, drawn by every render after the view
 };
@@ -75,12 +76,12 @@ let hashTimer = null;
 
 /** Redraw from the state, keep the URL's hash in step, and tell listeners (tests, the benchmark) what was drawn. */
 function update() {
-  const done = renderSafely(state, els);
+  const done = renderSafely(state, els, app);
   if (done.failed) state.error = done.error; // and it stays in the banner
   renderCount += 1;
   clearTimeout(hashTimer);
   hashTimer = setTimeout(() => {
-    const hash = toHash(state);
+    const hash = toHash(state, VIEWS);
     if (window.location.hash !== hash) window.history.replaceState(null, "", hash);
   }, 250);
   performance.mark("attnscope:render");
@@ -118,6 +119,7 @@ Object.assign(app, {
 });
 
 installControls(app);
+installTabs(app, els.tabs);
 installGridPointer(app);
 installExport(app);
 for (const view of VIEWS) view.install?.(app);

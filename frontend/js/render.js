@@ -167,7 +167,7 @@ function renderNotices(state, els) {
  * Draw everything the state calls for. Returns what was drawn from current data: `{view, text,
  * tokens, detail}` and the view's own answer (the head view: `head`, `grid`; another: its id).
  */
-export function render(state, els) {
+export function render(state, els, app = null) {
   renderNotices(state, els);
   renderModel(state, els);
   renderControls(state, els);
@@ -178,7 +178,7 @@ export function render(state, els) {
   renderPredictions(state, els);
   const view = viewById(state.view);
   const done = { view: state.view, text: state.text, head: false, grid: false, detail: !!currentDetail(state) };
-  const drawn = view.draw(state, els);
+  const drawn = view.draw(state, els, app); // `app`: a view asks for its own answer through it
   if (typeof drawn === "object") Object.assign(done, drawn);
   else done[view.id] = drawn;
   // after the view: the toggles of the switched-off heads sit on the grid it painted
@@ -192,9 +192,9 @@ export function render(state, els) {
  * `render`, except that a drawing bug does not blank the page: the error banner says what failed
  * and what is on screen stays. The answer then has `failed` and `error` (the words shown).
  */
-export function renderSafely(state, els) {
+export function renderSafely(state, els, app = null) {
   try {
-    return render(state, els);
+    return render(state, els, app);
   } catch (err) {
     const error = `Could not draw this view: ${err && err.message ? err.message : err}`;
     console.error("attnscope:", err);

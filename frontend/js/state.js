@@ -46,8 +46,13 @@ export const DEFAULT_TEXT = EXAMPLES[0].text;
 /** Most cells a side the page draws of the chosen head (a longer text's head comes max-pooled to fit). */
 export const FOCUS_MAX = 512;
 
-export function createState() {
-  return {
+/**
+ * The page state: what every view reads (the text, the model, the what-ifs, the chosen layer, head
+ * and token, the answers of the grid and the chosen head), the cards' fields, and each view's own
+ * slice (its `state` export: its fields and their defaults, views.js), merged in.
+ */
+export function createState(views = []) {
+  const shared = {
     // what the user chose
     text: DEFAULT_TEXT,
     layer: 0,
@@ -59,24 +64,10 @@ export function createState() {
     temperature: 1.0,
     // Continue: greedy, or sampled at the temperature above among the top_k / top_p (null: all), seeded
     sampling: { on: false, top_k: null, top_p: null, seed: null },
-    role: "induction",
-    aggregate: false, // show the per-layer mean of the heads in the grid
-    rolloutResidual: true, // the rollout view: with the residual (0.5·A + 0.5·I), the paper's choice
-    rollout: null, // POST /api/rollout: {key, response, error, pending} (view_rollout.js)
-    textB: "", // the "Two texts" view's second text (view_texts.js)
-    texts: null, // POST /api/compare-texts: {key, response, error}
-    neuronKey: null, // the "q · k" view's key position; null: the one the query weighs most
-    lines: null, // the "Lines" view's answer: the chosen layer's patterns {key, response, error}
-    linesHidden: [], // heads whose lines are hidden
-    linesFocus: null, // {side: "query" | "key", index}: the hovered token whose lines alone are shown
-    linesSelection: { queries: [], keys: [] }, // tokens clicked in the "Lines" view
-    linesReduce: "mean", // how the selected rows and columns are combined: "mean" or "sum"
-    linesSelected: null, // POST /api/selection: {key, response, error}
-    neuron: null, // POST /api/neuron: {key, response, error}
-    ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
+    // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
+    ablate: [],
     // what the server told us
     model: null, // GET /api/model
-    roles: null, // GET /api/heads
     grid: null, // {key, text, response}: all layers and heads, pattern + stats
     detail: null, // {key, text, textKey, temperature, response}: the chosen head with every field
     error: null, // text of the last error, shown in the banner
@@ -88,12 +79,6 @@ export function createState() {
     // clear the other's error
     requestErrors: { grid: null, detail: null },
     pending: { grid: false, detail: false },
-    // long texts (issue 16): cells a side the head heatmap can draw (data.js measures it); the
-    // zoomed token block of the head heatmap ({q0, q1, k0, k1}, null = the whole head) and the
-    // exact cells of that block ({key, bounds, response}) once the server sent them
-    drawCells: FOCUS_MAX,
-    zoom: null,
-    region: null,
     // the cards' measured answers, each with the inputs it was measured for (measured.js):
     // {inputs, answer} once in, {inputs, pending: true} on its way, {inputs, error} when refused
     effects: null, // POST /api/head-effects (effects.js)
@@ -101,6 +86,8 @@ export function createState() {
     ablationEffect: null, // the top guess before → after switching heads off (ablation.js)
     generation: null, // the last "Continue": {inputs, steps, reason, running, error} (generate.js)
   };
+  // each view's slice, a fresh copy (structuredClone: no two pages share an array)
+  return Object.assign(shared, ...views.map((v) => structuredClone(v.state ?? {})));
 }
 
 // ---------------------------------------------------------------- URL hash
@@ -166,9 +153,10 @@ export const TEMPERATURE_RANGE = [0.1, 3];
 
 /**
  * Read `#text=…&layer=…&head=…&view=…&causal=0&scale=none&pos=…&temp=…` into a partial state;
- * `viewIds` are the views a link may name (views.js, the registry).
+ * `views` are those a link may name (views.js, the registry), each reading its own keys (`link.read`).
  */
-export function parseHash(hash, viewIds) {
+export function parseHash(hash, views = []) {
+  const viewIds = views.map((v) => v.id);
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const out = {};
   if (params.has("text")) out.text = params.get("text");
@@ -189,10 +177,7 @@ export function parseHash(hash, viewIds) {
         `using ${out.temperature}.`;
     }
   }
-  if (params.has("role")) out.role = params.get("role");
-  if (params.has("mean")) out.aggregate = params.get("mean") === "1";
-  if (params.has("rollres")) out.rolloutResidual = params.get("rollres") !== "0";
-  if (params.has("textb")) out.textB = params.get("textb");
+  for (const view of views) view.link?.read(params, out);
   out.ablate = parseOff(params.get("off"));
   if (params.get("sample") === "1") out.sampling = parseSampling(params);
   return out;
@@ -246,8 +231,8 @@ export function checkSampling(raw) {
   return { sampling, problems };
 }
 
-/** The hash that reopens the same picture; defaults are left out to keep links short. */
-export function toHash(state) {
+/** The hash that reopens the same picture (each view writes its own keys); defaults are left out. */
+export function toHash(state, views = []) {
   const params = new URLSearchParams();
   params.set("text", state.text);
   params.set("layer", String(state.layer));
@@ -257,10 +242,7 @@ export function toHash(state) {
   if (!state.scaled) params.set("scale", "none");
   if (state.position !== null) params.set("pos", String(state.position));
   if (state.temperature !== 1) params.set("temp", String(state.temperature));
-  if (state.view === "roles") params.set("role", state.role);
-  if (state.aggregate) params.set("mean", "1");
-  if (!state.rolloutResidual) params.set("rollres", "0");
-  if (state.textB) params.set("textb", state.textB);
+  for (const view of views) view.link?.write(state, params);
   if (state.ablate.length) params.set("off", offParam(state.ablate));
   const s = state.sampling;
   if (s.on) {

@@ -13,6 +13,7 @@ import { inputsFor } from "./measured.js";
 import { renderSafely } from "./render.js";
 import { createState, gridKey, headKey } from "./state.js";
 import { installGridPointer } from "./views/grid.js";
+import { VIEWS } from "./views.js";
 import { decodeResponse } from "./wire.js";
 
 const TEMPLATE = `
@@ -106,7 +107,7 @@ export function render({ model, el }) {
     predictionsActual: q("predictions-actual"),
   };
 
-  const state = createState();
+  const state = createState(VIEWS);
   const sync = () => {
     state.text = model.get("text");
     state.layer = model.get("layer");

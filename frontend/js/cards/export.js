@@ -6,6 +6,7 @@ import { downloadBlob } from "../dom.js";
 import { blockSpan, headData } from "../draw/pooled.js";
 import { detailRequest, exactHeadRequest, exportRequest, exportTitle } from "../requests.js";
 import { currentDetail, currentGrid, toHash } from "../state.js";
+import { VIEWS } from "../views.js";
 
 /** Every number of a CSV: the server's float32, written to the 9 significant digits that give it back exactly. */
 export const CSV_PRECISION = "float32 from the server, 9 significant digits (exact)";
@@ -207,8 +208,8 @@ export function installExport({ state, els }) {
   });
 
   els.copyLink.addEventListener("click", async () => {
-    const url = window.location.href.split("#")[0] + toHash(state);
-    window.history.replaceState(null, "", toHash(state));
+    const url = window.location.href.split("#")[0] + toHash(state, VIEWS);
+    window.history.replaceState(null, "", toHash(state, VIEWS));
     try {
       await navigator.clipboard.writeText(url);
       toast("Link copied: it reopens this text, head and view.");

@@ -11,6 +11,21 @@ import { QUALITATIVE, SIGNED_SCALE, WEIGHT_SCALE, baseLayout, signedRange } from
 
 export const id = "atlas";
 export const label = "Atlas";
+/** Its tab starts hidden: shown once the server says it has an atlas. */
+export const hidden = true;
+/** Its slice: the atlas index, the chosen metric, atlas and head, and that head's card. */
+export const state = {
+  atlasView: {
+    index: null,
+    error: null,
+    metric: null,
+    which: null,
+    difference: false,
+    head: null,
+    card: null,
+    qkColour: "position",
+  },
+};
 /** Its own requests (GET /api/atlas, a head's card), asked for when the view is shown. */
 export const needs = [];
 
@@ -25,21 +40,8 @@ const SHARES = new Set([
   "induction",
 ]);
 
-let app = null;
-
 /** Ask for the atlas index once: the tab shows only where the server has an atlas. */
-export function install(a) {
-  app = a;
-  app.state.atlasView = {
-    index: null,
-    error: null,
-    metric: null,
-    which: null,
-    difference: false,
-    head: null,
-    card: null,
-    qkColour: "position",
-  };
+export function install(app) {
   byId("atlas-qk-colour").addEventListener("change", (e) => {
     app.state.atlasView.qkColour = e.target.value;
     app.update();
@@ -53,20 +55,20 @@ export function install(a) {
       v[key] = e.target.value;
       if (key === "which") {
         v.head = v.card = v.qk = null; // another atlas: its own heads, opened afresh
-        refresh();
+        refresh(app);
       } else app.update();
     });
   }
-  onPlotClick(byId("atlas-map"), (pt) => openHead(pt.customdata[0], pt.customdata[1]));
+  onPlotClick(byId("atlas-map"), (pt) => openHead(app, pt.customdata[0], pt.customdata[1]));
   byId("atlas-difference").addEventListener("change", (e) => {
     app.state.atlasView.difference = e.target.checked;
-    refresh();
+    refresh(app);
   });
-  refresh();
+  refresh(app);
 }
 
 /** (Re)load the index: the chosen atlas's maps, and with the difference on, minus the other atlas's. */
-async function refresh() {
+async function refresh(app) {
   const v = app.state.atlasView;
   const params = new URLSearchParams();
   if (v.which) params.set("atlas", v.which);
@@ -91,7 +93,7 @@ async function refresh() {
 const otherAtlas = (v) => v.index?.atlases.find((a) => a.id !== (v.which ?? v.index.atlas))?.id ?? null;
 
 /** Open one head's card: its histograms and exemplars. */
-async function openHead(layer, head) {
+async function openHead(app, layer, head) {
   const v = app.state.atlasView;
   v.head = { layer, head };
   v.card = null;

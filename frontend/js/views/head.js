@@ -7,12 +7,31 @@ import { hatchMeaning, maskKinds, scoresFormula } from "../draw/captions.js";
 import { drawPlot, idOf, onPlotClick, setText } from "../dom.js";
 import { formatLambda, headHeatmapFigure, pairPartsFigure } from "../draw/figures.js";
 import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
-import { currentDetail, currentGrid, selectedPosition } from "../state.js";
+import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { drawGrid } from "./grid.js";
 import { installZoom } from "../draw/zoom.js";
 
 export const id = "head";
-export const label = "Head & all heads";
+export const label = "Head & grid";
+/** Its slice of the page state: the grid's mean column, a long text's zoomed block and its exact cells. */
+export const state = {
+  aggregate: false, // show the per-layer mean of the heads in the grid
+  // long texts (issue 16): cells a side the head heatmap can draw (data.js measures it); the
+  // zoomed token block ({q0, q1, k0, k1}, null = the whole head) and the exact cells of that
+  // block ({key, bounds, response}) once the server sent them
+  drawCells: FOCUS_MAX,
+  zoom: null,
+  region: null,
+};
+/** `mean=1`: the grid's mean column. */
+export const link = {
+  read(params, out) {
+    if (params.has("mean")) out.aggregate = params.get("mean") === "1";
+  },
+  write(s, params) {
+    if (s.aggregate) params.set("mean", "1");
+  },
+};
 /** The grid answer (its pattern draws the head at once); the chosen head's answer comes with every text. */
 export const needs = ["grid"];
 

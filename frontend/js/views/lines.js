@@ -15,6 +15,16 @@ import { offParam } from "../switchedoff.js";
 
 export const id = "lines";
 export const label = "Lines";
+/** Its slice: the chosen layer's patterns and the selection's answer ({key, response, error}), and what is shown. */
+export const state = {
+  lines: null,
+  linesHidden: [], // heads whose lines are hidden
+  linesFocus: null, // {side: "query" | "key", index}: the hovered token whose lines alone are shown
+  linesSelection: { queries: [], keys: [] }, // tokens clicked
+  linesReduce: "mean", // how the selected rows and columns are combined: "mean" or "sum"
+  linesSelected: null, // POST /api/selection
+};
+export const answers = ["lines", "linesSelected"];
 /** Its own request (the layer's patterns), asked for by draw when the view is shown. */
 export const needs = [];
 
@@ -22,14 +32,12 @@ const ALL_KEYS_UP_TO = 24; // texts this short draw every weight; longer ones th
 const HEAVIEST = 3;
 const MIN_WEIGHT = 0.01; // lighter lines would not be seen
 
-let app = null;
 const SVG = "http://www.w3.org/2000/svg";
 
 const linesKey = (state) =>
   JSON.stringify([state.model?.name, state.text, state.layer, state.causal, scaleParam(state), offParam(state.ablate)]);
 
-export function install(a) {
-  app = a;
+export function install(app) {
   const svg = byId("lines-svg");
   // hovering a token keeps its lines; leaving the picture shows them all again
   svg.addEventListener("mouseover", (ev) => {
@@ -71,7 +79,7 @@ export function install(a) {
 }
 
 /** Ask for the chosen layer's patterns, every head. */
-function ask(state, key) {
+function ask(app, state, key) {
   // every head's T×T weights: float32 typed arrays, not JSON numbers
   const body = {
     text: state.text,
@@ -182,7 +190,7 @@ function drawHeads(box, heads, hidden) {
 const selectionKey = (state) => JSON.stringify([linesKey(state), state.head, state.linesSelection, state.linesReduce]);
 
 /** Ask for the selected tokens' rows and columns of the chosen head, combined. */
-function askSelection(state, key) {
+function askSelection(app, state, key) {
   const { queries, keys } = state.linesSelection;
   const body = {
     text: state.text,
@@ -235,7 +243,7 @@ export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, red
   return { data, layout };
 }
 
-function drawSelection(state) {
+function drawSelection(state, app) {
   const box = byId("lines-selection");
   const { queries, keys } = state.linesSelection;
   const any = queries.length + keys.length > 0;
@@ -249,7 +257,7 @@ function drawSelection(state) {
   if (!any) return;
   const key = selectionKey(state);
   if (state.linesSelected?.key !== key) {
-    askSelection(state, key);
+    if (app) askSelection(app, state, key);
     return;
   }
   const { response, error } = state.linesSelected;
@@ -266,11 +274,11 @@ function drawSelection(state) {
   if (response) drawPlot(byId("lines-selection-plot"), key, () => selectionFigure(response), "attnscope-selection");
 }
 
-export function draw(state) {
+export function draw(state, els, app = null) {
   if (!state.text.trim()) return false;
   const key = linesKey(state);
   if (state.lines?.key !== key) {
-    ask(state, key);
+    if (app) ask(app, state, key);
     return false;
   }
   const { response, error } = state.lines;
@@ -290,7 +298,7 @@ export function draw(state) {
     drawSvg(svg, response.tokens, lines);
     showFocus(state);
   }
-  drawSelection(state);
+  drawSelection(state, app);
   const T = response.tokens.length;
   setText(
     byId("lines-caption"),

@@ -11,10 +11,11 @@ import { offParam } from "../switchedoff.js";
 
 export const id = "neuron";
 export const label = "q · k";
+/** Its slice: the key position (null: the one the query weighs most), and POST /api/neuron {key, response, error}. */
+export const state = { neuronKey: null, neuron: null };
+export const answers = ["neuron"];
 /** Its own request (POST /api/neuron), asked for by draw when the view is shown. */
 export const needs = ["grid"];
-
-let app = null;
 
 const neuronKey = (state, query, key) =>
   JSON.stringify([
@@ -33,8 +34,7 @@ const neuronKey = (state, query, key) =>
 export const chosenKey = (state, T) => (state.neuronKey === null ? null : Math.min(state.neuronKey, T - 1));
 
 /** The key picker: a token, or "the heaviest" (the server's choice). */
-export function install(a) {
-  app = a;
+export function install(app) {
   byId("neuron-key").addEventListener("change", (ev) => {
     app.state.neuronKey = ev.target.value === "" ? null : Number(ev.target.value);
     app.update();
@@ -42,7 +42,7 @@ export function install(a) {
 }
 
 /** Ask for q, k and q ⊙ k of the chosen head, `query` and `keyPos` (null: the heaviest); `key` names the answer. */
-function ask(state, query, keyPos, key) {
+function ask(app, state, query, keyPos, key) {
   const pair = keyPos === null ? { query } : { query, key: keyPos };
   const body = {
     text: state.text,
@@ -137,7 +137,7 @@ function fillKeys(tokens, chosen) {
   if (select.value !== value) select.value = value;
 }
 
-export function draw(state) {
+export function draw(state, els, app = null) {
   const tokens = currentGrid(state)?.tokens; // the current text's, never the last text's
   if (!tokens?.length) return false;
   const keyPos = chosenKey(state, tokens.length);
@@ -145,7 +145,7 @@ export function draw(state) {
   const query = selectedPosition(state, tokens.length);
   const key = neuronKey(state, query, keyPos);
   if (state.neuron?.key !== key) {
-    if (app) ask(state, query, keyPos, key);
+    if (app) ask(app, state, query, keyPos, key);
     return false;
   }
   const { response, error } = state.neuron;

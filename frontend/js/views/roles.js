@@ -6,6 +6,18 @@ import { ACCENT, WEIGHT_SCALE, baseLayout } from "../draw/figures.js";
 
 export const id = "roles";
 export const label = "Head roles";
+/** Its slice: the chosen role, and GET /api/heads (data.js asks it once, at start). */
+export const state = { role: "induction", roles: null };
+export const answers = ["roles"];
+/** `role=`, written while this view is open. */
+export const link = {
+  read(params, out) {
+    if (params.has("role")) out.role = params.get("role");
+  },
+  write(s, params) {
+    if (s.view === "roles") params.set("role", s.role);
+  },
+};
 /** Nothing per text: the role scores come once, from GET /api/heads. */
 export const needs = [];
 /** Said instead of the what-if notes: the switches do not change these scores. */

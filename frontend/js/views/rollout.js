@@ -12,10 +12,21 @@ import { offParam } from "../switchedoff.js";
 
 export const id = "rollout";
 export const label = "Rollout";
+/** Its slice: with the residual (0.5·A + 0.5·I, the paper's choice), and POST /api/rollout {key, response, error}. */
+export const state = { rolloutResidual: true, rollout: null };
+/** What a new model makes stale. */
+export const answers = ["rollout"];
+/** `rollres=0`: without the residual. */
+export const link = {
+  read(params, out) {
+    if (params.has("rollres")) out.rolloutResidual = params.get("rollres") !== "0";
+  },
+  write(s, params) {
+    if (!s.rolloutResidual) params.set("rollres", "0");
+  },
+};
 /** Its own request (POST /api/rollout), asked for by draw when the view is shown. */
 export const needs = [];
-
-let app = null;
 
 /** What the answer must have been asked with to be the current one. */
 const rolloutKey = (state, position) =>
@@ -30,8 +41,7 @@ const rolloutKey = (state, position) =>
   ]);
 
 /** The residual switch; `app`: {state, update}. */
-export function install(a) {
-  app = a;
+export function install(app) {
   const toggle = byId("rollout-residual");
   toggle.addEventListener("change", () => {
     app.state.rolloutResidual = toggle.checked;
@@ -40,7 +50,7 @@ export function install(a) {
 }
 
 /** Ask for the rollout of `position` under the state's text and what-ifs. */
-function ask(state, position, key) {
+function ask(app, state, position, key) {
   const body = {
     text: state.text,
     position,
@@ -114,7 +124,7 @@ export function rolloutWords({ tokens, position, residual, layers }, model) {
   return parts.join(" ");
 }
 
-export function draw(state) {
+export function draw(state, els, app = null) {
   const toggle = byId("rollout-residual");
   if (toggle.checked !== state.rolloutResidual) toggle.checked = state.rolloutResidual;
   const T = currentGrid(state)?.tokens?.length ?? 0; // the current text's, never the last text's
@@ -122,7 +132,7 @@ export function draw(state) {
   const position = selectedPosition(state, T);
   const key = rolloutKey(state, position);
   if (state.rollout?.key !== key) {
-    if (app) ask(state, position, key);
+    if (app) ask(app, state, position, key);
     return false;
   }
   const { response, error } = state.rollout;

@@ -11,12 +11,22 @@ import { offParam } from "../switchedoff.js";
 
 export const id = "texts";
 export const label = "Two texts";
+/** Its slice: the second text, and POST /api/compare-texts {key, response, error}. */
+export const state = { textB: "", texts: null };
+export const answers = ["texts"];
+/** `textb=`: the second text. */
+export const link = {
+  read(params, out) {
+    if (params.has("textb")) out.textB = params.get("textb");
+  },
+  write(s, params) {
+    if (s.textB) params.set("textb", s.textB);
+  },
+};
 /** Its own request (POST /api/compare-texts), asked for by draw when the view is shown. */
 export const needs = [];
 
 const DEBOUNCE_MS = 300;
-let app = null;
-let timer = null;
 
 const textsKey = (state) =>
   JSON.stringify([
@@ -31,9 +41,9 @@ const textsKey = (state) =>
   ]);
 
 /** The second text's box writes `state.textB` (and so the link). */
-export function install(a) {
-  app = a;
+export function install(app) {
   const box = byId("text-b");
+  let timer = null; // the second text is debounced: a redraw DEBOUNCE_MS after its last key
   box.value = app.state.textB;
   box.addEventListener("input", () => {
     app.state.textB = box.value;
@@ -43,7 +53,7 @@ export function install(a) {
 }
 
 /** Ask for the head on both texts. */
-function ask(state, key) {
+function ask(app, state, key) {
   const body = {
     text: state.text,
     text_b: state.textB,
@@ -98,7 +108,7 @@ export function differenceFigure({ tokens, difference, mask, range, layer, head 
   };
 }
 
-export function draw(state) {
+export function draw(state, els, app = null) {
   const plots = byId("texts-plots");
   // no empty frames while there is nothing to draw
   plots.hidden = !(state.texts?.response && state.texts.key === textsKey(state));
@@ -113,7 +123,7 @@ export function draw(state) {
   }
   const key = textsKey(state);
   if (state.texts?.key !== key) {
-    if (app) ask(state, key);
+    if (app) ask(app, state, key);
     return false;
   }
   const { response, error } = state.texts;

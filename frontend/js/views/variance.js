@@ -8,7 +8,7 @@ import { currentHead } from "../draw/pooled.js";
 import { headDim } from "../state.js";
 
 export const id = "variance";
-export const label = "Score variance";
+export const label = "Variance";
 export const needs = ["detail"];
 
 /** Draw the view from the current chosen-head answer; false while there is none. */
