@@ -12,7 +12,7 @@ SOURCES = [
     *ROOT.glob("app/**/*.py"),
     *ROOT.glob("model/*.py"),
     *ROOT.glob("frontend/*.html"),
-    *ROOT.glob("frontend/js/*.js"),
+    *ROOT.glob("frontend/js/**/*.js"),
     *ROOT.glob("bench/*.py"),
     *ROOT.glob("scripts/*"),
     ROOT / "pyproject.toml",
