@@ -60,6 +60,15 @@ def test_only_attnscope_is_installed(installed):
     assert (package / "frontend" / "js" / "main.js").is_file()
 
 
+def test_every_file_of_the_page_is_installed(installed):
+    """The page's subfolders (js/views/, js/draw/, css/ ...) travel too: package-data names them."""
+    source = ROOT / "frontend"
+    shipped = {p.relative_to(source).as_posix() for p in source.rglob("*") if p.suffix in (".js", ".css", ".html", ".svg")}
+    target = installed / "attnscope" / "frontend"
+    missing = sorted(name for name in shipped if not (target / name).is_file())
+    assert not missing, f"in frontend/ but not installed: {missing}"
+
+
 def test_a_users_own_model_py_does_not_break_the_command(installed, tmp_path):
     """In a folder holding ``model.py`` and ``app.py``, ``python -m attnscope`` still runs."""
     (tmp_path / "model.py").write_text("raise SystemExit('the user module was imported')\n")

@@ -6,8 +6,8 @@ with one custom message, for the frontend's modules (``frontend/js/*.js``, the s
 page serves: no second copy of the drawing code, no build step that could go stale) and, unless
 ``globalThis.Plotly`` is there already, for ``plotly.min.js`` from the installed ``plotly``
 package. The answer carries them as binary buffers; the loader makes each module a ``blob:`` URL
-(its ``./x.js`` imports rewritten to its dependencies' blob URLs, so the browser links real ES
-modules) and runs Plotly from a ``blob:`` script. Both are kept on ``globalThis`` under
+(its relative imports, ``./x.js``, ``../x.js``, ``./views/x.js``, rewritten to its dependencies'
+blob URLs, so the browser links real ES modules) and runs Plotly from a ``blob:`` script. Both are kept on ``globalThis`` under
 the modules' hash: a page with ten widgets loads them once, and each widget's saved state and
 each cell's output stay small. We chose this over an esbuild bundle because a committed bundle
 can drift from ``frontend/js`` and an uncommitted one needs Node at install time; this needs
@@ -18,22 +18,32 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 FRONTEND = resources.files("attnscope.frontend")
-_IMPORT = r"""(?:from|import)\s*["']\./([\w.-]+\.js)["']"""
+_IMPORT = r"""(?:from|import)\s*["'](\.\.?/[\w./-]+\.js)["']"""
 
 
 def _js(name: str) -> str:
-    return (FRONTEND / "js" / name).read_text(encoding="utf-8")
+    return FRONTEND.joinpath("js", *name.split("/")).read_text(encoding="utf-8")
+
+
+def _resolve(importer: str, spec: str) -> str:
+    """An import ``spec`` ("./x.js", "../x.js", "./views/x.js") of ``importer`` as a path under ``js/``."""
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(importer), spec))
+    if path.startswith("../"):
+        raise ValueError(f"{importer} imports {spec}, outside frontend/js")
+    return path
 
 
 @lru_cache(maxsize=1)
 def frontend_modules() -> dict[str, str]:
-    """``widget.js`` and every module it imports (transitively), by file name: the page's own files."""
+    """``widget.js`` and every module it imports (transitively), by path under ``js/``
+    (``views/head.js``): the page's own files."""
     out: dict[str, str] = {}
     todo = ["widget.js"]
     while todo:
@@ -41,13 +51,13 @@ def frontend_modules() -> dict[str, str]:
         if name in out:
             continue
         out[name] = _js(name)
-        todo += re.findall(_IMPORT, out[name])
+        todo += [_resolve(name, spec) for spec in re.findall(_IMPORT, out[name])]
     return out
 
 
 @lru_cache(maxsize=1)
 def modules_payload() -> bytes:
-    """The modules as one JSON object (file name -> source), the buffer the loader asks for."""
+    """The modules as one JSON object (path under ``js/`` -> source), the buffer the loader asks for."""
     return json.dumps(frontend_modules(), sort_keys=True).encode()
 
 

@@ -113,7 +113,9 @@ export function plainWords(detail) {
     case "string_too_long":
       return `That text is too long: the server reads at most ${ctx.max_length ?? "a limited number of"} characters.`;
     case "too_many_tokens":
-      return `That text is ${ctx.count} tokens; this model reads at most ${ctx.limit}. Shorten it to see its attention.`;
+      return (
+        `That text is ${ctx.count} tokens; this model reads at most ${ctx.limit}. Shorten it to see its ` + `attention.`
+      );
     case "text_no_tokens":
       return "That text has no tokens: type some words to see their attention.";
     default:

@@ -4,8 +4,8 @@
 // for an update (a redraw) or a refresh (new answers from the server, data.js).
 
 import { attentionLayers, EXAMPLES, parseHash, toHash } from "./state.js";
-import { codePoints } from "./tokenstrip.js";
-import { VIEW_IDS } from "./views.js";
+import { codePoints } from "./draw/tokenstrip.js";
+import { VIEWS } from "./views.js";
 
 /**
  * A new text lets go of a clicked token. After an edit the same position may hold another
@@ -96,22 +96,9 @@ export function installControls(app) {
     update();
   });
 
-  // tabs: click, and arrow keys between tabs as in the WAI-ARIA tabs pattern
-  VIEW_IDS.forEach((view, i) => {
-    els.tabs[view].addEventListener("click", () => app.setView(view));
-    els.tabs[view].addEventListener("keydown", (ev) => {
-      const n = VIEW_IDS.length;
-      const to = { ArrowRight: (i + 1) % n, ArrowLeft: (i - 1 + n) % n, Home: 0, End: n - 1 }[ev.key];
-      if (to === undefined) return;
-      ev.preventDefault();
-      app.setView(VIEW_IDS[to]);
-      els.tabs[VIEW_IDS[to]].focus();
-    });
-  });
-
   window.addEventListener("hashchange", () => {
-    const next = parseHash(window.location.hash, VIEW_IDS);
-    if (toHash({ ...state, ...next }) === toHash(state)) return;
+    const next = parseHash(window.location.hash, VIEWS);
+    if (toHash({ ...state, ...next }, VIEWS) === toHash(state, VIEWS)) return;
     // what a link leaves out is the default, not what the last link said
     Object.assign(state, { notice: null, sampling: { on: false, top_k: null, top_p: null, seed: null } }, next);
     data.fitToModel();

@@ -7,10 +7,10 @@
 
 import { errorText, getJSON, isBlank, latestOnly, refusalOf } from "./api.js";
 import { inputsFor } from "./measured.js";
-import { regionFits, regionKey } from "./pooled.js";
+import { regionFits, regionKey } from "./draw/pooled.js";
 import { detailRequest, gridRequest, predictionsRequest, regionRequest } from "./requests.js";
 import { FOCUS_MAX, currentDetail, currentGrid, fitHead, gridKey, headKey } from "./state.js";
-import { viewById } from "./views.js";
+import { VIEWS, viewById } from "./views.js";
 
 const DEBOUNCE_MS = 60;
 
@@ -94,7 +94,13 @@ export function createData(app) {
     }
     measureDrawCells();
     const key = headKey(state);
-    const record = { key, text: state.text, textKey: gridKey(state), temperature: state.temperature, inputs: inputsFor(state, ["text", "ablate", "causal", "scaled"]) };
+    const record = {
+      key,
+      text: state.text,
+      textKey: gridKey(state),
+      temperature: state.temperature,
+      inputs: inputsFor(state, ["text", "ablate", "causal", "scaled"]),
+    };
     state.pending.detail = true;
     const started = performance.now();
     try {
@@ -143,7 +149,11 @@ export function createData(app) {
     try {
       const result = await sendPredictions(predictionsRequest(state));
       if (result.stale || state.detail !== detail) return;
-      state.detail = { ...detail, temperature, response: { ...detail.response, predictions: result.value.predictions } };
+      state.detail = {
+        ...detail,
+        temperature,
+        response: { ...detail.response, predictions: result.value.predictions },
+      };
       requestDone("detail", null);
     } catch (err) {
       requestDone("detail", err);
@@ -224,11 +234,13 @@ export function createData(app) {
   /** After a view change: fetch what that view needs (its `needs`, views.js) if it is missing. */
   function ensureData() {
     const view = viewById(state.view);
-    if (view.needs.includes("grid") && !currentGrid(state) && !state.pending.grid && refusedKey.grid !== gridKey(state)) fetchGrid();
+    if (view.needs.includes("grid") && !currentGrid(state) && !state.pending.grid && refusedKey.grid !== gridKey(state))
+      fetchGrid();
     // a long text's head is asked with the fields of the view it was asked from (its `focus`)
     const d = currentDetail(state);
     const lacks = d?.focus?.thumbnail && (view.focus ?? []).some((field) => !d.focus[field]);
-    if (view.needs.includes("detail") && (!d || lacks) && !state.pending.detail && refusedKey.detail !== headKey(state)) fetchDetail();
+    if (view.needs.includes("detail") && (!d || lacks) && !state.pending.detail && refusedKey.detail !== headKey(state))
+      fetchDetail();
   }
 
   /** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */
@@ -238,7 +250,8 @@ export function createData(app) {
     state.layer = fit.layer;
     state.head = fit.head;
     state.ablate = fit.ablate;
-    if (fit.note && !state.notice?.includes(fit.note)) state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
+    if (fit.note && !state.notice?.includes(fit.note))
+      state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
   }
 
   async function loadModel() {
@@ -269,12 +282,14 @@ export function createData(app) {
     update();
   }
 
-  /** The server now serves another model: every answer was the old model's; load the new one's description and ask again. */
+  /**
+   * The server now serves another model: every answer was the old model's; load the new one's description and
+   * ask again.
+   */
   async function modelChanged() {
-    Object.assign(state, {
-      ...{ grid: null, detail: null, region: null, effects: null, generation: null, roles: null, error: null },
-      ...{ rollout: null, texts: null, neuron: null, lines: null, linesSelected: null }, // the views' own answers
-    });
+    Object.assign(state, { grid: null, detail: null, region: null, effects: null, generation: null, error: null });
+    // the views' own answers (each view's `answers`, views.js)
+    for (const view of VIEWS) for (const field of view.answers ?? []) state[field] = null;
     askedKey = null;
     modelReady = loadModel();
     await modelReady;

@@ -50,7 +50,8 @@ function plotConfig(filename) {
       {
         name: "Download as SVG",
         icon: window.Plotly?.Icons?.camera,
-        click: (gd) => window.Plotly.downloadImage(gd, { format: "svg", filename, width: gd.clientWidth, height: gd.clientHeight }),
+        click: (gd) =>
+          window.Plotly.downloadImage(gd, { format: "svg", filename, width: gd.clientWidth, height: gd.clientHeight }),
       },
     ],
   };

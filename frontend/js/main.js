@@ -4,20 +4,21 @@
 // the cards (switched-off heads, head effects, generation).
 
 import { isBlank } from "./api.js";
-import { installAblation } from "./ablation.js";
+import { installAblation } from "./cards/ablation.js";
 import { installControls, changeText } from "./controls.js";
 import { createData } from "./data.js";
-import { installEffects } from "./effects.js";
-import { installExport, renderExport } from "./export.js";
-import { installGenerate } from "./generate.js";
-import { installModelPicker } from "./modelpicker.js";
+import { installEffects } from "./cards/effects.js";
+import { installExport, renderExport } from "./cards/export.js";
+import { installGenerate } from "./cards/generate.js";
+import { installModelPicker } from "./cards/modelpicker.js";
 import { renderSafely, resizeView } from "./render.js";
 import { createState, currentDetail, currentGrid, parseHash, toHash } from "./state.js";
-import { installGridPointer } from "./view_grid.js";
+import { installGridPointer } from "./views/grid.js";
+import { buildTabs, installTabs } from "./tabs.js";
 import { VIEWS, VIEW_IDS } from "./views.js";
 
-const state = createState();
-Object.assign(state, parseHash(window.location.hash, VIEW_IDS));
+const state = createState(VIEWS);
+Object.assign(state, parseHash(window.location.hash, VIEWS));
 
 const $ = (id) => document.getElementById(id);
 const els = {
@@ -65,7 +66,7 @@ const els = {
   downloadJson: $("download-json"),
   copyLink: $("copy-link"),
   toast: $("toast"),
-  tabs: Object.fromEntries(VIEW_IDS.map((v) => [v, $(`tab-${v}`)])),
+  tabs: buildTabs($("tabs")),
   panels: Object.fromEntries(VIEW_IDS.map((v) => [v, $(`view-${v}`)])),
   cards: [], // {draw(state)} of the cards and the export buttons, drawn by every render after the view
 };
@@ -75,12 +76,12 @@ let hashTimer = null;
 
 /** Redraw from the state, keep the URL's hash in step, and tell listeners (tests, the benchmark) what was drawn. */
 function update() {
-  const done = renderSafely(state, els);
+  const done = renderSafely(state, els, app);
   if (done.failed) state.error = done.error; // and it stays in the banner
   renderCount += 1;
   clearTimeout(hashTimer);
   hashTimer = setTimeout(() => {
-    const hash = toHash(state);
+    const hash = toHash(state, VIEWS);
     if (window.location.hash !== hash) window.history.replaceState(null, "", hash);
   }, 250);
   performance.mark("attnscope:render");
@@ -118,20 +119,19 @@ Object.assign(app, {
 });
 
 installControls(app);
+installTabs(app, els.tabs);
 installGridPointer(app);
 installExport(app);
 for (const view of VIEWS) view.install?.(app);
 // switching heads off, head effects, generation (issue 18): cards drawn by every render
-els.cards.push(
-  installModelPicker(app),
-  installAblation(app),
-  installEffects(app),
-  installGenerate(app),
-  { draw: () => renderExport(state, els) },
-);
+els.cards.push(installModelPicker(app), installAblation(app), installEffects(app), installGenerate(app), {
+  draw: () => renderExport(state, els),
+});
 // the top bar grows a row for the picker or a long badge: the sticky view bar stays below it
 const topbar = document.querySelector(".topbar");
-new ResizeObserver(() => document.documentElement.style.setProperty("--topbar-height", `${topbar.offsetHeight}px`)).observe(topbar);
+new ResizeObserver(() =>
+  document.documentElement.style.setProperty("--topbar-height", `${topbar.offsetHeight}px`),
+).observe(topbar);
 
 // A read-only handle for tests and the benchmark.
 window.attnscope = {
@@ -150,7 +150,8 @@ window.attnscope = {
 };
 
 if (!window.Plotly) {
-  state.error = "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?";
+  state.error =
+    "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?";
 }
 update();
 data.start();

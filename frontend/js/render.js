@@ -4,19 +4,22 @@
 // the cards (`els.cards`: head effects, switched-off heads, generation). Only what changed
 // is touched (dom.js).
 
-import { divisorShort, divisorWords, num, softcapWords } from "./captions.js";
+import { divisorShort, divisorWords, num, softcapWords } from "./draw/captions.js";
 import { isBlank } from "./api.js";
 import { fillIndexSelect, setAttr, setHidden, setText } from "./dom.js";
-import { renderPredictions } from "./predictions.js";
+import { renderPredictions } from "./draw/predictions.js";
 import { attentionLayers, currentDetail, currentGrid } from "./state.js";
-import { renderTokens } from "./tokenstrip.js";
+import { renderTokens } from "./draw/tokenstrip.js";
 import { VIEWS, viewById } from "./views.js";
 
 /** The model's own divisor (GET /api/model) as the layer-like object captions.js reads. */
 const modelDivisor = (m) => ({ divisor: m.divisor, divisor_rule: m.divisor_rule, softcap: m.softcap });
 
 /** " (2 with softmax attention)" for a hybrid, "" where every layer attends. */
-const hybridWords = (m) => (m.attention_layers && m.attention_layers.length < m.n_layer ? ` (${m.attention_layers.length} with softmax attention)` : "");
+const hybridWords = (m) =>
+  m.attention_layers && m.attention_layers.length < m.n_layer
+    ? ` (${m.attention_layers.length} with softmax attention)`
+    : "";
 
 /** The model badge: name, size, shape, divisor, window, context, device. */
 function renderModel(state, els) {
@@ -31,14 +34,20 @@ function renderModel(state, els) {
   const divisor = `scores ÷ ${divisorWords(modelDivisor(m), m.head_dim)}`;
   const windows = (m.sliding_window ?? []).filter((w) => w !== null);
   const window = windows.length
-    ? `sliding window ${[...new Set(windows)].join(", ")} tokens${windows.length < m.n_layer ? ` in ${windows.length} of ${m.n_layer} layers` : ""}`
+    ? `sliding window ${[...new Set(windows)].join(", ")} ` +
+      `tokens${windows.length < m.n_layer ? ` in ${windows.length} of ${m.n_layer} layers` : ""}`
     : null;
   const parts = [
     ["name", m.name],
     ["family", m.family && m.family !== "attnscope" ? m.family : null],
     ["size", `${params} parameters`],
     ["format", m.source_format === "gguf" ? `GGUF ${m.quantization ?? ""}`.trim() : null], // e.g. "GGUF Q4_K_M"
-    ["shape", `${m.n_layer} layers${hybridWords(m)} × ${m.n_head} ${m.differential ? "head pairs (differential)" : "heads"}${gqa} · d_k ${m.head_dim}${m.v_head_dim && m.v_head_dim !== m.head_dim ? `, d_v ${m.v_head_dim}` : ""}`],
+    [
+      "shape",
+      `${m.n_layer} layers${hybridWords(m)} × ${m.n_head} ` +
+        `${m.differential ? "head pairs (differential)" : "heads"}${gqa} · d_k ` +
+        `${m.head_dim}${m.v_head_dim && m.v_head_dim !== m.head_dim ? `, d_v ${m.v_head_dim}` : ""}`,
+    ],
     ["divisor", m.softcap ? `${divisor}, softcap ${softcapWords(m.softcap)}` : divisor],
     ["window", window],
     ["context", `context ${m.block_size}${m.positions ? ` · ${m.positions} positions` : ""}`],
@@ -100,7 +109,8 @@ function renderBanners(state, els) {
   if (!state.causal) {
     const windowed = (m?.sliding_window ?? []).some((w) => w !== null);
     notes.push(
-      `Causal mask removed: every token also sees the tokens after it${windowed ? ", and every earlier one (no sliding window)" : ""}, like an encoder. ` +
+      `Causal mask removed: every token also sees the tokens after ` +
+        `it${windowed ? ", and every earlier one (no sliding window)" : ""}, like an encoder. ` +
         "The model was trained with the mask, so these patterns and predictions are not what it computes.",
     );
   }
@@ -109,7 +119,8 @@ function renderBanners(state, els) {
     const times = m ? `${num(m.divisor)} times` : "that many times";
     notes.push(
       `Scaling removed: scores are not divided by ${by} before softmax. The model was trained with the ` +
-        `scaling, so the softmax sees scores ${times} too large${m?.softcap ? " (before its softcap)" : ""} and turns peaky.`,
+        `scaling, so the softmax sees scores ${times} too large${m?.softcap ? " (before its softcap)" : ""} and ` +
+        `turns peaky.`,
     );
   }
   // a view whose numbers the what-ifs do not change says so instead (the head roles)
@@ -143,7 +154,6 @@ function renderStatus(state, els) {
   els.views?.classList.toggle("stale", !grid && !!state.grid);
 }
 
-
 /** The page's notes around the views: the calm notice of a link, the empty state of an empty box. */
 function renderNotices(state, els) {
   if (els.linkNotice) {
@@ -157,7 +167,7 @@ function renderNotices(state, els) {
  * Draw everything the state calls for. Returns what was drawn from current data: `{view, text,
  * tokens, detail}` and the view's own answer (the head view: `head`, `grid`; another: its id).
  */
-export function render(state, els) {
+export function render(state, els, app = null) {
   renderNotices(state, els);
   renderModel(state, els);
   renderControls(state, els);
@@ -168,7 +178,7 @@ export function render(state, els) {
   renderPredictions(state, els);
   const view = viewById(state.view);
   const done = { view: state.view, text: state.text, head: false, grid: false, detail: !!currentDetail(state) };
-  const drawn = view.draw(state, els);
+  const drawn = view.draw(state, els, app); // `app`: a view asks for its own answer through it
   if (typeof drawn === "object") Object.assign(done, drawn);
   else done[view.id] = drawn;
   // after the view: the toggles of the switched-off heads sit on the grid it painted
@@ -182,9 +192,9 @@ export function render(state, els) {
  * `render`, except that a drawing bug does not blank the page: the error banner says what failed
  * and what is on screen stays. The answer then has `failed` and `error` (the words shown).
  */
-export function renderSafely(state, els) {
+export function renderSafely(state, els, app = null) {
   try {
-    return render(state, els);
+    return render(state, els, app);
   } catch (err) {
     const error = `Could not draw this view: ${err && err.message ? err.message : err}`;
     console.error("attnscope:", err);

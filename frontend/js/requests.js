@@ -45,7 +45,10 @@ export function tokenBound(state) {
 /** Whether the chosen head is asked max-pooled (`focus.thumbnail`): when it may not fit the heatmap's cells. */
 export const pooledFocus = (state) => tokenBound(state) > state.drawCells;
 
-/** The fields the chosen head's views draw, as `focus.include`: these, and those the current view adds (its `focus`). */
+/**
+ * The fields the chosen head's views draw, as `focus.include`: these, and those the current view adds (its
+ * `focus`).
+ */
 export function focusFields(state) {
   return ["pattern", "attn_scores_raw", "attn_scores_uncapped", "attn_scores", ...(viewById(state.view).focus ?? [])];
 }
@@ -80,7 +83,12 @@ export function regionRequest(state, { q0, q1, k0, k1 }) {
     text: state.text,
     layers: [],
     include: [],
-    focus: { layer: state.layer, head: state.head, include: ["pattern", "attn_scores_raw", "attn_scores"], region: [q0, q1, k0, k1] },
+    focus: {
+      layer: state.layer,
+      head: state.head,
+      include: ["pattern", "attn_scores_raw", "attn_scores"],
+      region: [q0, q1, k0, k1],
+    },
     encoding: "b64",
     precision: "f2",
     causal: state.causal,
@@ -138,7 +146,10 @@ export function exactHeadRequest(state) {
   };
 }
 
-/** What a head's answer can hold, from the server's field table (GET /api/model `fields`): its names, or those of `kinds`. */
+/**
+ * What a head's answer can hold, from the server's field table (GET /api/model `fields`): its names, or those
+ * of `kinds`.
+ */
 export const fieldNames = (model, ...kinds) =>
   (model?.fields ?? []).filter((f) => kinds.length === 0 || kinds.includes(f.kind)).map((f) => f.name);
 
@@ -154,7 +165,8 @@ export function exportWhole(state) {
   // the T×T fields; attn_scores_uncapped comes only from layers with a softcap: the server counts it only then
   // MLA's two parts of q·kᵀ only from a model that has them (`score_parts`)
   const sent = (name) =>
-    (name !== "attn_scores_uncapped" || model.softcap != null) && (!["attn_scores_content", "attn_scores_position"].includes(name) || model.score_parts);
+    (name !== "attn_scores_uncapped" || model.softcap != null) &&
+    (!["attn_scores_content", "attn_scores_position"].includes(name) || model.score_parts);
   const matrices = fieldNames(model, "weights", "scores").filter(sent).length;
   return attentionLayers(model).length * model.n_head * matrices * T * T <= limit;
 }
@@ -172,7 +184,14 @@ export function exportRequest(state) {
     return { ...detail, layers: null, heads: null, encoding: "json", include: fieldNames(state.model) };
   }
   const focus = detail.focus ?? { layer: state.layer, head: state.head, include: [...detail.include] };
-  return { ...gridRequest(state), stats_rows: true, encoding: "json", focus, top_k: detail.top_k, temperature: state.temperature };
+  return {
+    ...gridRequest(state),
+    stats_rows: true,
+    encoding: "json",
+    focus,
+    top_k: detail.top_k,
+    temperature: state.temperature,
+  };
 }
 
 /** The export button's tooltip: what the file will hold for this text. */

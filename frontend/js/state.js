@@ -46,8 +46,13 @@ export const DEFAULT_TEXT = EXAMPLES[0].text;
 /** Most cells a side the page draws of the chosen head (a longer text's head comes max-pooled to fit). */
 export const FOCUS_MAX = 512;
 
-export function createState() {
-  return {
+/**
+ * The page state: what every view reads (the text, the model, the what-ifs, the chosen layer, head
+ * and token, the answers of the grid and the chosen head), the cards' fields, and each view's own
+ * slice (its `state` export: its fields and their defaults, views.js), merged in.
+ */
+export function createState(views = []) {
+  const shared = {
     // what the user chose
     text: DEFAULT_TEXT,
     layer: 0,
@@ -59,24 +64,10 @@ export function createState() {
     temperature: 1.0,
     // Continue: greedy, or sampled at the temperature above among the top_k / top_p (null: all), seeded
     sampling: { on: false, top_k: null, top_p: null, seed: null },
-    role: "induction",
-    aggregate: false, // show the per-layer mean of the heads in the grid
-    rolloutResidual: true, // the rollout view: with the residual (0.5·A + 0.5·I), the paper's choice
-    rollout: null, // POST /api/rollout: {key, response, error, pending} (view_rollout.js)
-    textB: "", // the "Two texts" view's second text (view_texts.js)
-    texts: null, // POST /api/compare-texts: {key, response, error}
-    neuronKey: null, // the "q · k" view's key position; null: the one the query weighs most
-    lines: null, // the "Lines" view's answer: the chosen layer's patterns {key, response, error}
-    linesHidden: [], // heads whose lines are hidden
-    linesFocus: null, // {side: "query" | "key", index}: the hovered token whose lines alone are shown
-    linesSelection: { queries: [], keys: [] }, // tokens clicked in the "Lines" view
-    linesReduce: "mean", // how the selected rows and columns are combined: "mean" or "sum"
-    linesSelected: null, // POST /api/selection: {key, response, error}
-    neuron: null, // POST /api/neuron: {key, response, error}
-    ablate: [], // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
+    // heads switched off, [{layer, head}] sorted: every /api/attention request carries it (switchedoff.js)
+    ablate: [],
     // what the server told us
     model: null, // GET /api/model
-    roles: null, // GET /api/heads
     grid: null, // {key, text, response}: all layers and heads, pattern + stats
     detail: null, // {key, text, textKey, temperature, response}: the chosen head with every field
     error: null, // text of the last error, shown in the banner
@@ -88,12 +79,6 @@ export function createState() {
     // clear the other's error
     requestErrors: { grid: null, detail: null },
     pending: { grid: false, detail: false },
-    // long texts (issue 16): cells a side the head heatmap can draw (data.js measures it); the
-    // zoomed token block of the head heatmap ({q0, q1, k0, k1}, null = the whole head) and the
-    // exact cells of that block ({key, bounds, response}) once the server sent them
-    drawCells: FOCUS_MAX,
-    zoom: null,
-    region: null,
     // the cards' measured answers, each with the inputs it was measured for (measured.js):
     // {inputs, answer} once in, {inputs, pending: true} on its way, {inputs, error} when refused
     effects: null, // POST /api/head-effects (effects.js)
@@ -101,6 +86,8 @@ export function createState() {
     ablationEffect: null, // the top guess before → after switching heads off (ablation.js)
     generation: null, // the last "Continue": {inputs, steps, reason, running, error} (generate.js)
   };
+  // each view's slice, a fresh copy (structuredClone: no two pages share an array)
+  return Object.assign(shared, ...views.map((v) => structuredClone(v.state ?? {})));
 }
 
 // ---------------------------------------------------------------- URL hash
@@ -111,8 +98,12 @@ const clampInt = (value, lo, hi, fallback) => {
   return Math.min(hi, Math.max(lo, n));
 };
 
-/** The model's layers with softmax attention, by their numbers (a hybrid's others have no heads); every layer before /api/model said. */
-export const attentionLayers = (model) => model?.attention_layers ?? Array.from({ length: model?.n_layer ?? 4 }, (_, i) => i);
+/**
+ * The model's layers with softmax attention, by their numbers (a hybrid's others have no heads); every layer
+ * before /api/model said.
+ */
+export const attentionLayers = (model) =>
+  model?.attention_layers ?? Array.from({ length: model?.n_layer ?? 4 }, (_, i) => i);
 
 /** The attention layer `steps` attention layers after `layer` (before it if negative), kept inside the model. */
 export function stepLayer(model, layer, steps) {
@@ -130,7 +121,8 @@ const MAX_INDEX = 9999;
  */
 export function fitHead({ layer, head, ablate = [] }, model) {
   const layers = attentionLayers(model);
-  // past the last layer: the last attention layer; a layer without heads (a hybrid's): the attention layer before it, else the first
+  // past the last layer: the last attention layer; a layer without heads (a hybrid's): the attention layer
+  // before it, else the first
   const below = layers.filter((l) => l <= Math.min(layer, model.n_layer - 1));
   const fit = { layer: below.length ? below.at(-1) : layers[0], head: Math.min(head, model.n_head - 1) };
   const has = (a) => layers.includes(a.layer) && a.head < model.n_head;
@@ -140,13 +132,18 @@ export function fitHead({ layer, head, ablate = [] }, model) {
   const notes = [];
   const kind = model.layers?.[layer]?.type;
   if (layer < model.n_layer && !layers.includes(layer) && head < model.n_head) {
-    notes.push(`Layer ${layer} is a ${kind} layer, without softmax attention: it has no heads to draw. Showing layer ${fit.layer}, head ${fit.head}.`);
+    notes.push(
+      `Layer ${layer} is a ${kind} layer, without softmax attention: it has no heads to draw. Showing layer ` +
+        `${fit.layer}, head ${fit.head}.`,
+    );
   } else if (fit.layer !== layer || fit.head !== head) {
     notes.push(`This link names layer ${layer}, head ${head}; ${shape}: showing layer ${fit.layer}, head ${fit.head}.`);
   }
   if (missing.length) {
     const names = missing.map((a) => `L${a.layer} · H${a.head}`).join(", ");
-    notes.push(`This link switches off ${names}; ${shape}, so ${missing.length === 1 ? "it stays" : "they stay"} out of it.`);
+    notes.push(
+      `This link switches off ${names}; ${shape}, so ${missing.length === 1 ? "it stays" : "they stay"} out of it.`,
+    );
   }
   return { ...fit, ablate: ablate.filter(has), note: notes.join(" ") || null };
 }
@@ -156,9 +153,10 @@ export const TEMPERATURE_RANGE = [0.1, 3];
 
 /**
  * Read `#text=…&layer=…&head=…&view=…&causal=0&scale=none&pos=…&temp=…` into a partial state;
- * `viewIds` are the views a link may name (views.js, the registry).
+ * `views` are those a link may name (views.js, the registry), each reading its own keys (`link.read`).
  */
-export function parseHash(hash, viewIds) {
+export function parseHash(hash, views = []) {
+  const viewIds = views.map((v) => v.id);
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const out = {};
   if (params.has("text")) out.text = params.get("text");
@@ -174,13 +172,12 @@ export function parseHash(hash, viewIds) {
     const [lo, hi] = TEMPERATURE_RANGE;
     if (Number.isFinite(t) && t > 0) out.temperature = Math.min(hi, Math.max(lo, t));
     if (out.temperature !== undefined && out.temperature !== t) {
-      out.notice = `This link asks for temperature ${params.get("temp")}; the slider goes from ${lo} to ${hi}: using ${out.temperature}.`;
+      out.notice =
+        `This link asks for temperature ${params.get("temp")}; the slider goes from ${lo} to ${hi}: ` +
+        `using ${out.temperature}.`;
     }
   }
-  if (params.has("role")) out.role = params.get("role");
-  if (params.has("mean")) out.aggregate = params.get("mean") === "1";
-  if (params.has("rollres")) out.rolloutResidual = params.get("rollres") !== "0";
-  if (params.has("textb")) out.textB = params.get("textb");
+  for (const view of views) view.link?.read(params, out);
   out.ablate = parseOff(params.get("off"));
   if (params.get("sample") === "1") out.sampling = parseSampling(params);
   return out;
@@ -189,14 +186,31 @@ export function parseHash(hash, viewIds) {
 /** Continue's sampling settings from a link (`sample=1&topk=40&topp=0.9&seed=7`); what is bad is left out. */
 function parseSampling(params) {
   const raw = {};
-  for (const [key, name] of [["topk", "top_k"], ["topp", "top_p"], ["seed", "seed"]]) if (params.has(key)) raw[name] = params.get(key);
+  for (const [key, name] of [
+    ["topk", "top_k"],
+    ["topp", "top_p"],
+    ["seed", "seed"],
+  ])
+    if (params.has(key)) raw[name] = params.get(key);
   return checkSampling(raw).sampling;
 }
 
 const SAMPLING_RULES = {
-  top_k: { parse: (v) => Number(v), ok: (v) => Number.isInteger(v) && v >= 1 && v <= 2 ** 31 - 1, words: "a whole number from 1 to 2147483647" },
-  top_p: { parse: (v) => Number(v), ok: (v) => Number.isFinite(v) && v > 0 && v <= 1, words: "a number above 0 and at most 1" },
-  seed: { parse: (v) => Number(v), ok: (v) => Number.isInteger(v) && v >= 0 && v <= Number.MAX_SAFE_INTEGER, words: "a whole number from 0 to 9007199254740991" },
+  top_k: {
+    parse: (v) => Number(v),
+    ok: (v) => Number.isInteger(v) && v >= 1 && v <= 2 ** 31 - 1,
+    words: "a whole number from 1 to 2147483647",
+  },
+  top_p: {
+    parse: (v) => Number(v),
+    ok: (v) => Number.isFinite(v) && v > 0 && v <= 1,
+    words: "a number above 0 and at most 1",
+  },
+  seed: {
+    parse: (v) => Number(v),
+    ok: (v) => Number.isInteger(v) && v >= 0 && v <= Number.MAX_SAFE_INTEGER,
+    words: "a whole number from 0 to 9007199254740991",
+  },
 };
 
 /**
@@ -217,8 +231,8 @@ export function checkSampling(raw) {
   return { sampling, problems };
 }
 
-/** The hash that reopens the same picture; defaults are left out to keep links short. */
-export function toHash(state) {
+/** The hash that reopens the same picture (each view writes its own keys); defaults are left out. */
+export function toHash(state, views = []) {
   const params = new URLSearchParams();
   params.set("text", state.text);
   params.set("layer", String(state.layer));
@@ -228,15 +242,16 @@ export function toHash(state) {
   if (!state.scaled) params.set("scale", "none");
   if (state.position !== null) params.set("pos", String(state.position));
   if (state.temperature !== 1) params.set("temp", String(state.temperature));
-  if (state.view === "roles") params.set("role", state.role);
-  if (state.aggregate) params.set("mean", "1");
-  if (!state.rolloutResidual) params.set("rollres", "0");
-  if (state.textB) params.set("textb", state.textB);
+  for (const view of views) view.link?.write(state, params);
   if (state.ablate.length) params.set("off", offParam(state.ablate));
   const s = state.sampling;
   if (s.on) {
     params.set("sample", "1");
-    for (const [key, value] of [["topk", s.top_k], ["topp", s.top_p], ["seed", s.seed]]) {
+    for (const [key, value] of [
+      ["topk", s.top_k],
+      ["topp", s.top_p],
+      ["seed", s.seed],
+    ]) {
       if (value !== null) params.set(key, String(value));
     }
   }
@@ -252,7 +267,8 @@ export const scaleParam = (state) => (state.scaled ? "model" : "none");
 export const gridKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate)]);
 
 /** Identifies the answer to a chosen-head request (the temperature only moves the predictions). */
-export const headKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate), state.layer, state.head]);
+export const headKey = (state) =>
+  JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate), state.layer, state.head]);
 
 /** The grid answer if it belongs to the current text and what-ifs, else null. */
 export function currentGrid(state) {
@@ -276,7 +292,10 @@ export function selectedPosition(state, T) {
   return state.position;
 }
 
-/** The chosen position of the current text (the last token when none is chosen), or null before its tokens are known. */
+/**
+ * The chosen position of the current text (the last token when none is chosen), or null before its tokens are
+ * known.
+ */
 export function chosenPosition(state) {
   const tokens = textTokens(state);
   if (tokens) return selectedPosition(state, tokens.length);

@@ -1,24 +1,34 @@
-// The registry of views: one line per tab. Each view module exports its `id` (the tab, the
-// panel `#view-<id>`, the link's `view=`), its `label`, what it `needs` from the server ("grid",
-// "detail": data.js ensureData asks for what is missing), optionally `focus` (fields a long
-// text's head is asked with for it), `draw(state, els)` (render.js calls it for the visible
-// view) and `install(app)` (its own controls, wired once by main.js). The tabs, the link
-// parsing, the data fetching and the render pass all read this list.
+// The registry of views, grouped by the question a person asks: one line per tab. Each view
+// module exports its `id` (the tab, the panel `#view-<id>`, the link's `view=`), its `label`
+// (written here only: the tab is built from it, tabs.js), what it `needs` from the server
+// ("grid", "detail": data.js ensureData asks for what is missing), optionally `focus` (fields a
+// long text's head is asked with for it), `hidden` (its tab starts hidden), `state` (its own
+// fields and their defaults, merged into the page state by state.js createState) and `link`
+// ({read(params, out), write(state, params)}: its part of the URL hash), `draw(state, els, app)`
+// (render.js calls it for the visible view) and `install(app)` (its own controls, wired once).
 //
-// A new view is its module, one line here, and its tab and panel in index.html.
+// A new view is its module (views/), one line here, and its panel in index.html.
 
-import * as head from "./view_head.js";
-import * as compare from "./view_compare.js";
-import * as pipeline from "./view_pipeline.js";
-import * as variance from "./view_variance.js";
-import * as roles from "./view_roles.js";
-import * as rollout from "./view_rollout.js";
-import * as texts from "./view_texts.js";
-import * as neuron from "./view_neuron.js";
-import * as lines from "./view_lines.js";
-import * as atlas from "./view_atlas.js";
+import * as head from "./views/head.js";
+import * as compare from "./views/compare.js";
+import * as pipeline from "./views/pipeline.js";
+import * as variance from "./views/variance.js";
+import * as roles from "./views/roles.js";
+import * as rollout from "./views/rollout.js";
+import * as texts from "./views/texts.js";
+import * as neuron from "./views/neuron.js";
+import * as lines from "./views/lines.js";
+import * as atlas from "./views/atlas.js";
 
-export const VIEWS = [head, lines, compare, pipeline, variance, roles, rollout, texts, neuron, atlas];
+// the tabs' order (and the arrow keys') is this one; the lessons page teaches the steps one by one
+export const GROUPS = [
+  { id: "head", label: "Look at a head", views: [head, lines, compare, pipeline, variance, neuron] },
+  { id: "explain", label: "Explain a prediction", views: [rollout] },
+  { id: "compare", label: "Compare texts", views: [texts] },
+  { id: "survey", label: "Survey the heads", views: [roles, atlas] },
+];
+
+export const VIEWS = GROUPS.flatMap((g) => g.views);
 
 export const VIEW_IDS = VIEWS.map((v) => v.id);
 

@@ -12,13 +12,15 @@ import { changeText } from "./controls.js";
 import { inputsFor } from "./measured.js";
 import { renderSafely } from "./render.js";
 import { createState, gridKey, headKey } from "./state.js";
-import { installGridPointer } from "./view_grid.js";
+import { installGridPointer } from "./views/grid.js";
+import { VIEWS } from "./views.js";
 import { decodeResponse } from "./wire.js";
 
 const TEMPLATE = `
   <div class="aw-bar">
     <div class="model-badge" data-testid="model-info"></div>
-    <span class="status" aria-live="polite"><span class="spinner" aria-hidden="true"></span><span class="status-text"></span></span>
+    <span class="status" aria-live="polite"
+      ><span class="spinner" aria-hidden="true"></span><span class="status-text"></span></span>
   </div>
   <label class="aw-label">Text <span class="aw-help">updates as you type · Enter runs now</span>
     <textarea class="aw-text" rows="2" spellcheck="false" autocomplete="off" data-testid="text-input"></textarea>
@@ -29,9 +31,12 @@ const TEMPLATE = `
   <div class="aw-controls">
     <label>Layer <select class="layer-select"></select></label>
     <label>Head <select class="head-select"></select></label>
-    <label title="Off: every token also sees the tokens after it (what-if)"><input type="checkbox" class="causal-toggle" /> Causal mask</label>
-    <label title="Off: scores are not divided by the model's divisor (what-if)"><input type="checkbox" class="scale-toggle" /> <span class="scale-label">Scale by √d_k</span></label>
-    <label title="A last column with the mean over each layer's heads"><input type="checkbox" class="aggregate-toggle" /> Mean column</label>
+    <label title="Off: every token also sees the tokens after it (what-if)"
+      ><input type="checkbox" class="causal-toggle" /> Causal mask</label>
+    <label title="Off: scores are not divided by the model's divisor (what-if)"
+      ><input type="checkbox" class="scale-toggle" /> <span class="scale-label">Scale by √d_k</span></label>
+    <label title="A last column with the mean over each layer's heads"
+      ><input type="checkbox" class="aggregate-toggle" /> Mean column</label>
   </div>
   <div class="notice notice-error" data-testid="error-banner" role="alert" hidden><p class="error-text"></p></div>
   <div class="notice notice-warn" data-testid="whatif-banner" role="status" hidden><div class="whatif-text"></div></div>
@@ -102,7 +107,7 @@ export function render({ model, el }) {
     predictionsActual: q("predictions-actual"),
   };
 
-  const state = createState();
+  const state = createState(VIEWS);
   const sync = () => {
     state.text = model.get("text");
     state.layer = model.get("layer");
@@ -112,7 +117,14 @@ export function render({ model, el }) {
     state.error = model.get("error") || null;
   };
   // an answer's key is the page's own (state.js gridKey, headKey) of the state it answers
-  const keyState = (t) => ({ ...state, text: t.text, causal: t.causal, scaled: t.scale !== "none", layer: t.layer, head: t.head });
+  const keyState = (t) => ({
+    ...state,
+    text: t.text,
+    causal: t.causal,
+    scaled: t.scale !== "none",
+    layer: t.layer,
+    head: t.head,
+  });
   const readAnswers = () => {
     const grid = answerOf(model.get("grid"));
     state.grid = grid && { key: gridKey(keyState(grid.tag)), text: grid.tag.text, response: grid.response };
@@ -147,7 +159,8 @@ export function render({ model, el }) {
   let last = null;
   function update() {
     state.pending.grid = state.pending.detail = model.get("busy");
-    if (document.activeElement !== els.textInput && els.textInput.value !== state.text) els.textInput.value = state.text;
+    if (document.activeElement !== els.textInput && els.textInput.value !== state.text)
+      els.textInput.value = state.text;
     const done = renderSafely(state, els);
     renders += 1;
     last = done;

@@ -1,12 +1,13 @@
 // The anywidget module of attnscope.show(): a loader, the same for every widget.
 //
 // It holds no drawing code. On the first render in a page it asks the kernel (one custom
-// message) for the page's own modules (frontend/js/*.js, the files the web app serves) and,
+// message) for the page's own modules (frontend/js/**/*.js, the files the web app serves) and,
 // when the page has no Plotly yet, for plotly.min.js from the installed plotly package. Each
-// module becomes a blob: URL whose "./x.js" imports point at its dependencies' blob URLs, so the
-// browser links them as real ES modules, offline. The loaded modules and Plotly are kept on
-// globalThis under the modules' hash: several widgets in a page (or a widget shown twice) load
-// them once. app/notebook/assets.py (widget_esm) replaces the hash below when it hands this module to anywidget.
+// module becomes a blob: URL whose relative imports ("./x.js", "../draw/x.js") point at its
+// dependencies' blob URLs, so the browser links them as real ES modules, offline. The loaded
+// modules and Plotly are kept on globalThis under the modules' hash: several widgets in a page
+// (or a widget shown twice) load them once. app/notebook/assets.py (widget_esm) replaces the hash
+// below when it hands this module to anywidget.
 
 const HASH = "__ATTNSCOPE_MODULES_HASH__";
 const KEY = `__attnscope_widget_${HASH}`;
@@ -38,7 +39,20 @@ function runPlotly(buffer) {
   });
 }
 
-/** The modules (name -> source) linked through blob: URLs; resolves to the entry module. */
+// a relative import: "./x.js", "../x.js", "./views/x.js"
+const IMPORT = /((?:from|import)\s*)["'](\.\.?\/[\w./-]+\.js)["']/g;
+
+/** The path under js/ that `spec`, imported by the module at `importer` ("views/head.js"), names. */
+function resolve(importer, spec) {
+  const parts = importer.split("/").slice(0, -1);
+  for (const part of spec.split("/")) {
+    if (part === "..") parts.pop();
+    else if (part !== ".") parts.push(part);
+  }
+  return parts.join("/");
+}
+
+/** The modules (path under js/ -> source) linked through blob: URLs; resolves to the entry module. */
 function linkModules(sources, entry) {
   const urls = {};
   const link = (name, seen) => {
@@ -46,7 +60,7 @@ function linkModules(sources, entry) {
     if (seen.has(name)) throw new Error(`import cycle through ${name}`);
     if (!(name in sources)) throw new Error(`module ${name} was not sent`);
     seen.add(name);
-    const code = sources[name].replace(/((?:from|import)\s*)["']\.\/([\w.-]+\.js)["']/g, (_, kw, dep) => `${kw}"${link(dep, seen)}"`);
+    const code = sources[name].replace(IMPORT, (_, kw, spec) => `${kw}"${link(resolve(name, spec), seen)}"`);
     seen.delete(name);
     urls[name] = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
     return urls[name];

@@ -32,7 +32,10 @@ export function halfToFloat(h) {
 /** One typed-array spec -> flat typed array and its shape. */
 export function flat(spec) {
   const bytes = bytesOf(spec.bdata);
-  const shape = String(spec.shape ?? "").split(",").map((s) => Number.parseInt(s, 10)).filter(Number.isFinite);
+  const shape = String(spec.shape ?? "")
+    .split(",")
+    .map((s) => Number.parseInt(s, 10))
+    .filter(Number.isFinite);
   let values;
   if (spec.dtype === "f2") {
     const halves = new Uint16Array(bytes.buffer, 0, bytes.length / 2);

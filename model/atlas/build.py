@@ -39,10 +39,8 @@ from .corpus import Corpus, batches, open_corpus, token_stream, windows
 from .read import write_atlas
 from .stats import (
     BIN_EDGES,
-    BINS_NOTE,
     CONTEXT_AFTER,
     CONTEXT_BEFORE,
-    DEFINITIONS,
     METRICS,
     Tally,
     first_rows,
@@ -56,6 +54,24 @@ SAVE_EVERY_S = 300.0  # the state and the partial atlas are also written this of
 FORMAT_VERSION = 2  # 2: rows where a metric is at its maximum by construction left out
 # the settings a resumed run must share with the run it continues
 SAME_ON_RESUME = ("seq_len", "batch_size", "max_tokens", "local_window", "exemplars")
+
+
+# what meta.json says of each metric and of the bins
+DEFINITIONS = {
+    "first_token": "p[t, 0]: weight on the window's first token",
+    "sink_mass": "1 - sum_j p[t, j]: weight taken by the layer's learned attention sink (layers with sinks only)",
+    "previous_token": "p[t, t-1]: weight on the token just before the query",
+    "self": "p[t, t]: weight on the query's own token",
+    "entropy": "-sum_j p[t, j] ln p[t, j], in nats",
+    "mean_distance": "sum_j p[t, j] (t - j): mean distance attended back, in tokens",
+    "local_fraction": "sum_{t-w < j <= t} p[t, j]: weight on the w tokens ending at the query (w = local_window)",
+    "induction": "on a random token sequence repeated twice, weight from each token of the second copy to the "
+    "token after its first occurrence (model.heads.induction_score); one score per head",
+}
+BINS_NOTE = (
+    "bin i holds values in [edges[i], edges[i+1]); values below the first edge count in the first bin, "
+    "values at or above the last inner edge in the last bin"
+)
 
 
 class AtlasError(ValueError):

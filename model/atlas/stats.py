@@ -17,9 +17,8 @@ itself, so every metric of it is fixed), with p the row's attention pattern over
 * ``entropy``: −Σ_j p[t, j] · ln p[t, j], in nats;
 * ``mean_distance``: Σ_j p[t, j] · (t − j), the mean distance attended back, in tokens;
 * ``local``: Σ_{t − w < j ≤ t} p[t, j], the weight on the w tokens ending at the query (w = ``local_window``).
-
-A metric leaves out the rows where it is at its maximum by construction (:func:`first_rows`), in
-all it keeps. A row is an exemplar only where its context is not whitespace only (``shown``).
+A metric leaves out the rows where it is at its maximum by construction (:func:`first_rows`); a
+row is an exemplar only where its context is not whitespace only (``shown``).
 
 Each batch gives a :class:`Tally` (numpy, on the host); tallies merge (:meth:`Tally.add`) by
 adding sums, counts and histograms and keeping the top ``K`` rows of both under one total order
@@ -46,21 +45,6 @@ BIN_EDGES = {
     "mean_distance": (0.0, *(2.0**i - 0.5 for i in range(17))),
 }
 N_BINS = max(len(e) - 1 for e in BIN_EDGES.values())
-DEFINITIONS = {
-    "first_token": "p[t, 0]: weight on the window's first token",
-    "sink_mass": "1 - sum_j p[t, j]: weight taken by the layer's learned attention sink (layers with sinks only)",
-    "previous_token": "p[t, t-1]: weight on the token just before the query",
-    "self": "p[t, t]: weight on the query's own token",
-    "entropy": "-sum_j p[t, j] ln p[t, j], in nats",
-    "mean_distance": "sum_j p[t, j] (t - j): mean distance attended back, in tokens",
-    "local_fraction": "sum_{t-w < j <= t} p[t, j]: weight on the w tokens ending at the query (w = local_window)",
-    "induction": "on a random token sequence repeated twice, weight from each token of the second copy to the "
-    "token after its first occurrence (model.heads.induction_score); one score per head",
-}
-BINS_NOTE = (
-    "bin i holds values in [edges[i], edges[i+1]); values below the first edge count in the first bin, "
-    "values at or above the last inner edge in the last bin"
-)
 CONTEXT_BEFORE, CONTEXT_AFTER = 24, 4  # tokens kept around an exemplar's query
 CONTEXT = CONTEXT_BEFORE + 1 + CONTEXT_AFTER
 # query rows per block: on the CPU 64 (at most CPU_BLOCK_BYTES of float32 pattern; the block stays in cache; a whole

@@ -20,6 +20,7 @@ from ..backends import DTYPES, ModelFacts, parameter_count
 from ..options import AttentionOptions
 from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer
+from ..placement import input_device, layer_devices
 from ..precision import exact_fp32
 from ..trace import AttentionTrace
 from .attention import IMPLEMENTATION, recording, register, watch_output_gates
@@ -362,35 +363,6 @@ def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32",
     if placed:
         backend.facts.devices = layer_devices(model, backend.facts.n_layer)
     return backend
-
-
-def _device_name(where) -> str:
-    """A device map's value as the API names it: a GPU number -> ``"cuda:N"``; ``"cpu"``, ``"disk"`` as they are."""
-    return f"cuda:{where}" if isinstance(where, int) else str(where)
-
-
-def input_device(device_map: dict) -> torch.device:
-    """Where inputs go under accelerate's placement: the first GPU of the map (where offloaded layers
-    run too), else the CPU."""
-    gpus = [_device_name(w) for w in device_map.values() if _device_name(w) not in ("cpu", "disk", "meta")]
-    return torch.device(gpus[0]) if gpus else torch.device("cpu")
-
-
-def layer_devices(model: torch.nn.Module, n_layer: int) -> dict[str, str]:
-    """Per decoder layer, by its number as a string: where the device map put it (the longest entry
-    of ``hf_device_map`` naming the layer's module or a module holding it)."""
-    import re
-
-    device_map = model.hf_device_map
-    out: dict[str, str] = {}
-    for name, _ in model.named_modules():
-        found = re.search(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)$", name)
-        if not found or int(found.group(1)) >= n_layer:
-            continue
-        holders = [k for k in device_map if k == "" or name == k or name.startswith(k + ".")]
-        if holders:
-            out.setdefault(found.group(1), _device_name(device_map[max(holders, key=len)]))
-    return out
 
 
 def _bos_token(path: Path, cfg) -> str | None:

@@ -116,7 +116,8 @@ def test_the_output_is_small_and_readable_without_the_widget():
 
 def test_assets_are_the_page_modules_and_plotly():
     mods = widget_assets.frontend_modules()
-    assert {"widget.js", "views.js", "gridcanvas.js", "figures.js", "state.js", "wire.js"} <= mods.keys()
+    # by path under js/: the modules in subfolders (views/, draw/) come too
+    assert {"widget.js", "views.js", "views/head.js", "draw/gridcanvas.js", "draw/figures.js", "state.js"} <= mods.keys()
     root = widget_assets.FRONTEND / "js"
     for name, source in mods.items():
         assert source == (root / name).read_text(encoding="utf-8")  # the page's files, not copies
@@ -128,6 +129,14 @@ def test_assets_are_the_page_modules_and_plotly():
     assert content == {"type": "assets", "plotly": True}
     assert json.loads(bytes(buffers[0])) == mods
     assert bytes(buffers[1]).startswith(b"/**") and len(buffers[1]) > 1_000_000
+
+
+def test_an_import_is_resolved_from_the_importing_module_folder():
+    assert widget_assets._resolve("widget.js", "./views/head.js") == "views/head.js"
+    assert widget_assets._resolve("views/head.js", "../draw/figures.js") == "draw/figures.js"
+    assert widget_assets._resolve("views/head.js", "./grid.js") == "views/grid.js"
+    with pytest.raises(ValueError, match="outside frontend/js"):
+        widget_assets._resolve("widget.js", "../app.js")
 
 
 def test_show_a_transformers_model_object():

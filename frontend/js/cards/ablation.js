@@ -1,0 +1,196 @@
+// Switching heads off (issue 18): a toggle on every head of the all-heads grid and the key "x"
+// for the chosen head change `state.ablate` (switchedoff.js); every /api/attention request
+// carries it, so the grid, the head and the predictions are the ablated model's. A card lists
+// the switched-off heads and says what the switch did to the chosen prediction: the token the
+// intact model puts first, its probability before → after. That answer lives in
+// `state.ablationEffect` with the inputs it was measured for, and follows them: a render that
+// finds them changed measures again.
+
+import { errorText, isBlank, postJSON } from "../api.js";
+import { mount } from "../dom.js";
+import { changedInputs, inputsFor } from "../measured.js";
+import { scaleParam } from "../state.js";
+import { isOff, sortHeads, toggled } from "../switchedoff.js";
+
+/** Where each head's toggle sits over the grid canvas (CSS pixels): its tile's top-right corner. */
+export function toggleSpots(layout, layers) {
+  const { geom, cols } = layout;
+  const spots = [];
+  layers.forEach((layer, r) => {
+    cols.forEach((head, c) => {
+      if (head < 0) return; // the "mean" column has no head to switch
+      spots.push({
+        layer: layer.layer,
+        head,
+        x: geom.label + (c + 1) * geom.tile - 2,
+        y: geom.label + r * geom.tile + 2,
+      });
+    });
+  });
+  return spots;
+}
+
+export const fmt = (p) => (p >= 0.001 ? `${(100 * p).toFixed(1)} %` : p > 0 ? p.toExponential(1) : "0");
+
+/** What the before → after measurement depends on. */
+const INPUTS = ["text", "position", "ablate", "causal", "scaled", "temperature"];
+
+/**
+ * Install the toggles, the key and the card. `app`: {state, els, update, refreshNow}. Returns the card,
+ * `{draw(state)}`.
+ */
+export function installAblation(app) {
+  const { state, els } = app;
+  const grid = els.headsGrid;
+  const overlay = document.createElement("div");
+  overlay.className = "ablate-overlay";
+  overlay.dataset.testid = "ablate-overlay";
+  grid.append(overlay);
+
+  const { root, parts } = mount(
+    "article",
+    "card ablation-card",
+    "ablation",
+    `<header class="card-head row"><h2>Heads switched off</h2>
+      <button type="button" class="linkish" data-testid="ablate-clear">switch all back on</button></header>
+    <p class="muted small">The ✕ in a head's corner switches its output off (zeros before the layer's output
+      projection); <kbd>x</kbd> switches the chosen head. Later layers and the predictions follow.</p>
+    <p class="ablate-list" data-testid="ablate-list"></p>
+    <p class="ablate-effect" data-testid="ablate-effect" aria-live="polite"></p>`,
+  );
+  grid.closest("article").after(root);
+  const { "ablate-list": list, "ablate-effect": effect, "ablate-clear": clear } = parts;
+
+  function setAblate(next) {
+    state.ablate = sortHeads(next);
+    app.update();
+    app.refreshNow();
+  }
+
+  function drawOverlay() {
+    const g = grid.gridLayout;
+    const layers = g?.grid?.layers;
+    overlay.replaceChildren();
+    if (!g || !layers) return;
+    const canvas = grid.querySelector("canvas");
+    overlay.style.left = `${canvas.offsetLeft}px`;
+    overlay.style.top = `${canvas.offsetTop}px`;
+    for (const s of toggleSpots(g.layout, layers)) {
+      const b = document.createElement("button");
+      const off = isOff(state.ablate, s.layer, s.head);
+      b.type = "button";
+      b.className = off ? "ablate-toggle off" : "ablate-toggle";
+      b.textContent = "✕";
+      b.style.left = `${s.x}px`;
+      b.style.top = `${s.y}px`;
+      b.dataset.layer = String(s.layer);
+      b.dataset.head = String(s.head);
+      b.dataset.testid = `ablate-L${s.layer}H${s.head}`;
+      b.setAttribute("aria-pressed", off ? "true" : "false");
+      b.title = `${off ? "Switch back on" : "Switch off"} layer ${s.layer}, head ${s.head}`;
+      overlay.append(b);
+    }
+  }
+
+  function drawList() {
+    root.classList.toggle("active", state.ablate.length > 0);
+    clear.hidden = state.ablate.length === 0;
+    list.replaceChildren(
+      ...(state.ablate.length
+        ? state.ablate.map((a) => {
+            const chip = document.createElement("button");
+            chip.type = "button";
+            chip.className = "ablate-chip";
+            chip.textContent = `L${a.layer} · H${a.head} ✕`;
+            chip.title = "Switch this head back on";
+            chip.addEventListener("click", () => setAblate(toggled(state.ablate, a.layer, a.head)));
+            return chip;
+          })
+        : [document.createTextNode("None: the model as trained.")]),
+    );
+  }
+
+  // before → after: the intact model's top guess at the chosen position, its probability in both
+  async function measure(record) {
+    const body = {
+      text: state.text,
+      layers: [],
+      include: [],
+      top_k: 50,
+      causal: state.causal,
+      scale: scaleParam(state),
+      temperature: state.temperature,
+    };
+    try {
+      const [before, after] = await Promise.all([
+        postJSON("/api/attention", body),
+        postJSON("/api/attention", { ...body, ablate: state.ablate }),
+      ]);
+      const pos = state.position ?? before.predictions.length - 1;
+      record.inputs.position = pos;
+      const top = before.predictions[pos][0];
+      record.answer = {
+        token: before.tokens[pos],
+        top,
+        found: after.predictions[pos].find((p) => p.id === top.id),
+        after: after.predictions[pos],
+      };
+    } catch (err) {
+      record.error = errorText(err);
+    }
+    record.pending = false;
+    if (state.ablationEffect === record) app.update();
+  }
+
+  function drawEffect() {
+    const r = state.ablationEffect;
+    if (!state.ablate.length || isBlank(state.text)) {
+      state.ablationEffect = null;
+      effect.textContent = "";
+      for (const key of ["before", "after", "token"]) delete effect.dataset[key];
+      return;
+    }
+    if (!state.model) return; // a link's heads are checked against the model first (fitToModel)
+    if (!r || (!r.pending && changedInputs(r.inputs, state).length)) {
+      // the inputs changed: measure again, and say so until the answer is in
+      const next = { inputs: inputsFor(state, INPUTS), pending: true };
+      state.ablationEffect = next;
+      effect.textContent = "Measuring what switching these heads off does to the top guess…";
+      measure(next);
+      return;
+    }
+    if (r.pending) return;
+    if (r.error) {
+      effect.textContent = `Could not measure: ${r.error}`;
+      return;
+    }
+    const { token, top, found, after } = r.answer;
+    const now = found ? fmt(found.prob) : `< ${fmt(after.at(-1).prob)}`;
+    const strong = document.createElement("strong");
+    strong.textContent = top.token;
+    effect.replaceChildren("P(", strong, `) after “${token}”: ${fmt(top.prob)} → ${now}`);
+    effect.dataset.before = String(top.prob);
+    effect.dataset.after = String(found ? found.prob : 0);
+    effect.dataset.token = top.token;
+    if (after[0].id !== top.id) effect.append(` · now first: ${after[0].token} ${fmt(after[0].prob)}`);
+  }
+
+  overlay.addEventListener("click", (ev) => {
+    const b = ev.target.closest(".ablate-toggle");
+    if (!b) return;
+    ev.stopPropagation();
+    setAblate(toggled(state.ablate, Number(b.dataset.layer), Number(b.dataset.head)));
+  });
+  clear.addEventListener("click", () => setAblate([]));
+  document.addEventListener("keydown", (ev) => {
+    if (ev.target.closest("textarea, input, select") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    if (ev.key === "x" || ev.key === "X") setAblate(toggled(state.ablate, state.layer, state.head));
+  });
+  return {
+    draw() {
+      drawOverlay();
+      drawList();
+      drawEffect();
+    },
+  };
+}

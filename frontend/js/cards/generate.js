@@ -1,0 +1,263 @@
+// Generation (issue 18): "Continue" streams POST /api/generate into the text box token by
+// token, and a strip shows where each new token looked: one row per new token, one column per
+// earlier token, coloured by the attention of the chosen head (or the mean of every head).
+// A click on "Stop" aborts the request; the server stops at the next token. The run lives in
+// `state.generation` with the text and switched-off heads it produced; once either changes the
+// strip is dimmed and says it is out of date.
+
+import { errorText, formatDetail, isBlank } from "../api.js";
+import { viridisLUT, weightColor, weightLegend } from "../draw/gridcanvas.js";
+import { mount, setHidden, setText } from "../dom.js";
+import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "../measured.js";
+import { checkSampling, limitOf } from "../state.js";
+
+/** Read an NDJSON body line by line; `onLine(obj)` for each. */
+export async function readLines(response, onLine) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let nl;
+    while ((nl = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, nl).trim();
+      buffer = buffer.slice(nl + 1);
+      if (line) onLine(JSON.parse(line));
+    }
+  }
+  if (buffer.trim()) onLine(JSON.parse(buffer));
+}
+
+/** A step's row to draw: the chosen head's, or the server's mean over every layer and head. */
+export function stripRow(step, layer, head, mode) {
+  if (mode === "mean") return step.attention_mean;
+  const first = step.attention.find((heads) => heads); // a hybrid's layers without softmax attention are null
+  return step.attention[layer]?.[head] ?? first[0];
+}
+
+/** The body of POST /api/generate: greedy, or sampled as `state.sampling` says, at the page's temperature. */
+export function generateBody(state, text, n) {
+  const body = { text, max_new_tokens: n, ablate: state.ablate, temperature: state.temperature };
+  const s = state.sampling;
+  if (!s.on) return body;
+  body.do_sample = true;
+  for (const key of ["top_k", "top_p", "seed"]) if (s[key] !== null) body[key] = s[key];
+  return body;
+}
+
+const SAID = {
+  length: "done",
+  eos: "the model ended the text",
+  context: "the text fills the model's context",
+  stopped: "stopped",
+};
+
+/**
+ * Install the button, the strip and its controls; `app`: {state, els, changeText, refreshNow, update}. Returns
+ * `{draw(state)}`.
+ */
+export function installGenerate(app) {
+  const { state, els } = app;
+  const most = () => limitOf(state, "max_new_tokens"); // null until the model is known
+  const { root: box, parts } = mount(
+    "div",
+    "generate-box",
+    "generate",
+    `<div class="generate-controls">
+      <button type="button" class="btn" data-testid="generate-run">Continue</button>
+      <label class="small">tokens <input type="number" min="1" value="20" data-testid="generate-count" /></label>
+      <label class="small">strip <select data-testid="generate-mode">
+        <option value="head">chosen head</option><option value="mean">mean of all heads</option></select></label>
+      <label class="small" title="Greedy takes the likeliest token; sampling draws at the temperature above">
+        <input type="checkbox" data-testid="generate-sample" /> sample</label>
+      <span class="generate-sampling small" data-testid="generate-sampling" hidden>
+        <label>top-k <input type="number" min="1" placeholder="all" data-testid="generate-topk" /></label>
+        <label>top-p <input type="number" min="0.01" max="1" step="0.01" placeholder="1"
+          data-testid="generate-topp" /></label>
+        <label>seed <input type="number" min="0" placeholder="drawn" data-testid="generate-seed" /></label>
+      </span>
+      <span class="muted small" data-testid="generate-status" aria-live="polite"></span>
+    </div>
+    <p class="generate-note small" data-testid="generate-note" role="status" hidden></p>
+    <canvas class="generate-strip" data-testid="generate-strip" hidden></canvas>`,
+  );
+  els.textInput.closest("div").append(box);
+  const {
+    "generate-run": button,
+    "generate-count": count,
+    "generate-mode": mode,
+    "generate-status": status,
+    "generate-note": note,
+    "generate-strip": strip,
+  } = parts;
+  const sampling = {
+    on: parts["generate-sample"],
+    box: parts["generate-sampling"],
+    top_k: parts["generate-topk"],
+    top_p: parts["generate-topp"],
+    seed: parts["generate-seed"],
+  };
+  // the inputs write the state (and so the link); draw() writes them back from it. While a value
+  // is bad, Continue refuses to start (as the server would) and the note names the field.
+  let samplingProblems = [];
+  const readSampling = () => {
+    const checked = checkSampling({
+      top_k: sampling.top_k.value,
+      top_p: sampling.top_p.value,
+      seed: sampling.seed.value,
+    });
+    state.sampling = { ...checked.sampling, on: sampling.on.checked };
+    samplingProblems = state.sampling.on ? checked.problems : [];
+    app.update();
+  };
+  for (const input of [sampling.on, sampling.top_k, sampling.top_p, sampling.seed])
+    input.addEventListener("change", readSampling);
+  let controller = null;
+  const lut = viridisLUT();
+  const legend = weightLegend("generate-legend");
+  strip.after(legend);
+
+  function drawStrip(run) {
+    const steps = run?.steps ?? [];
+    setHidden(strip, !steps.length);
+    setHidden(legend, !steps.length);
+    if (!steps.length) return;
+    const sig = `${steps.length}|${state.layer}.${state.head}|${run.mode}`;
+    if (strip.dataset.signature === sig) return;
+    strip.dataset.signature = sig;
+    const keys = steps.at(-1).attention.find((heads) => heads)[0].length;
+    const cell = Math.max(2, Math.min(10, Math.floor(560 / keys)));
+    strip.width = keys * cell;
+    strip.height = steps.length * cell;
+    strip.style.width = `${strip.width}px`;
+    const g = strip.getContext("2d");
+    g.fillStyle = "#eceef2";
+    g.fillRect(0, 0, strip.width, strip.height);
+    steps.forEach((s, r) => {
+      stripRow(s, state.layer, state.head, run.mode).forEach((w, k) => {
+        g.fillStyle = weightColor(lut, w); // the heatmaps' scale: 0 dark, 1 yellow
+        g.fillRect(k * cell, r * cell, cell, cell);
+      });
+    });
+    strip.title =
+      `Row n: where new token n looked ` +
+      `(${run.mode === "head" ? `layer ${state.layer}, head ${state.head}` : "mean of all heads"}); columns: ` +
+      `the tokens before it`;
+  }
+
+  async function start() {
+    if (isBlank(state.text)) {
+      setText(status, "Type a text first: Continue adds tokens after it.");
+      return;
+    }
+    if (samplingProblems.length) return; // the note names the bad field; the button is off meanwhile
+    const n = Math.min(most() ?? Infinity, Math.max(1, Number.parseInt(count.value, 10) || 20));
+    controller = new AbortController();
+    const run = { steps: [], mode: mode.value, running: true, reason: null, error: null, inputs: null };
+    state.generation = run;
+    button.textContent = "Stop";
+    button.dataset.running = "1";
+    status.textContent = "generating…";
+    app.update();
+    let text = els.textInput.value;
+    let reason = "stopped";
+    try {
+      const response = await fetch("/api/generate", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Accept: "application/x-ndjson" },
+        body: JSON.stringify(generateBody(state, text, n)),
+        signal: controller.signal,
+      });
+      if (!response.ok) {
+        const body = await response.json().catch(() => null);
+        // "top_p: …", the field named
+        throw new Error(formatDetail(body?.detail) || `the server answered ${response.status}`);
+      }
+      await readLines(response, (line) => {
+        if (line.done) {
+          reason = line.reason;
+          text = line.text;
+          // a drawn seed is kept, so the link repeats this very text
+          if (state.sampling.on && line.seed !== null) state.sampling = { ...state.sampling, seed: line.seed };
+          return;
+        }
+        run.steps.push(line);
+        text += line.piece;
+        els.textInput.value = text;
+        status.textContent =
+          `${run.steps.length} new token${run.steps.length === 1 ? "" : "s"} · ` +
+          `“${line.token}” ${(100 * line.prob).toFixed(1)} %`;
+        box.dataset.steps = String(run.steps.length);
+        drawStrip(run);
+      });
+    } catch (err) {
+      if (err.name !== "AbortError") {
+        reason = "error";
+        run.error = `Could not generate: ${errorText(err)}`;
+      }
+    } finally {
+      controller = null;
+      button.textContent = "Continue";
+      delete button.dataset.running;
+      els.textInput.value = text;
+      run.running = false;
+      run.reason = reason;
+      box.dataset.reason = reason;
+      app.changeText(text);
+      run.inputs = inputsFor(state, ["text", "ablate"]); // the text it produced, with these heads off
+      app.refreshNow();
+      app.update();
+    }
+  }
+
+  button.addEventListener("click", () => {
+    if (controller) controller.abort();
+    else start();
+  });
+  mode.addEventListener("change", () => {
+    if (state.generation) state.generation.mode = mode.value;
+    app.update();
+  });
+
+  function draw() {
+    if (most() !== null) count.max = String(most());
+    const s = state.sampling;
+    sampling.on.checked = s.on;
+    setHidden(sampling.box, !s.on);
+    if (!s.on) samplingProblems = [];
+    for (const key of ["top_k", "top_p", "seed"]) {
+      const shown = s[key] === null ? "" : String(s[key]);
+      // a bad value stays in its box, beside the note that it is ignored
+      const bad = samplingProblems.some((p) => p.startsWith(key.replace("_", "-") + " "));
+      if (sampling[key].value !== shown && document.activeElement !== sampling[key] && !bad)
+        sampling[key].value = shown;
+    }
+    const run = state.generation;
+    const changed = run?.inputs ? changedInputs(run.inputs, state) : [];
+    box.classList.toggle("stale", changed.length > 0);
+    const notes = samplingProblems.map((p) => `Sampling: ${p}; Continue starts once it is.`);
+    button.disabled = !controller && samplingProblems.length > 0;
+    button.title = button.disabled ? `Not started: ${samplingProblems.join("; ")}` : "";
+    if (changed.length)
+      notes.push(
+        `${outOfDateWords(changed, "this strip was generated")} Continue generates from the text as it is now.`,
+      );
+    if (run && whatIfOn(state))
+      notes.push(
+        "Generation runs the model as trained (causal mask on, its own scaling): the what-if switches do not " +
+          "apply to it.",
+      );
+    setText(note, notes.join(" "));
+    setHidden(note, notes.length === 0);
+    if (run && !run.running)
+      setText(
+        status,
+        run.error ??
+          `${run.steps.length} new ${run.steps.length === 1 ? "token" : "tokens"} · ${SAID[run.reason] ?? run.reason}`,
+      );
+    drawStrip(run);
+  }
+  return { draw };
+}

@@ -1,0 +1,257 @@
+// The all-heads grid: every layer × head thumbnail in ONE canvas (up to 32 × 32 heads).
+//
+// The server max-pools each head's pattern into blocks of `block` × `block` tokens (at most
+// 64 cells a side) and sends the block maxima as levels 0..255 (weight × 255). This module
+// lays the thumbnails out (pure functions: geometry, the image, what a pixel shows, the
+// tooltip) and paints them with putImageData, which stays fast where one Plotly heatmap per
+// head, or one giant heatmap, does not. Each layer is painted with its own mask: the answer's
+// `thumbnail_mask` of the layer where a sliding window makes it differ, else `thumbnail.mask`.
+
+import { maskedWhy } from "./captions.js";
+
+// Plotly's Viridis, the colour scale of every weight heatmap on the page
+const VIRIDIS = [
+  [0, "#440154"],
+  [0.0627, "#48186a"],
+  [0.1255, "#472d7b"],
+  [0.1882, "#424086"],
+  [0.251, "#3b528b"],
+  [0.3137, "#33638d"],
+  [0.3765, "#2c728e"],
+  [0.4392, "#26828e"],
+  [0.502, "#21918c"],
+  [0.5647, "#1fa088"],
+  [0.6275, "#28ae80"],
+  [0.6902, "#3fbc73"],
+  [0.7529, "#5ec962"],
+  [0.8157, "#84d44b"],
+  [0.8784, "#addc30"],
+  [0.9412, "#d8e219"],
+  [1, "#fde725"],
+];
+const MASKED_RGB = [236, 238, 242]; // MASK_BG of figures.js: masked cells, not zero weights
+const GAP_RGB = [255, 255, 255];
+
+const hex = (h) => [1, 3, 5].map((i) => Number.parseInt(h.slice(i, i + 2), 16));
+
+/** 256 × RGB: colour of each level (weight × 255). */
+export function viridisLUT() {
+  const lut = new Uint8ClampedArray(256 * 3);
+  for (let v = 0; v < 256; v++) {
+    const t = v / 255;
+    let k = 0;
+    while (k < VIRIDIS.length - 2 && VIRIDIS[k + 1][0] < t) k++;
+    const [t0, c0] = VIRIDIS[k];
+    const [t1, c1] = VIRIDIS[k + 1];
+    const a = hex(c0);
+    const b = hex(c1);
+    const u = (t - t0) / (t1 - t0);
+    for (let c = 0; c < 3; c++) lut[v * 3 + c] = Math.round(a[c] + (b[c] - a[c]) * u);
+  }
+  return lut;
+}
+
+/** The colour of weight `w` (0..1) as every heatmap draws it, from a `viridisLUT()`. */
+export const weightColor = (lut, w) => {
+  const v = Math.round(Math.min(1, Math.max(0, w)) * 255) * 3;
+  return `rgb(${lut[v]}, ${lut[v + 1]}, ${lut[v + 2]})`;
+};
+
+/** A legend of that colour scale: "0 ▭ 1 weight", the bar in the heatmaps' colours. */
+export function weightLegend(testid, label = "attention weight") {
+  const legend = document.createElement("div");
+  legend.className = "weight-legend muted small";
+  legend.dataset.testid = testid;
+  const bar = document.createElement("canvas");
+  bar.width = 96;
+  bar.height = 8;
+  const g = bar.getContext("2d");
+  const lut = viridisLUT();
+  for (let x = 0; x < bar.width; x++) {
+    g.fillStyle = weightColor(lut, x / (bar.width - 1));
+    g.fillRect(x, 0, 1, bar.height);
+  }
+  legend.append("0 ", bar, ` 1 ${label}`);
+  return legend;
+}
+
+/**
+ * Columns of the grid: one per head, plus "mean" (the mean over the layer's heads of their
+ * block maxima) when `aggregate`.
+ */
+export function gridColumns(layers, aggregate) {
+  const heads = layers[0]?.heads.map((h) => h.head) ?? [];
+  return aggregate ? [...heads, -1] : heads;
+}
+
+/** A layer's thumbnail mask: its own where the answer gives one (a sliding window), else the shared one. */
+export const layerMask = (layer, mask) => layer.thumbnail_mask ?? mask;
+
+/** The image of the grid at one pixel per thumbnail cell, with 1-pixel gaps between tiles. */
+export function gridImage({ layers, size, mask, aggregate = false, lut = viridisLUT() }) {
+  const cols = gridColumns(layers, aggregate);
+  const W = cols.length * (size + 1) + 1;
+  const H = layers.length * (size + 1) + 1;
+  const px = new Uint8ClampedArray(W * H * 4);
+  for (let i = 0; i < W * H; i++) px.set([...GAP_RGB, 255], i * 4);
+  layers.forEach((layer, r) => {
+    const mean = aggregate ? meanThumbnail(layer.heads, size) : null;
+    const lmask = layerMask(layer, mask);
+    cols.forEach((head, c) => {
+      const thumb = head === -1 ? mean : layer.heads[c].thumbnail;
+      const x0 = 1 + c * (size + 1);
+      const y0 = 1 + r * (size + 1);
+      for (let i = 0; i < size; i++) {
+        const row = thumb[i];
+        const mrow = lmask[i];
+        for (let j = 0; j < size; j++) {
+          const o = ((y0 + i) * W + x0 + j) * 4;
+          if (!mrow[j]) px.set(MASKED_RGB, o);
+          else px.set(lut.subarray(row[j] * 3, row[j] * 3 + 3), o);
+          px[o + 3] = 255;
+        }
+      }
+    });
+  });
+  return { width: W, height: H, data: px, cols };
+}
+
+/** Per cell, the mean over heads of their levels (rounded): the "mean" column. */
+export function meanThumbnail(heads, size) {
+  return Array.from({ length: size }, (_, i) => {
+    const row = new Uint8Array(size);
+    for (let j = 0; j < size; j++) {
+      let s = 0;
+      for (const h of heads) s += h.thumbnail[i][j];
+      row[j] = Math.round(s / heads.length);
+    }
+    return row;
+  });
+}
+
+/** Where things go on a canvas `width` CSS pixels wide: labels, tiles, the scale. */
+export function gridGeometry({ nRows, nCols, size, width }) {
+  const label = 34; // left margin for "L12", top margin for "H31"
+  const tile = Math.max(4, Math.floor((width - label - 4) / nCols));
+  const scale = (tile - 1) / size; // CSS pixels per thumbnail cell (a tile holds a 1-pixel gap)
+  return { label, tile, scale, width: label + nCols * tile + 4, height: label + nRows * tile + 4 };
+}
+
+/** The layer row, column and thumbnail cell under canvas point (x, y), or null. */
+export function cellAt(geom, size, nRows, nCols, x, y) {
+  const gx = x - geom.label;
+  const gy = y - geom.label;
+  if (gx < 0 || gy < 0) return null;
+  const c = Math.floor(gx / geom.tile);
+  const r = Math.floor(gy / geom.tile);
+  if (c >= nCols || r >= nRows) return null;
+  const i = Math.floor((gy - r * geom.tile) / geom.scale);
+  const j = Math.floor((gx - c * geom.tile) / geom.scale);
+  if (i < 0 || j < 0 || i >= size || j >= size) return null;
+  return { row: r, col: c, i, j };
+}
+
+const span = (a, b) => (b - a <= 1 ? `${a}` : `${a}–${b - 1}`);
+
+/** The lines the tooltip shows for a cell: head, query and key tokens, the value, or "masked". */
+export function gridTooltip({ grid, hit, aggregate = false }) {
+  const cols = gridColumns(grid.layers, aggregate);
+  const layer = grid.layers[hit.row];
+  const head = cols[hit.col];
+  const k = grid.thumbnail.block;
+  const T = grid.tokens.length;
+  const q0 = hit.i * k;
+  const k0 = hit.j * k;
+  const q1 = Math.min(T, q0 + k);
+  const k1 = Math.min(T, k0 + k);
+  const name = head === -1 ? `Layer ${layer.layer} · mean of the heads` : `Layer ${layer.layer} · head ${head}`;
+  const tok = (i) => grid.tokens[i];
+  const lines = [
+    name,
+    k === 1 ? `query ${q0} ${tok(q0)}` : `queries ${span(q0, q1)} (${tok(q0)} … ${tok(q1 - 1)})`,
+    k === 1 ? `key ${k0} ${tok(k0)}` : `keys ${span(k0, k1)} (${tok(k0)} … ${tok(k1 - 1)})`,
+  ];
+  const why = maskedWhy({
+    mask: layerMask(layer, grid.thumbnail.mask),
+    i: hit.i,
+    j: hit.j,
+    window: layer.window,
+    chunk: layer.chunk,
+    block: k,
+  });
+  if (why) {
+    lines.push(why);
+  } else {
+    const thumb = head === -1 ? meanThumbnail(layer.heads, grid.thumbnail.size) : layer.heads[hit.col].thumbnail;
+    const w = (thumb[hit.i][hit.j] / 255).toFixed(3);
+    // differential attention: the server pools |pattern| (a pair's map can be negative)
+    const weight = layer.lambda != null ? "|weight|" : "weight";
+    if (head === -1) lines.push(`mean over heads of the largest ${weight} ${w}`);
+    else lines.push(k === 1 ? `${weight} ${w}` : `largest ${weight} in this ${k}×${k} block ${w}`);
+  }
+  lines.push(head === -1 ? "" : "click to open this head");
+  return lines.filter(Boolean);
+}
+
+/** Paint `grid` (a b64 grid answer, decoded) into `canvas`, the chosen head outlined. */
+export function paintGrid(canvas, grid, { selected, aggregate = false, width }) {
+  const size = grid.thumbnail.size;
+  const img = gridImage({ layers: grid.layers, size, mask: grid.thumbnail.mask, aggregate });
+  const nRows = grid.layers.length;
+  const nCols = img.cols.length;
+  const geom = gridGeometry({ nRows, nCols, size, width });
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(geom.width * dpr);
+  canvas.height = Math.round(geom.height * dpr);
+  canvas.style.width = `${geom.width}px`;
+  canvas.style.height = `${geom.height}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = "#ffffff";
+  ctx.fillRect(0, 0, geom.width, geom.height);
+  const native = new OffscreenCanvas(img.width, img.height);
+  native.getContext("2d").putImageData(new ImageData(img.data, img.width, img.height), 0, 0);
+  ctx.imageSmoothingEnabled = geom.scale < 1; // shrinking: average; enlarging: crisp cells
+  // one drawImage per tile keeps the white gaps one CSS pixel wide at any zoom
+  for (let r = 0; r < nRows; r++) {
+    for (let c = 0; c < nCols; c++) {
+      const sx = 1 + c * (size + 1);
+      const sy = 1 + r * (size + 1);
+      ctx.drawImage(
+        native,
+        sx,
+        sy,
+        size,
+        size,
+        geom.label + c * geom.tile,
+        geom.label + r * geom.tile,
+        geom.tile - 1,
+        geom.tile - 1,
+      );
+    }
+  }
+  ctx.fillStyle = "#4a5160"; // labels: 7.6:1 on white
+  ctx.font = "11px system-ui, sans-serif";
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  const every = Math.max(1, Math.ceil(14 / geom.tile)); // a label every few tiles when they are small
+  grid.layers.forEach((l, r) => {
+    if (r % every === 0) ctx.fillText(`L${l.layer}`, geom.label - 4, geom.label + r * geom.tile + geom.tile / 2);
+  });
+  ctx.textAlign = "center";
+  ctx.textBaseline = "bottom";
+  img.cols.forEach((h, c) => {
+    if (c % every === 0 || h === -1)
+      ctx.fillText(h === -1 ? "mean" : `H${h}`, geom.label + c * geom.tile + geom.tile / 2, geom.label - 4);
+  });
+  if (selected) {
+    const r = grid.layers.findIndex((l) => l.layer === selected.layer);
+    const c = img.cols.indexOf(selected.head);
+    if (r >= 0 && c >= 0) {
+      ctx.strokeStyle = "#4338ca";
+      ctx.lineWidth = 2.5;
+      ctx.strokeRect(geom.label + c * geom.tile - 1.5, geom.label + r * geom.tile - 1.5, geom.tile + 2, geom.tile + 2);
+    }
+  }
+  return { geom, size, nRows, nCols, cols: img.cols };
+}

@@ -1,0 +1,373 @@
+// The chosen head of a long text (issue 16): its matrices come max-pooled from the server
+// (`focus.thumbnail`: at most N×N cells, each the maximum over a block×block of queries and
+// keys), and the exact cells of one zoomed block come as `focus.region`. Pure functions: the
+// answer in, what the views draw out. Every number is the server's; only words are made here.
+
+import { maskedWhy } from "./captions.js";
+import {
+  HEATMAP_DEFAULTS,
+  MASK_BG,
+  WEIGHT_SCALE,
+  baseLayout,
+  heatmapTitle,
+  rowOutline,
+  shortToken,
+  tokenAxis,
+  tokenMargins,
+} from "./figures.js";
+import { currentDetail, headKey, limitOf } from "../state.js";
+
+/** Identifies the exact cells of one block of the chosen head, for this text and what-ifs. */
+export const regionKey = (state, { q0, q1, k0, k1 }) => `${headKey(state)}|${q0},${q1},${k0},${k1}`;
+
+/** Whether the zoomed block is small enough for its exact cells (at most the server's `region_max` a side). */
+export function regionFits(state, zoom) {
+  const most = limitOf(state, "region_max");
+  return !!zoom && zoom.q1 - zoom.q0 <= most && zoom.k1 - zoom.k0 <= most;
+}
+
+/** The exact cells of the zoomed block, when they are in and belong to this text, head and zoom. */
+export function currentRegion(state) {
+  const r = state.region;
+  return r && state.zoom && r.key === regionKey(state, state.zoom) ? r.response : null;
+}
+
+/** The words under the head heatmap of a long text: what a cell is, and what zooming in gives. */
+export function zoomWords(state, T, block, size) {
+  const pooled = pooledWords(T, block, size);
+  const most = limitOf(state, "region_max");
+  const z = state.zoom;
+  const where = z ? `queries ${z.q0}–${z.q1 - 1} × keys ${z.k0}–${z.k1 - 1}` : "";
+  if (!z) return `${pooled} Drag a box over at most ${most}×${most} tokens for their exact cells.`;
+  if (!regionFits(state, z)) {
+    return (
+      `Zoomed to ${where} (${z.q1 - z.q0}×${z.k1 - z.k0} tokens): each cell is still the largest value of a ` +
+      `${block}×${block} block. Zoom to at most ${most}×${most} tokens for exact cells.`
+    );
+  }
+  if (!currentRegion(state)) return `Fetching the exact cells of ${where}…`;
+  return `Exact cells of ${where}: one query and key each (outside them, block maxima). Double-click to zoom out.`;
+}
+
+/** Tokens [a, b) of pooled cell `c` (the last block of a row or column may be shorter). */
+export function blockSpan(T, block, c) {
+  const a = c * block;
+  return [a, Math.min(T, a + block)];
+}
+
+/** "140–153 (tok … tok)" for the tokens [a, b); one token reads "140 tok". */
+export function spanWords(tokens, a, b) {
+  if (b - a === 1) return `${a} ${shortToken(tokens[a])}`;
+  return `${a}–${b - 1} (${shortToken(tokens[a])} … ${shortToken(tokens[b - 1])})`;
+}
+
+/**
+ * The chosen head's data in one shape, whatever was asked: its fields as the server names them
+ * (`pattern`, `attn_scores_raw`, `attn_scores`, ...: the field table of /api/model), with
+ * `{tokens, layer, stats, mask, block}`, `block` the tokens a side of one cell (1: every cell one
+ * query and key). A pooled answer of block 1 is the exact matrix. A field the answer has not is absent.
+ */
+export function headData(detail) {
+  if (!detail) return null;
+  const layer = detail.layers?.[0];
+  const h = layer?.heads?.[0];
+  if (!layer || !h) return null;
+  const f = detail.focus;
+  if (f?.thumbnail) {
+    // sink_mass and gate come at full resolution only
+    const { layer: _l, head: _h, thumbnail, region: _r, ...fields } = f;
+    return {
+      ...fields,
+      tokens: detail.tokens,
+      layer,
+      stats: h.stats ?? f.stats,
+      mask: thumbnail.mask,
+      block: thumbnail.block,
+    };
+  }
+  const { head: _h, thumbnail: _t, ...fields } = h;
+  return { ...fields, tokens: detail.tokens, layer, mask: detail.mask, block: 1 };
+}
+
+/** The current chosen-head answer, its layer and its data in `headData`'s shape; null while there is none. */
+export function currentHead(state) {
+  const detail = currentDetail(state);
+  return detail ? { detail, layer: detail.layers[0], d: headData(detail) } : null;
+}
+
+/** What a pooled picture shows, in words (null when every cell is one query and key). */
+export function pooledWords(T, block, size) {
+  if (block === 1) return null;
+  return (
+    `${T.toLocaleString("en-US")} tokens, shown as ${size}×${size} cells: each cell is the largest value in a ` +
+    `${block}×${block} block of queries and keys (max-pooled on the server), so a one-token diagonal stays visible.`
+  );
+}
+
+/**
+ * The token block a zoomed heatmap shows: `{q0, q1, k0, k1}` (half-open) from the axes' ranges
+ * (cell t spans t − 0.5 .. t + 0.5; the y axis is reversed), or null when it shows every token.
+ */
+export function visibleBlock(xRange, yRange, T) {
+  const clamp = (v) => Math.min(T, Math.max(0, v));
+  const span = ([a, b]) => {
+    const lo = Math.min(a, b);
+    const hi = Math.max(a, b);
+    return [clamp(Math.floor(lo + 0.5)), clamp(Math.ceil(hi + 0.5))];
+  };
+  const [k0, k1] = span(xRange);
+  const [q0, q1] = span(yRange);
+  if (q0 === 0 && k0 === 0 && q1 === T && k1 === T) return null;
+  if (q1 <= q0 || k1 <= k0) return null;
+  return { q0, q1, k0, k1 };
+}
+
+const num = (v, digits) =>
+  v === null || v === undefined || Number.isNaN(v) ? "all masked" : Number(v).toFixed(digits);
+
+/**
+ * The chosen head of a long text as a heatmap in token coordinates: the pooled cells (each
+ * covering `block` tokens a side) and, where `region` is given, the exact cells of that block
+ * drawn over them. Every hover says what its cell is: a block's maximum over the named token
+ * ranges, or one query and key. Fully masked blocks are solid grey (a hatching image in token
+ * units would be rasterised at the zoomed size: tens of thousands of pixels a side) and say
+ * "all masked".
+ */
+export function pooledHeatmapFigure(args) {
+  const {
+    tokens,
+    block,
+    pattern,
+    mask,
+    raw,
+    scaled,
+    scaledLabel,
+    window,
+    chunk,
+    layer,
+    head,
+    position,
+    title,
+    showscale,
+    maxTicks,
+    uirevision,
+  } = { ...HEATMAP_DEFAULTS, ...args };
+  const region = args.region ?? null;
+  const view = args.view ?? null;
+  const T = tokens.length;
+  const m = pattern.length;
+  // Zoomed in (`view`, the token block in view), only the cells in view and one around them are
+  // drawn: Plotly stretches a heatmap's image over its whole extent, and the whole head zoomed
+  // in 20 times is an image of tens of thousands of pixels a side, which can crash the tab.
+  const [i0, i1, j0, j1] = view
+    ? [
+        Math.max(0, Math.floor(view.q0 / block) - 1),
+        Math.min(m, Math.ceil(view.q1 / block) + 1),
+        Math.max(0, Math.floor(view.k0 / block) - 1),
+        Math.min(m, Math.ceil(view.k1 / block) + 1),
+      ]
+    : [0, m, 0, m];
+  // evenly spaced cells (x0, dx); the last block, shorter, is cut at T by the axes
+  const grid = { x0: j0 * block + (block - 1) / 2, dx: block, y0: i0 * block + (block - 1) / 2, dy: block };
+  const spans = Array.from({ length: m }, (_, c) => blockSpan(T, block, c));
+  const qWords = spans.map(([a, b]) => `queries ${spanWords(tokens, a, b)}`);
+  const kWords = spans.map(([a, b]) => `keys ${spanWords(tokens, a, b)}`);
+  const sizes = spans.map(([a, b]) => b - a);
+  // the blocks under an exact region are left out: the region's cells are drawn there instead
+  const [r0, r1, c0, c1] = region ? region.bounds : [0, 0, 0, 0];
+  const under = (i, j) => region && spans[i][0] < r1 && spans[i][1] > r0 && spans[j][0] < c1 && spans[j][1] > c0;
+  const z = [];
+  const hatched = [];
+  const customdata = [];
+  const reasons = [];
+  let anyMasked = false;
+  for (let i = i0; i < i1; i++) {
+    const zr = [];
+    const hr = [];
+    const cr = [];
+    const why = [];
+    for (let j = j0; j < j1; j++) {
+      const seen = mask[i][j];
+      const hidden = under(i, j);
+      zr.push(seen && !hidden ? pattern[i][j] : null);
+      const w = seen ? null : maskedWhy({ mask, i, j, window, chunk, block });
+      hr.push(!seen && !hidden ? 1 : null);
+      why.push(w ? `all ${w}` : null);
+      if (!seen) anyMasked = true;
+      cr.push([
+        qWords[i],
+        kWords[j],
+        raw ? num(raw[i][j], 3) : "",
+        scaled ? num(scaled[i][j], 3) : "",
+        `${sizes[i]}×${sizes[j]}`,
+      ]);
+    }
+    z.push(zr);
+    hatched.push(hr);
+    customdata.push(cr);
+    reasons.push(why);
+  }
+  const scores = raw ? `<br>largest raw q·kᵀ %{customdata[2]}<br>largest ${scaledLabel} %{customdata[3]}` : "";
+  const data = [
+    {
+      type: "heatmap",
+      name: "blocks",
+      ...grid,
+      z,
+      customdata,
+      colorscale: WEIGHT_SCALE,
+      zmin: 0,
+      zmax: 1,
+      hoverongaps: false,
+      hovertemplate:
+        `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>largest weight %{z:.4f} of these %{customdata[4]} pairs` +
+        `${scores}<extra>L${layer} · H${head}</extra>`,
+      showscale,
+      colorbar: {
+        title: { text: "weight", side: "right", font: { size: 11 } },
+        thickness: 12,
+        len: 0.85,
+        outlinewidth: 0,
+      },
+    },
+  ];
+  if (anyMasked) {
+    const hover = `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`;
+    data.push(maskedTrace("masked", grid, hatched, reasons, customdata, hover));
+  }
+  if (region)
+    data.push(
+      ...regionTraces({ tokens, region, scaledLabel, window, chunk, layer, head, signed: Boolean(args.signed) }),
+    );
+  // the page zooms (main.js: a dragged box sets `view`), not Plotly: its zoom would first paint
+  // the whole head at the zoomed size
+  const xaxis = {
+    ...tokenAxis(tokens, { side: "top", title: "key (attended to)", maxTicks, angle: -55 }),
+    fixedrange: true,
+  };
+  const yaxis = { ...tokenAxis(tokens, { reversed: true, title: "query (attending)", maxTicks }), fixedrange: true };
+  if (view) {
+    xaxis.range = [view.k0 - 0.5, view.k1 - 0.5];
+    yaxis.range = [view.q1 - 0.5, view.q0 - 0.5];
+    // ticks where the zoomed axis can show them: about maxTicks over the tokens in view
+    const step = Math.max(1, Math.ceil(Math.max(view.k1 - view.k0, view.q1 - view.q0) / maxTicks));
+    for (const [axis, a, b] of [
+      [xaxis, view.k0, view.k1],
+      [yaxis, view.q0, view.q1],
+    ]) {
+      axis.tickvals = [];
+      axis.ticktext = [];
+      for (let t = Math.ceil(a / step) * step; t < b; t += step) {
+        axis.tickvals.push(t);
+        axis.ticktext.push(shortToken(tokens[t]));
+      }
+    }
+  }
+  const layout = baseLayout({
+    margin: { ...tokenMargins(tokens, maxTicks), r: 10, b: 10 },
+    xaxis,
+    yaxis,
+    dragmode: false,
+    shapes: rowOutline(position, T),
+    meta: { tokens: T, block, size: m },
+    title: heatmapTitle(title),
+    // one revision for every long text: a zoom stays while the text is typed on or the head changes
+    uirevision: uirevision ?? "pooled",
+  });
+  return { data, layout };
+}
+
+/** The masked cells drawn over a heatmap in the mask colour, each hover saying why it is masked. */
+function maskedTrace(name, grid, z, reasons, customdata, hovertemplate) {
+  return {
+    type: "heatmap",
+    name,
+    ...grid,
+    z,
+    text: reasons,
+    customdata,
+    colorscale: [
+      [0, MASK_BG],
+      [1, MASK_BG],
+    ],
+    showscale: false,
+    hoverongaps: false,
+    hovertemplate,
+  };
+}
+
+/**
+ * The exact cells of one block (`region`: the answer's `focus.region`, {bounds, pattern,
+ * attn_scores_raw, attn_scores}) as heatmap traces in token coordinates: the weights, one query
+ * and key per cell, and the masked cells (null scores in the answer) in the mask's grey, each
+ * hover saying why.
+ */
+export function regionTraces({
+  tokens,
+  region,
+  scaledLabel = "score",
+  window = null,
+  chunk = null,
+  layer,
+  head,
+  signed = false,
+}) {
+  // `signed`: a differential pair's map; its exact cells drawn as |weight| like the pooled cells around them,
+  // the sign in the hover
+  const [q0, q1, k0, k1] = region.bounds;
+  const label = (i) => `${i} ${tokens[i]}`;
+  const xs = Array.from({ length: k1 - k0 }, (_, j) => k0 + j);
+  const ys = Array.from({ length: q1 - q0 }, (_, i) => q0 + i);
+  const grid = { x0: k0, dx: 1, y0: q0, dy: 1 };
+  const raw = region.attn_scores_raw;
+  const scaled = region.attn_scores;
+  const z = [];
+  const masked = [];
+  const reasons = [];
+  const customdata = [];
+  let anyMasked = false;
+  for (let i = 0; i < ys.length; i++) {
+    const q = ys[i];
+    const zr = new Array(xs.length);
+    const mr = new Array(xs.length);
+    const wr = new Array(xs.length);
+    const cr = new Array(xs.length);
+    for (let j = 0; j < xs.length; j++) {
+      const k = xs[j];
+      // the server sends a masked pair's scores as null
+      const isMasked = raw[i][j] === null;
+      zr[j] = isMasked ? null : signed ? Math.abs(region.pattern[i][j]) : region.pattern[i][j];
+      mr[j] = isMasked ? 1 : null;
+      wr[j] = isMasked ? maskedWhy({ mask: { [q]: { [k]: 0 } }, i: q, j: k, window, chunk }) : null;
+      if (isMasked) anyMasked = true;
+      cr[j] = [label(q), label(k), raw[i][j], scaled[i][j], region.pattern[i][j]];
+    }
+    z.push(zr);
+    masked.push(mr);
+    reasons.push(wr);
+    customdata.push(cr);
+  }
+  const traces = [
+    {
+      type: "heatmap",
+      name: "exact cells",
+      ...grid,
+      z,
+      customdata,
+      colorscale: WEIGHT_SCALE,
+      zmin: 0,
+      zmax: 1,
+      showscale: false,
+      hoverongaps: false,
+      hovertemplate:
+        `<b>%{customdata[0]}</b> → %{customdata[1]}<br>weight %{customdata[4]:${signed ? "+" : ""}.4f}<br>raw ` +
+        `q·kᵀ %{customdata[2]:.3f}` +
+        `<br>${scaledLabel} %{customdata[3]:.3f}<extra>L${layer} · H${head}</extra>`,
+    },
+  ];
+  if (anyMasked) {
+    const hover = `<b>%{customdata[0]}</b> → %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`;
+    traces.push(maskedTrace("exact masked", grid, masked, reasons, customdata, hover));
+  }
+  return traces;
+}

@@ -1,0 +1,216 @@
+// The token strip under the text box: one chip per token (its text and id, a hover with its
+// characters), the chosen one pressed, and the counter beside it (`renderTokens`). A long
+// text's strip is virtualised: every chip's place is worked out once per answer (chips are
+// monospace text, measured on a canvas), and only the chips of the lines in view, plus a few
+// lines either side, are in the DOM. Scrolling swaps them; the strip keeps its height, its wrap
+// and its look.
+
+import { countWords, isBlank } from "../api.js";
+import { idOf, setAttr, setText } from "../dom.js";
+import { currentDetail, currentGrid, selectedPosition } from "../state.js";
+
+/** Past this many tokens the strip is virtualised. */
+export const VIRTUAL_FROM = 400;
+const GAP = 4; // .tokens gap, px
+const PAD = 2; // .tokens padding, px
+const OVERSCAN = 3; // lines drawn above and below the visible ones
+
+/** One chip: its position, token and id, `title` its hover text. */
+export function makeChip(i, token, id, title) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "chip";
+  b.dataset.index = String(i);
+  b.title = title;
+  b.setAttribute("aria-label", `token ${i}: ${token}, id ${id}`);
+  const t = document.createElement("span");
+  t.className = "chip-text";
+  t.textContent = token;
+  const n = document.createElement("span");
+  n.className = "chip-id";
+  n.textContent = String(id);
+  b.append(t, n);
+  return b;
+}
+
+/** Font, padding and height of a chip, measured once from a real one. */
+function chipMetrics(strip) {
+  const probe = makeChip(0, "ab", 12, "");
+  probe.style.position = "absolute";
+  probe.style.visibility = "hidden";
+  strip.append(probe);
+  const text = getComputedStyle(probe.querySelector(".chip-text"));
+  const id = getComputedStyle(probe.querySelector(".chip-id"));
+  const ctx = document.createElement("canvas").getContext("2d");
+  const width = (font, s) => {
+    ctx.font = font;
+    return ctx.measureText(s).width;
+  };
+  const textFont = `${text.fontSize} ${text.fontFamily}`;
+  const idFont = `${id.fontSize} ${id.fontFamily}`;
+  const inner = probe.getBoundingClientRect().width - width(textFont, "ab") - width(idFont, "12");
+  const height = probe.getBoundingClientRect().height;
+  probe.remove();
+  return { ctx, textFont, idFont, inner, height, width };
+}
+
+/** Each chip's left and line, wrapped as flex-wrap would at `width` px. */
+function layoutChips(tokens, ids, metrics, width) {
+  const T = tokens.length;
+  const left = new Float32Array(T);
+  const line = new Int32Array(T);
+  const lineStart = [0];
+  const { ctx, textFont, idFont, inner } = metrics;
+  ctx.font = idFont;
+  const idWidths = ids.map((id) => ctx.measureText(String(id)).width);
+  ctx.font = textFont;
+  let x = 0;
+  let n = 0;
+  for (let i = 0; i < T; i++) {
+    const w = Math.ceil(ctx.measureText(tokens[i]).width + idWidths[i] + inner);
+    if (x > 0 && x + w > width) {
+      n += 1;
+      x = 0;
+      lineStart.push(i);
+    }
+    left[i] = x;
+    line[i] = n;
+    x += w + GAP;
+  }
+  return { left, line, lineStart, lines: n + 1 };
+}
+
+/**
+ * Draw `tokens` into `strip` virtualised. `title(i)` gives a chip's hover text, `selected` the
+ * chosen position. Returns nothing; call `refreshStrip(strip)` on scroll and after a selection.
+ */
+export function renderVirtualStrip(strip, { key, tokens, ids, title, selected, reveal = false }) {
+  let v = strip.virtual;
+  const width = strip.clientWidth - 2 * PAD;
+  if (!v || v.key !== key || v.width !== width) {
+    const metrics = v?.metrics ?? chipMetrics(strip);
+    const lay = layoutChips(tokens, ids, metrics, width);
+    const sizer = document.createElement("div");
+    sizer.className = "tokens-sizer";
+    sizer.style.height = `${lay.lines * (metrics.height + GAP)}px`;
+    strip.classList.add("virtual");
+    strip.replaceChildren(sizer);
+    v = { key, width, metrics, lay, tokens, ids, title, sizer, drawn: null, selected: -1 };
+    strip.virtual = v;
+    if (!strip.dataset.scrollBound) {
+      strip.addEventListener("scroll", () => refreshStrip(strip), { passive: true });
+      strip.dataset.scrollBound = "1";
+    }
+  }
+  v.title = title;
+  if (v.selected !== selected) {
+    v.selected = selected;
+    v.drawn = null;
+    if (reveal) scrollToChip(strip, selected);
+  }
+  refreshStrip(strip);
+}
+
+/** The chips of the lines in view (and a few around them), nothing else. */
+export function refreshStrip(strip) {
+  const v = strip.virtual;
+  if (!v || !strip.classList.contains("virtual")) return;
+  const step = v.metrics.height + GAP;
+  const first = Math.max(0, Math.floor(strip.scrollTop / step) - OVERSCAN);
+  const last = Math.min(v.lay.lines - 1, Math.ceil((strip.scrollTop + strip.clientHeight) / step) + OVERSCAN);
+  const a = v.lay.lineStart[first];
+  const b = last + 1 < v.lay.lines ? v.lay.lineStart[last + 1] : v.tokens.length;
+  if (v.drawn && v.drawn[0] === a && v.drawn[1] === b) return;
+  v.drawn = [a, b];
+  const frag = document.createDocumentFragment();
+  for (let i = a; i < b; i++) {
+    const chip = makeChip(i, v.tokens[i], v.ids[i], v.title(i));
+    chip.style.left = `${v.lay.left[i]}px`;
+    chip.style.top = `${v.lay.line[i] * step}px`;
+    const on = i === v.selected;
+    if (on) chip.classList.add("selected");
+    chip.setAttribute("aria-pressed", on ? "true" : "false");
+    frag.append(chip);
+  }
+  v.sizer.replaceChildren(frag);
+}
+
+/** Scroll the strip so that chip `i` is in view (after a choice made elsewhere, e.g. a heatmap row). */
+export function scrollToChip(strip, i) {
+  const v = strip.virtual;
+  if (!v || i < 0 || i >= v.tokens.length) return;
+  const step = v.metrics.height + GAP;
+  const top = v.lay.line[i] * step;
+  if (top < strip.scrollTop || top + step > strip.scrollTop + strip.clientHeight) {
+    strip.scrollTop = Math.max(0, top - strip.clientHeight / 2);
+  }
+}
+
+/** Back to a plain strip (a short text): the next render builds one chip per token. */
+export function leaveVirtual(strip) {
+  if (!strip.virtual) return;
+  strip.virtual = null;
+  strip.classList.remove("virtual");
+}
+
+/** The chips of the current answer's tokens (or none), the chosen one pressed, and the counter. */
+export function renderTokens(state, els) {
+  const response = currentGrid(state) ?? currentDetail(state);
+  if (!response) {
+    // a text the server refused, no answer yet after an error, or no text: no chips of an older
+    // text; the counter says the server's own count of a refused text (the message's number)
+    if (!state.error && !isBlank(state.text)) return;
+    if (els.tokens.dataset.signature !== "none") {
+      els.tokens.dataset.signature = "none";
+      leaveVirtual(els.tokens);
+      els.tokens.replaceChildren();
+    }
+    setText(els.tokenCount, countWords(state.refusal));
+    return;
+  }
+  const { tokens, token_ids: tokenIds, offsets } = response;
+  const sig = String(idOf(response));
+  // offsets count characters (code points), as Python does; JS strings count UTF-16 units
+  let chars = null;
+  const title = (i) => {
+    chars ??= codePoints(state.text);
+    const [start, end] = offsets?.[i] ?? [null, null];
+    const source = start === null ? "" : chars.slice(start, end).join("");
+    return `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}`;
+  };
+  if (tokens.length > VIRTUAL_FROM) {
+    // a long text: only the chips in view are in the DOM
+    const selected = selectedPosition(state, tokens.length);
+    renderVirtualStrip(els.tokens, {
+      key: sig,
+      tokens,
+      ids: tokenIds,
+      title,
+      selected,
+      reveal: state.position !== null,
+    });
+    els.tokens.dataset.signature = sig;
+    setText(els.tokenCount, `${tokens.length} tokens`);
+    return;
+  }
+  if (els.tokens.virtual) {
+    leaveVirtual(els.tokens);
+    els.tokens.dataset.signature = "";
+  }
+  if (els.tokens.dataset.signature !== sig) {
+    els.tokens.dataset.signature = sig;
+    const frag = document.createDocumentFragment();
+    tokens.forEach((token, i) => frag.append(makeChip(i, token, tokenIds[i], title(i))));
+    els.tokens.replaceChildren(frag);
+    els.tokenCount.textContent = `${tokens.length} token${tokens.length === 1 ? "" : "s"}`;
+  }
+  const p = selectedPosition(state, tokens.length);
+  for (const chip of els.tokens.children) {
+    const on = Number(chip.dataset.index) === p;
+    chip.classList.toggle("selected", on);
+    setAttr(chip, "aria-pressed", on ? "true" : "false");
+  }
+}
+
+/** A string as its characters (code points): offsets from the API index this, not UTF-16 units. */
+export const codePoints = (text) => Array.from(text);

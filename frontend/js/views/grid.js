@@ -1,0 +1,123 @@
+// The all-heads grid, beside the chosen head in the head view (and in the notebook widget):
+// every layer and head as a max-pooled thumbnail painted on one canvas (gridcanvas.js), its
+// caption in words, and the pointer on it: hover names the cell, a click or an arrow key
+// opens a head.
+
+import { earlierMasked, maskKinds } from "../draw/captions.js";
+import { idOf, setText } from "../dom.js";
+import { renderLayerRibbon } from "../draw/layerribbon.js";
+import { cellAt, gridTooltip, layerMask, paintGrid } from "../draw/gridcanvas.js";
+import { currentGrid, stepLayer } from "../state.js";
+
+/** What the grid shows, in words: how far the thumbnails are downsampled, what a cell is. */
+export function gridCaption(grid, aggregate) {
+  const T = grid.tokens.length;
+  const { block, size } = grid.thumbnail;
+  const n = grid.layers.length;
+  const h = grid.layers[0]?.heads.length ?? 0;
+  const what =
+    block === 1
+      ? `${n} layers × ${h} heads, every cell one query and key (${T} tokens, not downsampled).`
+      : `${n} layers × ${h} heads, downsampled ${block}× (${T} tokens → ${size} cells a side): each cell is the ` +
+        `largest weight in a ${block}×${block} block of queries and keys, so a one-token diagonal stays visible.`;
+  const mean = aggregate ? " The last column is the mean over each layer's heads of those cell values." : "";
+  const signed = grid.layers.some((l) => l.lambda != null)
+    ? " Differential attention: each head is a pair of softmaxes whose map first − λ·second can be negative; " +
+      "the grid shows its size, |weight| (the head view shows the sign)."
+    : "";
+  return `${what}${gridMaskWords(grid)}${mean}${signed}`;
+}
+
+/** What the grey cells of the grid are, from each layer's thumbnail mask and window ("" when none is grey). */
+export function gridMaskWords(grid) {
+  const kinds = grid.layers.map((l) => maskKinds(layerMask(l, grid.thumbnail.mask)));
+  if (!kinds.some((k) => k.any)) return "";
+  const why = [];
+  if (kinds.some((k) => k.after)) why.push("keys after the query");
+  const windowed = grid.layers.filter((_, i) => kinds[i].before);
+  // one clause per kind of limit (a sliding window, chunks), naming its layers
+  const clauses = new Map();
+  for (const l of windowed) {
+    const words = earlierMasked(l) ?? "earlier keys";
+    clauses.set(words, [...(clauses.get(words) ?? []), l.layer]);
+  }
+  for (const [words, layers] of clauses) {
+    const where =
+      layers.length === grid.layers.length
+        ? "in every layer"
+        : `in layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")}`;
+    why.push(`${where}, keys ${words}`);
+  }
+  return ` Grey cells are masked (${why.join("; ")}): no key there may be attended, not a zero weight.`;
+}
+
+/**
+ * Paint the grid of the current answer (again only when it, the chosen head or the width changed); false
+ * without one.
+ */
+export function drawGrid(state, els) {
+  const grid = currentGrid(state);
+  if (!grid || !grid.thumbnail) return false;
+  const width = Math.max(240, els.headsGrid.clientWidth || 560);
+  const sig = `${idOf(grid)}|${state.layer}|${state.head}|${state.aggregate}|${width}`;
+  if (els.headsGrid.dataset.signature !== sig) {
+    const start = performance.now();
+    const layout = paintGrid(els.gridCanvas, grid, {
+      selected: { layer: state.layer, head: state.head },
+      aggregate: state.aggregate,
+      width,
+    });
+    els.headsGrid.gridLayout = { grid, layout, aggregate: state.aggregate };
+    els.headsGrid.dataset.signature = sig;
+    els.headsGrid.classList.add("drawn");
+    performance.measure("attnscope:draw:heads-grid", { start, end: performance.now() });
+  }
+  setText(els.gridCaption, gridCaption(grid, state.aggregate));
+  renderLayerRibbon(els.layerRibbon, state.model);
+  return true;
+}
+
+/**
+ * The pointer on the grid canvas, for the page and the widget alike: hover shows the cell in
+ * the tooltip, a click opens the head, arrow keys step to the next head. `app`: {state, els, selectHead}.
+ */
+export function installGridPointer({ state, els, selectHead }) {
+  const hitAt = (ev) => {
+    const g = els.headsGrid.gridLayout;
+    if (!g) return null;
+    const rect = els.gridCanvas.getBoundingClientRect();
+    const { geom, size, nRows, nCols } = g.layout;
+    const hit = cellAt(geom, size, nRows, nCols, ev.clientX - rect.left, ev.clientY - rect.top);
+    return hit ? { ...hit, g } : null;
+  };
+  const tip = els.gridTip;
+  els.gridCanvas.addEventListener("mousemove", (ev) => {
+    const hit = hitAt(ev);
+    if (!hit) {
+      tip.hidden = true;
+      return;
+    }
+    tip.textContent = gridTooltip({ grid: hit.g.grid, hit, aggregate: hit.g.aggregate }).join("\n");
+    tip.hidden = false;
+    const box = els.headsGrid.getBoundingClientRect();
+    const x = ev.clientX - box.left + 14;
+    tip.style.left = `${Math.max(0, Math.min(x, box.width - tip.offsetWidth - 4))}px`;
+    tip.style.top = `${ev.clientY - box.top + 14}px`;
+  });
+  els.gridCanvas.addEventListener("mouseleave", () => (tip.hidden = true));
+  els.gridCanvas.addEventListener("click", (ev) => {
+    const hit = hitAt(ev);
+    if (!hit) return;
+    const head = hit.g.layout.cols[hit.col];
+    if (head >= 0) selectHead(hit.g.grid.layers[hit.row].layer, head);
+  });
+  els.gridCanvas.addEventListener("keydown", (ev) => {
+    const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+    const move = moves[ev.key];
+    const m = state.model;
+    if (!move || !m) return;
+    ev.preventDefault();
+    const clamp = (v, n) => Math.min(n - 1, Math.max(0, v));
+    selectHead(stepLayer(m, state.layer, move[0]), clamp(state.head + move[1], m.n_head));
+  });
+}

@@ -1,0 +1,213 @@
+// The head view ("Head & all heads"): the chosen head's attention pattern as a heatmap (exact,
+// or max-pooled for a long text with the exact cells of a zoomed block), the all-heads grid
+// beside it (view_grid.js), and the pointer on the heatmap: a click on a row chooses that
+// query, a dragged box zooms a long text's head (zoom.js). The notebook widget draws this view.
+
+import { hatchMeaning, maskKinds, scoresFormula } from "../draw/captions.js";
+import { drawPlot, idOf, onPlotClick, setText } from "../dom.js";
+import { formatLambda, headHeatmapFigure, pairPartsFigure } from "../draw/heatmap.js";
+import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
+import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
+import { drawGrid } from "./grid.js";
+import { installZoom } from "../draw/zoom.js";
+
+export const id = "head";
+export const label = "Head & grid";
+/** Its slice of the page state: the grid's mean column, a long text's zoomed block and its exact cells. */
+export const state = {
+  aggregate: false, // show the per-layer mean of the heads in the grid
+  // long texts (issue 16): cells a side the head heatmap can draw (data.js measures it); the
+  // zoomed token block ({q0, q1, k0, k1}, null = the whole head) and the exact cells of that
+  // block ({key, bounds, response}) once the server sent them
+  drawCells: FOCUS_MAX,
+  zoom: null,
+  region: null,
+};
+/** `mean=1`: the grid's mean column. */
+export const link = {
+  read(params, out) {
+    if (params.has("mean")) out.aggregate = params.get("mean") === "1";
+  },
+  write(s, params) {
+    if (s.aggregate) params.set("mean", "1");
+  },
+};
+/** The grid answer (its pattern draws the head at once); the chosen head's answer comes with every text. */
+export const needs = ["grid"];
+
+/**
+ * What the chosen head shows now: the chosen-head answer when it is current, else the head's
+ * pattern from the grid answer (no scores in the hover until the detail arrives), else null.
+ */
+export function chosenHead(state) {
+  const detail = currentDetail(state);
+  if (detail?.focus?.thumbnail) {
+    // asked through `focus` (a long text): max-pooled cells, or exact ones where block is 1
+    const head = headData(detail); // the head's fields by the server's names
+    if (head.pattern)
+      return { response: detail, layer: head.layer, mask: head.mask, head, full: true, block: head.block };
+  } else if (detail) {
+    const h = detail.layers?.[0]?.heads?.[0];
+    if (h) return { response: detail, layer: detail.layers[0], mask: detail.mask, head: h, full: true };
+  }
+  const grid = currentGrid(state);
+  if (grid) {
+    const layer = grid.layers.find((l) => l.layer === state.layer);
+    const head = layer?.heads.find((h) => h.head === state.head);
+    // a plain-JSON grid holds full patterns; a layer's own mask where a sliding window makes it differ
+    if (head?.pattern) return { response: grid, layer, mask: layer.mask ?? grid.mask, head, full: false };
+  }
+  return null;
+}
+
+/** The head view's words on hatching: what it means here, hidden when nothing is masked (`hatch` null). */
+function renderHeadCaption(els, hatch) {
+  const box = document.getElementById("head-hatch");
+  if (!box) return;
+  if (box.hidden !== !hatch) box.hidden = !hatch;
+  if (hatch) setText(document.getElementById("head-hatch-text"), hatch);
+}
+
+/**
+ * The heatmap of one matrix of the chosen head: exact, or max-pooled where `block` > 1, with the
+ * same arguments either way. `chosen`: {response, layer, mask, head, block} (chosenHead's shape);
+ * `extra`: further arguments of headHeatmapFigure / pooledHeatmapFigure.
+ */
+export function headFigure(state, { response, layer, mask, head, block = 1 }, extra = {}) {
+  const args = {
+    tokens: response.tokens,
+    pattern: head.pattern,
+    mask,
+    raw: head.attn_scores_raw,
+    scaled: head.attn_scores,
+    scaledLabel: scoresFormula(layer),
+    window: layer.window,
+    chunk: layer.chunk ?? null,
+    layer: state.layer,
+    head: state.head,
+    sinkMass: block > 1 ? null : (head.sink_mass ?? null), // a learned sink's share of each row, its own column
+    gate: block > 1 ? null : (head.gate ?? null), // an output gate per query, its own column
+    // MLA
+    parts: block === 1 && head.attn_scores_content ? [head.attn_scores_content, head.attn_scores_position] : null,
+    // differential attention: the signed map on a diverging scale, its two softmaxes in the hover
+    pair:
+      block === 1 && layer.lambda != null && head.pattern_parts
+        ? { lambda: layer.lambda, parts: head.pattern_parts }
+        : null,
+    signed: layer.lambda != null, // pooled: |pattern| in the cells, the sign in a zoomed cell's hover
+    ...extra,
+  };
+  return block > 1 ? pooledHeatmapFigure({ ...args, block }) : headHeatmapFigure(args);
+}
+
+/** Draw the chosen head's heatmap and the grid; `{head, grid}` say which of them had current data. */
+export function drawHeadView(state, els) {
+  const chosen = chosenHead(state);
+  const zoomNote = document.getElementById("head-zoom");
+  const hatch = document.getElementById("head-hatch");
+  if (!chosen) return { head: false, grid: drawGrid(state, els) };
+  const pooled = (chosen.block ?? 1) > 1;
+  if (zoomNote) zoomNote.hidden = !pooled;
+  const { response, layer, mask, head: h, full, block } = chosen;
+  const T = response.tokens.length;
+  const p = selectedPosition(state, T);
+  // a long text: the pooled cells, and the exact cells of the zoomed block once they are in
+  const region = pooled ? currentRegion(state) : null;
+  const extra = pooled
+    ? { position: p, region, view: state.zoom }
+    : { position: p, ...(full ? {} : { raw: null, scaled: null }) };
+  const sig = pooled ? `|${idOf(region)}|${JSON.stringify(state.zoom)}` : "";
+  drawPlot(
+    els.headHeatmap,
+    `${idOf(response)}|${state.layer}|${state.head}|${p}${sig}`,
+    () => headFigure(state, chosen, extra),
+    `attnscope-L${state.layer}H${state.head}`,
+  );
+  setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
+  const rows = document.getElementById("head-rows");
+  if (rows) setText(rows, rowWords(layer) + (pooled && layer.lambda != null ? POOLED_PAIR : ""));
+  drawPairParts(state, chosen, pooled);
+  const meaning = hatchMeaning(maskKinds(mask), layer.window, layer.chunk);
+  // masked blocks are solid grey in a pooled head, not hatched (pooled.js)
+  renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
+  hatch?.classList.toggle("solid", pooled);
+  if (pooled) setText(zoomNote, zoomWords(state, T, block, h.pattern.length));
+  return { head: true, grid: drawGrid(state, els) };
+}
+
+// a long text's differential head: its cells are block maxima of a signed map's size
+const POOLED_PAIR =
+  " Drawn max-pooled, each cell is the largest |weight| of its block; a zoomed block's exact cells are drawn as " +
+  "|weight| too, their sign in the hover.";
+
+/** A differential head's two softmaxes under its signed map; hidden for every other head, and for a pooled one. */
+function drawPairParts(state, { response, layer, mask, head }, pooled) {
+  const box = document.getElementById("head-parts");
+  if (!box) return;
+  const show = !pooled && layer.lambda != null && Boolean(head.pattern_parts);
+  if (box.hidden !== !show) box.hidden = !show;
+  if (!show) return;
+  drawPlot(
+    box,
+    `${idOf(response)}|parts|${state.layer}|${state.head}`,
+    () =>
+      pairPartsFigure({
+        tokens: response.tokens,
+        parts: head.pattern_parts,
+        mask,
+        lambda: layer.lambda,
+        layer: state.layer,
+        head: state.head,
+      }),
+    `attnscope-L${state.layer}H${state.head}-parts`,
+  );
+}
+
+/**
+ * What a row of the heatmap holds: 1 unit of attention over the keys, over the keys and a learned sink, or a
+ * pair's difference.
+ */
+export const rowWords = (layer) => {
+  if (layer?.lambda != null) {
+    const lam = formatLambda(layer.lambda);
+    return (
+      `Differential attention: this head is a pair of softmaxes over the same keys, and its map is first − ` +
+      `${lam} × second (both drawn below). Red cells add to what the head reads, blue ones take away, and each ` +
+      `row sums to 1 − λ. The scores in the hover are the first softmax's.`
+    );
+  }
+  return layer?.sink_logit
+    ? "Each row is a query token; it spreads 1 unit of attention over the keys and this layer's learned sink " +
+        "(its own column), so the keys' weights sum to less than 1."
+    : "Each row is a query token; it spreads 1 unit of attention over the keys.";
+};
+
+/** Draw the view: the chosen head and the grid; `{head, grid}` say which of them had current data. */
+export const draw = drawHeadView;
+
+/**
+ * A click anywhere on a row of the heatmap chooses that query, the hatched (masked) cells too,
+ * which Plotly leaves without click events: the row comes from the y axis under the pointer.
+ * `app`: {els, selectPosition, fetchRegion, update, state}.
+ */
+export function install(app) {
+  const { els } = app;
+  const zoom = installZoom(app);
+  onPlotClick(els.headHeatmap, (pt) => {
+    if (Number.isInteger(pt.y)) app.selectPosition(pt.y);
+  });
+  els.headHeatmap.addEventListener("click", (ev) => {
+    if (zoom.endedDrag()) return; // the click that ends a dragged box chooses no row
+    const ya = els.headHeatmap._fullLayout?.yaxis;
+    const xa = els.headHeatmap._fullLayout?.xaxis;
+    // a long text's heatmap has fewer cells than tokens; its axes count tokens (layout.meta)
+    const n = els.headHeatmap.layout?.meta?.tokens ?? els.headHeatmap.data?.[0]?.z?.length ?? 0;
+    if (!ya || !xa || !n) return;
+    const box = els.headHeatmap.getBoundingClientRect();
+    const x = ev.clientX - box.left - xa._offset;
+    const y = ev.clientY - box.top - ya._offset;
+    if (x < 0 || x > xa._length || y < 0 || y > ya._length) return;
+    const row = Math.round(ya.p2d(y));
+    if (Number.isInteger(row) && row >= 0 && row < n) app.selectPosition(row);
+  });
+}

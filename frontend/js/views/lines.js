@@ -1,0 +1,317 @@
+// The "Lines" view, BertViz's head view: one layer's attention as lines from each query token (left
+// column) to the keys it attends (right column), a colour per head, each line as opaque as its
+// weight. Hover a token to keep only its lines (a query's on the left, a key's on the right); click
+// a head's swatch to hide or show it. A long text stays readable: each query draws only its
+// heaviest keys. The weights are the server's (POST /api/attention, the layer's patterns).
+// Click tokens to select several (queries on the left, keys on the right): the chosen head's
+// attention of the selection, summed or averaged by the server (POST /api/selection), is drawn
+// below: where the selected queries look, and who looks at the selected keys.
+
+import { askInto } from "../answers.js";
+import { byId, drawPlot, setHidden, setText } from "../dom.js";
+import { BLUE, ORANGE, QUALITATIVE, baseLayout } from "../draw/figures.js";
+import { scaleParam } from "../state.js";
+import { offParam } from "../switchedoff.js";
+
+export const id = "lines";
+export const label = "Lines";
+/** Its slice: the chosen layer's patterns and the selection's answer ({key, response, error}), and what is shown. */
+export const state = {
+  lines: null,
+  linesHidden: [], // heads whose lines are hidden
+  linesFocus: null, // {side: "query" | "key", index}: the hovered token whose lines alone are shown
+  linesSelection: { queries: [], keys: [] }, // tokens clicked
+  linesReduce: "mean", // how the selected rows and columns are combined: "mean" or "sum"
+  linesSelected: null, // POST /api/selection
+};
+export const answers = ["lines", "linesSelected"];
+/** Its own request (the layer's patterns), asked for by draw when the view is shown. */
+export const needs = [];
+
+const ALL_KEYS_UP_TO = 24; // texts this short draw every weight; longer ones the heaviest of each query
+const HEAVIEST = 3;
+const MIN_WEIGHT = 0.01; // lighter lines would not be seen
+
+const SVG = "http://www.w3.org/2000/svg";
+
+const linesKey = (state) =>
+  JSON.stringify([state.model?.name, state.text, state.layer, state.causal, scaleParam(state), offParam(state.ablate)]);
+
+export function install(app) {
+  const svg = byId("lines-svg");
+  // hovering a token keeps its lines; leaving the picture shows them all again
+  svg.addEventListener("mouseover", (ev) => {
+    const token = ev.target.closest("[data-side]");
+    if (!token) return;
+    app.state.linesFocus = { side: token.dataset.side, index: Number(token.dataset.index) };
+    showFocus(app.state);
+  });
+  svg.addEventListener("mouseleave", () => {
+    app.state.linesFocus = null;
+    showFocus(app.state);
+  });
+  // a click selects a token (or lets it go): queries on the left, keys on the right
+  svg.addEventListener("click", (ev) => {
+    const token = ev.target.closest("[data-side]");
+    if (!token) return;
+    const side = token.dataset.side === "query" ? "queries" : "keys";
+    const i = Number(token.dataset.index);
+    const chosen = new Set(app.state.linesSelection[side]);
+    if (chosen.has(i)) chosen.delete(i);
+    else chosen.add(i);
+    app.state.linesSelection = { ...app.state.linesSelection, [side]: [...chosen].sort((x, y) => x - y) };
+    app.update();
+  });
+  byId("lines-reduce").addEventListener("change", (ev) => {
+    app.state.linesReduce = ev.target.value;
+    app.update();
+  });
+  byId("lines-heads").addEventListener("click", (ev) => {
+    const swatch = ev.target.closest("[data-head]");
+    if (!swatch) return;
+    const h = Number(swatch.dataset.head);
+    const hidden = new Set(app.state.linesHidden);
+    if (hidden.has(h)) hidden.delete(h);
+    else hidden.add(h);
+    app.state.linesHidden = [...hidden].sort((x, y) => x - y);
+    app.update();
+  });
+}
+
+/** Ask for the chosen layer's patterns, every head. */
+function ask(app, state, key) {
+  // every head's T×T weights: float32 typed arrays, not JSON numbers
+  const body = {
+    text: state.text,
+    layers: [state.layer],
+    include: ["pattern"],
+    top_k: 0,
+    encoding: "b64",
+    causal: state.causal,
+    scale: scaleParam(state),
+    ablate: state.ablate,
+  };
+  askInto(app, "lines", key, "/api/attention", body);
+}
+
+/**
+ * The lines to draw: `{head, query, key, weight}` for every visible head, every weight of a short
+ * text (≥ MIN_WEIGHT), the HEAVIEST of each query for a longer one. Chooses among the server's
+ * weights; computes none.
+ */
+export function linesOf(heads, hidden = []) {
+  const out = [];
+  for (const h of heads) {
+    if (hidden.includes(h.head)) continue;
+    const T = h.pattern.length;
+    h.pattern.forEach((row, query) => {
+      let keys = Array.from(row, (weight, key) => ({ key, weight })).filter((e) => e.weight >= MIN_WEIGHT);
+      if (T > ALL_KEYS_UP_TO) keys = keys.sort((a, b) => b.weight - a.weight).slice(0, HEAVIEST);
+      for (const { key, weight } of keys) out.push({ head: h.head, query, key, weight });
+    });
+  }
+  return out;
+}
+
+function showFocus(state) {
+  const f = state.linesFocus;
+  for (const line of byId("lines-svg").querySelectorAll("line")) {
+    const on = !f || Number(line.dataset[f.side === "query" ? "query" : "key"]) === f.index;
+    line.style.display = on ? "" : "none";
+  }
+}
+
+function drawSvg(svg, tokens, lines) {
+  const rowH = 18;
+  const width = Math.min(520, svg.parentElement.clientWidth || 520);
+  const height = tokens.length * rowH + 10;
+  const colW = Math.min(130, width * 0.3);
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("width", String(width));
+  svg.setAttribute("height", String(height));
+  const y = (i) => 5 + i * rowH + rowH / 2;
+  const parts = [];
+  for (const l of lines) {
+    const line = document.createElementNS(SVG, "line");
+    line.setAttribute("x1", String(colW));
+    line.setAttribute("y1", String(y(l.query)));
+    line.setAttribute("x2", String(width - colW));
+    line.setAttribute("y2", String(y(l.key)));
+    line.setAttribute("stroke", QUALITATIVE[l.head % QUALITATIVE.length]);
+    line.setAttribute("stroke-width", "2");
+    line.setAttribute("stroke-opacity", String(l.weight));
+    Object.assign(line.dataset, {
+      head: String(l.head),
+      query: String(l.query),
+      key: String(l.key),
+      weight: String(l.weight),
+    });
+    parts.push(line);
+  }
+  for (const [side, x, anchor] of [
+    ["query", colW - 6, "end"],
+    ["key", width - colW + 6, "start"],
+  ]) {
+    tokens.forEach((t, i) => {
+      const text = document.createElementNS(SVG, "text");
+      text.setAttribute("x", String(x));
+      text.setAttribute("y", String(y(i) + 4));
+      text.setAttribute("text-anchor", anchor);
+      text.setAttribute("class", "lines-token");
+      text.dataset.side = side;
+      text.dataset.index = String(i);
+      text.textContent = t.length > 14 ? `${t.slice(0, 13)}…` : t;
+      parts.push(text);
+    });
+  }
+  svg.replaceChildren(...parts);
+  svg.classList.add("drawn"); // as drawPlot marks a drawn figure
+}
+
+function drawHeads(box, heads, hidden) {
+  const sig = JSON.stringify([heads.map((h) => h.head), hidden]);
+  if (box.dataset.signature === sig) return;
+  box.dataset.signature = sig;
+  box.replaceChildren(
+    ...heads.map((h) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "lines-head";
+      b.dataset.head = String(h.head);
+      b.setAttribute("aria-pressed", hidden.includes(h.head) ? "false" : "true");
+      b.style.setProperty("--head", QUALITATIVE[h.head % QUALITATIVE.length]);
+      b.textContent = `H${h.head}`;
+      b.title = `head ${h.head}: click to ${hidden.includes(h.head) ? "show" : "hide"} its lines`;
+      return b;
+    }),
+  );
+}
+
+const selectionKey = (state) => JSON.stringify([linesKey(state), state.head, state.linesSelection, state.linesReduce]);
+
+/** Ask for the selected tokens' rows and columns of the chosen head, combined. */
+function askSelection(app, state, key) {
+  const { queries, keys } = state.linesSelection;
+  const body = {
+    text: state.text,
+    layer: state.layer,
+    head: state.head,
+    queries,
+    keys,
+    reduce: state.linesReduce,
+    causal: state.causal,
+    scale: scaleParam(state),
+    ablate: state.ablate,
+  };
+  askInto(app, "linesSelected", key, "/api/selection", body);
+}
+
+/**
+ * The selection's two bar charts: where the selected queries look (over keys), who looks at the selected keys
+ * (over queries).
+ */
+export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, reduce }) {
+  const x = tokens.map((t, i) => `${i} ${t}`);
+  const rows = [
+    fromQ && { y: fromQ, name: `where the selected queries look (${reduce})`, color: BLUE },
+    toK && { y: toK, name: `who looks at the selected keys (${reduce})`, color: ORANGE },
+  ].filter(Boolean);
+  const data = rows.map((r, i) => ({
+    type: "bar",
+    x,
+    y: r.y,
+    name: r.name,
+    marker: { color: r.color },
+    yaxis: i === 0 ? "y" : "y2",
+    hovertemplate: `%{x}: %{y:.4f}<extra>${r.name}</extra>`,
+  }));
+  const layout = baseLayout({
+    margin: { l: 50, r: 10, t: 40, b: 90 },
+    showlegend: true,
+    legend: { orientation: "h", y: 1.15 },
+  });
+  layout.xaxis = { tickangle: -55, fixedrange: true };
+  rows.forEach((_, i) => {
+    const key = i === 0 ? "yaxis" : "yaxis2";
+    layout[key] = {
+      domain: rows.length === 2 ? (i === 0 ? [0.55, 1] : [0, 0.45]) : [0, 1],
+      fixedrange: true,
+      rangemode: "tozero",
+    };
+  });
+  if (rows.length === 2) layout.xaxis.anchor = "y2";
+  return { data, layout };
+}
+
+function drawSelection(state, app) {
+  const box = byId("lines-selection");
+  const { queries, keys } = state.linesSelection;
+  const any = queries.length + keys.length > 0;
+  setHidden(box, !any);
+  for (const text of byId("lines-svg").querySelectorAll("text[data-side]")) {
+    const list = text.dataset.side === "query" ? queries : keys;
+    text.classList.toggle("selected", list.includes(Number(text.dataset.index)));
+  }
+  const reduce = byId("lines-reduce");
+  if (reduce.value !== state.linesReduce) reduce.value = state.linesReduce;
+  if (!any) return;
+  const key = selectionKey(state);
+  if (state.linesSelected?.key !== key) {
+    if (app) askSelection(app, state, key);
+    return;
+  }
+  const { response, error } = state.linesSelected;
+  const words = error
+    ? `Could not combine the selection: ${error}`
+    : response
+      ? `Head ${response.head} of layer ${response.layer}: ${response.queries.length} ` +
+        `quer${response.queries.length === 1 ? "y" : "ies"} (${response.queries.join(", ") || "none"}) and ` +
+        `${response.keys.length} key${response.keys.length === 1 ? "" : "s"} ` +
+        `(${response.keys.join(", ") || "none"}) selected, their rows and columns ` +
+        `${response.reduce === "mean" ? "averaged" : "summed"}. Click a token again to let it go.`
+      : "combining…";
+  setText(byId("lines-selection-caption"), words);
+  if (response) drawPlot(byId("lines-selection-plot"), key, () => selectionFigure(response), "attnscope-selection");
+}
+
+export function draw(state, els, app = null) {
+  if (!state.text.trim()) return false;
+  const key = linesKey(state);
+  if (state.lines?.key !== key) {
+    if (app) ask(app, state, key);
+    return false;
+  }
+  const { response, error } = state.lines;
+  if (error) {
+    setText(byId("lines-caption"), `Could not draw the lines: ${error}`);
+    return false;
+  }
+  if (!response) return false;
+  const layer = response.layers[0];
+  const hidden = state.linesHidden;
+  drawHeads(byId("lines-heads"), layer.heads, hidden);
+  const lines = linesOf(layer.heads, hidden);
+  const svg = byId("lines-svg");
+  const sig = JSON.stringify([key, hidden, svg.parentElement.clientWidth]);
+  if (svg.dataset.signature !== sig) {
+    svg.dataset.signature = sig;
+    drawSvg(svg, response.tokens, lines);
+    showFocus(state);
+  }
+  drawSelection(state, app);
+  const T = response.tokens.length;
+  setText(
+    byId("lines-caption"),
+    `Layer ${layer.layer}: each query token (left) to the keys it attends (right), a colour per head, each line ` +
+      `as opaque as its weight` +
+      (T > ALL_KEYS_UP_TO
+        ? `; ${T} tokens, so each query shows its ${HEAVIEST} heaviest keys (weights from ${MIN_WEIGHT})`
+        : ` (weights from ${MIN_WEIGHT})`) +
+      (layer.lambda != null
+        ? `. Differential attention: a head's weights are first − λ × second softmax (λ ` +
+          `${layer.lambda.toFixed(3)}), and only its positive ones are drawn`
+        : "") +
+      ". Hover a token to keep only its lines; click tokens to select several.",
+  );
+  return true;
+}

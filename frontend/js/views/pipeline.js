@@ -1,0 +1,295 @@
+// The "Mask pipeline" view: one head step by step, q·kᵀ → ÷ divisor → (softcap) → masked → softmax,
+// each panel drawn from the server's own numbers, with the notes that say what each step did.
+
+import { divisorShort, divisorWords, maskKinds, num, pipelineNotes, softcapWords, unscaled } from "../draw/captions.js";
+import { byId, drawPlot, idOf, setText } from "../dom.js";
+import {
+  INK,
+  MUTED,
+  SCORE_SCALE,
+  WEIGHT_SCALE,
+  baseLayout,
+  fmtFixed,
+  hatchImages,
+  maskNull,
+  rowSums,
+  unmaskedValues,
+} from "../draw/figures.js";
+import { blockSpan, currentHead, spanWords } from "../draw/pooled.js";
+import { headDim } from "../state.js";
+
+export const id = "pipeline";
+export const label = "Mask pipeline";
+export const needs = ["detail"];
+
+/** Draw the view from the current chosen-head answer; false while there is none. */
+export function draw(state) {
+  const head = currentHead(state);
+  if (!head) return false;
+  // the server's own numbers and words: its q·kᵀ, its scores before and after the softcap
+  // (masked entries null), the layer's divisor, softcap, window and mask
+  const { detail, layer, d } = head;
+  const T = detail.tokens.length;
+  // differential attention: the steps are the pair's first softmax's (the head view draws the pair)
+  const pair = layer.lambda != null && d.pattern_parts;
+  const pattern = pair ? d.pattern_parts[0] : d.pattern;
+  // a long text's matrices are max-pooled: the rows and columns are blocks of tokens
+  const spans = d.block > 1 ? d.pattern.map((_, c) => blockSpan(T, d.block, c)) : null;
+  const cells = spans && {
+    rows: spans.map(([a, b]) => `queries ${spanWords(detail.tokens, a, b)}`),
+    cols: spans.map(([a, b]) => `keys ${spanWords(detail.tokens, a, b)}`),
+  };
+  const kinds = maskKinds(d.mask);
+  const columns = window.matchMedia(NARROW).matches ? 2 : null;
+  drawPlot(
+    byId("mask-steps"),
+    `${idOf(detail)}|${columns}`,
+    () =>
+      maskStepsFigure({
+        tokens: detail.tokens,
+        raw: d.attn_scores_raw,
+        uncapped: d.attn_scores_uncapped,
+        scores: d.attn_scores,
+        mask: d.mask,
+        pattern,
+        layer,
+        kinds,
+        causal: detail.causal,
+        cells,
+        columns,
+      }),
+    "attnscope-mask-steps",
+  );
+  const notes = pipelineNotes({ causal: detail.causal, layer, kinds, headDim: headDim(state) });
+  const list = byId("pipeline-notes");
+  if (list.children.length !== notes.length) {
+    list.replaceChildren(...notes.map(() => document.createElement("li")));
+    list.style.setProperty("--steps", String(notes.length));
+  }
+  [...list.children].forEach((li, i) => setText(li, notes[i]));
+  if (cells) {
+    // row sums need every cell of a row; these cells are block maxima
+    setText(
+      byId("row-sums"),
+      `${T} tokens, drawn as ${d.pattern.length}×${d.pattern.length} cells: each is the largest value of a ` +
+        `${d.block}×${d.block} block of queries and keys, so a row of this picture is not a row of the softmax, ` +
+        `and its cells do not sum to 1 (every softmax row does).`,
+    );
+  } else {
+    const sums = pattern.map((row) => row.reduce((a, v) => a + v, 0));
+    const lo = Math.min(...sums);
+    const hi = Math.max(...sums);
+    setText(byId("row-sums"), rowSumWords(lo, hi, layer, d.sink_mass) + (pair ? PAIR_WORDS(layer) : ""));
+  }
+  const words = unscaled(layer) ? "1 (what-if: no scaling)" : divisorWords(layer, headDim(state));
+  setText(
+    byId("pipeline-divisor"),
+    layer.softcap ? `${words}, then the softcap ${softcapWords(layer.softcap)}` : words,
+  );
+  return true;
+}
+
+/** What the Σ row column says: rows sum to 1, or, with a learned sink, to 1 − the sink's share. */
+export function rowSumWords(lo, hi, layer, sinkMass) {
+  const range = `the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}`;
+  if (!sinkMass || !layer.sink_logit) return `After softmax every row sums to 1: ${range}.`;
+  const took = [Math.min(...sinkMass), Math.max(...sinkMass)].map((m) => m.toFixed(4));
+  return (
+    `This layer has learned attention sinks: each head's sink logit (here ` +
+    `${layer.sink_logit[layer.heads[0].head].toFixed(3)}) ` +
+    `is one more column of every row's softmax, then dropped, so a row sums to 1 − the sink's share: ${range}; ` +
+    `the sink took ${took[0]} to ${took[1]}.`
+  );
+}
+
+/** A differential layer: what these steps are, and where the head's own map is. */
+const PAIR_WORDS = (layer) =>
+  ` This layer uses differential attention: these steps are the head's first softmax; the head's map is first − ` +
+  `λ × second with λ = ${layer.lambda.toFixed(3)} (the Head view draws it, and both softmaxes).`;
+
+const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
+/** Below this width the steps stand in two rows (style.css gives the plot the height for them). */
+const NARROW = "(max-width: 600px)";
+
+/**
+ * The steps of one head as small heatmaps, plus the row sums after softmax, each drawn from
+ * the server's numbers: q·kᵀ (`raw`) → ÷ divisor (`uncapped`: the answer's
+ * attn_scores_uncapped, or attn_scores where the layer has no softcap) → the softcap, where
+ * `layer.softcap` is set (`scores`) → masked_fill(−∞) (`scores`, hatched where `mask` is 0)
+ * → softmax (`pattern`). `kinds` (captions.maskKinds) says what the mask hides.
+ */
+export function maskStepsFigure({
+  tokens,
+  raw,
+  uncapped,
+  scores,
+  mask,
+  pattern,
+  layer,
+  kinds,
+  causal,
+  cells = null,
+  columns = null,
+}) {
+  // `cells` ({rows, cols}: words per pooled row and column) for a long text's max-pooled matrices:
+  // each value is a block's largest, so no row sums (those need every cell) and "largest" in the hover
+  const T = cells ? cells.rows.length : tokens.length;
+  const sums = cells ? null : rowSums(pattern).map((s) => [s]);
+  const labels = cells ? cells.rows : tokens.map((t, i) => `${i} ${t}`);
+  const cd = cells
+    ? cells.rows.map((q) => cells.cols.map((k) => [q, k]))
+    : labels.map((q) => labels.map((k) => [q, k]));
+  const range = (m) => {
+    const vals = unmaskedValues(m);
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const v of vals) {
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+    return vals.length ? [lo, hi] : [0, 1];
+  };
+  // on a phone (`columns` given) a title's value and range stand on lines of their own: panels are ~110 px wide
+  const narrow = columns !== null;
+  const sub = (...parts) =>
+    `<br><span style="font-size:10px;color:${MUTED}">${parts.join(narrow ? "<br>" : ", ")}</span>`;
+  const span = (m, digits) => {
+    const [lo, hi] = range(m);
+    return cells ? `largest ${fmtFixed(hi, digits)}` : `[${fmtFixed(lo, digits)}, ${fmtFixed(hi, digits)}]`;
+  };
+  const short = divisorShort(layer);
+  const divisorValue = short.startsWith("√") ? [`= ${num(layer.divisor)}`] : [];
+  const steps = [
+    { z: raw, axis: "coloraxis", title: `q·kᵀ${sub(span(raw, 1))}`, hover: "q·kᵀ %{z:.3f}" },
+    {
+      z: uncapped ?? scores,
+      axis: "coloraxis2",
+      // the name on the title line, its value under it: long names (√query_pre_attn_scalar) fit a panel;
+      // on a phone a long name is wider than a panel: "the divisor" there, named under the plot
+      title: `÷ ${narrow && short.length > 8 ? "divisor" : short}${sub(...divisorValue, span(uncapped ?? scores, 2))}`,
+      hover: `q·kᵀ ÷ ${short} %{z:.3f}`,
+    },
+  ];
+  if (layer.softcap) {
+    steps.push({
+      z: scores,
+      axis: "coloraxis2",
+      title: `softcap${sub(softcapWords(layer.softcap), span(scores, 2))}`,
+      hover: `${softcapWords(layer.softcap)} %{z:.3f}`,
+    });
+  }
+  const maskTitle = kinds.any
+    ? `masked_fill(−∞)${sub("hatched = −∞")}`
+    : causal
+      ? `masked_fill(−∞)${sub("nothing to mask")}`
+      : `no mask (what-if)${sub("nothing hidden")}`;
+  steps.push({
+    z: maskNull(scores, mask),
+    axis: "coloraxis2",
+    title: maskTitle,
+    hover: "score %{z:.3f}",
+    hatched: true,
+  });
+  steps.push({ z: pattern, axis: "coloraxis3", title: `softmax${sub("rows → weights")}`, hover: "weight %{z:.4f}" });
+  const n = steps.length;
+  // `columns` panels a row (all in one row unless given: a phone gets two rows of two)
+  // never more than two rows: the narrow plot's height is two rows' (style.css); 5 steps (a softcap) stand 3 + 2
+  const perRow = Math.min(columns === null ? n : Math.max(columns, Math.ceil(n / 2)), n);
+  const rows = Math.ceil(n / perRow);
+  const gap = 0.03;
+  const gapY = rows > 1 ? (narrow ? 0.17 : 0.12) : 0; // room for the next row's titles (three lines on a phone)
+  const rowH = (1 - gapY * (rows - 1)) / rows;
+  const sumW = cells ? 0 : perRow < n ? 0.07 : 0.045;
+  const stepW = (1 - sumW - gap * perRow) / perRow;
+  const rowOf = (r) => [1 - r * (rowH + gapY) - rowH, 1 - r * (rowH + gapY)];
+  const doms = steps.map((_, i) => ({
+    x: [(i % perRow) * (stepW + gap), (i % perRow) * (stepW + gap) + stepW],
+    y: rowOf(Math.floor(i / perRow)),
+  }));
+  if (!cells) doms.push({ x: [1 - sumW, 1], y: doms[n - 1].y }); // the row sums beside the softmax
+  const hover = (what) =>
+    `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${cells ? "largest " : ""}${what}<extra></extra>`;
+  const common = { customdata: cd, hoverongaps: false, xgap: T <= 16 ? 1 : 0, ygap: T <= 16 ? 1 : 0 };
+  const axisId = (i) => (i === 0 ? "" : String(i + 1));
+  const data = steps.map((step, i) => ({
+    ...common,
+    type: "heatmap",
+    z: step.z,
+    coloraxis: step.axis,
+    xaxis: `x${axisId(i)}`,
+    yaxis: `y${axisId(i)}`,
+    hovertemplate: hover(step.hover),
+  }));
+  if (sums)
+    data.push({
+      type: "heatmap",
+      z: sums,
+      x: [0],
+      customdata: labels.map((l) => [[l]]), // one cell per row, its customdata the array [label]
+      colorscale: [
+        [0, "#f3f4f7"],
+        [1, "#f3f4f7"],
+      ],
+      showscale: false,
+      xaxis: `x${n + 1}`,
+      yaxis: `y${n + 1}`,
+      texttemplate: T <= 20 ? "%{z:.3f}" : "",
+      textfont: { size: 9, color: INK },
+      ygap: T <= 16 ? 1 : 0,
+      hovertemplate: "row %{customdata[0]}<br>sum %{z:.6f}<extra></extra>",
+    });
+  const titles = [...steps.map((step, i) => `${CIRCLED[i]} ${step.title}`), ...(sums ? ["Σ row"] : [])];
+  const hatchedAt = steps.findIndex((step) => step.hatched);
+  const layout = baseLayout({
+    margin: { l: 8, r: 8, t: narrow ? 60 : 46, b: 8 },
+    coloraxis: { colorscale: SCORE_SCALE, showscale: false },
+    coloraxis2: { colorscale: SCORE_SCALE, showscale: false },
+    coloraxis3: { colorscale: WEIGHT_SCALE, cmin: 0, cmax: 1, showscale: false },
+    annotations: [
+      ...titles.map((text, i) => ({
+        text,
+        xref: "paper",
+        yref: "paper",
+        x: (doms[i].x[0] + doms[i].x[1]) / 2,
+        xanchor: "center", // "auto" would anchor a title near an edge by that edge, off its panel
+        y: doms[i].y[1],
+        yanchor: "bottom",
+        yshift: 4,
+        showarrow: false,
+        font: { size: n > 4 ? 11 : 12, color: INK },
+      })),
+      // past 20 rows the sums are too small to print in their cells: their range, written along the column
+      ...(sums && T > 20 ? [sumsNote(sums, doms[n])] : []),
+    ],
+    images: hatchImages(mask, `x${axisId(hatchedAt)}`, `y${axisId(hatchedAt)}`, 24),
+    uirevision: "steps",
+  });
+  const axis = { visible: false, fixedrange: true };
+  doms.forEach((dom, i) => {
+    const id = axisId(i);
+    const isSum = i === n;
+    layout["xaxis" + id] = { ...axis, domain: dom.x, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + id };
+    layout["yaxis" + id] = { ...axis, domain: dom.y, range: [T - 0.5, -0.5], anchor: "x" + id };
+  });
+  return { data, layout };
+}
+
+/** The row sums' smallest and largest, written along their column (`dom`: its x and y domains). */
+function sumsNote(sums, dom) {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const [s] of sums) {
+    lo = Math.min(lo, s);
+    hi = Math.max(hi, s);
+  }
+  return {
+    text: `${fmtFixed(lo, 4)} … ${fmtFixed(hi, 4)}`,
+    xref: "paper",
+    yref: "paper",
+    x: (dom.x[0] + dom.x[1]) / 2,
+    y: (dom.y[0] + dom.y[1]) / 2,
+    textangle: -90,
+    showarrow: false,
+    font: { size: 10, color: INK },
+  };
+}

@@ -1,0 +1,146 @@
+// The "Rollout" view: attention rollout (Abnar & Zuidema) for the chosen token, the server's
+// numbers (POST /api/rollout): one row per attention layer, how much the token's representation
+// after that layer draws on each input token, the layers' head-averaged attention multiplied
+// through, with the residual (0.5·A + 0.5·I, the paper's) or without. It follows the text, the
+// chosen token and the what-ifs; its answer is asked for when the view is shown.
+
+import { askInto } from "../answers.js";
+import { byId, drawPlot, setText } from "../dom.js";
+import { WEIGHT_SCALE, baseLayout, tokenAxis } from "../draw/figures.js";
+import { currentGrid, scaleParam, selectedPosition } from "../state.js";
+import { offParam } from "../switchedoff.js";
+
+export const id = "rollout";
+export const label = "Rollout";
+/** Its slice: with the residual (0.5·A + 0.5·I, the paper's choice), and POST /api/rollout {key, response, error}. */
+export const state = { rolloutResidual: true, rollout: null };
+/** What a new model makes stale. */
+export const answers = ["rollout"];
+/** `rollres=0`: without the residual. */
+export const link = {
+  read(params, out) {
+    if (params.has("rollres")) out.rolloutResidual = params.get("rollres") !== "0";
+  },
+  write(s, params) {
+    if (!s.rolloutResidual) params.set("rollres", "0");
+  },
+};
+/** Its own request (POST /api/rollout), asked for by draw when the view is shown. */
+export const needs = [];
+
+/** What the answer must have been asked with to be the current one. */
+const rolloutKey = (state, position) =>
+  JSON.stringify([
+    state.model?.name,
+    state.text,
+    position,
+    state.rolloutResidual,
+    state.causal,
+    scaleParam(state),
+    offParam(state.ablate),
+  ]);
+
+/** The residual switch; `app`: {state, update}. */
+export function install(app) {
+  const toggle = byId("rollout-residual");
+  toggle.addEventListener("change", () => {
+    app.state.rolloutResidual = toggle.checked;
+    app.update();
+  });
+}
+
+/** Ask for the rollout of `position` under the state's text and what-ifs. */
+function ask(app, state, position, key) {
+  const body = {
+    text: state.text,
+    position,
+    residual: state.rolloutResidual,
+    causal: state.causal,
+    scale: scaleParam(state),
+    ablate: state.ablate,
+  };
+  askInto(app, "rollout", key, "/api/rollout", body);
+}
+
+/** Layers × input tokens: the chosen token's rollout after each attention layer. */
+export function rolloutFigure({ tokens, layers, rollout, position }) {
+  const shown = tokens.slice(0, rollout[0].length);
+  return {
+    data: [
+      {
+        type: "heatmap",
+        z: rollout,
+        x: shown.map((_, i) => i),
+        y: layers.map((_, i) => i),
+        customdata: layers.map((l) => shown.map((t, i) => [`L${l}`, `${i} ${t}`])),
+        colorscale: WEIGHT_SCALE,
+        zmin: 0,
+        zmax: 1,
+        xgap: shown.length <= 40 ? 1 : 0,
+        ygap: 1,
+        hovertemplate:
+          `after %{customdata[0]}: “${tokens[position]}” draws %{z:.4f} on ` + `<b>%{customdata[1]}</b><extra></extra>`,
+        colorbar: { title: { text: "share", side: "right", font: { size: 11 } }, thickness: 12, outlinewidth: 0 },
+      },
+    ],
+    layout: baseLayout({
+      margin: { l: 70, r: 10, t: 70, b: 10 },
+      xaxis: tokenAxis(shown, { side: "top", title: "input token", angle: -55 }),
+      yaxis: {
+        tickmode: "array",
+        tickvals: layers.map((_, i) => i),
+        ticktext: layers.map((l) => `after L${l}`),
+        autorange: "reversed",
+        fixedrange: true,
+      },
+      uirevision: "rollout",
+    }),
+  };
+}
+
+/** The words under the figure: what the rows are, the residual, and what a hybrid's or a sink's rows mean. */
+export function rolloutWords({ tokens, position, residual, layers }, model) {
+  const parts = [
+    `How much “${tokens[position]}” (token ${position}) draws on each input token after each layer: the layers' ` +
+      `attention, averaged over their heads, multiplied through from the first layer (Abnar & Zuidema).`,
+    residual
+      ? "With the residual: each layer's map is 0.5 · attention + 0.5 · identity, rows renormalised, because " +
+        "the residual stream carries every token past the attention."
+      : "Without the residual: the attention maps alone, so a token's own representation flows on only through " +
+        "the weight it gives itself.",
+  ];
+  const noted = (model?.layers ?? []).filter((l) => l.note && layers.includes(l.index));
+  if (noted.length)
+    parts.push(
+      `Layers ${noted.map((l) => l.index).join(", ")} do more than attend (${noted[0].note}): the rollout ` +
+        `leaves that out.`,
+    );
+  if (model?.attention_layers && model.attention_layers.length < model.n_layer) {
+    parts.push(
+      `Only the layers with softmax attention (${layers.join(", ")}) are multiplied: the others mix tokens in ` +
+        `ways no attention map holds.`,
+    );
+  }
+  return parts.join(" ");
+}
+
+export function draw(state, els, app = null) {
+  const toggle = byId("rollout-residual");
+  if (toggle.checked !== state.rolloutResidual) toggle.checked = state.rolloutResidual;
+  const T = currentGrid(state)?.tokens?.length ?? 0; // the current text's, never the last text's
+  if (!T || !state.text.trim()) return false;
+  const position = selectedPosition(state, T);
+  const key = rolloutKey(state, position);
+  if (state.rollout?.key !== key) {
+    if (app) ask(app, state, position, key);
+    return false;
+  }
+  const { response, error } = state.rollout;
+  setText(
+    byId("rollout-caption"),
+    error ? `Could not compute the rollout: ${error}` : response ? rolloutWords(response, state.model) : "computing…",
+  );
+  if (!response) return false;
+  drawPlot(byId("rollout-plot"), key, () => rolloutFigure(response), "attnscope-rollout");
+  return true;
+}

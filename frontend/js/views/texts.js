@@ -1,0 +1,178 @@
+// The "Two texts" view: the chosen head on the text and on a second one side by side, and where
+// the two have as many tokens (one word changed: "The doctor said she" / "The doctor said he"),
+// their difference cell by cell on a diverging scale. Every number is the server's
+// (POST /api/compare-texts); the second text lives in the link (`textb=`).
+
+import { askInto } from "../answers.js";
+import { byId, drawPlot, setText } from "../dom.js";
+import { SIGNED_SCALE, baseLayout, maskNull, tokenAxis, tokenMargins } from "../draw/figures.js";
+import { headHeatmapFigure } from "../draw/heatmap.js";
+import { scaleParam } from "../state.js";
+import { offParam } from "../switchedoff.js";
+
+export const id = "texts";
+export const label = "Two texts";
+/** Its slice: the second text, and POST /api/compare-texts {key, response, error}. */
+export const state = { textB: "", texts: null };
+export const answers = ["texts"];
+/** `textb=`: the second text. */
+export const link = {
+  read(params, out) {
+    if (params.has("textb")) out.textB = params.get("textb");
+  },
+  write(s, params) {
+    if (s.textB) params.set("textb", s.textB);
+  },
+};
+/** Its own request (POST /api/compare-texts), asked for by draw when the view is shown. */
+export const needs = [];
+
+const DEBOUNCE_MS = 300;
+
+const textsKey = (state) =>
+  JSON.stringify([
+    state.model?.name,
+    state.text,
+    state.textB,
+    state.layer,
+    state.head,
+    state.causal,
+    scaleParam(state),
+    offParam(state.ablate),
+  ]);
+
+/** The second text's box writes `state.textB` (and so the link). */
+export function install(app) {
+  const box = byId("text-b");
+  let timer = null; // the second text is debounced: a redraw DEBOUNCE_MS after its last key
+  box.value = app.state.textB;
+  box.addEventListener("input", () => {
+    app.state.textB = box.value;
+    clearTimeout(timer);
+    timer = setTimeout(() => app.update(), DEBOUNCE_MS);
+  });
+}
+
+/** Ask for the head on both texts. */
+function ask(app, state, key) {
+  const body = {
+    text: state.text,
+    text_b: state.textB,
+    layer: state.layer,
+    head: state.head,
+    causal: state.causal,
+    scale: scaleParam(state),
+    ablate: state.ablate,
+  };
+  askInto(app, "texts", key, "/api/compare-texts", body);
+}
+
+/** A heatmap with its title in a band of its own above the key axis's title (at 390 px they overlapped). */
+const TITLE_BAND = 22;
+function titled(fig) {
+  fig.layout.margin = { ...fig.layout.margin, t: fig.layout.margin.t + TITLE_BAND };
+  return fig;
+}
+
+/** The difference, second text minus first, on a diverging scale centred on 0 (the server's range). */
+export function differenceFigure({ tokens, difference, mask, range, layer, head }) {
+  const labels = tokens.map((t, i) => `${i} ${t}`);
+  return {
+    data: [
+      {
+        type: "heatmap",
+        z: maskNull(difference, mask),
+        customdata: labels.map((q) => labels.map((k) => [q, k])),
+        colorscale: SIGNED_SCALE, // blue (low) to red (high): red where the second text attends more
+        zmin: -range,
+        zmax: range,
+        zmid: 0,
+        hoverongaps: false,
+        xgap: tokens.length <= 24 ? 1 : 0,
+        ygap: tokens.length <= 24 ? 1 : 0,
+        hovertemplate:
+          `<b>%{customdata[0]}</b> → %{customdata[1]}<br>second − first %{z:+.4f}<extra>L${layer} ` +
+          `· H${head}</extra>`,
+        colorbar: {
+          title: { text: "second − first", side: "right", font: { size: 11 } },
+          thickness: 12,
+          outlinewidth: 0,
+        },
+      },
+    ],
+    layout: baseLayout({
+      margin: { ...tokenMargins(tokens), r: 10, b: 10 },
+      xaxis: tokenAxis(tokens, { side: "top", title: "key", angle: -55 }),
+      yaxis: tokenAxis(tokens, { reversed: true, title: "query" }),
+      uirevision: `${tokens.length}`,
+    }),
+  };
+}
+
+export function draw(state, els, app = null) {
+  const plots = byId("texts-plots");
+  // no empty frames while there is nothing to draw
+  plots.hidden = !(state.texts?.response && state.texts.key === textsKey(state));
+  const box = byId("text-b");
+  if (box.value !== state.textB && document.activeElement !== box) box.value = state.textB;
+  if (!state.text.trim() || !state.textB.trim()) {
+    setText(
+      byId("texts-caption"),
+      "Type a second text to see the chosen head on both, for instance the first with one word changed.",
+    );
+    return false;
+  }
+  const key = textsKey(state);
+  if (state.texts?.key !== key) {
+    if (app) ask(app, state, key);
+    return false;
+  }
+  const { response, error } = state.texts;
+  if (error) {
+    setText(byId("texts-caption"), `Could not compare: ${error}`);
+    return false;
+  }
+  if (!response) return false;
+  const [a, b] = response.texts;
+  // differential attention: a head's map is signed (first − λ·second), so the diverging scale
+  const head = { layer: response.layer, head: response.head, signed: Boolean(state.model?.differential) };
+  // the difference's box first: shown or not, it decides the width of the other two
+  const diffBox = byId("texts-diff");
+  const reflowed = diffBox.hidden !== (response.difference === null);
+  diffBox.hidden = response.difference === null;
+  const [boxA, boxB] = [byId("texts-a"), byId("texts-b")];
+  drawPlot(
+    boxA,
+    `${key}|a`,
+    () =>
+      titled(headHeatmapFigure({ tokens: a.tokens, pattern: a.pattern, mask: a.mask, ...head, title: "first text" })),
+    "attnscope-text-a",
+  );
+  drawPlot(
+    boxB,
+    `${key}|b`,
+    () =>
+      titled(headHeatmapFigure({ tokens: b.tokens, pattern: b.pattern, mask: b.mask, ...head, title: "second text" })),
+    "attnscope-text-b",
+  );
+  if (reflowed && window.Plotly) for (const box of [boxA, boxB]) window.Plotly.Plots.resize(box);
+  if (response.difference !== null) {
+    const range = Math.max(response.max_abs_difference, 1e-6);
+    drawPlot(
+      diffBox,
+      `${key}|d`,
+      () => differenceFigure({ tokens: b.tokens, difference: response.difference, mask: b.mask, range, ...head }),
+      "attnscope-text-diff",
+    );
+  }
+  setText(
+    byId("texts-caption"),
+    response.difference === null
+      ? `Layer ${response.layer}, head ${response.head} on both texts. No difference is drawn: ` +
+          `${response.why_no_difference}.`
+      : `Layer ${response.layer}, head ${response.head} on both texts, and the second's weights minus the ` +
+          `first's, cell by cell: red where the second text's query attends more, blue where less (the largest ` +
+          `change ${response.max_abs_difference.toFixed(4)}).`,
+  );
+  return true;
+}
