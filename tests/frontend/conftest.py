@@ -87,13 +87,13 @@ def context(browser):
 
 @pytest.fixture(scope="module")
 def family_server(request, tmp_path_factory, server):
-    """The real server on the model the module names in ``FAMILY`` (tests/familykit.py), built in
-    the test; a module that serves several families overrides this fixture with its parameters."""
+    """The real server on a model built in the test (tests/familykit.py): the family a test names
+    (``@pytest.mark.parametrize("family_server", [...], indirect=True)``), else its module's ``FAMILY``."""
     from attnscope_live import serving
 
     from tests.familykit import build
 
-    name = request.module.FAMILY
+    name = getattr(request, "param", None) or request.module.FAMILY
     with serving(build(name, tmp_path_factory.mktemp(name) / name), name) as s:
         yield s
 
