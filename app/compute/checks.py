@@ -96,3 +96,17 @@ def prompt_ids(svc: Service, text: str) -> list[int]:
     ids = svc.loaded.tokenizer.encode_ids(text)
     check_token_count(len(ids), svc.loaded.facts)
     return ids
+
+
+def position_of(position: int | None, n: int) -> int:
+    """The position a request names (``position``), its default the last of the text's ``n`` tokens."""
+    if position is None:
+        return n - 1
+    check_index(position, n, ("body", "position"), "position", f"the text has {n} tokens")
+    return position
+
+
+def check_token_id(token_id: int | None, name: str, facts: ModelFacts) -> None:
+    """A token id the request names (``token_id``, ``foil_id``), when it names one, is in the vocabulary."""
+    if token_id is not None:
+        check_index(token_id, facts.vocab_size, ("body", name), name, f"the model has {facts.vocab_size} tokens")

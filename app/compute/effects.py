@@ -13,7 +13,7 @@ from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.effects import HeadEffectsRequest
 from ..service import Service
-from .checks import ablate_set, check_index, prompt_ids
+from .checks import ablate_set, check_token_id, position_of, prompt_ids
 from .rounding import round_sig
 
 
@@ -22,11 +22,8 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
     ids = prompt_ids(svc, req.text)
-    position = len(ids) - 1 if req.position is None else req.position
-    check_index(position, len(ids), ("body", "position"), "position", f"the text has {len(ids)} tokens")
-    if req.token_id is not None:
-        what = f"the model has {facts.vocab_size} tokens"
-        check_index(req.token_id, facts.vocab_size, ("body", "token_id"), "token_id", what)
+    position = position_of(req.position, len(ids))
+    check_token_id(req.token_id, "token_id", facts)
     if facts.differential and req.ablation == "mean":
         raise ApiError(
             422,

@@ -10,7 +10,7 @@ import time
 from ....model.causal.lens import Unsupported
 from ...errors import ApiError
 from ...service import Service
-from ..checks import check_index, check_token_count
+from ..checks import check_token_count
 
 
 def elapsed_ms(t0: float) -> float:
@@ -30,16 +30,3 @@ def encode_text(svc: Service, text: str, name: str):
 
 def not_exact(e: Unsupported, field: str) -> ApiError:
     return ApiError(422, str(e), loc=("body", field), type_="not_exact_here")
-
-
-def position_of(position: int | None, n: int) -> int:
-    if position is None:
-        return n - 1
-    check_index(position, n, ("body", "position"), "position", f"the text has {n} tokens")
-    return position
-
-
-def check_token(token_id: int | None, name: str, svc: Service) -> None:
-    if token_id is not None:
-        n = svc.loaded.facts.vocab_size
-        check_index(token_id, n, ("body", name), name, f"the model has {n} tokens")

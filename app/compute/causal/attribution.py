@@ -11,7 +11,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.attribution import AttributionRequest
 from ...service import Service
-from ..checks import check_index, prompt_ids
+from ..checks import check_token_id, position_of, prompt_ids
 from ..rounding import round_sig
 
 
@@ -25,11 +25,8 @@ def attribution_json(svc: Service, req: AttributionRequest, started: float | Non
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
     ids = prompt_ids(svc, req.text)
-    position = len(ids) - 1 if req.position is None else req.position
-    check_index(position, len(ids), ("body", "position"), "position", f"the text has {len(ids)} tokens")
-    if req.token_id is not None:
-        what = f"the model has {facts.vocab_size} tokens"
-        check_index(req.token_id, facts.vocab_size, ("body", "token_id"), "token_id", what)
+    position = position_of(req.position, len(ids))
+    check_token_id(req.token_id, "token_id", facts)
     try:
         a = attribute(svc.loaded.backend, ids, position, req.token_id)
     except NotSplittable as exc:

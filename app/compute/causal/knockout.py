@@ -14,9 +14,9 @@ from ...responses import dumps
 from ...schemas.knockout import KnockoutRequest
 from ...service import Service
 from ..attention import top_predictions
-from ..checks import check_attention_layer, check_index
+from ..checks import check_attention_layer, check_index, check_token_id, position_of
 from ..rounding import round_sig
-from . import check_token, elapsed_ms, encode_text, not_exact, position_of
+from . import elapsed_ms, encode_text, not_exact
 
 KNOCKOUT_TOP_K = 5  # the predictions after a knockout, as /api/attention's default
 
@@ -58,7 +58,7 @@ def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = No
     t0 = time.perf_counter() if started is None else started
     enc = encode_text(svc, req.text, "text")
     position = position_of(req.position, len(enc.ids))
-    check_token(req.token_id, "token_id", svc)
+    check_token_id(req.token_id, "token_id", svc.loaded.facts)
     edges = _edges(req, len(enc.ids), svc)
     backend = svc.loaded.backend
     try:

@@ -10,8 +10,9 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.patching import PatchingRequest
 from ...service import Service
+from ..checks import check_token_id, position_of
 from ..rounding import round_sig
-from . import check_token, elapsed_ms, encode_text, not_exact, position_of
+from . import elapsed_ms, encode_text, not_exact
 
 
 def patching_json(svc: Service, req: PatchingRequest, started: float | None = None) -> bytes:
@@ -28,8 +29,8 @@ def patching_json(svc: Service, req: PatchingRequest, started: float | None = No
             ctx={"clean": n, "corrupt": len(corrupt.ids)},
         )
     position = position_of(req.position, n)
-    check_token(req.token_id, "token_id", svc)
-    check_token(req.foil_id, "foil_id", svc)
+    check_token_id(req.token_id, "token_id", svc.loaded.facts)
+    check_token_id(req.foil_id, "foil_id", svc.loaded.facts)
     try:
         got = patching(svc.loaded.backend, clean.ids, corrupt.ids, position, req.token_id, req.foil_id, req.what)
     except Unsupported as e:
