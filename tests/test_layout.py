@@ -2,7 +2,8 @@
 
 Each rule is one the codebase held itself to once (issue 31): a product folder holds at most 20
 source files directly; ``model`` never imports ``app``; no module imports the package root
-(``attnscope`` itself); imports, lazy ones included, form no circle; no product file is over 400 lines.
+(``attnscope`` itself); imports, lazy ones included, form no circle; no product file is over 400
+lines, no Python or JavaScript line over 120 characters.
 """
 
 from __future__ import annotations
@@ -59,6 +60,19 @@ def test_no_product_folder_holds_more_than_20_source_files():
 def test_no_product_file_is_over_400_lines():
     long = {p.relative_to(ROOT).as_posix(): n for p in product_files() if (n := len(p.read_bytes().splitlines())) > 400}
     assert not long, f"over 400 lines: {long}"
+
+
+def test_no_python_or_javascript_line_is_over_120_characters():
+    """ruff holds the Python lines (E501 at 120); this holds the page's JavaScript too, and the lines
+    ruff lets pass for ending in a pragma comment."""
+    wide = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in product_files()
+        if p.suffix in (".py", ".js")
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > 120
+    ]
+    assert not wide, wide
 
 
 def test_imports_point_down_never_up():

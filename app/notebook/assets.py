@@ -7,9 +7,9 @@ page serves: no second copy of the drawing code, no build step that could go sta
 ``globalThis.Plotly`` is there already, for ``plotly.min.js`` from the installed ``plotly``
 package. The answer carries them as binary buffers; the loader makes each module a ``blob:`` URL
 (its relative imports, ``./x.js``, ``../x.js``, ``./views/x.js``, rewritten to its dependencies'
-blob URLs, so the browser links real ES modules) and runs Plotly from a ``blob:`` script. Both are kept on ``globalThis`` under
-the modules' hash: a page with ten widgets loads them once, and each widget's saved state and
-each cell's output stay small. We chose this over an esbuild bundle because a committed bundle
+blob URLs, so the browser links real ES modules) and runs Plotly from a ``blob:`` script. Both are
+kept on ``globalThis`` under the modules' hash: a page with ten widgets loads them once, and each
+widget's saved state and each cell's output stay small. We chose this over an esbuild bundle because a committed bundle
 can drift from ``frontend/js`` and an uncommitted one needs Node at install time; this needs
 nothing but the installed package, and ``blob:`` modules are what anywidget itself loads with.
 """

@@ -30,7 +30,11 @@ def make_router(max_text_chars: int) -> APIRouter:
     LimitedRequest = with_text_limit(AttentionRequest, max_text_chars)
 
     @router.post("/api/attention", response_model=AttentionResponse, responses=ERRORS_POST)
-    async def attention(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+    async def attention(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ) -> RawJSONResponse:
         """Run the text through the model and return what each requested layer and head computed.
 
         `include`, `layers` and `heads` select what is computed and sent: the all-heads

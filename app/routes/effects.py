@@ -17,7 +17,11 @@ def make_router(max_text_chars: int) -> APIRouter:
     LimitedRequest = with_text_limit(HeadEffectsRequest, max_text_chars)
 
     @router.post("/api/head-effects", response_model=HeadEffectsResponse, responses=ERRORS_POST)
-    async def head_effects(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+    async def head_effects(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ) -> RawJSONResponse:
         """For one position and one target token, the change in log-probability when each head
         alone is switched off (`delta[layer][head]`), all heads in batched forward passes."""
         started = time.perf_counter()

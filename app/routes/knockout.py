@@ -17,7 +17,11 @@ def make_router(max_text_chars: int) -> APIRouter:
     LimitedRequest = with_text_limit(KnockoutRequest, max_text_chars)
 
     @router.post("/api/knockout", response_model=KnockoutResponse, responses=ERRORS_POST)
-    async def knockout(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+    async def knockout(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ) -> RawJSONResponse:
         """Chosen edges (query, key) of a layer set to -inf before the softmax, each row renormalising:
         the predictions after, and log p(token_id) at position before and after."""
         started = time.perf_counter()

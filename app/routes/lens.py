@@ -17,7 +17,11 @@ def make_router(max_text_chars: int) -> APIRouter:
     LimitedRequest = with_text_limit(LensRequest, max_text_chars)
 
     @router.post("/api/lens", response_model=LensResponse, responses=ERRORS_POST)
-    async def lens(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+    async def lens(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ) -> RawJSONResponse:
         """The logit lens: the final norm and unembedding applied to the residual stream after the
         embeddings and after each block, the top tokens per position."""
         started = time.perf_counter()

@@ -17,7 +17,11 @@ def make_router(max_text_chars: int) -> APIRouter:
     LimitedRequest = with_text_limit(NeuronRequest, max_text_chars)
 
     @router.post("/api/neuron", response_model=NeuronResponse, responses=ERRORS_POST)
-    async def neuron_route(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+    async def neuron_route(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ) -> RawJSONResponse:
         """For one head, one query and one key: q, k and q ⊙ k element by element (their sum is the
         raw score), the score softmax saw and the weight."""
         started = time.perf_counter()

@@ -16,7 +16,11 @@ def make_router(max_text_chars: int) -> APIRouter:
     LimitedRequest = with_pair_limit(max_text_chars)
 
     @router.post("/api/patching", response_model=PatchingResponse, responses=ERRORS_POST)
-    async def patching(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+    async def patching(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ) -> RawJSONResponse:
         """Each head's output, or the residual stream after each block at each position, taken from
         the clean run into the corrupt run: the share of the logit difference (token vs foil) restored."""
         started = time.perf_counter()

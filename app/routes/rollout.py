@@ -17,7 +17,11 @@ def make_router(max_text_chars: int) -> APIRouter:
     LimitedRequest = with_text_limit(RolloutRequest, max_text_chars)
 
     @router.post("/api/rollout", response_model=RolloutResponse, responses=ERRORS_POST)
-    async def rollout_route(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+    async def rollout_route(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ) -> RawJSONResponse:
         """How much the chosen token's representation after each layer draws on each input token:
         the layers' head-averaged attention multiplied through, with or without the residual."""
         started = time.perf_counter()

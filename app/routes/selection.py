@@ -17,7 +17,11 @@ def make_router(max_text_chars: int) -> APIRouter:
     LimitedRequest = with_text_limit(SelectionRequest, max_text_chars)
 
     @router.post("/api/selection", response_model=SelectionResponse, responses=ERRORS_POST)
-    async def selection_route(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+    async def selection_route(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ) -> RawJSONResponse:
         """Several query tokens' rows (where they look) and several key tokens' columns (who looks
         at them) of one head's pattern, summed or averaged."""
         started = time.perf_counter()

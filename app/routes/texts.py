@@ -17,7 +17,11 @@ def make_router(max_text_chars: int) -> APIRouter:
     LimitedRequest = with_text_limit(CompareTextsRequest, max_text_chars)
 
     @router.post("/api/compare-texts", response_model=CompareTextsResponse, responses=ERRORS_POST)
-    async def compare_texts(body: LimitedRequest, svc: ServiceDep, state: StateDep) -> RawJSONResponse:  # type: ignore[valid-type]
+    async def compare_texts(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ) -> RawJSONResponse:
         """The same head on `text` and `text_b`: both patterns and, for texts of as many tokens, their
         difference cell by cell (`text_b` − `text`)."""
         started = time.perf_counter()
