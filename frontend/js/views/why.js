@@ -46,7 +46,6 @@ const whyKey = (state, cell) =>
 export function whyFigure({ components, matrix }) {
   const r = signedRange(matrix);
   const n = components.length;
-  const left = Math.min(90, 14 + 7 * Math.max(...components.map((c) => c.length)));
   return {
     data: [
       {
@@ -64,9 +63,20 @@ export function whyFigure({ components, matrix }) {
       },
     ],
     layout: baseLayout({
-      margin: { l: left, r: 10, t: left, b: 10 },
-      xaxis: { side: "top", tickangle: -55, title: { text: "key side", font: { size: 11 } }, fixedrange: true },
-      yaxis: { autorange: "reversed", title: { text: "query side", font: { size: 11 } }, fixedrange: true },
+      margin: { l: 10, r: 10, t: 10, b: 10 },
+      xaxis: {
+        side: "top",
+        tickangle: -55,
+        automargin: true,
+        title: { text: "key side", font: { size: 11 }, standoff: 6 },
+        fixedrange: true,
+      },
+      yaxis: {
+        autorange: "reversed",
+        automargin: true,
+        title: { text: "query side", font: { size: 11 }, standoff: 6 },
+        fixedrange: true,
+      },
       uirevision: "why",
     }),
   };
@@ -91,12 +101,12 @@ export function whySumsFigure({ components, matrix }) {
       bar("column sum (key side)", cols, ORANGE, "y2"),
     ],
     layout: baseLayout({
-      margin: { l: 50, r: 10, t: 24, b: 70 },
+      margin: { l: 50, r: 10, t: 44, b: 70 },
       grid: { rows: 2, columns: 1, pattern: "coupled", roworder: "top to bottom" },
       xaxis: { tickangle: -55, fixedrange: true },
       yaxis: { title: { text: "rows", font: { size: 11 } }, fixedrange: true, zeroline: true },
       yaxis2: { title: { text: "columns", font: { size: 11 } }, fixedrange: true, zeroline: true },
-      legend: { orientation: "h", y: 1.12, x: 0 },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
       uirevision: "why-sums",
     }),
   };
