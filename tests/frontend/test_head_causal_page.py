@@ -52,7 +52,9 @@ def rects(tab) -> list[tuple[float, float, float, float]]:
 
 
 def wait_answer(tab, slot: str) -> dict:
-    tab.page.wait_for_function(f"() => {{ const a = window.attnscope.state.{slot}; return a && (a.response || a.error); }}")
+    tab.page.wait_for_function(
+        f"() => {{ const a = window.attnscope.state.{slot}; return a && (a.response || a.error); }}"
+    )
     return tab.page.evaluate(f"() => window.attnscope.state.{slot}")
 
 
@@ -63,7 +65,9 @@ def test_a_knocked_out_cell_changes_the_prediction_as_the_server_says(tab, width
     page.get_by_test_id("mode-knockout").check()
     click_cell(tab, 21, 10)
     got = wait_answer(tab, "knockoutAnswer")["response"]
-    served = post_json(tab.base_url + "/api/knockout", {"text": TEXT, "edges": [{"layer": 2, "head": 1, "query": 21, "key": 10}]})
+    served = post_json(
+        tab.base_url + "/api/knockout", {"text": TEXT, "edges": [{"layer": 2, "head": 1, "query": 21, "key": 10}]}
+    )
     assert got["logprob_after"] == served["logprob_after"] < served["logprob_before"] == got["logprob_before"]
     caption = page.get_by_test_id("knockout-caption").inner_text()
     before, after = f"{served['logprob_before']:.3f}", f"{served['logprob_after']:.3f}"
@@ -78,7 +82,9 @@ def test_a_knocked_out_cell_changes_the_prediction_as_the_server_says(tab, width
     page.screenshot(path=f"/tmp/head_knockout_{width}.png", full_page=True)
     # in every head of the layer: the answer without a head
     page.get_by_test_id("knockout-all").check(force=True)
-    page.wait_for_function("() => window.attnscope.state.knockoutAnswer?.response && window.location.hash.includes('koall=1')")
+    page.wait_for_function(
+        "() => window.attnscope.state.knockoutAnswer?.response && window.location.hash.includes('koall=1')"
+    )
     every = post_json(tab.base_url + "/api/knockout", {"text": TEXT, "edges": [{"layer": 2, "query": 21, "key": 10}]})
     page.wait_for_function(
         "(v) => document.querySelector('[data-testid=knockout-caption]').innerText.includes(v)",
@@ -134,7 +140,9 @@ def test_why_the_induction_head_attends_is_the_servers_split(tab, width):
     page.get_by_test_id("mode-why").check()
     click_cell(tab, 21, 10)
     got = wait_answer(tab, "qk")["response"]
-    served = post_json(tab.base_url + "/api/qk-attribution", {"text": TEXT, "layer": 2, "head": 1, "query": 21, "key": 10})
+    served = post_json(
+        tab.base_url + "/api/qk-attribution", {"text": TEXT, "layer": 2, "head": 1, "query": 21, "key": 10}
+    )
     assert got["matrix"] == served["matrix"]
     page.wait_for_function("() => document.querySelector('[data-testid=why-sums]')?.data")
     terms = tab.figure("why-plot")["data"][0]
@@ -152,7 +160,7 @@ def test_why_the_induction_head_attends_is_the_servers_split(tab, width):
     assert page.get_by_test_id("why-plot").bounding_box()["width"] <= width
     page.screenshot(path=f"/tmp/head_why_{width}.png", full_page=True)
     # a switched-off head: the heatmap is the what-if, the split the model as trained, said
-    tab.open(f"/#layer=2&head=1&why=21.10&off=0.2&text=" + quote(TEXT))
+    tab.open("/#layer=2&head=1&why=21.10&off=0.2&text=" + quote(TEXT))
     wait_answer(tab, "qk")
     page.wait_for_function("() => document.querySelector('[data-testid=why-caption]').innerText.includes('trained')")
     assert "1 head switched off" in page.get_by_test_id("why-caption").inner_text()
