@@ -10,6 +10,9 @@ import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw
 import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { drawGrid } from "./grid.js";
 import { installZoom } from "../draw/zoom.js";
+import { cellsIn, cellsParam, drawKnockout, installKnockout, knockoutShapes, knockoutState, parseCells, toggleCell }
+  from "./knockout.js";
+import { drawWhy, parseWhy, whyParam, whyShapes, whyState } from "./why.js";
 
 export const id = "head";
 export const label = "Head & grid";
@@ -22,14 +25,29 @@ export const state = {
   drawCells: FOCUS_MAX,
   zoom: null,
   region: null,
+  // what a click on a cell does: "row" chooses its query, "knockout" knocks it out, "why" splits its score
+  cellMode: "row",
+  ...knockoutState,
+  ...whyState,
 };
-/** `mean=1`: the grid's mean column. */
+/** The answers a new model makes stale: the knockout's and the split's. */
+export const answers = ["knockoutAnswer", "qk"];
+const CELL_MODES = ["row", "knockout", "why"];
+/** `mean=1`: the grid's mean column; `click=`, `ko=`, `koall=1`, `why=`: the cells' mode, knockout and split. */
 export const link = {
   read(params, out) {
     if (params.has("mean")) out.aggregate = params.get("mean") === "1";
+    if (CELL_MODES.includes(params.get("click"))) out.cellMode = params.get("click");
+    if (params.has("ko")) out.knockout = parseCells(params.get("ko"));
+    if (params.has("koall")) out.knockoutAll = params.get("koall") === "1";
+    if (params.has("why")) out.whyCell = parseWhy(params.get("why"));
   },
   write(s, params) {
     if (s.aggregate) params.set("mean", "1");
+    if (s.cellMode !== "row") params.set("click", s.cellMode);
+    if (s.knockout.length) params.set("ko", cellsParam(s.knockout));
+    if (s.knockoutAll) params.set("koall", "1");
+    if (s.whyCell) params.set("why", whyParam(s.whyCell));
   },
 };
 /** The grid answer (its pattern draws the head at once); the chosen head's answer comes with every text. */
@@ -101,7 +119,7 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
 }
 
 /** Draw the chosen head's heatmap and the grid; `{head, grid}` say which of them had current data. */
-export function drawHeadView(state, els) {
+export function drawHeadView(state, els, app = null) {
   const chosen = chosenHead(state);
   const zoomNote = document.getElementById("head-zoom");
   const hatch = document.getElementById("head-hatch");
@@ -116,11 +134,12 @@ export function drawHeadView(state, els) {
   const extra = pooled
     ? { position: p, region, view: state.zoom }
     : { position: p, ...(full ? {} : { raw: null, scaled: null }) };
-  const sig = pooled ? `|${idOf(region)}|${JSON.stringify(state.zoom)}` : "";
+  const marks = cellMarks(state, T);
+  const sig = (pooled ? `|${idOf(region)}|${JSON.stringify(state.zoom)}` : "") + `|${JSON.stringify(marks)}`;
   drawPlot(
     els.headHeatmap,
     `${idOf(response)}|${state.layer}|${state.head}|${p}${sig}`,
-    () => headFigure(state, chosen, extra),
+    () => withShapes(headFigure(state, chosen, extra), marks),
     `attnscope-L${state.layer}H${state.head}`,
   );
   setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
@@ -132,7 +151,27 @@ export function drawHeadView(state, els) {
   renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
   hatch?.classList.toggle("solid", pooled);
   if (pooled) setText(zoomNote, zoomWords(state, T, block, h.pattern.length));
+  drawCellTools(state, app);
   return { head: true, grid: drawGrid(state, els) };
+}
+
+/** The shapes the cells' tools add to the heatmap: the knocked-out cells, the split cell's ring. */
+const cellMarks = (state, T) => [
+  ...knockoutShapes(cellsIn(state.knockout, T)),
+  ...whyShapes(state.whyCell && state.whyCell.query < T && state.whyCell.key < T ? state.whyCell : null),
+];
+
+const withShapes = (fig, marks) => {
+  fig.layout.shapes = [...(fig.layout.shapes ?? []), ...marks];
+  return fig;
+};
+
+/** The mode picker and the two boxes under the heatmap (the page's; the notebook widget has none). */
+function drawCellTools(state, app) {
+  const picked = document.querySelector(`input[name=cell-mode][value=${state.cellMode}]`);
+  if (picked && !picked.checked) picked.checked = true;
+  drawKnockout(state, app);
+  drawWhy(state, app);
 }
 
 // a long text's differential head: its cells are block maxima of a signed map's size
@@ -186,28 +225,50 @@ export const rowWords = (layer) => {
 export const draw = drawHeadView;
 
 /**
- * A click anywhere on a row of the heatmap chooses that query, the hatched (masked) cells too,
- * which Plotly leaves without click events: the row comes from the y axis under the pointer.
- * `app`: {els, selectPosition, fetchRegion, update, state}.
+ * A click anywhere on the heatmap, the hatched (masked) cells too, which Plotly leaves without click
+ * events: the cell comes from the axes under the pointer. By the mode picker it chooses that query
+ * (its row), knocks the cell out (a shift-click: the box from the last clicked cell), or splits its
+ * score. `app`: {els, selectPosition, fetchRegion, update, state}.
  */
 export function install(app) {
-  const { els } = app;
+  const { els, state } = app;
   const zoom = installZoom(app);
   onPlotClick(els.headHeatmap, (pt) => {
-    if (Number.isInteger(pt.y)) app.selectPosition(pt.y);
+    if (state.cellMode === "row" && Number.isInteger(pt.y)) app.selectPosition(pt.y);
   });
   els.headHeatmap.addEventListener("click", (ev) => {
     if (zoom.endedDrag()) return; // the click that ends a dragged box chooses no row
-    const ya = els.headHeatmap._fullLayout?.yaxis;
-    const xa = els.headHeatmap._fullLayout?.xaxis;
-    // a long text's heatmap has fewer cells than tokens; its axes count tokens (layout.meta)
-    const n = els.headHeatmap.layout?.meta?.tokens ?? els.headHeatmap.data?.[0]?.z?.length ?? 0;
-    if (!ya || !xa || !n) return;
-    const box = els.headHeatmap.getBoundingClientRect();
-    const x = ev.clientX - box.left - xa._offset;
-    const y = ev.clientY - box.top - ya._offset;
-    if (x < 0 || x > xa._length || y < 0 || y > ya._length) return;
-    const row = Math.round(ya.p2d(y));
-    if (Number.isInteger(row) && row >= 0 && row < n) app.selectPosition(row);
+    const cell = cellAt(els.headHeatmap, ev);
+    if (!cell) return;
+    if (state.cellMode === "row") return app.selectPosition(cell.query);
+    if (cell.key === null) return;
+    if (state.cellMode === "knockout") toggleCell(state, cell.query, cell.key, ev.shiftKey);
+    else state.whyCell = cell;
+    app.update();
   });
+  for (const input of document.querySelectorAll("input[name=cell-mode]"))
+    input.addEventListener("change", () => {
+      if (!input.checked) return;
+      state.cellMode = input.value;
+      app.update();
+    });
+  installKnockout(app);
+}
+
+/** The cell {query, key} of the heatmap `gd` under a mouse event (key null off the keys), or null off its rows. */
+function cellAt(gd, ev) {
+  const ya = gd._fullLayout?.yaxis;
+  const xa = gd._fullLayout?.xaxis;
+  // a long text's heatmap has fewer cells than tokens; its axes count tokens (layout.meta)
+  const n = gd.layout?.meta?.tokens ?? gd.data?.[0]?.z?.length ?? 0;
+  if (!ya || !xa || !n) return null;
+  const box = gd.getBoundingClientRect();
+  const x = ev.clientX - box.left - xa._offset;
+  const y = ev.clientY - box.top - ya._offset;
+  if (x < 0 || x > xa._length || y < 0 || y > ya._length) return null;
+  const query = Math.round(ya.p2d(y));
+  const key = Math.round(xa.p2d(x));
+  const ok = (i) => Number.isInteger(i) && i >= 0 && i < n;
+  // a sink's or a gate's own column is no key: its row, but no cell
+  return ok(query) ? { query, key: ok(key) ? key : null } : null;
 }

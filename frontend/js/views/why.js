@@ -1,0 +1,157 @@
+// The head view's "why it attends here" (POST /api/qk-attribution): for one clicked cell (query,
+// key) of the chosen head, its raw score split into query-side × key-side terms of the residual
+// stream entering the layer (the embeddings, each earlier head, each earlier MLP, the biases), a
+// heatmap of the answer's `matrix` over its `components`, and the row and column sums of those
+// terms beside it. The cell is marked on the heatmap and kept in the link (`why=21.10`).
+
+import { askInto } from "../answers.js";
+import { byId, drawPlot, setHidden, setText } from "../dom.js";
+import { BLUE, ORANGE, SIGNED_SCALE, baseLayout, rowSums, signedRange } from "../draw/figures.js";
+import { currentGrid } from "../state.js";
+import { asTrainedWords } from "./knockout.js";
+
+/** Its part of the head view's slice: the clicked cell ({query, key} or null) and the answer. */
+export const whyState = { whyCell: null, qk: null };
+
+/** `why=` of the link: query.key. */
+export const whyParam = (cell) => `${cell.query}.${cell.key}`;
+
+/** The cell of a link's `why=`, or null. */
+export function parseWhy(text) {
+  const m = /^(\d+)\.(\d+)$/.exec(text ?? "");
+  return m ? { query: Number(m[1]), key: Number(m[2]) } : null;
+}
+
+/** A ring around the clicked cell on the heatmap. */
+export const whyShapes = (cell) =>
+  cell
+    ? [
+        {
+          type: "rect",
+          xref: "x",
+          yref: "y",
+          x0: cell.key - 0.5,
+          x1: cell.key + 0.5,
+          y0: cell.query - 0.5,
+          y1: cell.query + 0.5,
+          line: { color: "#ffffff", width: 3 },
+        },
+      ]
+    : [];
+
+const whyKey = (state, cell) =>
+  JSON.stringify([state.model?.name, state.text, state.layer, state.head, cell.query, cell.key]);
+
+/** The terms as a heatmap: query-side components down, key-side across, on a signed scale centred on 0. */
+export function whyFigure({ components, matrix }) {
+  const r = signedRange(matrix);
+  const n = components.length;
+  return {
+    data: [
+      {
+        type: "heatmap",
+        z: matrix,
+        x: components,
+        y: components,
+        colorscale: SIGNED_SCALE,
+        zmin: -r,
+        zmax: r,
+        xgap: n <= 40 ? 1 : 0,
+        ygap: n <= 40 ? 1 : 0,
+        hovertemplate: "query side <b>%{y}</b> × key side <b>%{x}</b>: %{z:.4f}<extra></extra>",
+        colorbar: { title: { text: "term", side: "right", font: { size: 11 } }, thickness: 12, outlinewidth: 0 },
+      },
+    ],
+    layout: baseLayout({
+      margin: { l: 10, r: 10, t: 10, b: 10 },
+      xaxis: {
+        side: "top",
+        tickangle: -55,
+        automargin: true,
+        title: { text: "key side", font: { size: 11 }, standoff: 6 },
+        fixedrange: true,
+      },
+      yaxis: {
+        autorange: "reversed",
+        automargin: true,
+        title: { text: "query side", font: { size: 11 }, standoff: 6 },
+        fixedrange: true,
+      },
+      uirevision: "why",
+    }),
+  };
+}
+
+/** The sums of the shown terms: each query-side row (what the query looks with), each key-side column. */
+export function whySumsFigure({ components, matrix }) {
+  const rows = rowSums(matrix);
+  const cols = components.map((_, j) => matrix.reduce((s, row) => s + row[j], 0));
+  const bar = (name, y, color, axis) => ({
+    type: "bar",
+    x: components,
+    y,
+    name,
+    marker: { color },
+    yaxis: axis,
+    hovertemplate: `${name} of %{x}: %{y:.4f}<extra></extra>`,
+  });
+  return {
+    data: [
+      bar("row sum (query side)", rows, BLUE, "y"),
+      bar("column sum (key side)", cols, ORANGE, "y2"),
+    ],
+    layout: baseLayout({
+      margin: { l: 50, r: 10, t: 44, b: 70 },
+      grid: { rows: 2, columns: 1, pattern: "coupled", roworder: "top to bottom" },
+      xaxis: { tickangle: -55, fixedrange: true },
+      yaxis: { title: { text: "rows", font: { size: 11 } }, fixedrange: true, zeroline: true },
+      yaxis2: { title: { text: "columns", font: { size: 11 } }, fixedrange: true, zeroline: true },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+      uirevision: "why-sums",
+    }),
+  };
+}
+
+/** The caption: the cell, the score, what is split and frozen, and that the terms add up to it. */
+function whyWords(state, a, cell) {
+  const parts = [
+    `L${state.layer}H${state.head}, query ${cell.query} “${a.query_token}” → key ${cell.key} “${a.key_token}”: ` +
+      `raw score ${a.score} (attn_scores_raw, q·kᵀ before the divisor, any softcap and the mask).`,
+    `The residual stream entering layer ${state.layer} is split into ${a.components.length} components, each ` +
+      `taken through the query and the key projections as the model applies them, with ${a.frozen}. The ` +
+      `${a.components.length} × ${a.components.length} query-side × key-side terms add up to the raw score. ` +
+      `Below them: the sums of the shown terms, per row (what the query looks with) and per column (what it ` +
+      `matches on the key's side).`,
+  ];
+  if (a.masked)
+    parts.push(
+      "The mask hides this key from this query: this is the q·kᵀ the model computes there, which gets weight 0.",
+    );
+  return parts.join(" ") + asTrainedWords(state, "this split");
+}
+
+/** Draw the why box: the hint, the refusal, or the split; ask for it when the cell changed. */
+export function drawWhy(state, app) {
+  const box = byId("why-box");
+  if (!box) return; // the notebook widget has no split
+  const T = currentGrid(state)?.tokens?.length ?? 0;
+  const cell = state.whyCell && state.whyCell.query < T && state.whyCell.key < T ? state.whyCell : null;
+  setHidden(box, state.cellMode !== "why" && !cell);
+  const caption = byId("why-caption");
+  const plots = [byId("why-plot"), byId("why-sums")];
+  const key = cell ? whyKey(state, cell) : null;
+  if (cell && state.qk?.key !== key && app) {
+    const body = { text: state.text, layer: state.layer, head: state.head, query: cell.query, key: cell.key };
+    askInto(app, "qk", key, "/api/qk-attribution", body);
+  }
+  const { response, error } = cell && state.qk?.key === key ? state.qk : {};
+  let words = "computing…";
+  if (!cell) words = "Click a cell of the heatmap to see which earlier components write its query and its key.";
+  else if (error) words = `Not split: ${error}`;
+  else if (response) words = whyWords(state, response, cell);
+  setText(caption, words);
+  for (const el of plots) setHidden(el, !response);
+  if (!response) return;
+  drawPlot(plots[0], `${key}|terms`, () => whyFigure(response), `attnscope-L${state.layer}H${state.head}-why`);
+  drawPlot(plots[1], `${key}|sums`, () => whySumsFigure(response), `attnscope-L${state.layer}H${state.head}-sums`);
+}
