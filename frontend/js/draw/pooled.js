@@ -4,17 +4,8 @@
 // answer in, what the views draw out. Every number is the server's; only words are made here.
 
 import { maskedWhy } from "./captions.js";
-import {
-  HEATMAP_DEFAULTS,
-  MASK_BG,
-  WEIGHT_SCALE,
-  baseLayout,
-  heatmapTitle,
-  rowOutline,
-  shortToken,
-  tokenAxis,
-  tokenMargins,
-} from "./figures.js";
+import { MASK_BG, WEIGHT_SCALE, baseLayout, rowOutline, shortToken, tokenAxis, tokenMargins } from "./figures.js";
+import { HEATMAP_DEFAULTS, heatmapTitle } from "./heatmap.js";
 import { currentDetail, headKey, limitOf } from "../state.js";
 
 /** Identifies the exact cells of one block of the chosen head, for this text and what-ifs. */
