@@ -19,11 +19,14 @@ import * as texts from "./views/texts.js";
 import * as neuron from "./views/neuron.js";
 import * as lines from "./views/lines.js";
 import * as atlas from "./views/atlas.js";
+import * as lens from "./views/lens.js";
+import * as attribution from "./views/attribution.js";
+import * as patching from "./views/patching.js";
 
 // the tabs' order (and the arrow keys') is this one; the lessons page teaches the steps one by one
 export const GROUPS = [
   { id: "head", label: "Look at a head", views: [head, lines, compare, pipeline, variance, neuron] },
-  { id: "explain", label: "Explain a prediction", views: [rollout] },
+  { id: "explain", label: "Explain a prediction", views: [rollout, lens, attribution, patching] },
   { id: "compare", label: "Compare texts", views: [texts] },
   { id: "survey", label: "Survey the heads", views: [roles, atlas] },
 ];

@@ -58,6 +58,29 @@ function answerWords(answer) {
   );
 }
 
+/**
+ * Measure every head's effect at the chosen token into `state.effects` (the card and the
+ * Attribution view draw it); `token_id` (optional): the token to measure, else the top guess.
+ */
+export async function measureEffects(app, token_id = null) {
+  const { state } = app;
+  if (isBlank(state.text)) return;
+  const record = { inputs: inputsFor(state, ["text", "position", "ablate", "effectsMode"]), pending: true };
+  state.effects = record;
+  app.update();
+  const body = { text: state.text, ablate: state.ablate, ablation: state.effectsMode };
+  if (state.position !== null) body.position = state.position;
+  if (token_id !== null) body.token_id = token_id;
+  try {
+    record.answer = await postJSON("/api/head-effects", body);
+    record.inputs.position = record.answer.position; // the server's choice where none was made
+  } catch (err) {
+    record.error = errorText(err);
+  }
+  record.pending = false;
+  if (state.effects === record) app.update();
+}
+
 /** Install the card after the grid's; `app`: {state, els, update, selectHead}. Returns the card, `{draw(state)}`. */
 export function installEffects(app) {
   const { state, els } = app;
@@ -81,23 +104,7 @@ export function installEffects(app) {
     "effects-note": note,
   } = parts;
 
-  async function measure() {
-    if (isBlank(state.text)) return;
-    const record = { inputs: inputsFor(state, ["text", "position", "ablate", "effectsMode"]), pending: true };
-    state.effects = record;
-    app.update();
-    const body = { text: state.text, ablate: state.ablate, ablation: state.effectsMode };
-    if (state.position !== null) body.position = state.position;
-    try {
-      record.answer = await postJSON("/api/head-effects", body);
-      record.inputs.position = record.answer.position; // the server's choice where none was made
-    } catch (err) {
-      record.error = errorText(err);
-    }
-    record.pending = false;
-    if (state.effects === record) app.update();
-  }
-
+  const measure = () => measureEffects(app);
   run.addEventListener("click", measure);
   mean.addEventListener("change", () => {
     state.effectsMode = mean.checked ? "mean" : "zero";

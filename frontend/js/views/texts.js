@@ -41,9 +41,8 @@ const textsKey = (state) =>
     offParam(state.ablate),
   ]);
 
-/** The second text's box writes `state.textB` (and so the link). */
-export function install(app) {
-  const box = byId("text-b");
+/** A box that writes `state.textB` (and so the link): this view's, and Patching's corrupt text. */
+export function bindSecondText(box, app) {
   let timer = null; // the second text is debounced: a redraw DEBOUNCE_MS after its last key
   box.value = app.state.textB;
   box.addEventListener("input", () => {
@@ -51,6 +50,16 @@ export function install(app) {
     clearTimeout(timer);
     timer = setTimeout(() => app.update(), DEBOUNCE_MS);
   });
+}
+
+/** Show `state.textB` in `box` (a link or the other view changed it), unless someone is typing there. */
+export function showSecondText(box, state) {
+  if (box.value !== state.textB && document.activeElement !== box) box.value = state.textB;
+}
+
+/** The second text's box. */
+export function install(app) {
+  bindSecondText(byId("text-b"), app);
 }
 
 /** Ask for the head on both texts. */
@@ -113,8 +122,7 @@ export function draw(state, els, app = null) {
   const plots = byId("texts-plots");
   // no empty frames while there is nothing to draw
   plots.hidden = !(state.texts?.response && state.texts.key === textsKey(state));
-  const box = byId("text-b");
-  if (box.value !== state.textB && document.activeElement !== box) box.value = state.textB;
+  showSecondText(byId("text-b"), state);
   if (!state.text.trim() || !state.textB.trim()) {
     setText(
       byId("texts-caption"),

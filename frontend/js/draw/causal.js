@@ -1,0 +1,66 @@
+// What the three "Explain a prediction" views of the causal routes share (Lens, Attribution,
+// Patching): their words about the what-ifs, which these routes never take, and a layer × head
+// map on a diverging scale centred on 0. The numbers are the answers'; only the colour range is
+// the page's (the largest magnitude drawn, so that 0 is always the middle colour).
+
+import { SIGNED_SCALE, baseLayout } from "./figures.js";
+
+/**
+ * The note a causal view shows while a what-if is on (mask off, scaling off, heads switched off):
+ * its numbers are the model as trained, never mixed with the what-ifs; null while none is on.
+ */
+export function asTrainedWords(state, what) {
+  const on = [];
+  if (!state.causal) on.push("the causal mask is off");
+  if (!state.scaled) on.push("the scaling is off");
+  if (state.ablate.length) on.push(`${state.ablate.length === 1 ? "a head is" : "heads are"} switched off`);
+  if (!on.length) return null;
+  return (
+    `${what} the model as trained (causal mask on, its own scaling, every head on): the what-ifs above ` +
+    `(${on.join(", ")}) do not apply here.`
+  );
+}
+
+/** The largest magnitude in a matrix with null rows or cells, at least `floor`: the diverging scale's half range. */
+export function signedPeak(matrix, floor = 1e-6) {
+  return Math.max(floor, ...matrix.flat().map((v) => Math.abs(v ?? 0)));
+}
+
+/** The pixel height of a layer × head map of `L` rows (the head effects card's, so two maps line up). */
+export const layerHeadHeight = (L) => Math.max(150, 26 * L + 40);
+
+/**
+ * A layer × head heatmap of `matrix[layer][head]` (null rows, a hybrid's layers without heads,
+ * are left out), coloured on the diverging scale from −peak to +peak; `label`: the colour bar's
+ * title; `hover`: what a cell's number is, after "L2 · H1<br>"; `reverse`: blue for the positive end.
+ */
+export function layerHeadFigure(matrix, { label, hover, peak = signedPeak(matrix), digits = 3, reverse = false }) {
+  const layers = matrix.flatMap((row, l) => (row ? [l] : []));
+  const z = layers.map((l) => matrix[l]);
+  const H = z[0]?.length ?? 0;
+  return {
+    data: [
+      {
+        type: "heatmap",
+        z,
+        x: Array.from({ length: H }, (_, h) => `H${h}`),
+        y: layers.map((l) => `L${l}`),
+        zmin: -peak,
+        zmax: peak,
+        zmid: 0,
+        colorscale: SIGNED_SCALE, // blue (low) to red (high)
+        reversescale: reverse,
+        colorbar: { title: { text: label, side: "right", font: { size: 11 } }, thickness: 10, outlinewidth: 0 },
+        hovertemplate: `%{y} · %{x}<br>${hover} %{z:+.${digits}f}<extra></extra>`,
+        xgap: 1,
+        ygap: 1,
+      },
+    ],
+    layout: baseLayout({
+      margin: { l: 36, r: 8, t: 8, b: 28 },
+      height: layerHeadHeight(z.length),
+      yaxis: { type: "category", autorange: "reversed", fixedrange: true },
+      xaxis: { type: "category", side: "bottom", fixedrange: true },
+    }),
+  };
+}

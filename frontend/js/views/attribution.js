@@ -1,0 +1,139 @@
+// The "Attribution" view: direct logit attribution (POST /api/attribution) of the chosen token's
+// top guess: a layer × head map of what each head writes into that logit, a table of the MLPs,
+// the embeddings and the rest, and beside the map the head effects (POST /api/head-effects, the
+// head effects card's own request and figure) so a head's direct write and its total effect are
+// read together. The route runs the model as trained, the split's frozen norm said in words.
+
+import { askInto } from "../answers.js";
+import { effectsFigure, measureEffects } from "../cards/effects.js";
+import { byId, drawPlot, idOf, onPlotClick, setHidden, setText } from "../dom.js";
+import { asTrainedWords, layerHeadFigure } from "../draw/causal.js";
+import { fmtFixed } from "../draw/figures.js";
+import { changedInputs } from "../measured.js";
+import { selectedPosition, textTokens } from "../state.js";
+
+export const id = "attribution";
+export const label = "Attribution";
+/** Its slice: POST /api/attribution {key, response, error} (the head effects live in `effects`). */
+export const state = { attribution: null };
+export const answers = ["attribution"];
+export const link = { read() {}, write() {} };
+/** Its own request, asked for by draw when the view is shown (the tokens: any answer for the text). */
+export const needs = [];
+
+const attributionKey = (state, position) => JSON.stringify([state.model?.name, state.text, position]);
+
+/** The head effects' Measure button; a click on either map opens that head. */
+export function install(app) {
+  byId("attribution-measure").addEventListener("click", () => {
+    const answer = app.state.attribution?.response;
+    if (answer) measureEffects(app, answer.token_id);
+  });
+  const open = (pt) => {
+    const [layer, head] = [Number.parseInt(String(pt.y).slice(1), 10), Number.parseInt(String(pt.x).slice(1), 10)];
+    if (Number.isInteger(layer) && Number.isInteger(head)) app.selectHead(layer, head);
+  };
+  onPlotClick(byId("attribution-heads"), open);
+  onPlotClick(byId("attribution-effects"), open);
+}
+
+const signed = (v) => `${v >= 0 ? "+" : ""}${fmtFixed(v)}`;
+
+/** The parts beside the heads: the embeddings, each MLP, the rest, and the logit they add up to with the heads. */
+export function partsRows({ embed, mlps, rest, logit }) {
+  return [
+    ["embeddings", signed(embed)],
+    ...mlps.map((m, l) => [`MLP ${l}`, signed(m)]),
+    ["rest (biases, the norm's offset)", signed(rest)],
+    ["logit (heads + all of the above)", fmtFixed(logit)],
+  ];
+}
+
+function drawParts(table, answer) {
+  const sig = String(idOf(answer));
+  if (table.dataset.signature === sig) return;
+  table.dataset.signature = sig;
+  const rows = partsRows(answer).map(([name, value]) => {
+    const tr = document.createElement("tr");
+    const th = document.createElement("th");
+    th.scope = "row";
+    th.textContent = name;
+    const td = document.createElement("td");
+    td.textContent = value;
+    tr.append(th, td);
+    return tr;
+  });
+  table.replaceChildren(...rows);
+}
+
+/** The caption: the token, the logit, what the parts are, what is frozen, a final softcap. */
+export function attributionWords({ token, logit, position, frozen, final_softcap }, tokens) {
+  const parts = [
+    `What each part of the model writes directly into the logit of “${token}” (${fmtFixed(logit)}), the top ` +
+      `guess after “${tokens[position]}” (token ${position}): each head through its slice of the output ` +
+      `projection, each MLP, the embeddings and the rest, dotted with the token's unembedding row. With the ` +
+      `heads they add up to the logit. Blue: the part raises it, red: it lowers it. Frozen: ${frozen}.`,
+  ];
+  if (final_softcap !== null && final_softcap !== undefined)
+    parts.push(
+      `The model caps its logits (final softcap ${final_softcap}): it shows ${final_softcap}·tanh(logit / ` +
+        `${final_softcap}); the split is of the logit before the cap.`,
+    );
+  return parts.join(" ");
+}
+
+/** The head effects beside the map: drawn when measured for this text, token and position, else the button. */
+function drawEffects(state, answer, key) {
+  const r = state.effects;
+  const fresh =
+    r?.answer && !r.pending && !changedInputs(r.inputs, state).length && r.answer.position === answer.position &&
+    r.answer.token_id === answer.token_id;
+  const button = byId("attribution-measure");
+  button.disabled = Boolean(r?.pending);
+  setText(button, fresh ? "Measure again" : "Measure");
+  const plot = byId("attribution-effects");
+  setHidden(plot, !fresh);
+  let words = `Measure how much log p(${answer.token}) changes when each head alone is switched off: its total effect.`;
+  if (r?.pending) words = "Switching every head off in turn…";
+  else if (r?.error) words = `Could not measure: ${r.error}`;
+  else if (fresh) {
+    words =
+      `Each head switched off alone (${state.effectsMode} ablation): the change in log p(${answer.token}). Blue: ` +
+      `the head helped, red: it hurt.`;
+    if (state.ablate.length) words += " Measured with the switched-off heads off, unlike the direct write.";
+    drawPlot(plot, `${key}|${r.answer.position}|${r.answer.token_id}|${r.inputs.effectsMode}`, () =>
+      effectsFigure(r.answer),
+    );
+  }
+  setText(byId("attribution-effects-caption"), words);
+}
+
+export function draw(state, els, app = null) {
+  const note = asTrainedWords(state, "The direct write shows");
+  setText(byId("attribution-note"), note ?? "");
+  setHidden(byId("attribution-note"), !note);
+  const body = byId("attribution-body");
+  const tokens = textTokens(state);
+  if (!tokens || !state.text.trim()) {
+    setHidden(body, true);
+    return false;
+  }
+  const position = selectedPosition(state, tokens.length);
+  const key = attributionKey(state, position);
+  if (state.attribution?.key !== key && app)
+    askInto(app, "attribution", key, "/api/attribution", { text: state.text, position });
+  const { response, error } = state.attribution?.key === key ? state.attribution : {};
+  const caption = error ? `Could not split the logit: ${error}` : response ? attributionWords(response, tokens) : "";
+  setText(byId("attribution-caption"), caption || "computing…");
+  setHidden(body, !response); // nothing stale under a refusal
+  if (!response) return false;
+  drawPlot(
+    byId("attribution-heads"),
+    key,
+    () => layerHeadFigure(response.heads, { label: "logit", hover: "direct write", reverse: true }),
+    "attnscope-attribution",
+  );
+  drawParts(byId("attribution-parts"), response);
+  drawEffects(state, response, key);
+  return true;
+}

@@ -1,0 +1,138 @@
+// The "Patching" view: activation patching (POST /api/patching). The clean text is the page's,
+// the corrupt one is typed here (the second text, shared with "Two texts": `textb=`); the corrupt
+// run with one piece of the clean run written in, each head's output or the residual stream after
+// a block at a token, and the share of the logit difference (token − foil) that piece restores,
+// on a diverging scale centred on 0. The route runs the model as trained; a refusal (texts of
+// different token counts: a 422 naming `corrupt`) is said in one line with nothing drawn under it.
+
+import { askInto } from "../answers.js";
+import { byId, drawPlot, setHidden, setText } from "../dom.js";
+import { asTrainedWords, layerHeadFigure, signedPeak } from "../draw/causal.js";
+import { SIGNED_SCALE, baseLayout, fmtFixed, tokenAxis, tokenMargins } from "../draw/figures.js";
+import { selectedPosition, textTokens } from "../state.js";
+import { bindSecondText, showSecondText } from "./texts.js";
+
+export const id = "patching";
+export const label = "Patching";
+/** Its slice: what is patched (heads | residual), and POST /api/patching {key, response, error}. */
+export const state = { patchWhat: "heads", patching: null };
+export const answers = ["patching"];
+/** `patch=residual`: the residual stream (the heads unless given); the corrupt text is `textb=`. */
+export const link = {
+  read(params, out) {
+    if (params.get("patch") === "residual") out.patchWhat = "residual";
+  },
+  write(s, params) {
+    if (s.patchWhat === "residual") params.set("patch", "residual");
+  },
+};
+/** Its own request, asked for by draw when the view is shown. */
+export const needs = [];
+
+const patchingKey = (state, position) =>
+  JSON.stringify([state.model?.name, state.text, state.textB, position, state.patchWhat]);
+
+/** The corrupt text's box (the second text's handling) and the heads | residual select. */
+export function install(app) {
+  bindSecondText(byId("patch-corrupt"), app);
+  const what = byId("patch-what");
+  what.value = app.state.patchWhat;
+  what.addEventListener("change", () => {
+    app.state.patchWhat = what.value;
+    app.update();
+  });
+}
+
+/** Layers × clean tokens: the share restored by the clean residual stream after each block at each token. */
+export function residualFigure({ residual, tokens }) {
+  const peak = signedPeak(residual, 1);
+  return {
+    data: [
+      {
+        type: "heatmap",
+        z: residual,
+        x: tokens.map((_, i) => i),
+        y: residual.map((_, l) => l),
+        customdata: residual.map((row, l) => row.map((_, i) => [`after block ${l}`, `${i} ${tokens[i]}`])),
+        zmin: -peak,
+        zmax: peak,
+        zmid: 0,
+        colorscale: SIGNED_SCALE, // blue (low) to red (high)
+        xgap: tokens.length <= 40 ? 1 : 0,
+        ygap: 1,
+        hovertemplate: "%{customdata[0]}, at <b>%{customdata[1]}</b>: restores %{z:+.3f}<extra></extra>",
+        colorbar: { title: { text: "restored", side: "right", font: { size: 11 } }, thickness: 10, outlinewidth: 0 },
+      },
+    ],
+    layout: baseLayout({
+      margin: { l: 88, r: 8, t: tokenMargins(tokens).t, b: 10 },
+      height: Math.max(180, 30 * residual.length + tokenMargins(tokens).t + 20),
+      xaxis: { ...tokenAxis(tokens, { side: "top", title: "clean token", angle: -55 }), type: "linear" },
+      yaxis: {
+        type: "linear",
+        tickmode: "array",
+        tickvals: residual.map((_, l) => l),
+        ticktext: residual.map((_, l) => `after block ${l}`),
+        autorange: "reversed",
+        fixedrange: true,
+      },
+    }),
+  };
+}
+
+/** The caption: the token and foil, both differences, and what a cell is. */
+export function patchingWords(r) {
+  const where = `after “${r.tokens[r.position]}” (token ${r.position})`;
+  const piece =
+    r.what === "heads"
+      ? "one head's output (its pattern applied to v, at every token)"
+      : "the residual stream after one block at one token (a token after the chosen one restores nothing)";
+  return (
+    `logit(“${r.token}”) − logit(“${r.foil}”) ${where}: ${fmtFixed(r.clean_diff)} on the clean text, ` +
+    `${fmtFixed(r.corrupt_diff)} on the corrupt one. Each cell is the corrupt run with ${piece} taken from the ` +
+    `clean run: the share of the difference it restores, 1 (red) all of it, 0 nothing, below 0 (blue) the ` +
+    `other way.`
+  );
+}
+
+function setWords(caption, plot) {
+  setText(byId("patch-caption"), caption);
+  setHidden(byId("patch-plot"), !plot); // nothing stale under a refusal
+}
+
+export function draw(state, els, app = null) {
+  const what = byId("patch-what");
+  if (what.value !== state.patchWhat) what.value = state.patchWhat;
+  showSecondText(byId("patch-corrupt"), state);
+  const note = asTrainedWords(state, "Patching shows");
+  setText(byId("patch-note"), note ?? "");
+  setHidden(byId("patch-note"), !note);
+  const tokens = textTokens(state);
+  if (!state.textB.trim()) {
+    setWords("Type a corrupt text: the clean one (the text above) with a word changed, in as many tokens.", false);
+    return false;
+  }
+  if (!tokens || !state.text.trim()) return false;
+  const position = selectedPosition(state, tokens.length);
+  const key = patchingKey(state, position);
+  if (state.patching?.key !== key && app) {
+    const body = { clean: state.text, corrupt: state.textB, position, what: state.patchWhat };
+    askInto(app, "patching", key, "/api/patching", body);
+  }
+  const { response, error } = state.patching?.key === key ? state.patching : {};
+  if (!response) {
+    setWords(error ? `Could not patch: ${error}` : "patching…", false);
+    return false;
+  }
+  setWords(patchingWords(response), true);
+  drawPlot(
+    byId("patch-plot"),
+    key,
+    () =>
+      response.what === "heads"
+        ? layerHeadFigure(response.heads, { label: "restored", hover: "restores", peak: signedPeak(response.heads, 1) })
+        : residualFigure(response),
+    "attnscope-patching",
+  );
+  return true;
+}

@@ -1,0 +1,151 @@
+"""The "Explain a prediction" views of the causal routes (issue 34): Lens (POST /api/lens),
+Attribution (POST /api/attribution beside POST /api/head-effects) and Patching (POST
+/api/patching). Each draws the server's numbers, follows the text or the chosen token, says a
+refusal in one line with nothing drawn under it, and says the model as trained while a what-if
+is on; at 1280 and 390 px."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+import pytest
+from attnscope_live import post_json
+
+pytestmark = pytest.mark.browser
+
+CLEAN = "Open the red door, then close the blue window. Open the red door, then close the blue"
+CORRUPT = CLEAN.replace("window", "box")
+WIDTHS = [1280, 390]
+
+
+def open_view(tab, width, fragment):
+    tab.page.set_viewport_size({"width": width, "height": 900})
+    tab.open("/#" + fragment)
+
+
+def inside(page, testid, width):
+    box = page.get_by_test_id(testid).bounding_box()
+    return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+
+
+def lens_cells(page):
+    """Per row of the lens table: its label and its cells' (text, data-prob, title, chosen)."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid=lens-box] tbody tr')].map((tr) => ({
+            label: tr.querySelector('th').textContent,
+            cells: [...tr.querySelectorAll('td')].map((td) =>
+                [td.textContent, Number(td.dataset.prob), td.title, td.classList.contains('chosen')]),
+        }))"""
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_lens_table_is_the_servers_and_follows_the_text(tab, width):
+    page = tab.page
+    open_view(tab, width, "view=lens&pos=10&text=" + quote(CLEAN))
+    page.wait_for_selector("[data-testid=lens-box] table")
+    served = post_json(tab.base_url + "/api/lens", {"text": CLEAN, "top_k": 5})
+    rows = lens_cells(page)
+    assert len(rows) == len(served["residuals"])
+    assert rows[0]["label"] == "embeddings" and rows[-1]["label"].endswith("the output")
+    for row, residual in zip(rows, served["residuals"], strict=True):
+        assert len(row["cells"]) == len(served["tokens"])
+        for (text, prob, title, _chosen), top in zip(row["cells"], residual["top"], strict=True):
+            assert prob == top[0]["prob"]  # the shade is the answer's number
+            assert text and top[0]["token"].startswith(text.rstrip("…"))
+            assert all(f"{p['token']} {p['prob']:.3f}" in title for p in top)  # the hover: the top k
+        assert [c[3] for c in row["cells"]].index(True) == 10  # the chosen token's column
+    assert inside(page, "lens-box", width)
+    assert page.get_by_test_id("lens-note").is_hidden()
+    # it follows the text
+    page.get_by_test_id("text-input").fill("The cat sat on the mat.")
+    tab.settle()
+    page.wait_for_function("() => window.attnscope.state.lens?.response?.tokens.length === 7")
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=lens-box] tbody tr td').length % 7 === 0")
+    again = post_json(tab.base_url + "/api/lens", {"text": "The cat sat on the mat.", "top_k": 5})
+    assert [c[1] for c in lens_cells(page)[-1]["cells"]] == [t[0]["prob"] for t in again["residuals"][-1]["top"]]
+    assert not tab.unexpected_console_errors()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_attribution_map_and_the_head_effects_are_the_servers(tab, width):
+    page = tab.page
+    open_view(tab, width, "view=attribution&text=" + quote(CLEAN))
+    page.wait_for_function("() => document.querySelector('[data-testid=attribution-heads]')?.data")
+    served = post_json(tab.base_url + "/api/attribution", {"text": CLEAN, "position": 21})
+    fig = tab.figure("attribution-heads")
+    assert fig["data"][0]["z"] == served["heads"]
+    assert fig["data"][0]["zmid"] == 0 and fig["data"][0]["zmin"] == -fig["data"][0]["zmax"]
+    parts = page.get_by_test_id("attribution-parts").inner_text()
+    for value in (served["embed"], served["rest"], *served["mlps"]):
+        assert f"{value:+.3f}" in parts
+    assert f"{served['logit']:.3f}" in parts
+    caption = page.get_by_test_id("attribution-caption").inner_text()
+    assert f"“{served['token']}”" in caption and served["frozen"] in caption and "(token 21)" in caption
+    assert "softcap" not in caption  # the shipped model has none (final_softcap null)
+    # the head effects beside it: measured on asking, for the same token and position
+    page.get_by_test_id("attribution-measure").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=attribution-effects]')?.data")
+    asked = {"text": CLEAN, "position": 21, "token_id": served["token_id"]}
+    effects = post_json(tab.base_url + "/api/head-effects", asked)
+    assert tab.figure("attribution-effects")["data"][0]["z"] == effects["delta"]
+    assert inside(page, "attribution-heads", width) and inside(page, "attribution-effects", width)
+    # it follows the chosen token: another position, another answer; the effects wait for a new measure
+    page.locator("[data-testid=tokens] .chip").nth(10).click()
+    page.wait_for_function("() => window.attnscope.state.attribution?.response?.position === 10")
+    other = post_json(tab.base_url + "/api/attribution", {"text": CLEAN, "position": 10})
+    page.wait_for_function(
+        "(z) => JSON.stringify(document.querySelector('[data-testid=attribution-heads]').data[0].z) === z",
+        arg=json.dumps(other["heads"], separators=(",", ":")),
+    )
+    assert page.get_by_test_id("attribution-effects").is_hidden()
+    assert not tab.unexpected_console_errors()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_patching_draws_the_servers_shares_and_says_a_refusal(tab, width):
+    page = tab.page
+    open_view(tab, width, "view=patching&text=" + quote(CLEAN) + "&textb=" + quote(CORRUPT))
+    page.wait_for_function("() => document.querySelector('[data-testid=patch-plot]')?.data")
+    body = {"clean": CLEAN, "corrupt": CORRUPT, "position": 21}
+    heads = post_json(tab.base_url + "/api/patching", {**body, "what": "heads"})
+    fig = tab.figure("patch-plot")
+    assert fig["data"][0]["z"] == heads["heads"] and fig["data"][0]["zmid"] == 0
+    caption = page.get_by_test_id("patch-caption").inner_text()
+    assert f"logit(“{heads['token']}”) − logit(“{heads['foil']}”)" in caption
+    assert f"{heads['clean_diff']:.3f}" in caption and f"{heads['corrupt_diff']:.3f}" in caption
+    assert page.get_by_test_id("patch-corrupt").input_value() == CORRUPT
+    # the residual stream: a layer × position map, kept in the link
+    page.get_by_test_id("patch-what").select_option("residual")
+    page.wait_for_function("() => window.attnscope.state.patching?.response?.what === 'residual'")
+    residual = post_json(tab.base_url + "/api/patching", {**body, "what": "residual"})
+    page.wait_for_function("() => document.querySelector('[data-testid=patch-plot]').data[0].y.length === 4")
+    assert tab.figure("patch-plot")["data"][0]["z"] == residual["residual"]
+    page.wait_for_function("() => window.location.hash.includes('patch=residual')")
+    assert inside(page, "patch-plot", width)
+    # a corrupt text of another length: the 422 in one line, naming corrupt, nothing drawn under it
+    page.get_by_test_id("patch-corrupt").fill(CORRUPT + " again")
+    page.wait_for_function("() => document.querySelector('[data-testid=patch-caption]').innerText.startsWith('Could')")
+    refusal = page.get_by_test_id("patch-caption").inner_text()
+    assert "corrupt" in refusal and "\n" not in refusal
+    assert page.get_by_test_id("patch-plot").is_hidden()
+    assert not tab.unexpected_console_errors(allowed=("422",))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_with_a_what_if_on_each_view_says_its_numbers_are_the_model_as_trained(tab, width):
+    what_ifs = "&causal=0&off=2.1&text=" + quote(CLEAN) + "&textb=" + quote(CORRUPT)
+    served = post_json(tab.base_url + "/api/attribution", {"text": CLEAN, "position": 21})
+    for view, testid, ready in (
+        ("lens", "lens-note", "document.querySelector('[data-testid=lens-box] table')"),
+        ("attribution", "attribution-note", "document.querySelector('[data-testid=attribution-heads]')?.data"),
+        ("patching", "patch-note", "document.querySelector('[data-testid=patch-plot]')?.data"),
+    ):
+        open_view(tab, width, f"view={view}" + what_ifs)
+        tab.page.wait_for_function(f"() => {ready}")
+        note = tab.page.get_by_test_id(testid).inner_text()
+        assert "the model as trained" in note and "causal mask is off" in note and "head is switched off" in note
+        if view == "attribution":  # the same numbers as without the what-ifs: the route never takes them
+            assert tab.figure("attribution-heads")["data"][0]["z"] == served["heads"]
+    assert not tab.unexpected_console_errors()
