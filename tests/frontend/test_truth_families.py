@@ -87,9 +87,14 @@ def heatmap_hover(tab, testid: str, i: int, j: int) -> str:
     x, y = tab.page.evaluate(
         """([id, i, j]) => {
             const gd = document.querySelector(`[data-testid="${id}"]`);
-            gd.scrollIntoView({ block: "center" });
-            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
-            return [box.left + xa._offset + xa.d2p(j), box.top + ya._offset + ya.d2p(i)];
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const cell = () => {
+                const box = gd.getBoundingClientRect();
+                return [box.left + xa._offset + xa.d2p(j), box.top + ya._offset + ya.d2p(i)];
+            };
+            // the cell itself mid-window: a tall map's top row would sit under the pinned bars
+            window.scrollBy(0, cell()[1] - window.innerHeight / 2);
+            return cell();
         }""",
         [testid, i, j],
     )
