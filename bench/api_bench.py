@@ -33,7 +33,6 @@ import gzip
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,8 @@ from attnscope.model.inspection import head_stats, inspect  # noqa: E402
 from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
+from tests.kit.app import free_port, wait_ready  # noqa: E402  (the tests' own helpers, not a copy)
+
 ALL_FIELDS = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
 PARAGRAPH = (
     "The cat sat on the mat and looked out of the window at the rain. When the rain stopped, the "
@@ -59,12 +60,6 @@ PARAGRAPH = (
     "evening it was hopping around the kitchen, and the cat watched it from the mat. "
 )
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def text_of(tokenizer, n_tokens: int) -> str:
@@ -97,18 +92,8 @@ def start_server(checkpoint: Path, port: int, threads: int) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited: {proc.stderr.read()}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the server did not become ready")
+    wait_ready(proc, port, within=180)
+    return proc
 
 
 def stop_server(proc: subprocess.Popen) -> None:

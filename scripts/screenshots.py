@@ -3,7 +3,7 @@
 Starts the real server (or uses ``--url``), opens each view in headless Debian chromium at
 1280×800 (and the head view at 1024 px wide) and saves PNGs:
 
-    python scripts/screenshots.py                        # shipped model (see tests/frontend/attnscope_live.py)
+    python scripts/screenshots.py                        # shipped model (see tests/kit/live.py)
     ATTNSCOPE_CHECKPOINT=runs/small/checkpoint python scripts/screenshots.py
     python scripts/screenshots.py --url http://127.0.0.1:8000 --out /tmp/shots
     cat README.md docs/*.md model/ours/evalsets/everyday.txt > /tmp/corpus.txt
@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "frontend"))
-from attnscope_live import CHROMIUM, FILLER, chromium, get_json, live_server, text_of_tokens, wait_settled  # noqa: E402
+from tests.kit.live import CHROMIUM, FILLER, chromium, get_json, live_server, text_of_tokens, wait_settled  # noqa: E402
 
 SENTENCE = "The cat sat on the mat because the mat was warm."
 REPEATED = "Open the red door, then close the blue window. Open the red door, then close the blue window."

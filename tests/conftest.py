@@ -7,23 +7,26 @@ CI runs every test; the marker only makes the quick loop while you work.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 SLOW_MARKERS = ("browser", "notebook")
 SLOW_MODULES = frozenset(
     {
-        "test_atlas_ray.py",  # starts a local Ray, twice
-        "test_schema.py",  # schemathesis over every route
+        "model/atlas/test_ray_engine.py",  # starts a local Ray, twice
+        "app/schemas/test_openapi.py",  # schemathesis over every route
         "test_package.py",  # builds and installs a wheel
-        "test_app_cli.py",  # real processes of the command
-        "test_app_cli_gguf.py",
-        "test_app_long.py",  # texts of thousands of tokens
+        "app/cli/test_main.py",  # real processes of the command
+        "app/cli/test_models.py",
+        "app/routes/test_attention_long.py",  # texts of thousands of tokens
     }
 )
+TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.path.name
+        module = item.path.resolve().relative_to(TESTS).as_posix()
         if module in SLOW_MODULES or any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)

@@ -63,7 +63,9 @@ def test_only_attnscope_is_installed(installed):
 def test_every_file_of_the_page_is_installed(installed):
     """The page's subfolders (js/views/, js/draw/, css/ ...) travel too: package-data names them."""
     source = ROOT / "frontend"
-    shipped = {p.relative_to(source).as_posix() for p in source.rglob("*") if p.suffix in (".js", ".css", ".html", ".svg")}
+    shipped = {
+        p.relative_to(source).as_posix() for p in source.rglob("*") if p.suffix in (".js", ".css", ".html", ".svg")
+    }
     target = installed / "attnscope" / "frontend"
     missing = sorted(name for name in shipped if not (target / name).is_file())
     assert not missing, f"in frontend/ but not installed: {missing}"

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from appkit import LiveServer, build_checkpoint, served
 from attnscope.app.main import create_app
 from attnscope.app.settings import Settings
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+
+from tests.kit.app import LiveServer, build_checkpoint, served
 
 
 @pytest.fixture(scope="session")
@@ -62,8 +63,8 @@ def http(live_server) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def family_dirs(request, tmp_path_factory) -> dict[str, Path]:
-    """The module's ``FAMILIES`` (tests/familykit.py names), each built into its own folder."""
-    from tests.familykit import build_all
+    """The module's ``FAMILIES`` (tests/kit/family.py names), each built into its own folder."""
+    from tests.kit.family import build_all
 
     return build_all(request.module.FAMILIES, tmp_path_factory.mktemp("families"))
 

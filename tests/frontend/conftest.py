@@ -2,7 +2,7 @@
 
 Skipped, with the reason, when /usr/bin/chromium or the playwright package is missing.
 The server loads ``$ATTNSCOPE_CHECKPOINT``, else the shipped model, else the training run's
-checkpoint, else a random model of the same shape (see ``attnscope_live.py``).
+checkpoint, else a random model of the same shape (see ``tests/kit/live.py``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import sys
 from dataclasses import dataclass, field
 
 import pytest
-from attnscope_live import CHROMIUM, ROOT, chromium, live_server, wait_settled
 
-sys.path.insert(0, str(ROOT))  # the test modules import tests.familykit and tests.hubkit
+from tests.kit.live import CHROMIUM, ROOT, chromium, live_server, wait_settled
+
+sys.path.insert(0, str(ROOT))  # the test modules import tests.kit.family and tests.kit.hub
 
 VIEWPORT = {"width": 1280, "height": 800}
 
@@ -87,11 +88,10 @@ def context(browser):
 
 @pytest.fixture(scope="module")
 def family_server(request, tmp_path_factory, server):
-    """The real server on a model built in the test (tests/familykit.py): the family a test names
+    """The real server on a model built in the test (tests/kit/family.py): the family a test names
     (``@pytest.mark.parametrize("family_server", [...], indirect=True)``), else its module's ``FAMILY``."""
-    from attnscope_live import serving
-
-    from tests.familykit import build
+    from tests.kit.family import build
+    from tests.kit.live import serving
 
     name = getattr(request, "param", None) or request.module.FAMILY
     with serving(build(name, tmp_path_factory.mktemp(name) / name), name) as s:

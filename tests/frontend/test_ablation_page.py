@@ -8,7 +8,8 @@ import urllib.request
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json
+
+from tests.kit.live import post_json
 
 pytestmark = pytest.mark.browser
 
@@ -269,7 +270,7 @@ def test_the_generation_strip_draws_weights_in_the_heatmaps_colours_with_a_legen
 
 
 def test_the_strips_mean_of_all_heads_is_the_servers(tab):
-    """"mean of all heads" draws each step's `attention_mean` (the server averages, the page draws):
+    """ "mean of all heads" draws each step's `attention_mean` (the server averages, the page draws):
     in each row the brightest cell is where that mean is largest."""
     continue_text(tab, "The cat sat on the mat. The cat", 4)
     page = tab.page
@@ -315,7 +316,10 @@ def test_continue_samples_as_the_link_says_and_the_link_keeps_the_seed(tab):
     page.get_by_test_id("generate-seed").fill("")
     page.get_by_test_id("generate-seed").dispatch_event("change")
     page.get_by_test_id("generate-run").click()
-    page.wait_for_function("() => window.attnscope.state.sampling.seed !== null && !document.querySelector('[data-testid=generate-run]').dataset.running")
+    page.wait_for_function(
+        "() => window.attnscope.state.sampling.seed !== null"
+        " && !document.querySelector('[data-testid=generate-run]').dataset.running"
+    )
     tab.settle()
     assert re.search(r"[#&]seed=\d+", page.evaluate("() => window.location.hash"))
     assert not tab.unexpected_console_errors()

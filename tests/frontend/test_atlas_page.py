@@ -8,14 +8,15 @@ from __future__ import annotations
 from urllib.parse import parse_qs
 
 import pytest
-from attnscope_live import get_json, serving
+
+from tests.kit.live import get_json, serving
 
 pytest.importorskip("pyarrow")
 pytestmark = pytest.mark.browser
 
 from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 
-from tests.atlaskit import two_atlases  # noqa: E402
+from tests.kit.atlas import two_atlases  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,9 @@ def test_the_map_the_card_the_difference_and_the_way_back_to_the_explorer(atlas_
     assert page.locator("#atlas-card-title").inner_text() == "Layer 2 · head 1"
     card = get_json(tab.base_url + "/api/atlas/heads/2/1?atlas=first")
     hist = tab.figure("atlas-hist")
-    for drawn, m in zip(hist["data"], card["metrics"].values(), strict=True):  # the API's counts; empty tail bins left out
+    for drawn, m in zip(
+        hist["data"], card["metrics"].values(), strict=True
+    ):  # the API's counts; empty tail bins left out
         assert drawn["y"] == m["histogram"][: len(drawn["y"])] and sum(drawn["y"]) == sum(m["histogram"])
     shown = [e for e in card["exemplars"] if e["metric"] == "previous_token"]
     items = page.locator("#atlas-exemplars li")

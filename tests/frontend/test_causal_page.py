@@ -10,7 +10,8 @@ import json
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json
+
+from tests.kit.live import post_json
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import FILLER, post_json, text_of_tokens
+
+from tests.kit.live import FILLER, post_json, text_of_tokens
 
 pytestmark = pytest.mark.browser
 
@@ -274,7 +275,8 @@ def test_the_full_context_stays_usable(tab):
     assert len(fig["layout"]["xaxis"]["ticktext"]) <= 45  # thinned labels
     info = tab.page.evaluate(
         "() => { const g = document.querySelector('[data-testid=heads-grid]').gridLayout;"
-        " return {n: g.grid.layers.length * g.layout.cols.length, size: g.layout.size, block: g.grid.thumbnail.block}; }"
+        " return {n: g.grid.layers.length * g.layout.cols.length, size: g.layout.size,"
+        " block: g.grid.thumbnail.block}; }"
     )
     assert info["n"] == 16 and info["size"] <= 64 and info["block"] == math.ceil(n / 64)  # pooled on the server
     caption = tab.page.get_by_test_id("grid-caption").inner_text()
@@ -507,7 +509,9 @@ def test_the_csv_holds_the_servers_float32_weights_whatever_the_page_fetched(tab
     text = text_of_tokens(tab.base_url, 230)
     tab.open("/#layer=1&head=2&text=" + quote(text))
     body = {"text": text, "layers": [1], "heads": [2], "include": ["pattern"], "encoding": "b64", "precision": "f4"}
-    served = _float32s(post_json(tab.base_url + "/api/attention", {**body, "top_k": 0})["layers"][0]["heads"][0]["pattern"])
+    served = _float32s(
+        post_json(tab.base_url + "/api/attention", {**body, "top_k": 0})["layers"][0]["heads"][0]["pattern"]
+    )
     with page.expect_download() as info:
         page.locator("#download-csv").click()
     lines = Path(info.value.path()).read_text().splitlines()

@@ -12,7 +12,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import serving
+
+from tests.kit.live import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -20,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
-from tests.familykit import SHIPPED, build  # noqa: E402
+from tests.kit.family import SHIPPED, build  # noqa: E402
 
 SENTENCE = "The cat sat on the mat. The dog sat on the log, and the cat 🎉 saw it."
 

@@ -1,5 +1,5 @@
 """The page on each family's own features, one module for all of them: the served model is a
-parameter (conftest's ``family_server``, built in the test by tests/familykit.py with q/k scaled up).
+parameter (conftest's ``family_server``, built in the test by tests/kit/family.py with q/k scaled up).
 
 * gpt-oss (learned sinks): each head's sink is a column of its own beside the keys, holding the
   answer's `sink_mass`, and no caption says a row sums to 1;
@@ -17,7 +17,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json
+
+from tests.kit.live import post_json
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
@@ -147,7 +148,9 @@ def test_the_ribbon_names_every_layer_and_only_attention_layers_have_heads(famil
     chips = page.locator("[data-testid=layer-ribbon] .layer-chip")
     types = [chips.nth(i).get_attribute("data-type") for i in range(chips.count())]
     picker = [o.get_attribute("value") for o in page.locator("#layer-select option").all()]
-    rows = page.evaluate("() => document.querySelector('[data-testid=heads-grid]').gridLayout.grid.layers.map((l) => l.layer)")
+    rows = page.evaluate(
+        "() => document.querySelector('[data-testid=heads-grid]').gridLayout.grid.layers.map((l) => l.layer)"
+    )
     if tab.kind == "qwen3_next":
         assert types == ["linear", "full", "linear", "full"]
         assert picker == ["1", "3"] and rows == [1, 3]
@@ -220,7 +223,8 @@ def test_effects_roles_and_continue_draw_the_layers_with_heads(family_tab):
     assert (frame["y0"], frame["x0"]) == (0.5, 1.5)  # row 1 of the two (layer 3), head 2
     # a click on the first row opens layer 1, by its label, not row 0
     page.evaluate(
-        """() => document.querySelector('[data-testid=head-roles]').emit('plotly_click', { points: [{ x: 'H0', y: 'L1' }] })"""
+        """() => document.querySelector('[data-testid=head-roles]')
+            .emit('plotly_click', { points: [{ x: 'H0', y: 'L1' }] })"""
     )
     tab.settle()
     assert page.get_by_test_id("layer-select").input_value() == "1"

@@ -1,6 +1,6 @@
 """The page on a GGUF file: the model badge names the format and the file's quantization.
 
-A tiny Llama written as a Q8_0 GGUF in the test (tests/ggufkit.py), served by the real server
+A tiny Llama written as a Q8_0 GGUF in the test (tests/kit/gguf.py), served by the real server
 (``attnscope serve --checkpoint FILE.gguf``).
 """
 
@@ -11,7 +11,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import serving
+
+from tests.kit.live import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -21,7 +22,7 @@ pytest.importorskip("gguf", reason='needs the gguf extra: pip install "attnscope
 pytest.importorskip("accelerate", reason='needs the gguf extra: pip install "attnscope[gguf]"')
 pytestmark = pytest.mark.browser
 
-from tests import ggufkit  # noqa: E402
+from tests.kit import gguf as ggufkit  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ query and its key (POST /api/qk-attribution); every number the server's, the cel
 map and kept in the link, refusals said in one line, the what-ifs named; at 1280 and 390 px.
 
 The shipped model's induction head L2H1 on the repeated phrase (docs/API.md's worked example), and a
-random DiffLlama (tests/familykit.py), whose pairs of softmaxes neither route splits.
+random DiffLlama (tests/kit/family.py), whose pairs of softmaxes neither route splits.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json
+
+from tests.kit.live import post_json
 
 pytestmark = pytest.mark.browser
 

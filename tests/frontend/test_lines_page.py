@@ -7,7 +7,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import FILLER, post_json
+
+from tests.kit.live import FILLER, post_json
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +29,9 @@ def test_every_weight_is_a_line_as_opaque_as_it(tab, width):
     page.set_viewport_size({"width": width, "height": 900})
     tab.open("/#view=lines&layer=1&text=" + quote(TEXT))
     page.wait_for_function("() => document.querySelectorAll('[data-testid=lines-svg] line').length > 0")
-    served = post_json(tab.base_url + "/api/attention", {"text": TEXT, "layers": [1], "include": ["pattern"], "top_k": 0})
+    served = post_json(
+        tab.base_url + "/api/attention", {"text": TEXT, "layers": [1], "include": ["pattern"], "top_k": 0}
+    )
     expected = {
         (h["head"], i, j): w
         for h in served["layers"][0]["heads"]
@@ -47,7 +50,9 @@ def test_every_weight_is_a_line_as_opaque_as_it(tab, width):
     page.mouse.move(0, 0)
     # a head's swatch hides its lines
     page.locator("[data-testid=lines-heads] [data-head='0']").click()
-    page.wait_for_function("() => ![...document.querySelectorAll('[data-testid=lines-svg] line')].some((l) => l.dataset.head === '0')")
+    page.wait_for_function(
+        "() => ![...document.querySelectorAll('[data-testid=lines-svg] line')].some((l) => l.dataset.head === '0')"
+    )
     assert page.locator("[data-testid=lines-heads] [data-head='0']").get_attribute("aria-pressed") == "false"
     svg = page.get_by_test_id("lines-svg").bounding_box()
     assert svg["x"] >= 0 and svg["x"] + svg["width"] <= width
@@ -82,8 +87,11 @@ def test_selected_tokens_are_combined_by_the_server(tab):
     page.get_by_test_id("lines-reduce").select_option("sum")
     page.wait_for_function("() => window.attnscope.state.linesSelected?.response?.reduce === 'sum'")
     summed = post_json(
-        tab.base_url + "/api/selection", {"text": TEXT, "layer": 1, "head": 2, "queries": [6, 8], "keys": [1], "reduce": "sum"}
+        tab.base_url + "/api/selection",
+        {"text": TEXT, "layer": 1, "head": 2, "queries": [6, 8], "keys": [1], "reduce": "sum"},
     )
-    page.wait_for_function("() => document.querySelector('[data-testid=lines-selection-plot]').data[0].name.includes('sum')")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=lines-selection-plot]').data[0].name.includes('sum')"
+    )
     assert tab.figure("lines-selection-plot")["data"][0]["y"] == summed["from_queries"]
     assert not tab.unexpected_console_errors()

@@ -16,7 +16,8 @@ import torch
 from attnscope.model.ours.checkpoint import SHIPPED, save_checkpoint
 from attnscope.model.ours.gpt import GPT, GPTConfig
 from attnscope.model.ours.tokenizer import BPETokenizer
-from attnscope_live import FILLER, LiveServer, wait_settled
+
+from tests.kit.live import FILLER, LiveServer, wait_settled
 
 pytestmark = pytest.mark.browser
 
@@ -121,7 +122,9 @@ def test_an_8000_token_text_is_drawn_pooled_and_zooms_to_exact_cells(page, long_
     settle(page)
     elapsed = time.monotonic() - started
     print(f"\n8k tokens: Enter to settled page {elapsed:.1f} s")
-    state = page.evaluate("() => ({T: window.attnscope.state.grid.response.tokens.length, error: window.attnscope.state.error})")
+    state = page.evaluate(
+        "() => ({T: window.attnscope.state.grid.response.tokens.length, error: window.attnscope.state.error})"
+    )
     T = state["T"]
     assert state["error"] is None and T == long_server.n_tokens >= 7900
 
@@ -186,8 +189,10 @@ def test_an_8000_token_text_is_drawn_pooled_and_zooms_to_exact_cells(page, long_
         "() => document.querySelector('[data-testid=head-heatmap]').data.find((t) => t.name === 'exact cells')"
     )
     assert len(exact["z"]) == q1 - q0 and len(exact["z"][0]) == k1 - k0
-    assert exact["customdata"][0][0][:2] == [f"{q0} {page.evaluate('(i) => window.attnscope.state.grid.response.tokens[i]', q0)}",
-                                             f"{k0} {page.evaluate('(i) => window.attnscope.state.grid.response.tokens[i]', k0)}"]
+    assert exact["customdata"][0][0][:2] == [
+        f"{q0} {page.evaluate('(i) => window.attnscope.state.grid.response.tokens[i]', q0)}",
+        f"{k0} {page.evaluate('(i) => window.attnscope.state.grid.response.tokens[i]', k0)}",
+    ]
     assert "Exact cells of" in page.get_by_test_id("head-zoom").inner_text()
     text = hover_text(page, 0.5, 0.5)
     assert "→" in text and "weight" in text and "queries" not in text
@@ -248,7 +253,10 @@ def test_the_csv_of_a_pooled_head_is_the_exact_head_or_the_blocks_shown_and_says
     lines, title = csv_download(page)
     assert "max-pooled block" in title
     assert lines[0].startswith("# numbers: float32")
-    assert lines[1] == "layer,head,query_start,query_end,key_start,key_end,mask,pattern_max,attn_scores_raw_max,attn_scores_max"
+    assert (
+        lines[1]
+        == "layer,head,query_start,query_end,key_start,key_end,mask,pattern_max,attn_scores_raw_max,attn_scores_max"
+    )
     assert len(lines) == 2 + m * m
     first, last = lines[2].split(","), lines[-1].split(",")
     assert first[2:6] == ["0", str(focus["block"]), "0", str(focus["block"])]

@@ -7,13 +7,14 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import get_json, serving
+
+from tests.kit.live import get_json, serving
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
-from tests.familykit import build  # noqa: E402
-from tests.hubkit import put_in_cache  # noqa: E402
+from tests.kit.family import build  # noqa: E402
+from tests.kit.hub import put_in_cache  # noqa: E402
 
 SENTENCE = "The cat sat on the mat."
 
@@ -22,7 +23,12 @@ SENTENCE = "The cat sat on the mat."
 def two_model_server(tmp_path_factory, server):
     root = tmp_path_factory.mktemp("picker")
     put_in_cache(root / "hub", "tiny-org/tiny-llama", build("llama", root / "llama"))
-    env = {"HF_HUB_CACHE": str(root / "hub"), "HF_HUB_OFFLINE": "1", "OLLAMA_MODELS": str(root / "none"), "HOME": str(root)}
+    env = {
+        "HF_HUB_CACHE": str(root / "hub"),
+        "HF_HUB_OFFLINE": "1",
+        "OLLAMA_MODELS": str(root / "none"),
+        "HOME": str(root),
+    }
     with serving(server.checkpoint, env=env) as s:
         yield s
 
@@ -57,7 +63,12 @@ def long_name_server(tmp_path_factory, server):
     """The server on a model with a long name, the picker shown (its cache holds a second model)."""
     root = tmp_path_factory.mktemp("long-name")
     put_in_cache(root / "hub", "tiny-org/tiny-llama", build("llama", root / "llama"))
-    env = {"HF_HUB_CACHE": str(root / "hub"), "HF_HUB_OFFLINE": "1", "OLLAMA_MODELS": str(root / "none"), "HOME": str(root)}
+    env = {
+        "HF_HUB_CACHE": str(root / "hub"),
+        "HF_HUB_OFFLINE": "1",
+        "OLLAMA_MODELS": str(root / "none"),
+        "HOME": str(root),
+    }
     with serving(build("llama", root / LONG_NAME), env=env) as s:
         yield s
 
@@ -84,7 +95,11 @@ def test_the_top_bar_fits_the_window_with_the_picker_and_a_long_name(tab, long_n
     assert got["scroll"] <= width and got["bar"][2] <= width
     left, top, right, bottom = got["bar"]
     for name, (x0, y0, x1, y1) in got["parts"]:  # every part of the bar wholly inside it and the window
-        assert left <= x0 and x1 <= min(right, width) + 0.5 and top <= y0 and y1 <= bottom + 0.5, (name, got["bar"], (x0, y0, x1, y1))
+        assert left <= x0 and x1 <= min(right, width) + 0.5 and top <= y0 and y1 <= bottom + 0.5, (
+            name,
+            got["bar"],
+            (x0, y0, x1, y1),
+        )
     assert any(name == "badge-name" for name, _ in got["parts"])  # the badge's name is on the screen
     if width >= 1280:  # the sticky view bar stays below a taller bar once the page scrolls
         page.mouse.wheel(0, 600)

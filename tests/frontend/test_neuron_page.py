@@ -6,7 +6,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json
+
+from tests.kit.live import post_json
 
 pytestmark = pytest.mark.browser
 
@@ -29,7 +30,10 @@ def test_q_k_and_their_product_are_the_servers(tab, width):
     page.wait_for_function("() => window.attnscope.state.neuron?.response?.key === 2")
     tab.settle()
     other = post_json(tab.base_url + "/api/neuron", {"text": TEXT, "layer": 1, "head": 2, "query": 8, "key": 2})
-    page.wait_for_function(f"() => document.querySelector('[data-testid=neuron-caption]').innerText.includes('{other['attn_scores_raw']:.4f}')")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=neuron-caption]').innerText"
+        f".includes('{other['attn_scores_raw']:.4f}')"
+    )
     box = page.get_by_test_id("neuron-plot").bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= width
     assert not tab.unexpected_console_errors()
@@ -55,6 +59,12 @@ def test_a_shorter_text_keeps_the_key_inside_it(tab):
     tab.settle()
     assert page.get_by_test_id("neuron-key").input_value() == str(T - 1)
     assert "Could not compute" not in page.get_by_test_id("neuron-caption").inner_text()
-    served = post_json(tab.base_url + "/api/neuron", {"text": short, "layer": 1, "head": 2, "query": T - 1, "key": T - 1})
-    assert [trace["y"] for trace in tab.figure("neuron-plot")["data"]] == [served["q"], served["k"], served["q_times_k"]]
+    served = post_json(
+        tab.base_url + "/api/neuron", {"text": short, "layer": 1, "head": 2, "query": T - 1, "key": T - 1}
+    )
+    assert [trace["y"] for trace in tab.figure("neuron-plot")["data"]] == [
+        served["q"],
+        served["k"],
+        served["q_times_k"],
+    ]
     assert not tab.unexpected_console_errors()

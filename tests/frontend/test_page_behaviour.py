@@ -10,7 +10,8 @@ import urllib.request
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import FILLER, post_json, wait_settled
+
+from tests.kit.live import FILLER, post_json, wait_settled
 
 pytestmark = pytest.mark.browser
 
@@ -421,7 +422,8 @@ def test_at_390_px_the_pipeline_stands_in_two_rows_and_the_toggles_take_a_finger
             const axes = Object.keys(L).filter((k) => /^xaxis\\d*$/.test(k)).sort();
             const titles = [...gd.querySelectorAll('.annotation')].map((a) => a.getBoundingClientRect())
                 .map((r) => ({left: r.left, right: r.right, top: r.top, bottom: r.bottom}));
-            return {widths: axes.map((k) => L[k]._length), titles, sumsNote: L.annotations.some((a) => a.textangle === -90)};
+            const sumsNote = L.annotations.some((a) => a.textangle === -90);
+            return {widths: axes.map((k) => L[k]._length), titles, sumsNote};
         }"""
     )
     steps = boxes["widths"][:-1]  # the last axis is the Σ row column

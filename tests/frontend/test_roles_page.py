@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from attnscope_live import serving
+
+from tests.kit.live import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -16,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
-from tests.familykit import SHIPPED  # noqa: E402
+from tests.kit.family import SHIPPED  # noqa: E402
 
 LAYERS = 30
 
@@ -30,7 +31,9 @@ def build_deep(out: Path) -> Path:
     (out / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
     (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
     torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(n_layer=LAYERS, n_head=4, n_embd=32, n_positions=128, vocab_size=4096)).save_pretrained(out)
+    GPT2LMHeadModel(GPT2Config(n_layer=LAYERS, n_head=4, n_embd=32, n_positions=128, vocab_size=4096)).save_pretrained(
+        out
+    )
     return out
 
 

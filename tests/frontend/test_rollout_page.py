@@ -6,7 +6,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json
+
+from tests.kit.live import post_json
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +33,9 @@ def test_the_rollout_of_the_chosen_token_is_the_servers(tab, width):
     page.wait_for_function("() => window.attnscope.state.rollout?.response?.residual === false")
     tab.settle()
     plain = post_json(tab.base_url + "/api/rollout", {"text": TEXT, "position": 5, "residual": False})
-    page.wait_for_function("() => document.querySelector('[data-testid=rollout-caption]').innerText.includes('Without')")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=rollout-caption]').innerText.includes('Without')"
+    )
     assert tab.figure("rollout-plot")["data"][0]["z"] == plain["rollout"]
     page.wait_for_function("() => window.location.hash.includes('rollres=0')")
     assert not tab.unexpected_console_errors()

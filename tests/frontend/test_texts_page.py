@@ -7,7 +7,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json
+
+from tests.kit.live import post_json
 
 pytestmark = pytest.mark.browser
 
@@ -23,7 +24,9 @@ def test_two_texts_and_their_difference_are_the_servers(tab, width):
     served = post_json(tab.base_url + "/api/compare-texts", {"text": A, "text_b": B, "layer": 2, "head": 1})
     for testid, text in (("texts-a", served["texts"][0]), ("texts-b", served["texts"][1])):
         drawn = tab.figure(testid)["data"][0]["z"]
-        assert [c or 0 for row in drawn for c in row] == pytest.approx([c for row in text["pattern"] for c in row], abs=1e-9)
+        assert [c or 0 for row in drawn for c in row] == pytest.approx(
+            [c for row in text["pattern"] for c in row], abs=1e-9
+        )
     diff = tab.figure("texts-diff")
     drawn = [c or 0 for row in diff["data"][0]["z"] for c in row]
     assert drawn == pytest.approx([c for row in served["difference"] for c in row], abs=1e-9)
@@ -35,12 +38,16 @@ def test_two_texts_and_their_difference_are_the_servers(tab, width):
         assert boxes[0]["y"] < boxes[1]["y"] < boxes[2]["y"]
     # a longer second text: both heads drawn, the difference left out and why
     page.get_by_test_id("text-b").fill(B + " was right")
-    page.wait_for_function("() => document.querySelector('[data-testid=texts-caption]').innerText.includes('No difference')")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=texts-caption]').innerText.includes('No difference')"
+    )
     assert page.get_by_test_id("texts-diff").is_hidden()
     assert "textb=" in page.evaluate("() => window.location.hash")
     # a second text over the context: said, naming it, and no empty frames
     page.get_by_test_id("text-b").fill(B + " again" * 300)
-    page.wait_for_function("() => document.querySelector('[data-testid=texts-caption]').innerText.includes('Could not compare')")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=texts-caption]').innerText.includes('Could not compare')"
+    )
     assert "text_b is" in page.get_by_test_id("texts-caption").inner_text()
     assert page.get_by_test_id("texts-plots").is_hidden()
     assert not tab.unexpected_console_errors(allowed=("422",))  # the refused text_b, said on the page
@@ -57,7 +64,10 @@ def test_the_titles_stand_clear_of_the_axis_and_its_labels(tab, width):
         boxes = page.evaluate(
             """(id) => {
                 const gd = document.querySelector(`[data-testid=${id}]`);
-                const box = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+                const box = (el) => {
+                    const r = el.getBoundingClientRect();
+                    return [r.left, r.top, r.right, r.bottom];
+                };
                 return {title: box(gd.querySelector('.gtitle')), axis: box(gd.querySelector('.xtitle')),
                         ticks: [...gd.querySelectorAll('.xtick text')].map(box)};
             }""",
@@ -68,4 +78,6 @@ def test_the_titles_stand_clear_of_the_axis_and_its_labels(tab, width):
             return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
         assert not overlap(boxes["title"], boxes["axis"]), boxes
-        assert boxes["ticks"] and not any(overlap(boxes["title"], t) or overlap(boxes["axis"], t) for t in boxes["ticks"])
+        assert boxes["ticks"] and not any(
+            overlap(boxes["title"], t) or overlap(boxes["axis"], t) for t in boxes["ticks"]
+        )

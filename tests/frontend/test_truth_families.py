@@ -2,7 +2,7 @@
 (divisor √query_pre_attn_scalar = 8, not √head_dim = 4; softcap 20; a sliding window of 6
 tokens in layer 0 only) and a Mistral-style model (a window of 5 tokens in every layer).
 
-Both are random-weight models built in the test (tests/familykit.py) and served by the real
+Both are random-weight models built in the test (tests/kit/family.py) and served by the real
 server; the text is longer than the windows, so some earlier keys are masked, not only later ones.
 """
 
@@ -14,7 +14,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from attnscope_live import post_json, serving
+
+from tests.kit.live import post_json, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -22,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
-from tests.familykit import build  # noqa: E402
+from tests.kit.family import build  # noqa: E402
 
 SENTENCE = "The cat sat on the mat. The dog sat on the log, and the cat saw it."
 VIEWS = {"head": "Head & grid", "compare": "Scaled vs unscaled", "pipeline": "Mask pipeline", "variance": "Variance"}
@@ -35,7 +36,6 @@ def family_server(request, tmp_path_factory, server):
     path = build(request.param, tmp_path_factory.mktemp(f"truth-{request.param}") / request.param)
     with serving(path, request.param) as s:
         yield s
-
 
 
 def answer(tab, **body) -> dict:
@@ -74,7 +74,8 @@ def grid_pixel(tab, layer_row: int, i: int, j: int) -> list[int]:
             const canvas = document.getElementById('heads-grid-canvas');
             const box = canvas.getBoundingClientRect();
             const k = canvas.width / box.width;
-            const d = canvas.getContext('2d').getImageData(Math.floor((x - box.left) * k), Math.floor((y - box.top) * k), 1, 1).data;
+            const px = [Math.floor((x - box.left) * k), Math.floor((y - box.top) * k)];
+            const d = canvas.getContext('2d').getImageData(px[0], px[1], 1, 1).data;
             return [d[0], d[1], d[2]];
         }""",
         [x, y],
@@ -104,7 +105,8 @@ def heatmap_hover(tab, testid: str, i: int, j: int) -> str:
     # SVG: each line of the label is a <tspan>
     return " ".join(
         label.evaluate_all(
-            "(els) => els.map((e) => [...e.querySelectorAll('tspan.line')].map((t) => t.textContent).join(' ') || e.textContent)"
+            "(els) => els.map((e) => [...e.querySelectorAll('tspan.line')]"
+            ".map((t) => t.textContent).join(' ') || e.textContent)"
         )
     )
 

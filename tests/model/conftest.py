@@ -12,7 +12,7 @@ from attnscope.model.ours.corpus import DOC_SEPARATOR
 from attnscope.model.ours.gpt import GPT, GPTConfig
 from attnscope.model.ours.tokenizer import BPETokenizer
 
-from tests.textgen import english_like
+from tests.kit.textgen import english_like
 
 
 def documents(n_docs: int, seed: int, per_doc: int = 8) -> list[str]:

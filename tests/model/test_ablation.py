@@ -19,7 +19,7 @@ from attnscope.model.ours.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.hookkit import CASES, TEXT, head_dim, hooked, model_dirs, out_projection  # noqa: E402, F401
+from tests.kit.hooks import CASES, TEXT, head_dim, hooked, model_dirs, out_projection  # noqa: E402, F401
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ def test_our_backend_is_a_resumable_backend():
 
 def test_the_transformers_backend_is_a_backend(tmp_path):
     pytest.importorskip("transformers")
-    from tests.familykit import build
+    from tests.kit.family import build
 
     lm = load_model(build("llama", tmp_path / "llama"), "cpu")
     assert type(lm.backend).__name__ == "TransformersBackend"

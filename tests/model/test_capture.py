@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.familykit import build, family_configs  # noqa: E402
+from tests.kit.family import build, family_configs  # noqa: E402
 
 FAMILIES = list(family_configs())
 TEXT = "The cat sat on the mat. Then the cat 🎉 saw the dog, and the dog sat on the log by the door."

@@ -13,8 +13,8 @@ from attnscope.model.backends import OursBackend  # noqa: E402
 from attnscope.model.ours.gpt import AttentionOptions  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
-from tests.familykit import build  # noqa: E402
-from tests.hookkit import PROMPT, hf_greedy, model_dirs  # noqa: E402, F401
+from tests.kit.family import build  # noqa: E402
+from tests.kit.hooks import PROMPT, hf_greedy, model_dirs  # noqa: E402, F401
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ def test_the_transformers_backend_runs_in_full_fp32(reduced_precision, tmp_path)
     pytest.importorskip("transformers")
     from attnscope.model.registry import load_model
 
-    from tests.familykit import build
+    from tests.kit.family import build
 
     lm = load_model(build("llama", tmp_path / "llama"), "cpu")
     sink = PrecisionSink()

@@ -19,7 +19,7 @@ from attnscope.model.registry import load_model  # noqa: E402
 from attnscope.model.rollout import rollout_rows  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.familykit import build_all  # noqa: E402
+from tests.kit.family import build_all  # noqa: E402
 from tests.model.conftest import randomize  # noqa: E402
 
 TEXT = "The cat sat on the mat. Then the cat saw the dog, and the dog sat on the log."

@@ -117,7 +117,14 @@ def test_the_output_is_small_and_readable_without_the_widget():
 def test_assets_are_the_page_modules_and_plotly():
     mods = widget_assets.frontend_modules()
     # by path under js/: the modules in subfolders (views/, draw/) come too
-    assert {"widget.js", "views.js", "views/head.js", "draw/gridcanvas.js", "draw/figures.js", "state.js"} <= mods.keys()
+    assert {
+        "widget.js",
+        "views.js",
+        "views/head.js",
+        "draw/gridcanvas.js",
+        "draw/figures.js",
+        "state.js",
+    } <= mods.keys()
     root = widget_assets.FRONTEND / "js"
     for name, source in mods.items():
         assert source == (root / name).read_text(encoding="utf-8")  # the page's files, not copies
@@ -192,7 +199,7 @@ def test_several_widgets_in_one_notebook():
 def test_the_example_notebook_runs_on_a_real_kernel(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    from nbkit import NOTEBOOK, isolated_jupyter
+    from tests.kit.notebook import NOTEBOOK, isolated_jupyter
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
     with isolated_jupyter(tmp_path / "home"):

@@ -17,9 +17,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from nbkit import ROOT, jupyter_env, on_a_thread_of_its_own
 
-from tests.frontend.attnscope_live import CHROMIUM, CHROMIUM_ARGS
+from tests.kit.live import CHROMIUM, CHROMIUM_ARGS
+from tests.kit.notebook import ROOT, jupyter_env, on_a_thread_of_its_own
 
 pytestmark = pytest.mark.notebook
 

@@ -11,9 +11,9 @@ import sys
 from urllib.parse import urlparse
 
 import pytest
-from nbkit import NOTEBOOK, jupyterlab, on_a_thread_of_its_own
 
-from tests.frontend.attnscope_live import CHROMIUM, CHROMIUM_ARGS
+from tests.kit.live import CHROMIUM, CHROMIUM_ARGS
+from tests.kit.notebook import NOTEBOOK, jupyterlab, on_a_thread_of_its_own
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook]
 

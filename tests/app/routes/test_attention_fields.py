@@ -1,0 +1,65 @@
+"""The field table (model/fields.py) is the one list of what a head's answer can hold: the
+request's `include`, the response schema, `/api/model` and the answers themselves agree with it,
+and every field arrives masked and rounded as its kind says."""
+
+from __future__ import annotations
+
+import numpy as np
+from attnscope.model.fields import DECIMALS, FIELD_NAMES, HEAD_FIELDS, LAYER_DEPENDENT, MATRIX_FIELDS
+
+from tests.kit.app import attention
+
+
+def test_the_model_route_sends_the_table(client):
+    fields = client.get("/api/model").json()["fields"]
+    assert [f["name"] for f in fields] == list(FIELD_NAMES)
+    assert {f["kind"] for f in fields} == {"weights", "scores", "vectors", "rows", "parts", "stats"}
+    assert all(f["meaning"] for f in fields)
+
+
+def test_the_schemas_list_the_fields_of_the_table(client):
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    include = schemas["AttentionRequest"]["properties"]["include"]["items"]
+    assert set(include["enum"]) == set(FIELD_NAMES)
+    for view in ("HeadView", "FocusView", "FocusRegion"):  # a layer's head, the focus head, a region of it
+        head = schemas[view]["properties"]
+        assert [name for name in head if name in FIELD_NAMES] == list(FIELD_NAMES), view
+        for f in HEAD_FIELDS:
+            assert head[f.name]["description"] == f.meaning, (view, f.name)
+
+
+def decimals_of(values) -> int:
+    """The most decimals any of the numbers needs (up to 8)."""
+    for d in range(9):
+        if np.allclose(np.round(values, d), values, rtol=0, atol=1e-9):
+            return d
+    return 9
+
+
+def test_every_field_arrives_masked_and_rounded_as_its_kind_says(client):
+    # attn_scores_uncapped only a softcapped model has, sink_mass only a model with sinks
+    # (tests/app/routes/test_attention_families.py)
+    # MLA's two parts of q·kᵀ only an MLA model, gate only a gated one (tests/app/routes/test_attention_families.py)
+    everything = [f.name for f in HEAD_FIELDS if f.name not in LAYER_DEPENDENT]
+    data = attention(client, text="The cat sat on the mat. The cat", include=everything, top_k=0)
+    mask = np.array(data["mask"], dtype=bool)
+    kinds = {f.name: f.kind for f in HEAD_FIELDS}
+    seen = set()
+    for layer in data["layers"]:
+        for head in layer["heads"]:
+            for name in everything:
+                value = head[name]
+                seen.add(name)
+                if kinds[name] == "stats":
+                    assert {"entropy", "var_scores_raw", "row_entropy"} <= set(value)
+                    continue
+                a = np.array(value, dtype=float)  # null -> nan
+                if name in MATRIX_FIELDS:
+                    assert a.shape == mask.shape
+                    if kinds[name] == "weights":
+                        assert (a[~mask] == 0).all()
+                    else:
+                        assert np.isnan(a[~mask]).all() and not np.isnan(a[mask]).any()
+                shown = a[~np.isnan(a)]
+                assert 0 < decimals_of(shown) <= DECIMALS[name], name
+    assert seen == set(everything)

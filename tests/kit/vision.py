@@ -1,0 +1,125 @@
+"""Tiny image-text-to-text models written to disk with a processor beside them (``AutoProcessor``
+reloads it), built from transformers' configs: q/k weights scaled up as in :mod:`tests.familykit`.
+
+Processors are built from the slow (PIL) image processor and a fast tokenizer directly: the
+torchvision "fast" image processors do not load on these machines.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import torch
+from attnscope.model.ours.checkpoint import SHIPPED
+
+from tests.kit.family import QK_GAIN
+
+TEMPLATE = (
+    "{% for m in messages %}USER: {% for c in m['content'] %}{% if c['type'] == 'image' %}{{ image }}\n"
+    "{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endfor %}{% if add_generation_prompt %} ASSISTANT:{% endif %}"
+)
+
+
+def _tokenizer(specials: list[str], **named):
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer.from_file(str(SHIPPED / "tokenizer.json"))
+    tk.add_special_tokens(specials)
+    return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|endoftext|>", **named)
+
+
+def _text(model_type: str, vocab: int, **extra) -> dict:
+    return dict(
+        model_type=model_type, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        intermediate_size=128, max_position_embeddings=512, vocab_size=vocab, **extra,
+    )
+
+
+def _vision(model_type: str, image_size: int, patch: int) -> dict:
+    return dict(
+        model_type=model_type, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        image_size=image_size, patch_size=patch,
+    )
+
+
+def _save(model, out: Path, seed: int) -> None:
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "language_model" in name and ("q_proj.weight" in name or "k_proj.weight" in name):
+                p.mul_(QK_GAIN)
+            if name.endswith("mm_input_projection_weight"):  # Gemma 3's projector starts at zero
+                torch.manual_seed(seed + 1)
+                p.copy_(torch.randn_like(p) * 0.5)
+    model.save_pretrained(out)
+
+
+def build_llava(out: Path, seed: int = 0, strategy: str = "default", shortest: int = 28, crop: int = 28) -> Path:
+    """LLaVA with a CLIP tower: 14-px patches, resize the shortest side to ``shortest``, centre crop ``crop``."""
+    from transformers import AutoConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers.models.llava.image_processing_pil_llava import LlavaImageProcessorPil
+
+    out.mkdir(parents=True, exist_ok=True)
+    tok = _tokenizer(["<image>"])
+    image_id = tok.convert_tokens_to_ids("<image>")
+    ip = LlavaImageProcessorPil(size={"shortest_edge": shortest}, crop_size={"height": crop, "width": crop})
+    proc = LlavaProcessor(
+        image_processor=ip, tokenizer=tok, patch_size=14, vision_feature_select_strategy=strategy,
+        num_additional_image_tokens=1, image_token="<image>", chat_template=TEMPLATE.replace("{{ image }}", "<image>"),
+    )
+    proc.save_pretrained(out)
+    cfg = AutoConfig.for_model(
+        "llava", text_config=_text("llama", image_id + 1), vision_config=_vision("clip_vision_model", crop, 14),
+        image_token_index=image_id, vision_feature_select_strategy=strategy, vision_feature_layer=-1,
+        projector_hidden_act="gelu",
+    )
+    torch.manual_seed(seed)
+    _save(LlavaForConditionalGeneration(cfg), out, seed)
+    return out
+
+
+def build_gemma3(out: Path, seed: int = 0, image_size: int = 56, tokens: int = 4) -> Path:
+    """Gemma 3 with a SigLIP tower of ``image_size`` px in 14-px patches, pooled to ``tokens`` image tokens."""
+    from transformers import AutoConfig, Gemma3ForConditionalGeneration, Gemma3Processor
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    out.mkdir(parents=True, exist_ok=True)
+    specials = ["<start_of_image>", "<end_of_image>", "<image_soft_token>"]
+    tok = _tokenizer(
+        specials,
+        extra_special_tokens={"boi_token": specials[0], "eoi_token": specials[1], "image_token": specials[2]},
+    )
+    boi, eoi, image = (tok.convert_tokens_to_ids(t) for t in specials)
+    ip = Gemma3ImageProcessorPil(size={"height": image_size, "width": image_size})
+    proc = Gemma3Processor(
+        image_processor=ip, tokenizer=tok, image_seq_length=tokens,
+        chat_template=TEMPLATE.replace("{{ image }}", "<start_of_image>"),
+    )
+    proc.save_pretrained(out)
+    text = _text("gemma3_text", image + 1, head_dim=16, query_pre_attn_scalar=16, sliding_window=4,
+                 layer_types=["sliding_attention", "full_attention"])
+    cfg = AutoConfig.for_model(
+        "gemma3", text_config=text, vision_config=_vision("siglip_vision_model", image_size, 14),
+        mm_tokens_per_image=tokens, boi_token_index=boi, eoi_token_index=eoi, image_token_index=image,
+    )
+    torch.manual_seed(seed)
+    _save(Gemma3ForConditionalGeneration(cfg), out, seed)
+    return out
+
+
+def image_bytes(width: int, height: int, fmt: str = "PNG", seed: int = 0) -> bytes:
+    """A random-noise image of ``width × height`` encoded as ``fmt``."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    im = Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+    buf = io.BytesIO()
+    im.save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
