@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ...model.compare import compare
 from ..errors import ApiError
 from ..responses import dumps
@@ -138,6 +140,8 @@ def compare_json(a: Service, b: Service, req: CompareRequest, started: float | N
             "argmax_agreement": per_layer(result.argmax_agreement),
             "a": result.a,
             "b": result.b,
+            "difference": result.b - result.a,
+            "mask": result.mask.astype(np.uint8),
             "timing_ms": round((time.perf_counter() - started) * 1000, 3),
         }
     )
