@@ -37,11 +37,11 @@ def _copy_with(src, out, edit=None, **config):
     return out
 
 
-def _change_layer(model):
+def _change_layer(model, layer=CHANGED):
     import torch
 
     g = torch.Generator().manual_seed(7)
-    attn = model.model.layers[CHANGED].self_attn
+    attn = model.model.layers[layer].self_attn
     for proj in (attn.q_proj, attn.k_proj):
         proj.weight.add_(0.5 * torch.randn(proj.weight.shape, generator=g))
 

@@ -5,16 +5,15 @@
 
 import { maskedWhy } from "./captions.js";
 import {
-  HEATMAP_DEFAULTS,
   MASK_BG,
   WEIGHT_SCALE,
   baseLayout,
-  heatmapTitle,
   rowOutline,
   shortToken,
   tokenAxis,
   tokenMargins,
 } from "./figures.js";
+import { HEATMAP_DEFAULTS, heatmapTitle } from "./heatmap.js";
 import { currentDetail, headKey, limitOf } from "../state.js";
 
 /** Identifies the exact cells of one block of the chosen head, for this text and what-ifs. */

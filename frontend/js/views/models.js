@@ -176,11 +176,13 @@ function titled(fig) {
 function modelsWords(r, state) {
   const { layer, head } = state;
   const what = [
-    !state.causal && "the mask off",
-    !state.scaled && "the scaling off",
+    !state.causal && "mask off",
+    !state.scaled && "scaling off",
     state.ablate.length && "switched-off heads",
   ].filter(Boolean);
-  const asTrained = what.length ? `Both models as trained: ${what.join(", ")} do not apply here. ` : "";
+  const asTrained = what.length
+    ? `The what-ifs on the page (${what.join(", ")}) are not applied here: both models as trained. `
+    : "";
   const d = r.divergence[layer]?.[head];
   const chosen =
     d === undefined || d === null
