@@ -95,7 +95,7 @@ async function ask(app, state) {
 }
 
 /** Layers × heads: the divergence of each head (rows of a layer without softmax attention left out). */
-export function divergenceFigure({ divergence, max_abs, argmax_agreement }, selected) {
+export function divergenceFigure({ divergence, max_abs, argmax_agreement }, selected, cellPx = 100) {
   const layers = divergence.flatMap((row, l) => (row ? [l] : []));
   const nHead = divergence[layers[0]].length;
   const z = layers.map((l) => divergence[l]);
@@ -104,7 +104,7 @@ export function divergenceFigure({ divergence, max_abs, argmax_agreement }, sele
   const row = layers.indexOf(selected.layer);
   const [x0, x1, y0, y1] = [selected.head - 0.5, selected.head + 0.5, row - 0.5, row + 0.5];
   const box = row >= 0 && { type: "rect", x0, x1, y0, y1 };
-  const few = layers.length * nHead <= 120;
+  const few = layers.length * nHead <= 120 && cellPx >= 48; // numbers in the cells where they fit
   return {
     data: [
       {
@@ -225,7 +225,8 @@ export function draw(state, els, app = null) {
     const map = byId("models-map");
     const height = `${mapHeight(shown.divergence.filter((row) => row).length)}px`;
     if (map.style.height !== height) map.style.height = height; // a labelled row per layer
-    drawPlot(map, mapSig, () => divergenceFigure(shown, state), "attnscope-models-map");
+    const cellPx = map.clientWidth / shown.divergence.find((row) => row).length;
+    drawPlot(map, mapSig, () => divergenceFigure(shown, state, cellPx), "attnscope-models-map");
   }
   if (!r) return false;
   drawParts(r, state);
