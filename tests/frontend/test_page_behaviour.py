@@ -257,7 +257,7 @@ def test_at_390_px_nothing_scrolls_sideways_and_every_tab_is_reachable(phone, se
     wait_settled(phone)
     no_sideways_scroll(phone)
     tabs = phone.get_by_role("tab")
-    assert tabs.count() == 9  # head, lines, compare, pipeline, variance, roles, rollout, two texts, q · k
+    assert tabs.count() == 10  # head, lines, compare, pipeline, variance, q · k, rollout, two texts, two models, roles
     for i in range(tabs.count()):
         t = tabs.nth(i)
         t.scroll_into_view_if_needed()
