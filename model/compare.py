@@ -85,6 +85,7 @@ class Divergence:
         self.results: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # layer -> (js, max_abs, agreement)
         self.a: np.ndarray | None = None
         self.b: np.ndarray | None = None
+        self.mask: np.ndarray | None = None  # (T, S) bool: the focus layer's mask (True = may attend)
         self._layer: _Layer | None = None
         self._number = -1
         self._focus_a: torch.Tensor | None = None
@@ -105,6 +106,7 @@ class Divergence:
             self.kept.steps[layer], T, zeros.clone(), zeros.clone(), torch.zeros(nh, dtype=torch.int64)
         )
         if self.focus[0] == layer:
+            self.mask = mask.bool().cpu().numpy()
             self._focus_a = torch.zeros(T, S)
             self._focus_b = torch.zeros(T, S)
 
@@ -152,6 +154,7 @@ class Comparison:
     argmax_agreement: dict[int, np.ndarray]
     a: np.ndarray
     b: np.ndarray
+    mask: np.ndarray  # (T, S) bool: the focus layer's mask in model B's pass (True = may attend)
 
 
 def compare(backend_a, backend_b, ids: list[int], focus: tuple[int, int]) -> Comparison:
@@ -166,4 +169,5 @@ def compare(backend_a, backend_b, ids: list[int], focus: tuple[int, int]) -> Com
         argmax_agreement={n: r[2] for n, r in sink.results.items()},
         a=sink.a,
         b=sink.b,
+        mask=sink.mask,
     )

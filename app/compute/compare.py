@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ...model.compare import compare
 from ..errors import ApiError
 from ..responses import dumps
@@ -114,14 +116,15 @@ def compare_json(a: Service, b: Service, req: CompareRequest, started: float | N
     facts = a.loaded.facts
     ids = same_ids(a, b, req.text)
     T = len(ids)
-    if 2 * T * T > a.max_matrix_cells:
+    if 4 * T * T > a.max_matrix_cells:
         raise ApiError(
             422,
-            f"text is {T} tokens: the two T×T patterns hold {2 * T * T} cells, over max_matrix_cells "
+            f"text is {T} tokens: the answer's four T×T matrices (the two patterns, their difference and the "
+            f"mask) hold {4 * T * T} cells, over max_matrix_cells "
             f"{a.max_matrix_cells}",
             loc=("body", "text"),
             type_="too_many_cells",
-            ctx={"limit": a.max_matrix_cells, "count": 2 * T * T},
+            ctx={"limit": a.max_matrix_cells, "count": 4 * T * T},
         )
     result = compare(a.loaded.backend, b.loaded.backend, ids, (req.layer, req.head))
 
@@ -138,6 +141,8 @@ def compare_json(a: Service, b: Service, req: CompareRequest, started: float | N
             "argmax_agreement": per_layer(result.argmax_agreement),
             "a": result.a,
             "b": result.b,
+            "difference": result.b - result.a,
+            "mask": result.mask.astype(np.uint8),
             "timing_ms": round((time.perf_counter() - started) * 1000, 3),
         }
     )

@@ -45,4 +45,6 @@ class CompareResponse(BaseModel):
     )
     a: list[list[float]] = Field(description="T×T: the chosen head's pattern in the served model (masked 0)")
     b: list[list[float]] = Field(description="T×T: the same head's pattern in model_b")
+    difference: list[list[float]] = Field(description="T×T: b − a, weight by weight (0 where masked)")
+    mask: list[list[int]] = Field(description="T×T: 1 where the query may attend to the key (the head's layer)")
     timing_ms: float

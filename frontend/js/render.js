@@ -21,12 +21,30 @@ const hybridWords = (m) =>
     ? ` (${m.attention_layers.length} with softmax attention)`
     : "";
 
-/** The model badge: name, size, shape, divisor, window, context, device. */
+/**
+ * Where the layers sit when `devices` (GET /api/model, per layer) names more than one place, as runs of
+ * consecutive layers: "layers 0–11 cuda:0 · 12–23 cpu · 24–31 disk"; null when every layer is in one place.
+ */
+export function layerPlaces(devices) {
+  const layers = Object.keys(devices ?? {})
+    .map(Number)
+    .sort((a, b) => a - b);
+  if (new Set(layers.map((l) => devices[l])).size < 2) return null;
+  const runs = [];
+  for (const l of layers) {
+    const last = runs.at(-1);
+    if (last && last.place === devices[l] && last.to === l - 1) last.to = l;
+    else runs.push({ from: l, to: l, place: devices[l] });
+  }
+  return `layers ${runs.map((r) => `${r.from === r.to ? r.from : `${r.from}–${r.to}`} ${r.place}`).join(" · ")}`;
+}
+
+/** The model badge: name, size, shape, divisor, window, context, device (each layer's, when they are spread). */
 function renderModel(state, els) {
   const m = state.model;
   if (!m) return;
   const params = m.parameters >= 1e6 ? `${(m.parameters / 1e6).toFixed(2)} M` : `${Math.round(m.parameters / 1e3)} k`;
-  const sig = JSON.stringify([m.name, m.parameters, m.device, m.dtype, m.family]);
+  const sig = JSON.stringify([m.name, m.parameters, m.device, m.devices, m.dtype, m.family]);
   if (els.modelBadge.dataset.signature === sig) return;
   els.modelBadge.dataset.signature = sig;
   els.modelBadge.replaceChildren();
@@ -51,7 +69,7 @@ function renderModel(state, els) {
     ["divisor", m.softcap ? `${divisor}, softcap ${softcapWords(m.softcap)}` : divisor],
     ["window", window],
     ["context", `context ${m.block_size}${m.positions ? ` · ${m.positions} positions` : ""}`],
-    ["device", m.dtype && m.dtype !== "float32" ? `${m.device} · ${m.dtype}` : m.device],
+    ["device", [layerPlaces(m.devices) ?? m.device, m.dtype !== "float32" && m.dtype].filter(Boolean).join(" · ")],
   ];
   // the scaling switch names the model's own divisor (the page's label writes √d_k with a subscript)
   const name = divisorShort(modelDivisor(m));

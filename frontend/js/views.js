@@ -16,6 +16,7 @@ import * as variance from "./views/variance.js";
 import * as roles from "./views/roles.js";
 import * as rollout from "./views/rollout.js";
 import * as texts from "./views/texts.js";
+import * as models from "./views/models.js";
 import * as neuron from "./views/neuron.js";
 import * as lines from "./views/lines.js";
 import * as atlas from "./views/atlas.js";
@@ -27,7 +28,7 @@ import * as patching from "./views/patching.js";
 export const GROUPS = [
   { id: "head", label: "Look at a head", views: [head, lines, compare, pipeline, variance, neuron] },
   { id: "explain", label: "Explain a prediction", views: [rollout, lens, attribution, patching] },
-  { id: "compare", label: "Compare texts", views: [texts] },
+  { id: "compare", label: "Compare texts", views: [texts, models] },
   { id: "survey", label: "Survey the heads", views: [roles, atlas] },
 ];
 

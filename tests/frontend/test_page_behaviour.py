@@ -258,8 +258,9 @@ def test_at_390_px_nothing_scrolls_sideways_and_every_tab_is_reachable(phone, se
     wait_settled(phone)
     no_sideways_scroll(phone)
     tabs = phone.get_by_role("tab")
-    # head, lines, compare, pipeline, variance, q · k, rollout, lens, attribution, patching, two texts, roles
-    assert tabs.count() == 12
+    # head, lines, compare, pipeline, variance, q · k, rollout, lens, attribution, patching,
+    # two texts, two models, roles
+    assert tabs.count() == 13
     for i in range(tabs.count()):
         t = tabs.nth(i)
         t.scroll_into_view_if_needed()

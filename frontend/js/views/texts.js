@@ -6,7 +6,7 @@
 import { askInto } from "../answers.js";
 import { byId, drawPlot, setText } from "../dom.js";
 import { SIGNED_SCALE, baseLayout, maskNull, tokenAxis, tokenMargins } from "../draw/figures.js";
-import { headHeatmapFigure } from "../draw/heatmap.js";
+import { headHeatmapFigure, heatmapTitle } from "../draw/heatmap.js";
 import { scaleParam } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
@@ -83,8 +83,11 @@ function titled(fig) {
   return fig;
 }
 
-/** The difference, second text minus first, on a diverging scale centred on 0 (the server's range). */
-export function differenceFigure({ tokens, difference, mask, range, layer, head }) {
+/**
+ * The difference, second text minus first (`what` names it otherwise: two models' "B − A"), on a
+ * diverging scale centred on 0 (the server's range), with an optional `title`.
+ */
+export function differenceFigure({ tokens, difference, mask, range, layer, head, what = "second − first", title }) {
   const labels = tokens.map((t, i) => `${i} ${t}`);
   return {
     data: [
@@ -100,10 +103,10 @@ export function differenceFigure({ tokens, difference, mask, range, layer, head 
         xgap: tokens.length <= 24 ? 1 : 0,
         ygap: tokens.length <= 24 ? 1 : 0,
         hovertemplate:
-          `<b>%{customdata[0]}</b> → %{customdata[1]}<br>second − first %{z:+.4f}<extra>L${layer} ` +
+          `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${what} %{z:+.4f}<extra>L${layer} ` +
           `· H${head}</extra>`,
         colorbar: {
-          title: { text: "second − first", side: "right", font: { size: 11 } },
+          title: { text: what, side: "right", font: { size: 11 } },
           thickness: 12,
           outlinewidth: 0,
         },
@@ -113,6 +116,7 @@ export function differenceFigure({ tokens, difference, mask, range, layer, head 
       margin: { ...tokenMargins(tokens), r: 10, b: 10 },
       xaxis: tokenAxis(tokens, { side: "top", title: "key", angle: -55 }),
       yaxis: tokenAxis(tokens, { reversed: true, title: "query" }),
+      title: heatmapTitle(title),
       uirevision: `${tokens.length}`,
     }),
   };

@@ -37,11 +37,11 @@ def _copy_with(src, out, edit=None, **config):
     return out
 
 
-def _change_layer(model):
+def _change_layer(model, layer=CHANGED):
     import torch
 
     g = torch.Generator().manual_seed(7)
-    attn = model.model.layers[CHANGED].self_attn
+    attn = model.model.layers[layer].self_attn
     for proj in (attn.q_proj, attn.k_proj):
         proj.weight.add_(0.5 * torch.randn(proj.weight.shape, generator=g))
 
@@ -146,6 +146,27 @@ def test_each_number_equals_eager_attention_of_both(client, hub):
         assert out["divergence"][layer] == [0.0] * pa.shape[1] and out["max_abs"][layer] == [0.0] * pa.shape[1]
         assert out["argmax_agreement"][layer] == [1.0] * pa.shape[1]
     assert min(out["divergence"][CHANGED]) > 1e-4
+
+
+def test_the_difference_and_mask_equal_eager_attention_of_both(client, hub):
+    """The page draws the chosen head's b − a from the answer (never subtracting itself), with the mask."""
+    _, snapshots = hub
+    from tokenizers import Tokenizer
+
+    ids = Tokenizer.from_file(str(snapshots["org/base"] / "tokenizer.json")).encode(TEXT).ids
+    pa, pb = eager_patterns(snapshots["org/base"], ids), eager_patterns(snapshots["org/tuned"], ids)
+    for layer, head in ((CHANGED, 0), (CHANGED, 5), (0, 3)):
+        r = compare(client, model_b="org/tuned", layer=layer, head=head)
+        assert r.status_code == 200, r.text
+        out = r.json()
+        difference, mask = np.array(out["difference"]), np.array(out["mask"])
+        np.testing.assert_allclose(difference, pb[layer, head] - pa[layer, head], atol=4e-6)
+        assert np.float32(np.abs(difference).max()) == np.float32(out["max_abs"][layer][head])
+        # masked: both models' eager weights are exactly 0 there, and the difference too; else both weigh it
+        assert set(np.unique(mask)) == {0, 1}
+        assert (pa[:, :, mask == 0] == 0).all() and (pb[:, :, mask == 0] == 0).all()
+        assert (pa[:, :, mask == 1] > 0).all() and (difference[mask == 0] == 0).all()
+    assert out["difference"] == [[0.0] * len(ids)] * len(ids)  # layer 0 is the same in both
 
 
 def test_the_second_model_stays_loaded(client):

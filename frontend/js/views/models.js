@@ -1,0 +1,248 @@
+// The "Two models" view: the served model and a second one of GET /api/models (a quantized file
+// and its original, a fine-tune and its base) on the same text, head by head. A layers × heads map
+// of the server's Jensen–Shannon divergence (POST /api/compare-models), max |difference| and
+// agreement in the hover; the chosen head's two patterns and their difference (the answer's
+// `difference`, b − a) on a diverging scale. The second model lives in the link (`modelb=`).
+// The route runs both models as trained: the what-ifs are said not to apply, never mixed in.
+
+import { errorText, getJSON, postJSON } from "../api.js";
+import { pickerOptions } from "../cards/modelpicker.js";
+import { byId, drawPlot, onPlotClick, setText } from "../dom.js";
+import { ACCENT, WEIGHT_SCALE, baseLayout } from "../draw/figures.js";
+import { headHeatmapFigure } from "../draw/heatmap.js";
+import { differenceFigure } from "./texts.js";
+
+export const id = "models";
+export const label = "Two models";
+/** Its slice: the second model's name, and POST /api/compare-models {key, response, error, loading}. */
+export const state = { modelB: "", models: null };
+export const answers = ["models"];
+/** `modelb=`: the second model. */
+export const link = {
+  read(params, out) {
+    if (params.has("modelb")) out.modelB = params.get("modelb");
+  },
+  write(s, params) {
+    if (s.modelB) params.set("modelb", s.modelB);
+  },
+};
+/** Its own request, asked for by draw when the view is shown. */
+export const needs = [];
+/** Said instead of the what-if notes: the route compares the two models as trained. */
+export const whatIfNote =
+  "Two models compares both models as trained (causal mask on, trained scaling, every head on): the what-if " +
+  "switches do not change these numbers.";
+
+const POLL_MS = 1000; // while model_b loads (202), asked again this often
+const WAIT_MS = 20 * 60 * 1000; // a load taking longer than this is not waited for
+
+let listing = null; // GET /api/models, asked once when the view is installed
+
+/** What the map was asked with (any head's answer holds the same map), and the whole answer. */
+const mapKey = (state) => JSON.stringify([state.model?.name, state.text, state.modelB]);
+const modelsKey = (state) => JSON.stringify([mapKey(state), state.layer, state.head]);
+
+/** The second model's picker (the names the model picker lists) and a click on the map choosing a head. */
+export function install(app) {
+  const select = byId("model-b");
+  select.addEventListener("change", () => {
+    app.state.modelB = select.value;
+    app.update();
+  });
+  onPlotClick(byId("models-map"), (pt) => {
+    const layer = Number.parseInt(String(pt.y).replace(/\D/g, ""), 10); // "L3": the layer's number
+    const head = Number.parseInt(String(pt.x).replace(/\D/g, ""), 10);
+    if (Number.isInteger(layer) && Number.isInteger(head)) app.selectHead(layer, head);
+  });
+  getJSON("/api/models")
+    .then((answer) => (listing = answer))
+    .catch(() => (listing = { models: [] }))
+    .finally(() => app.update());
+}
+
+/**
+ * Ask until model_b is loaded: a 202 says "loading" and is asked again politely, while the key still
+ * holds. Another head of the same comparison keeps the map drawn meanwhile (`previous`: the last answer
+ * with the same `map` key; the map does not depend on the head).
+ */
+async function ask(app, state) {
+  const [key, map] = [modelsKey(state), mapKey(state)];
+  const body = { text: state.text, model_b: state.modelB, layer: state.layer, head: state.head };
+  const old = state.models?.map === map ? state.models : null;
+  const slot = { key, map, response: null, error: null, loading: false, previous: old?.response ?? old?.previous };
+  state.models = slot;
+  try {
+    for (let waited = 0; ; waited += POLL_MS) {
+      const answer = await postJSON("/api/compare-models", body);
+      if (state.models !== slot) return;
+      if (answer?.status !== "loading") {
+        slot.response = answer;
+        break;
+      }
+      if (waited > WAIT_MS) throw new Error(`${body.model_b} is still loading after ${WAIT_MS / 60000} minutes`);
+      slot.loading = true;
+      app.update();
+      await new Promise((r) => setTimeout(r, POLL_MS));
+      if (state.models !== slot) return;
+    }
+  } catch (err) {
+    if (state.models !== slot) return;
+    slot.error = errorText(err);
+    slot.previous = null; // nothing stale stays drawn under a refusal
+  }
+  slot.loading = false;
+  app.update();
+}
+
+/** Layers × heads: the divergence of each head (rows of a layer without softmax attention left out). */
+export function divergenceFigure({ divergence, max_abs, argmax_agreement }, selected, cellPx = 100) {
+  const layers = divergence.flatMap((row, l) => (row ? [l] : []));
+  const nHead = divergence[layers[0]].length;
+  const z = layers.map((l) => divergence[l]);
+  let top = 1e-6; // the colour's top: the largest divergence here, so the heads that changed stand out
+  for (const row of z) for (const v of row) top = Math.max(top, v);
+  const row = layers.indexOf(selected.layer);
+  const [x0, x1, y0, y1] = [selected.head - 0.5, selected.head + 0.5, row - 0.5, row + 0.5];
+  const box = row >= 0 && { type: "rect", x0, x1, y0, y1 };
+  const few = layers.length * nHead <= 120 && cellPx >= 48; // numbers in the cells where they fit
+  return {
+    data: [
+      {
+        type: "heatmap",
+        z,
+        x: Array.from({ length: nHead }, (_, h) => `H${h}`),
+        y: layers.map((l) => `L${l}`),
+        customdata: layers.map((l) => max_abs[l].map((m, h) => [m, argmax_agreement[l][h]])),
+        colorscale: WEIGHT_SCALE,
+        zmin: 0,
+        zmax: top,
+        xgap: 3,
+        ygap: 3,
+        ...(few ? { texttemplate: "%{z:.3f}", textfont: { size: 11 } } : {}),
+        hovertemplate:
+          "%{y} · %{x}<br>divergence %{z:.4f} bits (Jensen–Shannon, mean over queries)<br>max |difference| " +
+          "%{customdata[0]:.4f}<br>agreement %{customdata[1]:.1%} of queries (same heaviest key)" +
+          "<extra>click to compare</extra>",
+        colorbar: { title: { text: "bits", side: "right", font: { size: 11 } }, thickness: 12, outlinewidth: 0 },
+      },
+    ],
+    layout: baseLayout({
+      margin: { l: 50, r: 10, t: 30, b: 10 },
+      xaxis: { side: "top", showgrid: false, zeroline: false, ticks: "", fixedrange: true },
+      yaxis: { autorange: "reversed", dtick: 1, showgrid: false, zeroline: false, ticks: "", fixedrange: true },
+      shapes: box
+        ? [
+            { ...box, line: { color: "#ffffff", width: 4 } },
+            { ...box, line: { color: ACCENT, width: 2 } },
+          ]
+        : [],
+      uirevision: "models",
+    }),
+  };
+}
+
+/** The map's height for `rows` layers: ROW_PX each, never under 220 px. */
+const ROW_PX = 26;
+const mapHeight = (rows) => Math.max(220, 60 + rows * ROW_PX);
+
+/** The picker's options, as the model picker lists them, with a first "choose" one. */
+function fillPicker(state) {
+  const select = byId("model-b");
+  const options = [{ name: "", title: "" }, ...pickerOptions(listing)];
+  if (state.modelB && !options.some((o) => o.name === state.modelB)) options.push({ name: state.modelB, title: "" });
+  const sig = JSON.stringify(options);
+  if (select.dataset.signature !== sig) {
+    select.dataset.signature = sig;
+    select.replaceChildren(
+      ...options.map((o) => {
+        const opt = document.createElement("option");
+        opt.value = o.name;
+        opt.textContent = o.name || "choose the second model…";
+        opt.title = o.title;
+        return opt;
+      }),
+    );
+  }
+  if (select.value !== state.modelB) select.value = state.modelB;
+}
+
+const TITLE_BAND = 22; // the heatmaps' titles get a band of their own above the key axis's title
+function titled(fig) {
+  fig.layout.margin = { ...fig.layout.margin, t: fig.layout.margin.t + TITLE_BAND };
+  return fig;
+}
+
+/** The words over the map: what is compared, and the chosen head's numbers, the server's. */
+function modelsWords(r, state) {
+  const { layer, head } = state;
+  const what = [
+    !state.causal && "mask off",
+    !state.scaled && "scaling off",
+    state.ablate.length && "switched-off heads",
+  ].filter(Boolean);
+  const asTrained = what.length
+    ? `The what-ifs on the page (${what.join(", ")}) are not applied here: both models as trained. `
+    : "";
+  const d = r.divergence[layer]?.[head];
+  const chosen =
+    d === undefined || d === null
+      ? ""
+      : ` Layer ${layer}, head ${head}: divergence ${d.toFixed(4)} bits, max |difference| ` +
+        `${r.max_abs[layer][head].toFixed(4)}, the same heaviest key for ` +
+        `${(100 * r.argmax_agreement[layer][head]).toFixed(1)}% of queries; below, its pattern in each model and ` +
+        `${r.model_b}'s minus ${r.model_a}'s, red where ${r.model_b} attends more.`;
+  return (
+    `${asTrained}${r.model_a} (served) against ${r.model_b} on the same ${r.tokens.length} tokens: each head's ` +
+    `Jensen–Shannon divergence in bits (0: the same weights; the colour's top is the largest here); click a ` +
+    `head to compare its patterns.${chosen}`
+  );
+}
+
+export function draw(state, els, app = null) {
+  fillPicker(state);
+  const caption = byId("models-caption");
+  const asked = Boolean(state.modelB && state.text.trim());
+  if (asked && state.models?.key !== modelsKey(state) && app) ask(app, state);
+  const current = asked && state.models?.key === modelsKey(state) ? state.models : null;
+  const shown = current?.response ?? current?.previous ?? null; // the map: the same for every head
+  byId("models-map").hidden = !shown;
+  byId("models-plots").hidden = !current?.response;
+  if (!asked) {
+    setText(
+      caption,
+      state.modelB
+        ? "Type a text to compare the two models on it."
+        : "Choose a second model of this machine to see which heads attend differently on this text.",
+    );
+    return false;
+  }
+  const { response: r, error, loading } = current ?? {};
+  let words = r ? modelsWords(r, state) : error ? `Could not compare: ${error}` : "comparing…";
+  if (loading) words = `loading ${state.modelB}… (asked again every second)`;
+  setText(caption, words);
+  const mapSig = `${mapKey(state)}|${state.layer}|${state.head}|${shown === r}`;
+  if (shown) {
+    const map = byId("models-map");
+    const height = `${mapHeight(shown.divergence.filter((row) => row).length)}px`;
+    if (map.style.height !== height) map.style.height = height; // a labelled row per layer
+    const cellPx = map.clientWidth / shown.divergence.find((row) => row).length;
+    drawPlot(map, mapSig, () => divergenceFigure(shown, state, cellPx), "attnscope-models-map");
+  }
+  if (!r) return false;
+  drawParts(r, state);
+  return true;
+}
+
+/** The chosen head: its pattern in each model and their difference (the answer's `difference`, B − A). */
+function drawParts(r, state) {
+  const key = modelsKey(state);
+  const head = { layer: state.layer, head: state.head, signed: Boolean(state.model?.differential) };
+  const one = (pattern, title) =>
+    titled(headHeatmapFigure({ tokens: r.tokens, pattern, mask: r.mask, ...head, title }));
+  drawPlot(byId("models-a"), `${key}|a`, () => one(r.a, `A: ${r.model_a} (served)`), "attnscope-model-a");
+  drawPlot(byId("models-b"), `${key}|b`, () => one(r.b, `B: ${r.model_b}`), "attnscope-model-b");
+  const range = Math.max(r.max_abs[state.layer][state.head], 1e-6);
+  const diff = { tokens: r.tokens, difference: r.difference, mask: r.mask, range, ...head };
+  const figure = () => titled(differenceFigure({ ...diff, what: "B − A", title: "B − A" }));
+  drawPlot(byId("models-diff"), `${key}|d`, figure, "attnscope-models-diff");
+}
