@@ -78,7 +78,8 @@ class ModelFacts:
     score_parts: bool = False  # MLA: q·kᵀ is sent in two parts too (attn_scores_content, attn_scores_position)
     vision: bool = False  # an image-text model: a request may carry one image (model.vision)
     output_gates: bool = False  # a sigmoid gate scales each head's output before o_proj (Qwen3-Next): sent as `gate`
-    # differential attention (DiffLlama): per layer its λ, a head being a pair of softmaxes, pattern = first − λ·second;
+    # differential attention (DiffLlama): per layer its λ, a head being a pair of softmaxes,
+    # pattern = first − λ·second;
     # empty for every other model
     lambdas: list[float | None] = field(default_factory=list)
     differential: bool = field(init=False)

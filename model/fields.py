@@ -85,7 +85,8 @@ HEAD_FIELDS = (
         "attn_scores",
         "scores",
         4,
-        "T×T the scores softmax sees: q·kᵀ / divisor, then softcap·tanh(· / softcap) where the layer has a softcap; "
+        "T×T the scores softmax sees: q·kᵀ / divisor, then softcap·tanh(· / softcap) "
+        "where the layer has a softcap; "
         "masked entries null (not a number in b64)",
     ),
     HeadField("pattern_unscaled", "weights", 5, "T×T softmax of the raw scores"),

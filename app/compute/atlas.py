@@ -96,7 +96,8 @@ def atlas_index(atlases: dict[str, Atlas], atlas_id: str | None, compare: str | 
         if (other.layers, other.n_head) != (atlas.layers, atlas.n_head):
             raise ApiError(
                 422,
-                f"compare {compare!r} has layers {other.layers} × {other.n_head} heads, {atlas_id!r} {atlas.layers} × "
+                f"compare {compare!r} has layers {other.layers} × {other.n_head} heads, "
+                f"{atlas_id!r} {atlas.layers} × "
                 f"{atlas.n_head}: a difference needs models of the same shape",
                 loc=("query", "compare"),
             )

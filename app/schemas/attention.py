@@ -260,7 +260,8 @@ class LayerView(BaseModel):
         "dropped, so the pattern's rows sum to 1 − sink_mass; absent where the layer has no sinks"
     )
     lambda_: float | None = optional_field(
-        "differential attention (DiffLlama): the layer's learned λ, pattern = pattern_parts[0] − λ · pattern_parts[1]; "
+        "differential attention (DiffLlama): the layer's learned λ, "
+        "pattern = pattern_parts[0] − λ · pattern_parts[1]; "
         "absent elsewhere",
         alias="lambda",
     )

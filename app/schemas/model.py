@@ -14,7 +14,8 @@ class Limits(BaseModel):
     max_text_chars: int = Field(description="longest `text`, in characters (a guard; the limit is `block_size` tokens)")
     max_matrix_cells: int = Field(
         description="most cells of whole T×T matrices one answer may hold: (layers × heads × matrices in `include` "
-        "(attn_scores_uncapped only on a model with a softcap), plus the focus head's unless pooled or a region) × T²; "
+        "(attn_scores_uncapped only on a model with a softcap), plus the focus head's unless pooled or a region) "
+        "× T²; "
         "larger requests get a 422 naming it"
     )
     region_max: int = Field(description="most query rows and key columns of one `focus.region`")
@@ -23,7 +24,9 @@ class Limits(BaseModel):
 
 class ImageLimits(BaseModel):
     max_bytes: int = Field(description="largest image, in encoded bytes (more: 413)")
-    max_pixels: int = Field(description="most pixels (width × height, read from the header before decoding; more: 422)")
+    max_pixels: int = Field(
+        description="most pixels (width × height, read from the header before decoding; more: 422)"
+    )
 
 
 class FieldInfo(BaseModel):

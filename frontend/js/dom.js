@@ -97,7 +97,8 @@ export function downloadBlob(name, blob) {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
-/** Fill a <select> with options "`prefix` 0" … "`prefix` n−1" (only when their number changes) and choose `value`. */
+/** Fill a <select> with options "`prefix` 0" … "`prefix` n−1" (only when their number changes)
+ * and choose `value`. */
 export function fillIndexSelect(select, n, prefix, value) {
   const values = Array.isArray(n) ? n : Array.from({ length: n }, (_, i) => i); // n: a count, or the numbers themselves
   if (select.dataset.values !== values.join(",")) {

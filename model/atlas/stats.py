@@ -78,7 +78,8 @@ def bin_index(values: np.ndarray, metric: str) -> np.ndarray:
 
 
 def _diagonal(p: torch.Tensor, q0: int, back: int) -> torch.Tensor:
-    """p[t, t − back] for the block's rows t = q0 .. q0 + t − 1 (0 where t − back < 0): (B, nh, t, s) -> (B, nh, t)."""
+    """p[t, t − back] for the block's rows t = q0 .. q0 + t − 1 (0 where t − back < 0):
+    (B, nh, t, s) -> (B, nh, t)."""
     d = torch.diagonal(p, offset=q0 - back, dim1=-2, dim2=-1)  # rows from back − q0 when q0 < back
     missing = p.shape[-2] - d.shape[-1]
     return F.pad(d, (missing, 0)) if missing else d

@@ -253,7 +253,8 @@ def layer_types(cfg, n_layer: int, attention_layers: list[int], windows: list[in
             layer["type"] = "nope"
             if getattr(cfg, "attn_temperature_tuning", False):
                 layer["note"] = (
-                    "no rotary positions; queries scaled by 1 + attn_scale·log(⌊(position + 1) / floor_scale⌋ + 1) "
+                    "no rotary positions; queries scaled by "
+                    "1 + attn_scale·log(⌊(position + 1) / floor_scale⌋ + 1) "
                     f"(attn_scale {cfg.attn_scale:g}, floor_scale {cfg.floor_scale:g})"
                 )
         if not attends and kind in ("full", "sliding", "chunked", "nope"):

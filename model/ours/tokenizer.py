@@ -151,7 +151,9 @@ def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's byte -> printable character table used by the byte-level pre-tokenizer
     (``tokenizers`` applies it internally but does not expose it)."""
     printable = (
-        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
     )
     table, extra = {}, 0
     for b in range(256):

@@ -37,7 +37,9 @@ class Gemma3Layout:
             or not ip.do_resize
             or not (ip.size.get("height") and ip.size.get("width"))
         ):
-            raise LayoutError(f"image processor size {dict(ip.size)}: attnscope traces a resize to height × width only")
+            raise LayoutError(
+                f"image processor size {dict(ip.size)}: attnscope traces a resize to height × width only"
+            )
         vc = config.vision_config
         self.size = (int(ip.size["width"]), int(ip.size["height"]))
         patches = int(vc.image_size) // int(vc.patch_size)

@@ -128,7 +128,8 @@ export function pipelineNotes({ causal, layer, kinds, headDim = null }) {
   const d = divisorWords(layer, headDim);
   const notes = [
     kinds.any
-      ? "q·kᵀ: each query dotted with the keys it may see; the scores of masked keys are never used and are left blank."
+      ? "q·kᵀ: each query dotted with the keys it may see; " +
+        "the scores of masked keys are never used and are left blank."
       : causal
         ? "q·kᵀ: each query dotted with every key it may see; no key is masked in this text."
         : "q·kᵀ: every query dotted with every key; with the mask off all of them are used.",
@@ -155,7 +156,9 @@ export function pipelineNotes({ causal, layer, kinds, headDim = null }) {
       : layer.chunk
         ? " or before the start of its chunk"
         : "";
-    masking = `masked_fill(−∞): scores of ${which.join(" and of ")} are set to −∞ (hatched). A query cannot look ahead${
+    masking =
+      `masked_fill(−∞): scores of ${which.join(" and of ")} are set to −∞ (hatched). ` +
+      `A query cannot look ahead${
       kinds.before ? back : ""
     }.`;
   } else if (causal) {
@@ -234,6 +237,7 @@ export function ratioWords({ stats, layer, headDim, T }) {
   const d = num(layer.divisor);
   return {
     note: `the divisor squared: ${d}²`,
-    sentence: `the ratio is ${r}, the divisor squared (${d}²), because dividing by ${d} divides the variance by ${d}².`,
+    sentence:
+      `the ratio is ${r}, the divisor squared (${d}²), ` + `because dividing by ${d} divides the variance by ${d}².`,
   };
 }

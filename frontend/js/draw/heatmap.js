@@ -116,7 +116,8 @@ export function headHeatmapFigure(args) {
     xgap: gap,
     ygap: gap,
     hovertemplate:
-      `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${weightHover}${scores}<extra>L${layer} · ` + `H${head}</extra>`,
+      `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${weightHover}${scores}` +
+      `<extra>L${layer} · H${head}</extra>`,
     showscale,
     colorbar: {
       title: {

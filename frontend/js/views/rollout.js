@@ -79,7 +79,8 @@ export function rolloutFigure({ tokens, layers, rollout, position }) {
         xgap: shown.length <= 40 ? 1 : 0,
         ygap: 1,
         hovertemplate:
-          `after %{customdata[0]}: “${tokens[position]}” draws %{z:.4f} on ` + `<b>%{customdata[1]}</b><extra></extra>`,
+          `after %{customdata[0]}: “${tokens[position]}” draws %{z:.4f} on ` +
+          `<b>%{customdata[1]}</b><extra></extra>`,
         colorbar: { title: { text: "share", side: "right", font: { size: 11 } }, thickness: 12, outlinewidth: 0 },
       },
     ],

@@ -77,7 +77,8 @@ export function varianceFigure({ raw, scaled, stats, layer, nbins = 60, block = 
   const hist = (x, name, color) => ({
     type: "histogram",
     x,
-    // a long formula (a softcap, √query_pre_attn_scalar) puts its variance on a second line: a phone's legend is 390 px
+    // a long formula (a softcap, √query_pre_attn_scalar) puts its variance on a second line:
+    // a phone's legend is 390 px
     name: name.length > 48 ? name.replace(" (var ", "<br>(var ") : name,
     xbins: bins,
     autobinx: false,

@@ -115,7 +115,8 @@ export function whySumsFigure({ components, matrix }) {
 /** The caption: the cell, the score, what is split and frozen, and that the terms add up to it. */
 function whyWords(state, a, cell) {
   const parts = [
-    `L${state.layer}H${state.head}, query ${cell.query} “${a.query_token}” → key ${cell.key} “${a.key_token}”: ` +
+    `L${state.layer}H${state.head}, query ${cell.query} “${a.query_token}” → ` +
+    `key ${cell.key} “${a.key_token}”: ` +
       `raw score ${a.score} (attn_scores_raw, q·kᵀ before the divisor, any softcap and the mask).`,
     `The residual stream entering layer ${state.layer} is split into ${a.components.length} components, each ` +
       `taken through the query and the key projections as the model applies them, with ${a.frozen}. The ` +
