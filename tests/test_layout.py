@@ -12,6 +12,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("app", "model", "frontend")
 SOURCE = (".py", ".js", ".css", ".html")
@@ -135,3 +137,12 @@ def test_imports_form_no_circle():
         if name not in state:
             visit(name, [name])
     assert not cycles, cycles
+
+
+def test_every_package_folder_is_installed():
+    """A new folder of code is a package setuptools must be told of (pyproject.toml ``packages``),
+    or the installed wheel, the Docker image among them, lacks it."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    folders = {module_name(p) for part in PARTS for p in (ROOT / part).rglob("__init__.py")}
+    assert folders <= listed, f"not in pyproject.toml's packages: {sorted(folders - listed)}"
