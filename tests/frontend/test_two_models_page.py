@@ -18,6 +18,7 @@ pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
 from tests.app.routes.test_compare import _change_layer, _copy_with  # noqa: E402
+from tests.app.test_device_map import DEVICE_MAP  # noqa: E402
 from tests.kit.family import build  # noqa: E402
 from tests.kit.hub import put_in_cache  # noqa: E402
 
@@ -182,15 +183,6 @@ def test_another_shape_is_said_in_one_line_naming_model_b(tab, models_server, wi
     assert not tab.unexpected_console_errors(allowed=("422",))
 
 
-DEVICE_MAP = {
-    "model.embed_tokens": "cpu",
-    "model.rotary_emb": "cpu",
-    "model.layers.0": "cpu",
-    "model.layers.1": "disk",
-    "model.layers.2": "disk",
-    "model.norm": "cpu",
-    "lm_head": "disk",
-}
 
 
 @pytest.fixture(scope="module")

@@ -25,28 +25,11 @@ from tests.kit.decompositions import (  # noqa: E402
     FAMILIES,
     TEXT,
     expected_attribution,
-    model_dirs,
-    oracle,
     run,
 )
 from tests.kit.family import build  # noqa: E402
 
 NAMES = ["gpt2-export", *FAMILIES]
-
-
-@pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
-    return model_dirs(tmp_path_factory.mktemp("decomp"))
-
-
-@pytest.fixture(scope="module")
-def loaded(dirs):
-    return {name: load_model(path, "cpu") for name, path in dirs.items()}
-
-
-@pytest.fixture(scope="module")
-def oracles(dirs):
-    return {name: oracle(path) for name, path in dirs.items()}
 
 
 @pytest.mark.parametrize("name", NAMES)

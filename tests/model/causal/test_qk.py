@@ -25,9 +25,7 @@ from tests.kit.decompositions import (  # noqa: E402
     TEXT,
     attention,
     blocks,
-    model_dirs,
     norm_part,
-    oracle,
     rms_frozen,
     run,
 )
@@ -35,21 +33,6 @@ from tests.kit.family import build  # noqa: E402
 
 NAMES = ["gpt2-export", *FAMILIES]
 CASES = [(1, 1, 20, 9), (2, 3, 21, 4), (1, 0, 6, 6)]  # (layer, head, query, key); layer 2 = the last of a 3-layer model
-
-
-@pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
-    return model_dirs(tmp_path_factory.mktemp("qk"))
-
-
-@pytest.fixture(scope="module")
-def loaded(dirs):
-    return {name: load_model(path, "cpu") for name, path in dirs.items()}
-
-
-@pytest.fixture(scope="module")
-def oracles(dirs):
-    return {name: oracle(path) for name, path in dirs.items()}
 
 
 def case(name: str, backend, layer: int, head: int):
