@@ -1,12 +1,13 @@
 """The head atlas against a bare batched forward pass of the same model and batch shape; printed.
 
     python bench/atlas_bench.py [--cases shipped,gpt2-small] [--tokens 100000] [--batch-size 8]
-                                [--threads 2] [--memory 1000000,4000000] [--ray] [--json OUT.json]
+                                [--threads 2] [--device cpu|cuda] [--memory 1000000,4000000] [--ray]
+                                [--json OUT.json]
 
 Models: ``shipped`` (our trained 4 layers x 4 heads, 256-token context, windows of 256) and
 ``gpt2-small`` (12 layers x 12 heads, d 768, random weights, our 4096-token vocabulary, windows of
-512), both run by our GPT on the CPU. The corpus is generated English-like text (seeded), written
-to a temporary .txt file. For each case, in one process:
+512), both run by our GPT on ``--device`` (the CPU by default). The corpus is generated
+English-like text (seeded), written to a temporary .txt file. For each case, in one process:
 
 * ``bare``: the model's own forward pass, the fused attention kernel and the logits
   (``GPT.forward``, what a script that wants no attention runs), on ``--batch-size`` windows;
@@ -64,7 +65,7 @@ def write_corpus(path: Path, tokens: int, seed: int = 0) -> Path:
     return path
 
 
-def open_case(name: str, root: Path):
+def open_case(name: str, root: Path, device: str = "cpu"):
     """The loaded model of a case (gpt2-small: random weights saved as our checkpoint first)."""
     from attnscope.model.ours.checkpoint import SHIPPED, save_checkpoint
     from attnscope.model.ours.gpt import GPT, GPTConfig
@@ -72,12 +73,12 @@ def open_case(name: str, root: Path):
     from attnscope.model.registry import load_model
 
     if name == "shipped":
-        return load_model(None, "cpu")
+        return load_model(None, device)
     tok = BPETokenizer.load(SHIPPED / "tokenizer.json")
     cfg = GPTConfig(block_size=1024, vocab_size=tok.vocab_size, n_layer=12, n_head=12, n_embd=768, name=name)
     torch.manual_seed(0)
     path = save_checkpoint(GPT(cfg), tok, root / name)
-    return load_model(path, "cpu")
+    return load_model(path, device)
 
 
 def first_batches(lm, corpus: Path, seq_len: int, batch_size: int, n: int):
@@ -98,19 +99,27 @@ def per_batch(lm, batches, repeat: int) -> dict:
     from attnscope.model.atlas.tally import batch_tally
 
     best = {"bare": float("inf"), "trunk": float("inf"), "atlas": float("inf")}
+    device = lm.backend.device
     runs = {
-        "bare": lambda b: lm.model(torch.from_numpy(b.ids)),
-        "trunk": lambda b: lm.model.hidden_states(torch.from_numpy(b.ids)),
+        "bare": lambda b: lm.model(torch.from_numpy(b.ids).to(device)),
+        "trunk": lambda b: lm.model.hidden_states(torch.from_numpy(b.ids).to(device)),
         "atlas": lambda b: batch_tally(lm.backend, b, 8, 8),
     }
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
     with torch.inference_mode():
         for run in runs.values():
             run(batches[0])  # warm-up
         for _ in range(repeat):
             for name, run in runs.items():
+                sync()
                 started = time.perf_counter()
                 for b in batches:
                     run(b)
+                sync()
                 best[name] = min(best[name], (time.perf_counter() - started) / len(batches))
     return best
 
@@ -141,14 +150,14 @@ def child_memory(case: str, tokens: int, batch_size: int, threads: int) -> None:
 
 def bench_case(name: str, args, root: Path) -> dict:
     seq_len = WINDOWS[name]
-    lm = open_case(name, root)
+    lm = open_case(name, root, args.device)
     corpus = write_corpus(root / f"{name}.txt", max(args.tokens, seq_len * args.batch_size * args.batches) + 4096)
     batches = first_batches(lm, corpus, seq_len, args.batch_size, args.batches)
     times = per_batch(lm, batches, args.repeat)
     tok = args.batch_size * seq_len
     rates = {k: tok / v for k, v in times.items()}
     print(f"\n{name}: {lm.facts.n_layer} layers x {lm.facts.n_head} heads, batches of {args.batch_size} x {seq_len} "
-          f"tokens, {torch.get_num_threads()} threads")
+          f"tokens, on {lm.backend.device}, {torch.get_num_threads()} threads")
     for k in ("bare", "trunk", "atlas"):
         print(f"  {k:<6} {1000 * times[k]:9.1f} ms/batch {rates[k]:11.0f} tokens/s")
     ratio = rates["atlas"] / rates["bare"]
@@ -199,6 +208,7 @@ def main(argv=None) -> None:
     ap.add_argument("--batches", type=int, default=4, help="batches timed per round")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument(
         "--memory", type=lambda s: [int(x) for x in s.split(",")], help="token counts, e.g. 1000000,4000000"
     )

@@ -1,7 +1,7 @@
 """The page's request over HTTP against the bare forward pass, at the lengths people study; printed.
 
     python bench/capture_bench.py [--cases gpt2-small:1024,smollm2:4096] [--repeat 3] [--threads 2]
-                                  [--device cpu|cuda] [--ops] [--json OUT.json]
+                                  [--device cpu|cuda] [--ops] [--profile] [--json OUT.json]
 
 Models are random weights of real shapes, built from transformers configs into a temporary folder
 (no download): ``gpt2-small`` (12 layers × 12 heads, d 768; opens in our GPT) and ``smollm2``
@@ -18,6 +18,10 @@ torch threads) and measures:
   thumbnail with statistics, the focus head's pattern, raw scores and statistics (max-pooled to
   256×256 when T > 1024), five predictions, b64; its wall time, its gzipped size, and how much the
   server's peak resident memory (VmHWM) grew while answering it.
+
+``--profile`` also runs each case's page request in this process (no HTTP) and prints where its
+time goes: the server's phases, gzip at the server's level, the torch operations with the most
+device and host time, and the Python functions with the most cumulative time.
 
 ``--ops`` also prints the torch operations one capture runs per layer for 4, 12 and 32 heads (a
 2-layer model, 256 tokens), which must not grow with the heads, and the device-to-host copies per
@@ -90,7 +94,8 @@ def page_request(text: str, T: int, n_layer: int, n_head: int) -> dict:
     )
 
 
-def post(port: int, body: dict) -> tuple[float, int]:
+def post(port: int, body: dict) -> tuple[float, int, dict[str, float]]:
+    """Wall ms over HTTP, gzipped bytes, and the server's own phases (its ``Server-Timing`` header)."""
     data = json.dumps(body).encode()
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/api/attention",
@@ -101,7 +106,8 @@ def post(port: int, body: dict) -> tuple[float, int]:
     with urllib.request.urlopen(req, timeout=900) as r:
         raw = r.read()
         assert r.status == 200
-    return (time.perf_counter() - t) * 1000, len(raw)
+        phases = dict(part.strip().split(";dur=") for part in r.headers["Server-Timing"].split(","))
+    return (time.perf_counter() - t) * 1000, len(raw), {k: float(v) for k, v in phases.items()}
 
 
 def memory_kb(pid: int) -> dict[str, int]:
@@ -158,13 +164,14 @@ def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: P
         bare = bare_forward(path, name, ids, device)
         bare()  # warm-up
         times = {"bare": [], "page": []}
-        size = 0
+        size, phases = 0, []
         for _ in range(repeat):  # interleaved, so that a busy machine slows both alike
             t = time.perf_counter()
             bare()
             times["bare"].append((time.perf_counter() - t) * 1000)
-            ms, size = post(port, body)
+            ms, size, timing = post(port, body)
             times["page"].append(ms)
+            phases.append(timing)
         after = memory_kb(server.pid)
     finally:
         server.terminate()
@@ -176,9 +183,52 @@ def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: P
         "ms": med,
         "ratio": med["page"] / med["bare"],
         "gzip_bytes": size,
+        "server_ms": {k: float(np.median([p[k] for p in phases])) for k in phases[0]},
         "server_peak_growth_mib": (after["VmHWM"] - before["VmRSS"]) / 1024,
         "bare_kind": "eager + output_attentions" if name == "gpt2-small" else "sdpa, no attentions",
     }
+
+
+def profile_case(name: str, T: int, device: str, tmp: Path) -> None:
+    """One page request in this process: its phases, gzip, the heaviest torch ops and Python functions."""
+    import cProfile
+    import gzip
+    import pstats
+
+    from attnscope.app import main as app_main
+    from attnscope.app.compute.attention import attention_json
+    from attnscope.app.schemas.attention import AttentionRequest
+    from attnscope.app.schemas.common import with_text_limit
+    from attnscope.app.service import build_service
+    from attnscope.model.registry import load_model
+    from torch.profiler import ProfilerActivity, profile
+
+    path = build(name, tmp / name)
+    text, ids = text_of(T)
+    svc = build_service(load_model(path, device), with_heads=False)
+    facts = svc.loaded.facts
+    limited = with_text_limit(AttentionRequest, svc.info["limits"]["max_text_chars"])
+    req = limited(**page_request(text, len(ids), facts.n_layer, facts.n_head))
+    for _ in range(2):  # warm-up
+        content, timings = attention_json(svc, req)
+    started = time.perf_counter()
+    packed = gzip.compress(content, compresslevel=app_main.GZIP_LEVEL)
+    gzip_ms = (time.perf_counter() - started) * 1000
+    phases = ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items())
+    sizes = f"{len(content) / 1e6:.1f} MB to {len(packed) / 1e6:.1f}"
+    print(f"\n{name} T={len(ids)} on {device}: {phases}; gzip level {app_main.GZIP_LEVEL} {gzip_ms:.1f} ms ({sizes})")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        attention_json(svc, req)
+    sort = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=sort, row_limit=12, max_name_column_width=48))
+    if device == "cuda":
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=48))
+    profiler = cProfile.Profile()
+    profiler.enable()
+    attention_json(svc, req)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
 
 
 def ops_per_layer(device: str) -> list[dict]:
@@ -234,6 +284,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--ops", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="where each case's request spends its time")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -251,6 +302,9 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{r['gzip_bytes'] / 1e6:.2f} MB gzip  server peak +{r['server_peak_growth_mib']:.0f} MiB",
                 flush=True,
             )
+            print("             server: " + ", ".join(f"{k} {v:.0f} ms" for k, v in r["server_ms"].items()))
+            if args.profile:
+                profile_case(name, int(T), args.device, Path(tmp))
     if args.ops:
         results["ops"] = ops_per_layer(args.device)
         for row in results["ops"]:

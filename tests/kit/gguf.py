@@ -182,16 +182,17 @@ def write(family: str, out: Path, qtype: str = "F32", seed: int = 0, name: str |
     return out
 
 
-def eager_reference(path: Path, ids: list[int]):
-    """transformers' own eager attention on the same GGUF file: (attentions (L, nh, T, T), logits (T, V))."""
+def eager_reference(path: Path, ids: list[int], dtype: torch.dtype = torch.float32, device: str = "cpu"):
+    """transformers' own eager attention on the same GGUF file, in ``dtype`` on ``device``:
+    (attentions (L, nh, T, T), logits (T, V)), as float32 on the CPU."""
     from transformers import AutoModelForCausalLM
 
     ref = AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=str(path), attn_implementation="eager", dtype=torch.float32
-    )
+        str(path.parent), gguf_file=str(path), attn_implementation="eager", dtype=dtype
+    ).to(device)
     with torch.no_grad():
-        out = ref(torch.tensor([ids]), output_attentions=True)
-    return torch.stack([a[0] for a in out.attentions]), out.logits[0]
+        out = ref(torch.tensor([ids], device=device), output_attentions=True)
+    return torch.stack([a[0] for a in out.attentions]).float().cpu(), out.logits[0].float().cpu()
 
 
 def ollama_folder(

@@ -289,8 +289,10 @@ def test_bf16_on_cuda_halves_the_weights(files):
     lm = load_model(files["llama"], "cuda", dtype="bf16")
     assert lm.facts.dtype == "bfloat16" and lm.facts.quantization == "Q8_0"
     trace = inspect(lm.backend, None, TEXT)
-    ref, _ = ggufkit.eager_reference(files["llama"], trace.token_ids)
-    assert (trace.pattern.float().cpu() - ref).abs().max() <= 2e-2
+    # the oracle: transformers' eager attention on the same file, device and dtype (bf16 against fp32
+    # differs by up to 0.1 here: rounding, not an error of ours)
+    ref, _ = ggufkit.eager_reference(files["llama"], trace.token_ids, dtype=torch.bfloat16, device="cuda")
+    assert (trace.pattern.float().cpu() - ref).abs().max() <= 1e-2
     assert {p.dtype for p in lm.model.parameters()} == {torch.bfloat16}  # 2 bytes a parameter, not 4
 
 
