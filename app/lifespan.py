@@ -96,7 +96,7 @@ def limit_heap_retention() -> bool:
 
     By default glibc raises its mmap threshold to the largest block freed so far, after which
     big buffers come from heaps it keeps and fragments. The threshold stays above a block of
-    the capture (``model.capture.BLOCK_BUDGET_BYTES / BLOCK_TEMPORARIES`` = 12 MiB): a block's
+    the capture on the CPU (``model.blocks.BLOCK_BUDGET_BYTES / BLOCK_TEMPORARIES`` = 12 MiB): a block's
     temporaries come and go dozens of times per layer, and from fresh mappings each one costs
     its page faults again; at 4 MiB the page's request at 2,048 tokens on a SmolLM2-135M
     shape took 20.5-23.2 s over HTTP against 13.9-14.5 s at 32 MiB (2 threads). In

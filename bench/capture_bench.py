@@ -14,13 +14,14 @@ torch threads) and measures:
 * ``bare``: in this process, transformers' forward on the same weights and tokens: eager with
   ``output_attentions=True`` for GPT-2 (what a script that wants the attention runs), SDPA
   without attentions for SmolLM2 (the fastest forward pass there is);
-* ``page``: the page's request over HTTP (``Accept-Encoding: gzip``): every head as a 64×64
+* ``page``: the page's request over HTTP (``Accept-Encoding`` as Chromium sends it, so zstd; ``--accept
+  gzip`` for older browsers): every head as a 64×64
   thumbnail with statistics, the focus head's pattern, raw scores and statistics (max-pooled to
-  256×256 when T > 1024), five predictions, b64; its wall time, its gzipped size, and how much the
+  256×256 when T > 1024), five predictions, b64; its wall time, its size on the wire, and how much the
   server's peak resident memory (VmHWM) grew while answering it.
 
 ``--profile`` also runs each case's page request in this process (no HTTP) and prints where its
-time goes: the server's phases, gzip at the server's level, the torch operations with the most
+time goes: the server's phases, gzip and zstd at the server's levels, the torch operations with the most
 device and host time, and the Python functions with the most cumulative time.
 
 ``--ops`` also prints the torch operations one capture runs per layer for 4, 12 and 32 heads (a
@@ -94,13 +95,16 @@ def page_request(text: str, T: int, n_layer: int, n_head: int) -> dict:
     )
 
 
-def post(port: int, body: dict) -> tuple[float, int, dict[str, float]]:
-    """Wall ms over HTTP, gzipped bytes, and the server's own phases (its ``Server-Timing`` header)."""
+CHROMIUM_ACCEPTS = "gzip, deflate, br, zstd"  # the page's Accept-Encoding in Chromium 123+
+
+
+def post(port: int, body: dict, accept: str = CHROMIUM_ACCEPTS) -> tuple[float, int, dict[str, float]]:
+    """Wall ms over HTTP, the bytes on the wire, and the server's phases (its ``Server-Timing`` header)."""
     data = json.dumps(body).encode()
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/api/attention",
         data=data,
-        headers={"Content-Type": "application/json", "Accept-Encoding": "gzip"},
+        headers={"Content-Type": "application/json", "Accept-Encoding": accept},
     )
     t = time.perf_counter()
     with urllib.request.urlopen(req, timeout=900) as r:
@@ -136,7 +140,7 @@ def bare_forward(path: Path, name: str, ids: list[int], device: str):
     return run
 
 
-def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: Path) -> dict:
+def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: Path, accept: str) -> dict:
     path = build(name, tmp / name)
     text, ids = text_of(T)
     cfg = json.loads((path / "config.json").read_text())
@@ -169,7 +173,7 @@ def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: P
             t = time.perf_counter()
             bare()
             times["bare"].append((time.perf_counter() - t) * 1000)
-            ms, size, timing = post(port, body)
+            ms, size, timing = post(port, body, accept)
             times["page"].append(ms)
             phases.append(timing)
         after = memory_kb(server.pid)
@@ -182,7 +186,8 @@ def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: P
         "T": len(ids),
         "ms": med,
         "ratio": med["page"] / med["bare"],
-        "gzip_bytes": size,
+        "accept_encoding": accept,
+        "wire_bytes": size,
         "server_ms": {k: float(np.median([p[k] for p in phases])) for k in phases[0]},
         "server_peak_growth_mib": (after["VmHWM"] - before["VmRSS"]) / 1024,
         "bare_kind": "eager + output_attentions" if name == "gpt2-small" else "sdpa, no attentions",
@@ -190,12 +195,13 @@ def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: P
 
 
 def profile_case(name: str, T: int, device: str, tmp: Path) -> None:
-    """One page request in this process: its phases, gzip, the heaviest torch ops and Python functions."""
+    """One page request in this process: its phases, compression, the heaviest torch ops and Python functions."""
     import cProfile
     import gzip
     import pstats
 
-    from attnscope.app import main as app_main
+    import zstandard
+    from attnscope.app import compression
     from attnscope.app.compute.attention import attention_json
     from attnscope.app.schemas.attention import AttentionRequest
     from attnscope.app.schemas.common import with_text_limit
@@ -211,12 +217,17 @@ def profile_case(name: str, T: int, device: str, tmp: Path) -> None:
     req = limited(**page_request(text, len(ids), facts.n_layer, facts.n_head))
     for _ in range(2):  # warm-up
         content, timings = attention_json(svc, req)
-    started = time.perf_counter()
-    packed = gzip.compress(content, compresslevel=app_main.GZIP_LEVEL)
-    gzip_ms = (time.perf_counter() - started) * 1000
+    packers = {
+        f"gzip {compression.GZIP_LEVEL}": lambda b: gzip.compress(b, compresslevel=compression.GZIP_LEVEL),
+        f"zstd {compression.ZSTD_LEVEL}": zstandard.ZstdCompressor(level=compression.ZSTD_LEVEL).compress,
+    }
+    packed = []
+    for codec, pack in packers.items():
+        started = time.perf_counter()
+        size = len(pack(content))
+        packed.append(f"{codec} {(time.perf_counter() - started) * 1000:.1f} ms to {size / 1e6:.1f} MB")
     phases = ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items())
-    sizes = f"{len(content) / 1e6:.1f} MB to {len(packed) / 1e6:.1f}"
-    print(f"\n{name} T={len(ids)} on {device}: {phases}; gzip level {app_main.GZIP_LEVEL} {gzip_ms:.1f} ms ({sizes})")
+    print(f"\n{name} T={len(ids)} on {device}: {phases}; {len(content) / 1e6:.1f} MB: {', '.join(packed)}")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:
         attention_json(svc, req)
@@ -283,6 +294,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--accept", default=CHROMIUM_ACCEPTS, help="the request's Accept-Encoding")
     ap.add_argument("--ops", action="store_true")
     ap.add_argument("--profile", action="store_true", help="where each case's request spends its time")
     ap.add_argument("--json")
@@ -294,12 +306,12 @@ def main(argv: list[str] | None = None) -> dict:
             if not case:
                 continue
             name, T = case.split(":")
-            r = bench_case(name, int(T), args.repeat, args.threads, args.device, Path(tmp))
+            r = bench_case(name, int(T), args.repeat, args.threads, args.device, Path(tmp), args.accept)
             results["cases"].append(r)
             print(
                 f"{r['model']:>11} T={r['T']:>5}  bare {r['ms']['bare']:>9.0f} ms ({r['bare_kind']})  "
                 f"page over HTTP {r['ms']['page']:>9.0f} ms = {r['ratio']:.2f}× bare  "
-                f"{r['gzip_bytes'] / 1e6:.2f} MB gzip  server peak +{r['server_peak_growth_mib']:.0f} MiB",
+                f"{r['wire_bytes'] / 1e6:.2f} MB on the wire  server peak +{r['server_peak_growth_mib']:.0f} MiB",
                 flush=True,
             )
             print("             server: " + ", ".join(f"{k} {v:.0f} ms" for k, v in r["server_ms"].items()))

@@ -32,12 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .blocks import block_budget, query_blocks
 from .fields import LAYER_DEPENDENT, MATRIX_FIELDS, PART_FIELDS, ROW_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
 from .pooling import Pool, levels, pool_fill, pooled_input, thumbnail_block, thumbnails, unfill
 from .stats import STAT_SCALARS, StatsAccumulator
-
-BLOCK_BUDGET_BYTES = 96 << 20  # the T×S temporaries of one block of query rows, all heads of a layer
-BLOCK_TEMPORARIES = 8  # float32 (nh, t, S) tensors alive at once in a block (scores, pattern, stats)
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ class CapturePlan:
     focus_fields: frozenset[str] = frozenset()
     focus_thumbnail: int | None = None  # the focus head's matrices max-pooled to at most n×n
     focus_region: tuple[int, int, int, int] | None = None  # [q0, q1) × [k0, k1): exact cells of the focus head
-    budget_bytes: int = BLOCK_BUDGET_BYTES
+    budget_bytes: int | None = None  # a block's temporaries; None: :func:`block_budget` of the layer's device
 
     @property
     def needs_unscaled(self) -> bool:
@@ -109,9 +107,12 @@ class Capture:
         return layer <= self._last
 
     def blocks(self, T: int, S: int, nh: int) -> list[tuple[int, int]]:
-        """The query blocks ``[(q0, q1), ...]`` a layer of ``nh`` heads over ``S`` keys is computed in."""
-        rows = max(1, self.sel.budget_bytes // (nh * S * 4 * BLOCK_TEMPORARIES))
-        return [(q0, min(T, q0 + rows)) for q0 in range(0, T, rows)]
+        """The query blocks ``[(q0, q1), ...]`` a layer of ``nh`` heads over ``S`` keys is computed in
+        (called after :meth:`begin`, on the layer's device)."""
+        budget = self.sel.budget_bytes
+        if budget is None:
+            budget = block_budget(self._layer.q.device if self._layer is not None else torch.device("cpu"))
+        return query_blocks(T, S, nh, budget)
 
     def finite(self) -> bool:
         """Whether the forward pass stayed finite: scores that overflow make a softmax row NaN and

@@ -25,14 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .capture import BLOCK_BUDGET_BYTES, BLOCK_TEMPORARIES
+from .blocks import block_budget, query_blocks
 from .options import AttentionOptions
-
-
-def block_rows(T: int, S: int, nh: int, budget: int = BLOCK_BUDGET_BYTES) -> list[tuple[int, int]]:
-    """The query blocks ``[(q0, q1), ...]``, as :meth:`model.capture.Capture.blocks` sizes them."""
-    rows = max(1, budget // (nh * S * 4 * BLOCK_TEMPORARIES))
-    return [(q0, min(T, q0 + rows)) for q0 in range(0, T, rows)]
 
 
 class KeepSteps:
@@ -43,6 +37,7 @@ class KeepSteps:
 
     def __init__(self) -> None:
         self.steps: dict[int, Callable[[int, int, int], dict]] = {}
+        self._device = torch.device("cpu")
 
     def wants(self, layer: int) -> bool:
         return True
@@ -51,10 +46,10 @@ class KeepSteps:
         self.steps[layer] = steps
 
     def blocks(self, T: int, S: int, nh: int) -> list[tuple[int, int]]:
-        return block_rows(T, S, nh)
+        return query_blocks(T, S, nh, block_budget(self._device))
 
-    def begin(self, *args, **kwargs) -> None:
-        pass
+    def begin(self, layer: int, q, *args, **kwargs) -> None:
+        self._device = q.device
 
     def block(self, q0: int, q1: int, steps: dict) -> None:
         pass
@@ -87,6 +82,7 @@ class Divergence:
         self.b: np.ndarray | None = None
         self.mask: np.ndarray | None = None  # (T, S) bool: the focus layer's mask (True = may attend)
         self._layer: _Layer | None = None
+        self._device = torch.device("cpu")
         self._number = -1
         self._focus_a: torch.Tensor | None = None
         self._focus_b: torch.Tensor | None = None
@@ -95,9 +91,10 @@ class Divergence:
         return True
 
     def blocks(self, T: int, S: int, nh: int) -> list[tuple[int, int]]:
-        return block_rows(T, S, nh)
+        return query_blocks(T, S, nh, block_budget(self._device))
 
     def begin(self, layer: int, q, k, v, mask, *args, **kwargs) -> None:
+        self._device = q.device
         nh = q.shape[1]
         T, S = mask.shape
         zeros = torch.zeros(nh, dtype=torch.float64)

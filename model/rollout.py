@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .blocks import block_budget, query_blocks
+
 BLOCK_BUDGET_BYTES = 64 << 20  # the (nh, t, S) temporaries of one block of query rows
 
 
@@ -47,8 +49,8 @@ class RolloutSink:
         return True
 
     def blocks(self, T: int, S: int, nh: int) -> list[tuple[int, int]]:
-        rows = max(1, BLOCK_BUDGET_BYTES // (nh * S * 4 * 4))
-        return [(q0, min(T, q0 + rows)) for q0 in range(0, T, rows)]
+        """Called after :meth:`begin`: blocks sized for the layer's device (:func:`model.capture.block_budget`)."""
+        return query_blocks(T, S, nh, block_budget(self._A.device, BLOCK_BUDGET_BYTES), temporaries=4)
 
     def begin(self, layer, q, k, v, mask, divisor, softcap=None, window=None, sink_logit=None, extras=frozenset()):
         T, S = mask.shape

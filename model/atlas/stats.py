@@ -34,6 +34,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ..blocks import BLOCK_TEMPORARIES, block_budget
+
 METRICS = ("first_token", "sink_mass", "previous_token", "self", "entropy", "mean_distance", "local_fraction")
 SINK = METRICS.index("sink_mass")
 UNIT_EDGES = tuple(i / 20 for i in range(21))  # 20 bins of 0.05 over [0, 1]
@@ -48,7 +50,8 @@ N_BINS = max(len(e) - 1 for e in BIN_EDGES.values())
 CONTEXT_BEFORE, CONTEXT_AFTER = 24, 4  # tokens kept around an exemplar's query
 CONTEXT = CONTEXT_BEFORE + 1 + CONTEXT_AFTER
 # query rows per block: on the CPU 64 (at most CPU_BLOCK_BYTES of float32 pattern; the block stays in cache; a whole
-# layer and blocks of 16 rows both ran about 1.5x slower on 2 cores), on a GPU as many as GPU_BLOCK_BYTES allow
+# layer and blocks of 16 rows both ran about 1.5x slower on 2 cores), on a GPU as many as block_budget allows (at
+# least GPU_BLOCK_BYTES a temporary)
 CPU_BLOCK_ROWS = 64
 CPU_BLOCK_BYTES = 32 << 20
 GPU_BLOCK_BYTES = 64 << 20
@@ -145,7 +148,8 @@ class AtlasSink:
         if self._device.type == "cpu":
             rows = max(1, min(CPU_BLOCK_ROWS, CPU_BLOCK_BYTES // row_bytes))
         else:
-            rows = max(1, GPU_BLOCK_BYTES // row_bytes)
+            budget = block_budget(self._device, GPU_BLOCK_BYTES * BLOCK_TEMPORARIES)
+            rows = max(1, budget // (row_bytes * BLOCK_TEMPORARIES))
         return [(q0, min(T, q0 + rows)) for q0 in range(0, T, rows)]
 
     def begin(self, layer, q, k, v, mask, divisor, softcap=None, window=None, sink_logit=None, extras=frozenset(), **_):

@@ -168,3 +168,42 @@ def test_a_differential_heads_pooled_focus_keeps_its_negative_cells(loaded, budg
     coarse = capture(lm.backend, ids, budget, layers=[], **focus, focus_thumbnail=n).focus_pooled["pattern"]
     expected = F.max_pool2d(torch.from_numpy(np.abs(exact))[None], thumbnail_block(T, n), ceil_mode=True)[0].numpy()
     np.testing.assert_allclose(coarse, expected, atol=1e-5)
+
+
+def test_a_gpu_block_takes_an_eighth_of_the_free_memory_up_to_a_cap(monkeypatch):
+    """Blocks on a GPU are as large as its free memory allows (fewer launches); the CPU keeps its own budget."""
+    from attnscope.model.blocks import BLOCK_BUDGET_BYTES, GPU_BUDGET_MAX_BYTES, block_budget
+
+    gib = 1 << 30
+    assert block_budget(torch.device("cpu")) == BLOCK_BUDGET_BYTES
+    for free, expected in [(80 * gib, GPU_BUDGET_MAX_BYTES), (8 * gib, gib), (256 << 20, BLOCK_BUDGET_BYTES)]:
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None, free=free: (free, 80 * gib))
+        assert block_budget(torch.device("cuda")) == expected
+        assert block_budget(torch.device("cuda"), cpu_bytes=7) == max(7, min(GPU_BUDGET_MAX_BYTES, free // 8))
+
+
+@pytest.mark.parametrize("T,S,nh,budget", [(1, 1, 1, 1), (100, 100, 4, 1 << 16), (4097, 4200, 9, 96 << 20)])
+def test_query_blocks_cover_the_rows_once_within_the_budget(T, S, nh, budget):
+    from attnscope.model.blocks import BLOCK_TEMPORARIES, query_blocks
+
+    blocks = query_blocks(T, S, nh, budget)
+    assert blocks[0][0] == 0 and blocks[-1][1] == T
+    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+    rows = max(q1 - q0 for q0, q1 in blocks)
+    assert rows == 1 or nh * rows * S * 4 * BLOCK_TEMPORARIES <= budget
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_a_layer_is_one_block_and_equals_eager(loaded):
+    lm, path = loaded["llama"]
+    cuda = load_model(path, "cuda")
+    ids = lm.tokenizer.encode_ids(TEXT)
+    kw = dict(fields=frozenset({"pattern"}), stats=True, thumbnail=8)
+    cap = capture(cuda.backend, ids, None, **kw)
+    rows = capture(cuda.backend, ids, SMALL_BUDGET, **kw)
+    assert set(cap.blocks_per_layer) == {1} and set(rows.blocks_per_layer) == {len(ids)}
+    ref = eager_patterns(path, ids)
+    for layer, (lc, lr) in enumerate(zip(cap.layers, rows.layers)):
+        assert np.abs(lc.fields["pattern"] - ref[layer]).max() <= 1e-5
+        assert np.abs(lc.fields["pattern"] - lr.fields["pattern"]).max() <= 1e-5

@@ -585,7 +585,8 @@ def test_a_capture_block_stays_on_the_heap():
     """A block's temporaries are allocated and freed many times per layer: below the mmap
     threshold they reuse heap memory instead of faulting in fresh pages every time."""
     from attnscope.app.lifespan import HEAP_MMAP_THRESHOLD
-    from attnscope.model.capture import BLOCK_BUDGET_BYTES, BLOCK_TEMPORARIES, Capture, CapturePlan
+    from attnscope.model.blocks import BLOCK_BUDGET_BYTES, BLOCK_TEMPORARIES
+    from attnscope.model.capture import Capture, CapturePlan
 
     biggest = BLOCK_BUDGET_BYTES // BLOCK_TEMPORARIES
     assert biggest < HEAP_MMAP_THRESHOLD
