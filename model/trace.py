@@ -115,7 +115,8 @@ def traced_attention(
     once, as one :class:`AttentionTrace`. A *blockwise* sink (:class:`model.capture.Capture`) gets
     them a block of rows at a time (``trace.blocks``) and reduces each block as it comes, so no
     ``(nh, T, S)`` tensor ever exists; with a causal mask a block's keys stop at its last query
-    (every later key is masked for all its rows).
+    (every later key is masked for all its rows), unless the mask lets some query see a key after
+    its own position (Gemma 3's image tokens see each other both ways): then every block gets every key.
     """
     T, S = mask.shape
     if not getattr(trace, "blockwise", False):
@@ -132,6 +133,8 @@ def traced_attention(
     if keep is not None:  # a sink that asks for the steps themselves, to call again later (model.compare)
         keep(layer, steps)
     trace.begin(layer, q, k, v, mask, divisor, softcap, window, sink_logit, extras)
+    if causal and bool(mask.triu(S - T + 1).any()):  # a key after its query may be seen: not causal
+        causal = False
     zs = []
     for q0, q1 in trace.blocks(T, S, heads or q.shape[1]):
         st = steps(q0, q1, min(S, S - T + q1) if causal else S)
