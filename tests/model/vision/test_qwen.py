@@ -132,3 +132,19 @@ def test_processor_without_torchvision_equals_transformers_processor(models, nam
 def test_aspect_ratio_over_200_refused(models):
     with pytest.raises(LayoutError, match="aspect ratio"):
         prompt_of(models["qwen2_5_vl"], 402, 2)
+
+
+def test_text_only_after_an_image_is_plain_text(models):
+    from transformers import AutoModelForImageTextToText
+
+    lm = models["qwen2_5_vl"]  # the model keeps the image's rope_deltas between calls: a text pass must not read them
+    image_prompt = prompt_of(lm)
+    lm.backend.hidden(image_prompt.ids, AttentionOptions(), [], image=image_prompt)
+    ids = lm.backend.tokenizer.encode("The cat sat on the mat.").ids
+    trace: list = []
+    lm.backend.hidden(ids, AttentionOptions(), trace)
+    eager = AutoModelForImageTextToText.from_pretrained(lm.path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = eager(input_ids=torch.tensor([ids]), output_attentions=True)
+    for t, want in zip(trace, out.attentions, strict=True):
+        torch.testing.assert_close(t.pattern, want, atol=1e-5, rtol=0)
