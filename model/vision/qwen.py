@@ -1,10 +1,10 @@
-"""Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``model_type: qwen2_vl``, ``qwen2_5_vl``, ``qwen3_vl``): one
-image resized by the processor's smart resize (each side to a multiple of ``patch_size · merge_size``,
-28 or 32 px, the area kept within ``size.shortest_edge`` .. ``size.longest_edge`` pixels, the aspect
-ratio as near as it can), cut into ``patch_size`` squares whose ``merge_size × merge_size`` (2 × 2)
-blocks are merged into one token each, read row by row between ``<|vision_start|>`` and
-``<|vision_end|>`` markers. Each token's box is its block of the resized image scaled back along
-each axis (the resize is not cropped and not padded).
+"""Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``model_type: qwen2_vl``, ``qwen2_5_vl``, ``qwen3_vl``,
+``qwen3_vl_moe``): one image resized by the processor's smart resize (each side to a multiple of
+``patch_size · merge_size``, 28 or 32 px, the area kept within ``size.shortest_edge`` ..
+``size.longest_edge`` pixels, the aspect ratio as near as it can), cut into ``patch_size`` squares
+whose ``merge_size × merge_size`` (2 × 2) blocks are merged into one token each, read row by row
+between ``<|vision_start|>`` and ``<|vision_end|>`` markers. Each token's box is its block of the
+resized image scaled back along each axis (the resize is not cropped and not padded).
 
 The language model's mask is causal over the image tokens too (transformers builds it with
 ``create_causal_mask`` from no attention mask); the image's tokens differ from text tokens in their
@@ -17,6 +17,7 @@ tokenizer and chat template, the way the processor does it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -24,7 +25,7 @@ import torch
 from .layout import Geometry, Laid, grid_boxes
 from .llava import LayoutError
 
-MODEL_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+MODEL_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
 def smart_resize(width: int, height: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
@@ -76,6 +77,17 @@ class QwenLayout:
         return Laid(kinds=kinds, boxes=boxes)
 
 
+def _chat_template(path: Path, tokenizer) -> str | None:
+    """The processor's chat template as transformers finds it: the legacy ``chat_template.json``, else
+    ``chat_template.jinja``, else the tokenizer's own."""
+    legacy, raw = path / "chat_template.json", path / "chat_template.jinja"
+    if legacy.is_file():
+        return json.loads(legacy.read_text(encoding="utf-8"))["chat_template"]
+    if raw.is_file():
+        return raw.read_text(encoding="utf-8")
+    return getattr(tokenizer, "chat_template", None)
+
+
 class QwenProcessor:
     """What Qwen's processor does with one text and one image, from its image processor and tokenizer:
     the image processed, the text's one image placeholder repeated once per merged patch, the text
@@ -94,7 +106,7 @@ class QwenProcessor:
 
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         image_processor = AutoImageProcessor.from_pretrained(path, local_files_only=True)
-        return cls(image_processor, tokenizer, getattr(tokenizer, "chat_template", None))
+        return cls(image_processor, tokenizer, _chat_template(Path(path), tokenizer))
 
     def apply_chat_template(self, conversation, add_generation_prompt: bool = False, tokenize: bool = False) -> str:
         return self.tokenizer.apply_chat_template(

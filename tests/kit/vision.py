@@ -137,6 +137,8 @@ QWEN_VISION = {  # tiny towers, one per Qwen generation: patch sizes 14, 14 and 
         num_position_embeddings=16, deepstack_visual_indexes=[0],
     ),
 }
+QWEN_VISION["qwen3_vl_moe"] = QWEN_VISION["qwen3_vl"]
+MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 
 
 def build_qwen_vl(out: Path, model_type: str = "qwen2_5_vl", seed: int = 0, min_tokens: int = 4, max_tokens: int = 9):
@@ -157,13 +159,14 @@ def build_qwen_vl(out: Path, model_type: str = "qwen2_5_vl", seed: int = 0, min_
     ip.save_pretrained(out)
     template = TEMPLATE.replace("{{ image }}", "<|vision_start|><|image_pad|><|vision_end|>")
     (out / "chat_template.jinja").write_text(template)
-    processor = {"qwen2_vl": "Qwen2VLProcessor", "qwen2_5_vl": "Qwen2_5_VLProcessor", "qwen3_vl": "Qwen3VLProcessor"}
-    (out / "processor_config.json").write_text(json.dumps({"processor_class": processor[model_type]}))
+    processor = {"qwen2_vl": "Qwen2VLProcessor", "qwen2_5_vl": "Qwen2_5_VLProcessor"}
+    processor = processor.get(model_type, "Qwen3VLProcessor")
+    (out / "processor_config.json").write_text(json.dumps({"processor_class": processor}))
     rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
-    if model_type == "qwen3_vl":
+    if model_type.startswith("qwen3_vl"):
         rope["mrope_interleaved"] = True
     text = _text(f"{model_type}_text", video + 1, head_dim=16, rope_parameters=rope)
-    text.update(bos_token_id=None, eos_token_id=None)
+    text.update(bos_token_id=None, eos_token_id=None, **(MOE if model_type.endswith("moe") else {}))
     cfg = AutoConfig.for_model(
         model_type, text_config=text, vision_config=vision, vision_start_token_id=start, vision_end_token_id=end,
         image_token_id=image, video_token_id=video,

@@ -1,4 +1,4 @@
-"""Qwen2-VL, Qwen2.5-VL and Qwen3-VL (model/vision/qwen.py): every language-model layer's pattern over
+"""Qwen2-VL, Qwen2.5-VL and Qwen3-VL, dense and MoE (model/vision/qwen.py): every language-model layer's pattern over
 every token equals eager ``output_attentions`` on the same ids, pixels and multimodal RoPE positions;
 the mask is causal over image tokens too; each image token's box is the block of the smart-resized image
 its 2 × 2 merged patches came from, worked by hand and read back from the pixels the model receives;
@@ -21,8 +21,8 @@ from attnscope.model.vision.qwen import QwenProcessor  # noqa: E402
 
 from tests.kit.vision import build_qwen_vl, image_bytes  # noqa: E402
 
-TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-PROCESSORS = {"qwen2_vl": "Qwen2VLProcessor", "qwen2_5_vl": "Qwen2_5_VLProcessor", "qwen3_vl": "Qwen3VLProcessor"}
+TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+PROCESSORS = dict(zip(TYPES, ("Qwen2VLProcessor", "Qwen2_5_VLProcessor", "Qwen3VLProcessor", "Qwen3VLProcessor")))
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +148,27 @@ def test_text_only_after_an_image_is_plain_text(models):
         out = eager(input_ids=torch.tensor([ids]), output_attentions=True)
     for t, want in zip(trace, out.attentions, strict=True):
         torch.testing.assert_close(t.pattern, want, atol=1e-5, rtol=0)
+
+
+def test_legacy_chat_template_json_is_the_processors(tmp_path):
+    import json
+
+    d = build_qwen_vl(tmp_path / "m")
+    template = (d / "chat_template.jinja").read_text()
+    (d / "chat_template.jinja").unlink()  # as older Qwen2.5-VL folders ship it: chat_template.json only
+    (d / "chat_template.json").write_text(json.dumps({"chat_template": template}))
+    processor = QwenProcessor.from_pretrained(d)
+    assert processor.tokenizer.chat_template is None and processor.chat_template == template
+
+
+def test_patches_the_tower_does_not_use_refused_in_one_line(tmp_path):
+    import json
+
+    from attnscope.model.ours.checkpoint import CheckpointError
+
+    d = build_qwen_vl(tmp_path / "m")
+    cfg = json.loads((d / "preprocessor_config.json").read_text())
+    (d / "preprocessor_config.json").write_text(json.dumps({**cfg, "patch_size": 16}))  # the tower's are 14 px
+    with pytest.raises(CheckpointError, match="patches 16 px merged 2×2 for a tower of 14 px") as e:
+        load_model(d, device="cpu")
+    assert "\n" not in str(e.value)
