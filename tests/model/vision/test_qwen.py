@@ -172,3 +172,14 @@ def test_patches_the_tower_does_not_use_refused_in_one_line(tmp_path):
     with pytest.raises(CheckpointError, match="patches 16 px merged 2×2 for a tower of 14 px") as e:
         load_model(d, device="cpu")
     assert "\n" not in str(e.value)
+
+
+def test_without_a_chat_template_the_image_comes_first_between_markers(tmp_path):
+    d = build_qwen_vl(tmp_path / "m")
+    (d / "chat_template.jinja").unlink()
+    lm = load_model(d, device="cpu")
+    assert lm.backend.processor.chat_template is None
+    prompt = prompt_of(lm, text="The cat")
+    text = lm.backend.tokenizer.encode("The cat").ids
+    assert prompt.kinds == ["marker"] + ["image"] * 8 + ["marker"] + ["text"] * len(text)
+    assert prompt.ids[10:] == text
