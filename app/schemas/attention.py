@@ -181,7 +181,8 @@ class ImageView(BaseModel):
     height: int
     boxes: list[list[float]] = Field(
         description="for each token of kind 'image', in token order, [x0, y0, x1, y1]: the region of the uploaded "
-        "image (its own pixels) whose features the token carries, through the processor's resize, crop and pooling"
+        "image (its own pixels) whose features the token carries, through the processor's resize, crop, pooling "
+        "or patch merge"
     )
 
 

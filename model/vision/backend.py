@@ -25,8 +25,10 @@ from ..precision import exact_fp32
 from .gemma3 import Gemma3Layout
 from .layout import Box
 from .llava import LayoutError, LlavaLayout
+from .qwen import MODEL_TYPES as QWEN
+from .qwen import QwenLayout, QwenProcessor
 
-LAYOUTS = {"llava": LlavaLayout, "gemma3": Gemma3Layout}
+LAYOUTS = {"llava": LlavaLayout, "gemma3": Gemma3Layout, **dict.fromkeys(QWEN, QwenLayout)}
 
 
 @dataclass
@@ -59,7 +61,10 @@ class VisionBackend(TransformersBackend):
             prompt = proc.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)
         else:
             prompt = f"{self.layout.placeholder(proc)}{text}"
-        enc = proc(text=prompt, images=[image], return_tensors="pt")
+        try:
+            enc = proc(text=prompt, images=[image], return_tensors="pt")
+        except ValueError as e:  # an image the processor refuses (Qwen: an aspect ratio over 200)
+            raise LayoutError(" ".join(str(e).split())[:300]) from e
         ids = enc["input_ids"][0].tolist()
         laid = self.layout.lay_out(ids, *image.size)
         inputs = {k: enc[k].to(self.device) for k in self.layout.model_inputs if k in enc}
@@ -90,6 +95,19 @@ class VisionBackend(TransformersBackend):
             return self._forward(ids, image, False)
 
 
+def _processor(path: Path, layout_of):
+    """The folder's processor; for Qwen, whose processor needs torchvision (for videos), its image path
+    from the image processor and tokenizer where torchvision is missing."""
+    from transformers import AutoProcessor
+
+    try:
+        return AutoProcessor.from_pretrained(path, local_files_only=True)
+    except ImportError:
+        if layout_of is not QwenLayout:
+            raise
+        return QwenProcessor.from_pretrained(path)
+
+
 def load_vision_dir(path: Path, device: torch.device, dtype: str = "fp32") -> VisionBackend:
     """Open a local image-text-to-text model folder offline; :class:`CheckpointError` for a layout
     attnscope cannot trace exactly, or anything else it cannot show."""
@@ -102,12 +120,12 @@ def load_vision_dir(path: Path, device: torch.device, dtype: str = "fp32") -> Vi
         )
     try:
         from PIL import Image  # noqa: F401
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers import AutoModelForImageTextToText
     except ImportError as e:
         raise CheckpointError(f"{path} is an image-text model; install Pillow to open it (pip install pillow)") from e
     register()
     try:
-        processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+        processor = _processor(path, layout_of)
         layout = layout_of(cfg, processor)
         impl = {"": IMPLEMENTATION, "text_config": IMPLEMENTATION, "vision_config": "sdpa"}
         model = AutoModelForImageTextToText.from_pretrained(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from pathlib import Path
 
 import torch
@@ -123,3 +124,53 @@ def image_bytes(width: int, height: int, fmt: str = "PNG", seed: int = 0) -> byt
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+QWEN_VISION = {  # tiny towers, one per Qwen generation: patch sizes 14, 14 and 16, merged 2 × 2
+    "qwen2_vl": dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, patch_size=14),
+    "qwen2_5_vl": dict(
+        depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=14, out_hidden_size=64,
+        window_size=56, fullatt_block_indexes=[1],
+    ),
+    "qwen3_vl": dict(
+        depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16, out_hidden_size=64,
+        num_position_embeddings=16, deepstack_visual_indexes=[0],
+    ),
+}
+QWEN_VISION["qwen3_vl_moe"] = QWEN_VISION["qwen3_vl"]
+MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+
+
+def build_qwen_vl(out: Path, model_type: str = "qwen2_5_vl", seed: int = 0, min_tokens: int = 4, max_tokens: int = 9):
+    """A Qwen-VL folder as the hub ships one (tokenizer, image processor, chat template, processor_config)
+    with an image processor whose smart resize keeps ``min_tokens`` .. ``max_tokens`` merged patches."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    out.mkdir(parents=True, exist_ok=True)
+    specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    tok = _tokenizer(specials)
+    start, end, image, video = (tok.convert_tokens_to_ids(t) for t in specials)
+    vision = QWEN_VISION[model_type]
+    cell = vision["patch_size"] * 2
+    size = {"shortest_edge": cell**2 * min_tokens, "longest_edge": cell**2 * max_tokens}
+    ip = Qwen2VLImageProcessorPil(patch_size=vision["patch_size"], size=size)
+    tok.save_pretrained(out)
+    ip.save_pretrained(out)
+    template = TEMPLATE.replace("{{ image }}", "<|vision_start|><|image_pad|><|vision_end|>")
+    (out / "chat_template.jinja").write_text(template)
+    processor = {"qwen2_vl": "Qwen2VLProcessor", "qwen2_5_vl": "Qwen2_5_VLProcessor"}
+    processor = processor.get(model_type, "Qwen3VLProcessor")
+    (out / "processor_config.json").write_text(json.dumps({"processor_class": processor}))
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
+    if model_type.startswith("qwen3_vl"):
+        rope["mrope_interleaved"] = True
+    text = _text(f"{model_type}_text", video + 1, head_dim=16, rope_parameters=rope)
+    text.update(bos_token_id=None, eos_token_id=None, **(MOE if model_type.endswith("moe") else {}))
+    cfg = AutoConfig.for_model(
+        model_type, text_config=text, vision_config=vision, vision_start_token_id=start, vision_end_token_id=end,
+        image_token_id=image, video_token_id=video,
+    )
+    torch.manual_seed(seed)
+    _save(AutoModelForImageTextToText.from_config(cfg), out, seed)
+    return out

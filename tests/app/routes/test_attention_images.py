@@ -13,7 +13,7 @@ pytest.importorskip("PIL")
 pytest.importorskip("transformers")
 
 from tests.kit.app import attention, build_checkpoint  # noqa: E402
-from tests.kit.vision import b64, build_gemma3, build_llava, image_bytes  # noqa: E402
+from tests.kit.vision import b64, build_gemma3, build_llava, build_qwen_vl, image_bytes  # noqa: E402
 
 TEXT = "The cat sat on the mat."
 
@@ -28,16 +28,18 @@ def clients(tmp_path_factory):
     dirs = {
         "llava": build_llava(root / "llava"),
         "gemma3": build_gemma3(root / "gemma3"),
+        "qwen2_5_vl": build_qwen_vl(root / "qwen2_5_vl"),
         "text": build_checkpoint(root / "t"),
     }
     limits = dict(max_image_pixels=5000, max_image_bytes=20000)
     with TestClient(create_app(Settings(checkpoint=dirs["llava"], device="cpu", torch_threads=1, **limits))) as a, \
             TestClient(create_app(Settings(checkpoint=dirs["gemma3"], device="cpu", torch_threads=1))) as b, \
-            TestClient(create_app(Settings(checkpoint=dirs["text"], device="cpu", torch_threads=1))) as c:
-        yield {"llava": a, "gemma3": b, "text": c, "dirs": dirs}
+            TestClient(create_app(Settings(checkpoint=dirs["text"], device="cpu", torch_threads=1))) as c, \
+            TestClient(create_app(Settings(checkpoint=dirs["qwen2_5_vl"], device="cpu", torch_threads=1))) as d:
+        yield {"llava": a, "gemma3": b, "text": c, "qwen2_5_vl": d, "dirs": dirs}
 
 
-@pytest.mark.parametrize("name", ["llava", "gemma3"])
+@pytest.mark.parametrize("name", ["llava", "gemma3", "qwen2_5_vl"])
 def test_served_pattern_equals_eager(clients, name):
     from attnscope.model.registry import load_model
     from attnscope.model.vision.images import decode_image
@@ -62,8 +64,19 @@ def test_served_pattern_equals_eager(clients, name):
         mask = torch.tensor(got["mask"], dtype=torch.bool)
         image = torch.tensor([k == "image" for k in got["token_kinds"]])
         assert mask[image][:, image].all() and not mask.triu(1)[~image].any()
+    if name == "qwen2_5_vl":  # causal over the image too; its tokens between vision start and end markers
+        mask = torch.tensor(got["mask"], dtype=torch.bool)
+        assert torch.equal(mask, torch.ones_like(mask).tril()) and got["token_kinds"].count("marker") == 2
     text = [i for i, k in enumerate(got["token_kinds"]) if k == "text" and got["offsets"][i][1] > got["offsets"][i][0]]
     assert "".join(TEXT[a:b] for a, b in (got["offsets"][i] for i in text)) == TEXT  # the text's own tokens
+
+
+def test_qwen_aspect_ratio_over_200_is_422_naming_image(clients):
+    r = clients["qwen2_5_vl"].post("/api/attention", json={"text": TEXT, "image": b64(image_bytes(402, 2))})
+    assert r.status_code == 422, r.text
+    item = r.json()["detail"][0]
+    assert item["loc"] == ["body", "image"] and item["type"] == "image_layout" and "aspect ratio" in item["msg"]
+    assert attention(clients["qwen2_5_vl"], text=TEXT, image=b64(image_bytes(30, 20)), top_k=0)["image"]["width"] == 30
 
 
 def test_model_says_vision(clients):
