@@ -150,12 +150,12 @@ class TransformersBackend:
 
     @torch.inference_mode()
     @exact_fp32()
-    def last_logits(self, idx: torch.Tensor, opts: AttentionOptions, **inputs) -> torch.Tensor:
-        """Token ids ``(B, T)`` -> the logits after the last position ``(B, V)``, float32 (head effects);
-        ``inputs``: what else the model reads (an image-text model's ``pixel_values``)."""
+    def last_logits(self, idx: torch.Tensor, opts: AttentionOptions, at: int = -1, **inputs) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> the logits after the last position (or position ``at``) ``(B, V)``,
+        float32 (head effects); ``inputs``: what else the model reads (an image-text model's ``pixel_values``)."""
         with recording(_Discard(), opts):
             h = self.trunk(input_ids=idx.to(self.device), use_cache=False, **inputs).last_hidden_state
-        return self.head(h[:, -1]).float()
+        return self.head(h[:, at]).float()
 
     def start_generation(self) -> object:
         """A fresh transformers cache for :meth:`step`."""

@@ -92,10 +92,12 @@ def _logprob(model, prompt, position: int, token: int) -> float:
     return float(torch.log_softmax(run(model, prompt).logits[0, position].double(), -1)[token])
 
 
+@pytest.mark.parametrize("inside", [False, True])
 @pytest.mark.parametrize("name", NAMES)
-def test_head_effects_equal_hooks(app, name):
+def test_head_effects_equal_hooks(app, name, inside):
+    """At the last token, and at the first image token (Gemma 3's sees the image tokens after it)."""
     prompt = app["prompts"][name]
-    got = post(app, name, "/api/head-effects")
+    got = post(app, name, "/api/head-effects", **({"position": prompt.kinds.index("image")} if inside else {}))
     same_layout(got, app, name)
     model = eager(app, name)
     position, token = got["position"], got["token_id"]
@@ -189,9 +191,10 @@ def test_knockout_equals_a_knocking_attention(app, name):
     assert got["logprob_after"] != pytest.approx(got["logprob_before"], abs=1e-3)  # the image mattered
 
 
-def test_attribution_adds_up_to_transformers_logit(app):
+@pytest.mark.parametrize("position", [None, 3])
+def test_attribution_adds_up_to_transformers_logit(app, position):
     prompt = app["prompts"]["llava"]
-    got = post(app, "llava", "/api/attribution")
+    got = post(app, "llava", "/api/attribution", **({} if position is None else {"position": position}))
     same_layout(got, app, "llava")
     logit = float(run(eager(app, "llava"), prompt).logits[0, got["position"], got["token_id"]])
     assert got["logit"] == pytest.approx(logit, abs=1e-4)
