@@ -1,6 +1,7 @@
 """A bad image is refused on every route that takes one as on /api/attention (a 422 naming
 `image` with the same type, 413 over the byte limit) and the server keeps serving; an image sent
-to a text-only model is a 422 naming `image` everywhere; /api/patching takes no image."""
+to a text-only model is a 422 naming `image` everywhere; the routes that take no image (patching,
+the comparisons, selection, neuron) refuse it naming `image`."""
 
 from __future__ import annotations
 
@@ -72,7 +73,11 @@ def test_image_to_a_text_model_is_422_naming_image(clients, url):
     assert "reads text only" in item["msg"]
 
 
-def test_patching_takes_no_image(clients):
-    body = {"clean": TEXT, "corrupt": TEXT, "image": b64(image_bytes(30, 20))}
-    r = clients["vision"].post("/api/patching", json=body)
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "image"]
+@pytest.mark.parametrize(
+    "url", ["/api/patching", "/api/compare-models", "/api/compare-texts", "/api/selection", "/api/neuron"]
+)
+def test_routes_without_image_refuse_it_naming_image(clients, url):
+    body = {"text": TEXT, "clean": TEXT, "corrupt": TEXT, "image": b64(image_bytes(30, 20))}
+    r = clients["vision"].post(url, json=body)
+    assert r.status_code == 422, r.text
+    assert ["body", "image"] in [item["loc"] for item in r.json()["detail"]]
