@@ -7,10 +7,12 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.vision.images import ImageError, decode_image
 from ..model.vision.llava import LayoutError
+from .compute.checks import check_token_count
 from .errors import ApiError
 from .service import Service
 
@@ -86,3 +88,37 @@ def text_offsets(svc: Service, text: str, ids: list[int]) -> list[list[int]]:
 def image_answer(prompt) -> dict[str, Any]:
     """The answer's ``image`` object."""
     return {"width": prompt.width, "height": prompt.height, "boxes": prompt.boxes}
+
+
+@dataclass
+class Prompt:
+    """A request's ``text`` (and ``image``) as the model receives them, for the routes beside
+    /api/attention: the ids, their display strings and character spans, the backend to run them
+    on (with an image: the model's, with the image bound to every pass) and what the answer adds
+    with an image (``token_kinds`` and ``image``; empty without one)."""
+
+    ids: list[int]
+    tokens: list[str]
+    offsets: list[list[int]]
+    backend: Any
+    vision: dict[str, Any] = field(default_factory=dict)
+
+
+def prompt_of(svc: Service, text: str, image: str | None, name: str = "text") -> Prompt:
+    """``text`` with ``image`` laid out as /api/attention lays them out (:func:`image_prompt`), or
+    the text alone; refused (naming ``name``) when it has no tokens or more than the context."""
+    lm = svc.loaded
+    if image is None:
+        enc = lm.tokenizer.encode(text)
+        got = Prompt(enc.ids, enc.tokens, [list(o) for o in enc.offsets], lm.backend)
+    else:
+        vp, tokens, offsets = image_prompt(svc, text, image)
+        vision = {"token_kinds": vp.kinds, "image": image_answer(vp)}
+        got = Prompt(vp.ids, tokens, offsets, lm.backend.with_image(vp), vision)
+    try:
+        check_token_count(len(got.ids), lm.facts, got.offsets)
+    except ApiError as e:
+        e.detail[0]["loc"] = ["body", name]
+        raise
+    return got
+

@@ -28,7 +28,8 @@ from .responses import ORJSONResponse
 from .routes import api_routers
 from .settings import Settings
 
-IMAGE_PATHS = frozenset({"/api/attention"})  # the routes whose requests may carry an image
+IMAGE_ROUTES = ("attention", "rollout", "head-effects", "generate", "lens", "attribution", "knockout", "qk-attribution")
+IMAGE_PATHS = frozenset(f"/api/{name}" for name in IMAGE_ROUTES)  # the routes whose requests may carry an image
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

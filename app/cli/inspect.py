@@ -1,10 +1,12 @@
 """``attnscope inspect``: run a text through the model and print what each head does, in words
 and numbers, or (``--json``) the exact bytes ``POST /api/attention`` answers.
 
-    attnscope inspect "The cat sat on the mat." [--json] [--layer L] [--head H] [--checkpoint DIR]
+    attnscope inspect "The cat sat on the mat." [--json] [--layer L] [--head H] [--image FILE] [--checkpoint DIR]
 
 The options become an API request, checked by the API's own model; an error names the option
-as typed (``--head 9: the model has 4 heads``), not the request field.
+as typed (``--head 9: the model has 4 heads``), not the request field. ``--image FILE`` (an
+image-text model) goes in as the request's ``image``; a file that cannot be read or shown is one
+line naming ``--image`` and exit status 1.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ INSPECT_FLAGS = {
     "scale": "--scale",
     "top_k": "--top-k",
     "temperature": "--temperature",
+    "image": "--image",
 }
 
 
@@ -66,6 +69,7 @@ def add_inspect_command(sub) -> None:
     ins.add_argument(
         "--temperature", type=float, default=1.0, help="softmax temperature of those predictions (default 1.0)"
     )
+    ins.add_argument("--image", metavar="FILE", help="an image-text model: this image (PNG, JPEG, WebP, GIF) first")
     ins.set_defaults(func=cmd_inspect)
 
 
@@ -78,14 +82,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from ..service import build_service
 
     settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
-    req = _request(args, settings)
+    req = _request(args, settings, _image_file(args.image, settings))
     check_device(settings.device, bool(args.device))
     check_checkpoint(settings, bool(args.checkpoint))
     try:
         lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
     except CheckpointError as e:
         raise Failure(str(e)) from None
-    svc = build_service(lm, with_heads=False)
+    svc = build_service(lm, with_heads=False, image_limits=settings.image_limits())
     try:
         if args.json:
             body, _ = attention_json(svc, req)
@@ -97,11 +101,38 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             answer["timing_ms"] = (time.perf_counter() - started) * 1000
             print(summary(answer, args.layer, args.head, width=min(3, max(1, args.top_k))))
     except ApiError as e:  # what only the model can refuse: a layer or head it lacks, a text too long
-        raise Failure(_flag_message(e.detail[0]["loc"][1:], e.detail[0]["msg"], args), EXIT_USAGE) from None
+        loc = e.detail[0]["loc"][1:]
+        code = 1 if loc[:1] == ["image"] else EXIT_USAGE  # the file, not how it was named: exit 1
+        raise Failure(_flag_message(loc, e.detail[0]["msg"], args), code) from None
     return 0
 
 
-def _request(args: argparse.Namespace, settings: Settings) -> AttentionRequest:
+def _image_file(path: str | None, settings: Settings) -> str | None:
+    """``--image FILE``'s bytes as base64 (the request's ``image``), read and decoded once before the
+    model loads; one line naming ``--image`` if it cannot be read or is not an image within the limits."""
+    if path is None:
+        return None
+    import base64
+    from pathlib import Path
+
+    from ...model.vision.images import ImageError, decode_image
+
+    max_bytes = settings.max_image_bytes
+    try:
+        size = Path(path).stat().st_size
+        if size > max_bytes:
+            raise Failure(f"--image {path}: {size:,} bytes; the limit is {max_bytes:,} bytes")
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise Failure(f"--image {path}: {e.strerror or e}") from None
+    try:
+        decode_image(data, settings.max_image_pixels)
+    except ImageError as e:
+        raise Failure(f"--image {path}: {e}") from None
+    return base64.b64encode(data).decode()
+
+
+def _request(args: argparse.Namespace, settings: Settings, image: str | None = None) -> AttentionRequest:
     """The options as a ``POST /api/attention`` request, checked as the server checks it (the
     summary needs ``stats``, so it is always asked for without ``--json``)."""
     from ..schemas.attention import DEFAULT_INCLUDE, AttentionRequest
@@ -119,6 +150,7 @@ def _request(args: argparse.Namespace, settings: Settings) -> AttentionRequest:
         "scale": args.scale,
         "top_k": args.top_k,
         "temperature": args.temperature,
+        "image": image,
     }
     try:
         return with_text_limit(AttentionRequest, settings.text_limit()).model_validate(request)
@@ -136,6 +168,8 @@ def _flag_message(loc: Sequence, msg: str, args: argparse.Namespace) -> str:
     flag = INSPECT_FLAGS.get(field)
     if flag is None:
         return f"{'.'.join(map(str, loc))}: {msg}" if loc else msg
+    if field == "image":  # the API's message names the image already: "image is 100×60 = 6,000 pixels; ..."
+        return f"{flag} {args.image}: {msg}"
     msg = re.sub(r"^\w+(\[\d+\])? is [^;]*; ", "", msg)  # the API's "heads[0] is 9; " says what the flag says
     msg = msg[:1].lower() + msg[1:]
     value = {
@@ -145,6 +179,7 @@ def _flag_message(loc: Sequence, msg: str, args: argparse.Namespace) -> str:
         "scale": args.scale,
         "top_k": args.top_k,
         "temperature": args.temperature,
+        "image": args.image,
     }.get(field)
     return f"{flag} {value}: {msg}" if value is not None else f"{flag}: {msg}"
 
@@ -179,6 +214,17 @@ def _what_ifs(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _image_line(data: dict[str, Any]) -> list[str]:
+    """With an image: its size and how its tokens came out."""
+    if "image" not in data:
+        return []
+    kinds = data["token_kinds"]
+    return [
+        f"image {data['image']['width']}x{data['image']['height']}: {kinds.count('image')} image tokens, "
+        f"{kinds.count('marker')} markers, {kinds.count('text')} text tokens"
+    ]
+
+
 def summary(data: dict[str, Any], layer: int | None, head: int | None, width: int = 3) -> str:
     """An answer (with ``stats``, ``predictions``, ``model`` and ``timing_ms``) as text: the model,
     the what-ifs, the tokens, the top ``width`` guesses after each, a table of statistics per head."""
@@ -193,6 +239,7 @@ def summary(data: dict[str, Any], layer: int | None, head: int | None, width: in
         lines.append("what-if: " + "; ".join(what_ifs) + " (not the model as trained)")
     lines += [
         f"{len(tokens)} tokens: " + " | ".join(tokens),
+        *_image_line(data),
         "",
         f"next-token guesses (top {width} after each position):",
     ]

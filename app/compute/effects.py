@@ -10,10 +10,11 @@ import numpy as np
 from ...model.ablation import head_effects
 from ...model.options import AttentionOptions
 from ..errors import ApiError
+from ..images import prompt_of
 from ..responses import dumps
 from ..schemas.effects import HeadEffectsRequest
 from ..service import Service
-from .checks import ablate_set, check_token_id, position_of, prompt_ids
+from .checks import ablate_set, check_token_id, position_of
 from .rounding import round_sig
 
 
@@ -21,7 +22,8 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
     """The POST /api/head-effects answer: every head switched off alone, in batched passes."""
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    ids = prompt_ids(svc, req.text)
+    prompt = prompt_of(svc, req.text, req.image)
+    ids = prompt.ids
     position = position_of(req.position, len(ids))
     check_token_id(req.token_id, "token_id", facts)
     if facts.differential and req.ablation == "mean":
@@ -32,7 +34,7 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
             loc=("body", "ablation"),
         )
     base = AttentionOptions(ablate=ablate_set(req.ablate, facts))
-    eff = head_effects(svc.loaded.backend, ids, position, req.token_id, mode=req.ablation, base=base)
+    eff = head_effects(prompt.backend, ids, position, req.token_id, mode=req.ablation, base=base)
     body = {
         "position": eff.position,
         "token_id": eff.token_id,
@@ -42,6 +44,7 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
         "ablation": req.ablation,
         "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
         "delta": facts.by_number(round_sig(eff.delta.numpy()).tolist()),
+        **prompt.vision,
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
     return dumps(body)

@@ -16,10 +16,11 @@ import numpy as np
 
 from ...model.ablation import Done, eos_ids, generate
 from ...model.options import AttentionOptions
+from ..images import Prompt, prompt_of
 from ..responses import dumps
 from ..schemas.generation import TOP_GUESSES, GenerateRequest
 from ..service import Service
-from .checks import ablate_set, prompt_ids
+from .checks import ablate_set
 from .rounding import PATTERN_DECIMALS, floor_sig, round_fixed
 
 
@@ -47,21 +48,21 @@ def start_generation(svc: Service, req: GenerateRequest) -> Iterator[bytes]:
     """Checks the request now (a 422 before any line is sent), then returns the lines to stream:
     one JSON object per new token, then ``{"done": true, ...}``, each ending in a newline."""
     facts = svc.loaded.facts
-    ids = prompt_ids(svc, req.text)
+    prompt = prompt_of(svc, req.text, req.image)
     opts = AttentionOptions(ablate=ablate_set(req.ablate, facts))
     seed = None
     if req.do_sample:
         seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(4), "little")
-    return _lines(svc, req, ids, opts, seed)
+    return _lines(svc, req, prompt, opts, seed)
 
 
-def _lines(svc: Service, req: GenerateRequest, ids: list[int], opts: AttentionOptions, seed: int | None):
+def _lines(svc: Service, req: GenerateRequest, prompt: Prompt, opts: AttentionOptions, seed: int | None):
     tokenizer = svc.loaded.tokenizer
     pieces = Pieces(tokenizer)
     eos = eos_ids(svc.loaded.backend)  # ends the text; not part of it
     steps = generate(
-        svc.loaded.backend,
-        ids,
+        prompt.backend,
+        prompt.ids,
         req.max_new_tokens,
         do_sample=req.do_sample,
         temperature=req.temperature,
@@ -98,4 +99,6 @@ def _lines(svc: Service, req: GenerateRequest, ids: list[int], opts: AttentionOp
             # the mean over every attention layer and head, from the unrounded rows: the page's "mean of all heads"
             "attention_mean": round_fixed(item.attention.double().mean((0, 1)), PATTERN_DECIMALS),
         }
+        if item.step == 1:  # with an image: the prompt's token kinds and image, once
+            line |= prompt.vision
         yield dumps(line) + b"\n"

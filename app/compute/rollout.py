@@ -9,17 +9,19 @@ from ...model.inspection import scale_divisor
 from ...model.options import AttentionOptions
 from ...model.rollout import rollout_rows
 from ..errors import ApiError
+from ..images import prompt_of
 from ..responses import dumps
 from ..schemas.rollout import ROLLOUT_MAX_TOKENS, RolloutRequest
 from ..service import Service
-from .checks import ablate_set, check_index, prompt_ids
+from .checks import ablate_set, check_index
 from .rounding import PATTERN_DECIMALS, round_fixed
 
 
 def rollout_json(svc: Service, req: RolloutRequest, started: float | None = None) -> bytes:
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    ids = prompt_ids(svc, req.text)
+    prompt = prompt_of(svc, req.text, req.image)
+    ids = prompt.ids
     if len(ids) > ROLLOUT_MAX_TOKENS:
         raise ApiError(
             422,
@@ -34,9 +36,10 @@ def rollout_json(svc: Service, req: RolloutRequest, started: float | None = None
     opts = AttentionOptions(
         causal=req.causal, divisor=scale_divisor(req.scale, facts.head_dim), ablate=ablate_set(req.ablate, facts)
     )
-    layers, rows = rollout_rows(svc.loaded.backend, ids, position, req.residual, opts)
+    layers, rows = rollout_rows(prompt.backend, ids, position, req.residual, opts)
     body = {
         "tokens": [svc.displays[i] for i in ids],
+        **prompt.vision,
         "position": position,
         "residual": req.residual,
         "layers": layers,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .service import TOP_K, request, service_for
+from .service import TOP_K, image_value, request, service_for
 
 __all__ = ["capture", "show", "service_for"]  # and AttnScope, the widget class (imported on first use)
 
@@ -36,6 +36,7 @@ def capture(
     scale: str | float = "model",
     top_k: int = TOP_K,
     temperature: float = 1.0,
+    image=None,
 ) -> dict[str, Any]:
     """What ``POST /api/attention`` answers for ``text``, with numpy arrays for its matrices.
 
@@ -44,6 +45,8 @@ def capture(
     1), ``attn_scores_raw``, ``attn_scores``, ``pattern_unscaled``, ``q``, ``k``, ``v``, ``stats``,
     ``predictions`` and ``model``. By default every layer and head with every field, as the
     page's JSON export. The numbers are the API's own (its ``b64`` encoding, float32).
+    ``image`` (an image-text model): a ``PIL.Image``, a path or the file's bytes, laid out with the
+    text as ``POST /api/attention`` lays it out; the answer then has ``token_kinds`` and ``image``.
     """
     from ..compute.attention import answer_arrays
 
@@ -59,6 +62,7 @@ def capture(
         scale=scale,
         top_k=top_k,
         temperature=temperature,
+        image=image_value(image),
     )
     return answer_arrays(svc, body)
 
@@ -76,7 +80,16 @@ def __getattr__(name: str):
 
 
 def show(
-    text: str, model=None, tokenizer=None, checkpoint=None, *, layer: int = 0, head: int = 0, causal=True, scaled=True
+    text: str,
+    model=None,
+    tokenizer=None,
+    checkpoint=None,
+    *,
+    image=None,
+    layer: int = 0,
+    head: int = 0,
+    causal=True,
+    scaled=True,
 ):
     """A widget with attnscope's head view for ``text``: the all-heads grid, the chosen head, the
     what-if switches and the predictions; typing in it re-runs the model in the kernel.
@@ -84,9 +97,12 @@ def show(
     ``show(text)``: the shipped model. ``show(text, model=m, tokenizer=tok)``: a transformers causal
     LM you loaded (any family attnscope opens, on its device). ``show(text, checkpoint=PATH)``: a
     checkpoint folder or ``.gguf`` file; ``show(text, model="ORG/NAME")``: a model by its Hugging
-    Face name (the Hub cache first, as ``from_pretrained``).
+    Face name (the Hub cache first, as ``from_pretrained``). ``image=`` (an image-text model): a
+    ``PIL.Image`` or a path, shown with every text typed (an image the API refuses: the widget's
+    error, as for a text; a path that cannot be read: ``OSError`` at once).
     """
     from .widget import AttnScope
 
+    value = image_value(image)
     svc = service_for(model, tokenizer, checkpoint)
-    return AttnScope(svc, text, layer=layer, head=head, causal=causal, scaled=scaled)
+    return AttnScope(svc, text, image=value, layer=layer, head=head, causal=causal, scaled=scaled)

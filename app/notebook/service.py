@@ -9,6 +9,8 @@ with its tokenizer, or an ``attnscope.load_model()`` result (:func:`service_for`
 from __future__ import annotations
 
 import base64
+import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +133,25 @@ def service_for(model=None, tokenizer=None, checkpoint=None, device: str | None 
         svc.extra["source"] = model
         _services[key] = svc
     return svc
+
+
+def image_value(image) -> str | None:
+    """``show``'s and ``capture``'s ``image`` as the API's ``image`` (base64): a ``PIL.Image`` (sent
+    as PNG), a path to an image file, or the file's bytes; ``None`` stays ``None``. A path that cannot
+    be read raises ``OSError`` naming it; what the bytes hold is judged as the API judges it."""
+    if image is None:
+        return None
+    if isinstance(image, (bytes, bytearray)):
+        data = bytes(image)
+    elif isinstance(image, (str, os.PathLike)):
+        data = Path(image).read_bytes()
+    elif hasattr(image, "save") and hasattr(image, "size"):  # a PIL image
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")
+        data = buf.getvalue()
+    else:
+        raise TypeError(f"image is a {type(image).__name__}; pass a PIL.Image, a path or the file's bytes")
+    return base64.b64encode(data).decode()
 
 
 def request(**fields):

@@ -53,10 +53,12 @@ class AttnScope(anywidget.AnyWidget):
     error = t.Unicode("").tag(sync=True)
     busy = t.Bool(False).tag(sync=True)
 
-    def __init__(self, svc, text: str, **kwargs):
-        """A widget for ``text`` over ``svc`` (a :class:`~attnscope.app.service.Service`), computed at once."""
+    def __init__(self, svc, text: str, image: str | None = None, **kwargs):
+        """A widget for ``text`` over ``svc`` (a :class:`~attnscope.app.service.Service`), computed at
+        once; ``image`` (base64, the API's ``image``) goes with every text."""
         super().__init__(text=text, model_info=svc.info_json.decode(), **kwargs)
         self._svc = svc
+        self._image = image
         self.on_msg(self._on_custom)
         self.observe(self._on_text, names=["text", "causal", "scaled"])
         self.observe(self._on_head, names=["layer", "head"])
@@ -83,7 +85,7 @@ class AttnScope(anywidget.AnyWidget):
         below = [n for n in facts.attention_layers if n <= self.layer]
         self.layer = below[-1] if below else facts.attention_layers[0]
         self.head = min(max(self.head, 0), facts.n_head - 1)
-        common = dict(text=self.text, causal=self.causal, scale=self._scale(), encoding="b64")
+        common = dict(text=self.text, causal=self.causal, scale=self._scale(), encoding="b64", image=self._image)
         try:
             if not self.text:
                 grid, detail = "", ""

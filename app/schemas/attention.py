@@ -19,14 +19,19 @@ from .common import (
     TEMPERATURE_MAX,
     TEMPERATURE_MIN,
     HeadRef,
+    ImageView,
     Index,
     Matrix,
     Prediction,
     Strict,
     TextInput,
+    TokenKind,
     TypedArray,
     ablate_field,
+    image_field,
+    image_view_field,
     optional_field,
+    token_kinds_field,
 )
 from .model import ModelInfo
 
@@ -166,24 +171,10 @@ class AttentionRequest(TextInput):
         1.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, allow_inf_nan=False, description="for the predictions"
     )
     ablate: list[HeadRef] = ablate_field()
-    image: str | None = Field(
-        None,
-        description="an image-text model only: PNG, JPEG, WebP or GIF bytes as base64 or a data: URL; the prompt is "
-        "then laid out as the model's processor and chat template lay it out (the image, then the text)",
-    )
+    image: str | None = image_field()
 
 
 # ------------------------------------------------------------------ responses
-
-
-class ImageView(BaseModel):
-    width: int = Field(description="the uploaded image's width in its own pixels")
-    height: int
-    boxes: list[list[float]] = Field(
-        description="for each token of kind 'image', in token order, [x0, y0, x1, y1]: the region of the uploaded "
-        "image (its own pixels) whose features the token carries, through the processor's resize, crop, pooling "
-        "or patch merge"
-    )
 
 
 class HeadStats(BaseModel):
@@ -312,10 +303,8 @@ class AttentionResponse(BaseModel):
         description="[start, end] character span of each token in text (with an image, tokens the chat template or "
         "the image added: an empty span before or after the text)"
     )
-    token_kinds: list[Literal["text", "image", "marker"]] | None = optional_field(
-        "with an image: per token 'text', 'image' (carries image features) or 'marker' (begin or end of the image)"
-    )
-    image: ImageView | None = optional_field("with an image: its size and each image token's box")
+    token_kinds: list[TokenKind] | None = token_kinds_field()
+    image: ImageView | None = image_view_field()
     causal: bool
     scale: str | float = Field(description="the request's scale option")
     divisor: float = Field(description="the number raw scores were divided by (the first returned layer's)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import Index, TextInput
+from .common import ImageView, Index, TextInput, TokenKind, image_field, image_view_field, token_kinds_field
 
 INDUCTION = "Open the red door, then close the blue window. Open the red door, then close the blue"
 
@@ -22,6 +22,7 @@ class AttributionRequest(TextInput):
     )
     position: Index | None = Field(None, description="the position whose next-token logit is split; default the last")
     token_id: Index | None = Field(None, description="the token whose logit is split; default the top guess there")
+    image: str | None = image_field()
 
 
 class AttributionResponse(BaseModel):
@@ -41,4 +42,6 @@ class AttributionResponse(BaseModel):
         description="the model's final logit softcap (Gemma 2): logits are shown as cap·tanh(logit/cap); "
         "the logit split here is the one before it. null without one"
     )
+    token_kinds: list[TokenKind] | None = token_kinds_field()
+    image: ImageView | None = image_view_field()
     timing_ms: float

@@ -96,7 +96,38 @@ def ablate_field() -> Any:
     )
 
 
+def image_field() -> Any:
+    return Field(
+        None,
+        description="an image-text model only: PNG, JPEG, WebP or GIF bytes as base64 or a data: URL; the prompt is "
+        "then laid out as the model's processor and chat template lay it out (the image, then the text)",
+    )
+
+
 # ------------------------------------------------------------------ responses
+
+
+class ImageView(BaseModel):
+    width: int = Field(description="the uploaded image's width in its own pixels")
+    height: int
+    boxes: list[list[float]] = Field(
+        description="for each token of kind 'image', in token order, [x0, y0, x1, y1]: the region of the uploaded "
+        "image (its own pixels) whose features the token carries, through the processor's resize, crop, pooling "
+        "or patch merge"
+    )
+
+
+TokenKind = Literal["text", "image", "marker"]
+
+
+def token_kinds_field() -> Any:
+    return optional_field(
+        "with an image: per token 'text', 'image' (carries image features) or 'marker' (begin or end of the image)"
+    )
+
+
+def image_view_field() -> Any:
+    return optional_field("with an image: its size and each image token's box")
 
 
 class ErrorItem(BaseModel):

@@ -6,7 +6,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import HeadRef, Index, TextInput, ablate_field
+from .common import (
+    HeadRef,
+    ImageView,
+    Index,
+    TextInput,
+    TokenKind,
+    ablate_field,
+    image_field,
+    image_view_field,
+    token_kinds_field,
+)
 
 
 class HeadEffectsRequest(TextInput):
@@ -28,6 +38,7 @@ class HeadEffectsRequest(TextInput):
     ablation: Literal["zero", "mean"] = Field(
         "zero", description="zero: a head's output becomes zeros; mean: its mean output over the text"
     )
+    image: str | None = image_field()
 
 
 class HeadEffectsResponse(BaseModel):
@@ -42,4 +53,6 @@ class HeadEffectsResponse(BaseModel):
         description="[layer][head]: log-prob of token_id with that head alone (also) switched off, minus logprob; "
         "null for a layer without softmax attention (a hybrid's other layers)"
     )
+    token_kinds: list[TokenKind] | None = token_kinds_field()
+    image: ImageView | None = image_view_field()
     timing_ms: float

@@ -6,7 +6,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import TEMPERATURE_MAX, TEMPERATURE_MIN, HeadRef, Prediction, TextInput, ablate_field
+from .common import (
+    TEMPERATURE_MAX,
+    TEMPERATURE_MIN,
+    HeadRef,
+    ImageView,
+    Prediction,
+    TextInput,
+    TokenKind,
+    ablate_field,
+    image_field,
+    optional_field,
+)
 
 MAX_NEW_TOKENS = 256
 TOP_K_SAMPLE_MAX = 2**31 - 1  # any vocabulary is smaller
@@ -60,6 +71,7 @@ class GenerateRequest(TextInput):
     seed: int | None = Field(
         None, ge=0, le=SEED_MAX, description="seeds the sampler (the same seed, the same text); drawn if absent"
     )
+    image: str | None = image_field()
 
 
 # ------------------------------------------------------------------ responses
@@ -82,6 +94,10 @@ class GenerateStep(BaseModel):
     attention_mean: list[float] = Field(
         description="[key]: `attention`'s rows averaged over every attention layer and head (before rounding)"
     )
+    token_kinds: list[TokenKind] | None = optional_field(
+        "step 1 only, with an image: each prompt token's kind ('text', 'image' or 'marker')"
+    )
+    image: ImageView | None = optional_field("step 1 only, with an image: its size and each image token's box")
 
 
 class GenerateDone(BaseModel):

@@ -5,7 +5,17 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attention import Scale
-from .common import HeadRef, Index, TextInput, ablate_field
+from .common import (
+    HeadRef,
+    ImageView,
+    Index,
+    TextInput,
+    TokenKind,
+    ablate_field,
+    image_field,
+    image_view_field,
+    token_kinds_field,
+)
 
 ROLLOUT_MAX_TOKENS = 1024  # each layer multiplies two T×T matrices: T³ operations
 
@@ -31,10 +41,13 @@ class RolloutRequest(TextInput):
     causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
     scale: Scale = "model"
     ablate: list[HeadRef] = ablate_field()
+    image: str | None = image_field()
 
 
 class RolloutResponse(BaseModel):
     tokens: list[str]
+    token_kinds: list[TokenKind] | None = token_kinds_field()
+    image: ImageView | None = image_view_field()
     position: int = Field(description="the token whose rollout this is")
     residual: bool
     layers: list[int] = Field(description="the attention layers, by the model's numbers, in order")

@@ -99,7 +99,7 @@ def parts_of(backend) -> Parts:
         ]
         return Parts(layers, gpt.transformer.ln_f, gpt.lm_head, facts.n_head, facts.n_kv_head, facts.head_dim)
     refuse(facts)
-    trunk, cfg = backend.trunk, backend.model.config
+    trunk, cfg = getattr(backend, "decoder", backend.trunk), backend.model.config.get_text_config()
     blocks = getattr(trunk, "layers", None) or trunk.h
     layers = [_hf_layer(block, cfg, facts.positions == "rotary") for block in blocks]
     final = getattr(trunk, "norm", None) or trunk.ln_f

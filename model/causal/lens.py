@@ -37,7 +37,7 @@ def blocks_and_norm(backend: Backend) -> tuple[torch.nn.ModuleList, torch.nn.Mod
     if isinstance(backend, OursBackend):
         tr = backend.model.transformer
         return tr.h, tr.ln_f
-    trunk = backend.trunk
+    trunk = getattr(backend, "decoder", backend.trunk)
     blocks = next(
         (m for m in (getattr(trunk, n, None) for n in ("layers", "h")) if isinstance(m, torch.nn.ModuleList)), None
     )

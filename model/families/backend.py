@@ -41,6 +41,8 @@ class TransformersBackend:
         # the decoder without its LM head: transformers' base_model, or ``model.model`` where the
         # base_model_prefix does not name it (Llama 4's text model: base_model would be the whole LM)
         self.trunk = model.base_model if model.base_model is not model else getattr(model, "model", model)
+        # the decoder layers' parent: the trunk, or an image-text model's language model inside it
+        self.decoder = getattr(self.trunk, "language_model", self.trunk)
         self.tokenizer = tokenizer
         self.device = device
         gated = watch_output_gates(model)
@@ -148,11 +150,12 @@ class TransformersBackend:
 
     @torch.inference_mode()
     @exact_fp32()
-    def last_logits(self, idx: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
-        """Token ids ``(B, T)`` -> the logits after the last position ``(B, V)``, float32 (head effects)."""
+    def last_logits(self, idx: torch.Tensor, opts: AttentionOptions, at: int = -1, **inputs) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> the logits after the last position (or position ``at``) ``(B, V)``,
+        float32 (head effects); ``inputs``: what else the model reads (an image-text model's ``pixel_values``)."""
         with recording(_Discard(), opts):
-            h = self.trunk(input_ids=idx.to(self.device), use_cache=False).last_hidden_state
-        return self.head(h[:, -1]).float()
+            h = self.trunk(input_ids=idx.to(self.device), use_cache=False, **inputs).last_hidden_state
+        return self.head(h[:, at]).float()
 
     def start_generation(self) -> object:
         """A fresh transformers cache for :meth:`step`."""
@@ -162,15 +165,15 @@ class TransformersBackend:
 
     @torch.inference_mode()
     @exact_fp32()
-    def step(self, ids: list[int], cache, opts: AttentionOptions) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def step(self, ids: list[int], cache, opts: AttentionOptions, **inputs) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Generation: the tokens after those in ``cache`` -> logits after the last one ``(V,)`` and
         each layer's pattern row of that last token ``(nh, S)`` over every token so far (keys a
-        sliding window dropped from the cache: weight 0)."""
+        sliding window dropped from the cache: weight 0); ``inputs`` as :meth:`last_logits`'."""
         start = cache.get_seq_length()
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T_new)
         rows = _Rows()
         with recording(rows, opts):
-            out = self.model(input_ids=idx, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            out = self.model(input_ids=idx, past_key_values=cache, use_cache=True, logits_to_keep=1, **inputs)
         S = start + len(ids)
         patterns = []
         for pattern in rows:  # (nh, S') with S' ≤ S

@@ -22,6 +22,7 @@ from ..options import AttentionOptions
 from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer
 from ..precision import exact_fp32
+from .bound import ImageBound
 from .gemma3 import Gemma3Layout
 from .layout import Box
 from .llava import LayoutError, LlavaLayout
@@ -71,6 +72,10 @@ class VisionBackend(TransformersBackend):
         if "pixel_values" in inputs:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
         return VisionPrompt(ids, laid.kinds, laid.boxes, image.size[0], image.size[1], inputs)
+
+    def with_image(self, prompt: VisionPrompt) -> ImageBound:
+        """This backend with ``prompt``'s image in every pass (for model code that passes ids alone)."""
+        return ImageBound(self, prompt)
 
     def _forward(self, ids: list[int], prompt: VisionPrompt | None, logits: bool) -> torch.Tensor:
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)

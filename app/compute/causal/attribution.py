@@ -8,10 +8,11 @@ import time
 from ....model.causal import NotSplittable
 from ....model.causal.attribution import attribute
 from ...errors import ApiError
+from ...images import prompt_of
 from ...responses import dumps
 from ...schemas.attribution import AttributionRequest
 from ...service import Service
-from ..checks import check_token_id, position_of, prompt_ids
+from ..checks import check_token_id, position_of
 from ..rounding import round_sig
 
 
@@ -24,11 +25,12 @@ def attribution_json(svc: Service, req: AttributionRequest, started: float | Non
     """The POST /api/attribution answer: each component's direct contribution to one logit."""
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    ids = prompt_ids(svc, req.text)
+    prompt = prompt_of(svc, req.text, req.image)
+    ids = prompt.ids
     position = position_of(req.position, len(ids))
     check_token_id(req.token_id, "token_id", facts)
     try:
-        a = attribute(svc.loaded.backend, ids, position, req.token_id)
+        a = attribute(prompt.backend, ids, position, req.token_id)
     except NotSplittable as exc:
         raise refused(exc) from exc
     body = {
@@ -42,6 +44,7 @@ def attribution_json(svc: Service, req: AttributionRequest, started: float | Non
         "rest": float(round_sig(a.rest)),
         "frozen": a.frozen,
         "final_softcap": a.final_softcap,
+        **prompt.vision,
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
     return dumps(body)

@@ -10,13 +10,14 @@ from ....model.causal.knockout import knockout
 from ....model.causal.lens import Unsupported
 from ....model.options import NoKeyLeft
 from ...errors import ApiError
+from ...images import prompt_of
 from ...responses import dumps
 from ...schemas.knockout import KnockoutRequest
 from ...service import Service
 from ..attention import top_predictions
 from ..checks import check_attention_layer, check_index, check_token_id, position_of
 from ..rounding import round_sig
-from . import elapsed_ms, encode_text, not_exact
+from . import elapsed_ms, not_exact
 
 KNOCKOUT_TOP_K = 5  # the predictions after a knockout, as /api/attention's default
 
@@ -56,13 +57,13 @@ def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = No
     """The POST /api/knockout answer: the predictions with the edges knocked out, and one
     log-probability before and after."""
     t0 = time.perf_counter() if started is None else started
-    enc = encode_text(svc, req.text, "text")
-    position = position_of(req.position, len(enc.ids))
+    prompt = prompt_of(svc, req.text, req.image)
+    position = position_of(req.position, len(prompt.ids))
     check_token_id(req.token_id, "token_id", svc.loaded.facts)
-    edges = _edges(req, len(enc.ids), svc)
-    backend = svc.loaded.backend
+    edges = _edges(req, len(prompt.ids), svc)
+    backend = prompt.backend
     try:
-        got = knockout(backend, enc.ids, edges, position, req.token_id)
+        got = knockout(backend, prompt.ids, edges, position, req.token_id)
     except Unsupported as e:
         raise not_exact(e, "edges") from None
     except NoKeyLeft as e:
@@ -70,7 +71,8 @@ def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = No
         raise ApiError(422, str(e), loc=("body", "edges"), type_="no_key_left", ctx=ctx) from None
     values, indices, lse = top_logits(backend, got.hidden, KNOCKOUT_TOP_K, 1.0)
     body = {
-        "tokens": enc.tokens,
+        "tokens": prompt.tokens,
+        **prompt.vision,
         "position": position,
         "token_id": got.token_id,
         "token": svc.displays[got.token_id],

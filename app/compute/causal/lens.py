@@ -5,19 +5,20 @@ from __future__ import annotations
 import time
 
 from ....model.causal.lens import Unsupported, lens
+from ...images import prompt_of
 from ...responses import dumps
 from ...schemas.lens import LensRequest
 from ...service import Service
 from ..attention import top_predictions
-from . import elapsed_ms, encode_text, not_exact
+from . import elapsed_ms, not_exact
 
 
 def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> bytes:
     """The POST /api/lens answer: the top tokens of the final norm and unembedding after every block."""
     t0 = time.perf_counter() if started is None else started
-    enc = encode_text(svc, req.text, "text")
+    prompt = prompt_of(svc, req.text, req.image)
     try:
-        got = lens(svc.loaded.backend, enc.ids, req.top_k)
+        got = lens(prompt.backend, prompt.ids, req.top_k)
     except Unsupported as e:
         raise not_exact(e, "text") from None
     residuals = [
@@ -27,4 +28,5 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
         }
         for i in range(len(got.values))
     ]
-    return dumps({"tokens": enc.tokens, "residuals": residuals, "timing_ms": elapsed_ms(t0)})
+    body = {"tokens": prompt.tokens, **prompt.vision, "residuals": residuals, "timing_ms": elapsed_ms(t0)}
+    return dumps(body)

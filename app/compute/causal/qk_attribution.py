@@ -7,10 +7,11 @@ import time
 
 from ....model.causal import NotSplittable
 from ....model.causal.qk import qk_attribution
+from ...images import prompt_of
 from ...responses import dumps
 from ...schemas.qk_attribution import QKAttributionRequest
 from ...service import Service
-from ..checks import check_attention_layer, check_index, prompt_ids
+from ..checks import check_attention_layer, check_index
 from ..rounding import round_sig
 from .attribution import refused
 
@@ -19,14 +20,15 @@ def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float 
     """The POST /api/qk-attribution answer: one head's raw score as query-side × key-side terms."""
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    ids = prompt_ids(svc, req.text)
+    prompt = prompt_of(svc, req.text, req.image)
+    ids = prompt.ids
     check_attention_layer(req.layer, ("body", "layer"), "layer", facts)
     what = f"the model has {facts.n_head} heads per layer"
     check_index(req.head, facts.n_head, ("body", "head"), "head", what)
     for name in ("query", "key"):
         check_index(getattr(req, name), len(ids), ("body", name), name, f"the text has {len(ids)} tokens")
     try:
-        r = qk_attribution(svc.loaded.backend, ids, req.layer, req.head, req.query, req.key)
+        r = qk_attribution(prompt.backend, ids, req.layer, req.head, req.query, req.key)
     except NotSplittable as exc:
         raise refused(exc) from exc
     body = {
@@ -37,6 +39,7 @@ def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float 
         "key_token": svc.displays[ids[req.key]],
         "frozen": r.frozen,
         "masked": r.masked,
+        **prompt.vision,
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
     return dumps(body)
