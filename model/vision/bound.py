@@ -9,7 +9,9 @@ runs as the whole prompt, its outputs cut to the prefix: with the image's tokens
 other both ways (Gemma 3) a prefix that cut the image would change them, and a prefix before the
 image would hold no image tokens for the pixels to fill. Traces in a ``sink`` cover the whole prompt.
 
-A batch of ``B`` rows (head effects' switched-off heads) carries the image ``B`` times. In
+A batch of ``B`` rows (head effects' switched-off heads) carries the image ``B`` times: the
+inputs with a row per prompt repeated ``B`` times, those with a row per patch (the layout's
+``patch_inputs``: Qwen's ``pixel_values``) ``B`` images one after another. In
 generation only the first step, which runs the whole prompt, carries it; later steps feed one new
 text token over the cache, as transformers' ``generate`` does.
 """
@@ -32,7 +34,11 @@ class ImageBound:
         return getattr(self._backend, name)
 
     def _inputs(self, rows: int) -> dict[str, torch.Tensor]:
-        return {k: v.expand(rows, *v.shape[1:]) for k, v in self.prompt.inputs.items()}
+        per_patch = getattr(self._backend.layout, "patch_inputs", ())
+        return {
+            k: v.repeat(rows, *[1] * (v.dim() - 1)) if k in per_patch else v.expand(rows, *v.shape[1:])
+            for k, v in self.prompt.inputs.items()
+        }
 
     def _length(self, ids) -> int:
         """How many of the prompt's tokens ``ids`` are (a prefix of them); ``ValueError`` for other ids."""

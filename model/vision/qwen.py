@@ -42,6 +42,7 @@ def smart_resize(width: int, height: int, factor: int, min_pixels: int, max_pixe
 class QwenLayout:
     name = "qwen"
     model_inputs = ("pixel_values", "image_grid_thw", "mm_token_type_ids")
+    patch_inputs = ("pixel_values",)  # a row per patch, not per prompt: a batch's images one after another
 
     @staticmethod
     def placeholder(processor) -> str:

@@ -14,12 +14,12 @@ pytest.importorskip("PIL")
 pytest.importorskip("transformers")
 
 from tests.kit.app import attention  # noqa: E402
-from tests.kit.vision import b64, build_gemma3, build_llava, image_bytes  # noqa: E402
+from tests.kit.vision import b64, build_gemma3, build_llava, build_qwen_vl, image_bytes  # noqa: E402
 
 TEXT = "The cat sat on the mat. The cat"
 PNG = image_bytes(60, 40)
 IMAGE = "data:image/png;base64," + b64(PNG)
-NAMES = ["llava", "gemma3"]
+NAMES = ["llava", "gemma3", "qwen2_5_vl"]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,11 @@ def app(tmp_path_factory):
     from fastapi.testclient import TestClient
 
     root = tmp_path_factory.mktemp("vision_routes")
-    dirs = {"llava": build_llava(root / "llava"), "gemma3": build_gemma3(root / "gemma3")}
+    dirs = {
+        "llava": build_llava(root / "llava"),
+        "gemma3": build_gemma3(root / "gemma3"),
+        "qwen2_5_vl": build_qwen_vl(root / "qwen2_5_vl"),
+    }
     with contextlib.ExitStack() as stack:
         clients = {
             name: stack.enter_context(TestClient(create_app(Settings(checkpoint=d, device="cpu", torch_threads=1))))
