@@ -171,6 +171,12 @@ class AttentionRequest(TextInput):
         description="an image-text model only: PNG, JPEG, WebP or GIF bytes as base64 or a data: URL; the prompt is "
         "then laid out as the model's processor and chat template lay it out (the image, then the text)",
     )
+    query_row: int | None = Field(
+        None,
+        ge=0,
+        description="a query position: the answer's `query_row` holds its row of every head's pattern in every "
+        "attention layer, each layer's mean over its heads and the mean over all of them",
+    )
 
 
 # ------------------------------------------------------------------ responses
@@ -304,6 +310,18 @@ class ThumbnailInfo(BaseModel):
     mask: Levels = Field(description="size×size, 1 where any cell of the block may attend")
 
 
+class QueryRowLayer(BaseModel):
+    layer: int
+    heads: list[list[float]] = Field(description="[head][key]: the query's row of each head's pattern")
+    mean: list[float] = Field(description="[key]: the mean of the layer's heads' rows")
+
+
+class QueryRow(BaseModel):
+    query: int = Field(description="the query position asked for")
+    layers: list[QueryRowLayer] = Field(description="every attention layer, in order")
+    mean: list[float] = Field(description="[key]: the mean over every head of every attention layer")
+
+
 class AttentionResponse(BaseModel):
     tokens: list[str] = Field(description="display strings; a leading space shows as ␣")
     token_ids: list[int]
@@ -315,6 +333,7 @@ class AttentionResponse(BaseModel):
         "with an image: per token 'text', 'image' (carries image features) or 'marker' (begin or end of the image)"
     )
     image: ImageView | None = optional_field("with an image: its size and each image token's box")
+    query_row: QueryRow | None = optional_field("when `query_row` was asked for")
     causal: bool
     scale: str | float = Field(description="the request's scale option")
     divisor: float = Field(description="the number raw scores were divided by (the first returned layer's)")
