@@ -19,7 +19,8 @@ const FIELD = `
     <button type="button" id="image-remove" class="btn small" data-testid="image-remove" hidden>remove</button>
   </div>
   <p id="image-refusal" class="image-refusal small" data-testid="image-refusal" role="alert" hidden></p>
-  <p class="muted small">A link does not carry the image: it stays on this page only.</p>`;
+  <p class="muted small" data-testid="image-note">The tab <b>Image</b> reads it with the text; the other tabs read the
+    text alone. A link does not carry the image: it stays on this page only.</p>`;
 
 let serial = 0; // each image taken gets its own id: the answers are keyed by it, never by its bytes
 

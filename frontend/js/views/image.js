@@ -11,7 +11,7 @@ import { postJSON, errorText } from "../api.js";
 import { byId, setHidden, setText } from "../dom.js";
 import { MODES, cellWords, imageWords, overlayCells, rowOf, stripItems } from "../draw/imagemap.js";
 import { installImagePick } from "../cards/imagepick.js";
-import { scaleParam } from "../state.js";
+import { currentDetail, currentGrid, scaleParam } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
 export const id = "image";
@@ -19,8 +19,9 @@ export const label = "Image";
 /** Its tab shows once /api/model says `vision` (cards/imagepick.js). */
 export const hidden = true;
 /**
- * Its slice: the image (never in the link), a refusal of the last one picked, the query token of the image's
- * prompt (null: the last), what is drawn, whether the image's band is expanded, the answer and the prompt's length.
+ * Its slice: the image (never in the link), a refusal of the last one picked, the query token chosen in this
+ * view ({prompt, position}: a token of the image's prompt; null: the page's chosen token, else the last), what is
+ * drawn, whether the image's band is expanded, the answer, and the prompt's length, tokens' kinds and offsets.
  */
 export const state = {
   image: null,
@@ -63,8 +64,31 @@ const PANEL = `
 const promptKey = (s) =>
   JSON.stringify([s.model?.name, s.text, s.image?.id, s.layer, s.causal, scaleParam(s), offParam(s.ablate)]);
 
+/** The prompt's tokens depend on these alone: a query chosen in the view holds while they stay. */
+const tokensKey = (s) => JSON.stringify([s.model?.name, s.text, s.image?.id]);
+
+/**
+ * The query token of the image's prompt: the one chosen in this view, else the page's chosen token (the token of
+ * the prompt with its characters of the text), else the last; null before the prompt's tokens are known.
+ */
+function queryOf(s, pk) {
+  const known = s.imageLength?.pk === pk ? s.imageLength : null;
+  if (!known) return null;
+  const { T, offsets, kinds } = known;
+  if (s.imageQuery?.tokens === tokensKey(s)) return Math.min(s.imageQuery.position, T - 1);
+  const span = (currentGrid(s) ?? currentDetail(s))?.offsets?.[s.position ?? -1];
+  const same = span ? offsets.findIndex((o, i) => kinds[i] === "text" && o[0] === span[0] && o[1] === span[1]) : -1;
+  return same >= 0 ? same : T - 1;
+}
+
 export function install(app) {
   byId("view-image").innerHTML = PANEL;
+  const select = app.selectPosition; // a token chosen on the page is the query here too
+  if (select)
+    app.selectPosition = (p) => {
+      app.state.imageQuery = null;
+      select(p);
+    };
   app.els.cards.push(installImagePick(app));
   const mode = byId("image-mode");
   for (const m of MODES) mode.append(new Option(m.option, m.id));
@@ -93,7 +117,7 @@ export function install(app) {
 }
 
 function choose(app, position) {
-  app.state.imageQuery = position;
+  app.state.imageQuery = { tokens: tokensKey(app.state), position };
   app.update();
 }
 
@@ -116,7 +140,7 @@ async function ask(app, s, query, key, pk) {
     const response = await postJSON("/api/attention", body);
     if (s.imageAnswer?.key !== key) return;
     s.imageAnswer = { key, response, error: null };
-    s.imageLength = { pk, T: response.tokens.length };
+    s.imageLength = { pk, T: response.tokens.length, offsets: response.offsets, kinds: response.token_kinds };
   } catch (err) {
     if (s.imageAnswer?.key === key) s.imageAnswer = { key, response: null, error: errorText(err) };
   }
@@ -143,8 +167,7 @@ export function draw(s, els, app = null) {
   if (!s.image) return empty("Drop, paste or pick an image beside the text to see where each token looks in it.");
   if (!s.text.trim()) return empty("Type a text to go with the image.");
   const pk = promptKey(s);
-  const T = s.imageLength?.pk === pk ? s.imageLength.T : null;
-  const query = T === null ? null : Math.min(s.imageQuery ?? T - 1, T - 1);
+  const query = queryOf(s, pk);
   const key = JSON.stringify([pk, query]);
   const got = s.imageAnswer;
   if (got?.key !== key) {
