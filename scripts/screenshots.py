@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.kit
 sys.path.insert(0, str(ROOT / "tests" / "frontend"))
 from tests.kit.live import CHROMIUM, FILLER, chromium, get_json, live_server, text_of_tokens, wait_settled  # noqa: E402
 
@@ -127,9 +128,49 @@ def take(browser, base_url: str, shot: Shot, out: Path) -> Path:
     return path
 
 
+def picture(path: Path) -> Path:
+    """A small drawn scene (sky, sun, hill, house) for the image view's shot: no file downloaded."""
+    from PIL import Image, ImageDraw
+
+    im = Image.new("RGB", (320, 224), (120, 170, 230))
+    d = ImageDraw.Draw(im)
+    d.ellipse((230, 20, 290, 80), fill=(250, 210, 60))
+    d.ellipse((-80, 150, 400, 360), fill=(70, 150, 70))
+    d.rectangle((60, 110, 150, 190), fill=(200, 80, 60))
+    d.polygon([(50, 112), (105, 62), (160, 112)], fill=(120, 60, 40))
+    d.rectangle((95, 150, 115, 190), fill=(80, 50, 30))
+    im.save(path)
+    return path
+
+
+def vision_shot(browser, out: Path) -> Path:
+    """The Image view on a tiny random Gemma 3 built on the spot (tests/kit/vision.py): a drawn picture
+    picked beside the text, every layer's mean for the last token, one region hovered."""
+    import tempfile
+
+    from tests.kit.live import serving
+    from tests.kit.vision import build_gemma3
+
+    root = Path(tempfile.mkdtemp(prefix="attnscope-vision-"))
+    with serving(build_gemma3(root / "gemma3", image_size=224, tokens=64)) as server:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(server.url + f"/#view=head&layer=1&imgmode=all&text={quote('What is in the picture?')}")
+        wait_settled(page, timeout=120_000)
+        page.get_by_test_id("image-file").set_input_files(str(picture(root / "scene.png")))
+        page.wait_for_function("() => document.querySelectorAll('[data-testid=image-cell]').length === 64")
+        page.evaluate(SCROLL_TO_VIEWS)
+        page.locator("[data-testid=image-cell]").nth(27).hover()
+        path = out / "vision.png"
+        page.screenshot(path=str(path))
+        page.close()
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Screenshots of every view into docs/screenshots/")
-    ap.add_argument("--url", help="an attnscope server that is already running (default: start one)")
+    ap.add_argument(
+        "--url", help="an attnscope server that is already running (default: start one; and the vision shot's)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     ap.add_argument("--only", nargs="*", help="names of the shots to take (default: all)")
     args = ap.parse_args(argv)
@@ -149,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{shot.name}: skipped, the server has no atlas (serve --atlas DIR)")
                     continue
                 print(take(browser, base_url, shot, args.out))
+            if not args.url and (not args.only or "vision" in args.only):  # its own server: a tiny Gemma 3
+                print(vision_shot(browser, args.out))
 
     if args.url:
         run(args.url.rstrip("/"))

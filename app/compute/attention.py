@@ -36,6 +36,7 @@ from ..service import Service
 from .checks import ablate_set, check_token_count
 from .plan import plan_capture
 from .rounding import floor_sig, round_sig
+from .rows import RowCapture, row_answer
 
 
 def top_predictions(
@@ -95,7 +96,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         ids, tokens, spans = enc.ids, enc.tokens, enc.offsets
     check_token_count(len(ids), lm.facts, spans)
     sel = plan_capture(svc, req, len(ids))
-    capture = Capture(sel)
+    capture = Capture(sel) if req.query_row is None else RowCapture(sel, _query_row(req.query_row, len(ids)))
     opts = AttentionOptions(
         causal=req.causal,
         divisor=scale_divisor(req.scale, lm.facts.head_dim),
@@ -123,6 +124,13 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         token_kinds=prompt.kinds if vision else None,
         image=image_answer(prompt) if vision else None,
     )
+
+
+def _query_row(query: int, T: int) -> int:
+    if query >= T:
+        msg = f"query_row {query} is past the last token: the prompt has {T} tokens (0 .. {T - 1})"
+        raise ApiError(422, msg, loc=("body", "query_row"), type_="query_row_range", ctx={"limit": T - 1})
+    return query
 
 
 def divisor_rule(scale: str | float, layer: int, facts: ModelFacts) -> str:
@@ -162,6 +170,8 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
     if result.token_kinds is not None:
         answer["token_kinds"] = result.token_kinds
         answer["image"] = result.image
+    if isinstance(cap, RowCapture):
+        answer["query_row"] = row_answer(cap)
     answer |= {
         "causal": result.causal,
         "scale": req.scale,

@@ -172,6 +172,12 @@ class AttentionRequest(TextInput):
     )
     ablate: list[HeadRef] = ablate_field()
     image: str | None = image_field()
+    query_row: int | None = Field(
+        None,
+        ge=0,
+        description="a query position: the answer's `query_row` holds its row of every head's pattern in every "
+        "attention layer, each layer's mean over its heads and the mean over all of them",
+    )
 
 
 # ------------------------------------------------------------------ responses
@@ -296,6 +302,18 @@ class ThumbnailInfo(BaseModel):
     mask: Levels = Field(description="size×size, 1 where any cell of the block may attend")
 
 
+class QueryRowLayer(BaseModel):
+    layer: int
+    heads: list[list[float]] = Field(description="[head][key]: the query's row of each head's pattern")
+    mean: list[float] = Field(description="[key]: the mean of the layer's heads' rows")
+
+
+class QueryRow(BaseModel):
+    query: int = Field(description="the query position asked for")
+    layers: list[QueryRowLayer] = Field(description="every attention layer, in order")
+    mean: list[float] = Field(description="[key]: the mean over every head of every attention layer")
+
+
 class AttentionResponse(BaseModel):
     tokens: list[str] = Field(description="display strings; a leading space shows as ␣")
     token_ids: list[int]
@@ -305,6 +323,7 @@ class AttentionResponse(BaseModel):
     )
     token_kinds: list[TokenKind] | None = token_kinds_field()
     image: ImageView | None = image_view_field()
+    query_row: QueryRow | None = optional_field("when `query_row` was asked for")
     causal: bool
     scale: str | float = Field(description="the request's scale option")
     divisor: float = Field(description="the number raw scores were divided by (the first returned layer's)")

@@ -23,10 +23,11 @@ import * as atlas from "./views/atlas.js";
 import * as lens from "./views/lens.js";
 import * as attribution from "./views/attribution.js";
 import * as patching from "./views/patching.js";
+import * as image from "./views/image.js";
 
 // the tabs' order (and the arrow keys') is this one; the lessons page teaches the steps one by one
 export const GROUPS = [
-  { id: "head", label: "Look at a head", views: [head, lines, compare, pipeline, variance, neuron] },
+  { id: "head", label: "Look at a head", views: [head, lines, compare, pipeline, variance, neuron, image] },
   { id: "explain", label: "Explain a prediction", views: [rollout, lens, attribution, patching] },
   { id: "compare", label: "Compare texts", views: [texts, models] },
   { id: "survey", label: "Survey the heads", views: [roles, atlas] },

@@ -1,0 +1,66 @@
+"""``query_row`` of ``POST /api/attention``: one query's row of every head's ``pattern`` in every
+attention layer, each layer's mean over its heads and the mean over every head of every layer.
+
+:class:`RowCapture` is the request's :class:`~attnscope.model.capture.Capture` with that row kept
+on the way (every layer then runs the explicit path); :func:`row_answer` lays it out. The page's
+image view draws a query's weights over the image from it without computing a mean itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...model.capture import Capture, CapturePlan
+from .rounding import round_sig
+
+ROW_DIGITS = 6  # significant digits of each weight (a weight of 3e-7 stays 3e-7, not 0)
+
+
+class RowCapture(Capture):
+    """A :class:`Capture` that also keeps row ``query`` of every layer's ``pattern``, all heads, all keys."""
+
+    def __init__(self, sel: CapturePlan, query: int) -> None:
+        super().__init__(sel)
+        self.query = query
+        self._last = 1 << 30  # every layer runs the explicit path: each has the row to keep
+        self.rows: dict[int, torch.Tensor] = {}  # layer -> (nh, S) float32
+        self._row_layer: int | None = None
+        self._row: torch.Tensor | None = None
+
+    def begin(self, layer: int, q, k, v, mask, *args, **kwargs) -> None:
+        super().begin(layer, q, k, v, mask, *args, **kwargs)
+        self._row_layer = layer
+        self._row = torch.zeros(q.shape[1], mask.shape[1], device=q.device)
+        self._row_mask = mask[self.query]
+
+    def block(self, q0: int, q1: int, steps: dict[str, torch.Tensor | None]) -> None:
+        super().block(q0, q1, steps)
+        if q0 <= self.query < q1:
+            p = steps["pattern"][0, :, self.query - q0].float()  # (nh, s)
+            s = p.shape[-1]
+            self._row[:, :s] = torch.where(self._row_mask[:s], p, torch.zeros((), device=p.device))
+
+    def end(self, z: torch.Tensor) -> None:
+        super().end(z)
+        self.rows[self._row_layer] = self._row.cpu()
+        self._row = None
+
+
+def row_answer(cap: RowCapture) -> dict[str, Any]:
+    """``{"query", "layers": [{"layer", "heads": [head][key], "mean": [key]}], "mean": [key]}``."""
+    layers = []
+    every = []
+    for layer in sorted(cap.rows):
+        heads = cap.rows[layer].double()
+        every.append(heads)
+        layers.append(
+            {"layer": layer, "heads": _sig(heads), "mean": _sig(heads.mean(dim=0))},
+        )
+    mean = _sig(torch.cat(every).mean(dim=0)) if every else []
+    return {"query": cap.query, "layers": layers, "mean": mean}
+
+
+def _sig(t: torch.Tensor) -> list:
+    return round_sig(t.numpy(), ROW_DIGITS).tolist()

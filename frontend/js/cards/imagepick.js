@@ -1,0 +1,140 @@
+// The image beside the text (an image-text model only: GET /api/model `vision`): drop one on the
+// field, paste one anywhere on the page, or pick a file. It is checked against the server's
+// `image_limits` (bytes, then pixels) and its format before anything is sent: an image over a
+// limit is refused here in one line naming the limit. The image lives in the state (`state.image`),
+// never in the link: the field says so.
+
+import { byId, setHidden, setText } from "../dom.js";
+
+/** The formats the server reads (docs/API.md "Images"). */
+export const IMAGE_TYPES = ["image/png", "image/jpeg", "image/webp", "image/gif"];
+
+const FIELD = `
+  <span class="field-label">Image</span>
+  <div id="image-drop" class="image-drop" data-testid="image-drop" tabindex="0">
+    <img id="image-thumb" class="image-thumb" alt="The image sent with the text" hidden />
+    <span id="image-drop-words" class="muted small">Drop or paste an image here, or</span>
+    <label class="btn small"><input type="file" id="image-file" data-testid="image-file"
+      accept="${IMAGE_TYPES.join(",")}" hidden />pick one</label>
+    <button type="button" id="image-remove" class="btn small" data-testid="image-remove" hidden>remove</button>
+  </div>
+  <p id="image-refusal" class="image-refusal small" data-testid="image-refusal" role="alert" hidden></p>
+  <p class="muted small" data-testid="image-note">The tab <b>Image</b> reads it with the text; the other tabs read the
+    text alone. A link does not carry the image: it stays on this page only.</p>`;
+
+let serial = 0; // each image taken gets its own id: the answers are keyed by it, never by its bytes
+
+const fmt = (n) => n.toLocaleString("en-US");
+
+/** The image's width and height, read by the browser; null when it cannot read it. */
+function imageSize(url) {
+  return new Promise((resolve) => {
+    const img = new Image();
+    img.onload = () => resolve({ width: img.naturalWidth, height: img.naturalHeight });
+    img.onerror = () => resolve(null);
+    img.src = url;
+  });
+}
+
+const dataUrl = (file) =>
+  new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+
+/**
+ * `file` checked against `limits` (`image_limits`): `{image}` ({id, data, name, bytes, width, height}),
+ * or `{refusal}`, one line naming what is over which limit.
+ */
+export async function readImage(file, limits) {
+  const name = file.name || "the pasted image";
+  if (!IMAGE_TYPES.includes(file.type))
+    return { refusal: `image: ${name} is ${file.type || "not an image"}; the server reads PNG, JPEG, WebP or GIF.` };
+  if (limits && file.size > limits.max_bytes)
+    return {
+      refusal:
+        `image: ${name} is ${fmt(file.size)} bytes; this server takes at most ${fmt(limits.max_bytes)} bytes ` +
+        "(image_limits.max_bytes).",
+    };
+  const data = await dataUrl(file);
+  const size = await imageSize(data);
+  if (!size) return { refusal: `image: ${name} could not be read as an image.` };
+  const pixels = size.width * size.height;
+  if (limits && pixels > limits.max_pixels)
+    return {
+      refusal:
+        `image: ${name} is ${size.width} × ${size.height} = ${fmt(pixels)} pixels; this server takes at most ` +
+        `${fmt(limits.max_pixels)} pixels (image_limits.max_pixels).`,
+    };
+  return { image: { id: ++serial, data, name, bytes: file.size, ...size } };
+}
+
+/** Take `file` as the image (or say why not); `app`: {state, update}. */
+async function take(app, file) {
+  const { state } = app;
+  const { image, refusal } = await readImage(file, state.model?.image_limits);
+  state.imageRefusal = refusal ?? null;
+  state.image = image ?? null; // a refused image leaves none: nothing drawn from the one before
+  state.imageQuery = null; // a new prompt: the last token again
+  if (image && state.view !== "image") app.setView?.("image");
+  app.update();
+}
+
+/** The field in `#image-field`, wired once; returns the card `{draw(state)}` that shows it on a vision model. */
+export function installImagePick(app) {
+  const field = byId("image-field");
+  field.innerHTML = FIELD;
+  const input = byId("image-file");
+  const drop = byId("image-drop");
+  input.addEventListener("change", () => {
+    if (input.files[0]) take(app, input.files[0]);
+    input.value = "";
+  });
+  drop.addEventListener("dragover", (e) => {
+    e.preventDefault();
+    drop.classList.add("over");
+  });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (e) => {
+    e.preventDefault();
+    drop.classList.remove("over");
+    const file = [...(e.dataTransfer?.files ?? [])][0];
+    if (file) take(app, file);
+  });
+  document.addEventListener("paste", (e) => {
+    if (!app.state.model?.vision) return;
+    const file = [...(e.clipboardData?.files ?? [])].find((f) => f.type.startsWith("image/"));
+    if (!file) return; // text pastes into the text box as ever
+    e.preventDefault();
+    take(app, file);
+  });
+  byId("image-remove").addEventListener("click", () => {
+    Object.assign(app.state, { image: null, imageRefusal: null, imageQuery: null });
+    app.update();
+  });
+  return { draw: (state) => drawField(state, field) };
+}
+
+function drawField(state, field) {
+  const vision = !!state.model?.vision;
+  setHidden(field, !vision);
+  const tab = byId("tab-image");
+  if (tab && tab.hidden === vision) tab.hidden = !vision;
+  if (!vision) return;
+  const thumb = byId("image-thumb");
+  const src = state.image?.data ?? "";
+  if (thumb.getAttribute("src") !== src) {
+    if (src) thumb.src = src;
+    else thumb.removeAttribute("src");
+  }
+  setHidden(thumb, !src);
+  setHidden(byId("image-remove"), !src);
+  setText(
+    byId("image-drop-words"),
+    src ? `${state.image.name} · ${state.image.width} × ${state.image.height} px` : "Drop or paste an image here, or",
+  );
+  setText(byId("image-refusal"), state.imageRefusal ?? "");
+  setHidden(byId("image-refusal"), !state.imageRefusal);
+}

@@ -1,0 +1,243 @@
+// The "Image" view (an image-text model: GET /api/model `vision`): where the chosen query token
+// looks in the image, drawn on the image itself. Its own POST /api/attention carries the text and
+// the image (cards/imagepick.js) and `query_row`: the server sends the query's row of every head in
+// every layer, each layer's mean and the mean over all of them, so the chosen head, a layer's mean
+// or every layer's is drawn without a number computed here. Hover a region for its weight and
+// token; click one to make that image token the query. The prompt's tokens sit under the image,
+// the image's run of tokens one band that expands. It follows the text, the layer and head and the
+// what-ifs (the route takes them).
+
+import { postJSON, errorText } from "../api.js";
+import { byId, setHidden, setText } from "../dom.js";
+import { MODES, cellWords, imageWords, overlayCells, rowOf, stripItems } from "../draw/imagemap.js";
+import { installImagePick } from "../cards/imagepick.js";
+import { currentDetail, currentGrid, scaleParam } from "../state.js";
+import { offParam } from "../switchedoff.js";
+
+export const id = "image";
+export const label = "Image";
+/** Its tab shows once /api/model says `vision` (cards/imagepick.js). */
+export const hidden = true;
+/**
+ * Its slice: the image (never in the link), a refusal of the last one picked, the query token chosen in this
+ * view ({prompt, position}: a token of the image's prompt; null: the page's chosen token, else the last), what is
+ * drawn, whether the image's band is expanded, the answer, and the prompt's length, tokens' kinds and offsets.
+ */
+export const state = {
+  image: null,
+  imageRefusal: null,
+  imageQuery: null,
+  imageMode: "head",
+  imageExpanded: false,
+  imageAnswer: null,
+  imageLength: null,
+};
+export const answers = ["imageAnswer", "imageLength"];
+/** `imgmode=layer|all` (the image itself is not in the link: the field says so). */
+export const link = {
+  read(params, out) {
+    if (MODES.some((m) => m.id === params.get("imgmode"))) out.imageMode = params.get("imgmode");
+  },
+  write(s, params) {
+    if (s.imageMode !== "head") params.set("imgmode", s.imageMode);
+  },
+};
+export const needs = [];
+
+const PANEL = `
+  <article class="card fig-card">
+    <header class="card-head row"><h2>Where a token looks in the image</h2>
+      <label class="small">weights of <select id="image-mode" data-testid="image-mode"></select></label>
+    </header>
+    <p id="image-caption" class="muted small" data-testid="image-caption"></p>
+    <p id="image-error" class="image-refusal small" data-testid="image-error" role="alert" hidden></p>
+    <div id="image-stage" class="image-stage" data-testid="image-stage" hidden>
+      <img id="image-shown" alt="The image, its regions shaded by the query token's weight on them" />
+      <div id="image-cells" class="image-cells" data-testid="image-cells"></div>
+    </div>
+    <p id="image-hover" class="small image-hover" data-testid="image-hover" aria-live="polite"></p>
+    <span class="field-label">Query token of the prompt (the chat template's, the image's and the text's)</span>
+    <div id="image-tokens" class="image-tokens" data-testid="image-tokens" role="group"></div>
+  </article>`;
+
+/** What the prompt is: its answer's tokens and mask depend on these (the head and the query do not). */
+const promptKey = (s) =>
+  JSON.stringify([s.model?.name, s.text, s.image?.id, s.layer, s.causal, scaleParam(s), offParam(s.ablate)]);
+
+/** The prompt's tokens depend on these alone: a query chosen in the view holds while they stay. */
+const tokensKey = (s) => JSON.stringify([s.model?.name, s.text, s.image?.id]);
+
+/**
+ * The query token of the image's prompt: the one chosen in this view, else the page's chosen token (the token of
+ * the prompt with its characters of the text), else the last; null before the prompt's tokens are known.
+ */
+function queryOf(s, pk) {
+  const known = s.imageLength?.pk === pk ? s.imageLength : null;
+  if (!known) return null;
+  const { T, offsets, kinds } = known;
+  if (s.imageQuery?.tokens === tokensKey(s)) return Math.min(s.imageQuery.position, T - 1);
+  const span = (currentGrid(s) ?? currentDetail(s))?.offsets?.[s.position ?? -1];
+  const same = span ? offsets.findIndex((o, i) => kinds[i] === "text" && o[0] === span[0] && o[1] === span[1]) : -1;
+  return same >= 0 ? same : T - 1;
+}
+
+export function install(app) {
+  byId("view-image").innerHTML = PANEL;
+  const select = app.selectPosition; // a token chosen on the page is the query here too
+  if (select)
+    app.selectPosition = (p) => {
+      app.state.imageQuery = null;
+      select(p);
+    };
+  app.els.cards.push(installImagePick(app));
+  const mode = byId("image-mode");
+  for (const m of MODES) mode.append(new Option(m.option, m.id));
+  mode.addEventListener("change", () => {
+    app.state.imageMode = mode.value;
+    app.update();
+  });
+  const cells = byId("image-cells");
+  const cellAt = (e) => e.target.closest?.(".image-cell");
+  cells.addEventListener("mouseover", (e) => {
+    const c = cellAt(e);
+    if (c) setText(byId("image-hover"), c.dataset.words);
+  });
+  cells.addEventListener("click", (e) => {
+    const c = cellAt(e);
+    if (c) choose(app, Number(c.dataset.position));
+  });
+  byId("image-tokens").addEventListener("click", (e) => {
+    const chip = e.target.closest?.("button");
+    if (!chip) return;
+    if (chip.dataset.band !== undefined) {
+      app.state.imageExpanded = !app.state.imageExpanded;
+      app.update();
+    } else choose(app, Number(chip.dataset.position));
+  });
+}
+
+function choose(app, position) {
+  app.state.imageQuery = { tokens: tokensKey(app.state), position };
+  app.update();
+}
+
+/** Ask for the prompt's answer with the row of `query` (null: the prompt's length is not known yet). */
+async function ask(app, s, query, key, pk) {
+  const body = {
+    text: s.text,
+    image: s.image.data,
+    layers: [s.layer],
+    heads: [],
+    include: [],
+    causal: s.causal,
+    scale: scaleParam(s),
+    ablate: s.ablate,
+    top_k: 0,
+    ...(query === null ? {} : { query_row: query }),
+  };
+  s.imageAnswer = { key, response: null, error: null };
+  try {
+    const response = await postJSON("/api/attention", body);
+    if (s.imageAnswer?.key !== key) return;
+    s.imageAnswer = { key, response, error: null };
+    s.imageLength = { pk, T: response.tokens.length, offsets: response.offsets, kinds: response.token_kinds };
+  } catch (err) {
+    if (s.imageAnswer?.key === key) s.imageAnswer = { key, response: null, error: errorText(err) };
+  }
+  app.update();
+}
+
+/** The view's line when nothing can be drawn; the stage and strip emptied so nothing stale stays. */
+function empty(words, error = null) {
+  setText(byId("image-caption"), words);
+  setText(byId("image-error"), error ?? "");
+  setHidden(byId("image-error"), !error);
+  setHidden(byId("image-stage"), true);
+  byId("image-cells").replaceChildren();
+  byId("image-tokens").replaceChildren();
+  setText(byId("image-hover"), "");
+  return false;
+}
+
+export function draw(s, els, app = null) {
+  const mode = byId("image-mode");
+  if (mode.value !== s.imageMode) mode.value = s.imageMode;
+  if (!s.model?.vision)
+    return empty(`${s.model?.name ?? "This model"} reads text only: open an image-text model (LLaVA, Gemma 3).`);
+  if (!s.image) return empty("Drop, paste or pick an image beside the text to see where each token looks in it.");
+  if (!s.text.trim()) return empty("Type a text to go with the image.");
+  const pk = promptKey(s);
+  const query = queryOf(s, pk);
+  const key = JSON.stringify([pk, query]);
+  const got = s.imageAnswer;
+  if (got?.key !== key) {
+    if (app) ask(app, s, query, key, pk);
+    return empty("computing…");
+  }
+  if (got.error) return empty("", `Could not compute the image's attention: ${got.error}`);
+  if (!got.response?.query_row) return empty("computing…");
+  return drawAnswer(s, got.response, query, key);
+}
+
+function drawAnswer(s, response, query, key) {
+  const weights = rowOf(response.query_row, s.imageMode, s.layer, s.head);
+  if (!weights) return empty(`Layer ${s.layer} has no attention heads to draw.`);
+  setHidden(byId("image-error"), true);
+  const words = imageWords({ response, mode: s.imageMode, layer: s.layer, head: s.head, query, weights });
+  setText(byId("image-caption"), words);
+  const stage = byId("image-stage");
+  setHidden(stage, false);
+  const shown = byId("image-shown");
+  if (shown.getAttribute("src") !== s.image.data) shown.src = s.image.data;
+  const signature = JSON.stringify([key, s.imageMode, s.head]);
+  if (stage.dataset.signature !== signature) {
+    stage.dataset.signature = signature;
+    const cells = overlayCells(response, weights);
+    byId("image-cells").replaceChildren(...cells.map((c) => cellElement(c, cells.length, query)));
+    setText(byId("image-hover"), "Hover a region for its weight and token; click one to make it the query.");
+  }
+  drawStrip(s, response, query);
+  return true;
+}
+
+function cellElement(c, n, query) {
+  const el = document.createElement("div");
+  el.className = `image-cell${c.position === query ? " query" : ""}`;
+  Object.assign(el.style, { left: `${c.left}%`, top: `${c.top}%`, width: `${c.width}%`, height: `${c.height}%` });
+  el.style.setProperty("--weight", String(c.opacity));
+  Object.assign(el.dataset, { position: c.position, weight: c.weight, words: cellWords(c, n), testid: "image-cell" });
+  el.title = el.dataset.words;
+  return el;
+}
+
+function drawStrip(s, response, query) {
+  const strip = byId("image-tokens");
+  const signature = JSON.stringify([response.tokens.length, s.image.id, query, s.imageExpanded]);
+  if (strip.dataset.signature === signature) return;
+  strip.dataset.signature = signature;
+  const chips = stripItems(response.tokens, response.token_kinds, s.imageExpanded).map((it) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    if (it.band) {
+      const on = query >= it.from && query <= it.to;
+      b.className = `chip image-band${on ? " selected" : ""}`;
+      b.dataset.band = "";
+      b.dataset.testid = "image-band";
+      b.textContent = `▦ image · ${it.n} tokens (${it.from}–${it.to})`;
+      b.title = "The image's run of tokens: click to show each one";
+      return b;
+    }
+    b.className = `chip kind-${it.kind}${it.position === query ? " selected" : ""}`;
+    b.dataset.position = it.position;
+    b.textContent = it.token;
+    b.title = `token ${it.position} (${it.kind})`;
+    return b;
+  });
+  if (s.imageExpanded) {
+    const fold = document.createElement("button");
+    Object.assign(fold, { type: "button", className: "chip image-band", textContent: "▦ fold the image's tokens" });
+    fold.dataset.band = "";
+    chips.push(fold);
+  }
+  strip.replaceChildren(...chips);
+}

@@ -1,0 +1,203 @@
+"""The "Image" view on tiny image-text models (tests/kit/vision.py): an image picked, pasted or refused
+beside the text; the chosen query token's weights drawn over the image's regions are the server's
+(POST /api/attention `query_row`) for the chosen head, a layer's mean and every layer's; a clicked region
+becomes the query; the captions say what the mask is inside the image (Gemma 3: both ways; LLaVA:
+causal), and a text model shows no image field."""
+
+from __future__ import annotations
+
+import base64
+import io
+from urllib.parse import quote
+
+import pytest
+
+from tests.kit.live import post_json, serving
+
+pytest.importorskip("PIL")
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.browser
+
+from tests.kit.vision import build_gemma3, build_llava, image_bytes  # noqa: E402
+
+TEXT = "The cat sat on the mat."
+LIMITS = {"ATTNSCOPE_MAX_IMAGE_BYTES": "20000", "ATTNSCOPE_MAX_IMAGE_PIXELS": "12000"}
+
+
+@pytest.fixture(scope="module")
+def vision_servers(tmp_path_factory, server):
+    root = tmp_path_factory.mktemp("vision-page")
+    gemma = build_gemma3(root / "gemma3", image_size=112, tokens=16)
+    llava = build_llava(root / "llava")
+    with serving(gemma, "gemma3", env=LIMITS) as g, serving(llava, "llava", env=LIMITS) as v:
+        yield {"gemma3": g, "llava": v}
+
+
+def write_png(tmp_path, width, height, seed=0, name="noise.png"):
+    path = tmp_path / name
+    path.write_bytes(image_bytes(width, height, seed=seed))
+    return path
+
+
+def cells(page):
+    """The drawn cells: [(position, weight, left %, top %)]."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid=image-cell]')].map((c) => [
+            Number(c.dataset.position), Number(c.dataset.weight), parseFloat(c.style.left), parseFloat(c.style.top),
+        ])"""
+    )
+
+
+def wait_cells(page, query=None):
+    """Cells drawn for the current answer (and for `query`, when given)."""
+    page.wait_for_function(
+        "(q) => { const s = window.attnscope.state; const a = s.imageAnswer;"
+        " return a?.response?.query_row && (q === null || a.response.query_row.query === q)"
+        " && document.querySelectorAll('[data-testid=image-cell]').length > 0"
+        " && document.getElementById('image-stage').dataset.signature"
+        "?.startsWith(JSON.stringify([a.key]).slice(0, -1)); }",
+        arg=query,
+        timeout=120_000,
+    )
+
+
+def served(tab, png, query, causal=True):
+    body = {"text": TEXT, "image": base64.b64encode(png).decode(), "layers": [0], "heads": [], "include": [],
+            "top_k": 0, "query_row": query, "causal": causal}
+    return post_json(tab.base_url + "/api/attention", body)
+
+
+def check_weights(page, answer, pick):
+    """Each cell: the weight of its token in the row `pick` chooses, its box where the answer puts it."""
+    row = pick(answer["query_row"])
+    image = answer["image"]
+    positions = [i for i, k in enumerate(answer["token_kinds"]) if k == "image"]
+    got = cells(page)
+    assert [c[0] for c in got] == positions
+    assert [c[1] for c in got] == pytest.approx([row[p] for p in positions], rel=1e-9, abs=0)
+    for (_, _, left, top), box in zip(got, image["boxes"]):
+        assert left == pytest.approx(100 * box[0] / image["width"], abs=1e-3)  # the style keeps 6 digits
+        assert top == pytest.approx(100 * box[1] / image["height"], abs=1e-3)  # the style keeps 6 digits
+
+
+def open_with_image(tab, server, tmp_path, width):
+    tab.base_url = server.url
+    page = tab.page
+    page.set_viewport_size({"width": width, "height": 1000})
+    tab.open("/#text=" + quote(TEXT))
+    page.get_by_test_id("image-field").wait_for(state="visible")
+    png_path = write_png(tmp_path, 60, 40)
+    page.get_by_test_id("image-file").set_input_files(str(png_path))
+    return page, png_path.read_bytes()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_overlay_follows_the_token_head_and_mode_and_a_patch_becomes_the_query(tab, vision_servers, tmp_path,
+                                                                                   width):
+    page, png = open_with_image(tab, vision_servers["gemma3"], tmp_path, width)
+    wait_cells(page)
+    T = page.evaluate("() => window.attnscope.state.imageLength.T")
+    answer = served(tab, png, T - 1)
+    check_weights(page, answer, lambda r: r["layers"][0]["heads"][0])
+    caption = page.get_by_test_id("image-caption").inner_text()
+    assert f"token {T - 1}" in caption and "head L0 · H0" in caption
+    # layer 0 slides (window 4): both ways inside the image, but the far earlier image tokens out of the window
+    assert "bidirectional" in caption and "sliding window" in caption
+    # another head: the same answer, that head's row
+    page.get_by_test_id("head-select").select_option("1")
+    page.wait_for_function("() => document.getElementById('image-caption').textContent.includes('H1')")
+    check_weights(page, answer, lambda r: r["layers"][0]["heads"][1])
+    # the full layer: every image token sees every image token; then a layer's mean, every layer's: the server's
+    page.get_by_test_id("layer-select").select_option("1")
+    wait_cells(page, T - 1)
+    page.wait_for_function("() => document.getElementById('image-caption').textContent.includes('L1 · H1')")
+    assert "each image token sees every image token" in page.get_by_test_id("image-caption").inner_text()
+    check_weights(page, answer, lambda r: r["layers"][1]["heads"][1])
+    page.get_by_test_id("image-mode").select_option("layer")
+    page.wait_for_function("() => document.getElementById('image-caption').textContent.includes('mean of its heads')")
+    check_weights(page, answer, lambda r: r["layers"][1]["mean"])
+    page.get_by_test_id("image-mode").select_option("all")
+    page.wait_for_function("() => document.getElementById('image-caption').textContent.includes('every layer')")
+    check_weights(page, answer, lambda r: r["mean"])
+    # hover a region: its weight and token; click it: that image token is the query
+    target = page.locator("[data-testid=image-cell]").nth(2)
+    position = int(target.get_attribute("data-position"))
+    target.hover()
+    hover = page.get_by_test_id("image-hover").inner_text()
+    assert f"token {position}" in hover and "image patch 3 of 16" in hover and "weight" in hover
+    target.click()
+    wait_cells(page, position)
+    check_weights(page, served(tab, png, position), lambda r: r["mean"])
+    assert f"image token {position}" in page.get_by_test_id("image-caption").inner_text()
+    assert "query" in page.locator("[data-testid=image-cell]").nth(2).get_attribute("class")
+    # the image's run of tokens is one band in the strip, and it expands to each token
+    band = page.get_by_test_id("image-band")
+    assert "16 tokens" in band.inner_text() and "selected" in band.get_attribute("class")
+    before = page.locator("[data-testid=image-tokens] button").count()
+    band.click()
+    page.wait_for_function(f"() => document.querySelectorAll('[data-testid=image-tokens] button').length > {before}")
+    page.locator(f"[data-testid=image-tokens] button[data-position='{T - 1}']").click()
+    wait_cells(page, T - 1)
+    # a token chosen on the page's own strip is the query here too: the prompt's token with its characters
+    page.locator("[data-testid=tokens] .chip").nth(2).click()
+    plain = post_json(tab.base_url + "/api/attention", {"text": TEXT, "layers": [], "include": [], "top_k": 0})
+    spans = [o if k == "text" else None for k, o in zip(answer["token_kinds"], answer["offsets"])]
+    want = spans.index(plain["offsets"][2])
+    wait_cells(page, want)
+    assert f"token {want} “{answer['tokens'][want]}”" in page.get_by_test_id("image-caption").inner_text()
+    page.screenshot(path=f"/tmp/image-view-{width}.png", full_page=True)
+    assert not tab.unexpected_console_errors()
+
+
+def test_llava_says_causal_inside_the_image_and_the_what_if(tab, vision_servers, tmp_path):
+    page, png = open_with_image(tab, vision_servers["llava"], tmp_path, 1280)
+    wait_cells(page)
+    caption = page.get_by_test_id("image-caption").inner_text()
+    assert "causal inside the image too" in caption and "bidirectional" not in caption
+    page.get_by_test_id("causal-toggle").uncheck(force=True)
+    page.wait_for_function("() => document.getElementById('image-caption').textContent.includes('mask is off')")
+    T = page.evaluate("() => window.attnscope.state.imageLength.T")
+    check_weights(page, served(tab, png, T - 1, causal=False), lambda r: r["layers"][0]["heads"][0])
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_an_image_over_a_limit_is_refused_before_sending_and_a_paste_is_taken(tab, vision_servers, tmp_path, width):
+    from PIL import Image
+
+    tab.base_url = vision_servers["gemma3"].url
+    page = tab.page
+    page.set_viewport_size({"width": width, "height": 900})
+    tab.open("/#view=image&text=" + quote(TEXT))
+    field = page.get_by_test_id("image-field")
+    field.wait_for(state="visible")
+    assert "A link does not carry the image" in field.inner_text()
+    posted = len(tab.requests)
+    page.get_by_test_id("image-file").set_input_files(str(write_png(tmp_path, 120, 90, name="big.png")))
+    refusal = page.get_by_test_id("image-refusal")
+    refusal.wait_for(state="visible")
+    assert "big.png" in refusal.inner_text() and "20,000 bytes" in refusal.inner_text()
+    wide = tmp_path / "wide.png"
+    Image.new("RGB", (200, 100), (30, 90, 200)).save(wide)
+    page.get_by_test_id("image-file").set_input_files(str(wide))
+    page.wait_for_function("() => document.getElementById('image-refusal').textContent.includes('12,000 pixels')")
+    assert "200 × 100 = 20,000 pixels" in refusal.inner_text()
+    assert [u for u in tab.requests[posted:] if "/api/attention" in u] == []  # nothing was sent
+    assert page.get_by_test_id("image-stage").is_hidden()
+    # a pasted image is taken like a picked one
+    buf = io.BytesIO()
+    Image.new("RGB", (50, 30), (200, 40, 40)).save(buf, format="PNG")
+    page.evaluate(
+        """(b64) => { const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+            const dt = new DataTransfer(); dt.items.add(new File([bytes], 'pasted.png', {type: 'image/png'}));
+            document.dispatchEvent(new ClipboardEvent('paste', {clipboardData: dt})); }""",
+        base64.b64encode(buf.getvalue()).decode(),
+    )
+    wait_cells(page)
+    assert refusal.is_hidden() and "pasted.png" in page.get_by_test_id("image-field").inner_text()
+
+
+def test_a_text_model_has_no_image_field(tab):
+    tab.open("/#text=" + quote(TEXT))
+    page = tab.page
+    page.wait_for_function("() => window.attnscope.state.model !== null")
+    assert page.get_by_test_id("image-field").is_hidden() and page.locator("#tab-image").is_hidden()
