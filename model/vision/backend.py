@@ -23,10 +23,11 @@ from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer
 from ..precision import exact_fp32
 from .gemma3 import Gemma3Layout
+from .idefics3 import Idefics3Layout
 from .layout import Box
 from .llava import LayoutError, LlavaLayout
 
-LAYOUTS = {"llava": LlavaLayout, "gemma3": Gemma3Layout}
+LAYOUTS = {"llava": LlavaLayout, "gemma3": Gemma3Layout, "idefics3": Idefics3Layout, "smolvlm": Idefics3Layout}
 
 
 @dataclass

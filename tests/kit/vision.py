@@ -48,7 +48,8 @@ def _vision(model_type: str, image_size: int, patch: int) -> dict:
 def _save(model, out: Path, seed: int) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "language_model" in name and ("q_proj.weight" in name or "k_proj.weight" in name):
+            language = "language_model" in name or "text_model" in name  # Idefics3 / SmolVLM: text_model
+            if language and ("q_proj.weight" in name or "k_proj.weight" in name):
                 p.mul_(QK_GAIN)
             if name.endswith("mm_input_projection_weight"):  # Gemma 3's projector starts at zero
                 torch.manual_seed(seed + 1)
@@ -106,6 +107,31 @@ def build_gemma3(out: Path, seed: int = 0, image_size: int = 56, tokens: int = 4
     )
     torch.manual_seed(seed)
     _save(Gemma3ForConditionalGeneration(cfg), out, seed)
+    return out
+
+
+def build_idefics3(out: Path, seed: int = 0, model_type: str = "idefics3", longest: int = 84, tile: int = 28) -> Path:
+    """Idefics3 or SmolVLM: ``tile``-px views of 7-px patches shuffled by 2 (4 tokens a view), the longest side
+    resized to ``longest``. SmolVLM's own processor does not load here (its video processor needs torchvision):
+    a SmolVLM model gets Idefics3's processor around SmolVLM's image processor, which lays out the same prompt."""
+    from transformers import AutoConfig, AutoModelForImageTextToText, Idefics3Processor
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+    from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
+
+    out.mkdir(parents=True, exist_ok=True)
+    tags = [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
+    tok = _tokenizer(["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>", *tags])
+    image_processor = SmolVLMImageProcessorPil if model_type == "smolvlm" else Idefics3ImageProcessorPil
+    ip = image_processor(size={"longest_edge": longest}, max_image_size={"longest_edge": tile})
+    named = dict(image_seq_len=(tile // 7 // 2) ** 2, chat_template=TEMPLATE.replace("{{ image }}", "<image>"))
+    proc = Idefics3Processor(image_processor=ip, tokenizer=tok, **named)
+    proc.save_pretrained(out)
+    cfg = AutoConfig.for_model(
+        model_type, text_config=_text("llama", len(tok)), vision_config=_vision(f"{model_type}_vision", tile, 7),
+        scale_factor=2, image_token_id=tok.convert_tokens_to_ids("<image>"),
+    )
+    torch.manual_seed(seed)
+    _save(AutoModelForImageTextToText.from_config(cfg), out, seed)
     return out
 
 
