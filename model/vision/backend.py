@@ -25,9 +25,16 @@ from ..precision import exact_fp32
 from .gemma3 import Gemma3Layout
 from .idefics3 import Idefics3Layout
 from .layout import Box
-from .llava import LayoutError, LlavaLayout
+from .llava import LayoutError
+from .pixtral import PixtralLayout, llava_layout
 
-LAYOUTS = {"llava": LlavaLayout, "gemma3": Gemma3Layout, "idefics3": Idefics3Layout, "smolvlm": Idefics3Layout}
+LAYOUTS = {
+    "llava": llava_layout,  # LLaVA's own layout, or Pixtral's with a pixtral tower
+    "gemma3": Gemma3Layout,
+    "idefics3": Idefics3Layout,
+    "smolvlm": Idefics3Layout,
+    "mistral3": PixtralLayout,
+}
 
 
 @dataclass

@@ -135,6 +135,59 @@ def build_idefics3(out: Path, seed: int = 0, model_type: str = "idefics3", longe
     return out
 
 
+def pixtral_processor_class():
+    """transformers' ``PixtralProcessor``. Its module imports the torchvision image processor's module for one
+    function (the number of tokens for a size) that the PIL module holds word for word; where torchvision is
+    missing (these machines) a stand-in module holds the PIL one's, and the real class is set on its package, where
+    ``AutoProcessor`` looks it up (and otherwise finds a placeholder that refuses to load)."""
+    import sys
+    import types
+
+    from transformers.utils import is_torchvision_available
+
+    if not is_torchvision_available():
+        import transformers.models.pixtral.image_processing_pil_pixtral as pil
+
+        name = "transformers.models.pixtral.image_processing_pixtral"
+        stand_in = sys.modules.setdefault(name, types.ModuleType(name))
+        stand_in.get_resize_output_image_size = pil.get_resize_output_image_size
+    import transformers.models.pixtral as package
+    from transformers.models.pixtral.processing_pixtral import PixtralProcessor
+
+    package.PixtralProcessor = PixtralProcessor
+    return PixtralProcessor
+
+
+def build_pixtral(out: Path, seed: int = 0, model_type: str = "mistral3", longest: int = 48) -> Path:
+    """Pixtral's layout: a ``mistral3`` model (8-px patches merged 2 × 2) or a ``llava`` one with a pixtral
+    tower (no merger), images scaled to fit ``longest`` px."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+    from transformers.models.pixtral.image_processing_pil_pixtral import PixtralImageProcessorPil
+
+    PixtralProcessor = pixtral_processor_class()
+
+    out.mkdir(parents=True, exist_ok=True)
+    specials = ["[IMG]", "[IMG_BREAK]", "[IMG_END]"]
+    tok = _tokenizer(specials)
+    image_id = tok.convert_tokens_to_ids("[IMG]")
+    merge = 2 if model_type == "mistral3" else 1
+    ip = PixtralImageProcessorPil(size={"longest_edge": longest}, patch_size={"height": 8, "width": 8})
+    proc = PixtralProcessor(
+        image_processor=ip, tokenizer=tok, patch_size=8, spatial_merge_size=merge,
+        chat_template=TEMPLATE.replace("{{ image }}", "[IMG]"),
+    )
+    proc.save_pretrained(out)
+    vision = dict(_vision("pixtral", longest, 8), head_dim=16)
+    extra = dict(spatial_merge_size=merge) if merge > 1 else dict(vision_feature_select_strategy="full")
+    cfg = AutoConfig.for_model(
+        model_type, text_config=_text("mistral", len(tok)), vision_config=vision, image_token_index=image_id,
+        vision_feature_layer=-1, **extra,
+    )
+    torch.manual_seed(seed)
+    _save(AutoModelForImageTextToText.from_config(cfg), out, seed)
+    return out
+
+
 def image_bytes(width: int, height: int, fmt: str = "PNG", seed: int = 0) -> bytes:
     """A random-noise image of ``width × height`` encoded as ``fmt``."""
     import numpy as np
