@@ -110,7 +110,9 @@ def build_gemma3(out: Path, seed: int = 0, image_size: int = 56, tokens: int = 4
     return out
 
 
-def build_idefics3(out: Path, seed: int = 0, model_type: str = "idefics3", longest: int = 84, tile: int = 28) -> Path:
+def build_idefics3(
+    out: Path, seed: int = 0, model_type: str = "idefics3", longest: int = 84, tile: int = 28, splitting: bool = True
+) -> Path:
     """Idefics3 or SmolVLM: ``tile``-px views of 7-px patches shuffled by 2 (4 tokens a view), the longest side
     resized to ``longest``. SmolVLM's own processor does not load here (its video processor needs torchvision):
     a SmolVLM model gets Idefics3's processor around SmolVLM's image processor, which lays out the same prompt."""
@@ -122,7 +124,9 @@ def build_idefics3(out: Path, seed: int = 0, model_type: str = "idefics3", longe
     tags = [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
     tok = _tokenizer(["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>", *tags])
     image_processor = SmolVLMImageProcessorPil if model_type == "smolvlm" else Idefics3ImageProcessorPil
-    ip = image_processor(size={"longest_edge": longest}, max_image_size={"longest_edge": tile})
+    ip = image_processor(
+        size={"longest_edge": longest}, max_image_size={"longest_edge": tile}, do_image_splitting=splitting
+    )
     named = dict(image_seq_len=(tile // 7 // 2) ** 2, chat_template=TEMPLATE.replace("{{ image }}", "<image>"))
     proc = Idefics3Processor(image_processor=ip, tokenizer=tok, **named)
     proc.save_pretrained(out)

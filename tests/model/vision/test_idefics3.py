@@ -20,7 +20,8 @@ from tests.kit.vision import build_idefics3, image_bytes  # noqa: E402
 BUILDERS = {
     "idefics3": build_idefics3,
     "smolvlm": lambda out: build_idefics3(out, model_type="smolvlm"),
-    "unsplit": lambda out: build_idefics3(out, longest=28),  # the image fits one tile: the global view only
+    "one_tile": lambda out: build_idefics3(out, longest=28),  # the image fits one tile: the global view only
+    "no_split": lambda out: build_idefics3(out, splitting=False),  # do_image_splitting off: resized to one tile
 }
 
 
@@ -86,9 +87,11 @@ def test_tall_image_rounds_up_to_whole_tiles(models):
     assert prompt.boxes[-4:] == [[0, 0, 15, 25], [15, 0, 30, 25], [0, 25, 15, 50], [15, 25, 30, 50]]
 
 
-def test_image_fitting_one_tile_is_the_global_view_only(models):
-    prompt = prompt_of(models["unsplit"])
+@pytest.mark.parametrize("name", ["one_tile", "no_split"])
+def test_one_view_is_the_whole_image(models, name):
+    prompt = prompt_of(models[name])
     assert prompt.boxes == [[0, 0, 30, 20], [30, 0, 60, 20], [0, 20, 30, 40], [30, 20, 60, 40]]
+    assert prompt.inputs["pixel_values"].shape[:2] == (1, 1) and prompt.kinds.count("marker") == 3
 
 
 def test_each_token_carries_the_patches_the_pixel_shuffle_folds_into_it(models):
