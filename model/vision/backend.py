@@ -24,12 +24,21 @@ from ..ours.tokenizer import BPETokenizer
 from ..precision import exact_fp32
 from .bound import ImageBound
 from .gemma3 import Gemma3Layout
+from .idefics3 import Idefics3Layout
 from .layout import Box
-from .llava import LayoutError, LlavaLayout
+from .llava import LayoutError
+from .pixtral import PixtralLayout, llava_layout
 from .qwen import MODEL_TYPES as QWEN
 from .qwen import QwenLayout, QwenProcessor
 
-LAYOUTS = {"llava": LlavaLayout, "gemma3": Gemma3Layout, **dict.fromkeys(QWEN, QwenLayout)}
+LAYOUTS = {
+    "llava": llava_layout,  # LLaVA's own layout, or Pixtral's with a pixtral tower
+    "gemma3": Gemma3Layout,
+    "idefics3": Idefics3Layout,
+    "smolvlm": Idefics3Layout,
+    "mistral3": PixtralLayout,
+    **dict.fromkeys(QWEN, QwenLayout),
+}
 
 
 @dataclass

@@ -49,7 +49,8 @@ def _vision(model_type: str, image_size: int, patch: int) -> dict:
 def _save(model, out: Path, seed: int) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "language_model" in name and ("q_proj.weight" in name or "k_proj.weight" in name):
+            language = "language_model" in name or "text_model" in name  # Idefics3 / SmolVLM: text_model
+            if language and ("q_proj.weight" in name or "k_proj.weight" in name):
                 p.mul_(QK_GAIN)
             if name.endswith("mm_input_projection_weight"):  # Gemma 3's projector starts at zero
                 torch.manual_seed(seed + 1)
@@ -107,6 +108,88 @@ def build_gemma3(out: Path, seed: int = 0, image_size: int = 56, tokens: int = 4
     )
     torch.manual_seed(seed)
     _save(Gemma3ForConditionalGeneration(cfg), out, seed)
+    return out
+
+
+def build_idefics3(
+    out: Path, seed: int = 0, model_type: str = "idefics3", longest: int = 84, tile: int = 28, splitting: bool = True
+) -> Path:
+    """Idefics3 or SmolVLM: ``tile``-px views of 7-px patches shuffled by 2 (4 tokens a view), the longest side
+    resized to ``longest``. SmolVLM's own processor does not load here (its video processor needs torchvision):
+    a SmolVLM model gets Idefics3's processor around SmolVLM's image processor, which lays out the same prompt."""
+    from transformers import AutoConfig, AutoModelForImageTextToText, Idefics3Processor
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+    from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
+
+    out.mkdir(parents=True, exist_ok=True)
+    tags = [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
+    tok = _tokenizer(["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>", *tags])
+    image_processor = SmolVLMImageProcessorPil if model_type == "smolvlm" else Idefics3ImageProcessorPil
+    ip = image_processor(
+        size={"longest_edge": longest}, max_image_size={"longest_edge": tile}, do_image_splitting=splitting
+    )
+    named = dict(image_seq_len=(tile // 7 // 2) ** 2, chat_template=TEMPLATE.replace("{{ image }}", "<image>"))
+    proc = Idefics3Processor(image_processor=ip, tokenizer=tok, **named)
+    proc.save_pretrained(out)
+    cfg = AutoConfig.for_model(
+        model_type, text_config=_text("llama", len(tok)), vision_config=_vision(f"{model_type}_vision", tile, 7),
+        scale_factor=2, image_token_id=tok.convert_tokens_to_ids("<image>"),
+    )
+    torch.manual_seed(seed)
+    _save(AutoModelForImageTextToText.from_config(cfg), out, seed)
+    return out
+
+
+def pixtral_processor_class():
+    """transformers' ``PixtralProcessor``. Its module imports the torchvision image processor's module for one
+    function (the number of tokens for a size) that the PIL module holds word for word; where torchvision is
+    missing (these machines) a stand-in module holds the PIL one's, and the real class is set on its package, where
+    ``AutoProcessor`` looks it up (and otherwise finds a placeholder that refuses to load)."""
+    import sys
+    import types
+
+    from transformers.utils import is_torchvision_available
+
+    if not is_torchvision_available():
+        import transformers.models.pixtral.image_processing_pil_pixtral as pil
+
+        name = "transformers.models.pixtral.image_processing_pixtral"
+        stand_in = sys.modules.setdefault(name, types.ModuleType(name))
+        stand_in.get_resize_output_image_size = pil.get_resize_output_image_size
+    import transformers.models.pixtral as package
+    from transformers.models.pixtral.processing_pixtral import PixtralProcessor
+
+    package.PixtralProcessor = PixtralProcessor
+    return PixtralProcessor
+
+
+def build_pixtral(out: Path, seed: int = 0, model_type: str = "mistral3", longest: int = 48) -> Path:
+    """Pixtral's layout: a ``mistral3`` model (8-px patches merged 2 × 2) or a ``llava`` one with a pixtral
+    tower (no merger), images scaled to fit ``longest`` px."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+    from transformers.models.pixtral.image_processing_pil_pixtral import PixtralImageProcessorPil
+
+    PixtralProcessor = pixtral_processor_class()
+
+    out.mkdir(parents=True, exist_ok=True)
+    specials = ["[IMG]", "[IMG_BREAK]", "[IMG_END]"]
+    tok = _tokenizer(specials)
+    image_id = tok.convert_tokens_to_ids("[IMG]")
+    merge = 2 if model_type == "mistral3" else 1
+    ip = PixtralImageProcessorPil(size={"longest_edge": longest}, patch_size={"height": 8, "width": 8})
+    proc = PixtralProcessor(
+        image_processor=ip, tokenizer=tok, patch_size=8, spatial_merge_size=merge,
+        chat_template=TEMPLATE.replace("{{ image }}", "[IMG]"),
+    )
+    proc.save_pretrained(out)
+    vision = dict(_vision("pixtral", longest, 8), head_dim=16)
+    extra = dict(spatial_merge_size=merge) if merge > 1 else dict(vision_feature_select_strategy="full")
+    cfg = AutoConfig.for_model(
+        model_type, text_config=_text("mistral", len(tok)), vision_config=vision, image_token_index=image_id,
+        vision_feature_layer=-1, **extra,
+    )
+    torch.manual_seed(seed)
+    _save(AutoModelForImageTextToText.from_config(cfg), out, seed)
     return out
 
 
