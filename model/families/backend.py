@@ -42,7 +42,10 @@ class TransformersBackend:
         # base_model_prefix does not name it (Llama 4's text model: base_model would be the whole LM)
         self.trunk = model.base_model if model.base_model is not model else getattr(model, "model", model)
         # the decoder layers' parent: the trunk, or an image-text model's language model inside it
-        self.decoder = getattr(self.trunk, "language_model", self.trunk)
+        self.decoder = next(
+            (m for m in (getattr(self.trunk, n, None) for n in ("language_model", "text_model")) if m is not None),
+            self.trunk,
+        )  # Idefics3 and SmolVLM call it text_model
         self.tokenizer = tokenizer
         self.device = device
         gated = watch_output_gates(model)

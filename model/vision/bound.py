@@ -36,7 +36,7 @@ class ImageBound:
     def _inputs(self, rows: int) -> dict[str, torch.Tensor]:
         per_patch = getattr(self._backend.layout, "patch_inputs", ())
         return {
-            k: v.repeat(rows, *[1] * (v.dim() - 1)) if k in per_patch else v.expand(rows, *v.shape[1:])
+            k: v.repeat(rows, *[1] * (v.dim() - 1)) if k in per_patch else v.expand(rows, *v.shape[1:]).contiguous()
             for k, v in self.prompt.inputs.items()
         }
 

@@ -14,12 +14,20 @@ pytest.importorskip("PIL")
 pytest.importorskip("transformers")
 
 from tests.kit.app import attention  # noqa: E402
-from tests.kit.vision import b64, build_gemma3, build_llava, build_qwen_vl, image_bytes  # noqa: E402
+from tests.kit.vision import (  # noqa: E402
+    b64,
+    build_gemma3,
+    build_idefics3,
+    build_llava,
+    build_pixtral,
+    build_qwen_vl,
+    image_bytes,
+)
 
 TEXT = "The cat sat on the mat. The cat"
 PNG = image_bytes(60, 40)
 IMAGE = "data:image/png;base64," + b64(PNG)
-NAMES = ["llava", "gemma3", "qwen2_5_vl"]
+NAMES = ["llava", "gemma3", "qwen2_5_vl", "idefics3", "mistral3"]
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +43,8 @@ def app(tmp_path_factory):
         "llava": build_llava(root / "llava"),
         "gemma3": build_gemma3(root / "gemma3"),
         "qwen2_5_vl": build_qwen_vl(root / "qwen2_5_vl"),
+        "idefics3": build_idefics3(root / "idefics3"),
+        "mistral3": build_pixtral(root / "mistral3"),
     }
     with contextlib.ExitStack() as stack:
         clients = {
@@ -73,8 +83,14 @@ def same_layout(got: dict, app, name: str) -> None:
         assert got["tokens"] == ref["tokens"]
 
 
+def language_model(model) -> torch.nn.Module:
+    """The decoder inside an image-text model: ``language_model``, or ``text_model`` (Idefics3, SmolVLM)."""
+    inner = model.model
+    return inner.text_model if hasattr(inner, "text_model") else inner.language_model
+
+
 def layers(model) -> torch.nn.ModuleList:
-    return model.model.language_model.layers
+    return language_model(model).layers
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -148,7 +164,7 @@ def test_lens_is_the_final_norm_over_hidden_states(app, name):
     got = post(app, name, "/api/lens", top_k=3)
     same_layout(got, app, name)
     model = eager(app, name)
-    trunk = model.model.language_model
+    trunk = language_model(model)
     kept = []
     entering = lambda m, a, k: kept.append(a[0] if a else k["hidden_states"])  # noqa: E731
     leaving = lambda m, a, o: kept.append(o[0] if isinstance(o, tuple) else o)  # noqa: E731
