@@ -6,7 +6,8 @@
 import { askInto } from "../answers.js";
 import { byId, drawPlot, setText } from "../dom.js";
 import { SIGNED_SCALE, baseLayout, maskNull, tokenAxis, tokenMargins } from "../draw/figures.js";
-import { headHeatmapFigure, heatmapTitle } from "../draw/heatmap.js";
+import { heatmapTitle } from "../draw/headframe.js";
+import { headHeatmapFigure } from "../draw/heatmap.js";
 import { scaleParam } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
