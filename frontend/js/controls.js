@@ -19,18 +19,15 @@ export function changeText(state, text) {
   state.linesSelection = { queries: [], keys: [] }; // positions of the old text
 }
 
-/** Wire the controls; `app`: {state, els, update, data, selectHead, selectPosition, setView}. */
-export function installControls(app) {
-  const { state, els, update, data } = app;
-  const { refreshNow } = data;
-
+/** The text box, the fit-the-text button of a refusal and the examples. */
+function wireTextBox({ state, els, data }) {
   els.textInput.value = state.text;
   els.errorFit.addEventListener("click", () => {
     const fits = state.refusal?.ctx?.fits_chars;
     if (fits === undefined) return;
     changeText(state, codePoints(state.text).slice(0, fits).join("")); // the server counts code points, as Python does
     els.textInput.value = state.text;
-    refreshNow();
+    data.refreshNow();
   });
   els.textInput.addEventListener("input", () => {
     changeText(state, els.textInput.value);
@@ -40,7 +37,7 @@ export function installControls(app) {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
       ev.preventDefault();
       changeText(state, els.textInput.value);
-      refreshNow();
+      data.refreshNow();
     }
   });
 
@@ -53,10 +50,33 @@ export function installControls(app) {
     b.addEventListener("click", () => {
       els.textInput.value = ex.text;
       changeText(state, ex.text);
-      refreshNow();
+      data.refreshNow();
     });
     els.examples.append(b);
   }
+}
+
+/** The keys "[" and "]" step through heads when focus is not in a text field. */
+function wireHeadKeys(app) {
+  const { state } = app;
+  document.addEventListener("keydown", (ev) => {
+    if (ev.target.closest("textarea, input, select") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    if (ev.key !== "]" && ev.key !== "[") return;
+    // heads in reading order over the attention layers: past a layer's last head, the next layer's first
+    const nHead = state.model?.n_head ?? 4;
+    const layers = attentionLayers(state.model);
+    const flat = Math.max(0, layers.indexOf(state.layer)) * nHead + state.head;
+    const next = (flat + (ev.key === "]" ? 1 : -1) + nHead * layers.length) % (nHead * layers.length);
+    app.selectHead(layers[Math.floor(next / nHead)], next % nHead);
+  });
+}
+
+/** Wire the controls; `app`: {state, els, update, data, selectHead, selectPosition, setView}. */
+export function installControls(app) {
+  const { state, els, update, data } = app;
+  const { refreshNow } = data;
+
+  wireTextBox(app);
 
   els.tokens.addEventListener("click", (ev) => {
     const chip = ev.target.closest(".chip");
@@ -108,15 +128,5 @@ export function installControls(app) {
     refreshNow();
   });
 
-  // keyboard: "[" and "]" step through heads when focus is not in a text field
-  document.addEventListener("keydown", (ev) => {
-    if (ev.target.closest("textarea, input, select") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
-    if (ev.key !== "]" && ev.key !== "[") return;
-    // heads in reading order over the attention layers: past a layer's last head, the next layer's first
-    const nHead = state.model?.n_head ?? 4;
-    const layers = attentionLayers(state.model);
-    const flat = Math.max(0, layers.indexOf(state.layer)) * nHead + state.head;
-    const next = (flat + (ev.key === "]" ? 1 : -1) + nHead * layers.length) % (nHead * layers.length);
-    app.selectHead(layers[Math.floor(next / nHead)], next % nHead);
-  });
+  wireHeadKeys(app);
 }

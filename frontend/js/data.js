@@ -20,186 +20,199 @@ function measure(name, start) {
 }
 
 /**
- * The page's requests over `app` ({state, els, update}). Returns the functions the rest of the
- * page calls: fetchGrid, fetchDetail, fetchRegion, fetchPredictions, scheduleRefresh,
- * refreshNow, ensureData, forgetAsked, loadModel, loadRoles, and `busy()` (whether anything is on its way).
+ * What the page's requests share: `app` ({state, els, update}), one latest-only sender a kind, the
+ * model's load on its way, the key each kind's last 4xx answered and the intent last asked.
  */
-export function createData(app) {
-  const { state, els, update } = app;
-  const sendGrid = latestOnly("/api/attention");
-  const sendDetail = latestOnly("/api/attention");
-  const sendRegion = latestOnly("/api/attention");
-  const sendPredictions = latestOnly("/api/attention");
-  let modelReady = null;
+function dataContext(app) {
+  return {
+    app,
+    sendGrid: latestOnly("/api/attention"),
+    sendDetail: latestOnly("/api/attention"),
+    sendRegion: latestOnly("/api/attention"),
+    sendPredictions: latestOnly("/api/attention"),
+    modelReady: null,
+    // per request kind, the key a 4xx answered: the same question gets the same refusal, so a tab
+    // switch does not ask it again (a new text, head or what-if is a new key; Enter asks anyway)
+    refusedKey: { grid: null, detail: null },
+    // What the user last asked for (text, what-ifs, head, temperature, view): Enter on a text
+    // already asked (a paste goes out on its input event) asks nothing again. Any failed request and
+    // any new link forget it, so that Enter retries.
+    askedKey: null,
+  };
+}
 
-  /** Record how the last `kind` request ended (err null = it succeeded) and show the error left, if any. */
-  // per request kind, the key a 4xx answered: the same question gets the same refusal, so a tab
-  // switch does not ask it again (a new text, head or what-if is a new key; Enter asks anyway)
-  const refusedKey = { grid: null, detail: null };
+/** Record how the last `kind` request ended (err null = it succeeded) and show the error left, if any. */
+function requestDone(ctx, kind, err, key = null) {
+  const state = ctx.app.state;
+  ctx.refusedKey[kind] = err && err.status >= 400 && err.status < 500 ? key : null;
+  if (err) ctx.askedKey = null; // asked, not answered: Enter asks again
+  state.requestErrors[kind] = err ? errorText(err) : null;
+  state.error = state.requestErrors.detail ?? state.requestErrors.grid;
+  // the refusal's numbers feed the token counter, so it says what the message says
+  if (err) state.refusal = refusalOf(err.detail);
+  else if (!state.error) state.refusal = null;
+}
 
-  function requestDone(kind, err, key = null) {
-    refusedKey[kind] = err && err.status >= 400 && err.status < 500 ? key : null;
-    if (err) askedKey = null; // asked, not answered: Enter asks again
-    state.requestErrors[kind] = err ? errorText(err) : null;
-    state.error = state.requestErrors.detail ?? state.requestErrors.grid;
-    // the refusal's numbers feed the token counter, so it says what the message says
-    if (err) state.refusal = refusalOf(err.detail);
-    else if (!state.error) state.refusal = null;
-  }
-
-  async function fetchGrid() {
-    if (isBlank(state.text)) return; // an empty box asks nothing (see refreshAll)
-    if (!state.model && state.ablate.length) {
-      // a link may switch off heads the model lacks: wait for the model, which drops them (fitToModel)
-      state.pending.grid = true;
-      await modelReady;
-    }
-    const key = gridKey(state);
-    const text = state.text;
+async function fetchGrid(ctx) {
+  const { state, update } = ctx.app;
+  if (isBlank(state.text)) return; // an empty box asks nothing (see refreshAll)
+  if (!state.model && state.ablate.length) {
+    // a link may switch off heads the model lacks: wait for the model, which drops them (fitToModel)
     state.pending.grid = true;
-    update();
-    const started = performance.now();
-    try {
-      const result = await sendGrid(gridRequest(state));
-      if (result.stale) return;
-      measure("grid-request", started);
-      state.grid = { key, text, response: result.value };
-      requestDone("grid", null);
-    } catch (err) {
-      requestDone("grid", err, key);
-    }
-    state.pending.grid = false;
-    const drawStart = performance.now();
-    update();
-    measure("render", drawStart);
+    await ctx.modelReady;
   }
-
-  /**
-   * Cells a side the head heatmap can draw: its plot area's width in CSS pixels (about the
-   * element's width less the token labels and the colour bar), at most FOCUS_MAX. A longer text's
-   * head is asked max-pooled to this size (requests.js, pooledFocus).
-   */
-  function measureDrawCells() {
-    const width = els.headHeatmap.clientWidth;
-    if (width > 0) state.drawCells = Math.max(64, Math.min(FOCUS_MAX, Math.round(width - 160)));
+  const key = gridKey(state);
+  const text = state.text;
+  state.pending.grid = true;
+  update();
+  const started = performance.now();
+  try {
+    const result = await ctx.sendGrid(gridRequest(state));
+    if (result.stale) return;
+    measure("grid-request", started);
+    state.grid = { key, text, response: result.value };
+    requestDone(ctx, "grid", null);
+  } catch (err) {
+    requestDone(ctx, "grid", err, key);
   }
+  state.pending.grid = false;
+  const drawStart = performance.now();
+  update();
+  measure("render", drawStart);
+}
 
-  /** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
-  async function fetchDetail() {
-    if (isBlank(state.text)) return;
-    if (!state.model) {
-      // a link may name a head the model lacks: wait for the model, which clamps it (fitToModel)
-      state.pending.detail = true;
-      await modelReady;
-    }
-    measureDrawCells();
-    const key = headKey(state);
-    const record = {
-      key,
-      text: state.text,
-      textKey: gridKey(state),
-      temperature: state.temperature,
-      inputs: inputsFor(state, ["text", "ablate", "causal", "scaled"]),
-    };
+/**
+ * Cells a side the head heatmap can draw: its plot area's width in CSS pixels (about the
+ * element's width less the token labels and the colour bar), at most FOCUS_MAX. A longer text's
+ * head is asked max-pooled to this size (requests.js, pooledFocus).
+ */
+function measureDrawCells({ state, els }) {
+  const width = els.headHeatmap.clientWidth;
+  if (width > 0) state.drawCells = Math.max(64, Math.min(FOCUS_MAX, Math.round(width - 160)));
+}
+
+/** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
+async function fetchDetail(ctx) {
+  const { state, update } = ctx.app;
+  if (isBlank(state.text)) return;
+  if (!state.model) {
+    // a link may name a head the model lacks: wait for the model, which clamps it (fitToModel)
     state.pending.detail = true;
-    const started = performance.now();
-    try {
-      const result = await sendDetail(detailRequest(state));
-      if (result.stale) return;
-      measure("detail-request", started);
-      state.detail = { ...record, response: result.value };
-      requestDone("detail", null);
-    } catch (err) {
-      requestDone("detail", err, key);
-    }
-    state.pending.detail = false;
+    await ctx.modelReady;
+  }
+  measureDrawCells(ctx.app);
+  const key = headKey(state);
+  const record = {
+    key,
+    text: state.text,
+    textKey: gridKey(state),
+    temperature: state.temperature,
+    inputs: inputsFor(state, ["text", "ablate", "causal", "scaled"]),
+  };
+  state.pending.detail = true;
+  const started = performance.now();
+  try {
+    const result = await ctx.sendDetail(detailRequest(state));
+    if (result.stale) return;
+    measure("detail-request", started);
+    state.detail = { ...record, response: result.value };
+    requestDone(ctx, "detail", null);
+  } catch (err) {
+    requestDone(ctx, "detail", err, key);
+  }
+  state.pending.detail = false;
+  update();
+  // zoomed in on a long text's head: the exact cells of the same block, for this text and head
+  if (state.zoom && state.detail?.key === key && state.detail.response.focus?.thumbnail?.block > 1) fetchRegion(ctx);
+}
+
+/** Fetch the exact cells of the zoomed block of a pooled head (focus.region), when it fits. */
+async function fetchRegion(ctx) {
+  const { state, update } = ctx.app;
+  const zoom = state.zoom;
+  if (!regionFits(state, zoom) || isBlank(state.text)) return;
+  const T = currentDetail(state)?.tokens?.length ?? currentGrid(state)?.tokens?.length;
+  if (T !== undefined && (zoom.q1 > T || zoom.k1 > T)) {
+    state.zoom = null; // the text got shorter than the zoomed block
     update();
-    // zoomed in on a long text's head: the exact cells of the same block, for this text and head
-    if (state.zoom && state.detail?.key === key && state.detail.response.focus?.thumbnail?.block > 1) fetchRegion();
+    return;
   }
+  const key = regionKey(state, zoom);
+  if (state.region?.key === key) return;
+  try {
+    const result = await ctx.sendRegion(regionRequest(state, zoom));
+    if (result.stale) return;
+    state.region = { key, bounds: zoom, response: result.value.focus.region };
+  } catch (err) {
+    state.requestErrors.detail = `Exact cells of the zoomed block: ${errorText(err)}`;
+    state.error = state.requestErrors.detail;
+  }
+  update();
+}
 
-  /** Fetch the exact cells of the zoomed block of a pooled head (focus.region), when it fits. */
-  async function fetchRegion() {
-    const zoom = state.zoom;
-    if (!regionFits(state, zoom) || isBlank(state.text)) return;
-    const T = currentDetail(state)?.tokens?.length ?? currentGrid(state)?.tokens?.length;
-    if (T !== undefined && (zoom.q1 > T || zoom.k1 > T)) {
-      state.zoom = null; // the text got shorter than the zoomed block
-      update();
-      return;
-    }
-    const key = regionKey(state, zoom);
-    if (state.region?.key === key) return;
-    try {
-      const result = await sendRegion(regionRequest(state, zoom));
-      if (result.stale) return;
-      state.region = { key, bounds: zoom, response: result.value.focus.region };
-    } catch (err) {
-      state.requestErrors.detail = `Exact cells of the zoomed block: ${errorText(err)}`;
-      state.error = state.requestErrors.detail;
-    }
+/** The temperature only changes the predictions: ask for those alone (no layer in the answer). */
+async function fetchPredictions(ctx) {
+  const { state, update } = ctx.app;
+  const detail = state.detail;
+  if (!detail || detail.key !== headKey(state)) return fetchDetail(ctx);
+  const temperature = state.temperature;
+  try {
+    const result = await ctx.sendPredictions(predictionsRequest(state));
+    if (result.stale || state.detail !== detail) return;
+    state.detail = {
+      ...detail,
+      temperature,
+      response: { ...detail.response, predictions: result.value.predictions },
+    };
+    requestDone(ctx, "detail", null);
+  } catch (err) {
+    requestDone(ctx, "detail", err);
+  }
+  update();
+}
+
+/**
+ * Ask for the current text: the chosen head's detail (every view needs it) and the all-heads
+ * grid, both at once. The server answers them on separate workers, and each view is drawn as
+ * soon as its answer lands, so the grid's round trip overlaps the head view's drawing.
+ */
+async function refreshAll(ctx) {
+  const { state, update } = ctx.app;
+  if (isBlank(state.text)) {
+    // an empty box is not an error: the empty state says what to do, nothing is asked, and
+    // an error of an earlier text goes with it
+    state.requestErrors = { grid: null, detail: null };
+    state.error = null;
+    state.refusal = null;
     update();
+    return;
   }
+  await Promise.all([fetchDetail(ctx), fetchGrid(ctx)]);
+}
 
-  /** The temperature only changes the predictions: ask for those alone (no layer in the answer). */
-  async function fetchPredictions() {
-    const detail = state.detail;
-    if (!detail || detail.key !== headKey(state)) return fetchDetail();
-    const temperature = state.temperature;
-    try {
-      const result = await sendPredictions(predictionsRequest(state));
-      if (result.stale || state.detail !== detail) return;
-      state.detail = {
-        ...detail,
-        temperature,
-        response: { ...detail.response, predictions: result.value.predictions },
-      };
-      requestDone("detail", null);
-    } catch (err) {
-      requestDone("detail", err);
-    }
-    update();
-  }
+const intentKey = (s) => JSON.stringify([headKey(s), s.temperature, s.view]);
 
-  /**
-   * Ask for the current text: the chosen head's detail (every view needs it) and the all-heads
-   * grid, both at once. The server answers them on separate workers, and each view is drawn as
-   * soon as its answer lands, so the grid's round trip overlaps the head view's drawing.
-   */
-  async function refreshAll() {
-    if (isBlank(state.text)) {
-      // an empty box is not an error: the empty state says what to do, nothing is asked, and
-      // an error of an earlier text goes with it
-      state.requestErrors = { grid: null, detail: null };
-      state.error = null;
-      state.refusal = null;
-      update();
-      return;
-    }
-    await Promise.all([fetchDetail(), fetchGrid()]);
-  }
-
-  // Typing, debounced on both edges: a keystroke after a pause goes out at once (no waiting),
-  // while a burst (key repeat, fast typing) is merged and sent DEBOUNCE_MS after its last key.
-  // While an answer is on its way, further edits only mark the text dirty; the newest text is
-  // sent as soon as that answer lands, so a slow server never has a queue of outdated requests.
+/**
+ * Typing, debounced on both edges: a keystroke after a pause goes out at once (no waiting),
+ * while a burst (key repeat, fast typing) is merged and sent DEBOUNCE_MS after its last key.
+ * While an answer is on its way, further edits only mark the text dirty; the newest text is
+ * sent as soon as that answer lands, so a slow server never has a queue of outdated requests.
+ * Returns {scheduleRefresh, refreshNow, waiting()} (whether a refresh is planned or running).
+ */
+function typingScheduler(ctx) {
+  const state = ctx.app.state;
   let typingTimer = null;
   let scheduled = false;
   let chainRunning = false;
   let dirty = false;
   let lastKeyAt = -Infinity;
-  // What the user last asked for (text, what-ifs, head, temperature, view): Enter on a text
-  // already asked (a paste goes out on its input event) asks nothing again. Any failed request and
-  // any new link forget it, so that Enter retries.
-  let askedKey = null;
-  const intentKey = (s) => JSON.stringify([headKey(s), s.temperature, s.view]);
 
   async function runChain() {
     chainRunning = true;
     dirty = false;
-    askedKey = intentKey(state);
+    ctx.askedKey = intentKey(state);
     try {
-      await refreshAll();
+      await refreshAll(ctx);
     } finally {
       chainRunning = false;
       if (dirty) runChain();
@@ -208,8 +221,8 @@ export function createData(app) {
 
   function kick() {
     scheduled = false;
-    const answered = askedKey === intentKey(state) && currentGrid(state) && currentDetail(state) && !state.error;
-    if (chainRunning) dirty = dirty || askedKey !== intentKey(state);
+    const answered = ctx.askedKey === intentKey(state) && currentGrid(state) && currentDetail(state) && !state.error;
+    if (chainRunning) dirty = dirty || ctx.askedKey !== intentKey(state);
     else if (!answered) runChain();
   }
 
@@ -231,90 +244,105 @@ export function createData(app) {
     kick();
   }
 
-  /** After a view change: fetch what that view needs (its `needs`, views.js) if it is missing. */
-  function ensureData() {
-    const view = viewById(state.view);
-    if (view.needs.includes("grid") && !currentGrid(state) && !state.pending.grid && refusedKey.grid !== gridKey(state))
-      fetchGrid();
-    // a long text's head is asked with the fields of the view it was asked from (its `focus`)
-    const d = currentDetail(state);
-    const lacks = d?.focus?.thumbnail && (view.focus ?? []).some((field) => !d.focus[field]);
-    if (view.needs.includes("detail") && (!d || lacks) && !state.pending.detail && refusedKey.detail !== headKey(state))
-      fetchDetail();
-  }
+  return { scheduleRefresh, refreshNow, waiting: () => scheduled || chainRunning };
+}
 
-  /** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */
-  function fitToModel() {
-    if (!state.model) return;
-    const fit = fitHead(state, state.model);
-    state.layer = fit.layer;
-    state.head = fit.head;
-    state.ablate = fit.ablate;
-    if (fit.note && !state.notice?.includes(fit.note))
-      state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
-  }
+/** After a view change: fetch what that view needs (its `needs`, views.js) if it is missing. */
+function ensureData(ctx) {
+  const state = ctx.app.state;
+  const view = viewById(state.view);
+  const refused = ctx.refusedKey;
+  if (view.needs.includes("grid") && !currentGrid(state) && !state.pending.grid && refused.grid !== gridKey(state))
+    fetchGrid(ctx);
+  // a long text's head is asked with the fields of the view it was asked from (its `focus`)
+  const d = currentDetail(state);
+  const lacks = d?.focus?.thumbnail && (view.focus ?? []).some((field) => !d.focus[field]);
+  if (view.needs.includes("detail") && (!d || lacks) && !state.pending.detail && refused.detail !== headKey(state))
+    fetchDetail(ctx);
+}
 
-  async function loadModel() {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        state.model = await getJSON("/api/model");
-        fitToModel();
+/** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */
+function fitToModel(state) {
+  if (!state.model) return;
+  const fit = fitHead(state, state.model);
+  state.layer = fit.layer;
+  state.head = fit.head;
+  state.ablate = fit.ablate;
+  if (fit.note && !state.notice?.includes(fit.note))
+    state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
+}
+
+async function loadModel({ state, update }) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      state.model = await getJSON("/api/model");
+      fitToModel(state);
+      update();
+      return;
+    } catch (err) {
+      if (attempt >= 60) {
+        state.error = errorText(err);
         update();
         return;
-      } catch (err) {
-        if (attempt >= 60) {
-          state.error = errorText(err);
-          update();
-          return;
-        }
-        await new Promise((r) => setTimeout(r, 1000));
       }
+      await new Promise((r) => setTimeout(r, 1000));
     }
   }
+}
 
-  async function loadRoles() {
-    try {
-      state.roles = await getJSON("/api/heads");
-      if (!state.roles.roles.includes(state.role)) state.role = state.roles.roles[0];
-    } catch (err) {
-      state.error = `Head roles: ${errorText(err)}`;
-    }
-    update();
+async function loadRoles({ state, update }) {
+  try {
+    state.roles = await getJSON("/api/heads");
+    if (!state.roles.roles.includes(state.role)) state.role = state.roles.roles[0];
+  } catch (err) {
+    state.error = `Head roles: ${errorText(err)}`;
   }
+  update();
+}
 
-  /**
-   * The server now serves another model: every answer was the old model's; load the new one's description and
-   * ask again.
-   */
-  async function modelChanged() {
-    Object.assign(state, { grid: null, detail: null, region: null, effects: null, generation: null, error: null });
-    // the views' own answers (each view's `answers`, views.js)
-    for (const view of VIEWS) for (const field of view.answers ?? []) state[field] = null;
-    askedKey = null;
-    modelReady = loadModel();
-    await modelReady;
-    loadRoles();
-    refreshNow();
-  }
+/**
+ * The server now serves another model: every answer was the old model's; load the new one's description and
+ * ask again.
+ */
+async function modelChanged(ctx, refreshNow) {
+  const state = ctx.app.state;
+  Object.assign(state, { grid: null, detail: null, region: null, effects: null, generation: null, error: null });
+  // the views' own answers (each view's `answers`, views.js)
+  for (const view of VIEWS) for (const field of view.answers ?? []) state[field] = null;
+  ctx.askedKey = null;
+  ctx.modelReady = loadModel(ctx.app);
+  await ctx.modelReady;
+  loadRoles(ctx.app);
+  refreshNow();
+}
 
+/**
+ * The page's requests over `app` ({state, els, update}). Returns the functions the rest of the
+ * page calls: fetchGrid, fetchDetail, fetchRegion, fetchPredictions, scheduleRefresh,
+ * refreshNow, ensureData, forgetAsked, loadModel, loadRoles, and `busy()` (whether anything is on its way).
+ */
+export function createData(app) {
+  const { state } = app;
+  const ctx = dataContext(app);
+  const typing = typingScheduler(ctx);
   return {
-    modelChanged,
-    fetchGrid,
-    fetchDetail,
-    fetchRegion,
-    fetchPredictions,
-    scheduleRefresh,
-    refreshNow,
-    ensureData,
-    fitToModel,
+    modelChanged: () => modelChanged(ctx, typing.refreshNow),
+    fetchGrid: () => fetchGrid(ctx),
+    fetchDetail: () => fetchDetail(ctx),
+    fetchRegion: () => fetchRegion(ctx),
+    fetchPredictions: () => fetchPredictions(ctx),
+    scheduleRefresh: typing.scheduleRefresh,
+    refreshNow: typing.refreshNow,
+    ensureData: () => ensureData(ctx),
+    fitToModel: () => fitToModel(state),
     /** A link asks afresh: Enter and the next refresh ask again even for the same intent. */
-    forgetAsked: () => (askedKey = null),
+    forgetAsked: () => (ctx.askedKey = null),
     /** Start loading the model and the head roles (the chosen head's request waits for the model). */
     start() {
-      modelReady = loadModel();
-      loadRoles();
+      ctx.modelReady = loadModel(app);
+      loadRoles(app);
     },
     /** Whether a request is planned or on its way. */
-    busy: () => scheduled || chainRunning || state.pending.grid || state.pending.detail,
+    busy: () => typing.waiting() || state.pending.grid || state.pending.detail,
   };
 }

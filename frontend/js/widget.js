@@ -72,11 +72,10 @@ function answerOf(json) {
   return { tag, response };
 }
 
-export function render({ model, el }) {
-  el.classList.add("attnscope-widget");
-  el.innerHTML = TEMPLATE;
+/** The widget's elements, found by class in `el`: the names the page's render pass draws into. */
+function widgetElements(el) {
   const q = (cls) => el.querySelector(`.${cls}`);
-  const els = {
+  return {
     modelBadge: q("model-badge"),
     status: q("status"),
     statusText: q("status-text"),
@@ -106,45 +105,51 @@ export function render({ model, el }) {
     predictionsList: q("predictions-list"),
     predictionsActual: q("predictions-actual"),
   };
+}
 
-  const state = createState(VIEWS);
-  const sync = () => {
-    state.text = model.get("text");
-    state.layer = model.get("layer");
-    state.head = model.get("head");
-    state.causal = model.get("causal");
-    state.scaled = model.get("scaled");
-    state.error = model.get("error") || null;
-  };
-  // an answer's key is the page's own (state.js gridKey, headKey) of the state it answers
-  const keyState = (t) => ({
-    ...state,
-    text: t.text,
-    causal: t.causal,
-    scaled: t.scale !== "none",
-    layer: t.layer,
-    head: t.head,
-  });
-  const readAnswers = () => {
-    const grid = answerOf(model.get("grid"));
-    state.grid = grid && { key: gridKey(keyState(grid.tag)), text: grid.tag.text, response: grid.response };
-    const detail = answerOf(model.get("detail"));
-    const asked = detail && keyState(detail.tag);
-    state.detail = detail && {
-      key: headKey(asked),
-      text: asked.text,
-      textKey: gridKey(asked),
-      temperature: state.temperature,
-      inputs: inputsFor(asked, ["text", "ablate", "causal", "scaled"]),
-      response: detail.response,
-    };
-  };
-  state.model = JSON.parse(model.get("model_info") || "null");
-  sync();
-  readAnswers();
+/** Copy the model's inputs (text, head, what-ifs) and its error into the state. */
+function syncState(state, model) {
+  state.text = model.get("text");
+  state.layer = model.get("layer");
+  state.head = model.get("head");
+  state.causal = model.get("causal");
+  state.scaled = model.get("scaled");
+  state.error = model.get("error") || null;
+}
 
+// an answer's key is the page's own (state.js gridKey, headKey) of the state it answers
+const keyState = (state, t) => ({
+  ...state,
+  text: t.text,
+  causal: t.causal,
+  scaled: t.scale !== "none",
+  layer: t.layer,
+  head: t.head,
+});
+
+/** Store the kernel's answers (the traitlets `grid` and `detail`) in the state, keyed as the page keys them. */
+function readAnswers(state, model) {
+  const grid = answerOf(model.get("grid"));
+  state.grid = grid && { key: gridKey(keyState(state, grid.tag)), text: grid.tag.text, response: grid.response };
+  const detail = answerOf(model.get("detail"));
+  const asked = detail && keyState(state, detail.tag);
+  state.detail = detail && {
+    key: headKey(asked),
+    text: asked.text,
+    textKey: gridKey(asked),
+    temperature: state.temperature,
+    inputs: inputsFor(asked, ["text", "ablate", "causal", "scaled"]),
+    response: detail.response,
+  };
+}
+
+/**
+ * The widget's draw: the page's render pass over its elements, announced as an `attnscope:render`
+ * event, with a read-only handle for tests on `el.attnscope` (as the page's window.attnscope). Returns update().
+ */
+function widgetUpdate({ model, el, els, state }) {
   let renders = 0;
-  // a read-only handle for tests, as the page's window.attnscope
+  let last = null;
   el.attnscope = {
     get state() {
       return state;
@@ -156,8 +161,7 @@ export function render({ model, el }) {
       return last;
     },
   };
-  let last = null;
-  function update() {
+  return function update() {
     state.pending.grid = state.pending.detail = model.get("busy");
     if (document.activeElement !== els.textInput && els.textInput.value !== state.text)
       els.textInput.value = state.text;
@@ -165,15 +169,11 @@ export function render({ model, el }) {
     renders += 1;
     last = done;
     el.dispatchEvent(new CustomEvent("attnscope:render", { bubbles: true, detail: { ...done, count: renders } }));
-  }
-
-  // ---- the user changes something: the kernel recomputes, the traitlets bring the answers back
-  const push = (changes) => {
-    for (const [k, v] of Object.entries(changes)) model.set(k, v);
-    model.set("busy", true);
-    model.save_changes();
-    update();
   };
+}
+
+/** The text box: typing reaches the kernel DEBOUNCE_MS after the last key, Enter at once. Returns the cleanup. */
+function wireText({ model, els, state, push }) {
   let typingTimer = null;
   const sendText = () => {
     clearTimeout(typingTimer);
@@ -190,12 +190,11 @@ export function render({ model, el }) {
       sendText();
     }
   });
-  function selectHead(layer, head) {
-    if (layer === state.layer && head === state.head) return;
-    state.layer = layer;
-    state.head = head;
-    push({ layer, head });
-  }
+  return () => clearTimeout(typingTimer);
+}
+
+/** The head selects, the what-if toggles, the mean column and the token chips. */
+function wireControls({ els, state, update, push, selectHead }) {
   els.layerSelect.addEventListener("change", () => selectHead(Number(els.layerSelect.value), state.head));
   els.headSelect.addEventListener("change", () => selectHead(state.layer, Number(els.headSelect.value)));
   els.causalToggle.addEventListener("change", () => {
@@ -216,28 +215,38 @@ export function render({ model, el }) {
     state.position = Number(chip.dataset.index);
     update();
   });
+}
 
-  // ---- the grid canvas: hover shows the cell, click opens the head (the page's own pointer)
-  installGridPointer({ state, els, selectHead });
-
-  // ---- answers from the kernel
+/** Follow the kernel: its answers and its inputs redraw the widget. Returns the function that stops it. */
+function followModel({ model, state, update }) {
   const onAnswer = () => {
-    sync();
-    readAnswers();
+    syncState(state, model);
+    readAnswers(state, model);
     update();
   };
   const onState = () => {
-    sync();
+    syncState(state, model);
     update();
   };
-  model.on("change:grid", onAnswer);
-  model.on("change:detail", onAnswer);
-  model.on("change:error", onState);
-  model.on("change:busy", onState);
-  for (const name of ["text", "layer", "head", "causal", "scaled"]) model.on(`change:${name}`, onState);
+  const inputs = ["text", "layer", "head", "causal", "scaled"].map((name) => [`change:${name}`, onState]);
+  const handlers = [
+    ["change:grid", onAnswer],
+    ["change:detail", onAnswer],
+    ["change:error", onState],
+    ["change:busy", onState],
+    ...inputs,
+  ];
+  for (const [event, handler] of handlers) model.on(event, handler);
+  return () => {
+    for (const [event, handler] of handlers) model.off(event, handler);
+  };
+}
 
-  // Plotly and the canvas measure their box: draw once the output is in the page, and again
-  // when its width changes (a resized notebook panel)
+/**
+ * Plotly and the canvas measure their box: draw once the output is in the page, and again
+ * when its width changes (a resized notebook panel). Returns the observer.
+ */
+function redrawOnResize(el, update) {
   let lastWidth = 0;
   const resize = new ResizeObserver(() => {
     const w = el.clientWidth;
@@ -248,15 +257,44 @@ export function render({ model, el }) {
   });
   resize.observe(el);
   if (el.isConnected) update();
+  return resize;
+}
+
+export function render({ model, el }) {
+  el.classList.add("attnscope-widget");
+  el.innerHTML = TEMPLATE;
+  const els = widgetElements(el);
+  const state = createState(VIEWS);
+  state.model = JSON.parse(model.get("model_info") || "null");
+  syncState(state, model);
+  readAnswers(state, model);
+  const update = widgetUpdate({ model, el, els, state });
+
+  // ---- the user changes something: the kernel recomputes, the traitlets bring the answers back
+  const push = (changes) => {
+    for (const [k, v] of Object.entries(changes)) model.set(k, v);
+    model.set("busy", true);
+    model.save_changes();
+    update();
+  };
+  const selectHead = (layer, head) => {
+    if (layer === state.layer && head === state.head) return;
+    state.layer = layer;
+    state.head = head;
+    push({ layer, head });
+  };
+  const widget = { model, els, state, update, push, selectHead };
+  const stopTyping = wireText(widget);
+  wireControls(widget);
+  // the grid canvas: hover shows the cell, click opens the head (the page's own pointer)
+  installGridPointer({ state, els, selectHead });
+  const stopFollowing = followModel(widget);
+  const resize = redrawOnResize(el, update);
 
   return () => {
     resize.disconnect();
-    clearTimeout(typingTimer);
-    model.off("change:grid", onAnswer);
-    model.off("change:detail", onAnswer);
-    model.off("change:error", onState);
-    model.off("change:busy", onState);
-    for (const name of ["text", "layer", "head", "causal", "scaled"]) model.off(`change:${name}`, onState);
+    stopTyping();
+    stopFollowing();
     if (window.Plotly) window.Plotly.purge(els.headHeatmap);
   };
 }

@@ -35,6 +35,136 @@ export const fmt = (p) => (p >= 0.001 ? `${(100 * p).toFixed(1)} %` : p > 0 ? p.
 /** What the before → after measurement depends on. */
 const INPUTS = ["text", "position", "ablate", "causal", "scaled", "temperature"];
 
+/** The ✕ over one head's tile (`spot`, toggleSpots), pressed when the head is off. */
+function toggleButton(spot, ablate) {
+  const b = document.createElement("button");
+  const off = isOff(ablate, spot.layer, spot.head);
+  b.type = "button";
+  b.className = off ? "ablate-toggle off" : "ablate-toggle";
+  b.textContent = "✕";
+  b.style.left = `${spot.x}px`;
+  b.style.top = `${spot.y}px`;
+  b.dataset.layer = String(spot.layer);
+  b.dataset.head = String(spot.head);
+  b.dataset.testid = `ablate-L${spot.layer}H${spot.head}`;
+  b.setAttribute("aria-pressed", off ? "true" : "false");
+  b.title = `${off ? "Switch back on" : "Switch off"} layer ${spot.layer}, head ${spot.head}`;
+  return b;
+}
+
+/** The toggles over the grid canvas, one a head, laid where the grid drew its tiles. */
+function drawOverlay({ state, grid, overlay }) {
+  const g = grid.gridLayout;
+  const layers = g?.grid?.layers;
+  overlay.replaceChildren();
+  if (!g || !layers) return;
+  const canvas = grid.querySelector("canvas");
+  overlay.style.left = `${canvas.offsetLeft}px`;
+  overlay.style.top = `${canvas.offsetTop}px`;
+  for (const s of toggleSpots(g.layout, layers)) overlay.append(toggleButton(s, state.ablate));
+}
+
+/** The card's list of switched-off heads, each a chip that switches it back on. */
+function drawList({ state, root, list, clear, setAblate }) {
+  root.classList.toggle("active", state.ablate.length > 0);
+  clear.hidden = state.ablate.length === 0;
+  list.replaceChildren(
+    ...(state.ablate.length
+      ? state.ablate.map((a) => {
+          const chip = document.createElement("button");
+          chip.type = "button";
+          chip.className = "ablate-chip";
+          chip.textContent = `L${a.layer} · H${a.head} ✕`;
+          chip.title = "Switch this head back on";
+          chip.addEventListener("click", () => setAblate(toggled(state.ablate, a.layer, a.head)));
+          return chip;
+        })
+      : [document.createTextNode("None: the model as trained.")]),
+  );
+}
+
+/** Before → after: the intact model's top guess at the chosen position, its probability in both, into `record`. */
+async function measure(app, record) {
+  const state = app.state;
+  const body = {
+    text: state.text,
+    layers: [],
+    include: [],
+    top_k: 50,
+    causal: state.causal,
+    scale: scaleParam(state),
+    temperature: state.temperature,
+  };
+  try {
+    const [before, after] = await Promise.all([
+      postJSON("/api/attention", body),
+      postJSON("/api/attention", { ...body, ablate: state.ablate }),
+    ]);
+    const pos = state.position ?? before.predictions.length - 1;
+    record.inputs.position = pos;
+    const top = before.predictions[pos][0];
+    record.answer = {
+      token: before.tokens[pos],
+      top,
+      found: after.predictions[pos].find((p) => p.id === top.id),
+      after: after.predictions[pos],
+    };
+  } catch (err) {
+    record.error = errorText(err);
+  }
+  record.pending = false;
+  if (state.ablationEffect === record) app.update();
+}
+
+/** The card's before → after line; measures again when the inputs it was measured for changed. */
+function drawEffect({ app, state, effect }) {
+  const r = state.ablationEffect;
+  if (!state.ablate.length || isBlank(state.text)) {
+    state.ablationEffect = null;
+    effect.textContent = "";
+    for (const key of ["before", "after", "token"]) delete effect.dataset[key];
+    return;
+  }
+  if (!state.model) return; // a link's heads are checked against the model first (fitToModel)
+  if (!r || (!r.pending && changedInputs(r.inputs, state).length)) {
+    // the inputs changed: measure again, and say so until the answer is in
+    const next = { inputs: inputsFor(state, INPUTS), pending: true };
+    state.ablationEffect = next;
+    effect.textContent = "Measuring what switching these heads off does to the top guess…";
+    measure(app, next);
+    return;
+  }
+  if (r.pending) return;
+  if (r.error) {
+    effect.textContent = `Could not measure: ${r.error}`;
+    return;
+  }
+  const { token, top, found, after } = r.answer;
+  const now = found ? fmt(found.prob) : `< ${fmt(after.at(-1).prob)}`;
+  const strong = document.createElement("strong");
+  strong.textContent = top.token;
+  effect.replaceChildren("P(", strong, `) after “${token}”: ${fmt(top.prob)} → ${now}`);
+  effect.dataset.before = String(top.prob);
+  effect.dataset.after = String(found ? found.prob : 0);
+  effect.dataset.token = top.token;
+  if (after[0].id !== top.id) effect.append(` · now first: ${after[0].token} ${fmt(after[0].prob)}`);
+}
+
+/** The toggles, the card's "switch all back on" and the key "x" (the chosen head). */
+function wireSwitches({ state, overlay, clear, setAblate }) {
+  overlay.addEventListener("click", (ev) => {
+    const b = ev.target.closest(".ablate-toggle");
+    if (!b) return;
+    ev.stopPropagation();
+    setAblate(toggled(state.ablate, Number(b.dataset.layer), Number(b.dataset.head)));
+  });
+  clear.addEventListener("click", () => setAblate([]));
+  document.addEventListener("keydown", (ev) => {
+    if (ev.target.closest("textarea, input, select") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    if (ev.key === "x" || ev.key === "X") setAblate(toggled(state.ablate, state.layer, state.head));
+  });
+}
+
 /**
  * Install the toggles, the key and the card. `app`: {state, els, update, refreshNow}. Returns the card,
  * `{draw(state)}`.
@@ -66,131 +196,13 @@ export function installAblation(app) {
     app.update();
     app.refreshNow();
   }
-
-  function drawOverlay() {
-    const g = grid.gridLayout;
-    const layers = g?.grid?.layers;
-    overlay.replaceChildren();
-    if (!g || !layers) return;
-    const canvas = grid.querySelector("canvas");
-    overlay.style.left = `${canvas.offsetLeft}px`;
-    overlay.style.top = `${canvas.offsetTop}px`;
-    for (const s of toggleSpots(g.layout, layers)) {
-      const b = document.createElement("button");
-      const off = isOff(state.ablate, s.layer, s.head);
-      b.type = "button";
-      b.className = off ? "ablate-toggle off" : "ablate-toggle";
-      b.textContent = "✕";
-      b.style.left = `${s.x}px`;
-      b.style.top = `${s.y}px`;
-      b.dataset.layer = String(s.layer);
-      b.dataset.head = String(s.head);
-      b.dataset.testid = `ablate-L${s.layer}H${s.head}`;
-      b.setAttribute("aria-pressed", off ? "true" : "false");
-      b.title = `${off ? "Switch back on" : "Switch off"} layer ${s.layer}, head ${s.head}`;
-      overlay.append(b);
-    }
-  }
-
-  function drawList() {
-    root.classList.toggle("active", state.ablate.length > 0);
-    clear.hidden = state.ablate.length === 0;
-    list.replaceChildren(
-      ...(state.ablate.length
-        ? state.ablate.map((a) => {
-            const chip = document.createElement("button");
-            chip.type = "button";
-            chip.className = "ablate-chip";
-            chip.textContent = `L${a.layer} · H${a.head} ✕`;
-            chip.title = "Switch this head back on";
-            chip.addEventListener("click", () => setAblate(toggled(state.ablate, a.layer, a.head)));
-            return chip;
-          })
-        : [document.createTextNode("None: the model as trained.")]),
-    );
-  }
-
-  // before → after: the intact model's top guess at the chosen position, its probability in both
-  async function measure(record) {
-    const body = {
-      text: state.text,
-      layers: [],
-      include: [],
-      top_k: 50,
-      causal: state.causal,
-      scale: scaleParam(state),
-      temperature: state.temperature,
-    };
-    try {
-      const [before, after] = await Promise.all([
-        postJSON("/api/attention", body),
-        postJSON("/api/attention", { ...body, ablate: state.ablate }),
-      ]);
-      const pos = state.position ?? before.predictions.length - 1;
-      record.inputs.position = pos;
-      const top = before.predictions[pos][0];
-      record.answer = {
-        token: before.tokens[pos],
-        top,
-        found: after.predictions[pos].find((p) => p.id === top.id),
-        after: after.predictions[pos],
-      };
-    } catch (err) {
-      record.error = errorText(err);
-    }
-    record.pending = false;
-    if (state.ablationEffect === record) app.update();
-  }
-
-  function drawEffect() {
-    const r = state.ablationEffect;
-    if (!state.ablate.length || isBlank(state.text)) {
-      state.ablationEffect = null;
-      effect.textContent = "";
-      for (const key of ["before", "after", "token"]) delete effect.dataset[key];
-      return;
-    }
-    if (!state.model) return; // a link's heads are checked against the model first (fitToModel)
-    if (!r || (!r.pending && changedInputs(r.inputs, state).length)) {
-      // the inputs changed: measure again, and say so until the answer is in
-      const next = { inputs: inputsFor(state, INPUTS), pending: true };
-      state.ablationEffect = next;
-      effect.textContent = "Measuring what switching these heads off does to the top guess…";
-      measure(next);
-      return;
-    }
-    if (r.pending) return;
-    if (r.error) {
-      effect.textContent = `Could not measure: ${r.error}`;
-      return;
-    }
-    const { token, top, found, after } = r.answer;
-    const now = found ? fmt(found.prob) : `< ${fmt(after.at(-1).prob)}`;
-    const strong = document.createElement("strong");
-    strong.textContent = top.token;
-    effect.replaceChildren("P(", strong, `) after “${token}”: ${fmt(top.prob)} → ${now}`);
-    effect.dataset.before = String(top.prob);
-    effect.dataset.after = String(found ? found.prob : 0);
-    effect.dataset.token = top.token;
-    if (after[0].id !== top.id) effect.append(` · now first: ${after[0].token} ${fmt(after[0].prob)}`);
-  }
-
-  overlay.addEventListener("click", (ev) => {
-    const b = ev.target.closest(".ablate-toggle");
-    if (!b) return;
-    ev.stopPropagation();
-    setAblate(toggled(state.ablate, Number(b.dataset.layer), Number(b.dataset.head)));
-  });
-  clear.addEventListener("click", () => setAblate([]));
-  document.addEventListener("keydown", (ev) => {
-    if (ev.target.closest("textarea, input, select") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
-    if (ev.key === "x" || ev.key === "X") setAblate(toggled(state.ablate, state.layer, state.head));
-  });
+  const card = { app, state, grid, overlay, root, list, effect, clear, setAblate };
+  wireSwitches(card);
   return {
     draw() {
-      drawOverlay();
-      drawList();
-      drawEffect();
+      drawOverlay(card);
+      drawList(card);
+      drawEffect(card);
     },
   };
 }

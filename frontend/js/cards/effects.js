@@ -81,6 +81,43 @@ export async function measureEffects(app, token_id = null) {
   if (state.effects === record) app.update();
 }
 
+/** The card as the state says: its button, its notes (out of date, the what-ifs), its caption and heatmap. */
+function drawEffects({ state, root, plot, caption, run, mean, note }) {
+  mean.checked = state.effectsMode === "mean";
+  const r = state.effects;
+  run.disabled = !!r?.pending;
+  const changed = r && !r.pending ? changedInputs(r.inputs, state) : [];
+  root.classList.toggle("stale", changed.length > 0);
+  if (changed.length) root.dataset.stale = "1";
+  else delete root.dataset.stale;
+  setText(run, changed.length ? "Measure again" : "Measure");
+  const notes = [];
+  if (changed.length)
+    notes.push(`${outOfDateWords(changed, "these effects were measured")} Measure again for the current ones.`);
+  if (whatIfOn(state)) {
+    notes.push(
+      "Head effects are measured on the model as trained (causal mask on, its own scaling): the what-if " +
+        "switches do not apply to them.",
+    );
+  }
+  setText(note, notes.join(" "));
+  setHidden(note, notes.length === 0);
+  if (!r) return;
+  if (r.pending) setText(caption, "Switching every head off in turn…");
+  else if (r.error) setText(caption, `Could not measure: ${r.error}`);
+  else {
+    setText(caption, answerWords(r.answer));
+    const sig = String(idOf(r.answer));
+    if (plot.dataset.signature !== sig && window.Plotly) {
+      plot.dataset.signature = sig;
+      const fig = effectsFigure(r.answer);
+      window.Plotly.react(plot, fig.data, fig.layout, { displayModeBar: false, responsive: true });
+      plot.dataset.position = String(r.answer.position);
+      plot.dataset.token = r.answer.token;
+    }
+  }
+}
+
 /** Install the card after the grid's; `app`: {state, els, update, selectHead}. Returns the card, `{draw(state)}`. */
 export function installEffects(app) {
   const { state, els } = app;
@@ -96,60 +133,25 @@ export function installEffects(app) {
     <div class="plot plot-effects" data-testid="effects-heatmap"></div>`,
   );
   els.headsGrid.closest("article").after(root);
-  const {
-    "effects-heatmap": plot,
-    "effects-caption": caption,
-    "effects-run": run,
-    "effects-mean": mean,
-    "effects-note": note,
-  } = parts;
-
+  const card = {
+    state,
+    root,
+    plot: parts["effects-heatmap"],
+    caption: parts["effects-caption"],
+    run: parts["effects-run"],
+    mean: parts["effects-mean"],
+    note: parts["effects-note"],
+  };
   const measure = () => measureEffects(app);
-  run.addEventListener("click", measure);
-  mean.addEventListener("change", () => {
-    state.effectsMode = mean.checked ? "mean" : "zero";
+  card.run.addEventListener("click", measure);
+  card.mean.addEventListener("change", () => {
+    state.effectsMode = card.mean.checked ? "mean" : "zero";
     measure();
   });
-  onPlotClick(plot, (pt) => {
+  onPlotClick(card.plot, (pt) => {
     const layer = Number.parseInt(String(pt.y).slice(1), 10);
     const head = Number.parseInt(String(pt.x).slice(1), 10);
     if (Number.isInteger(layer) && Number.isInteger(head)) app.selectHead(layer, head);
   });
-
-  function draw() {
-    mean.checked = state.effectsMode === "mean";
-    const r = state.effects;
-    run.disabled = !!r?.pending;
-    const changed = r && !r.pending ? changedInputs(r.inputs, state) : [];
-    root.classList.toggle("stale", changed.length > 0);
-    if (changed.length) root.dataset.stale = "1";
-    else delete root.dataset.stale;
-    setText(run, changed.length ? "Measure again" : "Measure");
-    const notes = [];
-    if (changed.length)
-      notes.push(`${outOfDateWords(changed, "these effects were measured")} Measure again for the current ones.`);
-    if (whatIfOn(state)) {
-      notes.push(
-        "Head effects are measured on the model as trained (causal mask on, its own scaling): the what-if " +
-          "switches do not apply to them.",
-      );
-    }
-    setText(note, notes.join(" "));
-    setHidden(note, notes.length === 0);
-    if (!r) return;
-    if (r.pending) setText(caption, "Switching every head off in turn…");
-    else if (r.error) setText(caption, `Could not measure: ${r.error}`);
-    else {
-      setText(caption, answerWords(r.answer));
-      const sig = String(idOf(r.answer));
-      if (plot.dataset.signature !== sig && window.Plotly) {
-        plot.dataset.signature = sig;
-        const fig = effectsFigure(r.answer);
-        window.Plotly.react(plot, fig.data, fig.layout, { displayModeBar: false, responsive: true });
-        plot.dataset.position = String(r.answer.position);
-        plot.dataset.token = r.answer.token;
-      }
-    }
-  }
-  return { draw };
+  return { draw: () => drawEffects(card) };
 }

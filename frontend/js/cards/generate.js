@@ -54,18 +54,7 @@ const SAID = {
   stopped: "stopped",
 };
 
-/**
- * Install the button, the strip and its controls; `app`: {state, els, changeText, refreshNow, update}. Returns
- * `{draw(state)}`.
- */
-export function installGenerate(app) {
-  const { state, els } = app;
-  const most = () => limitOf(state, "max_new_tokens"); // null until the model is known
-  const { root: box, parts } = mount(
-    "div",
-    "generate-box",
-    "generate",
-    `<div class="generate-controls">
+const MARKUP = `<div class="generate-controls">
       <button type="button" class="btn" data-testid="generate-run">Continue</button>
       <label class="small">tokens <input type="number" min="1" value="20" data-testid="generate-count" /></label>
       <label class="small">strip <select data-testid="generate-mode">
@@ -81,27 +70,17 @@ export function installGenerate(app) {
       <span class="muted small" data-testid="generate-status" aria-live="polite"></span>
     </div>
     <p class="generate-note small" data-testid="generate-note" role="status" hidden></p>
-    <canvas class="generate-strip" data-testid="generate-strip" hidden></canvas>`,
-  );
-  els.textInput.closest("div").append(box);
-  const {
-    "generate-run": button,
-    "generate-count": count,
-    "generate-mode": mode,
-    "generate-status": status,
-    "generate-note": note,
-    "generate-strip": strip,
-  } = parts;
-  const sampling = {
-    on: parts["generate-sample"],
-    box: parts["generate-sampling"],
-    top_k: parts["generate-topk"],
-    top_p: parts["generate-topp"],
-    seed: parts["generate-seed"],
-  };
-  // the inputs write the state (and so the link); draw() writes them back from it. While a value
-  // is bad, Continue refuses to start (as the server would) and the note names the field.
-  let samplingProblems = [];
+    <canvas class="generate-strip" data-testid="generate-strip" hidden></canvas>`;
+
+/** Most new tokens a run may ask for; null until the model is known. */
+const mostOf = (state) => limitOf(state, "max_new_tokens");
+
+/**
+ * The sampling inputs write the state (and so the link); drawSampling writes them back from it.
+ * While a value is bad, Continue refuses to start (as the server would) and the note names the field.
+ */
+function wireSampling(gen) {
+  const { sampling, state } = gen;
   const readSampling = () => {
     const checked = checkSampling({
       top_k: sampling.top_k.value,
@@ -109,155 +88,204 @@ export function installGenerate(app) {
       seed: sampling.seed.value,
     });
     state.sampling = { ...checked.sampling, on: sampling.on.checked };
-    samplingProblems = state.sampling.on ? checked.problems : [];
-    app.update();
+    gen.samplingProblems = state.sampling.on ? checked.problems : [];
+    gen.app.update();
   };
   for (const input of [sampling.on, sampling.top_k, sampling.top_p, sampling.seed])
     input.addEventListener("change", readSampling);
-  let controller = null;
-  const lut = viridisLUT();
-  const legend = weightLegend("generate-legend");
-  strip.after(legend);
+}
 
-  function drawStrip(run) {
-    const steps = run?.steps ?? [];
-    setHidden(strip, !steps.length);
-    setHidden(legend, !steps.length);
-    if (!steps.length) return;
-    const sig = `${steps.length}|${state.layer}.${state.head}|${run.mode}`;
-    if (strip.dataset.signature === sig) return;
-    strip.dataset.signature = sig;
-    const keys = steps.at(-1).attention.find((heads) => heads)[0].length;
-    const cell = Math.max(2, Math.min(10, Math.floor(560 / keys)));
-    strip.width = keys * cell;
-    strip.height = steps.length * cell;
-    strip.style.width = `${strip.width}px`;
-    const g = strip.getContext("2d");
-    g.fillStyle = "#eceef2";
-    g.fillRect(0, 0, strip.width, strip.height);
-    steps.forEach((s, r) => {
-      stripRow(s, state.layer, state.head, run.mode).forEach((w, k) => {
-        g.fillStyle = weightColor(lut, w); // the heatmaps' scale: 0 dark, 1 yellow
-        g.fillRect(k * cell, r * cell, cell, cell);
-      });
+/** The strip of a run: a row a new token, a column an earlier one, in the heatmaps' colours. */
+function drawStrip({ state, strip, legend, lut }, run) {
+  const steps = run?.steps ?? [];
+  setHidden(strip, !steps.length);
+  setHidden(legend, !steps.length);
+  if (!steps.length) return;
+  const sig = `${steps.length}|${state.layer}.${state.head}|${run.mode}`;
+  if (strip.dataset.signature === sig) return;
+  strip.dataset.signature = sig;
+  const keys = steps.at(-1).attention.find((heads) => heads)[0].length;
+  const cell = Math.max(2, Math.min(10, Math.floor(560 / keys)));
+  strip.width = keys * cell;
+  strip.height = steps.length * cell;
+  strip.style.width = `${strip.width}px`;
+  const g = strip.getContext("2d");
+  g.fillStyle = "#eceef2";
+  g.fillRect(0, 0, strip.width, strip.height);
+  steps.forEach((s, r) => {
+    stripRow(s, state.layer, state.head, run.mode).forEach((w, k) => {
+      g.fillStyle = weightColor(lut, w); // the heatmaps' scale: 0 dark, 1 yellow
+      g.fillRect(k * cell, r * cell, cell, cell);
     });
-    strip.title =
-      `Row n: where new token n looked ` +
-      `(${run.mode === "head" ? `layer ${state.layer}, head ${state.head}` : "mean of all heads"}); columns: ` +
-      `the tokens before it`;
-  }
+  });
+  strip.title =
+    `Row n: where new token n looked ` +
+    `(${run.mode === "head" ? `layer ${state.layer}, head ${state.head}` : "mean of all heads"}); columns: ` +
+    `the tokens before it`;
+}
 
-  async function start() {
-    if (isBlank(state.text)) {
-      setText(status, "Type a text first: Continue adds tokens after it.");
+/**
+ * Stream POST /api/generate into the text box and the strip: `progress` ({text, reason}) follows
+ * the text and, once the server says it is done, why it stopped.
+ */
+async function streamRun(gen, run, n, progress) {
+  const { state, els, status, box } = gen;
+  const response = await fetch("/api/generate", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/x-ndjson" },
+    body: JSON.stringify(generateBody(state, progress.text, n)),
+    signal: gen.controller.signal,
+  });
+  if (!response.ok) {
+    const body = await response.json().catch(() => null);
+    // "top_p: …", the field named
+    throw new Error(formatDetail(body?.detail) || `the server answered ${response.status}`);
+  }
+  await readLines(response, (line) => {
+    if (line.done) {
+      progress.reason = line.reason;
+      progress.text = line.text;
+      // a drawn seed is kept, so the link repeats this very text
+      if (state.sampling.on && line.seed !== null) state.sampling = { ...state.sampling, seed: line.seed };
       return;
     }
-    if (samplingProblems.length) return; // the note names the bad field; the button is off meanwhile
-    const n = Math.min(most() ?? Infinity, Math.max(1, Number.parseInt(count.value, 10) || 20));
-    controller = new AbortController();
-    const run = { steps: [], mode: mode.value, running: true, reason: null, error: null, inputs: null };
-    state.generation = run;
-    button.textContent = "Stop";
-    button.dataset.running = "1";
-    status.textContent = "generating…";
-    app.update();
-    let text = els.textInput.value;
-    let reason = "stopped";
-    try {
-      const response = await fetch("/api/generate", {
-        method: "POST",
-        headers: { "Content-Type": "application/json", Accept: "application/x-ndjson" },
-        body: JSON.stringify(generateBody(state, text, n)),
-        signal: controller.signal,
-      });
-      if (!response.ok) {
-        const body = await response.json().catch(() => null);
-        // "top_p: …", the field named
-        throw new Error(formatDetail(body?.detail) || `the server answered ${response.status}`);
-      }
-      await readLines(response, (line) => {
-        if (line.done) {
-          reason = line.reason;
-          text = line.text;
-          // a drawn seed is kept, so the link repeats this very text
-          if (state.sampling.on && line.seed !== null) state.sampling = { ...state.sampling, seed: line.seed };
-          return;
-        }
-        run.steps.push(line);
-        text += line.piece;
-        els.textInput.value = text;
-        status.textContent =
-          `${run.steps.length} new token${run.steps.length === 1 ? "" : "s"} · ` +
-          `“${line.token}” ${(100 * line.prob).toFixed(1)} %`;
-        box.dataset.steps = String(run.steps.length);
-        drawStrip(run);
-      });
-    } catch (err) {
-      if (err.name !== "AbortError") {
-        reason = "error";
-        run.error = `Could not generate: ${errorText(err)}`;
-      }
-    } finally {
-      controller = null;
-      button.textContent = "Continue";
-      delete button.dataset.running;
-      els.textInput.value = text;
-      run.running = false;
-      run.reason = reason;
-      box.dataset.reason = reason;
-      app.changeText(text);
-      run.inputs = inputsFor(state, ["text", "ablate"]); // the text it produced, with these heads off
-      app.refreshNow();
-      app.update();
-    }
-  }
-
-  button.addEventListener("click", () => {
-    if (controller) controller.abort();
-    else start();
+    run.steps.push(line);
+    progress.text += line.piece;
+    els.textInput.value = progress.text;
+    status.textContent =
+      `${run.steps.length} new token${run.steps.length === 1 ? "" : "s"} · ` +
+      `“${line.token}” ${(100 * line.prob).toFixed(1)} %`;
+    box.dataset.steps = String(run.steps.length);
+    drawStrip(gen, run);
   });
-  mode.addEventListener("change", () => {
-    if (state.generation) state.generation.mode = mode.value;
+}
+
+/** Continue the text: a new run in `state.generation`, streamed until done, stopped or refused. */
+async function startRun(gen) {
+  const { app, state, els, button, status, box } = gen;
+  if (isBlank(state.text)) {
+    setText(status, "Type a text first: Continue adds tokens after it.");
+    return;
+  }
+  if (gen.samplingProblems.length) return; // the note names the bad field; the button is off meanwhile
+  const n = Math.min(mostOf(state) ?? Infinity, Math.max(1, Number.parseInt(gen.count.value, 10) || 20));
+  gen.controller = new AbortController();
+  const run = { steps: [], mode: gen.mode.value, running: true, reason: null, error: null, inputs: null };
+  state.generation = run;
+  button.textContent = "Stop";
+  button.dataset.running = "1";
+  status.textContent = "generating…";
+  app.update();
+  const progress = { text: els.textInput.value, reason: "stopped" };
+  try {
+    await streamRun(gen, run, n, progress);
+  } catch (err) {
+    if (err.name !== "AbortError") {
+      progress.reason = "error";
+      run.error = `Could not generate: ${errorText(err)}`;
+    }
+  } finally {
+    gen.controller = null;
+    button.textContent = "Continue";
+    delete button.dataset.running;
+    els.textInput.value = progress.text;
+    run.running = false;
+    run.reason = progress.reason;
+    box.dataset.reason = progress.reason;
+    app.changeText(progress.text);
+    run.inputs = inputsFor(state, ["text", "ablate"]); // the text it produced, with these heads off
+    app.refreshNow();
+    app.update();
+  }
+}
+
+/** The sampling switch and values as the state says; a bad value stays in its box, beside the note. */
+function drawSampling(gen) {
+  const { state, sampling } = gen;
+  const s = state.sampling;
+  sampling.on.checked = s.on;
+  setHidden(sampling.box, !s.on);
+  if (!s.on) gen.samplingProblems = [];
+  for (const key of ["top_k", "top_p", "seed"]) {
+    const shown = s[key] === null ? "" : String(s[key]);
+    // a bad value stays in its box, beside the note that it is ignored
+    const bad = gen.samplingProblems.some((p) => p.startsWith(key.replace("_", "-") + " "));
+    if (sampling[key].value !== shown && document.activeElement !== sampling[key] && !bad)
+      sampling[key].value = shown;
+  }
+}
+
+/** The card as the state says: the controls, the notes (bad sampling values, an out-of-date strip), the strip. */
+function drawGenerate(gen) {
+  const { state, box, button, note, status } = gen;
+  const most = mostOf(state);
+  if (most !== null) gen.count.max = String(most);
+  drawSampling(gen);
+  const run = state.generation;
+  const changed = run?.inputs ? changedInputs(run.inputs, state) : [];
+  box.classList.toggle("stale", changed.length > 0);
+  const problems = gen.samplingProblems;
+  const notes = problems.map((p) => `Sampling: ${p}; Continue starts once it is.`);
+  button.disabled = !gen.controller && problems.length > 0;
+  button.title = button.disabled ? `Not started: ${problems.join("; ")}` : "";
+  if (changed.length)
+    notes.push(`${outOfDateWords(changed, "this strip was generated")} Continue generates from the text as it is now.`);
+  if (run && whatIfOn(state))
+    notes.push(
+      "Generation runs the model as trained (causal mask on, its own scaling): the what-if switches do not " +
+        "apply to it.",
+    );
+  setText(note, notes.join(" "));
+  setHidden(note, notes.length === 0);
+  if (run && !run.running)
+    setText(
+      status,
+      run.error ??
+        `${run.steps.length} new ${run.steps.length === 1 ? "token" : "tokens"} · ${SAID[run.reason] ?? run.reason}`,
+    );
+  drawStrip(gen, run);
+}
+
+/**
+ * Install the button, the strip and its controls; `app`: {state, els, changeText, refreshNow, update}. Returns
+ * `{draw(state)}`.
+ */
+export function installGenerate(app) {
+  const { state, els } = app;
+  const { root: box, parts } = mount("div", "generate-box", "generate", MARKUP);
+  els.textInput.closest("div").append(box);
+  const gen = {
+    app,
+    state,
+    els,
+    box,
+    button: parts["generate-run"],
+    count: parts["generate-count"],
+    mode: parts["generate-mode"],
+    status: parts["generate-status"],
+    note: parts["generate-note"],
+    strip: parts["generate-strip"],
+    sampling: {
+      on: parts["generate-sample"],
+      box: parts["generate-sampling"],
+      top_k: parts["generate-topk"],
+      top_p: parts["generate-topp"],
+      seed: parts["generate-seed"],
+    },
+    samplingProblems: [],
+    controller: null,
+    lut: viridisLUT(),
+    legend: weightLegend("generate-legend"),
+  };
+  wireSampling(gen);
+  gen.strip.after(gen.legend);
+  gen.button.addEventListener("click", () => {
+    if (gen.controller) gen.controller.abort();
+    else startRun(gen);
+  });
+  gen.mode.addEventListener("change", () => {
+    if (state.generation) state.generation.mode = gen.mode.value;
     app.update();
   });
-
-  function draw() {
-    if (most() !== null) count.max = String(most());
-    const s = state.sampling;
-    sampling.on.checked = s.on;
-    setHidden(sampling.box, !s.on);
-    if (!s.on) samplingProblems = [];
-    for (const key of ["top_k", "top_p", "seed"]) {
-      const shown = s[key] === null ? "" : String(s[key]);
-      // a bad value stays in its box, beside the note that it is ignored
-      const bad = samplingProblems.some((p) => p.startsWith(key.replace("_", "-") + " "));
-      if (sampling[key].value !== shown && document.activeElement !== sampling[key] && !bad)
-        sampling[key].value = shown;
-    }
-    const run = state.generation;
-    const changed = run?.inputs ? changedInputs(run.inputs, state) : [];
-    box.classList.toggle("stale", changed.length > 0);
-    const notes = samplingProblems.map((p) => `Sampling: ${p}; Continue starts once it is.`);
-    button.disabled = !controller && samplingProblems.length > 0;
-    button.title = button.disabled ? `Not started: ${samplingProblems.join("; ")}` : "";
-    if (changed.length)
-      notes.push(
-        `${outOfDateWords(changed, "this strip was generated")} Continue generates from the text as it is now.`,
-      );
-    if (run && whatIfOn(state))
-      notes.push(
-        "Generation runs the model as trained (causal mask on, its own scaling): the what-if switches do not " +
-          "apply to it.",
-      );
-    setText(note, notes.join(" "));
-    setHidden(note, notes.length === 0);
-    if (run && !run.running)
-      setText(
-        status,
-        run.error ??
-          `${run.steps.length} new ${run.steps.length === 1 ? "token" : "tokens"} · ${SAID[run.reason] ?? run.reason}`,
-      );
-    drawStrip(run);
-  }
-  return { draw };
+  return { draw: () => drawGenerate(gen) };
 }

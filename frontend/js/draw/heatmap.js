@@ -2,82 +2,24 @@
 // pair's two softmaxes: the figures of the head view and of Two texts, built from the answer alone.
 
 import {
-  MAX_TICKS_BIG,
   SIGNED_SCALE,
   WEIGHT_SCALE,
   baseLayout,
   hatchImages,
   maskNull,
   maskedReasons,
-  rowOutline,
   signedRange,
   tokenAxis,
   tokenMargins,
 } from "./figures.js";
+import { headAxes, headLayout, heatmapArgs, weightColorbar } from "./headframe.js";
 
 /**
- * The arguments a head heatmap takes besides its data (`tokens`, `pattern`, `mask`, `layer`,
- * `head`), with their defaults; the exact heatmap below and the pooled one (pooled.js) share them.
+ * Each cell's hover data, a row a query: [query label, key label, raw, scaled] (null scores when
+ * `raw` is not given), then MLA's two halves of q·kᵀ (`parts`) and a differential pair's two weights.
  */
-export const HEATMAP_DEFAULTS = {
-  raw: null,
-  scaled: null,
-  scaledLabel: "score",
-  window: null,
-  chunk: null,
-  position: null,
-  title: null,
-  showscale: true,
-  maxTicks: MAX_TICKS_BIG,
-  uirevision: null,
-};
-
-/** The title of a head heatmap, in its top-left corner (undefined: none). */
-export const heatmapTitle = (title) =>
-  title
-    ? {
-        text: title,
-        font: { size: 13 },
-        x: 0,
-        xanchor: "left",
-        xref: "paper",
-        y: 1,
-        yref: "container",
-        yanchor: "top",
-        pad: { t: 8 },
-      }
-    : undefined;
-
-/**
- * The chosen head's pattern, queries as rows (top to bottom) and keys as columns.
- * Masked cells are gaps over a hatched background, so they never look like a zero weight; a
- * transparent second trace over them says, on hover, that the cell is masked and why (after
- * the query, or outside the layer's sliding `window`). `raw` and `scaled` (T×T, null where
- * masked) add the scores to the hover when given, `scaledLabel` naming what `scaled` is.
- */
-export function headHeatmapFigure(args) {
-  const {
-    tokens,
-    pattern,
-    mask,
-    raw,
-    scaled,
-    scaledLabel,
-    window,
-    chunk,
-    layer,
-    head,
-    position,
-    title,
-    showscale,
-    maxTicks,
-    uirevision,
-  } = { ...HEATMAP_DEFAULTS, ...args };
-  const zmax = args.zmax ?? 1;
-  const T = tokens.length;
-  const labels = tokens.map((t, i) => `${i} ${t}`);
-  const parts = args.parts ?? null; // MLA: [content, position], the two halves of q·kᵀ, from the answer
-  const pair = args.pair ?? null; // differential attention: {lambda, parts: [first, second]}, the pair's two softmaxes
+function headCustomdata(labels, { raw, scaled, parts, pair }) {
+  const T = labels.length;
   const customdata = new Array(T);
   for (let i = 0; i < T; i++) {
     const row = new Array(T);
@@ -90,27 +32,31 @@ export function headHeatmapFigure(args) {
     }
     customdata[i] = row;
   }
+  return customdata;
+}
+
+/** The weights' trace of a head heatmap (`a`: its arguments): signed for a differential pair, 0..zmax else. */
+function weightTrace(a, z, customdata, gap) {
+  const { raw, scaledLabel, parts, pair, layer, head } = a;
   const split = parts ? " = content %{customdata[4]:.3f} + position %{customdata[5]:.3f}" : "";
   const scores = raw
     ? `<br>raw q·kᵀ${pair ? " (first softmax)" : ""} %{customdata[2]:.3f}${split}<br>${scaledLabel} ` +
       `%{customdata[3]:.3f}`
     : "";
-  const gap = T <= 24 ? 1 : 0;
-  const z = maskNull(pattern, mask);
   const at = parts && raw ? 6 : 4; // where the pair's two weights sit in customdata
   const lam = pair ? formatLambda(pair.lambda) : "";
   const weightHover = pair
     ? `weight %{z:+.4f} = first %{customdata[${at}]:.4f} − ${lam} × second %{customdata[${at + 1}]:.4f}`
     : "weight %{z:.4f}";
-  const signed = Boolean(pair || args.signed); // a differential head's map: negative cells too
+  const signed = Boolean(pair || a.signed); // a differential head's map: negative cells too
   const range = signed ? signedRange(z) : null;
-  const trace = {
+  return {
     type: "heatmap",
     z,
     customdata,
     colorscale: signed ? SIGNED_SCALE : WEIGHT_SCALE,
     zmin: signed ? -range : 0,
-    zmax: signed ? range : zmax,
+    zmax: signed ? range : a.zmax,
     ...(signed ? { zmid: 0 } : {}),
     hoverongaps: false,
     xgap: gap,
@@ -118,45 +64,33 @@ export function headHeatmapFigure(args) {
     hovertemplate:
       `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${weightHover}${scores}` +
       `<extra>L${layer} · H${head}</extra>`,
-    showscale,
-    colorbar: {
-      title: {
-        text: pair ? `first − ${lam}·second` : signed ? "first − λ·second" : "weight",
-        side: "right",
-        font: { size: 11 },
-      },
-      thickness: 12,
-      len: 0.85,
-      outlinewidth: 0,
-    },
+    showscale: a.showscale,
+    colorbar: weightColorbar(pair ? `first − ${lam}·second` : signed ? "first − λ·second" : "weight"),
   };
-  const data = [trace];
+}
+
+/** A transparent trace over the masked cells whose hover says why each is masked; null when none is. */
+function maskedHoverTrace({ mask, window, chunk, layer, head }, customdata, gap) {
   const reasons = maskedReasons(mask, window, chunk);
-  if (reasons.some((row) => row.some((r) => r !== null))) {
-    data.push({
-      type: "heatmap",
-      name: "masked",
-      z: reasons.map((row) => row.map((r) => (r === null ? null : 1))),
-      text: reasons,
-      customdata,
-      opacity: 0, // the hatching below shows through; only the hover is this trace's
-      showscale: false,
-      hoverongaps: false,
-      xgap: gap,
-      ygap: gap,
-      hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`,
-    });
-  }
-  const layout = baseLayout({
-    margin: { ...tokenMargins(tokens, maxTicks), r: 10, b: 10 },
-    xaxis: tokenAxis(tokens, { side: "top", title: "key (attended to)", maxTicks, angle: -55 }),
-    yaxis: tokenAxis(tokens, { reversed: true, title: "query (attending)", maxTicks }),
-    images: hatchImages(mask),
-    shapes: rowOutline(position, T),
-    title: heatmapTitle(title),
-    uirevision: uirevision ?? `${T}`,
-  });
-  const columns = [
+  if (!reasons.some((row) => row.some((r) => r !== null))) return null;
+  return {
+    type: "heatmap",
+    name: "masked",
+    z: reasons.map((row) => row.map((r) => (r === null ? null : 1))),
+    text: reasons,
+    customdata,
+    opacity: 0, // the hatching below shows through; only the hover is this trace's
+    showscale: false,
+    hoverongaps: false,
+    xgap: gap,
+    ygap: gap,
+    hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`,
+  };
+}
+
+/** The per-query numbers a head heatmap shows as columns of their own (addRowColumns), those the answer has. */
+const rowColumnsOf = (args) =>
+  [
     // a learned attention sink (gpt-oss): each row's weight on the sink, the share its keys' weights lack
     args.sinkMass && {
       name: "sink",
@@ -172,12 +106,51 @@ export function headHeatmapFigure(args) {
         "dimensions) before o_proj",
     },
   ].filter(Boolean);
-  if (columns.length) addRowColumns(data, layout, columns, { labels, zmax, gap, layer, head });
+
+/**
+ * The chosen head's pattern, queries as rows (top to bottom) and keys as columns.
+ * Masked cells are gaps over a hatched background, so they never look like a zero weight; a
+ * transparent second trace over them says, on hover, that the cell is masked and why (after
+ * the query, or outside the layer's sliding `window`). `raw` and `scaled` (T×T, null where
+ * masked) add the scores to the hover when given, `scaledLabel` naming what `scaled` is.
+ * `parts` (MLA: [content, position], the two halves of q·kᵀ) and `pair` (differential attention:
+ * {lambda, parts: [first, second]}, the pair's two softmaxes) come from the answer.
+ */
+export function headHeatmapFigure(args) {
+  const a = { ...heatmapArgs(args), zmax: args.zmax ?? 1, parts: args.parts ?? null, pair: args.pair ?? null };
+  const { tokens, mask, maxTicks, layer, head } = a;
+  const T = tokens.length;
+  const labels = tokens.map((t, i) => `${i} ${t}`);
+  const customdata = headCustomdata(labels, a);
+  const gap = T <= 24 ? 1 : 0;
+  const data = [weightTrace(a, maskNull(a.pattern, mask), customdata, gap)];
+  const masked = maskedHoverTrace(a, customdata, gap);
+  if (masked) data.push(masked);
+  const layout = headLayout(a, {
+    ...headAxes(tokens, maxTicks),
+    images: hatchImages(mask),
+    uirevision: a.uirevision ?? `${T}`,
+  });
+  const columns = rowColumnsOf(args);
+  if (columns.length) addRowColumns(data, layout, columns, { labels, zmax: a.zmax, gap, layer, head });
   return { data, layout };
 }
 
 /** λ of a differential layer as the page writes it (the server's number, 3 decimals). */
 export const formatLambda = (lambda) => `λ ${Number(lambda).toFixed(3)}`;
+
+/** The title over one of a pair's two heatmaps, centred at `x` (paper units). */
+const partTitle = (text, x) => ({
+  text,
+  x,
+  xanchor: "center",
+  y: 1.01,
+  yanchor: "bottom",
+  xref: "paper",
+  yref: "paper",
+  showarrow: false,
+  font: { size: 12 },
+});
 
 /**
  * A differential pair's two softmaxes side by side (the answer's `pattern_parts`), each on the
@@ -201,12 +174,7 @@ export function pairPartsFigure({ tokens, parts, mask, lambda, layer, head, maxT
     hoverongaps: false,
     hovertemplate:
       `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${names[n]} %{z:.4f}<extra>L${layer} · ` + `H${head}</extra>`,
-    colorbar: {
-      title: { text: "weight", side: "right", font: { size: 11 } },
-      thickness: 10,
-      len: 0.85,
-      outlinewidth: 0,
-    },
+    colorbar: weightColorbar("weight", 10),
   }));
   const layout = baseLayout({
     margin: { l: m.l, r: 10, t: 28, b: m.t }, // the key labels below: the titles above
@@ -214,28 +182,8 @@ export function pairPartsFigure({ tokens, parts, mask, lambda, layer, head, maxT
     xaxis2: { ...tokenAxis(tokens, { maxTicks, angle: -55 }), domain: [0.52, 0.98] },
     yaxis: tokenAxis(tokens, { reversed: true, title: "query", maxTicks }),
     annotations: [
-      {
-        text: "first softmax (+)",
-        x: 0.23,
-        xanchor: "center",
-        y: 1.01,
-        yanchor: "bottom",
-        xref: "paper",
-        yref: "paper",
-        showarrow: false,
-        font: { size: 12 },
-      },
-      {
-        text: `second softmax (× ${formatLambda(lambda)}, −)`,
-        x: 0.75,
-        xanchor: "center",
-        y: 1.01,
-        yanchor: "bottom",
-        xref: "paper",
-        yref: "paper",
-        showarrow: false,
-        font: { size: 12 },
-      },
+      partTitle("first softmax (+)", 0.23),
+      partTitle(`second softmax (× ${formatLambda(lambda)}, −)`, 0.75),
     ],
   });
   return { data, layout };

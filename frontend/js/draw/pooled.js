@@ -4,16 +4,8 @@
 // answer in, what the views draw out. Every number is the server's; only words are made here.
 
 import { maskedWhy } from "./captions.js";
-import {
-  MASK_BG,
-  WEIGHT_SCALE,
-  baseLayout,
-  rowOutline,
-  shortToken,
-  tokenAxis,
-  tokenMargins,
-} from "./figures.js";
-import { HEATMAP_DEFAULTS, heatmapTitle } from "./heatmap.js";
+import { MASK_BG, WEIGHT_SCALE, shortToken } from "./figures.js";
+import { headAxes, headLayout, heatmapArgs, weightColorbar } from "./headframe.js";
 import { currentDetail, headKey, limitOf } from "../state.js";
 
 /** Identifies the exact cells of one block of the chosen head, for this text and what-ifs. */
@@ -125,61 +117,36 @@ const num = (v, digits) =>
   v === null || v === undefined || Number.isNaN(v) ? "all masked" : Number(v).toFixed(digits);
 
 /**
- * The chosen head of a long text as a heatmap in token coordinates: the pooled cells (each
- * covering `block` tokens a side) and, where `region` is given, the exact cells of that block
- * drawn over them. Every hover says what its cell is: a block's maximum over the named token
- * ranges, or one query and key. Fully masked blocks are solid grey (a hatching image in token
- * units would be rasterised at the zoomed size: tens of thousands of pixels a side) and say
- * "all masked".
+ * The pooled cells to draw, [i0, i1, j0, j1) of the m×m: all of them, or zoomed in (`view`, the
+ * token block in view) only those in view and one around them. Plotly stretches a heatmap's image
+ * over its whole extent, and the whole head zoomed in 20 times is an image of tens of thousands of
+ * pixels a side, which can crash the tab.
  */
-export function pooledHeatmapFigure(args) {
-  const {
-    tokens,
-    block,
-    pattern,
-    mask,
-    raw,
-    scaled,
-    scaledLabel,
-    window,
-    chunk,
-    layer,
-    head,
-    position,
-    title,
-    showscale,
-    maxTicks,
-    uirevision,
-  } = { ...HEATMAP_DEFAULTS, ...args };
-  const region = args.region ?? null;
-  const view = args.view ?? null;
-  const T = tokens.length;
-  const m = pattern.length;
-  // Zoomed in (`view`, the token block in view), only the cells in view and one around them are
-  // drawn: Plotly stretches a heatmap's image over its whole extent, and the whole head zoomed
-  // in 20 times is an image of tens of thousands of pixels a side, which can crash the tab.
-  const [i0, i1, j0, j1] = view
-    ? [
-        Math.max(0, Math.floor(view.q0 / block) - 1),
-        Math.min(m, Math.ceil(view.q1 / block) + 1),
-        Math.max(0, Math.floor(view.k0 / block) - 1),
-        Math.min(m, Math.ceil(view.k1 / block) + 1),
-      ]
-    : [0, m, 0, m];
-  // evenly spaced cells (x0, dx); the last block, shorter, is cut at T by the axes
-  const grid = { x0: j0 * block + (block - 1) / 2, dx: block, y0: i0 * block + (block - 1) / 2, dy: block };
-  const spans = Array.from({ length: m }, (_, c) => blockSpan(T, block, c));
-  const qWords = spans.map(([a, b]) => `queries ${spanWords(tokens, a, b)}`);
-  const kWords = spans.map(([a, b]) => `keys ${spanWords(tokens, a, b)}`);
-  const sizes = spans.map(([a, b]) => b - a);
+function cellsInView(view, block, m) {
+  if (!view) return [0, m, 0, m];
+  return [
+    Math.max(0, Math.floor(view.q0 / block) - 1),
+    Math.min(m, Math.ceil(view.q1 / block) + 1),
+    Math.max(0, Math.floor(view.k0 / block) - 1),
+    Math.min(m, Math.ceil(view.k1 / block) + 1),
+  ];
+}
+
+/**
+ * The pooled cells [i0, i1) × [j0, j1) as rows: `z` (the weights; null where masked or under the
+ * exact `region`), `hatched` (1 where masked and not under it), `reasons` (why a block is masked),
+ * `customdata` (the query and key words, the largest scores, the block's size) and `anyMasked`.
+ */
+function pooledCells(a, [i0, i1, j0, j1]) {
+  const { tokens, block, pattern, mask, raw, scaled, window, chunk, region } = a;
+  const spans = Array.from({ length: pattern.length }, (_, c) => blockSpan(tokens.length, block, c));
+  const qWords = spans.map(([s, e]) => `queries ${spanWords(tokens, s, e)}`);
+  const kWords = spans.map(([s, e]) => `keys ${spanWords(tokens, s, e)}`);
+  const sizes = spans.map(([s, e]) => e - s);
   // the blocks under an exact region are left out: the region's cells are drawn there instead
   const [r0, r1, c0, c1] = region ? region.bounds : [0, 0, 0, 0];
   const under = (i, j) => region && spans[i][0] < r1 && spans[i][1] > r0 && spans[j][0] < c1 && spans[j][1] > c0;
-  const z = [];
-  const hatched = [];
-  const customdata = [];
-  const reasons = [];
-  let anyMasked = false;
+  const cells = { z: [], hatched: [], customdata: [], reasons: [], anyMasked: false };
   for (let i = i0; i < i1; i++) {
     const zr = [];
     const hr = [];
@@ -192,7 +159,7 @@ export function pooledHeatmapFigure(args) {
       const w = seen ? null : maskedWhy({ mask, i, j, window, chunk, block });
       hr.push(!seen && !hidden ? 1 : null);
       why.push(w ? `all ${w}` : null);
-      if (!seen) anyMasked = true;
+      if (!seen) cells.anyMasked = true;
       cr.push([
         qWords[i],
         kWords[j],
@@ -201,77 +168,94 @@ export function pooledHeatmapFigure(args) {
         `${sizes[i]}×${sizes[j]}`,
       ]);
     }
-    z.push(zr);
-    hatched.push(hr);
-    customdata.push(cr);
-    reasons.push(why);
+    cells.z.push(zr);
+    cells.hatched.push(hr);
+    cells.customdata.push(cr);
+    cells.reasons.push(why);
   }
+  return cells;
+}
+
+/** The pooled cells' weights as a trace laid on `grid`: each hover a block's largest values. */
+function blocksTrace({ raw, scaledLabel, layer, head, showscale }, grid, { z, customdata }) {
   const scores = raw ? `<br>largest raw q·kᵀ %{customdata[2]}<br>largest ${scaledLabel} %{customdata[3]}` : "";
-  const data = [
-    {
-      type: "heatmap",
-      name: "blocks",
-      ...grid,
-      z,
-      customdata,
-      colorscale: WEIGHT_SCALE,
-      zmin: 0,
-      zmax: 1,
-      hoverongaps: false,
-      hovertemplate:
-        `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>largest weight %{z:.4f} of these %{customdata[4]} pairs` +
-        `${scores}<extra>L${layer} · H${head}</extra>`,
-      showscale,
-      colorbar: {
-        title: { text: "weight", side: "right", font: { size: 11 } },
-        thickness: 12,
-        len: 0.85,
-        outlinewidth: 0,
-      },
-    },
-  ];
-  if (anyMasked) {
-    const hover = `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`;
-    data.push(maskedTrace("masked", grid, hatched, reasons, customdata, hover));
-  }
-  if (region)
-    data.push(
-      ...regionTraces({ tokens, region, scaledLabel, window, chunk, layer, head, signed: Boolean(args.signed) }),
-    );
-  // the page zooms (main.js: a dragged box sets `view`), not Plotly: its zoom would first paint
-  // the whole head at the zoomed size
-  const xaxis = {
-    ...tokenAxis(tokens, { side: "top", title: "key (attended to)", maxTicks, angle: -55 }),
-    fixedrange: true,
+  return {
+    type: "heatmap",
+    name: "blocks",
+    ...grid,
+    z,
+    customdata,
+    colorscale: WEIGHT_SCALE,
+    zmin: 0,
+    zmax: 1,
+    hoverongaps: false,
+    hovertemplate:
+      `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>largest weight %{z:.4f} of these %{customdata[4]} pairs` +
+      `${scores}<extra>L${layer} · H${head}</extra>`,
+    showscale,
+    colorbar: weightColorbar(),
   };
-  const yaxis = { ...tokenAxis(tokens, { reversed: true, title: "query (attending)", maxTicks }), fixedrange: true };
-  if (view) {
-    xaxis.range = [view.k0 - 0.5, view.k1 - 0.5];
-    yaxis.range = [view.q1 - 0.5, view.q0 - 0.5];
-    // ticks where the zoomed axis can show them: about maxTicks over the tokens in view
-    const step = Math.max(1, Math.ceil(Math.max(view.k1 - view.k0, view.q1 - view.q0) / maxTicks));
-    for (const [axis, a, b] of [
-      [xaxis, view.k0, view.k1],
-      [yaxis, view.q0, view.q1],
-    ]) {
-      axis.tickvals = [];
-      axis.ticktext = [];
-      for (let t = Math.ceil(a / step) * step; t < b; t += step) {
-        axis.tickvals.push(t);
-        axis.ticktext.push(shortToken(tokens[t]));
-      }
+}
+
+/**
+ * The axes of a pooled head: fixed (the page zooms, main.js: a dragged box sets `view`, not
+ * Plotly, whose zoom would first paint the whole head at the zoomed size), and zoomed in on `view`
+ * with ticks where the zoomed axis can show them: about maxTicks over the tokens in view.
+ */
+function pooledAxes(tokens, view, maxTicks) {
+  const { xaxis, yaxis } = headAxes(tokens, maxTicks);
+  xaxis.fixedrange = true;
+  yaxis.fixedrange = true;
+  if (!view) return { xaxis, yaxis };
+  xaxis.range = [view.k0 - 0.5, view.k1 - 0.5];
+  yaxis.range = [view.q1 - 0.5, view.q0 - 0.5];
+  const step = Math.max(1, Math.ceil(Math.max(view.k1 - view.k0, view.q1 - view.q0) / maxTicks));
+  for (const [axis, a, b] of [
+    [xaxis, view.k0, view.k1],
+    [yaxis, view.q0, view.q1],
+  ]) {
+    axis.tickvals = [];
+    axis.ticktext = [];
+    for (let t = Math.ceil(a / step) * step; t < b; t += step) {
+      axis.tickvals.push(t);
+      axis.ticktext.push(shortToken(tokens[t]));
     }
   }
-  const layout = baseLayout({
-    margin: { ...tokenMargins(tokens, maxTicks), r: 10, b: 10 },
-    xaxis,
-    yaxis,
+  return { xaxis, yaxis };
+}
+
+/**
+ * The chosen head of a long text as a heatmap in token coordinates: the pooled cells (each
+ * covering `block` tokens a side) and, where `region` is given, the exact cells of that block
+ * drawn over them. Every hover says what its cell is: a block's maximum over the named token
+ * ranges, or one query and key. Fully masked blocks are solid grey (a hatching image in token
+ * units would be rasterised at the zoomed size: tens of thousands of pixels a side) and say
+ * "all masked".
+ */
+export function pooledHeatmapFigure(args) {
+  const a = { ...heatmapArgs(args), region: args.region ?? null, view: args.view ?? null };
+  const { tokens, block, region, view, layer, head } = a;
+  const m = a.pattern.length;
+  const [i0, i1, j0, j1] = cellsInView(view, block, m);
+  // evenly spaced cells (x0, dx); the last block, shorter, is cut at T by the axes
+  const grid = { x0: j0 * block + (block - 1) / 2, dx: block, y0: i0 * block + (block - 1) / 2, dy: block };
+  const cells = pooledCells(a, [i0, i1, j0, j1]);
+  const data = [blocksTrace(a, grid, cells)];
+  if (cells.anyMasked) {
+    const hover = `<b>%{customdata[0]}</b><br>× %{customdata[1]}<br>%{text}<extra>L${layer} · H${head}</extra>`;
+    data.push(maskedTrace("masked", grid, cells.hatched, cells.reasons, cells.customdata, hover));
+  }
+  if (region) {
+    const { scaledLabel, window, chunk } = a;
+    const signed = Boolean(args.signed);
+    data.push(...regionTraces({ tokens, region, scaledLabel, window, chunk, layer, head, signed }));
+  }
+  const layout = headLayout(a, {
+    ...pooledAxes(tokens, view, a.maxTicks),
     dragmode: false,
-    shapes: rowOutline(position, T),
-    meta: { tokens: T, block, size: m },
-    title: heatmapTitle(title),
+    meta: { tokens: tokens.length, block, size: m },
     // one revision for every long text: a zoom stays while the text is typed on or the head changes
-    uirevision: uirevision ?? "pooled",
+    uirevision: a.uirevision ?? "pooled",
   });
   return { data, layout };
 }

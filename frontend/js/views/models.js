@@ -6,7 +6,7 @@
 // The route runs both models as trained: the what-ifs are said not to apply, never mixed in.
 
 import { errorText, getJSON, postJSON } from "../api.js";
-import { pickerOptions } from "../cards/modelpicker.js";
+import { fillModelOptions, pickerOptions } from "../cards/modelpicker.js";
 import { byId, drawPlot, onPlotClick, setText } from "../dom.js";
 import { ACCENT, WEIGHT_SCALE, baseLayout } from "../draw/figures.js";
 import { headHeatmapFigure } from "../draw/heatmap.js";
@@ -150,19 +150,7 @@ function fillPicker(state) {
   const select = byId("model-b");
   const options = [{ name: "", title: "" }, ...pickerOptions(listing)];
   if (state.modelB && !options.some((o) => o.name === state.modelB)) options.push({ name: state.modelB, title: "" });
-  const sig = JSON.stringify(options);
-  if (select.dataset.signature !== sig) {
-    select.dataset.signature = sig;
-    select.replaceChildren(
-      ...options.map((o) => {
-        const opt = document.createElement("option");
-        opt.value = o.name;
-        opt.textContent = o.name || "choose the second model…";
-        opt.title = o.title;
-        return opt;
-      }),
-    );
-  }
+  fillModelOptions(select, options, "choose the second model…");
   if (select.value !== state.modelB) select.value = state.modelB;
 }
 

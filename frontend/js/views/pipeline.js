@@ -111,50 +111,28 @@ const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
 /** Below this width the steps stand in two rows (style.css gives the plot the height for them). */
 const NARROW = "(max-width: 600px)";
 
+/** The smallest and largest value a matrix holds, masked (null) cells aside; [0, 1] when it holds none. */
+function valueRange(m) {
+  const vals = unmaskedValues(m);
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of vals) {
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  return vals.length ? [lo, hi] : [0, 1];
+}
+
 /**
- * The steps of one head as small heatmaps, plus the row sums after softmax, each drawn from
- * the server's numbers: q·kᵀ (`raw`) → ÷ divisor (`uncapped`: the answer's
- * attn_scores_uncapped, or attn_scores where the layer has no softcap) → the softcap, where
- * `layer.softcap` is set (`scores`) → masked_fill(−∞) (`scores`, hatched where `mask` is 0)
- * → softmax (`pattern`). `kinds` (captions.maskKinds) says what the mask hides.
+ * The steps' panels, in order: each its matrix `z`, its colour axis, its title and hover, and
+ * `hatched` on the masked step. On a phone (`narrow`) a title's value and range stand on lines of
+ * their own: panels are ~110 px wide.
  */
-export function maskStepsFigure({
-  tokens,
-  raw,
-  uncapped,
-  scores,
-  mask,
-  pattern,
-  layer,
-  kinds,
-  causal,
-  cells = null,
-  columns = null,
-}) {
-  // `cells` ({rows, cols}: words per pooled row and column) for a long text's max-pooled matrices:
-  // each value is a block's largest, so no row sums (those need every cell) and "largest" in the hover
-  const T = cells ? cells.rows.length : tokens.length;
-  const sums = cells ? null : rowSums(pattern).map((s) => [s]);
-  const labels = cells ? cells.rows : tokens.map((t, i) => `${i} ${t}`);
-  const cd = cells
-    ? cells.rows.map((q) => cells.cols.map((k) => [q, k]))
-    : labels.map((q) => labels.map((k) => [q, k]));
-  const range = (m) => {
-    const vals = unmaskedValues(m);
-    let lo = Infinity;
-    let hi = -Infinity;
-    for (const v of vals) {
-      if (v < lo) lo = v;
-      if (v > hi) hi = v;
-    }
-    return vals.length ? [lo, hi] : [0, 1];
-  };
-  // on a phone (`columns` given) a title's value and range stand on lines of their own: panels are ~110 px wide
-  const narrow = columns !== null;
+function stepPanels({ raw, uncapped, scores, mask, pattern, layer, kinds, causal, cells, narrow }) {
   const sub = (...parts) =>
     `<br><span style="font-size:10px;color:${MUTED}">${parts.join(narrow ? "<br>" : ", ")}</span>`;
   const span = (m, digits) => {
-    const [lo, hi] = range(m);
+    const [lo, hi] = valueRange(m);
     return cells ? `largest ${fmtFixed(hi, digits)}` : `[${fmtFixed(lo, digits)}, ${fmtFixed(hi, digits)}]`;
   };
   const short = divisorShort(layer);
@@ -191,9 +169,16 @@ export function maskStepsFigure({
     hatched: true,
   });
   steps.push({ z: pattern, axis: "coloraxis3", title: `softmax${sub("rows → weights")}`, hover: "weight %{z:.4f}" });
-  const n = steps.length;
-  // `columns` panels a row (all in one row unless given: a phone gets two rows of two)
-  // never more than two rows: the narrow plot's height is two rows' (style.css); 5 steps (a softcap) stand 3 + 2
+  return steps;
+}
+
+/**
+ * Where each of `n` panels stands ({x, y} paper domains), then the row sums' column beside the
+ * softmax unless `cells` (pooled: no sums). `columns` panels a row (all in one row unless given: a
+ * phone gets two rows of two), never more than two rows: the narrow plot's height is two rows'
+ * (style.css); 5 steps (a softcap) stand 3 + 2.
+ */
+function panelDomains(n, { columns, narrow, cells }) {
   const perRow = Math.min(columns === null ? n : Math.max(columns, Math.ceil(n / 2)), n);
   const rows = Math.ceil(n / perRow);
   const gap = 0.03;
@@ -202,15 +187,86 @@ export function maskStepsFigure({
   const sumW = cells ? 0 : perRow < n ? 0.07 : 0.045;
   const stepW = (1 - sumW - gap * perRow) / perRow;
   const rowOf = (r) => [1 - r * (rowH + gapY) - rowH, 1 - r * (rowH + gapY)];
-  const doms = steps.map((_, i) => ({
+  const doms = Array.from({ length: n }, (_, i) => ({
     x: [(i % perRow) * (stepW + gap), (i % perRow) * (stepW + gap) + stepW],
     y: rowOf(Math.floor(i / perRow)),
   }));
   if (!cells) doms.push({ x: [1 - sumW, 1], y: doms[n - 1].y }); // the row sums beside the softmax
+  return doms;
+}
+
+const axisId = (i) => (i === 0 ? "" : String(i + 1));
+
+/** The row sums as a one-column heatmap on the axes after the `n` steps', printed in their cells up to 20 rows. */
+const sumsTrace = (sums, labels, n, T) => ({
+  type: "heatmap",
+  z: sums,
+  x: [0],
+  customdata: labels.map((l) => [[l]]), // one cell per row, its customdata the array [label]
+  colorscale: [
+    [0, "#f3f4f7"],
+    [1, "#f3f4f7"],
+  ],
+  showscale: false,
+  xaxis: `x${n + 1}`,
+  yaxis: `y${n + 1}`,
+  texttemplate: T <= 20 ? "%{z:.3f}" : "",
+  textfont: { size: 9, color: INK },
+  ygap: T <= 16 ? 1 : 0,
+  hovertemplate: "row %{customdata[0]}<br>sum %{z:.6f}<extra></extra>",
+});
+
+/** Each panel's title centred over it (`n`: the steps, whose count sets the font). */
+const panelTitles = (titles, doms, n) =>
+  titles.map((text, i) => ({
+    text,
+    xref: "paper",
+    yref: "paper",
+    x: (doms[i].x[0] + doms[i].x[1]) / 2,
+    xanchor: "center", // "auto" would anchor a title near an edge by that edge, off its panel
+    y: doms[i].y[1],
+    yanchor: "bottom",
+    yshift: 4,
+    showarrow: false,
+    font: { size: n > 4 ? 11 : 12, color: INK },
+  }));
+
+/** Hidden, fixed axes a panel, T cells a side (the row sums' one cell wide, the panel after the `n` steps). */
+function addPanelAxes(layout, doms, n, T) {
+  const axis = { visible: false, fixedrange: true };
+  doms.forEach((dom, i) => {
+    const id = axisId(i);
+    const isSum = i === n;
+    layout["xaxis" + id] = { ...axis, domain: dom.x, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + id };
+    layout["yaxis" + id] = { ...axis, domain: dom.y, range: [T - 0.5, -0.5], anchor: "x" + id };
+  });
+}
+
+/**
+ * The steps of one head as small heatmaps, plus the row sums after softmax, each drawn from
+ * the server's numbers: q·kᵀ (`raw`) → ÷ divisor (`uncapped`: the answer's
+ * attn_scores_uncapped, or attn_scores where the layer has no softcap) → the softcap, where
+ * `layer.softcap` is set (`scores`) → masked_fill(−∞) (`scores`, hatched where `mask` is 0)
+ * → softmax (`pattern`). `kinds` (captions.maskKinds) says what the mask hides.
+ */
+export function maskStepsFigure(args) {
+  const { tokens, mask, pattern, cells = null, columns = null } = args;
+  // `cells` ({rows, cols}: words per pooled row and column) for a long text's max-pooled matrices:
+  // each value is a block's largest, so no row sums (those need every cell) and "largest" in the hover
+  const T = cells ? cells.rows.length : tokens.length;
+  const sums = cells ? null : rowSums(pattern).map((s) => [s]);
+  const labels = cells ? cells.rows : tokens.map((t, i) => `${i} ${t}`);
+  const cd = cells
+    ? cells.rows.map((q) => cells.cols.map((k) => [q, k]))
+    : labels.map((q) => labels.map((k) => [q, k]));
+  // on a phone (`columns` given) a title's value and range stand on lines of their own
+  const narrow = columns !== null;
+  const steps = stepPanels({ ...args, cells, narrow });
+  const n = steps.length;
+  const doms = panelDomains(n, { columns, narrow, cells });
   const hover = (what) =>
     `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${cells ? "largest " : ""}${what}<extra></extra>`;
   const common = { customdata: cd, hoverongaps: false, xgap: T <= 16 ? 1 : 0, ygap: T <= 16 ? 1 : 0 };
-  const axisId = (i) => (i === 0 ? "" : String(i + 1));
   const data = steps.map((step, i) => ({
     ...common,
     type: "heatmap",
@@ -220,24 +276,7 @@ export function maskStepsFigure({
     yaxis: `y${axisId(i)}`,
     hovertemplate: hover(step.hover),
   }));
-  if (sums)
-    data.push({
-      type: "heatmap",
-      z: sums,
-      x: [0],
-      customdata: labels.map((l) => [[l]]), // one cell per row, its customdata the array [label]
-      colorscale: [
-        [0, "#f3f4f7"],
-        [1, "#f3f4f7"],
-      ],
-      showscale: false,
-      xaxis: `x${n + 1}`,
-      yaxis: `y${n + 1}`,
-      texttemplate: T <= 20 ? "%{z:.3f}" : "",
-      textfont: { size: 9, color: INK },
-      ygap: T <= 16 ? 1 : 0,
-      hovertemplate: "row %{customdata[0]}<br>sum %{z:.6f}<extra></extra>",
-    });
+  if (sums) data.push(sumsTrace(sums, labels, n, T));
   const titles = [...steps.map((step, i) => `${CIRCLED[i]} ${step.title}`), ...(sums ? ["Σ row"] : [])];
   const hatchedAt = steps.findIndex((step) => step.hatched);
   const layout = baseLayout({
@@ -246,31 +285,14 @@ export function maskStepsFigure({
     coloraxis2: { colorscale: SCORE_SCALE, showscale: false },
     coloraxis3: { colorscale: WEIGHT_SCALE, cmin: 0, cmax: 1, showscale: false },
     annotations: [
-      ...titles.map((text, i) => ({
-        text,
-        xref: "paper",
-        yref: "paper",
-        x: (doms[i].x[0] + doms[i].x[1]) / 2,
-        xanchor: "center", // "auto" would anchor a title near an edge by that edge, off its panel
-        y: doms[i].y[1],
-        yanchor: "bottom",
-        yshift: 4,
-        showarrow: false,
-        font: { size: n > 4 ? 11 : 12, color: INK },
-      })),
+      ...panelTitles(titles, doms, n),
       // past 20 rows the sums are too small to print in their cells: their range, written along the column
       ...(sums && T > 20 ? [sumsNote(sums, doms[n])] : []),
     ],
     images: hatchImages(mask, `x${axisId(hatchedAt)}`, `y${axisId(hatchedAt)}`, 24),
     uirevision: "steps",
   });
-  const axis = { visible: false, fixedrange: true };
-  doms.forEach((dom, i) => {
-    const id = axisId(i);
-    const isSum = i === n;
-    layout["xaxis" + id] = { ...axis, domain: dom.x, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + id };
-    layout["yaxis" + id] = { ...axis, domain: dom.y, range: [T - 0.5, -0.5], anchor: "x" + id };
-  });
+  addPanelAxes(layout, doms, n, T);
   return { data, layout };
 }
 

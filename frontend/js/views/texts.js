@@ -6,7 +6,8 @@
 import { askInto } from "../answers.js";
 import { byId, drawPlot, setText } from "../dom.js";
 import { SIGNED_SCALE, baseLayout, maskNull, tokenAxis, tokenMargins } from "../draw/figures.js";
-import { headHeatmapFigure, heatmapTitle } from "../draw/heatmap.js";
+import { heatmapTitle } from "../draw/headframe.js";
+import { headHeatmapFigure } from "../draw/heatmap.js";
 import { scaleParam } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
@@ -153,20 +154,14 @@ export function draw(state, els, app = null) {
   const reflowed = diffBox.hidden !== (response.difference === null);
   diffBox.hidden = response.difference === null;
   const [boxA, boxB] = [byId("texts-a"), byId("texts-b")];
-  drawPlot(
-    boxA,
-    `${key}|a`,
-    () =>
-      titled(headHeatmapFigure({ tokens: a.tokens, pattern: a.pattern, mask: a.mask, ...head, title: "first text" })),
-    "attnscope-text-a",
-  );
-  drawPlot(
-    boxB,
-    `${key}|b`,
-    () =>
-      titled(headHeatmapFigure({ tokens: b.tokens, pattern: b.pattern, mask: b.mask, ...head, title: "second text" })),
-    "attnscope-text-b",
-  );
+  for (const [box, t, which, title] of [
+    [boxA, a, "a", "first text"],
+    [boxB, b, "b", "second text"],
+  ]) {
+    const { tokens, pattern, mask } = t;
+    drawPlot(box, `${key}|${which}`, () => titled(headHeatmapFigure({ tokens, pattern, mask, ...head, title })),
+      `attnscope-text-${which}`);
+  }
   if (reflowed && window.Plotly) for (const box of [boxA, boxB]) window.Plotly.Plots.resize(box);
   if (response.difference !== null) {
     const range = Math.max(response.max_abs_difference, 1e-6);

@@ -46,17 +46,8 @@ export function draw(state) {
   return true;
 }
 
-/**
- * Histograms of the chosen head's raw and scaled scores (unmasked entries), on shared bins,
- * with ±1 standard deviation marked for each: the server's means and variances (`stats`);
- * `layer` (divisor_rule, softcap) names the scaled scores.
- */
-export function varianceFigure({ raw, scaled, stats, layer, nbins = 60, block = 1 }) {
-  // a long text's scores come max-pooled: each value is the largest of a block×block of pairs
-  const of = block === 1 ? "" : `largest in each ${block}×${block} block: `;
-  const every = block === 1 ? "" : " over every pair";
-  const r = unmaskedValues(raw);
-  const s = unmaskedValues(scaled);
+/** Bins shared by the raw and scaled scores: `nbins` of them, symmetric about 0, over both's largest |value|. */
+function sharedBins(r, s, nbins) {
   let lo = Infinity;
   let hi = -Infinity;
   for (const v of r.concat(s)) {
@@ -69,38 +60,56 @@ export function varianceFigure({ raw, scaled, stats, layer, nbins = 60, block = 
   }
   const m = Math.max(Math.abs(lo), Math.abs(hi), 1e-6);
   const size = (2 * m) / nbins;
-  const bins = { start: -m - size / 2, end: m + size / 2, size };
+  return { start: -m - size / 2, end: m + size / 2, size };
+}
+
+/** One histogram of scores `x` on the shared `bins`, named in the legend and the hover. */
+const scoreHistogram = (x, name, color, bins) => ({
+  type: "histogram",
+  x,
+  // a long formula (a softcap, √query_pre_attn_scalar) puts its variance on a second line:
+  // a phone's legend is 390 px
+  name: name.length > 48 ? name.replace(" (var ", "<br>(var ") : name,
+  xbins: bins,
+  autobinx: false,
+  marker: { color, line: { color: "#ffffff", width: 0.5 } },
+  opacity: 0.72,
+  hovertemplate: `${name}<br>%{x}: %{y} scores<extra></extra>`,
+});
+
+/** Dashed lines at mean ± sd, across the whole plot's height. */
+const sdLines = (mean, sd, color) =>
+  [mean - sd, mean + sd].map((x) => ({
+    type: "line",
+    xref: "x",
+    yref: "paper",
+    x0: x,
+    x1: x,
+    y0: 0,
+    y1: 1,
+    line: { color, width: 1.5, dash: "dash" },
+  }));
+
+/**
+ * Histograms of the chosen head's raw and scaled scores (unmasked entries), on shared bins,
+ * with ±1 standard deviation marked for each: the server's means and variances (`stats`);
+ * `layer` (divisor_rule, softcap) names the scaled scores.
+ */
+export function varianceFigure({ raw, scaled, stats, layer, nbins = 60, block = 1 }) {
+  // a long text's scores come max-pooled: each value is the largest of a block×block of pairs
+  const of = block === 1 ? "" : `largest in each ${block}×${block} block: `;
+  const every = block === 1 ? "" : " over every pair";
+  const r = unmaskedValues(raw);
+  const s = unmaskedValues(scaled);
+  const bins = sharedBins(r, s, nbins);
   const sdR = Math.sqrt(stats.var_scores_raw);
   const sdS = Math.sqrt(stats.var_scores);
   const meanR = stats.mean_scores_raw;
   const meanS = stats.mean_scores;
-  const hist = (x, name, color) => ({
-    type: "histogram",
-    x,
-    // a long formula (a softcap, √query_pre_attn_scalar) puts its variance on a second line:
-    // a phone's legend is 390 px
-    name: name.length > 48 ? name.replace(" (var ", "<br>(var ") : name,
-    xbins: bins,
-    autobinx: false,
-    marker: { color, line: { color: "#ffffff", width: 0.5 } },
-    opacity: 0.72,
-    hovertemplate: `${name}<br>%{x}: %{y} scores<extra></extra>`,
-  });
-  const sdLines = (mean, sd, color) =>
-    [mean - sd, mean + sd].map((x) => ({
-      type: "line",
-      xref: "x",
-      yref: "paper",
-      x0: x,
-      x1: x,
-      y0: 0,
-      y1: 1,
-      line: { color, width: 1.5, dash: "dash" },
-    }));
   return {
     data: [
-      hist(r, `${of}raw q·kᵀ (var ${fmtSig(stats.var_scores_raw)}${every})`, ORANGE),
-      hist(
+      scoreHistogram(r, `${of}raw q·kᵀ (var ${fmtSig(stats.var_scores_raw)}${every})`, ORANGE, bins),
+      scoreHistogram(
         s,
         of +
           (unscaled(layer)
@@ -108,6 +117,7 @@ export function varianceFigure({ raw, scaled, stats, layer, nbins = 60, block = 
               `${fmtSig(stats.var_scores)}${every})`
             : `scaled ${scoresFormula(layer)} (var ${fmtSig(stats.var_scores)}${every})`),
         BLUE,
+        bins,
       ),
     ],
     layout: baseLayout({

@@ -1,0 +1,68 @@
+// What every picture of one head's matrix shares, exact (heatmap.js) or max-pooled (pooled.js):
+// its arguments and their defaults, the title in the top-left corner, the weights' colour bar,
+// the key and query axes and the layout around them. Pure functions; the numbers are the answer's.
+
+import { MAX_TICKS_BIG, baseLayout, rowOutline, tokenAxis, tokenMargins } from "./figures.js";
+
+/**
+ * The arguments a head heatmap takes besides its data (`tokens`, `pattern`, `mask`, `layer`,
+ * `head`), with their defaults; the exact heatmap and the pooled one share them.
+ */
+export const HEATMAP_DEFAULTS = {
+  raw: null,
+  scaled: null,
+  scaledLabel: "score",
+  window: null,
+  chunk: null,
+  position: null,
+  title: null,
+  showscale: true,
+  maxTicks: MAX_TICKS_BIG,
+  uirevision: null,
+};
+
+/** A head heatmap's arguments with the defaults filled in for those not given. */
+export const heatmapArgs = (args) => ({ ...HEATMAP_DEFAULTS, ...args });
+
+/** The title of a head heatmap, in its top-left corner (undefined: none). */
+export const heatmapTitle = (title) =>
+  title
+    ? {
+        text: title,
+        font: { size: 13 },
+        x: 0,
+        xanchor: "left",
+        xref: "paper",
+        y: 1,
+        yref: "container",
+        yanchor: "top",
+        pad: { t: 8 },
+      }
+    : undefined;
+
+/** A colour bar right of a heatmap, titled `text`, `thickness` pixels wide. */
+export const weightColorbar = (text = "weight", thickness = 12) => ({
+  title: { text, side: "right", font: { size: 11 } },
+  thickness,
+  len: 0.85,
+  outlinewidth: 0,
+});
+
+/** A head heatmap's axes: the keys along the top, the queries down the left (reversed: the first on top). */
+export const headAxes = (tokens, maxTicks) => ({
+  xaxis: tokenAxis(tokens, { side: "top", title: "key (attended to)", maxTicks, angle: -55 }),
+  yaxis: tokenAxis(tokens, { reversed: true, title: "query (attending)", maxTicks }),
+});
+
+/**
+ * A head heatmap's layout: room for the token labels, the chosen query's row outlined, the title;
+ * `fields` (its axes, uirevision, ...) complete it.
+ */
+export function headLayout({ tokens, maxTicks, position, title }, fields) {
+  return baseLayout({
+    margin: { ...tokenMargins(tokens, maxTicks), r: 10, b: 10 },
+    shapes: rowOutline(position, tokens.length),
+    title: heatmapTitle(title),
+    ...fields,
+  });
+}
