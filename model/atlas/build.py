@@ -255,14 +255,7 @@ def atlas(
             f"{lm.facts.name} uses differential attention (a head's map is first − λ·second, with negative cells); "
             "the atlas's metrics are defined for softmax rows, so it cannot measure it yet"
         )
-    other = compare_model
-    if other is not None and not hasattr(other, "backend"):
-        other = load_model(other, device=device, dtype=dtype)
-    if other is not None:
-        if other.facts.differential:
-            raise AtlasError(f"the compare model {other.facts.name} uses differential attention, which the atlas "
-                             "cannot measure yet")
-        check_same(lm, other, data, max_tokens)
+    other = _compare_model(lm, compare_model, data, max_tokens, device, dtype)
     context = lm.facts.block_size
     seq_len = seq_len or min(DEFAULT_SEQ_LEN, context)
     if not 2 <= seq_len <= context:
@@ -286,10 +279,23 @@ def atlas(
         parts = ray_tallies(lm, todo, local_window, exemplars, device=device, dtype=dtype, address=address,
                             concurrency=concurrency, other=other)
     else:
-        second = other.backend if other is not None else None
-        parts = (batch_tally(lm.backend, b, local_window, exemplars, second) for b in todo)
+        parts = (batch_tally(lm.backend, b, local_window, exemplars, getattr(other, "backend", None)) for b in todo)
     _run(parts, tally, induction, meta, out, lm.tokenizer, max_tokens, progress, after_batch)
     return out
+
+
+def _compare_model(lm, compare_model, data: Corpus, max_tokens: int | None, device, dtype: str):
+    """The compare model, loaded (from a path) and checked against ``lm`` (:func:`.divergence.check_same`); or None."""
+    from ..registry import load_model
+
+    if compare_model is None:
+        return None
+    other = compare_model if hasattr(compare_model, "backend") else load_model(compare_model, device, dtype)
+    if other.facts.differential:
+        raise AtlasError(f"the compare model {other.facts.name} uses differential attention, which the atlas "
+                         "cannot measure yet")
+    check_same(lm, other, data, max_tokens)
+    return other
 
 
 def _check_settings(out: Path, resume: bool, engine: str, **lows: int | None) -> None:
