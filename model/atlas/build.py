@@ -67,7 +67,6 @@ DEFINITIONS = {
     "entropy": "-sum_j p[t, j] ln p[t, j], in nats",
     "mean_distance": "sum_j p[t, j] (t - j): mean distance attended back, in tokens",
     "local_fraction": "sum_{t-w < j <= t} p[t, j]: weight on the w tokens ending at the query (w = local_window)",
-    DIVERGENCE: DIVERGENCE_DEFINITION,
     "induction": "on a random token sequence repeated twice, weight from each token of the second copy to the "
     "token after its first occurrence (model.heads.induction_score); one score per head",
 }
@@ -112,6 +111,9 @@ def _metadata(lm, corpus: Corpus, settings: dict, other=None) -> dict:
     facts = lm.facts
     name = facts.name
     first = first_rows(settings["local_window"])
+    definitions = dict(DEFINITIONS)
+    if other is not None:
+        definitions[DIVERGENCE] = DIVERGENCE_DEFINITION.format(compare=other.facts.name)
     ours = not hasattr(lm.backend, "trunk")
     return {
         "format": "attnscope-atlas",
@@ -137,7 +139,7 @@ def _metadata(lm, corpus: Corpus, settings: dict, other=None) -> dict:
         "rows": "query rows t >= first_row of every window (row 0 sees only itself; first_token and previous_token "
         "from t = 2, where the previous token is no longer the first; local_fraction from t = local_window, where "
         "a row has keys outside the window)",
-        "metrics": {m: {"definition": DEFINITIONS[m], "bin_edges": list(BIN_EDGES.get(m, BIN_EDGES["self"]))}
+        "metrics": {m: {"definition": definitions[m], "bin_edges": list(BIN_EDGES.get(m, BIN_EDGES["self"]))}
                     | ({"first_row": first[METRICS.index(m)]} if m in METRICS else {})
                     | ({"first_row": 1} if m == DIVERGENCE else {})
                     for m in (*METRICS, *([DIVERGENCE] if other is not None else []), "induction")},

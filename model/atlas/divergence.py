@@ -22,10 +22,11 @@ from .corpus import token_stream
 from .stats import AtlasSink, Tally
 
 DIVERGENCE = "divergence"
+# what meta.json says of it, ``{compare}`` the compare model's name
 DEFINITION = (
-    "Jensen–Shannon divergence, in bits, of the query row's pattern in this model (p) and in the compare model "
-    "(q, meta compare_model) on the same tokens: ½ Σ_j p_j log₂(p_j / m_j) + ½ Σ_j q_j log₂(q_j / m_j), "
-    "m = (p + q) / 2; 0 where the rows are equal, at most 1"
+    "Jensen–Shannon divergence, in bits, of the query row's pattern in this model (p) and in {compare} (q) on the "
+    "same tokens: ½ Σ_j p_j log₂(p_j / m_j) + ½ Σ_j q_j log₂(q_j / m_j), m = (p + q) / 2; 0 where the rows are "
+    "equal, at most 1"
 )
 
 

@@ -6,21 +6,19 @@ original's folder, and transformers reading the GGUF file: the same dequantized 
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
 import pytest
 from attnscope.app.main import create_app
 from attnscope.app.settings import Settings
-from attnscope.model.ours.checkpoint import SHIPPED
 from fastapi.testclient import TestClient
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from tests.app.routes.test_compare import eager_patterns, oracle  # noqa: E402
-from tests.kit.gguf import eager_reference, tiny_model, write  # noqa: E402
+from tests.kit.gguf import eager_reference, transformers_original, write  # noqa: E402
 
 TEXT = "The cat sat on the mat, and the dog watched the cat from the door."
 FAMILY, QTYPE = "gpt2", "Q8_0"
@@ -31,12 +29,7 @@ def files(tmp_path_factory):
     """(the transformers original's folder, the Q8_0 GGUF file of the same weights, the test's HOME)."""
     home = tmp_path_factory.mktemp("home")
     gguf_file = write(FAMILY, home / ".lmstudio" / "models" / "tiny" / f"tiny-{FAMILY}-{QTYPE}.gguf", QTYPE)
-    original = tmp_path_factory.mktemp("original")
-    vocab = len(json.loads((SHIPPED / "tokenizer.json").read_text())["model"]["vocab"])
-    tiny_model(FAMILY, vocab).save_pretrained(original)  # write() made its file from this same model (seed 0)
-    (original / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"}
-    (original / "tokenizer_config.json").write_text(json.dumps(config))
+    original = transformers_original(tmp_path_factory.mktemp("original"))  # write()'s model, seed 0
     return original, gguf_file, home
 
 
