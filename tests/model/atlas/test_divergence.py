@@ -165,3 +165,28 @@ def test_the_command_refuses_a_bad_compare_model_in_one_line(pair, tmp_path, cap
     assert code == 1 and len(err) == 1 and f"--compare-model {other}:" in err[0], err  # transformers' bar aside
     assert {"shallow": "attention layers", "other-tokenizer": "other token ids", "missing": "no such"}[which] in err[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_ray_actor_gives_the_local_engines_tallies(pair, tmp_path):
+    """The Ray engine's actor class, called as Ray Data calls it (here without Ray, which the slow
+    tests/model/atlas/test_ray_engine.py starts): it loads both models from their paths and each batch's
+    tally, ``divergence`` with it, is the local engine's bit for bit."""
+    from attnscope.model.atlas.corpus import batches, open_corpus, token_stream, windows
+    from attnscope.model.atlas.ray_engine import AtlasWorker, _unpack
+    from attnscope.model.atlas.tally import batch_tally
+
+    base, tuned, _ = pair
+    corpus = tmp_path / "docs.txt"
+    corpus.write_text("\n\n".join(DOCS) + "\n")
+    lm, other = load_model(base, "cpu"), load_model(tuned, "cpu")
+    todo = list(batches(windows(token_stream(open_corpus([corpus]).documents(), lm.tokenizer), SEQ_LEN), BATCH))
+    worker = AtlasWorker(str(base), "cpu", "fp32", 8, K, 0, compare=str(tuned))
+    out = worker({"batch": np.array([b.index for b in todo]), "window0": np.array([b.window0 for b in todo]),
+                  "rows": np.array([b.ids.shape[0] for b in todo]), "cols": np.array([b.ids.shape[1] for b in todo]),
+                  "ids": [b.ids.astype(np.int32).tobytes() for b in todo]})
+    assert list(out["batch"]) == [b.index for b in todo]
+    for b, blob in zip(todo, out["tally"]):
+        there, here = _unpack(blob), batch_tally(lm.backend, b, 8, K, other.backend)
+        assert there.metrics == here.metrics and here.metrics[-1] == "divergence"
+        for name in here.arrays:
+            assert np.array_equal(getattr(there, name), getattr(here, name)), name
