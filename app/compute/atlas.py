@@ -41,8 +41,10 @@ def load_atlases(paths: list[Path]) -> dict[str, Atlas]:
 
 
 def _grid(a: np.ndarray) -> list[list[float | None]]:
-    """(layers, heads) -> [layer][head] with NaN (not measured) as null."""
-    return [[None if math.isnan(v) else round(float(v), 6) for v in row] for row in a]
+    """(layers, heads) -> [layer][head] to 6 decimals, or 6 significant digits below 1 (a divergence of 1e-7
+    bits stays one); NaN (not measured) as null."""
+    return [[None if math.isnan(v) else float(f"{v:.6g}") if abs(v) < 1 else round(float(v), 6) for v in row]
+            for row in a]
 
 
 def _pick(atlases: dict[str, Atlas], atlas_id: str | None, field: str = "atlas") -> tuple[str, Atlas]:

@@ -36,6 +36,8 @@ import torch
 
 from ..heads import induction_tokens, probe_prefix, random_pool
 from .corpus import Corpus, batches, open_corpus, token_stream, windows
+from .divergence import DEFINITION as DIVERGENCE_DEFINITION
+from .divergence import DIVERGENCE, check_same
 from .read import write_atlas
 from .stats import (
     BIN_EDGES,
@@ -95,13 +97,23 @@ def induction_rows(backend, n_induction: int = N_INDUCTION) -> np.ndarray:
     return rows.permute(1, 2, 0, 3).reshape(p.shape[1], p.shape[2], -1).float().numpy()
 
 
-def _metadata(lm, corpus: Corpus, settings: dict) -> dict:
-    """What ``meta.json`` says (every key but the progress ones, filled in when written)."""
+def _about_model(lm) -> dict:
+    facts = lm.facts
+    return {"name": facts.name, "path": str(lm.path), "family": facts.family, "dtype": facts.dtype,
+            "device": facts.device}
+
+
+def _metadata(lm, corpus: Corpus, settings: dict, other=None) -> dict:
+    """What ``meta.json`` says (every key but the progress ones, filled in when written); ``other``
+    the compare model, or None."""
     from .. import __version__
 
     facts = lm.facts
     name = facts.name
     first = first_rows(settings["local_window"])
+    definitions = dict(DEFINITIONS)
+    if other is not None:
+        definitions[DIVERGENCE] = DIVERGENCE_DEFINITION.format(compare=other.facts.name)
     ours = not hasattr(lm.backend, "trunk")
     return {
         "format": "attnscope-atlas",
@@ -127,9 +139,11 @@ def _metadata(lm, corpus: Corpus, settings: dict) -> dict:
         "rows": "query rows t >= first_row of every window (row 0 sees only itself; first_token and previous_token "
         "from t = 2, where the previous token is no longer the first; local_fraction from t = local_window, where "
         "a row has keys outside the window)",
-        "metrics": {m: {"definition": DEFINITIONS[m], "bin_edges": list(BIN_EDGES.get(m, BIN_EDGES["self"]))}
+        "metrics": {m: {"definition": definitions[m], "bin_edges": list(BIN_EDGES.get(m, BIN_EDGES["self"]))}
                     | ({"first_row": first[METRICS.index(m)]} if m in METRICS else {})
-                    for m in (*METRICS, "induction")},
+                    | ({"first_row": 1} if m == DIVERGENCE else {})
+                    for m in (*METRICS, *([DIVERGENCE] if other is not None else []), "induction")},
+        "compare_model": _about_model(other) if other is not None else None,
         "bins": BINS_NOTE,
         "induction_probe": {"n": min(N_INDUCTION, (facts.block_size - 1) // 2), "seed": 0, "source": "model.heads"},
     }
@@ -165,6 +179,7 @@ def _load_state(out: Path, meta: dict) -> tuple[Tally, np.ndarray]:
         "model": (saved["model"]["path"], meta["model"]["path"]),
         "dtype": (saved["model"]["dtype"], meta["model"]["dtype"]),
         "device": (saved["model"]["device"], meta["model"]["device"]),
+        "compare model": ((saved.get("compare_model") or {}).get("path"), (meta["compare_model"] or {}).get("path")),
         **{k: (saved["settings"][k], meta["settings"][k]) for k in SAME_ON_RESUME},
     }
     for what, (was, now) in checks.items():
@@ -195,6 +210,7 @@ def atlas(
     checkpoint: str | Path | None = None,
     model=None,
     *,
+    compare_model=None,
     seq_len: int | None = None,
     batch_size: int = 8,
     max_tokens: int | None = None,
@@ -214,7 +230,10 @@ def atlas(
 
     The model: ``model`` (a :class:`~model.backends.LoadedModel`, e.g. ``attnscope.load_model()``),
     else ``checkpoint`` (a folder or ``.gguf`` file; None: the shipped model) on ``device`` in
-    ``dtype``. ``seq_len`` tokens per window (default 512 or the model's context, never more than
+    ``dtype``. ``compare_model`` (a :class:`~model.backends.LoadedModel`, or a path loaded as
+    ``checkpoint`` is): a second model run on every batch too, adding the metric ``divergence``
+    (:mod:`model.atlas.divergence`); :class:`~model.atlas.divergence.ModelMismatch` where its layers,
+    heads or token ids differ. ``seq_len`` tokens per window (default 512 or the model's context, never more than
     it), ``batch_size`` windows per forward pass, at most ``max_tokens`` tokens; ``local_window`` is
     the ``local`` metric's w, ``exemplars`` the rows kept per head and metric. ``engine``:
     ``"local"`` or ``"ray"`` (``address`` of the cluster, ``concurrency`` actors). ``progress``: a
@@ -238,6 +257,7 @@ def atlas(
             f"{lm.facts.name} uses differential attention (a head's map is first − λ·second, with negative cells); "
             "the atlas's metrics are defined for softmax rows, so it cannot measure it yet"
         )
+    other = _compare_model(lm, compare_model, data, max_tokens, device, dtype)
     context = lm.facts.block_size
     seq_len = seq_len or min(DEFAULT_SEQ_LEN, context)
     if not 2 <= seq_len <= context:
@@ -245,11 +265,12 @@ def atlas(
     settings = {"seq_len": seq_len, "batch_size": batch_size, "max_tokens": max_tokens, "local_window": local_window,
                 "exemplars": exemplars, "context_before": CONTEXT_BEFORE, "context_after": CONTEXT_AFTER,
                 "engine": engine}
-    meta = _metadata(lm, data, settings)
+    meta = _metadata(lm, data, settings, other)
     if resume:
         tally, induction = _load_state(out, meta)
     else:
-        tally = Tally.empty(list(lm.facts.attention_layers), lm.facts.n_head, exemplars)
+        metrics = (*METRICS, DIVERGENCE) if other is not None else METRICS
+        tally = Tally.empty(list(lm.facts.attention_layers), lm.facts.n_head, exemplars, metrics)
         induction = induction_rows(lm.backend)
 
     todo = (b for b in batches(windows(token_stream(data.documents(), lm.tokenizer), seq_len, max_tokens), batch_size)
@@ -258,11 +279,25 @@ def atlas(
         from .ray_engine import ray_tallies
 
         parts = ray_tallies(lm, todo, local_window, exemplars, device=device, dtype=dtype, address=address,
-                            concurrency=concurrency)
+                            concurrency=concurrency, other=other)
     else:
-        parts = (batch_tally(lm.backend, b, local_window, exemplars) for b in todo)
+        parts = (batch_tally(lm.backend, b, local_window, exemplars, getattr(other, "backend", None)) for b in todo)
     _run(parts, tally, induction, meta, out, lm.tokenizer, max_tokens, progress, after_batch)
     return out
+
+
+def _compare_model(lm, compare_model, data: Corpus, max_tokens: int | None, device, dtype: str):
+    """The compare model, loaded (from a path) and checked against ``lm`` (:func:`.divergence.check_same`); or None."""
+    from ..registry import load_model
+
+    if compare_model is None:
+        return None
+    other = compare_model if hasattr(compare_model, "backend") else load_model(compare_model, device, dtype)
+    if other.facts.differential:
+        raise AtlasError(f"the compare model {other.facts.name} uses differential attention, which the atlas "
+                         "cannot measure yet")
+    check_same(lm, other, data, max_tokens)
+    return other
 
 
 def _check_settings(out: Path, resume: bool, engine: str, **lows: int | None) -> None:

@@ -49,9 +49,11 @@ def _unpack(blob: bytes) -> Tally:
 
 
 class AtlasWorker:
-    """A Ray Data callable class: the model loaded once per actor; each batch of windows -> its tally."""
+    """A Ray Data callable class: the model (and the compare model, if any) loaded once per actor; each
+    batch of windows -> its tally."""
 
-    def __init__(self, source: str, device: str | None, dtype: str, local_window: int, exemplars: int, threads: int):
+    def __init__(self, source: str, device: str | None, dtype: str, local_window: int, exemplars: int, threads: int,
+                 compare: str | None = None):
         import torch
 
         from ..registry import load_model
@@ -59,6 +61,7 @@ class AtlasWorker:
         if threads:
             torch.set_num_threads(threads)
         self.lm = load_model(source, device=device, dtype=dtype)
+        self.other = load_model(compare, device=device, dtype=dtype) if compare is not None else None
         self.local_window, self.exemplars = local_window, exemplars
 
     def __call__(self, items: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -71,7 +74,8 @@ class AtlasWorker:
             tokens = np.frombuffer(ids, dtype=np.int32).reshape(int(rows), int(cols)).astype(np.int64)
             batch = Batch(int(index), int(window0), tokens)
             numbers.append(int(index))
-            blobs.append(_pack(batch_tally(self.lm.backend, batch, self.local_window, self.exemplars)))
+            other = self.other.backend if self.other is not None else None
+            blobs.append(_pack(batch_tally(self.lm.backend, batch, self.local_window, self.exemplars, other)))
         return {"batch": np.asarray(numbers, dtype=np.int64), "tally": np.asarray(blobs, dtype=object)}
 
 
@@ -118,13 +122,15 @@ def ray_tallies(
     dtype: str = "fp32",
     address: str | None = None,
     concurrency: int | None = None,
+    other=None,
 ) -> Iterator[Tally]:
     """The tallies of ``todo``'s batches, computed by Ray actors, yielded in batch order.
 
     Uses the running Ray instance if there is one (``ray.init`` already called), else connects to
     ``address`` (None: a Ray on this machine, started here and shut down after). ``concurrency``
     actors (default: one per GPU of the cluster, else one per CPU); ``device`` is the actors'
-    (default: ``cuda`` where the cluster has GPUs)."""
+    (default: ``cuda`` where the cluster has GPUs). ``other``: the compare model, which each actor
+    loads from its path too (both models on the actor's device)."""
     try:
         import ray
         import ray.data
@@ -132,10 +138,10 @@ def ray_tallies(
         raise ImportError("the Ray engine needs Ray: pip install 'attnscope[ray]'") from e
 
     with _quiet_ray():  # for as long as the batches run
-        yield from _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency)
+        yield from _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency, other)
 
 
-def _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency) -> Iterator[Tally]:
+def _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency, other) -> Iterator[Tally]:
     started = not ray.is_initialized()
     if started:
         _init(ray, address)
@@ -169,6 +175,7 @@ def _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, con
                 local_window=local_window,
                 exemplars=exemplars,
                 threads=cpus,
+                compare=str(other.path) if other is not None else None,
             ),
         )
         waiting: dict[int, bytes] = {}

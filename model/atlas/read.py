@@ -3,8 +3,9 @@
 An atlas is a folder:
 
 * ``heads.parquet``: one row per (layer, head): ``layer`` (the model's own number of an attention
-  layer), ``head``, and per metric (:data:`model.atlas.stats.METRICS`, then ``induction``) four
-  columns: ``<metric>`` (the mean over the corpus's query rows), ``<metric>_std`` (population),
+  layer), ``head``, and per metric (:data:`model.atlas.stats.METRICS`, ``divergence`` where the atlas
+  compared a second model, then ``induction``) four columns: ``<metric>`` (the mean over the
+  corpus's query rows), ``<metric>_std`` (population),
   ``<metric>_count`` (query rows measured) and ``<metric>_histogram`` (counts per bin; the edges
   are in the metadata, ``metrics.<metric>.bin_edges``). ``sink_mass`` only for a model with learned
   sinks, null in its layers without. ``induction`` is measured on its own probe
@@ -34,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .stats import BIN_EDGES, CONTEXT_BEFORE, METRICS, SINK, UNIT_EDGES, Tally
+from .divergence import DIVERGENCE
+from .stats import BIN_EDGES, CONTEXT_BEFORE, METRICS, UNIT_EDGES, Tally
 from .text import cut_context
 
 HEADS_FILE = "heads.parquet"
@@ -42,7 +44,7 @@ EXEMPLARS_FILE = "exemplars.parquet"
 META_FILE = "meta.json"
 META_KEY = b"attnscope.atlas"
 INDUCTION = "induction"
-ALL_METRICS = (*METRICS, INDUCTION)
+ALL_METRICS = (*METRICS, DIVERGENCE, INDUCTION)
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -63,7 +65,7 @@ def heads_table(tally: Tally, induction: np.ndarray | None, meta: dict):
     import pyarrow as pa
 
     mean, std = tally.mean(), tally.std()
-    metrics = [m for i, m in enumerate(METRICS) if i != SINK or any(tally.has_sink)]
+    metrics = [m for m in tally.metrics if m != "sink_mass" or any(tally.has_sink)]
     metrics += [INDUCTION] if induction is not None else []
     cols: dict[str, list] = {"layer": [], "head": []}
     for metric in metrics:
@@ -81,7 +83,7 @@ def heads_table(tally: Tally, induction: np.ndarray | None, meta: dict):
                 elif metric == "sink_mass" and not tally.has_sink[li]:
                     cells = (None, None, 0, None)
                 else:
-                    m = METRICS.index(metric)
+                    m = tally.metrics.index(metric)
                     nb = len(BIN_EDGES[metric]) - 1
                     cells = (float(mean[li, m, h]), float(std[li, m, h]), int(tally.count[li, m]),
                              tally.hist[li, m, h, :nb].tolist())
@@ -108,7 +110,7 @@ def exemplars_table(tally: Tally, tokenizer, meta: dict):
              "query_start", "query_end", "context_start")
     cols: dict[str, list] = {k: [] for k in names}
     for li, layer in enumerate(tally.layers):
-        for m, metric in enumerate(METRICS):
+        for m, metric in enumerate(tally.metrics):
             for h in range(tally.n_head):
                 for rank in range(tally.k):
                     value = tally.value[li, m, h, rank]

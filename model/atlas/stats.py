@@ -17,8 +17,9 @@ itself, so every metric of it is fixed), with p the row's attention pattern over
 * ``entropy``: −Σ_j p[t, j] · ln p[t, j], in nats;
 * ``mean_distance``: Σ_j p[t, j] · (t − j), the mean distance attended back, in tokens;
 * ``local``: Σ_{t − w < j ≤ t} p[t, j], the weight on the w tokens ending at the query (w = ``local_window``).
-A metric leaves out the rows where it is at its maximum by construction (:func:`first_rows`); a
-row is an exemplar only where its context is not whitespace only (``shown``).
+With a second model, :mod:`.divergence` adds ``divergence``, the two models' rows' Jensen–Shannon
+divergence in bits. A metric leaves out the rows where it is at its maximum by construction
+(:func:`first_rows`); a row is an exemplar only where its context is not whitespace only (``shown``).
 
 Each batch gives a :class:`Tally` (numpy, on the host); tallies merge (:meth:`Tally.add`) by
 adding sums, counts and histograms and keeping the top ``K`` rows of both under one total order
@@ -35,6 +36,7 @@ import torch
 from torch.nn import functional as F
 
 from ..blocks import BLOCK_TEMPORARIES, block_budget
+from .keys import sortable, unsortable
 
 METRICS = ("first_token", "sink_mass", "previous_token", "self", "entropy", "mean_distance", "local_fraction")
 SINK = METRICS.index("sink_mass")
@@ -45,6 +47,8 @@ BIN_EDGES = {
     # [0, 0.5), [0.5, 1.5), [1.5, 3.5), [3.5, 7.5), ... [32767.5, 65535.5]: about 0, 1, 2-3, 4-7, ... tokens back;
     # the edges between whole numbers, where a one-hot row's distance never falls
     "mean_distance": (0.0, *(2.0**i - 0.5 for i in range(17))),
+    # two models' Jensen–Shannon divergence in bits (model.atlas.divergence): [0, 2^-20), then one bin per power of 2
+    "divergence": (0.0, *(2.0**-i for i in range(20, -1, -1))),
 }
 N_BINS = max(len(e) - 1 for e in BIN_EDGES.values())
 CONTEXT_BEFORE, CONTEXT_AFTER = 24, 4  # tokens kept around an exemplar's query
@@ -69,9 +73,9 @@ def first_rows(local_window: int) -> tuple[int, ...]:
     return tuple(first.get(m, 1) for m in METRICS)
 
 
-def _inner_edges(device) -> list[torch.Tensor]:
+def _inner_edges(device, metrics=METRICS) -> list[torch.Tensor]:
     """Each metric's inner bin edges as a float32 tensor (what ``torch.bucketize`` compares with)."""
-    return [torch.tensor(BIN_EDGES[m][1:-1], dtype=torch.float32, device=device) for m in METRICS]
+    return [torch.tensor(BIN_EDGES[m][1:-1], dtype=torch.float32, device=device) for m in metrics]
 
 
 def bin_index(values: np.ndarray, metric: str) -> np.ndarray:
@@ -88,18 +92,6 @@ def _diagonal(p: torch.Tensor, q0: int, back: int) -> torch.Tensor:
     return F.pad(d, (missing, 0)) if missing else d
 
 
-def sortable(values: torch.Tensor) -> torch.Tensor:
-    """float32 -> int32 whose integer order is the float order (negative floats' bits flipped)."""
-    bits = values.contiguous().view(torch.int32)
-    return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-
-
-def unsortable(keys: np.ndarray) -> np.ndarray:
-    """The inverse of :func:`sortable`, on the host: int32 keys -> float32 values."""
-    keys = keys.astype(np.int32)
-    return np.where(keys < 0, keys ^ 0x7FFFFFFF, keys).astype(np.int32).view(np.float32)
-
-
 def _sum_device(dev: torch.device) -> torch.device:
     """Where a layer's float64 sums live: its device, or the host on one without float64 (MPS)."""
     return torch.device("cpu") if dev.type == "mps" else dev
@@ -112,8 +104,8 @@ class _Layer:
     layer: int
     T: int
     has_sink: bool
-    q: torch.Tensor  # (B, nh, T, hs) float32
-    keys: torch.Tensor  # (B, nh, S, hs + 2) float32: each key, then 1, then its index j
+    q: torch.Tensor | None  # (B, nh, T, hs) float32
+    keys: torch.Tensor | None  # (B, nh, S, hs + 2) float32: each key, then 1, then its index j
     divisor: float | None  # the scores are raw / divisor on visible keys; None: not so (softcapped)
     total: torch.Tensor  # (M, nh) float64
     squares: torch.Tensor  # (M, nh) float64
@@ -127,6 +119,7 @@ class AtlasSink:
 
     blockwise = True
     needs_unscaled = False  # the metrics need the pattern only
+    metrics = METRICS  # what :meth:`_values` gives, in order (the pattern's own need its queries and keys)
 
     def __init__(self, n_head: int, local_window: int = 8, exemplars: int = 8, shown: np.ndarray | None = None):
         """``shown``: (B, T) bool, the rows whose context may be shown as an exemplar (None: all)."""
@@ -157,16 +150,17 @@ class AtlasSink:
         self._B, self._device = B, q.device
         dev = q.device
         if self._edges is None or self._edges[0].device != dev:
-            self._edges = _inner_edges(dev)
-        M = len(METRICS)
+            self._edges = _inner_edges(dev, self.metrics)
+        M = len(self.metrics)
         S = k.shape[2]
         j = torch.arange(S, device=dev, dtype=torch.float32).view(1, 1, S, 1).expand(B, nh, S, 1)
+        own = self.metrics is METRICS
         self._layer = _Layer(
             layer=layer,
             T=T,
             has_sink=sink_logit is not None,
-            q=q.float(),
-            keys=torch.cat([k.float(), torch.ones_like(j), j], dim=-1),
+            q=q.float() if own else None,
+            keys=torch.cat([k.float(), torch.ones_like(j), j], dim=-1) if own else None,
             divisor=float(divisor) if softcap is None else None,
             # float64 sums where the device has float64 (Apple's MPS has none: the host sums there)
             total=torch.zeros(M, nh, dtype=torch.float64, device=_sum_device(dev)),
@@ -184,18 +178,22 @@ class AtlasSink:
         the layer's keys, extended by a column of ones and one of key indices, gives each row's
         mass Σp, Σp·j (so distance = t·Σp − Σp·j) and, with two row maxima, the entropy
         (:meth:`_entropy`); the rest are a few diagonals of the pattern."""
-        st = self._layer
         start = 1 if q0 == 0 else 0  # the window's row 0 sees only itself: left out
         if q1 - q0 - start <= 0:
             return
+        self._reduce(self._values(q0, q1, steps)[..., start:], q0 + start, q1)
+
+    def _values(self, q0: int, q1: int, steps: dict) -> torch.Tensor:
+        """The block's row values of every metric, (M, B, nh, t)."""
+        st = self._layer
         p = steps["pattern"].float()
-        B, nh, t, s = p.shape
+        s = p.shape[-1]
         # one product gives, per row, Σ p·k (whence Σ p·(q·k)), the mass Σ p and Σ p·j
         sums = p @ st.keys[:, :, :s]  # (B, nh, t, hs + 2)
         mass = sums[..., -2]
         position = torch.arange(q0, q1, device=p.device, dtype=p.dtype)  # (t,)
         sink = steps.get("sink_mass")
-        values = torch.stack(
+        return torch.stack(
             [
                 p[..., 0],
                 sink.float() if sink is not None else torch.zeros_like(mass),
@@ -205,27 +203,32 @@ class AtlasSink:
                 position * mass - sums[..., -1],
                 self._local(p, q0),
             ]
-        )[..., start:]  # (M, B, nh, t')
+        )
+
+    def _reduce(self, values: torch.Tensor, r0: int, q1: int) -> None:
+        """Rows ``r0 .. q1``'s values (M, B, nh, t') summed, binned and ranked into the layer's sums."""
+        st = self._layer
+        M, B, nh = values.shape[:3]
+        dev = values.device
         values = values + 0.0  # -0.0 -> +0.0, so that a value has one sortable key
-        M = len(METRICS)
-        pos = torch.arange(q0 + start, q1, device=p.device)
-        counted_host = np.arange(q0 + start, q1) >= np.asarray(self.first)[:, None]  # (M, t'): rows measured
-        counted = torch.from_numpy(counted_host).to(p.device)
+        pos = torch.arange(r0, q1, device=dev)
+        counted_host = np.arange(r0, q1) >= np.asarray(self.first)[:, None]  # (M, t'): rows measured
+        counted = torch.from_numpy(counted_host).to(dev)
         st.rows += B * counted_host.sum(-1)
         wide = values.to(st.total.device).double() * counted.to(st.total.device)[:, None, None, :]
         st.total += wide.sum((1, 3))
         st.squares += (wide * wide).sum((1, 3))
-        offsets = (torch.arange(nh, device=p.device) * N_BINS)[None, :, None]  # (1, nh, 1)
+        offsets = (torch.arange(nh, device=dev) * N_BINS)[None, :, None]  # (1, nh, 1)
         for m in range(M):
             bins = torch.bucketize(values[m], self._edges[m], right=True) + offsets  # (B, nh, t')
             bins = torch.where(counted[m], bins, nh * N_BINS)  # a row not measured: a bin left off
             st.hist[m] += torch.bincount(bins.flatten(), minlength=nh * N_BINS + 1)[: nh * N_BINS]
         if self.k:
-            row = (torch.arange(B, device=p.device)[:, None] * st.T + pos).flatten()  # (B · t',) b·T + t
+            row = (torch.arange(B, device=dev)[:, None] * st.T + pos).flatten()  # (B · t',) b·T + t
             keys = sortable(values).long() * (1 << 32) + ((1 << 32) - 1 - row).view(1, B, 1, -1)
             eligible = counted[:, None, None, :].expand(M, B, 1, pos.numel())
             if self.shown is not None:
-                eligible = eligible & self.shown[:, q0 + start : q1][None, :, None, :]
+                eligible = eligible & self.shown[:, r0:q1][None, :, None, :]
             keys = torch.where(eligible, keys, NO_ROW)
             keys = keys.permute(0, 2, 1, 3).reshape(M, nh, -1)  # (M, nh, B · t')
             if st.top is not None:
@@ -270,15 +273,17 @@ class AtlasSink:
         """The batch's statistics on the host: ``ids`` (B, T) its windows' tokens, ``window0`` the
         first one's number."""
         layers, done, self.done = [st.layer for st in self.done], self.done, []
-        out = Tally.empty(layers, self.n_head, self.k)
+        out = Tally.empty(layers, self.n_head, self.k, self.metrics)
+        sink = self.metrics.index("sink_mass") if "sink_mass" in self.metrics else None
         B, T = ids.shape
         for i, st in enumerate(done):
             out.count[i] = st.rows
-            out.count[i, SINK] = st.rows[SINK] if st.has_sink else 0
+            if sink is not None and not st.has_sink:
+                out.count[i, sink] = 0
             out.has_sink[i] = st.has_sink
             out.sum[i] = st.total.cpu().numpy()
             out.sumsq[i] = st.squares.cpu().numpy()
-            out.hist[i] = st.hist.view(len(METRICS), self.n_head, N_BINS).cpu().numpy()
+            out.hist[i] = st.hist.view(len(self.metrics), self.n_head, N_BINS).cpu().numpy()
             if st.top is None:
                 continue
             keys = st.top.cpu().numpy()  # (M, nh, k)
@@ -292,9 +297,9 @@ class AtlasSink:
             around = pos[..., None] + np.arange(-CONTEXT_BEFORE, CONTEXT_AFTER + 1)  # (M, nh, k, C)
             inside = (around >= 0) & (around < T) & ~empty[..., None]
             out.context[i, :, :, :k] = np.where(inside, ids[b[..., None], around.clip(0, T - 1)], -1)
-            if not st.has_sink:
-                out.value[i, SINK] = -np.inf
-                out.window[i, SINK] = NO_WINDOW
+            if sink is not None and not st.has_sink:
+                out.value[i, sink] = -np.inf
+                out.window[i, sink] = NO_WINDOW
         out.tokens, out.windows, out.batches = int(B * T), int(B), 1
         return out
 
@@ -304,7 +309,8 @@ class Tally:
     """Per (attention layer, metric, head) sums, squares, counts, histograms and top-K rows, on the host.
 
     ``layers`` are the model's own numbers of its attention layers, in order; every array's first
-    axis follows them. Empty exemplar slots hold value -inf, window :data:`NO_WINDOW` and context -1.
+    axis follows them, every second axis ``metrics``. Empty exemplar slots hold value -inf, window
+    :data:`NO_WINDOW` and context -1.
     """
 
     layers: list[int]
@@ -322,26 +328,27 @@ class Tally:
     tokens: int = 0
     windows: int = 0
     batches: int = 0
+    metrics: tuple[str, ...] = METRICS
 
     # what a state file holds
     arrays = ("has_sink", "count", "sum", "sumsq", "hist", "value", "window", "pos", "context")
 
     @classmethod
-    def empty(cls, layers: list[int], n_head: int, k: int) -> Tally:
-        La, M = len(layers), len(METRICS)
+    def empty(cls, layers: list[int], n_head: int, k: int, metrics: tuple[str, ...] = METRICS) -> Tally:
+        La, M = len(layers), len(metrics)
         shape = (La, M, n_head, k)
         return cls(
             layers=list(layers), n_head=n_head, k=k, has_sink=np.zeros(La, dtype=bool),
             count=np.zeros((La, M), dtype=np.int64), sum=np.zeros((La, M, n_head)), sumsq=np.zeros((La, M, n_head)),
             hist=np.zeros((La, M, n_head, N_BINS), dtype=np.int64), value=np.full(shape, -np.inf, dtype=np.float32),
             window=np.full(shape, NO_WINDOW, dtype=np.int64), pos=np.zeros(shape, dtype=np.int64),
-            context=np.full((*shape, CONTEXT), -1, dtype=np.int64),
+            context=np.full((*shape, CONTEXT), -1, dtype=np.int64), metrics=tuple(metrics),
         )
 
     def add(self, other: Tally) -> None:
         """Merge ``other`` into this tally: sums, counts, histograms added; the top K of both kept."""
-        if other.layers != self.layers or other.n_head != self.n_head or other.k != self.k:
-            raise ValueError("cannot merge tallies of different layers, heads or exemplar counts")
+        if (other.layers, other.n_head, other.k, other.metrics) != (self.layers, self.n_head, self.k, self.metrics):
+            raise ValueError("cannot merge tallies of different layers, heads, exemplar counts or metrics")
         merged = {}
         if self.k:
             value = np.concatenate([self.value, other.value], axis=-1)
@@ -366,14 +373,15 @@ class Tally:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Everything as named numpy arrays (a state file, a Ray result)."""
-        head = {"layers": np.asarray(self.layers, dtype=np.int64),
+        head = {"layers": np.asarray(self.layers, dtype=np.int64), "metrics": np.asarray(self.metrics, dtype=str),
                 "sizes": np.asarray([self.n_head, self.k, self.tokens, self.windows, self.batches], dtype=np.int64)}
         return head | {name: getattr(self, name) for name in self.arrays}
 
     @classmethod
     def from_arrays(cls, arrays) -> Tally:
         n_head, k, tokens, windows, batches = (int(x) for x in arrays["sizes"])
-        out = cls.empty([int(x) for x in arrays["layers"]], n_head, k)
+        metrics = tuple(str(m) for m in arrays["metrics"]) if "metrics" in arrays else METRICS  # older states: none
+        out = cls.empty([int(x) for x in arrays["layers"]], n_head, k, metrics)
         for name in out.arrays:
             setattr(out, name, np.array(arrays[name]))
         out.tokens, out.windows, out.batches = tokens, windows, batches

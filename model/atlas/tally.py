@@ -1,6 +1,7 @@
 """One batch of the atlas: its windows through the model into an :class:`~.stats.AtlasSink`, reduced
-to a :class:`~.stats.Tally`. The local engine (:mod:`.build`) and every Ray actor
-(:mod:`.ray_engine`) call :func:`batch_tally`, so neither imports the other for it."""
+to a :class:`~.stats.Tally` (with a second model, its ``divergence`` too). The local engine
+(:mod:`.build`) and every Ray actor (:mod:`.ray_engine`) call :func:`batch_tally`, so neither
+imports the other for it."""
 
 from __future__ import annotations
 
@@ -29,9 +30,20 @@ def forward(backend, ids: np.ndarray, sink) -> None:
             backend.model.hidden_states(idx, opts=opts, trace=sink)
 
 
-def batch_tally(backend, batch: Batch, local_window: int, exemplars: int) -> Tally:
-    """One batch's :class:`Tally` (the local engine and every Ray actor call this)."""
+def batch_tally(backend, batch: Batch, local_window: int, exemplars: int, other=None) -> Tally:
+    """One batch's :class:`Tally` (the local engine and every Ray actor call this); with ``other`` (a
+    second model's backend) its ``divergence`` from this one too (:mod:`.divergence`)."""
     shown = shown_rows(backend.tokenizer, batch.ids) if exemplars else None
-    sink = AtlasSink(backend.facts.n_head, local_window, exemplars, shown)
+    if other is None:
+        sink = AtlasSink(backend.facts.n_head, local_window, exemplars, shown)
+        forward(backend, batch.ids, sink)
+        return sink.tally(batch.ids, batch.window0)
+    from .divergence import DivergenceSink, KeepingSink, join
+
+    sink = KeepingSink(backend.facts.n_head, local_window, exemplars, shown)
     forward(backend, batch.ids, sink)
-    return sink.tally(batch.ids, batch.window0)
+    own = sink.tally(batch.ids, batch.window0)
+    second = DivergenceSink(sink.steps, backend.facts.n_head, exemplars, shown)
+    forward(other, batch.ids, second)
+    sink.steps.clear()
+    return join(own, second.tally(batch.ids, batch.window0))

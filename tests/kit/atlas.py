@@ -1,5 +1,6 @@
 """Two small head atlases of one model over one corpus, for the tests of the atlas routes and page:
-``first`` in windows of 32 tokens, ``second`` of 16 (the same shape, so they have a difference)."""
+``first`` in windows of 32 tokens, ``second`` of 16 (the same shape, so they have a difference); and the
+windows an atlas cuts a corpus into, computed apart from the atlas."""
 
 from __future__ import annotations
 
@@ -10,6 +11,16 @@ TEXTS = [
     "Once upon a time a small fox read books about the sea, and the sea was wide.",
     "import numpy as np\nx = np.zeros(3)\nprint(x + 1)\n",
 ]
+
+
+def reference_windows(tokenizer, docs, seq_len):
+    """The windows, computed here: each document's ids (its BOS, or <|endoftext|> after it), end to end, cut."""
+    stream = []
+    for d in docs:
+        ids = tokenizer.encode_ids(d)
+        stream += ids if tokenizer.bos_id is not None else ids + [tokenizer.eot_id]
+    cut = [stream[i : i + seq_len] for i in range(0, len(stream), seq_len)]
+    return [w for w in cut if len(w) >= 2]
 
 
 def two_atlases(root: Path, checkpoint: Path | None = None) -> tuple[Path, Path]:

@@ -182,6 +182,17 @@ def write(family: str, out: Path, qtype: str = "F32", seed: int = 0, name: str |
     return out
 
 
+def transformers_original(out: Path, seed: int = 0) -> Path:
+    """The GPT-2 that :func:`write` ("gpt2", the same ``seed``) makes a file of, saved by transformers to the
+    folder ``out`` with the shipped tokenizer (the file's too): a quantized file's original."""
+    vocab = len(json.loads((SHIPPED / "tokenizer.json").read_text())["model"]["vocab"])
+    tiny_model("gpt2", vocab, seed).save_pretrained(out)
+    (out / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"}
+    (out / "tokenizer_config.json").write_text(json.dumps(config))
+    return out
+
+
 def eager_reference(path: Path, ids: list[int], dtype: torch.dtype = torch.float32, device: str = "cpu"):
     """transformers' own eager attention on the same GGUF file, in ``dtype`` on ``device``:
     (attentions (L, nh, T, T), logits (T, V)), as float32 on the CPU."""

@@ -13,8 +13,20 @@ export const SHARES = new Set([
   "induction",
 ]);
 
-/** A bin of whole numbers by its name: [1.5, 3.5) is "2–3". */
-function binName(lo, hi) {
+// metrics whose values are mostly far below 1 (two models' divergence, in bits): shown to 3 significant digits
+const SMALL = new Set(["divergence"]);
+
+/** A value as text: `decimals` places, or 3 significant digits where those places would hide it. */
+export function valueText(x, decimals = 3) {
+  return x === 0 || Math.abs(x) >= 10 ** (1 - decimals) ? x.toFixed(decimals) : x.toExponential(2);
+}
+
+/** A bin edge as text: 0.5, 0.0039, 9.5e-7. */
+const edgeText = (x) => (x === 0 || x >= 1e-3 ? String(Number(x.toPrecision(2))) : x.toExponential(1));
+
+/** A bin by its name: over whole numbers (edges at halves), [1.5, 3.5) is "2–3"; else its two edges. */
+function binName(lo, hi, whole) {
+  if (!whole) return `${edgeText(lo)}–${edgeText(hi)}`;
   const a = Math.ceil(lo);
   const b = Math.ceil(hi) - 1;
   return a >= b ? String(a) : `${a}–${b}`;
@@ -125,7 +137,7 @@ export function atlasMapFigure({ grid, layers, metric, signed }) {
         hoverongaps: false,
         hovertemplate:
           `L%{customdata[0]} · H%{customdata[1]}<br>${metric}${signed ? " difference" : ""} ` +
-          `%{z:${signed ? "+" : ""}.4f}<extra>click for the head's card</extra>`,
+          `%{z:${signed ? "+" : ""}${SMALL.has(metric) ? ".3e" : ".4f"}}<extra>click for the head's card</extra>`,
         colorbar: {
           title: { text: signed ? "difference" : metric, side: "right", font: { size: 11 } },
           thickness: 12,
@@ -162,14 +174,15 @@ export function atlasHistogramsFigure(card) {
   names.forEach((name, n) => {
     const m = card.metrics[name];
     const axis = n === 0 ? "" : String(n + 1);
-    // bins of one width on a number line; bins that double (distance in tokens) as named categories
+    // bins of one width on a number line; bins that double (distance in tokens, divergence) as named categories
     const widths = m.histogram.map((_, i) => m.bin_edges[i + 1] - m.bin_edges[i]);
     const even = widths.every((w) => Math.abs(w - widths[0]) < 1e-9);
+    const whole = m.bin_edges.slice(1).every((e) => Math.abs(e - Math.floor(e) - 0.5) < 1e-9); // edges at halves
     // named bins stop after the last one holding a row (distance bins run to 65535 tokens)
     const last = even ? m.histogram.length : Math.max(1, m.histogram.findLastIndex((c) => c > 0) + 1);
     const x = even
       ? m.histogram.map((_, i) => (m.bin_edges[i] + m.bin_edges[i + 1]) / 2)
-      : m.histogram.slice(0, last).map((_, i) => binName(m.bin_edges[i], m.bin_edges[i + 1]));
+      : m.histogram.slice(0, last).map((_, i) => binName(m.bin_edges[i], m.bin_edges[i + 1], whole));
     data.push({
       type: "bar",
       x,
@@ -182,7 +195,7 @@ export function atlasHistogramsFigure(card) {
       hovertemplate: `${name} in [%{customdata[0]:.3g}, %{customdata[1]:.3g}): %{y} rows<extra></extra>`,
     });
     layout.annotations.push({
-      text: `${name} · mean ${m.mean === null ? "—" : m.mean.toFixed(3)}`,
+      text: `${name} · mean ${m.mean === null ? "—" : valueText(m.mean)}`,
       xref: `x${axis} domain`,
       yref: `y${axis} domain`,
       x: 0,

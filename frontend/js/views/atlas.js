@@ -7,7 +7,7 @@
 
 import { getJSON, errorText } from "../api.js";
 import { byId, drawPlot, onPlotClick, setText } from "../dom.js";
-import { TOP_TOKENS, atlasHistogramsFigure, atlasMapFigure, qkFigure } from "../draw/atlas.js";
+import { TOP_TOKENS, atlasHistogramsFigure, atlasMapFigure, qkFigure, valueText } from "../draw/atlas.js";
 
 export const id = "atlas";
 export const label = "Atlas";
@@ -124,7 +124,7 @@ function exemplarItem(ex, layer, head) {
   after.textContent = part(ex.query_end);
   const value = document.createElement("span");
   value.className = "muted small";
-  value.textContent = ` ${ex.value.toFixed(4)} `;
+  value.textContent = ` ${valueText(ex.value, 4)} `;
   const link = document.createElement("a");
   const hash = new URLSearchParams({ text: ex.text, layer: String(layer), head: String(head), view: "head" });
   if (ex.query !== null) hash.set("pos", String(ex.query));

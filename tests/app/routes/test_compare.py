@@ -5,7 +5,6 @@ models (the oracle), never against attnscope's own."""
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import numpy as np
@@ -17,33 +16,14 @@ from fastapi.testclient import TestClient
 transformers = pytest.importorskip("transformers")
 
 from tests.kit.family import build  # noqa: E402
-from tests.kit.hub import put_in_cache  # noqa: E402
+from tests.kit.hub import change_layer, copy_with, put_in_cache  # noqa: E402
 
 TEXT = "The cat sat on the mat. The dog sat on the log."
 CHANGED = 1  # the layer whose q/k weights the tuned copy changes
 
 
-def _copy_with(src, out, edit=None, **config):
-    """``src`` loaded by transformers (``config`` overrides), ``edit(model)`` applied, saved with its tokenizer."""
-    import torch
-
-    model = transformers.AutoModelForCausalLM.from_pretrained(src, **config)
-    if edit is not None:
-        with torch.no_grad():
-            edit(model)
-    model.save_pretrained(out)
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(src / f, out / f)
-    return out
-
-
-def _change_layer(model, layer=CHANGED):
-    import torch
-
-    g = torch.Generator().manual_seed(7)
-    attn = model.model.layers[layer].self_attn
-    for proj in (attn.q_proj, attn.k_proj):
-        proj.weight.add_(0.5 * torch.randn(proj.weight.shape, generator=g))
+def _change_layer(model):
+    change_layer(model, CHANGED)
 
 
 def _other_tokenizer(src, out):
@@ -52,7 +32,7 @@ def _other_tokenizer(src, out):
 
     from tokenizers import Tokenizer
 
-    out = _copy_with(src, out)
+    out = copy_with(src, out)
     tk = Tokenizer.from_file(str(src / "tokenizer.json"))
     first, second = tk.encode(TEXT).tokens[2:4]
     spec = json.loads((src / "tokenizer.json").read_text())
@@ -69,8 +49,8 @@ def hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf") / "hub"
     dirs = {
         "org/base": base,
-        "org/tuned": _copy_with(base, src / "tuned", _change_layer),
-        "org/shallow": _copy_with(base, src / "shallow", num_hidden_layers=2),
+        "org/tuned": copy_with(base, src / "tuned", _change_layer),
+        "org/shallow": copy_with(base, src / "shallow", num_hidden_layers=2),
         "org/other-tokenizer": _other_tokenizer(base, src / "other-tokenizer"),
     }
     snapshots = {name: put_in_cache(root, name, d) for name, d in dirs.items()}

@@ -27,7 +27,7 @@ from attnscope.model.ours.gpt2_format import export_hf  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.kit.atlas import multibyte_corpus  # noqa: E402
+from tests.kit.atlas import multibyte_corpus, reference_windows  # noqa: E402
 from tests.kit.family import build  # noqa: E402
 
 DOCS = [
@@ -47,16 +47,6 @@ TOL = 1e-5
 def write_docs(path, docs=DOCS):
     path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     return path
-
-
-def reference_windows(tokenizer, docs, seq_len):
-    """The windows, computed here: each document's ids (its BOS, or <|endoftext|> after it), end to end, cut."""
-    stream = []
-    for d in docs:
-        ids = tokenizer.encode_ids(d)
-        stream += ids if tokenizer.bos_id is not None else ids + [tokenizer.eot_id]
-    cut = [stream[i : i + seq_len] for i in range(0, len(stream), seq_len)]
-    return [w for w in cut if len(w) >= 2]
 
 
 def eager(path, ids: torch.Tensor) -> np.ndarray:

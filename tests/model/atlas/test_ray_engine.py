@@ -13,6 +13,9 @@ from attnscope.model.atlas.build import atlas
 from attnscope.model.atlas.read import EXEMPLARS_FILE, HEADS_FILE, read_atlas
 from attnscope.model.registry import load_model
 
+from tests.kit.family import build
+from tests.kit.hub import change_layer, copy_with
+
 ray = pytest.importorskip("ray", reason="the Ray engine needs ray (pip install 'attnscope[ray]')")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")  # Ray Data's own settings, not ours
 
@@ -53,6 +56,29 @@ def test_ray_gives_the_local_engines_atlas(local_ray, tmp_path):
         pq.read_table(tmp_path / "ray" / HEADS_FILE).num_rows
         == pq.read_table(tmp_path / "local" / HEADS_FILE).num_rows
     )
+
+
+def test_ray_gives_the_local_engines_divergence(local_ray, tmp_path):
+    """With a compare model (a tiny Llama and a copy with layer 1's q/k changed), each actor loads both
+    models: every metric, ``divergence`` with them, equals the local engine's."""
+    base = build("llama", tmp_path / "base")
+    tuned = copy_with(base, tmp_path / "tuned", lambda m: change_layer(m, 1))
+    corpus = tmp_path / "docs.txt"
+    corpus.write_text("\n\n".join(DOCS) + "\n")
+    opts = dict(model=load_model(base, "cpu"), compare_model=tuned, seq_len=24, batch_size=3, exemplars=4)
+    atlas(corpus, tmp_path / "local", **opts)
+    atlas(corpus, tmp_path / "ray", engine="ray", concurrency=2, **opts)
+    here, there = read_atlas(tmp_path / "local"), read_atlas(tmp_path / "ray")
+    assert "divergence" in here.metrics and there.metrics == here.metrics and there.meta["batches"] > 2
+    assert (here.maps["divergence"][1] > 0).all()
+    for m in here.metrics:
+        np.testing.assert_allclose(there.maps[m], here.maps[m], rtol=1e-9, atol=1e-12, err_msg=m)
+        np.testing.assert_allclose(there.std[m], here.std[m], rtol=1e-9, atol=1e-12, err_msg=m)
+        assert np.array_equal(there.histograms[m], here.histograms[m]), m
+        assert np.array_equal(there.counts[m], here.counts[m]), m
+    a, b = pq.read_table(tmp_path / "local" / EXEMPLARS_FILE), pq.read_table(tmp_path / "ray" / EXEMPLARS_FILE)
+    assert a.drop(["value"]).equals(b.drop(["value"]))
+    np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-6)
 
 
 def test_a_ray_run_prints_only_the_atlas_on_stderr(tmp_path):
