@@ -224,9 +224,12 @@ QWEN_VISION["qwen3_vl_moe"] = QWEN_VISION["qwen3_vl"]
 MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
 
 
-def build_qwen_vl(out: Path, model_type: str = "qwen2_5_vl", seed: int = 0, min_tokens: int = 4, max_tokens: int = 9):
+def build_qwen_vl(
+    out: Path, model_type: str = "qwen2_5_vl", seed: int = 0, min_tokens: int = 4, max_tokens: int = 9, **text_shape
+):
     """A Qwen-VL folder as the hub ships one (tokenizer, image processor, chat template, processor_config)
-    with an image processor whose smart resize keeps ``min_tokens`` .. ``max_tokens`` merged patches."""
+    with an image processor whose smart resize keeps ``min_tokens`` .. ``max_tokens`` merged patches;
+    ``text_shape`` overrides the language model's config (layers, heads, width)."""
     from transformers import AutoConfig, AutoModelForImageTextToText
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -234,7 +237,9 @@ def build_qwen_vl(out: Path, model_type: str = "qwen2_5_vl", seed: int = 0, min_
     specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
     tok = _tokenizer(specials)
     start, end, image, video = (tok.convert_tokens_to_ids(t) for t in specials)
-    vision = QWEN_VISION[model_type]
+    vision = dict(QWEN_VISION[model_type])
+    if "hidden_size" in text_shape and "out_hidden_size" in vision:  # the tower's output feeds the language model
+        vision["out_hidden_size"] = text_shape["hidden_size"]
     cell = vision["patch_size"] * 2
     size = {"shortest_edge": cell**2 * min_tokens, "longest_edge": cell**2 * max_tokens}
     ip = Qwen2VLImageProcessorPil(patch_size=vision["patch_size"], size=size)
@@ -248,7 +253,7 @@ def build_qwen_vl(out: Path, model_type: str = "qwen2_5_vl", seed: int = 0, min_
     rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
     if model_type.startswith("qwen3_vl"):
         rope["mrope_interleaved"] = True
-    text = _text(f"{model_type}_text", video + 1, head_dim=16, rope_parameters=rope)
+    text = {**_text(f"{model_type}_text", video + 1, head_dim=16, rope_parameters=rope), **text_shape}
     text.update(bos_token_id=None, eos_token_id=None, **(MOE if model_type.endswith("moe") else {}))
     cfg = AutoConfig.for_model(
         model_type, text_config=text, vision_config=vision, vision_start_token_id=start, vision_end_token_id=end,
