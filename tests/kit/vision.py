@@ -262,3 +262,29 @@ def build_qwen_vl(
     torch.manual_seed(seed)
     _save(AutoModelForImageTextToText.from_config(cfg), out, seed)
     return out
+
+
+def prompt_of(lm, width: int = 60, height: int = 40, text: str = "The cat sat on the mat."):
+    """``text`` and a random ``width × height`` image, laid out by ``lm``'s processor."""
+    from attnscope.model.vision.images import decode_image
+
+    return lm.backend.prepare(text, decode_image(image_bytes(width, height), 10**7))
+
+
+def traced_and_eager(lm, prompt):
+    """Every layer of ``lm`` on ``prompt`` as a plain-list trace, the eager model of the same folder,
+    and its ``output_attentions`` on the same ids and pixels: ``(trace, eager, out)``."""
+    from attnscope.model.options import AttentionOptions
+    from transformers import AutoModelForImageTextToText
+
+    trace: list = []
+    lm.backend.hidden(prompt.ids, AttentionOptions(), trace, image=prompt)
+    eager = AutoModelForImageTextToText.from_pretrained(lm.path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = eager(input_ids=torch.tensor([prompt.ids]), output_attentions=True, **prompt.inputs)
+    assert "image" in prompt.kinds and len(trace) == len(out.attentions)
+    for t, want in zip(trace, out.attentions):
+        assert t.pattern.shape == want.shape
+        torch.testing.assert_close(t.pattern, want, atol=1e-5, rtol=0)
+    return trace, eager, out
+

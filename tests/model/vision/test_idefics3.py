@@ -11,11 +11,9 @@ import torch
 pytest.importorskip("PIL")
 pytest.importorskip("transformers")
 
-from attnscope.model.options import AttentionOptions  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
-from attnscope.model.vision.images import decode_image  # noqa: E402
 
-from tests.kit.vision import build_idefics3, image_bytes  # noqa: E402
+from tests.kit.vision import build_idefics3, prompt_of, traced_and_eager  # noqa: E402
 
 BUILDERS = {
     "idefics3": build_idefics3,
@@ -31,26 +29,13 @@ def models(tmp_path_factory):
     return {name: load_model(build(root / name), device="cpu") for name, build in BUILDERS.items()}
 
 
-def prompt_of(lm, width=60, height=40, text="The cat sat on the mat."):
-    return lm.backend.prepare(text, decode_image(image_bytes(width, height), 10**7))
-
-
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_pattern_equals_eager_over_every_token_and_mask_is_causal(models, name):
-    from transformers import AutoModelForImageTextToText
-
     lm = models[name]
     prompt = prompt_of(lm)
-    trace: list = []
-    lm.backend.hidden(prompt.ids, AttentionOptions(), trace, image=prompt)
-    eager = AutoModelForImageTextToText.from_pretrained(lm.path, attn_implementation="eager").eval()
-    with torch.no_grad():
-        out = eager(input_ids=torch.tensor([prompt.ids]), output_attentions=True, **prompt.inputs)
-    assert "image" in prompt.kinds and len(trace) == len(out.attentions)
+    trace, _, out = traced_and_eager(lm, prompt)  # every layer's pattern equals eager's
     T = len(prompt.ids)
-    for t, want in zip(trace, out.attentions):
-        assert t.pattern.shape == want.shape
-        torch.testing.assert_close(t.pattern, want, atol=1e-5, rtol=0)
+    for t in trace:
         mask = t.mask if t.mask.dim() == 2 else t.mask[0]
         assert torch.equal(mask, torch.ones(T, T, dtype=torch.bool).tril())  # causal, image tokens included
 

@@ -13,9 +13,8 @@ pytest.importorskip("transformers")
 from attnscope.model.options import AttentionOptions  # noqa: E402
 from attnscope.model.ours.checkpoint import CheckpointError  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
-from attnscope.model.vision.images import decode_image  # noqa: E402
 
-from tests.kit.vision import build_gemma3, build_llava, image_bytes  # noqa: E402
+from tests.kit.vision import build_gemma3, build_llava, prompt_of, traced_and_eager  # noqa: E402
 
 BUILDERS = {"llava": build_llava, "llava_full": lambda out: build_llava(out, strategy="full"), "gemma3": build_gemma3}
 
@@ -26,26 +25,9 @@ def models(tmp_path_factory):
     return {name: load_model(build(root / name), device="cpu") for name, build in BUILDERS.items()}
 
 
-def prompt_of(lm, width=60, height=40, text="The cat sat on the mat."):
-    return lm.backend.prepare(text, decode_image(image_bytes(width, height), 10**7))
-
-
 @pytest.mark.parametrize("name", list(BUILDERS))
-def test_pattern_equals_eager_over_every_token(models, name, tmp_path):
-    from transformers import AutoModelForImageTextToText
-
-    lm = models[name]
-    prompt = prompt_of(lm)
-    trace: list = []
-    lm.backend.hidden(prompt.ids, AttentionOptions(), trace, image=prompt)
-    path = lm.path
-    eager = AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager").eval()
-    with torch.no_grad():
-        out = eager(input_ids=torch.tensor([prompt.ids]), output_attentions=True, **prompt.inputs)
-    assert "image" in prompt.kinds and len(trace) == len(out.attentions)
-    for t, want in zip(trace, out.attentions):
-        assert t.pattern.shape == want.shape
-        torch.testing.assert_close(t.pattern, want, atol=1e-5, rtol=0)
+def test_pattern_equals_eager_over_every_token(models, name):
+    traced_and_eager(models[name], prompt_of(models[name]))  # every layer's pattern equals eager's, within 1e-5
 
 
 def test_llava_boxes_crop_and_scale_by_hand(models):
