@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "frontend"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.kit
 from tests.kit.live import CHROMIUM, chromium, live_server, text_of_tokens, wait_settled  # noqa: E402
 
 TARGET_MS = {32: 100.0, 256: 250.0}

@@ -20,6 +20,7 @@ SLOW_MODULES = frozenset(
         "app/cli/test_main.py",  # real processes of the command
         "app/cli/test_models.py",
         "app/routes/test_attention_long.py",  # texts of thousands of tokens
+        "bench/test_scripts.py",  # a Python process per benchmark script
     }
 )
 TESTS = Path(__file__).resolve().parent
