@@ -39,10 +39,10 @@ export function gridImageWords(grid) {
   if (!run) return "";
   const where = ` The image is tokens ${run.from}–${run.to} (${bandLabel(run)}), of the ${grid.tokens.length}.`;
   if (grid.thumbnail.block !== 1) return where;
-  const shape = (l) => imageMask(layerMask(l, grid.thumbnail.mask), grid.token_kinds);
-  const open = (l) => ["both ways", "windowed"].includes(shape(l));
-  const both = grid.layers.filter(open);
-  if (!both.length) return `${where} The mask is causal inside the image too.`;
+  const shapes = grid.layers.map((l) => imageMask(layerMask(l, grid.thumbnail.mask), grid.token_kinds));
+  if (shapes.every((s) => s === "none")) return `${where} The mask is off (what-if): every token sees every token.`;
+  if (shapes.every((s) => s === "causal")) return `${where} The mask is causal inside the image too.`;
+  const both = grid.layers.filter((_, i) => shapes[i] === "both ways" || shapes[i] === "windowed");
   const which =
     both.length === grid.layers.length
       ? "every layer"
