@@ -155,6 +155,14 @@ def test_a_view_without_images_says_so_and_runs_on_the_text_alone(tab, vision_se
     assert "image" in page.evaluate("() => window.attnscope.state.lens.response.token_kinds")
     assert page.locator("#view-lens [data-testid=image-textonly]:visible").count() == 0
     assert all("image" in json.loads(b) for u, b in bodies if u.endswith("/api/lens"))
+    # Lines draws the image's prompt; a selection, whose route takes no image, is not combined and says why
+    page.locator("#tab-lines").click()
+    page.wait_for_function("() => window.attnscope.state.lines?.response", timeout=120_000)
+    page.locator("[data-testid=lines-svg] text[data-side=query][data-index='2']").click()
+    caption = page.locator("#lines-selection-caption")
+    caption.wait_for(state="visible")
+    assert "on the text alone" in caption.inner_text() and "takes no image" in caption.inner_text()
+    assert not [u for u, _ in bodies if u.endswith("/api/selection")]
     # the image removed: the note goes, the view asks for the text as ever
     page.locator("#tab-neuron").click()
     page.get_by_test_id("image-remove").click()
