@@ -80,7 +80,11 @@ export function installControls(app) {
 
   els.tokens.addEventListener("click", (ev) => {
     const chip = ev.target.closest(".chip");
-    if (chip) app.selectPosition(Number(chip.dataset.index));
+    if (chip?.dataset.band !== undefined) {
+      // the image's band (tokenstrip.js): fold or expand its tokens, in the strip and on the heatmap's axes
+      state.imageExpanded = !state.imageExpanded;
+      update();
+    } else if (chip) app.selectPosition(Number(chip.dataset.index));
   });
 
   els.layerSelect.addEventListener("change", () => app.selectHead(Number(els.layerSelect.value), state.head));

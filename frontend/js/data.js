@@ -107,7 +107,7 @@ async function fetchDetail(ctx) {
     text: state.text,
     textKey: gridKey(state),
     temperature: state.temperature,
-    inputs: inputsFor(state, ["text", "ablate", "causal", "scaled"]),
+    inputs: inputsFor(state, ["text", "image", "ablate", "causal", "scaled"]),
   };
   state.pending.detail = true;
   const started = performance.now();

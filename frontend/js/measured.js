@@ -3,13 +3,14 @@
 // with the inputs now and either follows (measures again by itself) or says in words what
 // changed since, so that no card describes a text that is no longer in the box.
 
-import { chosenPosition } from "./state.js";
+import { chosenPosition, imageId } from "./state.js";
 import { offParam } from "./switchedoff.js";
 
 /** Every input a measured answer can depend on, as it is now. */
 export function inputsNow(state) {
   return {
     text: state.text,
+    image: imageId(state),
     position: chosenPosition(state),
     ablate: offParam(state.ablate),
     causal: state.causal,
@@ -21,6 +22,7 @@ export function inputsNow(state) {
 
 const WORDS = {
   text: "the text",
+  image: "the image",
   position: "the chosen token",
   ablate: "the switched-off heads",
   causal: "the causal mask switch",
@@ -42,7 +44,8 @@ export function inputsFor(state, names) {
 export function changedInputs(inputs, state) {
   const now = inputsNow(state);
   const changed = Object.keys(inputs).filter((name) => inputs[name] !== now[name]);
-  return changed.filter((name) => name !== "position" || !changed.includes("text")).map((name) => WORDS[name]);
+  const anew = changed.includes("text") || changed.includes("image");
+  return changed.filter((name) => name !== "position" || !anew).map((name) => WORDS[name]);
 }
 
 /** "Out of date: the text and the chosen token changed since `since`." */

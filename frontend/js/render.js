@@ -11,6 +11,7 @@ import { renderPredictions } from "./draw/predictions.js";
 import { attentionLayers, currentDetail, currentGrid } from "./state.js";
 import { renderTokens } from "./draw/tokenstrip.js";
 import { VIEWS, viewById } from "./views.js";
+import { drawTextOnly } from "./textonly.js";
 
 /** The model's own divisor (GET /api/model) as the layer-like object captions.js reads. */
 const modelDivisor = (m) => ({ divisor: m.divisor, divisor_rule: m.divisor_rule, softcap: m.softcap });
@@ -199,6 +200,7 @@ export function render(state, els, app = null) {
   const drawn = view.draw(state, els, app); // `app`: a view asks for its own answer through it
   if (typeof drawn === "object") Object.assign(done, drawn);
   else done[view.id] = drawn;
+  drawTextOnly(state, els); // a view whose route takes no image says it runs on the text alone
   // after the view: the toggles of the switched-off heads sit on the grid it painted
   for (const part of els.cards ?? []) part.draw(state);
   const tokens = currentGrid(state)?.tokens ?? currentDetail(state)?.tokens;

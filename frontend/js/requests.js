@@ -2,7 +2,7 @@
 // all-heads grid, the chosen head (whole, or max-pooled for a long text), the exact cells of a
 // zoomed block, the predictions alone, and the JSON export. data.js and export.js send them.
 
-import { attentionLayers, currentGrid, scaleParam } from "./state.js";
+import { attentionLayers, currentGrid, imageField, scaleParam } from "./state.js";
 import { viewById } from "./views.js";
 
 /** Thumbnails of the grid are at most this many cells a side (max-pooled on the server). */
@@ -18,6 +18,7 @@ export const HALF_PRECISION_FROM = 257;
 export function gridRequest(state) {
   return {
     text: state.text,
+    ...imageField(state),
     include: ["stats"],
     stats_rows: false,
     thumbnail: GRID_THUMBNAIL,
@@ -62,6 +63,7 @@ export function focusFields(state) {
 function pooledDetailRequest(state) {
   return {
     text: state.text,
+    ...imageField(state),
     layers: [state.layer],
     heads: [state.head],
     include: ["stats"],
@@ -81,6 +83,7 @@ function pooledDetailRequest(state) {
 export function regionRequest(state, { q0, q1, k0, k1 }) {
   return {
     text: state.text,
+    ...imageField(state),
     layers: [],
     include: [],
     focus: {
@@ -104,6 +107,7 @@ export function detailRequest(state) {
   const T = state.grid?.response?.tokens?.length ?? 0;
   return {
     text: state.text,
+    ...imageField(state),
     layers: [state.layer],
     heads: [state.head],
     // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one); the content
@@ -134,6 +138,7 @@ export function detailRequest(state) {
 export function exactHeadRequest(state) {
   return {
     text: state.text,
+    ...imageField(state),
     layers: [state.layer],
     heads: [state.head],
     include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores"],
@@ -208,6 +213,7 @@ export function exportTitle(state) {
 export function predictionsRequest(state) {
   return {
     text: state.text,
+    ...imageField(state),
     layers: [],
     include: [],
     causal: state.causal,

@@ -148,6 +148,15 @@ export function fitHead({ layer, head, ablate = [] }, model) {
   return { ...fit, ablate: ablate.filter(has), note: notes.join(" ") || null };
 }
 
+/** The image sent with the text: the one picked beside it, on an image-text model (`vision`); else null. */
+export const imageOf = (state) => (state.model?.vision && state.image ? state.image : null);
+
+/** The chosen image's identity in the answers' keys (each image taken has its own id), null without one. */
+export const imageId = (state) => imageOf(state)?.id ?? null;
+
+/** The `image` field of a request to a route that takes one: `{image}` with an image, `{}` without. */
+export const imageField = (state) => (imageOf(state) ? { image: imageOf(state).data } : {});
+
 /** The temperature slider's range (index.html `#temperature`): a link's temperature is clamped into it. */
 export const TEMPERATURE_RANGE = [0.1, 3];
 
@@ -264,11 +273,12 @@ export function toHash(state, views = []) {
 export const scaleParam = (state) => (state.scaled ? "model" : "none");
 
 /** Identifies the answer to a grid request: text and what-ifs. */
-export const gridKey = (state) => JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate)]);
+export const gridKey = (state) =>
+  JSON.stringify([state.text, imageId(state), state.causal, scaleParam(state), offParam(state.ablate)]);
 
 /** Identifies the answer to a chosen-head request (the temperature only moves the predictions). */
 export const headKey = (state) =>
-  JSON.stringify([state.text, state.causal, scaleParam(state), offParam(state.ablate), state.layer, state.head]);
+  JSON.stringify([gridKey(state), state.layer, state.head]);
 
 /** The grid answer if it belongs to the current text and what-ifs, else null. */
 export function currentGrid(state) {

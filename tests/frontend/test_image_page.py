@@ -138,11 +138,12 @@ def test_the_overlay_follows_the_token_head_and_mode_and_a_patch_becomes_the_que
     page.wait_for_function(f"() => document.querySelectorAll('[data-testid=image-tokens] button').length > {before}")
     page.locator(f"[data-testid=image-tokens] button[data-position='{T - 1}']").click()
     wait_cells(page, T - 1)
-    # a token chosen on the page's own strip is the query here too: the prompt's token with its characters
-    page.locator("[data-testid=tokens] .chip").nth(2).click()
+    # a token chosen on the page's own strip (the same prompt's tokens: the page asks with the image) is the query
+    # here too: the prompt's token with the characters of the text's own token 2
     plain = post_json(tab.base_url + "/api/attention", {"text": TEXT, "layers": [], "include": [], "top_k": 0})
     spans = [o if k == "text" else None for k, o in zip(answer["token_kinds"], answer["offsets"])]
     want = spans.index(plain["offsets"][2])
+    page.locator(f"[data-testid=tokens] .chip[data-index='{want}']").click()
     wait_cells(page, want)
     assert f"token {want} “{answer['tokens'][want]}”" in page.get_by_test_id("image-caption").inner_text()
     page.screenshot(path=f"/tmp/image-view-{width}.png", full_page=True)

@@ -9,7 +9,7 @@
 import { errorText, isBlank, postJSON } from "../api.js";
 import { mount } from "../dom.js";
 import { changedInputs, inputsFor } from "../measured.js";
-import { scaleParam } from "../state.js";
+import { imageField, scaleParam } from "../state.js";
 import { isOff, sortHeads, toggled } from "../switchedoff.js";
 
 /** Where each head's toggle sits over the grid canvas (CSS pixels): its tile's top-right corner. */
@@ -33,7 +33,7 @@ export function toggleSpots(layout, layers) {
 export const fmt = (p) => (p >= 0.001 ? `${(100 * p).toFixed(1)} %` : p > 0 ? p.toExponential(1) : "0");
 
 /** What the before → after measurement depends on. */
-const INPUTS = ["text", "position", "ablate", "causal", "scaled", "temperature"];
+const INPUTS = ["text", "image", "position", "ablate", "causal", "scaled", "temperature"];
 
 /** The ✕ over one head's tile (`spot`, toggleSpots), pressed when the head is off. */
 function toggleButton(spot, ablate) {
@@ -88,6 +88,7 @@ async function measure(app, record) {
   const state = app.state;
   const body = {
     text: state.text,
+    ...imageField(state),
     layers: [],
     include: [],
     top_k: 50,

@@ -9,6 +9,7 @@ import { errorText, isBlank, postJSON } from "../api.js";
 import { idOf, mount, onPlotClick, setHidden, setText } from "../dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "../measured.js";
 import { fmt } from "./ablation.js";
+import { imageField } from "../state.js";
 
 /** Plotly figure of `delta[layer][head]` (nats; negative = the head helped the prediction). */
 export function effectsFigure(answer) {
@@ -65,10 +66,10 @@ function answerWords(answer) {
 export async function measureEffects(app, token_id = null) {
   const { state } = app;
   if (isBlank(state.text)) return;
-  const record = { inputs: inputsFor(state, ["text", "position", "ablate", "effectsMode"]), pending: true };
+  const record = { inputs: inputsFor(state, ["text", "image", "position", "ablate", "effectsMode"]), pending: true };
   state.effects = record;
   app.update();
-  const body = { text: state.text, ablate: state.ablate, ablation: state.effectsMode };
+  const body = { text: state.text, ...imageField(state), ablate: state.ablate, ablation: state.effectsMode };
   if (state.position !== null) body.position = state.position;
   if (token_id !== null) body.token_id = token_id;
   try {

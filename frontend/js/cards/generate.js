@@ -9,7 +9,7 @@ import { errorText, formatDetail, isBlank } from "../api.js";
 import { viridisLUT, weightColor, weightLegend } from "../draw/gridcanvas.js";
 import { mount, setHidden, setText } from "../dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "../measured.js";
-import { checkSampling, limitOf } from "../state.js";
+import { checkSampling, imageField, limitOf } from "../state.js";
 
 /** Read an NDJSON body line by line; `onLine(obj)` for each. */
 export async function readLines(response, onLine) {
@@ -39,7 +39,7 @@ export function stripRow(step, layer, head, mode) {
 
 /** The body of POST /api/generate: greedy, or sampled as `state.sampling` says, at the page's temperature. */
 export function generateBody(state, text, n) {
-  const body = { text, max_new_tokens: n, ablate: state.ablate, temperature: state.temperature };
+  const body = { text, ...imageField(state), max_new_tokens: n, ablate: state.ablate, temperature: state.temperature };
   const s = state.sampling;
   if (!s.on) return body;
   body.do_sample = true;
@@ -193,7 +193,7 @@ async function startRun(gen) {
     run.reason = progress.reason;
     box.dataset.reason = progress.reason;
     app.changeText(progress.text);
-    run.inputs = inputsFor(state, ["text", "ablate"]); // the text it produced, with these heads off
+    run.inputs = inputsFor(state, ["text", "image", "ablate"]); // the text it produced, with these heads off
     app.refreshNow();
     app.update();
   }

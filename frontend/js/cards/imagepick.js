@@ -19,8 +19,9 @@ const FIELD = `
     <button type="button" id="image-remove" class="btn small" data-testid="image-remove" hidden>remove</button>
   </div>
   <p id="image-refusal" class="image-refusal small" data-testid="image-refusal" role="alert" hidden></p>
-  <p class="muted small" data-testid="image-note">The tab <b>Image</b> reads it with the text; the other tabs read the
-    text alone. A link does not carry the image: it stays on this page only.</p>`;
+  <p class="muted small" data-testid="image-note">Every tab reads it with the text, the image's tokens one band
+    that expands, but those whose routes take no image (patching, two texts, two models, q · k, a selection of the
+    lines): they read the text alone and say so. A link does not carry the image: it stays on this page only.</p>`;
 
 let serial = 0; // each image taken gets its own id: the answers are keyed by it, never by its bytes
 
@@ -80,6 +81,7 @@ async function take(app, file) {
   state.imageQuery = null; // a new prompt: the last token again
   if (image && state.view !== "image") app.setView?.("image");
   app.update();
+  app.refreshNow?.(); // every answer of the text alone is another prompt's now: ask again
 }
 
 /** The field in `#image-field`, wired once; returns the card `{draw(state)}` that shows it on a vision model. */
@@ -113,6 +115,7 @@ export function installImagePick(app) {
   byId("image-remove").addEventListener("click", () => {
     Object.assign(app.state, { image: null, imageRefusal: null, imageQuery: null });
     app.update();
+    app.refreshNow?.();
   });
   return { draw: (state) => drawField(state, field) };
 }

@@ -123,8 +123,12 @@ export function hatchMeaning(kinds, window, chunk = null) {
 
 // ---------------------------------------------------------------- the views
 
-/** The notes under the mask pipeline: one per step, the softcap step where the layer has one. */
-export function pipelineNotes({ causal, layer, kinds, headDim = null }) {
+/**
+ * The notes under the mask pipeline: one per step, the softcap step where the layer has one. `image` (with an
+ * image in the prompt, from the answer's mask: imageband.js): `{open}` whether an image token sees the image tokens
+ * after it, `{words}` what the mask does inside the image.
+ */
+export function pipelineNotes({ causal, layer, kinds, headDim = null, image = null }) {
   const d = divisorWords(layer, headDim);
   const notes = [
     kinds.any
@@ -158,7 +162,7 @@ export function pipelineNotes({ causal, layer, kinds, headDim = null }) {
         : "";
     masking =
       `masked_fill(−∞): scores of ${which.join(" and of ")} are set to −∞ (hatched). ` +
-      `A query cannot look ahead${
+      `A query cannot look ahead${image?.open ? " (but inside the image)" : ""}${
       kinds.before ? back : ""
     }.`;
   } else if (causal) {
@@ -166,7 +170,7 @@ export function pipelineNotes({ causal, layer, kinds, headDim = null }) {
   } else {
     masking = "No mask (what-if): no score is set to −∞, so every query also sees the keys after it.";
   }
-  notes.push(masking);
+  notes.push(image?.words ? `${masking} ${image.words}` : masking);
   notes.push(
     kinds.any
       ? "softmax: each row becomes weights in [0, 1]. e^−∞ = 0, so masked keys get exactly 0."

@@ -8,6 +8,7 @@
 import { countWords, isBlank } from "../api.js";
 import { idOf, setAttr, setText } from "../dom.js";
 import { currentDetail, currentGrid, selectedPosition } from "../state.js";
+import { bandLabel, imageRun } from "./imageband.js";
 
 /** Past this many tokens the strip is virtualised. */
 export const VIRTUAL_FROM = 400;
@@ -31,6 +32,34 @@ export function makeChip(i, token, id, title) {
   n.textContent = String(id);
   b.append(t, n);
   return b;
+}
+
+/**
+ * The chip of the image's run of tokens (`run`: imageband.js): folded, it stands for them all; expanded, it heads them.
+ * A click on it folds or expands the run (controls.js).
+ */
+function bandChip(run, folded) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "chip image-band";
+  b.dataset.band = "";
+  b.dataset.testid = "token-image-band";
+  b.setAttribute("aria-expanded", folded ? "false" : "true");
+  b.textContent = `${folded ? "▦" : "▾"} ${bandLabel(run)} (${run.from}–${run.to})`;
+  b.title = folded
+    ? "The image's run of tokens: click to show each one"
+    : "Click to fold the image's tokens into one band";
+  return b;
+}
+
+/** The strip's chips, the image's run folded into its band unless `expanded`. */
+function stripChips(tokens, ids, title, run, folded) {
+  const frag = document.createDocumentFragment();
+  tokens.forEach((token, i) => {
+    if (run && i === run.from) frag.append(bandChip(run, folded));
+    if (!(folded && i >= run.from && i <= run.to)) frag.append(makeChip(i, token, ids[i], title(i)));
+  });
+  return frag;
 }
 
 /** Font, padding and height of a chip, measured once from a real one. */
@@ -178,7 +207,12 @@ export function renderTokens(state, els) {
     const source = start === null ? "" : chars.slice(start, end).join("");
     return `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}`;
   };
-  if (tokens.length > VIRTUAL_FROM) {
+  const run = imageRun(response.token_kinds);
+  const folded = !!run && !state.imageExpanded;
+  const count =
+    `${tokens.length} token${tokens.length === 1 ? "" : "s"}` + (run ? `, ${run.n} of them the image's` : "");
+  // the image's band is a chip of the DOM strip: a strip too long for it shows every token (virtualised)
+  if (tokens.length - (folded ? run.to - run.from : 0) > VIRTUAL_FROM) {
     // a long text: only the chips in view are in the DOM
     const selected = selectedPosition(state, tokens.length);
     renderVirtualStrip(els.tokens, {
@@ -190,23 +224,22 @@ export function renderTokens(state, els) {
       reveal: state.position !== null,
     });
     els.tokens.dataset.signature = sig;
-    setText(els.tokenCount, `${tokens.length} tokens`);
+    setText(els.tokenCount, count);
     return;
   }
   if (els.tokens.virtual) {
     leaveVirtual(els.tokens);
     els.tokens.dataset.signature = "";
   }
-  if (els.tokens.dataset.signature !== sig) {
-    els.tokens.dataset.signature = sig;
-    const frag = document.createDocumentFragment();
-    tokens.forEach((token, i) => frag.append(makeChip(i, token, tokenIds[i], title(i))));
-    els.tokens.replaceChildren(frag);
-    els.tokenCount.textContent = `${tokens.length} token${tokens.length === 1 ? "" : "s"}`;
+  if (els.tokens.dataset.signature !== `${sig}|${folded}`) {
+    els.tokens.dataset.signature = `${sig}|${folded}`;
+    els.tokens.replaceChildren(stripChips(tokens, tokenIds, title, run, folded));
+    els.tokenCount.textContent = count;
   }
   const p = selectedPosition(state, tokens.length);
   for (const chip of els.tokens.children) {
-    const on = Number(chip.dataset.index) === p;
+    const band = chip.dataset.band !== undefined;
+    const on = band ? folded && p >= run.from && p <= run.to : Number(chip.dataset.index) === p;
     chip.classList.toggle("selected", on);
     setAttr(chip, "aria-pressed", on ? "true" : "false");
   }

@@ -10,7 +10,7 @@ import { byId, drawPlot, idOf, onPlotClick, setHidden, setText } from "../dom.js
 import { asTrainedWords, layerHeadFigure } from "../draw/causal.js";
 import { fmtFixed } from "../draw/figures.js";
 import { changedInputs } from "../measured.js";
-import { selectedPosition, textTokens } from "../state.js";
+import { imageField, imageId, selectedPosition, textTokens } from "../state.js";
 
 export const id = "attribution";
 export const label = "Attribution";
@@ -21,7 +21,7 @@ export const link = { read() {}, write() {} };
 /** Its own request, asked for by draw when the view is shown (the tokens: any answer for the text). */
 export const needs = [];
 
-const attributionKey = (state, position) => JSON.stringify([state.model?.name, state.text, position]);
+const attributionKey = (state, position) => JSON.stringify([state.model?.name, state.text, imageId(state), position]);
 
 /** The head effects' Measure button; a click on either map opens that head. */
 export function install(app) {
@@ -121,7 +121,7 @@ export function draw(state, els, app = null) {
   const position = selectedPosition(state, tokens.length);
   const key = attributionKey(state, position);
   if (state.attribution?.key !== key && app)
-    askInto(app, "attribution", key, "/api/attribution", { text: state.text, position });
+    askInto(app, "attribution", key, "/api/attribution", { text: state.text, ...imageField(state), position });
   const { response, error } = state.attribution?.key === key ? state.attribution : {};
   const caption = error ? `Could not split the logit: ${error}` : response ? attributionWords(response, tokens) : "";
   setText(byId("attribution-caption"), caption || "computing…");

@@ -8,6 +8,8 @@ import { idOf, setText } from "../dom.js";
 import { renderLayerRibbon } from "../draw/layerribbon.js";
 import { cellAt, gridTooltip, layerMask, paintGrid } from "../draw/gridcanvas.js";
 import { currentGrid, stepLayer } from "../state.js";
+import { bandLabel, imageRun } from "../draw/imageband.js";
+import { imageMask } from "../draw/imagemap.js";
 
 /** What the grid shows, in words: how far the thumbnails are downsampled, what a cell is. */
 export function gridCaption(grid, aggregate) {
@@ -25,7 +27,30 @@ export function gridCaption(grid, aggregate) {
     ? " Differential attention: each head is a pair of softmaxes whose map first − λ·second can be negative; " +
       "the grid shows its size, |weight| (the head view shows the sign)."
     : "";
-  return `${what}${gridMaskWords(grid)}${mean}${signed}`;
+  return `${what}${gridMaskWords(grid)}${gridImageWords(grid)}${mean}${signed}`;
+}
+
+/**
+ * Where the image is in the grid's tokens and, where the thumbnails are not downsampled (their mask is the exact
+ * one), in which layers the mask is not causal inside it ("" without an image).
+ */
+export function gridImageWords(grid) {
+  const run = imageRun(grid.token_kinds);
+  if (!run) return "";
+  const where = ` The image is tokens ${run.from}–${run.to} (${bandLabel(run)}), of the ${grid.tokens.length}.`;
+  if (grid.thumbnail.block !== 1) return where;
+  const shapes = grid.layers.map((l) => imageMask(layerMask(l, grid.thumbnail.mask), grid.token_kinds));
+  if (shapes.every((s) => s === "none")) return `${where} The mask is off (what-if): every token sees every token.`;
+  if (shapes.every((s) => s === "causal")) return `${where} The mask is causal inside the image too.`;
+  const both = grid.layers.filter((_, i) => shapes[i] === "both ways" || shapes[i] === "windowed");
+  const which =
+    both.length === grid.layers.length
+      ? "every layer"
+      : `layer${both.length > 1 ? "s" : ""} ${both.map((l) => l.layer).join(", ")}`;
+  return (
+    `${where} Inside the image the mask is not causal in ${which}: each image token also sees the image tokens ` +
+    "after it."
+  );
 }
 
 /** What the grey cells of the grid are, from each layer's thumbnail mask and window ("" when none is grey). */

@@ -10,6 +10,8 @@ import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw
 import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { drawGrid } from "./grid.js";
 import { installZoom } from "../draw/zoom.js";
+import { HEATMAP_DEFAULTS } from "../draw/headframe.js";
+import { bandLabel, imageMaskWords, imageRun, withImageBand } from "../draw/imageband.js";
 import { cellsIn, cellsParam, drawKnockout, installKnockout, knockoutShapes, knockoutState, parseCells, toggleCell }
   from "./knockout.js";
 import { drawWhy, parseWhy, whyParam, whyShapes, whyState } from "./why.js";
@@ -136,15 +138,25 @@ export function drawHeadView(state, els, app = null) {
     : { position: p, ...(full ? {} : { raw: null, scaled: null }) };
   const marks = cellMarks(state, T);
   const sig = (pooled ? `|${idOf(region)}|${JSON.stringify(state.zoom)}` : "") + `|${JSON.stringify(marks)}`;
+  const band = {
+    tokens: response.tokens,
+    kinds: response.token_kinds,
+    expanded: !!state.imageExpanded,
+    maxTicks: HEATMAP_DEFAULTS.maxTicks,
+  };
   drawPlot(
     els.headHeatmap,
-    `${idOf(response)}|${state.layer}|${state.head}|${p}${sig}`,
-    () => withShapes(headFigure(state, chosen, extra), marks),
+    `${idOf(response)}|${state.layer}|${state.head}|${p}${sig}|${band.expanded}`,
+    () => withShapes(withImageBand(headFigure(state, chosen, extra), band), marks),
     `attnscope-L${state.layer}H${state.head}`,
   );
   setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
   const rows = document.getElementById("head-rows");
-  if (rows) setText(rows, rowWords(layer) + (pooled && layer.lambda != null ? POOLED_PAIR : ""));
+  if (rows)
+    setText(
+      rows,
+      rowWords(layer) + (pooled && layer.lambda != null ? POOLED_PAIR : "") + imageWords(state, chosen, pooled),
+    );
   drawPairParts(state, chosen, pooled);
   const meaning = hatchMeaning(maskKinds(mask), layer.window, layer.chunk);
   // masked blocks are solid grey in a pooled head, not hatched (pooled.js)
@@ -153,6 +165,19 @@ export function drawHeadView(state, els, app = null) {
   if (pooled) setText(zoomNote, zoomWords(state, T, block, h.pattern.length));
   drawCellTools(state, app);
   return { head: true, grid: drawGrid(state, els) };
+}
+
+/**
+ * The head's words on the image (none without one): where its run of tokens is, and, from the answer's exact mask,
+ * whether the mask is causal inside it (a pooled head's mask is block maxima: not read there).
+ */
+function imageWords(state, { response, mask }, pooled) {
+  const run = imageRun(response.token_kinds);
+  if (!run) return "";
+  const where =
+    ` The image is tokens ${run.from}–${run.to}, one band on the axes (${bandLabel(run)}; ` +
+    `${state.imageExpanded ? "fold it" : "show each"} with the band in the token strip).`;
+  return where + (pooled ? "" : ` ${imageMaskWords(mask, response.token_kinds, state.layer)}`);
 }
 
 /** The shapes the cells' tools add to the heatmap: the knocked-out cells, the split cell's ring. */

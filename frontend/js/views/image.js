@@ -68,15 +68,19 @@ const promptKey = (s) =>
 const tokensKey = (s) => JSON.stringify([s.model?.name, s.text, s.image?.id]);
 
 /**
- * The query token of the image's prompt: the one chosen in this view, else the page's chosen token (the token of
- * the prompt with its characters of the text), else the last; null before the prompt's tokens are known.
+ * The query token of the image's prompt: the one chosen in this view, else the page's chosen token (a position of
+ * this prompt once the page's answers carry the image, else the token with its characters of the text), else the
+ * last; null before the prompt's tokens are known.
  */
 function queryOf(s, pk) {
   const known = s.imageLength?.pk === pk ? s.imageLength : null;
   if (!known) return null;
   const { T, offsets, kinds } = known;
   if (s.imageQuery?.tokens === tokensKey(s)) return Math.min(s.imageQuery.position, T - 1);
-  const span = (currentGrid(s) ?? currentDetail(s))?.offsets?.[s.position ?? -1];
+  const page = currentGrid(s) ?? currentDetail(s);
+  // the page's answers are this prompt's (they carry the image: token_kinds): its chosen token is a position here
+  if (page?.token_kinds && s.position !== null) return Math.min(s.position, T - 1);
+  const span = page?.offsets?.[s.position ?? -1];
   const same = span ? offsets.findIndex((o, i) => kinds[i] === "text" && o[0] === span[0] && o[1] === span[1]) : -1;
   return same >= 0 ? same : T - 1;
 }

@@ -7,7 +7,7 @@
 import { askInto } from "../answers.js";
 import { byId, setHidden, setText } from "../dom.js";
 import { fmtFixed } from "../draw/figures.js";
-import { currentGrid, selectedPosition } from "../state.js";
+import { currentGrid, imageField, imageId, selectedPosition } from "../state.js";
 
 /** Its part of the head view's slice: the cells ({query: [a, b], key: [c, d]}, half-open), the switch, the answer. */
 export const knockoutState = { knockout: [], knockoutAll: false, knockoutAnchor: null, knockoutAnswer: null };
@@ -108,7 +108,15 @@ const edgesOf = (state, cells) =>
   }));
 
 const knockoutKey = (state, cells, position) =>
-  JSON.stringify([state.model?.name, state.text, state.layer, state.knockoutAll ? null : state.head, cells, position]);
+  JSON.stringify([
+    state.model?.name,
+    state.text,
+    imageId(state),
+    state.layer,
+    state.knockoutAll ? null : state.head,
+    cells,
+    position,
+  ]);
 
 /** The switch and the clear button; `app`: {state, update}. */
 export function installKnockout(app) {
@@ -176,7 +184,7 @@ export function drawKnockout(state, app) {
   const position = selectedPosition(state, tokens.length);
   const key = knockoutKey(state, cells, position);
   if (state.knockoutAnswer?.key !== key && app) {
-    const body = { text: state.text, edges: edgesOf(state, cells), position };
+    const body = { text: state.text, ...imageField(state), edges: edgesOf(state, cells), position };
     askInto(app, "knockoutAnswer", key, "/api/knockout", body);
   }
   const { response, error } = state.knockoutAnswer?.key === key ? state.knockoutAnswer : {};

@@ -8,7 +8,7 @@ import { askInto } from "../answers.js";
 import { byId, idOf, setHidden, setText } from "../dom.js";
 import { asTrainedWords } from "../draw/causal.js";
 import { shortToken } from "../draw/figures.js";
-import { selectedPosition, textTokens } from "../state.js";
+import { imageField, imageId, selectedPosition, textTokens } from "../state.js";
 
 export const id = "lens";
 export const label = "Lens";
@@ -29,7 +29,7 @@ export const link = {
 /** Its own request, asked for by draw when the view is shown. */
 export const needs = [];
 
-const lensKey = (state) => JSON.stringify([state.model?.name, state.text, state.lensTopK]);
+const lensKey = (state) => JSON.stringify([state.model?.name, state.text, imageId(state), state.lensTopK]);
 
 /** The top-k select. */
 export function install(app) {
@@ -118,7 +118,7 @@ export function draw(state, els, app = null) {
     return false;
   }
   const key = lensKey(state);
-  const body = { text: state.text, top_k: state.lensTopK };
+  const body = { text: state.text, ...imageField(state), top_k: state.lensTopK };
   if (state.lens?.key !== key && app) askInto(app, "lens", key, "/api/lens", body);
   const { response, error } = state.lens?.key === key ? state.lens : {};
   setText(byId("lens-caption"), error ? `Could not compute the lens: ${error}` : response ? ABOUT : "computing…");

@@ -10,7 +10,7 @@
 import { askInto } from "../answers.js";
 import { byId, drawPlot, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, QUALITATIVE, baseLayout } from "../draw/figures.js";
-import { scaleParam } from "../state.js";
+import { imageField, imageId, imageOf, scaleParam } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
 export const id = "lines";
@@ -35,7 +35,15 @@ const MIN_WEIGHT = 0.01; // lighter lines would not be seen
 const SVG = "http://www.w3.org/2000/svg";
 
 const linesKey = (state) =>
-  JSON.stringify([state.model?.name, state.text, state.layer, state.causal, scaleParam(state), offParam(state.ablate)]);
+  JSON.stringify([
+    state.model?.name,
+    state.text,
+    imageId(state),
+    state.layer,
+    state.causal,
+    scaleParam(state),
+    offParam(state.ablate),
+  ]);
 
 export function install(app) {
   const svg = byId("lines-svg");
@@ -83,6 +91,7 @@ function ask(app, state, key) {
   // every head's T×T weights: float32 typed arrays, not JSON numbers
   const body = {
     text: state.text,
+    ...imageField(state),
     layers: [state.layer],
     include: ["pattern"],
     top_k: 0,
@@ -243,6 +252,10 @@ export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, red
   return { data, layout };
 }
 
+const TEXT_ONLY_SELECTION =
+  "The selection is combined on the text alone (POST /api/selection takes no image), whose positions are not " +
+  "those of these lines with the image: remove the image to combine a selection.";
+
 function drawSelection(state, app) {
   const box = byId("lines-selection");
   const { queries, keys } = state.linesSelection;
@@ -255,6 +268,13 @@ function drawSelection(state, app) {
   const reduce = byId("lines-reduce");
   if (reduce.value !== state.linesReduce) reduce.value = state.linesReduce;
   if (!any) return;
+  const plot = byId("lines-selection-plot");
+  setHidden(plot, !!imageOf(state));
+  if (imageOf(state)) {
+    // the lines count the image's tokens; the selection's route reads the text alone: its positions would differ
+    setText(byId("lines-selection-caption"), TEXT_ONLY_SELECTION);
+    return;
+  }
   const key = selectionKey(state);
   if (state.linesSelected?.key !== key) {
     if (app) askSelection(app, state, key);
@@ -271,7 +291,7 @@ function drawSelection(state, app) {
         `${response.reduce === "mean" ? "averaged" : "summed"}. Click a token again to let it go.`
       : "combining…";
   setText(byId("lines-selection-caption"), words);
-  if (response) drawPlot(byId("lines-selection-plot"), key, () => selectionFigure(response), "attnscope-selection");
+  if (response) drawPlot(plot, key, () => selectionFigure(response), "attnscope-selection");
 }
 
 export function draw(state, els, app = null) {

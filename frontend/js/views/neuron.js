@@ -7,6 +7,7 @@ import { askInto } from "../answers.js";
 import { byId, drawPlot, setText } from "../dom.js";
 import { BLUE, MUTED, ORANGE, baseLayout } from "../draw/figures.js";
 import { currentGrid, scaleParam, selectedPosition } from "../state.js";
+import { textOnlyNow } from "../textonly.js";
 import { offParam } from "../switchedoff.js";
 
 export const id = "neuron";
@@ -43,7 +44,7 @@ export function install(app) {
 
 /** Ask for q, k and q ⊙ k of the chosen head, `query` and `keyPos` (null: the heaviest); `key` names the answer. */
 function ask(app, state, query, keyPos, key) {
-  const pair = keyPos === null ? { query } : { query, key: keyPos };
+  const pair = { ...(query === null ? {} : { query }), ...(keyPos === null ? {} : { key: keyPos }) };
   const body = {
     text: state.text,
     layer: state.layer,
@@ -140,9 +141,12 @@ function fillKeys(tokens, chosen) {
 export function draw(state, els, app = null) {
   const tokens = currentGrid(state)?.tokens; // the current text's, never the last text's
   if (!tokens?.length) return false;
-  const keyPos = chosenKey(state, tokens.length);
-  fillKeys(tokens, keyPos);
-  const query = selectedPosition(state, tokens.length);
+  // with an image the grid's tokens are the image's prompt's: the text alone is read at its last token, its key
+  // the one it weighs most (the server's defaults)
+  const alone = textOnlyNow(state, id);
+  const keyPos = alone ? null : chosenKey(state, tokens.length);
+  fillKeys(alone ? [] : tokens, keyPos);
+  const query = alone ? null : selectedPosition(state, tokens.length);
   const key = neuronKey(state, query, keyPos);
   if (state.neuron?.key !== key) {
     if (app) ask(app, state, query, keyPos, key);

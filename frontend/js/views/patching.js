@@ -10,6 +10,7 @@ import { byId, drawPlot, setHidden, setText } from "../dom.js";
 import { asTrainedWords, layerHeadFigure, signedPeak } from "../draw/causal.js";
 import { SIGNED_SCALE, baseLayout, fmtFixed, tokenAxis, tokenMargins } from "../draw/figures.js";
 import { selectedPosition, textTokens } from "../state.js";
+import { textOnlyNow } from "../textonly.js";
 import { bindSecondText, showSecondText } from "./texts.js";
 
 export const id = "patching";
@@ -113,10 +114,12 @@ export function draw(state, els, app = null) {
     return false;
   }
   if (!tokens || !state.text.trim()) return false;
-  const position = selectedPosition(state, tokens.length);
+  // with an image the chosen token counts the image's prompt: the text alone is read at its own last token
+  const position = textOnlyNow(state, id) ? null : selectedPosition(state, tokens.length);
   const key = patchingKey(state, position);
   if (state.patching?.key !== key && app) {
-    const body = { clean: state.text, corrupt: state.textB, position, what: state.patchWhat };
+    const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat };
+    if (position !== null) body.position = position;
     askInto(app, "patching", key, "/api/patching", body);
   }
   const { response, error } = state.patching?.key === key ? state.patching : {};

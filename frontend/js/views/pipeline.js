@@ -17,10 +17,23 @@ import {
 } from "../draw/figures.js";
 import { blockSpan, currentHead, spanWords } from "../draw/pooled.js";
 import { headDim } from "../state.js";
+import { imageMaskWords, imageRun } from "../draw/imageband.js";
+import { imageMask } from "../draw/imagemap.js";
 
 export const id = "pipeline";
 export const label = "Mask pipeline";
 export const needs = ["detail"];
+
+/**
+ * What the mask does inside the image (null without one, or when the mask is max-pooled): read from the answer's
+ * exact mask, for the pipeline's notes.
+ */
+function imageNotes(detail, d, layer) {
+  const kinds = detail.token_kinds;
+  if (!imageRun(kinds) || d.block > 1) return null;
+  const shape = imageMask(d.mask, kinds);
+  return { open: shape === "both ways" || shape === "windowed", words: imageMaskWords(d.mask, kinds, layer) };
+}
 
 /** Draw the view from the current chosen-head answer; false while there is none. */
 export function draw(state) {
@@ -60,7 +73,8 @@ export function draw(state) {
       }),
     "attnscope-mask-steps",
   );
-  const notes = pipelineNotes({ causal: detail.causal, layer, kinds, headDim: headDim(state) });
+  const image = imageNotes(detail, d, layer.layer);
+  const notes = pipelineNotes({ causal: detail.causal, layer, kinds, headDim: headDim(state), image });
   const list = byId("pipeline-notes");
   if (list.children.length !== notes.length) {
     list.replaceChildren(...notes.map(() => document.createElement("li")));

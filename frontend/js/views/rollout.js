@@ -7,7 +7,7 @@
 import { askInto } from "../answers.js";
 import { byId, drawPlot, setText } from "../dom.js";
 import { WEIGHT_SCALE, baseLayout, tokenAxis } from "../draw/figures.js";
-import { currentGrid, scaleParam, selectedPosition } from "../state.js";
+import { currentGrid, imageField, imageId, scaleParam, selectedPosition } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
 export const id = "rollout";
@@ -33,6 +33,7 @@ const rolloutKey = (state, position) =>
   JSON.stringify([
     state.model?.name,
     state.text,
+    imageId(state),
     position,
     state.rolloutResidual,
     state.causal,
@@ -53,6 +54,7 @@ export function install(app) {
 function ask(app, state, position, key) {
   const body = {
     text: state.text,
+    ...imageField(state),
     position,
     residual: state.rolloutResidual,
     causal: state.causal,

@@ -7,7 +7,7 @@
 import { askInto } from "../answers.js";
 import { byId, drawPlot, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, SIGNED_SCALE, baseLayout, rowSums, signedRange } from "../draw/figures.js";
-import { currentGrid } from "../state.js";
+import { currentGrid, imageField, imageId } from "../state.js";
 import { asTrainedWords } from "./knockout.js";
 
 /** Its part of the head view's slice: the clicked cell ({query, key} or null) and the answer. */
@@ -40,7 +40,7 @@ export const whyShapes = (cell) =>
     : [];
 
 const whyKey = (state, cell) =>
-  JSON.stringify([state.model?.name, state.text, state.layer, state.head, cell.query, cell.key]);
+  JSON.stringify([state.model?.name, state.text, imageId(state), state.layer, state.head, cell.query, cell.key]);
 
 /** The terms as a heatmap: query-side components down, key-side across, on a signed scale centred on 0. */
 export function whyFigure({ components, matrix }) {
@@ -142,7 +142,14 @@ export function drawWhy(state, app) {
   const plots = [byId("why-plot"), byId("why-sums")];
   const key = cell ? whyKey(state, cell) : null;
   if (cell && state.qk?.key !== key && app) {
-    const body = { text: state.text, layer: state.layer, head: state.head, query: cell.query, key: cell.key };
+    const body = {
+      text: state.text,
+      ...imageField(state),
+      layer: state.layer,
+      head: state.head,
+      query: cell.query,
+      key: cell.key,
+    };
     askInto(app, "qk", key, "/api/qk-attribution", body);
   }
   const { response, error } = cell && state.qk?.key === key ? state.qk : {};
