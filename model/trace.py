@@ -101,6 +101,12 @@ def masked_scores(
     return scaled.masked_fill(~m, float("-inf"))
 
 
+def sees_later(mask: torch.Tensor) -> bool:
+    """Whether a ``(T, S)`` mask lets some query see a key after its own position (one host sync)."""
+    T, S = mask.shape
+    return bool(mask.triu(S - T + 1).any())
+
+
 def traced_attention(
     trace, layer, q, k, v, mask, divisor, steps,
     causal=True, softcap=None, window=None, sink_logit=None, extras=frozenset(), heads=None,
@@ -114,9 +120,9 @@ def traced_attention(
     block's steps hold at once where that is not ``q``'s heads. A plain list gets all rows at
     once, as one :class:`AttentionTrace`. A *blockwise* sink (:class:`model.capture.Capture`) gets
     them a block of rows at a time (``trace.blocks``) and reduces each block as it comes, so no
-    ``(nh, T, S)`` tensor ever exists; with a causal mask a block's keys stop at its last query
-    (every later key is masked for all its rows), unless the mask lets some query see a key after
-    its own position (Gemma 3's image tokens see each other both ways): then every block gets every key.
+    ``(nh, T, S)`` tensor ever exists; with ``causal`` a block's keys stop at its last query, so
+    ``causal`` must hold only where the mask hides every key after its query (:func:`sees_later`:
+    Gemma 3's image tokens see each other both ways, and such a layer gets every key in every block).
     """
     T, S = mask.shape
     if not getattr(trace, "blockwise", False):
@@ -133,8 +139,6 @@ def traced_attention(
     if keep is not None:  # a sink that asks for the steps themselves, to call again later (model.compare)
         keep(layer, steps)
     trace.begin(layer, q, k, v, mask, divisor, softcap, window, sink_logit, extras)
-    if causal and bool(mask.triu(S - T + 1).any()):  # a key after its query may be seen: not causal
-        causal = False
     zs = []
     for q0, q1 in trace.blocks(T, S, heads or q.shape[1]):
         st = steps(q0, q1, min(S, S - T + q1) if causal else S)

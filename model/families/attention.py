@@ -35,7 +35,7 @@ import torch
 from torch.nn import functional as F
 
 from ..options import AttentionOptions, ablate_heads
-from ..trace import needs_unscaled, traced_attention, wants
+from ..trace import needs_unscaled, sees_later, traced_attention, wants
 from . import Features, differential, eager_steps, gates, mla
 
 IMPLEMENTATION = "attnscope"
@@ -46,6 +46,7 @@ class _Recording:
     sink: object
     opts: AttentionOptions
     masks: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (transformers' mask, ours)
+    later: list[tuple[torch.Tensor, bool]] = field(default_factory=list)  # (ours, whether it sees later keys)
     gate_inputs: dict[int, torch.Tensor] = field(default_factory=dict)  # id(attention module) -> its q_proj output
     first_calls: set[int] = field(default_factory=set)  # differential modules whose second call comes next
 
@@ -66,6 +67,15 @@ class _Recording:
         ours = _bool_mask(attention_mask)
         self.masks.append((attention_mask, ours))
         return ours
+
+    def sees_later(self, mask: torch.Tensor) -> bool:
+        """:func:`model.trace.sees_later`, asked once per mask tensor of a forward pass (not once a layer)."""
+        for seen, later in self.later:
+            if seen is mask:
+                return later
+        later = sees_later(mask)
+        self.later.append((mask, later))
+        return later
 
 
 def _bool_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -150,8 +160,9 @@ def attnscope_attention(
                 steps, traced, heads = differential.recorded(module, steps, query, k, v)
             window = int(sliding_window) if sliding_window and opts.causal else None
             logits = None if f.sink_logit is None else f.sink_logit.detach().float()
+            causal = opts.causal and not (rec.sees_later(mask) if rec is not None else sees_later(mask))
             z = traced_attention(
-                sink, layer, *traced, mask, divisor, steps, opts.causal, softcap, window, sink_logit=logits,
+                sink, layer, *traced, mask, divisor, steps, causal, softcap, window, sink_logit=logits,
                 extras=f.extras, heads=heads,
             )
 
