@@ -33,7 +33,7 @@ from ..images import image_answer, image_prompt
 from ..responses import dumps
 from ..schemas.attention import FIELDS, AttentionRequest
 from ..service import Service
-from .checks import ablate_set, check_token_count
+from .checks import ablate_set, check_index, check_token_count
 from .plan import plan_capture
 from .rounding import floor_sig, round_sig
 from .rows import RowCapture, row_answer
@@ -96,7 +96,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         ids, tokens, spans = enc.ids, enc.tokens, enc.offsets
     check_token_count(len(ids), lm.facts, spans)
     sel = plan_capture(svc, req, len(ids))
-    capture = Capture(sel) if req.query_row is None else RowCapture(sel, _query_row(req.query_row, len(ids)))
+    capture = Capture(sel) if req.query_row is None else RowCapture(sel, _query_row(svc, req.query_row, len(ids)))
     opts = AttentionOptions(
         causal=req.causal,
         divisor=scale_divisor(req.scale, lm.facts.head_dim),
@@ -126,10 +126,21 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     )
 
 
-def _query_row(query: int, T: int) -> int:
-    if query >= T:
-        msg = f"query_row {query} is past the last token: the prompt has {T} tokens (0 .. {T - 1})"
-        raise ApiError(422, msg, loc=("body", "query_row"), type_="query_row_range", ctx={"limit": T - 1})
+def _query_row(svc: Service, query: int, T: int) -> int:
+    """``query_row`` checked: a token of the prompt, and its rows (every head of every attention layer,
+    T keys each) within the server's ``max_matrix_cells``."""
+    check_index(query, T, ("body", "query_row"), "query_row", f"the prompt has {T} tokens")
+    facts = svc.loaded.facts
+    cells = len(facts.attention_layers) * facts.n_head * T
+    if cells > svc.max_matrix_cells:
+        raise ApiError(
+            422,
+            f"query_row asks for {cells:,} weights ({T} tokens × {facts.n_head} heads × "
+            f"{len(facts.attention_layers)} layers); the limit is {svc.max_matrix_cells:,} per answer",
+            loc=("body", "query_row"),
+            type_="answer_too_large",
+            ctx={"limit": svc.max_matrix_cells, "count": cells},
+        )
     return query
 
 

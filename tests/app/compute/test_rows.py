@@ -10,7 +10,7 @@ import torch
 pytest.importorskip("transformers")
 
 from tests.kit.app import attention, build_checkpoint  # noqa: E402
-from tests.kit.vision import b64, build_gemma3, image_bytes  # noqa: E402
+from tests.kit.vision import b64, build_gemma3, image_bytes, traced_and_eager  # noqa: E402
 
 TEXT = "The cat sat on the mat."
 
@@ -26,7 +26,7 @@ def clients(tmp_path_factory):
     dirs = {"gemma3": build_gemma3(root / "gemma3"), "text": build_checkpoint(root / "t")}
     with TestClient(create_app(Settings(checkpoint=dirs["gemma3"], device="cpu", torch_threads=1))) as a, \
             TestClient(create_app(Settings(checkpoint=dirs["text"], device="cpu", torch_threads=1))) as b:
-        yield {"gemma3": a, "text": b}
+        yield {"gemma3": a, "text": b, "dirs": dirs}
 
 
 CASES = [
@@ -59,6 +59,44 @@ def test_rows_are_the_pattern_rows_and_their_means(clients, name, extra):
         torch.testing.assert_close(
             torch.tensor(rows["mean"], dtype=torch.float64), torch.cat(every).mean(0), atol=1e-6, rtol=1e-5
         )
+
+
+def test_rows_equal_eager_attention_with_an_image(clients):
+    """The oracle: transformers' eager ``output_attentions`` on the same ids and pixels."""
+    from attnscope.model.registry import load_model
+    from attnscope.model.vision.images import decode_image
+
+    png = image_bytes(60, 40)
+    lm = load_model(clients["dirs"]["gemma3"], device="cpu")
+    prompt = lm.backend.prepare(TEXT, decode_image(png, 10**7))
+    _, _, out = traced_and_eager(lm, prompt)
+    image = "data:image/png;base64," + b64(png)
+    for query in (0, len(prompt.ids) // 2, len(prompt.ids) - 1):
+        rows = attention(clients["gemma3"], text=TEXT, image=image, query_row=query, layers=[], include=[], top_k=0)
+        assert rows["token_ids"] == prompt.ids
+        for lay, want in zip(rows["query_row"]["layers"], out.attentions):
+            heads = torch.tensor(lay["heads"], dtype=torch.float64)
+            torch.testing.assert_close(heads, want[0, :, query].double(), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(torch.tensor(lay["mean"]).double(), want[0, :, query].double().mean(0),
+                                       atol=1e-5, rtol=1e-5)
+
+
+def test_rows_over_the_cell_limit_are_refused():
+    from attnscope.app.main import create_app
+    from attnscope.app.settings import Settings
+    from fastapi.testclient import TestClient
+
+    limit = 1024  # the least a server allows; the shipped model's 4 layers × 4 heads pass it past 64 tokens
+    settings = Settings(device="cpu", torch_threads=1, max_matrix_cells=limit)
+    with TestClient(create_app(settings)) as c:
+        body = {"text": TEXT * 20, "query_row": 0, "layers": [], "include": [], "top_k": 0}
+        r = c.post("/api/attention", json=body)
+        assert r.status_code == 422
+        detail = r.json()["detail"][0]
+        assert detail["loc"] == ["body", "query_row"] and detail["type"] == "answer_too_large"
+        assert detail["ctx"]["limit"] == limit and detail["ctx"]["count"] > limit and "1,024" in detail["msg"]
+        small = {"text": "The", "top_k": 0, "layers": [], "include": []}
+        assert c.post("/api/attention", json=small).status_code == 200  # the server keeps serving
 
 
 def test_a_query_past_the_prompt_is_refused(clients):
