@@ -8,29 +8,11 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.kit.live import post_json
+from tests.kit.live import HOLD_FETCH, post_json
 
 pytestmark = pytest.mark.browser
 
 TEXT = "The cat sat on the mat. The dog sat on the log."
-
-# window.fetch replaced: the requests to `path` wait until the test releases them (`__release(i)`: the i-th one
-# asked goes to the server, or gets `__answer` when one is set); `__asked`: their bodies, in order.
-HOLD = """(path) => {
-  const real = window.fetch;
-  const held = [];
-  window.__asked = [];
-  window.__answer = null;
-  window.fetch = (url, init) => {
-    if (!String(url).endsWith(path)) return real(url, init);
-    window.__asked.push(JSON.parse(init.body));
-    const canned = window.__answer;
-    if (canned) return Promise.resolve(new Response(JSON.stringify(canned.body), {
-      status: canned.status, headers: { "content-type": "application/json" } }));
-    return new Promise((resolve) => held.push(() => real(url, init).then(resolve)));
-  };
-  window.__release = (i) => held[i]();
-}"""
 
 # askInto alone, on a slot of its own: two questions, their answers landing in the other order.
 TWO_QUESTIONS = """async () => {
@@ -54,13 +36,13 @@ REFUSED = """async () => {
   for (let i = 0; i < 4; i++) await askInto(app, "slot", "p9", "/api/rollout", { text: "one two", position: 9 });
   const refused = structuredClone(app.state.slot);
   await askInto(app, "slot", "p1", "/api/rollout", { text: "one two", position: 1 });
-  return { refused, asked: window.__asked.map((b) => b.position) };
+  return { refused, asked: window.__asked.map((a) => a.body.position) };
 }"""
 
 
 def test_only_the_latest_question_of_a_slot_is_kept(tab):
     tab.open("/")
-    tab.page.evaluate(HOLD, "/api/rollout")
+    tab.page.evaluate(HOLD_FETCH, "/api/rollout")
     got = tab.page.evaluate(TWO_QUESTIONS)
     assert got["afterLatest"]["key"] == "b" and got["afterLatest"]["response"]["position"] == 2
     # the older answer landed last and was dropped: the slot still holds the latest question's answer
@@ -70,7 +52,7 @@ def test_only_the_latest_question_of_a_slot_is_kept(tab):
 
 def test_a_refused_question_is_not_sent_again_unchanged(tab):
     tab.open("/")
-    tab.page.evaluate(HOLD, "/api/rollout")
+    tab.page.evaluate(HOLD_FETCH, "/api/rollout")
     got = tab.page.evaluate(REFUSED)
     assert got["refused"]["key"] == "p9" and got["refused"]["response"] is None
     assert "at most 2" in got["refused"]["error"]
@@ -82,13 +64,13 @@ def test_the_rollout_view_draws_the_token_chosen_last_when_answers_cross(tab):
     page = tab.page
     tab.open("/#view=rollout&pos=5&text=" + quote(TEXT))
     page.wait_for_function("() => document.querySelector('[data-testid=rollout-plot]')?.data")
-    page.evaluate(HOLD, "/api/rollout")
+    page.evaluate(HOLD_FETCH, "/api/rollout")
     chips = page.locator("[data-testid=tokens] .chip")
     chips.nth(2).click()
     page.wait_for_function("() => window.__asked.length === 1")
     chips.nth(3).click()
     page.wait_for_function("() => window.__asked.length === 2")
-    assert [b["position"] for b in page.evaluate("() => window.__asked")] == [2, 3]
+    assert [a["body"]["position"] for a in page.evaluate("() => window.__asked")] == [2, 3]
     page.evaluate("() => window.__release(1)")
     page.wait_for_function("() => window.attnscope.state.rollout?.response?.position === 3")
     renders = page.evaluate("() => window.attnscope.renders")
