@@ -19,13 +19,16 @@ export function setHidden(el, hidden) {
   if (el && el.hidden !== hidden) el.hidden = hidden;
 }
 
-// Stable ids for API answers, so a figure can tell whether its data changed.
-const ids = new WeakMap();
-let nextId = 1;
+// Stable ids for API answers, so a figure can tell whether its data changed. The id lives on the answer it
+// names (a hidden property), never in this module: 64 random bits, drawn once per answer.
+const ID = Symbol("attnscope.id");
 export function idOf(obj) {
   if (!obj) return 0;
-  if (!ids.has(obj)) ids.set(obj, nextId++);
-  return ids.get(obj);
+  if (!Object.hasOwn(obj, ID)) {
+    const [hi, lo] = crypto.getRandomValues(new Uint32Array(2));
+    Object.defineProperty(obj, ID, { value: `${hi.toString(36)}.${lo.toString(36)}` });
+  }
+  return obj[ID];
 }
 
 function plotConfig(filename) {

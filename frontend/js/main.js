@@ -17,142 +17,160 @@ import { installGridPointer } from "./views/grid.js";
 import { buildTabs, installTabs } from "./tabs.js";
 import { VIEWS, VIEW_IDS } from "./views.js";
 
-const state = createState(VIEWS);
-Object.assign(state, parseHash(window.location.hash, VIEWS));
-
-const $ = (id) => document.getElementById(id);
-const els = {
-  modelBadge: $("model-badge"),
-  textInput: $("text-input"),
-  examples: $("examples"),
-  tokens: $("tokens"),
-  emptyState: $("empty-state"),
-  tokenCount: $("token-count"),
-  status: $("status"),
-  statusText: $("status-text"),
-  layerSelect: $("layer-select"),
-  headSelect: $("head-select"),
-  causalToggle: $("causal-toggle"),
-  scaleToggle: $("scale-toggle"),
-  scaleLabel: document.querySelector("label[for=scale-toggle]"),
-  scaleSwitch: $("scale-toggle").closest(".control"),
-  aggregateToggle: $("aggregate-toggle"),
-  temperature: $("temperature"),
-  temperatureValue: $("temperature-value"),
-  errorBanner: $("error-banner"),
-  errorText: $("error-text"),
-  errorClose: $("error-close"),
-  errorFit: $("error-fit"),
-  linkNotice: $("link-notice"),
-  linkNoticeText: $("link-notice-text"),
-  linkNoticeClose: $("link-notice-close"),
-  whatifBanner: $("whatif-banner"),
-  whatifText: $("whatif-text"),
-  views: $("views"),
-  // the head view's parts: the notebook widget draws the same view into its own elements
-  headTitle: $("head-title"),
-  headHeatmap: $("head-heatmap"),
-  headsGrid: $("heads-grid"),
-  gridCanvas: $("heads-grid-canvas"),
-  gridTip: $("grid-tip"),
-  gridCaption: $("grid-caption"),
-  layerRibbon: $("layer-ribbon"),
-  gridPng: $("grid-png"),
-  predictions: $("predictions"),
-  predictionsTitle: $("predictions-title"),
-  predictionsList: $("predictions-list"),
-  predictionsActual: $("predictions-actual"),
-  downloadCsv: $("download-csv"),
-  downloadJson: $("download-json"),
-  copyLink: $("copy-link"),
-  toast: $("toast"),
-  tabs: buildTabs($("tabs")),
-  panels: Object.fromEntries(VIEW_IDS.map((v) => [v, $(`view-${v}`)])),
-  cards: [], // {draw(state)} of the cards and the export buttons, drawn by every render after the view
-};
-
-let renderCount = 0;
-let hashTimer = null;
-
-/** Redraw from the state, keep the URL's hash in step, and tell listeners (tests, the benchmark) what was drawn. */
-function update() {
-  const done = renderSafely(state, els, app);
-  if (done.failed) state.error = done.error; // and it stays in the banner
-  renderCount += 1;
-  clearTimeout(hashTimer);
-  hashTimer = setTimeout(() => {
-    const hash = toHash(state, VIEWS);
-    if (window.location.hash !== hash) window.history.replaceState(null, "", hash);
-  }, 250);
-  performance.mark("attnscope:render");
-  document.dispatchEvent(new CustomEvent("attnscope:render", { detail: { ...done, count: renderCount } }));
+/** The page's elements, by what they are. */
+function pageElements() {
+  const $ = (id) => document.getElementById(id);
+  return {
+    modelBadge: $("model-badge"),
+    textInput: $("text-input"),
+    examples: $("examples"),
+    tokens: $("tokens"),
+    emptyState: $("empty-state"),
+    tokenCount: $("token-count"),
+    status: $("status"),
+    statusText: $("status-text"),
+    layerSelect: $("layer-select"),
+    headSelect: $("head-select"),
+    causalToggle: $("causal-toggle"),
+    scaleToggle: $("scale-toggle"),
+    scaleLabel: document.querySelector("label[for=scale-toggle]"),
+    scaleSwitch: $("scale-toggle").closest(".control"),
+    aggregateToggle: $("aggregate-toggle"),
+    temperature: $("temperature"),
+    temperatureValue: $("temperature-value"),
+    errorBanner: $("error-banner"),
+    errorText: $("error-text"),
+    errorClose: $("error-close"),
+    errorFit: $("error-fit"),
+    linkNotice: $("link-notice"),
+    linkNoticeText: $("link-notice-text"),
+    linkNoticeClose: $("link-notice-close"),
+    whatifBanner: $("whatif-banner"),
+    whatifText: $("whatif-text"),
+    views: $("views"),
+    // the head view's parts: the notebook widget draws the same view into its own elements
+    headTitle: $("head-title"),
+    headHeatmap: $("head-heatmap"),
+    headsGrid: $("heads-grid"),
+    gridCanvas: $("heads-grid-canvas"),
+    gridTip: $("grid-tip"),
+    gridCaption: $("grid-caption"),
+    layerRibbon: $("layer-ribbon"),
+    gridPng: $("grid-png"),
+    predictions: $("predictions"),
+    predictionsTitle: $("predictions-title"),
+    predictionsList: $("predictions-list"),
+    predictionsActual: $("predictions-actual"),
+    downloadCsv: $("download-csv"),
+    downloadJson: $("download-json"),
+    copyLink: $("copy-link"),
+    toast: $("toast"),
+    tabs: buildTabs($("tabs")),
+    panels: Object.fromEntries(VIEW_IDS.map((v) => [v, $(`view-${v}`)])),
+    cards: [], // {draw(state)} of the cards and the export buttons, drawn by every render after the view
+  };
 }
 
-const app = { state, els, update };
-const data = createData(app);
+/**
+ * The page: its one state object (read from the link), its elements, and `update`, the redraw from the state
+ * that keeps the URL's hash in step and tells listeners (tests, the benchmark) what was drawn, with the
+ * page's own count of renders. The requests (data.js) and what a click chooses are installed over it.
+ */
+function createPage() {
+  const state = createState(VIEWS);
+  Object.assign(state, parseHash(window.location.hash, VIEWS));
+  const els = pageElements();
+  const page = { renders: 0, hashTimer: null };
 
-Object.assign(app, {
-  data,
-  refreshNow: data.refreshNow,
-  fetchRegion: data.fetchRegion,
-  changeText: (text) => changeText(state, text),
-  selectHead(layer, head) {
-    if (layer === state.layer && head === state.head) return;
-    state.layer = layer;
-    state.head = head;
-    state.region = null; // the exact cells were the other head's
-    state.notice = null; // the user chose a head: the note about the link's head is done
-    update(); // draws at once from the grid's pattern
-    data.fetchDetail(); // then the scores and the per-head views
-  },
-  selectPosition(p) {
-    state.position = p;
-    update();
-  },
-  setView(view) {
-    if (!VIEW_IDS.includes(view) || view === state.view) return;
-    state.view = view;
-    update();
-    resizeView(els, view);
-    data.ensureData();
-  },
-});
+  function update() {
+    const done = renderSafely(state, els, app);
+    if (done.failed) state.error = done.error; // and it stays in the banner
+    page.renders += 1;
+    clearTimeout(page.hashTimer);
+    page.hashTimer = setTimeout(() => {
+      const hash = toHash(state, VIEWS);
+      if (window.location.hash !== hash) window.history.replaceState(null, "", hash);
+    }, 250);
+    performance.mark("attnscope:render");
+    document.dispatchEvent(new CustomEvent("attnscope:render", { detail: { ...done, count: page.renders } }));
+  }
 
-installControls(app);
-installTabs(app, els.tabs);
-installGridPointer(app);
-installExport(app);
-for (const view of VIEWS) view.install?.(app);
-// switching heads off, head effects, generation (issue 18): cards drawn by every render
-els.cards.push(installModelPicker(app), installAblation(app), installEffects(app), installGenerate(app), {
-  draw: () => renderExport(state, els),
-});
-// the top bar grows a row for the picker or a long badge: the sticky view bar stays below it
-const topbar = document.querySelector(".topbar");
-new ResizeObserver(() =>
-  document.documentElement.style.setProperty("--topbar-height", `${topbar.offsetHeight}px`),
-).observe(topbar);
-
-// A read-only handle for tests and the benchmark.
-window.attnscope = {
-  get state() {
-    return state;
-  },
-  get renders() {
-    return renderCount;
-  },
-  /** True when nothing is pending and the current text's answers (or an error) are shown. */
-  get settled() {
-    if (data.busy()) return false;
-    if (isBlank(state.text)) return true; // the empty state: nothing to ask
-    return state.error !== null || (!!currentGrid(state) && !!currentDetail(state));
-  },
-};
-
-if (!window.Plotly) {
-  state.error =
-    "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?";
+  const app = { state, els, update };
+  const data = createData(app);
+  Object.assign(app, {
+    data,
+    refreshNow: data.refreshNow,
+    fetchRegion: data.fetchRegion,
+    changeText: (text) => changeText(state, text),
+    selectHead(layer, head) {
+      if (layer === state.layer && head === state.head) return;
+      state.layer = layer;
+      state.head = head;
+      state.region = null; // the exact cells were the other head's
+      state.notice = null; // the user chose a head: the note about the link's head is done
+      update(); // draws at once from the grid's pattern
+      data.fetchDetail(); // then the scores and the per-head views
+    },
+    selectPosition(p) {
+      state.position = p;
+      update();
+    },
+    setView(view) {
+      if (!VIEW_IDS.includes(view) || view === state.view) return;
+      state.view = view;
+      update();
+      resizeView(els, view);
+      data.ensureData();
+    },
+  });
+  return { app, page };
 }
-update();
-data.start();
-data.refreshNow();
+
+/** The controls, the tabs, the grid's pointer, the export, each view's own controls and the cards. */
+function installPage(app) {
+  const { state, els } = app;
+  installControls(app);
+  installTabs(app, els.tabs);
+  installGridPointer(app);
+  installExport(app);
+  for (const view of VIEWS) view.install?.(app);
+  // switching heads off, head effects, generation (issue 18): cards drawn by every render
+  els.cards.push(installModelPicker(app), installAblation(app), installEffects(app), installGenerate(app), {
+    draw: () => renderExport(state, els),
+  });
+  // the top bar grows a row for the picker or a long badge: the sticky view bar stays below it
+  const topbar = document.querySelector(".topbar");
+  new ResizeObserver(() =>
+    document.documentElement.style.setProperty("--topbar-height", `${topbar.offsetHeight}px`),
+  ).observe(topbar);
+}
+
+/** Build the page, give tests and the benchmark a read-only handle on it, draw it and ask for its answers. */
+function startPage() {
+  const { app, page } = createPage();
+  const { state, data } = app;
+  installPage(app);
+  window.attnscope = {
+    get state() {
+      return state;
+    },
+    get renders() {
+      return page.renders;
+    },
+    /** True when nothing is pending and the current text's answers (or an error) are shown. */
+    get settled() {
+      if (data.busy()) return false;
+      if (isBlank(state.text)) return true; // the empty state: nothing to ask
+      return state.error !== null || (!!currentGrid(state) && !!currentDetail(state));
+    },
+  };
+  if (!window.Plotly) {
+    state.error =
+      "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?";
+  }
+  app.update();
+  data.start();
+  data.refreshNow();
+}
+
+startPage();

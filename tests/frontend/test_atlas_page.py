@@ -9,7 +9,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from tests.kit.live import get_json, serving
+from tests.kit.live import HOLD_FETCH, get_json, serving
 
 pytest.importorskip("pyarrow")
 pytestmark = pytest.mark.browser
@@ -89,4 +89,26 @@ def test_the_map_the_card_the_difference_and_the_way_back_to_the_explorer(atlas_
     page.locator("#head-heatmap .main-svg").first.wait_for()
     assert page.locator("#head-title").inner_text() == "Layer 2 · head 1"
     assert page.locator("#text-input").input_value() == shown[0]["text"]
+    assert not tab.unexpected_console_errors()
+
+
+def test_an_atlas_index_asked_before_the_latest_is_never_drawn(atlas_tab):
+    """The difference switched on and off again quickly: the answer with the difference lands last and is
+    dropped, so the map and its caption stay those of the first atlas alone, as the switch says."""
+    tab = atlas_tab
+    tab.open("/#view=atlas&text=Hello")
+    page = tab.page
+    page.wait_for_function("() => window.attnscope.state.atlasView.index !== null")
+    page.evaluate(HOLD_FETCH, "/api/atlas")
+    page.check("#atlas-difference")
+    page.uncheck("#atlas-difference")
+    page.wait_for_function("() => window.__asked.length === 2")
+    assert ["compare=second" in a["url"] for a in page.evaluate("() => window.__asked")] == [True, False]
+    page.evaluate("() => window.__release(1)")
+    page.wait_for_function("() => document.querySelector('#atlas-map').data?.[0]?.zmid !== 0")
+    page.evaluate("() => window.__release(0)")  # resolves once the server answered
+    page.wait_for_timeout(300)  # its answer read: before the fix it replaced the index and was drawn
+    assert page.evaluate("() => window.attnscope.state.atlasView.index.compare") is None
+    assert tab.figure("atlas-map")["data"][0].get("zmid") != 0
+    assert "first − second" not in page.locator("#atlas-caption").inner_text()
     assert not tab.unexpected_console_errors()

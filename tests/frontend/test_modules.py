@@ -178,3 +178,84 @@ def test_at_most_two_javascript_functions_are_over_80_lines():
             for name, line, count in functions(path.read_text(encoding="utf-8"))
             if count > LONG_FUNCTION_LINES]
     assert len(long) <= LONG_FUNCTIONS_ALLOWED, long
+
+
+# The house's rule: no module-level mutable state (issue 31, item 2). What a module keeps between calls lives in
+# the page's one state object (state.js) or in an object its install/create function makes, so that two pages,
+# two notebook widgets or two lessons never share it. A module's top level holds constants only.
+TOP_LET = re.compile(r"\b(let|var)\s+(\w+)")
+TOP_CONST = re.compile(r"\bconst\s+(\w+)\s*=")
+CONTAINER = re.compile(r"\s*(?:new\s+(?:Map|Set|WeakMap|WeakSet|Array|Object)\b|\[\s*\]|\{\s*\})")
+# an assignment to a part of `name` (not of `other.name`), or a call or operator that changes it in place
+CHANGE = (r"(?<![\w.$]){name}\s*(?:\.\s*\w+|\[[^\]\n]*\])+\s*(?:[-+*/%&|^]?=(?!=)|\+\+|--)"
+          r"|(?<![\w.$]){name}\s*\.\s*(?:push|pop|shift|unshift|splice|sort|reverse|fill|set|add|delete|clear)\s*\("
+          r"|\bdelete\s+{name}\b|Object\.assign\(\s*{name}\b")
+
+
+def top_level(code: str) -> str:
+    """`code` (code_only's) with everything inside braces, brackets and parentheses blanked: the module's top
+    level, where each binding lives as long as the page."""
+    out, depth = list(code), 0
+    for i, c in enumerate(code):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth and c != "\n":
+            out[i] = " "
+    return "".join(out)
+
+
+def shadows(code: str, name: str) -> bool:
+    """Whether `code` declares `name` again: a local const/let/var, or a parameter of a function, arrow or method
+    (a parenthesised list naming it before `=>` or `{`, that of no if, for, while, switch or catch)."""
+    if re.search(rf"\b(?:const|let|var)\s+{name}\b|\b{name}\s*=>", code):
+        return True
+    for m in re.finditer(rf"(\w*)\s*\([^()]*\b{name}\b[^()]*\)\s*(?:=>|\{{)", code):
+        if m.group(1) not in {"if", "for", "while", "switch", "catch", "with"}:
+            return True
+    return False
+
+
+def module_state(text: str, others: str = "") -> list[str]:
+    """The module-level mutable state of a module: its top-level `let`/`var` bindings; the containers it binds
+    at the top (a Map, a Set, an empty array or object) that it or another module (`others`: their code) changes
+    by that name; and the other top-level constants it changes a part of (`errors[lesson] = …`) where no
+    function takes or declares the same name for itself."""
+    code = code_only(text)
+    top = top_level(code)
+    line = lambda i: code.count("\n", 0, i) + 1  # noqa: E731
+    found = [f"{line(m.start())}: {m.group(1)} {m.group(2)}" for m in TOP_LET.finditer(top)]
+    for m in TOP_CONST.finditer(top):
+        name = m.group(1)
+        change = re.compile(CHANGE.format(name=name))
+        if CONTAINER.match(code, m.end()):  # the literal read whole: `top` blanks inside its brackets
+            if change.search(code) or change.search(others):
+                found.append(f"{line(m.start())}: const {name}, a container that is changed")
+            continue
+        if (hit := change.search(code)) and not shadows(code[m.end():], name):
+            found.append(f"{line(hit.start())}: changes the module's const {name}")
+    return found
+
+
+def test_module_state_finds_top_level_lets_changed_containers_and_changed_constants():
+    text = ("let count = 0;\nconst ids = new WeakMap();\nconst errors = {};\nconst seen = [];\n"
+            "const state = { answer: null };\nfunction f(x) {\n  let local = 1;\n  state.answer = x;\n"
+            "  ids.set(x, 1);\n  errors[x] = 1;\n}\nconst LIMITS = { n: 3 };\nconst view = { s: 1 };\n"
+            "function g(view) {\n  view.s = 2;\n  app.state.x = 1;\n}\nconst needs = [];\nconst limits = { n: 1 };\n"
+            "const h = () => {\n  use(1, limits);\n  if (limits.n) {\n    limits.n = 2;\n  }\n};\n"
+            "const text = `let ${'var'} x`; // let y\n")
+    assert module_state(text, others="import { seen } from './a.js';\nseen.push(1);\n") == [
+        "1: let count", "2: const ids, a container that is changed", "3: const errors, a container that is changed",
+        "4: const seen, a container that is changed", "8: changes the module's const state",
+        "23: changes the module's const limits",
+    ]
+
+
+def test_no_module_keeps_mutable_state_at_its_top_level():
+    modules = sorted(JS.rglob("*.js"))
+    codes = {path: code_only(path.read_text(encoding="utf-8")) for path in modules}
+    found = [f"{path.relative_to(JS)}:{where}" for path in modules
+             for where in module_state(path.read_text(encoding="utf-8"),
+                                       "\n".join(c for p, c in codes.items() if p != path))]
+    assert not found, found

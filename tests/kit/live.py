@@ -267,3 +267,24 @@ def text_of_tokens(base_url: str, n_tokens: int) -> str:
             return cut
         cut = cut[:-1] if n > n_tokens else text[: len(cut) + 1]
     raise ValueError(f"could not build a text of exactly {n_tokens} tokens")
+
+
+# The page's fetch replaced, for a test of the order answers land in: the requests to the path given (the
+# URL's path, its query aside) wait until the test releases them (`window.__release(i)`: the i-th one asked
+# goes to the server; it resolves once the server answered), or get `window.__answer` ({status, body}) at once
+# when the test set one. `window.__asked`: what each asked, in order ({url, body}: the JSON body, or null).
+HOLD_FETCH = """(path) => {
+  const real = window.fetch;
+  const held = [];
+  window.__asked = [];
+  window.__answer = null;
+  window.fetch = (url, init = {}) => {
+    if (new URL(String(url), window.location.href).pathname !== path) return real(url, init);
+    window.__asked.push({ url: String(url), body: init.body ? JSON.parse(init.body) : null });
+    const canned = window.__answer;
+    if (canned) return Promise.resolve(new Response(JSON.stringify(canned.body), {
+      status: canned.status, headers: { "content-type": "application/json" } }));
+    return new Promise((resolve) => held.push(() => real(url, init).then(resolve)));
+  };
+  window.__release = (i) => held[i]();
+}"""

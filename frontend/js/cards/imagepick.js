@@ -23,8 +23,6 @@ const FIELD = `
     that expands, but those whose routes take no image (patching, two texts, two models, q · k, a selection of the
     lines): they read the text alone and say so. A link does not carry the image: it stays on this page only.</p>`;
 
-let serial = 0; // each image taken gets its own id: the answers are keyed by it, never by its bytes
-
 const fmt = (n) => n.toLocaleString("en-US");
 
 /** The image's width and height, read by the browser; null when it cannot read it. */
@@ -46,10 +44,11 @@ const dataUrl = (file) =>
   });
 
 /**
- * `file` checked against `limits` (`image_limits`): `{image}` ({id, data, name, bytes, width, height}),
- * or `{refusal}`, one line naming what is over which limit.
+ * `file` checked against `limits` (`image_limits`): `{image}` ({id, data, name, bytes, width, height}; `id`, the
+ * page's number for this image: the answers are keyed by it, never by its bytes), or `{refusal}`, one line naming
+ * what is over which limit.
  */
-export async function readImage(file, limits) {
+export async function readImage(file, limits, id) {
   const name = file.name || "the pasted image";
   if (!IMAGE_TYPES.includes(file.type))
     return { refusal: `image: ${name} is ${file.type || "not an image"}; the server reads PNG, JPEG, WebP or GIF.` };
@@ -69,13 +68,13 @@ export async function readImage(file, limits) {
         `image: ${name} is ${size.width} × ${size.height} = ${fmt(pixels)} pixels; this server takes at most ` +
         `${fmt(limits.max_pixels)} pixels (image_limits.max_pixels).`,
     };
-  return { image: { id: ++serial, data, name, bytes: file.size, ...size } };
+  return { image: { id, data, name, bytes: file.size, ...size } };
 }
 
-/** Take `file` as the image (or say why not); `app`: {state, update}. */
-async function take(app, file) {
+/** Take `file` as the image numbered `id` (or say why not); `app`: {state, update}. */
+async function take(app, file, id) {
   const { state } = app;
-  const { image, refusal } = await readImage(file, state.model?.image_limits);
+  const { image, refusal } = await readImage(file, state.model?.image_limits, id);
   state.imageRefusal = refusal ?? null;
   state.image = image ?? null; // a refused image leaves none: nothing drawn from the one before
   state.imageQuery = null; // a new prompt: the last token again
@@ -90,8 +89,10 @@ export function installImagePick(app) {
   field.innerHTML = FIELD;
   const input = byId("image-file");
   const drop = byId("image-drop");
+  let taken = 0; // each file taken gets its own number
+  const takeFile = (file) => take(app, file, ++taken);
   input.addEventListener("change", () => {
-    if (input.files[0]) take(app, input.files[0]);
+    if (input.files[0]) takeFile(input.files[0]);
     input.value = "";
   });
   drop.addEventListener("dragover", (e) => {
@@ -103,14 +104,14 @@ export function installImagePick(app) {
     e.preventDefault();
     drop.classList.remove("over");
     const file = [...(e.dataTransfer?.files ?? [])][0];
-    if (file) take(app, file);
+    if (file) takeFile(file);
   });
   document.addEventListener("paste", (e) => {
     if (!app.state.model?.vision) return;
     const file = [...(e.clipboardData?.files ?? [])].find((f) => f.type.startsWith("image/"));
     if (!file) return; // text pastes into the text box as ever
     e.preventDefault();
-    take(app, file);
+    takeFile(file);
   });
   byId("image-remove").addEventListener("click", () => {
     Object.assign(app.state, { image: null, imageRefusal: null, imageQuery: null });

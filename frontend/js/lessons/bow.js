@@ -16,12 +16,17 @@ const PRESETS = {
 };
 const DEFAULT_PRESET = "notebook-000";
 
-/** The lesson: the x asked for (the request's body), the seed box's complaint, the answer drawn. */
-const state = {
+/**
+ * The lesson, made by install: the x asked for (the request's body), the seed box's complaint, the answer and
+ * the answer the tables and the verdict show (`drawn`), and the page's banner.
+ */
+const createLesson = (banner) => ({
   ask: { ...NOTEBOOK_SHAPE, draw: PRESETS[DEFAULT_PRESET].draw, seed: PRESETS[DEFAULT_PRESET].seed },
   seedError: null,
   answer: null,
-};
+  drawn: null,
+  banner,
+});
 
 /** The preset whose draw, seed and shape the current controls match, else "custom". */
 function matchingPreset(x) {
@@ -68,10 +73,8 @@ function matrixTable(title, m, digits) {
   return box;
 }
 
-let drawn = null; // the answer the tables and the verdict show
-
-/** The controls as the state has them, and the answer once it is new. */
-function render() {
+/** The controls as the lesson has them, and the answer once it is new. */
+function render(state) {
   const x = state.ask;
   byId("bow-preset").value = matchingPreset(x);
   byId("bow-draw").value = x.draw;
@@ -82,9 +85,10 @@ function render() {
   setText(byId("bow-code"), bowCode(x));
 
   const res = state.answer;
-  if (!res || res === drawn) return;
-  drawn = res;
-  plot("bow-weights", String(idOf(res)), () => bowWeightsFigure(res.weights), "attnscope-bag-of-words");
+  if (!res || res === state.drawn) return;
+  state.drawn = res;
+  const weights = () => bowWeightsFigure(res.weights);
+  plot(state.banner, "bow-weights", String(idOf(res)), weights, "attnscope-bag-of-words");
   // 4 decimals, as torch prints them in the notebooks
   byId("bow-matrices").replaceChildren(
     matrixTable(`x[0] (torch.${res.draw})`, res.x, 4),
@@ -100,19 +104,18 @@ function render() {
     : `✗ The averages differ by up to ${fmtSig(res.max_abs_diff)}.`;
 }
 
-const send = lessonRequest("bag-of-words", "/api/lessons/bag-of-words", (answer) => {
-  state.answer = answer;
-  render();
-});
-
-/** Show the changed controls, then ask the server for this x. */
-function run() {
-  render();
-  send(state.ask);
-}
-
 /** Wire the lesson's controls and ask for the first x. */
-export function install() {
+export function install({ banner }) {
+  const state = createLesson(banner);
+  const send = lessonRequest(banner, "bag-of-words", "/api/lessons/bag-of-words", (answer) => {
+    state.answer = answer;
+    render(state);
+  });
+  /** Show the changed controls, then ask the server for this x. */
+  const run = () => {
+    render(state);
+    send(state.ask);
+  };
   onRange("bow-T", (v) => {
     state.ask.T = v;
     run();
@@ -136,7 +139,7 @@ export function install() {
     const { value, error } = parseSeed(ev.target.value);
     state.seedError = error ?? null;
     if (error) {
-      render();
+      render(state);
       return;
     }
     state.ask.seed = value;

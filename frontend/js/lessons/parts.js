@@ -7,27 +7,32 @@ import { byId, drawPlot, setAttr, setHidden, setText } from "../dom.js";
 
 // ---------------------------------------------------------------- the error banner
 
-/** One message per lesson (and one for the charting library); null once that lesson works again. */
-const errors = {};
-
-function showErrors() {
-  const messages = Object.values(errors).filter(Boolean);
-  setHidden(byId("error-banner"), messages.length === 0);
-  setText(byId("error-text"), messages.join(" · "));
-}
-
-/** Show `err` in the banner under the lesson's name, or take the lesson's message away (err null). */
-export function setError(lesson, err) {
-  errors[lesson] = err ? `${lesson}: ${errorText(err)}` : null;
-  showErrors();
-}
-
-/** The banner's × empties it. */
-export function installErrorBanner() {
+/**
+ * The page's error banner, one message per lesson (and one for the charting library): `say(lesson, err)` shows
+ * `err` under the lesson's name, or takes the lesson's message away (err null); its × empties it.
+ */
+export function createErrorBanner() {
+  const errors = {}; // null once that lesson works again
+  const show = () => {
+    const messages = Object.values(errors).filter(Boolean);
+    setHidden(byId("error-banner"), messages.length === 0);
+    setText(byId("error-text"), messages.join(" · "));
+  };
   byId("error-close").addEventListener("click", () => {
     for (const key of Object.keys(errors)) delete errors[key];
-    showErrors();
+    show();
   });
+  return {
+    say(lesson, err) {
+      errors[lesson] = err ? `${lesson}: ${errorText(err)}` : null;
+      show();
+    },
+    /** A message of the page's own, e.g. that the charting library did not load. */
+    note(key, message) {
+      errors[key] = message;
+      show();
+    },
+  };
 }
 
 // ---------------------------------------------------------------- asking the server
@@ -37,13 +42,13 @@ export function installErrorBanner() {
  * answer counts. That answer goes to `onAnswer` and takes the lesson's message out of the
  * banner; an error goes to `onError`, by default to the banner under the lesson's name.
  */
-export function lessonRequest(lesson, url, onAnswer, onError = (err) => setError(lesson, err)) {
+export function lessonRequest(banner, lesson, url, onAnswer, onError = (err) => banner.say(lesson, err)) {
   const send = latestOnly(url);
   return async (body) => {
     try {
       const r = await send(body);
       if (r.stale) return;
-      setError(lesson, null);
+      banner.say(lesson, null);
       onAnswer(r.value);
     } catch (err) {
       onError(err);
@@ -55,12 +60,11 @@ export function lessonRequest(lesson, url, onAnswer, onError = (err) => setError
 
 /**
  * Draw `build()` into the element `id` unless it already shows `signature`; `name` is the file
- * name of its PNG download. Says so in the banner when Plotly did not load.
+ * name of its PNG download. Says so in the `banner` when Plotly did not load.
  */
-export function plot(id, signature, build, name) {
+export function plot(banner, id, signature, build, name) {
   if (!window.Plotly) {
-    errors.plotly = "The charting library did not load from /vendor/plotly.min.js.";
-    showErrors();
+    banner.note("plotly", "The charting library did not load from /vendor/plotly.min.js.");
     return;
   }
   drawPlot(byId(id), signature, build, name);

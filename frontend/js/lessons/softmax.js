@@ -6,25 +6,26 @@ import { errorText } from "../api.js";
 import { byId, idOf, setHidden, setText } from "../dom.js";
 import { fmtSig } from "../draw/figures.js";
 import { softmaxBarsFigure } from "./figures.js";
-import { lessonRequest, onRange, plot, setError, showFieldError, showNumbers, showRange } from "./parts.js";
-import { requestSchema } from "./openapi.js";
+import { lessonRequest, onRange, plot, showFieldError, showNumbers, showRange } from "./parts.js";
 
 /**
- * The lesson: the row and factor asked for (the request's body), what the box holds now
- * (parseLogits of its text), the box's complaint, the answer drawn and whether the chart is
- * older than the box. The stale mark is set when the box goes wrong and when an answer comes,
- * not while a good row is on its way, so that typing does not make it blink.
+ * The lesson, made by install: the row and factor asked for (the request's body), what the box holds now
+ * (parseLogits of its text), the box's complaint, the answer, the answer the chart and the numbers show
+ * (`drawn`) and whether the chart is older than the box; the server's limits on the row
+ * (SoftmaxScalingRequest in /openapi.json; while null, the server's 422 names them), and the page's banner.
+ * The stale mark is set when the box goes wrong and when an answer comes, not while a good row is on its way,
+ * so that typing does not make it blink.
  */
-const state = {
+const createLesson = (banner) => ({
   ask: { logits: [0.1, -0.2, 0.3, -0.2, 0.5], factor: 8 },
   typed: { values: null, error: null }, // read from the box by install()
   error: null,
   answer: null,
+  drawn: null,
   stale: false,
-};
-
-/** The server's limits on the row (SoftmaxScalingRequest in /openapi.json); while null, the server's 422 names them. */
-const limits = { count: null, abs: null };
+  limits: { count: null, abs: null },
+  banner,
+});
 
 /** 1000000 -> "1e6"; smaller numbers as they are. */
 const limitText = (v) => (Math.abs(v) >= 1e5 ? v.toExponential().replace("e+", "e") : String(v));
@@ -57,17 +58,15 @@ export function parseLogits(text, { count = null, abs = null } = {}) {
 }
 
 /** Whether the box holds other numbers than the row the chart was drawn for. */
-function boxDiffersFromChart() {
+function boxDiffersFromChart(state) {
   const shown = state.answer?.logits ?? null;
   const current = state.typed.values;
   if (shown === null) return false;
   return current === null || current.length !== shown.length || current.some((v, i) => v !== shown[i]);
 }
 
-let drawn = null; // the answer the chart and the numbers show
-
 /** The box's complaint, the stale marks, the factor, and the answer once it is new. */
-function render() {
+function render(state) {
   showFieldError("softmax-logits", "softmax-logits-error", state.error);
   showRange("softmax-factor", state.ask.factor);
   const section = byId("lesson-softmax");
@@ -81,9 +80,9 @@ function render() {
   );
 
   const res = state.answer;
-  if (!res || res === drawn) return;
-  drawn = res;
-  plot("softmax-bars", String(idOf(res)), () => softmaxBarsFigure(res), "attnscope-softmax-scaling");
+  if (!res || res === state.drawn) return;
+  state.drawn = res;
+  plot(state.banner, "softmax-bars", String(idOf(res)), () => softmaxBarsFigure(res), "attnscope-softmax-scaling");
   const f = res.factor;
   const largest = (row) => row.reduce((a, v) => Math.max(a, v), 0).toFixed(3);
   showNumbers("softmax-numbers", [
@@ -96,57 +95,58 @@ function render() {
   ]);
 }
 
-/** Ask the server for the row and factor; a refused row is named under the box. */
-const send = lessonRequest(
-  "softmax",
-  "/api/lessons/softmax-scaling",
-  (answer) => {
+/** The lesson's request for the row and factor; a refused row is named under the box. */
+function lessonSend(state) {
+  const onAnswer = (answer) => {
     state.answer = answer;
     if (!state.typed.error) state.error = null;
-    state.stale = boxDiffersFromChart();
-    render();
-  },
-  (err) => {
+    state.stale = boxDiffersFromChart(state);
+    render(state);
+  };
+  const onError = (err) => {
     if (err.status !== 422) {
-      setError("softmax", err);
+      state.banner.say("softmax", err);
       return;
     }
     state.error = `scores: ${errorText(err)}`; // the server's limit, named
-    state.stale = boxDiffersFromChart();
-    render();
-  },
-);
-const run = () => send(state.ask);
+    state.stale = boxDiffersFromChart(state);
+    render(state);
+  };
+  const send = lessonRequest(state.banner, "softmax", "/api/lessons/softmax-scaling", onAnswer, onError);
+  return () => send(state.ask);
+}
 
-/** Read the box: a bad row is named and the chart marked stale, a good one is asked for. */
-function readBox() {
-  state.typed = parseLogits(byId("softmax-logits").value, limits);
+/** Read the box: a bad row is named and the chart marked stale, a good one is asked for (`run`). */
+function readBox(state, run) {
+  state.typed = parseLogits(byId("softmax-logits").value, state.limits);
   state.error = state.typed.error ? `scores: ${state.typed.error}` : null;
   if (state.typed.error) {
-    state.stale = boxDiffersFromChart();
-    render();
+    state.stale = boxDiffersFromChart(state);
+    render(state);
     return;
   }
   state.ask.logits = state.typed.values; // the answer clears the stale mark
-  render();
+  render(state);
   run();
 }
 
 /** Wire the lesson's controls, read the server's limits and ask for the first row. */
-export function install() {
+export function install({ banner, requestSchema }) {
+  const state = createLesson(banner);
+  const run = lessonSend(state);
   state.typed = parseLogits(byId("softmax-logits").value);
-  byId("softmax-logits").addEventListener("input", readBox);
+  byId("softmax-logits").addEventListener("input", () => readBox(state, run));
   onRange("softmax-factor", (v) => {
     state.ask.factor = v;
-    render();
+    render(state);
     run();
   });
   requestSchema("SoftmaxScalingRequest").then((schema) => {
     const logits = schema?.properties?.logits;
-    limits.count = logits?.maxItems ?? null;
-    limits.abs = logits?.items?.maximum ?? null;
+    state.limits.count = logits?.maxItems ?? null;
+    state.limits.abs = logits?.items?.maximum ?? null;
     // a row typed before the limits came is named now if it breaks them
-    if (parseLogits(byId("softmax-logits").value, limits).error) readBox();
+    if (parseLogits(byId("softmax-logits").value, state.limits).error) readBox(state, run);
   });
   run();
 }

@@ -13,10 +13,14 @@ export const id = "atlas";
 export const label = "Atlas";
 /** Its tab starts hidden: shown once the server says it has an atlas. */
 export const hidden = true;
-/** Its slice: the atlas index, the chosen metric, atlas and head, and that head's card. */
+/**
+ * Its slice: the atlas index and the query it was last asked with (`asked`: an older query's answer is dropped),
+ * the chosen metric, atlas and head, and that head's card.
+ */
 export const state = {
   atlasView: {
     index: null,
+    asked: null,
     error: null,
     metric: null,
     which: null,
@@ -63,8 +67,10 @@ async function refresh(app) {
   if (v.which) params.set("atlas", v.which);
   const other = otherAtlas(v);
   if (v.difference && other) params.set("compare", other);
+  const asked = (v.asked = params.toString());
   try {
     const index = await getJSON(`/api/atlas?${params}`);
+    if (v.asked !== asked) return; // asked again since: only the latest answer counts
     if (!index.atlases.length) return; // no atlas served: the tab stays hidden
     v.index = index;
     v.error = null;
@@ -72,6 +78,7 @@ async function refresh(app) {
     v.metric = v.metric && v.index.maps[v.metric] ? v.metric : Object.keys(v.index.maps)[0];
     byId("tab-atlas").hidden = false;
   } catch (err) {
+    if (v.asked !== asked) return;
     v.index = null;
     v.error = errorText(err);
   }

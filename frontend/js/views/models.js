@@ -14,8 +14,11 @@ import { differenceFigure } from "./texts.js";
 
 export const id = "models";
 export const label = "Two models";
-/** Its slice: the second model's name, and POST /api/compare-models {key, response, error, loading}. */
-export const state = { modelB: "", models: null };
+/**
+ * Its slice: the second model's name, POST /api/compare-models {key, response, error, loading}, and the models
+ * its picker lists (GET /api/models, asked once when the view is installed).
+ */
+export const state = { modelB: "", models: null, modelListing: null };
 export const answers = ["models"];
 /** `modelb=`: the second model. */
 export const link = {
@@ -36,8 +39,6 @@ export const whatIfNote =
 const POLL_MS = 1000; // while model_b loads (202), asked again this often
 const WAIT_MS = 20 * 60 * 1000; // a load taking longer than this is not waited for
 
-let listing = null; // GET /api/models, asked once when the view is installed
-
 /** What the map was asked with (any head's answer holds the same map), and the whole answer. */
 const mapKey = (state) => JSON.stringify([state.model?.name, state.text, state.modelB]);
 const modelsKey = (state) => JSON.stringify([mapKey(state), state.layer, state.head]);
@@ -55,8 +56,8 @@ export function install(app) {
     if (Number.isInteger(layer) && Number.isInteger(head)) app.selectHead(layer, head);
   });
   getJSON("/api/models")
-    .then((answer) => (listing = answer))
-    .catch(() => (listing = { models: [] }))
+    .then((answer) => (app.state.modelListing = answer))
+    .catch(() => (app.state.modelListing = { models: [] }))
     .finally(() => app.update());
 }
 
@@ -148,7 +149,7 @@ const mapHeight = (rows) => Math.max(220, 60 + rows * ROW_PX);
 /** The picker's options, as the model picker lists them, with a first "choose" one. */
 function fillPicker(state) {
   const select = byId("model-b");
-  const options = [{ name: "", title: "" }, ...pickerOptions(listing)];
+  const options = [{ name: "", title: "" }, ...pickerOptions(state.modelListing)];
   if (state.modelB && !options.some((o) => o.name === state.modelB)) options.push({ name: state.modelB, title: "" });
   fillModelOptions(select, options, "choose the second model…");
   if (select.value !== state.modelB) select.value = state.modelB;

@@ -1,0 +1,84 @@
+"""The one layer of a view's own requests (frontend/js/answers.js, `askInto`): only the latest question
+of a slot is drawn, and a question the server refused is not sent again unchanged. First the layer
+alone, in the page, with the browser's fetch held by the test; then a view (Rollout) drawing through it."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from tests.kit.live import HOLD_FETCH, post_json
+
+pytestmark = pytest.mark.browser
+
+TEXT = "The cat sat on the mat. The dog sat on the log."
+
+# askInto alone, on a slot of its own: two questions, their answers landing in the other order.
+TWO_QUESTIONS = """async () => {
+  const { askInto } = await import("/js/answers.js");
+  const app = { state: {}, updates: 0, update() { this.updates += 1; } };
+  const first = askInto(app, "slot", "a", "/api/rollout", { text: "one two three", position: 1 });
+  const second = askInto(app, "slot", "b", "/api/rollout", { text: "one two three", position: 2 });
+  await window.__release(1);
+  await second;
+  const afterLatest = structuredClone(app.state.slot);
+  await window.__release(0);
+  await first;
+  return { afterLatest, final: app.state.slot, updates: app.updates };
+}"""
+
+# askInto alone: a refused question asked three times more, then a changed one.
+REFUSED = """async () => {
+  const { askInto } = await import("/js/answers.js");
+  const app = { state: {}, update() {} };
+  window.__answer = { status: 422, body: { detail: "position: at most 2" } };
+  for (let i = 0; i < 4; i++) await askInto(app, "slot", "p9", "/api/rollout", { text: "one two", position: 9 });
+  const refused = structuredClone(app.state.slot);
+  await askInto(app, "slot", "p1", "/api/rollout", { text: "one two", position: 1 });
+  return { refused, asked: window.__asked.map((a) => a.body.position) };
+}"""
+
+
+def test_only_the_latest_question_of_a_slot_is_kept(tab):
+    tab.open("/")
+    tab.page.evaluate(HOLD_FETCH, "/api/rollout")
+    got = tab.page.evaluate(TWO_QUESTIONS)
+    assert got["afterLatest"]["key"] == "b" and got["afterLatest"]["response"]["position"] == 2
+    # the older answer landed last and was dropped: the slot still holds the latest question's answer
+    assert got["final"] == got["afterLatest"]
+    assert got["updates"] == 2
+
+
+def test_a_refused_question_is_not_sent_again_unchanged(tab):
+    tab.open("/")
+    tab.page.evaluate(HOLD_FETCH, "/api/rollout")
+    got = tab.page.evaluate(REFUSED)
+    assert got["refused"]["key"] == "p9" and got["refused"]["response"] is None
+    assert "at most 2" in got["refused"]["error"]
+    assert got["asked"] == [9, 1]  # asked once, however often a redraw asks; a changed question goes out
+
+
+def test_the_rollout_view_draws_the_token_chosen_last_when_answers_cross(tab):
+    """Two tokens chosen quickly: the first one's answer lands after the second's and is never drawn."""
+    page = tab.page
+    tab.open("/#view=rollout&pos=5&text=" + quote(TEXT))
+    page.wait_for_function("() => document.querySelector('[data-testid=rollout-plot]')?.data")
+    page.evaluate(HOLD_FETCH, "/api/rollout")
+    chips = page.locator("[data-testid=tokens] .chip")
+    chips.nth(2).click()
+    page.wait_for_function("() => window.__asked.length === 1")
+    chips.nth(3).click()
+    page.wait_for_function("() => window.__asked.length === 2")
+    assert [a["body"]["position"] for a in page.evaluate("() => window.__asked")] == [2, 3]
+    page.evaluate("() => window.__release(1)")
+    page.wait_for_function("() => window.attnscope.state.rollout?.response?.position === 3")
+    renders = page.evaluate("() => window.attnscope.renders")
+    page.evaluate("() => window.__release(0)")
+    page.wait_for_function(f"() => window.attnscope.renders > {renders}")  # the late answer landed
+    served = post_json(tab.base_url + "/api/rollout", {"text": TEXT, "position": 3})
+    assert tab.figure("rollout-plot")["data"][0]["z"] == served["rollout"]
+    assert "(token 3)" in page.get_by_test_id("rollout-caption").inner_text()
+    assert page.evaluate("() => window.attnscope.state.rollout.response.position") == 3
+    assert len(page.evaluate("() => window.__asked")) == 2
+    assert not tab.unexpected_console_errors()
