@@ -4,8 +4,11 @@ The page's answers are mostly base64 float32, which neither codec shrinks much (
 a thousand tokens an answer is 10-14 MB. gzip at level 1 takes 200-400 ms for that, longer than the
 whole computation on a GPU (an H100 computed a 1,024-token GPT-2 page answer in 106 ms and gzip
 took 205 ms more); zstd at level 1 takes a tenth of that time for an equal or smaller body.
-Chromium (123+), Firefox (126+) and Safari (18.4+) ask for zstd; so does httpx where ``zstandard``
-is installed. Older clients get gzip, as before.
+Chromium (123+) and Firefox (126+) ask for zstd from a secure origin: HTTPS, or ``localhost`` and
+``127.0.0.1`` over plain HTTP (where ``attnscope serve`` listens by default). Over plain HTTP on
+another address Chromium asks for ``gzip, deflate`` only (seen with Chromium 156), so a server shared
+on a network gets zstd back behind a proxy that ends TLS (docs/DEPLOY.md says so). httpx asks for zstd where
+``zstandard`` is installed. Every other client gets gzip, as before.
 
 Starlette's ``GZipMiddleware`` picks a responder per request; this middleware does the same with
 one more responder, built on Starlette's ``IdentityResponder`` (which handles small bodies,
@@ -14,6 +17,8 @@ streaming bodies, excluded content types and answers that set their own ``Conten
 
 from __future__ import annotations
 
+import anyio
+import anyio.lowlevel
 import anyio.to_thread
 from starlette.datastructures import Headers
 from starlette.middleware.gzip import GZipResponder, IdentityResponder
@@ -27,6 +32,19 @@ except ImportError:  # pragma: no cover - a base requirement; gzip still serves 
 GZIP_LEVEL = 1  # numeric JSON: level 1 is ~5x smaller already, and several times faster than 6
 ZSTD_LEVEL = 1  # 11 MB of base64 float32: 34 ms to 6.1 MB, against gzip level 1's 423 ms to 6.4 MB
 THREAD_MINIMUM = 128 << 10  # bodies this large are compressed in a worker thread, off the event loop
+THREADS = 40  # compressing threads at once: a limiter of their own, as Starlette's gzip has, so that
+# compressing never takes the threads the routes compute in
+_limiter: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("attnscope_zstd_limiter")
+
+
+def compression_limiter() -> anyio.CapacityLimiter:
+    """The event loop's limiter for compressing threads (one per loop, made on first use)."""
+    try:
+        return _limiter.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(THREADS)
+        _limiter.set(limiter)
+        return limiter
 
 
 def accepted(header: str) -> set[str]:
@@ -56,7 +74,7 @@ class ZstdResponder(IdentityResponder):
 
     async def apply_compression(self, body: bytes, *, more_body: bool) -> bytes:
         if len(body) >= THREAD_MINIMUM:
-            return await anyio.to_thread.run_sync(self.compress, body, more_body)
+            return await anyio.to_thread.run_sync(self.compress, body, more_body, limiter=compression_limiter())
         return self.compress(body, more_body)
 
     def compress(self, body: bytes, more_body: bool) -> bytes:

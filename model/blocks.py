@@ -1,8 +1,8 @@
 """How many query rows a layer's explicit attention computes at once: blocks sized by a memory budget.
 
-Every blockwise sink (:mod:`model.capture`, :mod:`model.rollout`, :mod:`model.compare`, the atlas's
-:mod:`model.atlas.stats`) asks :func:`query_blocks` for its blocks, with the budget of the layer's
-device from :func:`block_budget`.
+The blockwise sinks of :mod:`model.capture`, :mod:`model.rollout` and :mod:`model.compare` ask
+:func:`query_blocks` for their blocks, with the budget of the layer's device from :func:`block_budget`;
+the atlas's sink (:mod:`model.atlas.stats`) sizes its batch's blocks itself, from the same budget.
 """
 
 from __future__ import annotations

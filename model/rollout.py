@@ -49,7 +49,7 @@ class RolloutSink:
         return True
 
     def blocks(self, T: int, S: int, nh: int) -> list[tuple[int, int]]:
-        """Called after :meth:`begin`: blocks sized for the layer's device (:func:`model.capture.block_budget`)."""
+        """Called after :meth:`begin`: blocks sized for the layer's device (:func:`model.blocks.block_budget`)."""
         return query_blocks(T, S, nh, block_budget(self._A.device, BLOCK_BUDGET_BYTES), temporaries=4)
 
     def begin(self, layer, q, k, v, mask, divisor, softcap=None, window=None, sink_logit=None, extras=frozenset()):
