@@ -367,9 +367,8 @@ class Tally:
         self.sum, self.sumsq, self.hist = self.sum + other.sum, self.sumsq + other.sumsq, self.hist + other.hist
         for name, arr in merged.items():
             setattr(self, name, arr)
-        self.tokens, self.windows, self.batches = (
-            self.tokens + other.tokens, self.windows + other.windows, self.batches + other.batches
-        )
+        for name in ("tokens", "windows", "batches"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Everything as named numpy arrays (a state file, a Ray result)."""
@@ -384,6 +383,8 @@ class Tally:
         out = cls.empty([int(x) for x in arrays["layers"]], n_head, k, metrics)
         for name in out.arrays:
             setattr(out, name, np.array(arrays[name]))
+        short = max(N_BINS - out.hist.shape[-1], 0)  # a state from before divergence's bins: fewer, all unused
+        out.hist = np.pad(out.hist, [(0, 0)] * (out.hist.ndim - 1) + [(0, short)])
         out.tokens, out.windows, out.batches = tokens, windows, batches
         return out
 
