@@ -7,8 +7,9 @@ head size 16 instead of 128, a model width of 256, random weights, built here; n
 attention maps weigh what the 3B model's do, while its weights stay small. One ``--size`` px
 square image (896 px: 32 × 32 merged patches, 1,024 image tokens) and a short question.
 
-Each side runs in a child process that prints its peak resident memory (``ru_maxrss``) beyond
-what loading took:
+Each side runs in a child process that prints how far its resident memory rose during the
+measured call: the peak (``VmHWM``, reset just before through ``/proc/self/clear_refs``) less what
+the process held when the call began (Linux only):
 
 * ``eager``: transformers' forward with ``attn_implementation="eager"`` and
   ``output_attentions=True`` (what a script that wants every head's map runs);
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -36,8 +36,18 @@ SHAPE = dict(num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2
 QUESTION = "What is in this picture, and where?"
 
 
-def peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def status_mib(field: str) -> float:
+    """``VmRSS`` or ``VmHWM`` (the peak since the last reset) of this process, in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def reset_peak() -> float:
+    """Reset this process's peak resident memory to what it holds now (Linux), and return that."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return status_mib("VmRSS")
 
 
 def child(side: str, path: str, size: int, threads: int) -> None:
@@ -57,7 +67,7 @@ def child(side: str, path: str, size: int, threads: int) -> None:
 
         prompt = load_model(path, device="cpu").backend.prepare(QUESTION, image)
         model = AutoModelForImageTextToText.from_pretrained(path, attn_implementation="eager").eval()
-        before, started = peak_mib(), time.perf_counter()
+        before, started = reset_peak(), time.perf_counter()
         with torch.no_grad():
             out = model(input_ids=torch.tensor([prompt.ids]), output_attentions=True, **prompt.inputs)
         tokens, kept = len(prompt.ids), sum(a.numel() * a.element_size() for a in out.attentions)
@@ -73,12 +83,12 @@ def child(side: str, path: str, size: int, threads: int) -> None:
         focus = {"layer": 18, "head": 8, "include": ["pattern", "attn_scores_raw", "stats"]}
         body = dict(text=QUESTION, image=base64.b64encode(buf.getvalue()).decode(), include=["stats"],
                     stats_rows=False, thumbnail=64, focus=focus, encoding="b64", top_k=5)
-        before, started = peak_mib(), time.perf_counter()
+        before, started = reset_peak(), time.perf_counter()
         content, _ = attention_json(svc, AttentionRequest(**body))
         answer = json.loads(content)
         tokens, kept = len(answer["token_ids"]), len(content)
     print(json.dumps({"side": side, "tokens": tokens, "seconds": time.perf_counter() - started,
-                      "peak_growth_mib": peak_mib() - before, "kept_mib": kept / 2**20}))
+                      "peak_growth_mib": status_mib("VmHWM") - before, "kept_mib": kept / 2**20}))
 
 
 def main(argv: list[str] | None = None) -> None:
