@@ -116,9 +116,10 @@ def prompt_of(svc: Service, text: str, image: str | None, name: str = "text") ->
         vision = {"token_kinds": vp.kinds, "image": image_answer(vp)}
         got = Prompt(vp.ids, tokens, offsets, lm.backend.with_image(vp), vision)
     try:
-        check_token_count(len(got.ids), lm.facts, got.offsets)
+        check_token_count(len(got.ids), lm.facts, got.offsets, got.vision.get("token_kinds"))
     except ApiError as e:
-        e.detail[0]["loc"] = ["body", name]
+        if e.detail[0]["loc"] == ["body", "text"]:  # the text's own field by its name; an image stays named
+            e.detail[0]["loc"] = ["body", name]
         raise
     return got
 

@@ -94,7 +94,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     else:
         enc = lm.tokenizer.encode(req.text)
         ids, tokens, spans = enc.ids, enc.tokens, enc.offsets
-    check_token_count(len(ids), lm.facts, spans)
+    check_token_count(len(ids), lm.facts, spans, prompt.kinds if vision else None)
     sel = plan_capture(svc, req, len(ids))
     capture = Capture(sel) if req.query_row is None else RowCapture(sel, _query_row(svc, req.query_row, len(ids)))
     opts = AttentionOptions(

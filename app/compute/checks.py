@@ -11,12 +11,22 @@ from ..errors import ApiError
 from ..service import Service
 
 
-def check_token_count(n_tokens: int, facts: ModelFacts, offsets: Sequence[tuple[int, int]] | None = None) -> None:
+def check_token_count(
+    n_tokens: int,
+    facts: ModelFacts,
+    offsets: Sequence[Sequence[int]] | None = None,
+    kinds: Sequence[str] | None = None,
+) -> None:
     """The text has at least one token and fits the model's context. Refused for its length, the
     answer says where the part that fits ends when the tokens' character ``offsets`` are given
-    (``fits_chars``: the text's first ``limit`` tokens are its first ``fits_chars`` characters)."""
+    (``fits_chars``: the text's first ``limit`` tokens are its first ``fits_chars`` characters).
+    With an image (``kinds``, the prompt's token kinds) only the text's own tokens can be cut: the
+    image, its markers and the template's tokens stay, and when they alone are over the context the
+    refusal names ``image``."""
     if n_tokens == 0:
         raise ApiError(422, "text has no tokens", loc=("body", "text"), type_="text_no_tokens")
+    if n_tokens > facts.block_size and kinds is not None and offsets is not None:
+        _check_image_prompt(n_tokens, facts.block_size, offsets, kinds)
     if n_tokens > facts.block_size:
         ctx = {"limit": facts.block_size, "count": n_tokens}
         if offsets is not None:
@@ -28,6 +38,31 @@ def check_token_count(n_tokens: int, facts: ModelFacts, offsets: Sequence[tuple[
             type_="too_many_tokens",
             ctx=ctx,
         )
+
+
+def _check_image_prompt(n_tokens: int, limit: int, offsets: Sequence[Sequence[int]], kinds: Sequence[str]) -> None:
+    """An image prompt over the context: refused naming ``image`` when what is not the text already
+    fills it, else naming ``text`` with where the text's part that fits ends."""
+    text = [i for i, (kind, (a, b)) in enumerate(zip(kinds, offsets)) if kind == "text" and b > a]
+    keep = limit - (n_tokens - len(text))  # the text's tokens that fit beside everything else
+    ctx = {"limit": limit, "count": n_tokens}
+    if keep <= 0:
+        raise ApiError(
+            422,
+            f"the image takes {n_tokens - len(text)} tokens with its markers and the template, and the model's "
+            f"context is {limit} tokens: it does not fit, whatever the text",
+            loc=("body", "image"),
+            type_="too_many_tokens",
+            ctx=ctx,
+        )
+    raise ApiError(
+        422,
+        f"text and image are {n_tokens} tokens; the model's context is {limit} tokens "
+        f"(the text's first {keep} tokens fit beside the image)",
+        loc=("body", "text"),
+        type_="too_many_tokens",
+        ctx=ctx | {"fits_chars": offsets[text[keep - 1]][1]},
+    )
 
 
 def check_index(value: int, n: int, loc: Sequence[str | int], name: str, what: str) -> None:
