@@ -47,6 +47,12 @@ class ImageBound:
             raise ValueError("an image-bound pass runs the prompt's own token ids (or a prefix of them) only")
         return len(ids)
 
+    def run_length(self, ids) -> int:
+        """How many tokens a pass over ``ids`` runs: the whole prompt's, whatever prefix of it ``ids`` is
+        (head effects size their batches by it)."""
+        self._length(ids)
+        return len(self.prompt.ids)
+
     def run(self, ids: list[int], opts: AttentionOptions, sink, logits: bool = True):
         n = self._length(ids)
         out = self._backend.run(self.prompt.ids, opts, sink, logits, image=self.prompt)
