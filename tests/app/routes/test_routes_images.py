@@ -195,6 +195,22 @@ def test_generate_is_transformers_greedy(app, name):
     assert [s["token_id"] for s in steps] == want[: len(steps)]
 
 
+def test_text_generation_after_an_image_request_is_transformers_greedy(app):
+    """Qwen's model keeps the last image pass's position delta (``rope_deltas``): a text generation
+    after an image request counts its own positions, as ``generate`` on a fresh model does."""
+    import orjson
+    from attnscope.model.registry import load_model
+
+    post(app, "qwen2_5_vl", "/api/attention", top_k=0, include=[])
+    r = app["clients"]["qwen2_5_vl"].post("/api/generate", json={"text": TEXT, "max_new_tokens": 6})
+    assert r.status_code == 200, r.text
+    steps = [line for line in map(orjson.loads, r.content.splitlines()) if "step" in line]
+    ids = load_model(app["dirs"]["qwen2_5_vl"], device="cpu").tokenizer.encode_ids(TEXT)
+    with torch.no_grad():
+        out = eager(app, "qwen2_5_vl").generate(input_ids=torch.tensor([ids]), max_new_tokens=6, do_sample=False)
+    assert [s["token_id"] for s in steps] == out[0, len(ids) :].tolist()
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_lens_is_the_final_norm_over_hidden_states(app, name):
     prompt = app["prompts"][name]
