@@ -3,7 +3,8 @@
 * :func:`head_effects`: for one position and one target token, the change in log-probability
   when each head alone is switched off. Every head is a row of a batch, so all heads cost a few
   batched forward passes, not one pass per head; since attention is causal, only the tokens up to
-  that position are run; and with our GPT, the rows of a layer-l head start from the residual
+  that position are run (an image-bound backend runs its whole prompt, and tells that length,
+  ``run_length``, to size the batches by); and with our GPT, the rows of a layer-l head start from the residual
   stream entering layer l (the layers before it are the same in every row).
 * :func:`generate`: new tokens one at a time with a key/value cache (each step feeds only the
   newest token), greedy or sampled with a seed, recording where each step's query looked.
@@ -84,7 +85,8 @@ def head_effects(
     if token_id is None:
         token_id = int(clean.argmax())
     logprob = float(torch.log_softmax(clean.double(), dim=-1)[token_id])
-    per = rows_per_batch(len(prefix), facts.n_head, facts.d_model)
+    # the tokens a pass runs: the prefix, or the whole prompt where a backend runs it whole (an image's)
+    per = rows_per_batch(getattr(backend, "run_length", len)(prefix), facts.n_head, facts.d_model)
     starts = backend.block_inputs(idx, base) if isinstance(backend, ResumableBackend) else None
     # one row per attention layer (a hybrid's other layers have no heads), in the order of facts.attention_layers
     delta = torch.zeros(len(facts.attention_layers), facts.n_head, dtype=torch.float64)

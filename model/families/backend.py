@@ -25,6 +25,7 @@ from ..precision import exact_fp32
 from ..trace import AttentionTrace
 from .attention import IMPLEMENTATION, recording, register, watch_output_gates
 from .differential import differential_lambda, is_differential
+from .mrope import mrope_positions
 
 
 class _Probe(list):
@@ -161,7 +162,8 @@ class TransformersBackend:
         return self.head(h[:, at]).float()
 
     def start_generation(self) -> object:
-        """A fresh transformers cache for :meth:`step`."""
+        """A fresh transformers cache for :meth:`step` (its first step puts on it what the later ones share:
+        multimodal RoPE's position delta, :func:`~.mrope.mrope_positions`)."""
         from transformers import DynamicCache
 
         return DynamicCache(config=self.model.config)
@@ -174,9 +176,12 @@ class TransformersBackend:
         sliding window dropped from the cache: weight 0); ``inputs`` as :meth:`last_logits`'."""
         start = cache.get_seq_length()
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T_new)
+        positions = mrope_positions(self.trunk, idx, cache, inputs)
         rows = _Rows()
         with recording(rows, opts):
-            out = self.model(input_ids=idx, past_key_values=cache, use_cache=True, logits_to_keep=1, **inputs)
+            out = self.model(
+                input_ids=idx, past_key_values=cache, use_cache=True, logits_to_keep=1, **positions, **inputs
+            )
         S = start + len(ids)
         patterns = []
         for pattern in rows:  # (nh, S') with S' ≤ S

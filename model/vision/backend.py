@@ -10,6 +10,7 @@ template do (the image, then the text) and tells each token's kind and each imag
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +86,16 @@ class VisionBackend(TransformersBackend):
     def with_image(self, prompt: VisionPrompt) -> ImageBound:
         """This backend with ``prompt``'s image in every pass (for model code that passes ids alone)."""
         return ImageBound(self, prompt)
+
+    @torch.inference_mode()
+    @exact_fp32()
+    def image_features(self, prompt: VisionPrompt):
+        """``prompt``'s image through the vision tower and projector, as the model's ``get_image_features``
+        gives it (``pooler_output``, and Qwen3-VL's ``deepstack_features``): what a pass may take as
+        ``mm_encoder_outputs={"image": ...}`` in place of the pixels. The tower's attention is not recorded."""
+        takes = inspect.signature(self.trunk.get_image_features).parameters
+        vision = {k: v for k, v in prompt.inputs.items() if k in takes}
+        return self.trunk.get_image_features(**vision, return_dict=True)
 
     def _forward(self, ids: list[int], prompt: VisionPrompt | None, logits: bool) -> torch.Tensor:
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)

@@ -9,9 +9,10 @@ runs as the whole prompt, its outputs cut to the prefix: with the image's tokens
 other both ways (Gemma 3) a prefix that cut the image would change them, and a prefix before the
 image would hold no image tokens for the pixels to fill. Traces in a ``sink`` cover the whole prompt.
 
-A batch of ``B`` rows (head effects' switched-off heads) carries the image ``B`` times: the
-inputs with a row per prompt repeated ``B`` times, those with a row per patch (the layout's
-``patch_inputs``: Qwen's ``pixel_values``) ``B`` images one after another. In
+A batch of ``B`` rows (head effects' switched-off heads) runs the vision tower once: its features
+(:meth:`~.backend.VisionBackend.image_features`, the same in every row: the tower's attention is
+neither recorded nor switched off) go in ``B`` times, one copy per row, in place of the pixels; the
+other inputs with a row per prompt repeated ``B`` times. In
 generation only the first step, which runs the whole prompt, carries it; later steps feed one new
 text token over the cache, as transformers' ``generate`` does.
 """
@@ -29,15 +30,17 @@ class ImageBound:
     def __init__(self, backend, prompt) -> None:
         self._backend = backend
         self.prompt = prompt
+        self._features = None  # the image through the vision tower, once (:meth:`last_logits`)
 
     def __getattr__(self, name: str):
         return getattr(self._backend, name)
 
-    def _inputs(self, rows: int) -> dict[str, torch.Tensor]:
+    def _inputs(self, rows: int, without: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
         per_patch = getattr(self._backend.layout, "patch_inputs", ())
         return {
             k: v.repeat(rows, *[1] * (v.dim() - 1)) if k in per_patch else v.expand(rows, *v.shape[1:]).contiguous()
             for k, v in self.prompt.inputs.items()
+            if k not in without
         }
 
     def _length(self, ids) -> int:
@@ -46,6 +49,12 @@ class ImageBound:
         if not ids or ids != self.prompt.ids[: len(ids)]:
             raise ValueError("an image-bound pass runs the prompt's own token ids (or a prefix of them) only")
         return len(ids)
+
+    def run_length(self, ids) -> int:
+        """How many tokens a pass over ``ids`` runs: the whole prompt's, whatever prefix of it ``ids`` is
+        (head effects size their batches by it)."""
+        self._length(ids)
+        return len(self.prompt.ids)
 
     def run(self, ids: list[int], opts: AttentionOptions, sink, logits: bool = True):
         n = self._length(ids)
@@ -57,9 +66,13 @@ class ImageBound:
         return self._backend.hidden(self.prompt.ids, opts, sink, image=self.prompt)[:n]
 
     def last_logits(self, idx: torch.Tensor, opts: AttentionOptions) -> torch.Tensor:
-        n = self._length(idx[0].tolist())
-        full = torch.tensor([self.prompt.ids], dtype=idx.dtype).expand(len(idx), -1)
-        return self._backend.last_logits(full, opts, at=n - 1, **self._inputs(len(idx)))
+        n, rows = self._length(idx[0].tolist()), len(idx)
+        full = torch.tensor([self.prompt.ids], dtype=idx.dtype).expand(rows, -1)
+        if self._features is None:
+            self._features = self._backend.image_features(self.prompt)
+        encoded = {"image": _repeated(self._features, rows)}
+        inputs = self._inputs(rows, without=("pixel_values",))
+        return self._backend.last_logits(full, opts, at=n - 1, mm_encoder_outputs=encoded, **inputs)
 
     def patterns(self, idx: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("patterns over a batch of texts: not with one prompt's image")
@@ -70,3 +83,22 @@ class ImageBound:
                 raise ValueError("generation with an image starts from the whole prompt")
             return self._backend.step(ids, cache, opts, **self._inputs(1))
         return self._backend.step(ids, cache, opts)
+
+
+def _repeated(features, rows: int):
+    """One image's ``get_image_features`` output as ``rows`` images one after another (the order in which
+    the model fills a batch's image tokens, row by row): its ``pooler_output`` and, per layer, Qwen3-VL's
+    ``deepstack_features``."""
+    fields = {"pooler_output": _copies(features.pooler_output, rows)}
+    deep = getattr(features, "deepstack_features", None)
+    if deep is not None:
+        fields["deepstack_features"] = [_copies(d, rows) for d in deep]
+    return type(features)(**fields)
+
+
+def _copies(x, rows: int):
+    """``rows`` copies one after another of a tensor with a leading axis per image (or patch, or token),
+    or of a list with an item per image."""
+    if isinstance(x, (list, tuple)):
+        return list(x) * rows
+    return x.repeat(rows, *[1] * (x.dim() - 1))

@@ -112,13 +112,9 @@ def _logprob(model, prompt, position: int, token: int) -> float:
     return float(torch.log_softmax(run(model, prompt).logits[0, position].double(), -1)[token])
 
 
-@pytest.mark.parametrize("inside", [False, True])
-@pytest.mark.parametrize("name", NAMES)
-def test_head_effects_equal_hooks(app, name, inside):
-    """At the last token, and at the first image token (Gemma 3's sees the image tokens after it)."""
+def _assert_hooks(app, name: str, got: dict) -> None:
+    """Each served delta is the log-prob change with the head's slice of the o_proj input hooked to 0."""
     prompt = app["prompts"][name]
-    got = post(app, name, "/api/head-effects", **({"position": prompt.kinds.index("image")} if inside else {}))
-    same_layout(got, app, name)
     model = eager(app, name)
     position, token = got["position"], got["token_id"]
     base = _logprob(model, prompt, position, token)
@@ -136,6 +132,47 @@ def test_head_effects_equal_hooks(app, name, inside):
                 assert delta == pytest.approx(_logprob(model, prompt, position, token) - base, abs=1e-4)
             finally:
                 handle.remove()
+
+
+@pytest.mark.parametrize("inside", [False, True])
+@pytest.mark.parametrize("name", NAMES)
+def test_head_effects_equal_hooks(app, name, inside):
+    """At the last token, and at the first image token (Gemma 3's sees the image tokens after it)."""
+    prompt = app["prompts"][name]
+    got = post(app, name, "/api/head-effects", **({"position": prompt.kinds.index("image")} if inside else {}))
+    same_layout(got, app, name)
+    _assert_hooks(app, name, got)
+
+
+@pytest.mark.parametrize("name", ["llava", "qwen2_5_vl"])
+def test_head_effects_batches_sized_by_the_tokens_run(app, name, monkeypatch):
+    """At position 0 a pass still runs the whole prompt (the image with it): each batch of switched-off
+    heads fits the budget at that length, not at the prefix's one token."""
+    from attnscope.model import ablation
+    from attnscope.model.vision.backend import VisionBackend
+
+    cfg = eager(app, name).config.get_text_config()
+
+    def per_row(T: int) -> int:  # what rows_per_batch charges a row of T tokens
+        return 4 * T * (2 * cfg.num_attention_heads * T + 16 * cfg.hidden_size)
+
+    T = len(app["prompts"][name].ids)
+    monkeypatch.setattr(ablation, "ROWS_BUDGET_BYTES", 3 * per_row(T))
+    batches: list[tuple[int, int]] = []
+    last_logits = VisionBackend.last_logits
+
+    def spy(self, idx, opts, at=-1, **inputs):
+        batches.append(tuple(idx.shape))
+        return last_logits(self, idx, opts, at=at, **inputs)
+
+    monkeypatch.setattr(VisionBackend, "last_logits", spy)
+    got = post(app, name, "/api/head-effects", position=0)
+    assert got["position"] == 0
+    heads = cfg.num_hidden_layers * cfg.num_attention_heads
+    assert sum(rows for rows, _ in batches[1:]) == heads and len(batches) > 2  # the clean pass, then the heads
+    for rows, length in batches:
+        assert length == T and rows * per_row(length) <= ablation.ROWS_BUDGET_BYTES
+    _assert_hooks(app, name, got)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -156,6 +193,22 @@ def test_generate_is_transformers_greedy(app, name):
         )
     want = out[0, len(prompt.ids) :].tolist()
     assert [s["token_id"] for s in steps] == want[: len(steps)]
+
+
+def test_text_generation_after_an_image_request_is_transformers_greedy(app):
+    """Qwen's model keeps the last image pass's position delta (``rope_deltas``): a text generation
+    after an image request counts its own positions, as ``generate`` on a fresh model does."""
+    import orjson
+    from attnscope.model.registry import load_model
+
+    post(app, "qwen2_5_vl", "/api/attention", top_k=0, include=[])
+    r = app["clients"]["qwen2_5_vl"].post("/api/generate", json={"text": TEXT, "max_new_tokens": 6})
+    assert r.status_code == 200, r.text
+    steps = [line for line in map(orjson.loads, r.content.splitlines()) if "step" in line]
+    ids = load_model(app["dirs"]["qwen2_5_vl"], device="cpu").tokenizer.encode_ids(TEXT)
+    with torch.no_grad():
+        out = eager(app, "qwen2_5_vl").generate(input_ids=torch.tensor([ids]), max_new_tokens=6, do_sample=False)
+    assert [s["token_id"] for s in steps] == out[0, len(ids) :].tolist()
 
 
 @pytest.mark.parametrize("name", NAMES)
