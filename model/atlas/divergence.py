@@ -34,10 +34,16 @@ class ModelMismatch(ValueError):
     """A second model that cannot be compared with the first: one line saying how they differ."""
 
 
+CHECKED_TOKENS = 100_000  # the corpus's tokens both tokenizers read before the atlas starts
+
+
 def check_same(lm, other, corpus, max_tokens: int | None = None) -> None:
     """The two models have the same attention layers and heads per layer and read ``corpus``'s
-    documents (a :class:`~.corpus.Corpus`) as the same token ids, up to ``max_tokens`` of them; else
-    :class:`ModelMismatch` saying the first difference."""
+    documents (a :class:`~.corpus.Corpus`) as the same token ids, over the first ``max_tokens`` of
+    them and at most :data:`CHECKED_TOKENS` (a different tokenizer shows within a few tokens, and a
+    whole corpus read twice would delay the start); else :class:`ModelMismatch` saying the first
+    difference."""
+    max_tokens = CHECKED_TOKENS if max_tokens is None else min(max_tokens, CHECKED_TOKENS)
     fa, fb = lm.facts, other.facts
     for what, x, y in (
         ("attention layers", list(fa.attention_layers), list(fb.attention_layers)),
@@ -58,7 +64,7 @@ def check_same(lm, other, corpus, max_tokens: int | None = None) -> None:
                 "compare model); the two models must read the same tokens"
             )
         seen += len(a)
-        if max_tokens is not None and seen >= max_tokens:
+        if seen >= max_tokens:
             return
 
 
