@@ -17,10 +17,9 @@ from tests.kit.live import get_json, post_json, serving
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
-from tests.app.routes.test_compare import _change_layer, _copy_with  # noqa: E402
 from tests.app.test_device_map import DEVICE_MAP  # noqa: E402
 from tests.kit.family import build  # noqa: E402
-from tests.kit.hub import put_in_cache  # noqa: E402
+from tests.kit.hub import change_layer, copy_with, put_in_cache  # noqa: E402
 
 TEXT = "The cat sat on the mat. The dog sat on the log."
 LONG = " ".join(
@@ -30,14 +29,13 @@ CHANGED = 2  # the tuned copy's changed layer: the last of the tiny Llama's thre
 
 
 @pytest.fixture(scope="module")
-
 def models_server(tmp_path_factory, server):
     root = tmp_path_factory.mktemp("two-models")
     base = build("llama", root / "base")
     dirs = {
         "org/base": base,
-        "org/tuned": _copy_with(base, root / "tuned", partial(_change_layer, layer=CHANGED)),
-        "org/shallow": _copy_with(base, root / "shallow", num_hidden_layers=2),
+        "org/tuned": copy_with(base, root / "tuned", partial(change_layer, layer=CHANGED)),
+        "org/shallow": copy_with(base, root / "shallow", num_hidden_layers=2),
     }
     snapshots = {name: put_in_cache(root / "hub", name, d) for name, d in dirs.items()}
     env = {
