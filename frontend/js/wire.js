@@ -5,6 +5,8 @@
 //   * u1 (thumbnails, masks): a Uint8Array per row, kept typed (the grid canvas reads them);
 //   * f4 / f2 (weights, scores, q/k/v): plain arrays of numbers per row, NaN (a masked score)
 //     as null, exactly what the plain JSON encoding gives; f2 is widened here, Plotly has no f2.
+// A field of an object is decoded when it is first read (a getter that then becomes the field), so
+// the fields no view on screen draws (q, k, the unscaled pattern in the head view) cost nothing.
 
 const TYPES = { u1: Uint8Array, f4: Float32Array };
 
@@ -53,7 +55,6 @@ export function flat(spec) {
 export function decodeTyped(spec) {
   const { values, shape } = flat(spec);
   const isFloat = spec.dtype !== "u1";
-  const plain = (a) => Array.from(a, (v) => (Number.isNaN(v) ? null : v));
   if (shape.length === 1) return isFloat ? plain(values) : values;
   const [rows, cols] = shape;
   const out = new Array(rows);
@@ -64,17 +65,66 @@ export function decodeTyped(spec) {
   return out;
 }
 
+/**
+ * Floats as a plain array, NaN as null. A row without NaN is copied whole (an array of unboxed
+ * doubles); one with NaN element by element.
+ */
+function plain(a) {
+  const n = a.length;
+  let i = 0;
+  while (i < n && a[i] === a[i]) i++; // NaN !== NaN
+  if (i === n) return Array.from(a);
+  const out = new Array(n);
+  for (let j = 0; j < n; j++) {
+    const v = a[j];
+    out[j] = v === v ? v : null;
+  }
+  return out;
+}
+
+/**
+ * `obj[key]`, a typed-array spec, decoded on its first read; the object read becomes a plain field.
+ * A copy of the accessor (`copyFields`) shares the decoded value: it is decoded once.
+ */
+function decodeLazily(obj, key, spec) {
+  let value;
+  const plainField = (target, v) =>
+    Object.defineProperty(target, key, { value: v, writable: true, enumerable: true, configurable: true });
+  Object.defineProperty(obj, key, {
+    get() {
+      value ??= decodeTyped(spec);
+      plainField(this, value);
+      return value;
+    },
+    set(v) {
+      plainField(this, v);
+    },
+    enumerable: true,
+    configurable: true,
+  });
+}
+
+/** A new object with `src`'s own fields but those named in `skip`, none decoded by the copy (decodeLazily). */
+export function copyFields(src, skip = []) {
+  const out = {};
+  for (const [key, d] of Object.entries(Object.getOwnPropertyDescriptors(src)))
+    if (!skip.includes(key)) Object.defineProperty(out, key, d);
+  return out;
+}
+
 /** Every typed-array spec in an answer, decoded in place (plain JSON answers pass through). */
 export function decodeResponse(body) {
   if (!body || typeof body !== "object" || body.encoding !== "b64") return body;
   const walk = (x) => {
     if (Array.isArray(x)) {
-      for (let i = 0; i < x.length; i++) x[i] = walk(x[i]);
+      for (let i = 0; i < x.length; i++) x[i] = isTypedSpec(x[i]) ? decodeTyped(x[i]) : walk(x[i]);
       return x;
     }
     if (x !== null && typeof x === "object") {
-      if (isTypedSpec(x)) return decodeTyped(x);
-      for (const key of Object.keys(x)) x[key] = walk(x[key]);
+      for (const key of Object.keys(x)) {
+        if (isTypedSpec(x[key])) decodeLazily(x, key, x[key]);
+        else walk(x[key]);
+      }
     }
     return x;
   };

@@ -7,6 +7,7 @@ import { maskedWhy } from "./captions.js";
 import { MASK_BG, WEIGHT_SCALE, shortToken } from "./figures.js";
 import { headAxes, headLayout, heatmapArgs, weightColorbar } from "./headframe.js";
 import { currentDetail, headKey, limitOf } from "../state.js";
+import { copyFields } from "../wire.js";
 
 /** Identifies the exact cells of one block of the chosen head, for this text and what-ifs. */
 export const regionKey = (state, { q0, q1, k0, k1 }) => `${headKey(state)}|${q0},${q1},${k0},${k1}`;
@@ -66,18 +67,17 @@ export function headData(detail) {
   const f = detail.focus;
   if (f?.thumbnail) {
     // sink_mass and gate come at full resolution only
-    const { layer: _l, head: _h, thumbnail, region: _r, ...fields } = f;
-    return {
-      ...fields,
+    return Object.assign(copyFields(f, ["layer", "head", "thumbnail", "region"]), {
       tokens: detail.tokens,
       layer,
       stats: h.stats ?? f.stats,
-      mask: thumbnail.mask,
-      block: thumbnail.block,
-    };
+      mask: f.thumbnail.mask,
+      block: f.thumbnail.block,
+    });
   }
-  const { head: _h, thumbnail: _t, ...fields } = h;
-  return { ...fields, tokens: detail.tokens, layer, mask: detail.mask, block: 1 };
+  // copied field by field: a field no view reads stays undecoded (wire.js)
+  const fields = copyFields(h, ["head", "thumbnail"]);
+  return Object.assign(fields, { tokens: detail.tokens, layer, mask: detail.mask, block: 1 });
 }
 
 /** The current chosen-head answer, its layer and its data in `headData`'s shape; null while there is none. */

@@ -52,14 +52,31 @@ function bandChip(run, folded) {
   return b;
 }
 
-/** The strip's chips, the image's run folded into its band unless `expanded`. */
-function stripChips(tokens, ids, title, run, folded) {
-  const frag = document.createDocumentFragment();
+/**
+ * The strip's chips, the image's run folded into its band unless `folded` is false. Chips that
+ * stay the same from the first on (same position, token, id and hover) are kept: a keystroke at
+ * the end of a long text builds one or two chips, not all of them.
+ */
+function syncChips(strip, tokens, ids, title, run, folded) {
+  const want = [];
   tokens.forEach((token, i) => {
-    if (run && i === run.from) frag.append(bandChip(run, folded));
-    if (!(folded && i >= run.from && i <= run.to)) frag.append(makeChip(i, token, ids[i], title(i)));
+    if (run && i === run.from)
+      want.push({ key: `band|${run.from}|${run.to}|${folded}`, make: () => bandChip(run, folded) });
+    if (folded && i >= run.from && i <= run.to) return;
+    const hover = title(i);
+    want.push({ key: `${i}|${ids[i]}|${token}|${hover}`, make: () => makeChip(i, token, ids[i], hover) });
   });
-  return frag;
+  const kids = strip.children;
+  let kept = 0;
+  while (kept < want.length && kept < kids.length && kids[kept].chipKey === want[kept].key) kept++;
+  while (kids.length > kept) kids[kids.length - 1].remove();
+  const frag = document.createDocumentFragment();
+  for (const w of want.slice(kept)) {
+    const chip = w.make();
+    chip.chipKey = w.key;
+    frag.append(chip);
+  }
+  strip.append(frag);
 }
 
 /** Font, padding and height of a chip, measured once from a real one. */
@@ -233,7 +250,7 @@ export function renderTokens(state, els) {
   }
   if (els.tokens.dataset.signature !== `${sig}|${folded}`) {
     els.tokens.dataset.signature = `${sig}|${folded}`;
-    els.tokens.replaceChildren(stripChips(tokens, tokenIds, title, run, folded));
+    syncChips(els.tokens, tokens, tokenIds, title, run, folded);
     els.tokenCount.textContent = count;
   }
   const p = selectedPosition(state, tokens.length);
