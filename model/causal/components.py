@@ -20,7 +20,9 @@ parts add up to the residual stream the model computed.
 
 from __future__ import annotations
 
+import contextvars
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -168,6 +170,39 @@ def _first(out) -> torch.Tensor:
     return out[0] if isinstance(out, tuple) else out
 
 
+# The hooks stay on the model and act only for the capture running in the calling context: a server
+# computes several requests at once on one model, and hooks added for one run would record the others.
+_CAPTURING: contextvars.ContextVar[Callable | None] = contextvars.ContextVar("attnscope_components", default=None)
+_LOCK = threading.Lock()
+
+
+def _event(name: str, layer: int, args, kwargs, out=None) -> None:
+    keep = _CAPTURING.get()
+    if keep is not None:
+        keep(name, layer, args, kwargs, out)
+
+
+def _install(parts: Parts) -> None:
+    """The hooks, once per model (marked on its final norm)."""
+    with _LOCK:
+        if getattr(parts.final_norm, "_attnscope_components", False):
+            return
+        for i, lp in enumerate(parts.layers):
+            hooks = [(lp.block, "pre", "resid_in"), (lp.block, "post", "resid_out"), (lp.o_proj, "pre", "z"),
+                     (lp.o_proj, "post", "o"), (lp.attn, "pre", "rope")]
+            if lp.post_attn is not None:
+                hooks.append((lp.post_attn, "post", "attn_out"))
+            for module, when, name in hooks:
+                if when == "pre":
+                    fn = lambda m, a, k, name=name, i=i: _event(name, i, a, k)  # noqa: E731
+                    module.register_forward_pre_hook(fn, with_kwargs=True)
+                else:
+                    fn = lambda m, a, k, out, name=name, i=i: _event(name, i, a, k, out)  # noqa: E731
+                    module.register_forward_hook(fn, with_kwargs=True)
+        parts.final_norm.register_forward_pre_hook(lambda m, a, k: _event("final", -1, a, k), with_kwargs=True)
+        parts.final_norm._attnscope_components = True
+
+
 def capture(backend, parts: Parts, ids: list[int], positions: list[int], sink=None) -> Capture:
     """Run ``ids`` through ``backend.run`` (``sink`` gets its attention traces) with hooks keeping
     what the decomposition needs at ``positions``."""
@@ -177,34 +212,22 @@ def capture(backend, parts: Parts, ids: list[int], positions: list[int], sink=No
     for name in ("resid_in", "z", "o", "attn_out", "resid_out", "rope"):
         getattr(cap, name).extend([None] * n)
 
-    def keep(name: str, layer: int, value: torch.Tensor) -> None:
-        getattr(cap, name)[layer] = value[0, at].detach()
+    def keep(name: str, layer: int, args, kwargs, out) -> None:
+        if name == "rope":
+            pe = kwargs.get("position_embeddings")
+            cap.rope[layer] = None if pe is None else (pe[0][0, at].detach(), pe[1][0, at].detach())
+        elif name == "final":
+            cap.final = _hidden(args, kwargs)[0, at].detach()
+        else:
+            value = _hidden(args, kwargs) if out is None else _first(out)
+            getattr(cap, name)[layer] = value[0, at].detach()
 
-    def rope_of(layer: int, kwargs) -> None:
-        pe = kwargs.get("position_embeddings")
-        cap.rope[layer] = None if pe is None else (pe[0][0, at].detach(), pe[1][0, at].detach())
-
-    handles = []
-    for i, lp in enumerate(parts.layers):
-        hooks = [
-            (lp.block, "pre", lambda m, a, k, i=i: keep("resid_in", i, _hidden(a, k))),
-            (lp.block, "post", lambda m, a, k, out, i=i: keep("resid_out", i, _first(out))),
-            (lp.o_proj, "pre", lambda m, a, k, i=i: keep("z", i, _hidden(a, k))),
-            (lp.o_proj, "post", lambda m, a, k, out, i=i: keep("o", i, out)),
-            (lp.attn, "pre", lambda m, a, k, i=i: rope_of(i, k)),
-        ]
-        if lp.post_attn is not None:
-            hooks.append((lp.post_attn, "post", lambda m, a, k, out, i=i: keep("attn_out", i, out)))
-        for module, when, fn in hooks:
-            register = module.register_forward_pre_hook if when == "pre" else module.register_forward_hook
-            handles.append(register(fn, with_kwargs=True))
-    final_hook = lambda m, a, k: setattr(cap, "final", _hidden(a, k)[0, at].detach())  # noqa: E731
-    handles.append(parts.final_norm.register_forward_pre_hook(final_hook, with_kwargs=True))
+    _install(parts)
+    token = _CAPTURING.set(keep)
     try:
         backend.run(ids, AttentionOptions(), sink, logits=False)
     finally:
-        for handle in handles:
-            handle.remove()
+        _CAPTURING.reset(token)
     for i, lp in enumerate(parts.layers):
         if lp.post_attn is None:
             cap.attn_out[i] = cap.o[i]

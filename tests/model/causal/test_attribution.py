@@ -86,3 +86,33 @@ def test_what_cannot_be_split_is_refused_by_name(family, names, tmp_path):
     ids = backend.tokenizer.encode_ids(TEXT)
     with pytest.raises(NotSplittable, match=re.escape(names)):
         attribute(backend, ids, 3)
+
+
+def test_concurrent_forward_passes_leave_an_attribution_alone(loaded):
+    """A server computes several requests at once on one model: other texts' forward passes running
+    beside an attribution must not reach its hooks (they did: the page drew another pass's layers)."""
+    import threading
+
+    from attnscope.model.options import AttentionOptions
+
+    backend = loaded["llama"].backend
+    ids = backend.tokenizer.encode_ids(TEXT)
+    alone = attribute(backend, ids, len(ids) - 1)
+    other = backend.tokenizer.encode_ids("A completely different sentence, longer than the first one by far.")
+    stop = threading.Event()
+
+    def noise():
+        while not stop.is_set():
+            backend.run(other, AttentionOptions(causal=False), [], logits=False)
+
+    threads = [threading.Thread(target=noise) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(8):
+            beside = attribute(backend, ids, len(ids) - 1)
+            assert torch.equal(beside.heads, alone.heads) and torch.equal(beside.mlps, alone.mlps)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
