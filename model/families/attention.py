@@ -61,21 +61,21 @@ class _Recording:
     def mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """(T, S) bool from transformers' mask, made once per mask tensor: the layers of a forward
         pass share one or two (full and sliding), so the capture sees the same tensor again."""
-        for seen, ours in self.masks:
-            if seen is attention_mask:
-                return ours
-        ours = _bool_mask(attention_mask)
-        self.masks.append((attention_mask, ours))
-        return ours
+        return _once(self.masks, attention_mask, _bool_mask)
 
     def sees_later(self, mask: torch.Tensor) -> bool:
         """:func:`model.trace.sees_later`, asked once per mask tensor of a forward pass (not once a layer)."""
-        for seen, later in self.later:
-            if seen is mask:
-                return later
-        later = sees_later(mask)
-        self.later.append((mask, later))
-        return later
+        return _once(self.later, mask, sees_later)
+
+
+def _once(memo: list, tensor: torch.Tensor, compute):
+    """``compute(tensor)``, computed once per tensor object and kept in ``memo`` as (tensor, value)."""
+    for seen, value in memo:
+        if seen is tensor:
+            return value
+    value = compute(tensor)
+    memo.append((tensor, value))
+    return value
 
 
 def _bool_mask(attention_mask: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,7 @@ Pan-and-scan (``do_pan_and_scan``: extra crops of a wide image) is refused.
 
 from __future__ import annotations
 
-from .layout import Geometry, Laid, grid_boxes
+from .layout import Geometry, Laid, grid_boxes, processor_kind
 from .llava import LayoutError
 
 
@@ -25,7 +25,7 @@ class Gemma3Layout:
 
     def __init__(self, config, processor) -> None:
         ip = processor.image_processor
-        kind = type(ip).__name__.removesuffix("Pil").removesuffix("Fast")
+        kind = processor_kind(ip)
         if kind != "Gemma3ImageProcessor" or getattr(config.vision_config, "model_type", None) != "siglip_vision_model":
             raise LayoutError(
                 f"a gemma3 model with a {type(ip).__name__}: attnscope traces Gemma 3's own processor only"

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .layout import Box, Geometry, Laid, grid_boxes
+from .layout import Box, Geometry, Laid, grid_boxes, processor_kind
 from .llava import LayoutError
 
 PROCESSORS = ("Idefics3ImageProcessor", "SmolVLMImageProcessor")
@@ -33,7 +33,7 @@ class Idefics3Layout:
 
     def __init__(self, config, processor) -> None:
         ip = processor.image_processor
-        kind = type(ip).__name__.removesuffix("Pil").removesuffix("Fast")
+        kind = processor_kind(ip)
         if kind not in PROCESSORS:
             raise LayoutError(
                 f"a {config.model_type} model with a {type(ip).__name__}: attnscope traces its own processor only"

@@ -52,3 +52,9 @@ def grid_boxes(geo: Geometry, rows: int, cols: int, cell_w: float, cell_h: float
     return [
         geo.box(c * cell_w, r * cell_h, (c + 1) * cell_w, (r + 1) * cell_h) for r in range(rows) for c in range(cols)
     ]
+
+
+def processor_kind(image_processor) -> str:
+    """An image processor's class name without its ``Pil`` or ``Fast`` suffix: one kind whichever backend."""
+    return type(image_processor).__name__.removesuffix("Pil").removesuffix("Fast")
+

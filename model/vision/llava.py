@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layout import Box, Geometry, Laid, grid_boxes
+from .layout import Box, Geometry, Laid, grid_boxes, processor_kind
 
 TOWERS = ("clip_vision_model", "siglip_vision_model")
 PROCESSORS = ("LlavaImageProcessor", "CLIPImageProcessor", "SiglipImageProcessor")
@@ -34,7 +34,7 @@ class LlavaLayout:
     def __init__(self, config, processor) -> None:
         tower = getattr(config.vision_config, "model_type", None)
         ip = processor.image_processor
-        kind = type(ip).__name__.removesuffix("Pil").removesuffix("Fast")
+        kind = processor_kind(ip)
         if tower not in TOWERS or kind not in PROCESSORS:
             raise LayoutError(
                 f"a llava model with a {tower} vision tower and a {type(ip).__name__}: attnscope traces image "

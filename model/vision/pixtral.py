@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from .layout import Geometry, Laid, grid_boxes
+from .layout import Geometry, Laid, grid_boxes, processor_kind
 from .llava import LayoutError, LlavaLayout
 
 
@@ -26,7 +26,7 @@ class PixtralLayout:
 
     def __init__(self, config, processor) -> None:
         ip = processor.image_processor
-        kind = type(ip).__name__.removesuffix("Pil").removesuffix("Fast")
+        kind = processor_kind(ip)
         vc = config.vision_config
         if kind != "PixtralImageProcessor" or getattr(vc, "model_type", None) != "pixtral":
             raise LayoutError(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .layout import Geometry, Laid, grid_boxes
+from .layout import Geometry, Laid, grid_boxes, processor_kind
 from .llava import LayoutError
 
 MODEL_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
@@ -50,7 +50,7 @@ class QwenLayout:
 
     def __init__(self, config, processor) -> None:
         ip = processor.image_processor
-        kind = type(ip).__name__.removesuffix("Pil").removesuffix("Fast")
+        kind = processor_kind(ip)
         if kind != "Qwen2VLImageProcessor":
             raise LayoutError(f"a {config.model_type} model with a {type(ip).__name__}: attnscope traces Qwen's own")
         vc = config.vision_config
