@@ -26,8 +26,7 @@ from ..precision import exact_fp32
 from .bound import ImageBound
 from .gemma3 import Gemma3Layout
 from .idefics3 import Idefics3Layout
-from .layout import Box
-from .llava import LayoutError
+from .layout import Box, LayoutError
 from .pixtral import PixtralLayout, llava_layout
 from .qwen import MODEL_TYPES as QWEN
 from .qwen import QwenLayout, QwenProcessor

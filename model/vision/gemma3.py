@@ -11,8 +11,7 @@ Pan-and-scan (``do_pan_and_scan``: extra crops of a wide image) is refused.
 
 from __future__ import annotations
 
-from .layout import Geometry, Laid, grid_boxes, processor_kind
-from .llava import LayoutError
+from .layout import Geometry, Laid, LayoutError, grid_boxes, own_processor
 
 
 class Gemma3Layout:
@@ -24,12 +23,8 @@ class Gemma3Layout:
         return processor.boi_token
 
     def __init__(self, config, processor) -> None:
-        ip = processor.image_processor
-        kind = processor_kind(ip)
-        if kind != "Gemma3ImageProcessor" or getattr(config.vision_config, "model_type", None) != "siglip_vision_model":
-            raise LayoutError(
-                f"a gemma3 model with a {type(ip).__name__}: attnscope traces Gemma 3's own processor only"
-            )
+        siglip = getattr(config.vision_config, "model_type", None) == "siglip_vision_model"
+        ip = own_processor(config, processor, ("Gemma3ImageProcessor",), "Gemma 3's own processor only", siglip)
         if getattr(ip, "do_pan_and_scan", False):
             raise LayoutError("pan-and-scan (do_pan_and_scan) adds crops attnscope does not trace; turn it off")
         if (

@@ -17,8 +17,7 @@ import math
 
 import numpy as np
 
-from .layout import Box, Geometry, Laid, grid_boxes, processor_kind
-from .llava import LayoutError
+from .layout import Box, Geometry, Laid, LayoutError, grid_boxes, image_token, own_processor
 
 PROCESSORS = ("Idefics3ImageProcessor", "SmolVLMImageProcessor")
 
@@ -27,17 +26,10 @@ class Idefics3Layout:
     name = "idefics3"
     model_inputs = ("pixel_values", "pixel_attention_mask")
 
-    @staticmethod
-    def placeholder(processor) -> str:
-        return processor.image_token
+    placeholder = staticmethod(image_token)
 
     def __init__(self, config, processor) -> None:
-        ip = processor.image_processor
-        kind = processor_kind(ip)
-        if kind not in PROCESSORS:
-            raise LayoutError(
-                f"a {config.model_type} model with a {type(ip).__name__}: attnscope traces its own processor only"
-            )
+        ip = own_processor(config, processor, PROCESSORS, "its own processor only")
         vc = config.vision_config
         self.tile = int(ip.max_image_size["longest_edge"])  # M
         self.splitting = bool(ip.do_image_splitting)

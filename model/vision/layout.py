@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 Box = list[float]
 
 
+class LayoutError(ValueError):
+    """A model or processor this layout cannot trace exactly."""
+
+
 @dataclass
 class Geometry:
     """How the processor's steps map a point of its output image back into the uploaded image:
@@ -58,3 +62,16 @@ def processor_kind(image_processor) -> str:
     """An image processor's class name without its ``Pil`` or ``Fast`` suffix: one kind whichever backend."""
     return type(image_processor).__name__.removesuffix("Pil").removesuffix("Fast")
 
+
+
+def own_processor(config, processor, kinds: tuple[str, ...], whose: str, tower: bool = True):
+    """The processor's image processor when it is of one of ``kinds`` (and the ``tower`` fits); else a LayoutError."""
+    ip = processor.image_processor
+    if processor_kind(ip) not in kinds or not tower:
+        raise LayoutError(f"a {config.model_type} model with a {type(ip).__name__}: attnscope traces {whose}")
+    return ip
+
+
+def image_token(processor) -> str:
+    """Where the image goes in a prompt without a chat template: the processor's image token (it expands it)."""
+    return processor.image_token

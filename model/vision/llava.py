@@ -12,24 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layout import Box, Geometry, Laid, grid_boxes, processor_kind
+from .layout import Box, Geometry, Laid, LayoutError, grid_boxes, image_token, processor_kind
 
 TOWERS = ("clip_vision_model", "siglip_vision_model")
 PROCESSORS = ("LlavaImageProcessor", "CLIPImageProcessor", "SiglipImageProcessor")
-
-
-class LayoutError(ValueError):
-    """A model or processor this layout cannot trace exactly."""
 
 
 class LlavaLayout:
     name = "llava"
     model_inputs = ("pixel_values",)  # what the model reads of the processor's output, beside input_ids
 
-    @staticmethod
-    def placeholder(processor) -> str:
-        """Where the image goes in a prompt without a chat template (the processor expands it)."""
-        return processor.image_token
+    placeholder = staticmethod(image_token)
 
     def __init__(self, config, processor) -> None:
         tower = getattr(config.vision_config, "model_type", None)

@@ -12,26 +12,20 @@ from __future__ import annotations
 
 import math
 
-from .layout import Geometry, Laid, grid_boxes, processor_kind
-from .llava import LayoutError, LlavaLayout
+from .layout import Geometry, Laid, LayoutError, grid_boxes, image_token, own_processor
+from .llava import LlavaLayout
 
 
 class PixtralLayout:
     name = "pixtral"
     model_inputs = ("pixel_values", "image_sizes")
 
-    @staticmethod
-    def placeholder(processor) -> str:
-        return processor.image_token
+    placeholder = staticmethod(image_token)
 
     def __init__(self, config, processor) -> None:
-        ip = processor.image_processor
-        kind = processor_kind(ip)
         vc = config.vision_config
-        if kind != "PixtralImageProcessor" or getattr(vc, "model_type", None) != "pixtral":
-            raise LayoutError(
-                f"a {config.model_type} model with a {type(ip).__name__}: attnscope traces Pixtral's own processor only"
-            )
+        pixtral_tower = getattr(vc, "model_type", None) == "pixtral"
+        ip = own_processor(config, processor, ("PixtralImageProcessor",), "Pixtral's own processor only", pixtral_tower)
         merge = int(getattr(config, "spatial_merge_size", 1))  # a llava model has no patch merger
         if config.model_type == "llava" and config.vision_feature_select_strategy != "full":
             raise LayoutError("a llava model with a pixtral tower drops its first patch unless the strategy is full")

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .layout import Geometry, Laid, grid_boxes, processor_kind
-from .llava import LayoutError
+from .layout import Geometry, Laid, LayoutError, grid_boxes, own_processor
 
 MODEL_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
@@ -49,10 +48,7 @@ class QwenLayout:
         return f"<|vision_start|>{processor.image_token}<|vision_end|>"
 
     def __init__(self, config, processor) -> None:
-        ip = processor.image_processor
-        kind = processor_kind(ip)
-        if kind != "Qwen2VLImageProcessor":
-            raise LayoutError(f"a {config.model_type} model with a {type(ip).__name__}: attnscope traces Qwen's own")
+        ip = own_processor(config, processor, ("Qwen2VLImageProcessor",), "Qwen's own")
         vc = config.vision_config
         self.patch, self.merge = int(ip.patch_size), int(ip.merge_size)
         if (self.patch, self.merge) != (int(vc.patch_size), int(vc.spatial_merge_size)):
