@@ -1,10 +1,21 @@
 """Two small head atlases of one model over one corpus, for the tests of the atlas routes and page:
-``first`` in windows of 32 tokens, ``second`` of 16 (the same shape, so they have a difference); and the
-windows an atlas cuts a corpus into, computed apart from the atlas."""
+``first`` in windows of 32 tokens, ``second`` of 16 (the same shape, so they have a difference); the
+windows an atlas cuts a corpus into, computed apart from the atlas; the atlas tests' documents and
+the Jensen-Shannon divergence of attention rows, computed apart from the atlas too."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import numpy as np
+
+# four short English documents: the start of every atlas test's corpus
+ENGLISH_DOCS = [
+    "The cat sat on the mat. The dog sat on the log, and the cat watched the dog.",
+    "She told her brother that the train would leave at noon, so they packed early.",
+    "Open the Settings window, choose Network, and switch the connection on or off.",
+    "A small dog ran across the park and chased the ball that the children had thrown.",
+]
 
 TEXTS = [
     "The cat sat on the mat. The dog sat on the log, and the cat saw the dog.",
@@ -21,6 +32,21 @@ def reference_windows(tokenizer, docs, seq_len):
         stream += ids if tokenizer.bos_id is not None else ids + [tokenizer.eot_id]
     cut = [stream[i : i + seq_len] for i in range(0, len(stream), seq_len)]
     return [w for w in cut if len(w) >= 2]
+
+
+def write_docs(path: Path, docs: list[str]) -> Path:
+    """``docs`` as a .txt corpus (a document a paragraph) at ``path``; returns ``path``."""
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return path
+
+
+def js_rows(pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
+    """The JS divergence in bits of every row pair, 0·log 0 = 0: (..., T, S) -> (..., T)."""
+    m = (pa + pb) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ka = np.where(pa > 0, pa * np.log2(pa / m), 0.0).sum(-1)
+        kb = np.where(pb > 0, pb * np.log2(pb / m), 0.0).sum(-1)
+    return (ka + kb) / 2
 
 
 def two_atlases(root: Path, checkpoint: Path | None = None) -> tuple[Path, Path]:

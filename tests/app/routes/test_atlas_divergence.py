@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from tests.kit.atlas import TEXTS, reference_windows  # noqa: E402
+from tests.kit.atlas import TEXTS, js_rows, reference_windows  # noqa: E402
 from tests.kit.gguf import eager_reference, transformers_original, write  # noqa: E402
 
 SEQ_LEN = 24
@@ -37,14 +37,6 @@ def made(tmp_path_factory):
     out = atlas(corpus, root / "atlas", checkpoint=original, compare_model=quantized, seq_len=SEQ_LEN, batch_size=2,
                 exemplars=3, progress=False)
     return original, quantized, out
-
-
-def js_rows(pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
-    m = (pa + pb) / 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ka = np.where(pa > 0, pa * np.log2(pa / m), 0.0).sum(-1)
-        kb = np.where(pb > 0, pb * np.log2(pb / m), 0.0).sum(-1)
-    return (ka + kb) / 2
 
 
 def test_a_quantized_files_divergence_is_small_and_equals_eager_attention_of_both(made):

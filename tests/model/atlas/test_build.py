@@ -27,14 +27,11 @@ from attnscope.model.ours.gpt2_format import export_hf  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.kit.atlas import multibyte_corpus, reference_windows  # noqa: E402
+from tests.kit.atlas import ENGLISH_DOCS, multibyte_corpus, reference_windows, write_docs  # noqa: E402
 from tests.kit.family import build  # noqa: E402
 
 DOCS = [
-    "The cat sat on the mat. The dog sat on the log, and the cat watched the dog.",
-    "She told her brother that the train would leave at noon, so they packed early.",
-    "Open the Settings window, choose Network, and switch the connection on or off.",
-    "A small dog ran across the park and chased the ball that the children had thrown.",
+    *ENGLISH_DOCS,
     "The red cat opens the old door. The red cat opens the old door again.",
     "Numbers: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10. Letters: a b c d e f g h.",
     "When the rain stopped, the children went outside and played until dinner was ready.",
@@ -42,11 +39,6 @@ DOCS = [
 ]
 SEQ_LEN, BATCH, LOCAL, K = 24, 3, 4, 5
 TOL = 1e-5
-
-
-def write_docs(path, docs=DOCS):
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    return path
 
 
 def eager(path, ids: torch.Tensor) -> np.ndarray:
@@ -121,7 +113,7 @@ def test_metrics_equal_eager_attention(name, rows, models, tmp_path, monkeypatch
     lm, path = models[name]
     if rows:
         monkeypatch.setattr(atlas_stats, "CPU_BLOCK_ROWS", rows)
-    corpus = write_docs(tmp_path / "docs.txt")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
     atlas(corpus, tmp_path / "out", model=lm, seq_len=SEQ_LEN, batch_size=BATCH, local_window=LOCAL, exemplars=K)
     got = read_atlas(tmp_path / "out")
     values, _ = reference(path, lm.tokenizer, DOCS)
@@ -149,7 +141,7 @@ def test_metrics_equal_eager_attention(name, rows, models, tmp_path, monkeypatch
 
 def test_exemplars_are_the_top_rows_of_eager_attention(models, tmp_path):
     lm, path = models["shipped"]
-    atlas(write_docs(tmp_path / "docs.txt"), tmp_path / "out", model=lm, seq_len=SEQ_LEN, batch_size=BATCH,
+    atlas(write_docs(tmp_path / "docs.txt", DOCS), tmp_path / "out", model=lm, seq_len=SEQ_LEN, batch_size=BATCH,
           local_window=LOCAL, exemplars=K)
     got = read_atlas(tmp_path / "out")
     values, where = reference(path, lm.tokenizer, DOCS)
@@ -242,7 +234,7 @@ def previous_token_model(tmp_path):
 
 
 def test_a_previous_token_head_scores_as_one(tmp_path):
-    corpus = write_docs(tmp_path / "docs.txt")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
     atlas(corpus, tmp_path / "out", checkpoint=previous_token_model(tmp_path), seq_len=32, batch_size=4)
     got = read_atlas(tmp_path / "out")
     assert got.maps["previous_token"][0, 0] >= 0.99
@@ -258,7 +250,7 @@ def run_batches(lm, corpus, batch_size):
 
 def test_tallies_merge_to_the_same_exemplars_in_any_order(models, tmp_path):
     lm, _ = models["shipped"]
-    parts = [batch_tally(lm.backend, b, LOCAL, K) for b in run_batches(lm, write_docs(tmp_path / "d.txt"), 2)]
+    parts = [batch_tally(lm.backend, b, LOCAL, K) for b in run_batches(lm, write_docs(tmp_path / "d.txt", DOCS), 2)]
     assert len(parts) >= 4
     totals = []
     for order in (range(len(parts)), reversed(range(len(parts))), [2, 0, 3, 1, *range(4, len(parts))]):
@@ -276,7 +268,7 @@ def test_a_state_from_before_the_divergence_bins_loads_and_merges(models, tmp_pa
     """State files written before the divergence metric hold one histogram bin fewer a head; none of
     the other metrics ever reaches the last bin, so an older state loads padded and merges."""
     lm, _ = models["shipped"]
-    part = batch_tally(lm.backend, run_batches(lm, write_docs(tmp_path / "d.txt"), 2)[0], LOCAL, K)
+    part = batch_tally(lm.backend, run_batches(lm, write_docs(tmp_path / "d.txt", DOCS), 2)[0], LOCAL, K)
     arrays = part.to_arrays()
     assert not arrays["hist"][..., -1].any()
     older = Tally.from_arrays(dict(arrays, hist=arrays["hist"][..., :-1]))
@@ -313,6 +305,7 @@ def test_resume_ends_with_the_same_bits(models, tmp_path):
 
 def test_max_tokens_caps_the_tokens_seen(models, tmp_path):
     lm, _ = models["shipped"]
-    atlas(write_docs(tmp_path / "d.txt"), tmp_path / "out", model=lm, seq_len=SEQ_LEN, batch_size=2, max_tokens=50)
+    corpus = write_docs(tmp_path / "d.txt", DOCS)
+    atlas(corpus, tmp_path / "out", model=lm, seq_len=SEQ_LEN, batch_size=2, max_tokens=50)
     meta = read_atlas(tmp_path / "out").meta
     assert meta["tokens_seen"] == 50 and meta["windows"] == math.ceil(50 / SEQ_LEN)

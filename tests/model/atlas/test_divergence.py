@@ -22,17 +22,11 @@ pytest.importorskip("transformers")
 
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from tests.kit.atlas import reference_windows  # noqa: E402
+from tests.kit.atlas import ENGLISH_DOCS, js_rows, reference_windows, write_docs  # noqa: E402
 from tests.kit.family import build  # noqa: E402
 from tests.kit.hub import change_layer, copy_with  # noqa: E402
 
-DOCS = [
-    "The cat sat on the mat. The dog sat on the log, and the cat watched the dog.",
-    "She told her brother that the train would leave at noon, so they packed early.",
-    "Open the Settings window, choose Network, and switch the connection on or off.",
-    "A small dog ran across the park and chased the ball that the children had thrown.",
-    "When the rain stopped, the children went outside and played until dinner was ready.",
-]
+DOCS = [*ENGLISH_DOCS, "When the rain stopped, the children went outside and played until dinner was ready."]
 SEQ_LEN, BATCH, K = 20, 2, 4
 CHANGED = 1  # the layer whose q/k weights the copy changes
 TOL = 5e-6
@@ -56,15 +50,6 @@ def eager(path, ids: list[int]) -> np.ndarray:
     return torch.stack(out.attentions, dim=1)[0].double().numpy()
 
 
-def js_rows(pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
-    """The JS divergence in bits of every row pair, 0·log 0 = 0: (..., T, S) -> (..., T)."""
-    m = (pa + pb) / 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ka = np.where(pa > 0, pa * np.log2(pa / m), 0.0).sum(-1)
-        kb = np.where(pb > 0, pb * np.log2(pb / m), 0.0).sum(-1)
-    return (ka + kb) / 2
-
-
 def reference(base, tuned, tokenizer):
     """(L, nh, R) JS of every query row t >= 1 of every window, and each row's (window, position)."""
     values, where = [], []
@@ -77,8 +62,7 @@ def reference(base, tuned, tokenizer):
 def test_divergence_equals_eager_attention_of_both(pair, tmp_path):
     base, tuned, _ = pair
     lm = load_model(base, "cpu")
-    corpus = tmp_path / "docs.txt"
-    corpus.write_text("\n\n".join(DOCS) + "\n")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
     atlas(corpus, tmp_path / "out", model=lm, compare_model=tuned, seq_len=SEQ_LEN, batch_size=BATCH, exemplars=K)
     got = read_atlas(tmp_path / "out")
     v, where = reference(base, tuned, lm.tokenizer)
@@ -115,8 +99,7 @@ def test_divergence_equals_eager_attention_of_both(pair, tmp_path):
 def test_resume_keeps_the_compare_model(pair, tmp_path):
     base, tuned, _ = pair
     lm = load_model(base, "cpu")
-    corpus = tmp_path / "docs.txt"
-    corpus.write_text("\n\n".join(DOCS) + "\n")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
     opts = dict(model=lm, seq_len=SEQ_LEN, batch_size=BATCH, exemplars=K, progress=False)
 
     def stop(tally):
@@ -137,8 +120,7 @@ def test_resume_keeps_the_compare_model(pair, tmp_path):
 
 def test_another_shape_is_refused_before_anything_is_written(pair, tmp_path):
     base, _, shallow = pair
-    corpus = tmp_path / "docs.txt"
-    corpus.write_text("\n\n".join(DOCS) + "\n")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
     with pytest.raises(ModelMismatch, match="attention layers"):
         atlas(corpus, tmp_path / "out", checkpoint=base, compare_model=shallow, seq_len=SEQ_LEN)
     assert not (tmp_path / "out").exists()
@@ -147,8 +129,7 @@ def test_another_shape_is_refused_before_anything_is_written(pair, tmp_path):
 @pytest.mark.parametrize("which", ["shallow", "other-tokenizer", "missing"])
 def test_the_command_refuses_a_bad_compare_model_in_one_line(pair, tmp_path, capsys, which):
     base, _, shallow = pair
-    corpus = tmp_path / "docs.txt"
-    corpus.write_text("\n\n".join(DOCS) + "\n")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
     if which == "other-tokenizer":  # the same model, two of the corpus's tokens given each other's ids
         other = copy_with(base, tmp_path / "other")
         spec = json.loads((base / "tokenizer.json").read_text())
@@ -176,8 +157,7 @@ def test_a_ray_actor_gives_the_local_engines_tallies(pair, tmp_path):
     from attnscope.model.atlas.tally import batch_tally
 
     base, tuned, _ = pair
-    corpus = tmp_path / "docs.txt"
-    corpus.write_text("\n\n".join(DOCS) + "\n")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
     lm, other = load_model(base, "cpu"), load_model(tuned, "cpu")
     todo = list(batches(windows(token_stream(open_corpus([corpus]).documents(), lm.tokenizer), SEQ_LEN), BATCH))
     worker = AtlasWorker(str(base), "cpu", "fp32", 8, K, 0, compare=str(tuned))

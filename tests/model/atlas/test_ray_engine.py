@@ -13,18 +13,13 @@ from attnscope.model.atlas.build import atlas
 from attnscope.model.atlas.read import EXEMPLARS_FILE, HEADS_FILE, read_atlas
 from attnscope.model.registry import load_model
 
+from tests.kit.atlas import ENGLISH_DOCS, write_docs
 from tests.kit.family import build
 from tests.kit.hub import change_layer, copy_with
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs ray (pip install 'attnscope[ray]')")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")  # Ray Data's own settings, not ours
 
-DOCS = [
-    "The cat sat on the mat. The dog sat on the log, and the cat watched the dog.",
-    "She told her brother that the train would leave at noon, so they packed early.",
-    "Open the Settings window, choose Network, and switch the connection on or off.",
-    "A small dog ran across the park and chased the ball that the children had thrown.",
-] * 3
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +29,12 @@ def local_ray():
     ray.shutdown()
 
 
-def test_ray_gives_the_local_engines_atlas(local_ray, tmp_path):
-    corpus = tmp_path / "docs.txt"
-    corpus.write_text("\n\n".join(DOCS) + "\n")
-    lm = load_model(None, "cpu")
-    opts = dict(model=lm, seq_len=32, batch_size=3, exemplars=4)
+def local_and_ray(corpus, tmp_path, **opts):
+    """The atlas of ``corpus`` by the local engine and by Ray (two actors): both read back, after
+    checking that every metric and the exemplars' rows agree (values to float rounding)."""
     atlas(corpus, tmp_path / "local", **opts)
     atlas(corpus, tmp_path / "ray", engine="ray", concurrency=2, **opts)
     here, there = read_atlas(tmp_path / "local"), read_atlas(tmp_path / "ray")
-    assert there.meta["settings"]["engine"] == "ray" and there.meta["batches"] == here.meta["batches"] > 2
     for m in here.metrics:
         np.testing.assert_allclose(there.maps[m], here.maps[m], rtol=1e-9, atol=1e-12, err_msg=m)
         np.testing.assert_allclose(there.std[m], here.std[m], rtol=1e-9, atol=1e-12, err_msg=m)
@@ -52,6 +44,14 @@ def test_ray_gives_the_local_engines_atlas(local_ray, tmp_path):
     a, b = pq.read_table(tmp_path / "local" / EXEMPLARS_FILE), pq.read_table(tmp_path / "ray" / EXEMPLARS_FILE)
     assert a.drop(["value"]).equals(b.drop(["value"]))
     np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-6)
+    return here, there
+
+
+def test_ray_gives_the_local_engines_atlas(local_ray, tmp_path):
+    corpus = write_docs(tmp_path / "docs.txt", ENGLISH_DOCS * 3)
+    lm = load_model(None, "cpu")
+    here, there = local_and_ray(corpus, tmp_path, model=lm, seq_len=32, batch_size=3, exemplars=4)
+    assert there.meta["settings"]["engine"] == "ray" and there.meta["batches"] == here.meta["batches"] > 2
     assert (
         pq.read_table(tmp_path / "ray" / HEADS_FILE).num_rows
         == pq.read_table(tmp_path / "local" / HEADS_FILE).num_rows
@@ -63,22 +63,11 @@ def test_ray_gives_the_local_engines_divergence(local_ray, tmp_path):
     models: every metric, ``divergence`` with them, equals the local engine's."""
     base = build("llama", tmp_path / "base")
     tuned = copy_with(base, tmp_path / "tuned", lambda m: change_layer(m, 1))
-    corpus = tmp_path / "docs.txt"
-    corpus.write_text("\n\n".join(DOCS) + "\n")
+    corpus = write_docs(tmp_path / "docs.txt", ENGLISH_DOCS * 3)
     opts = dict(model=load_model(base, "cpu"), compare_model=tuned, seq_len=24, batch_size=3, exemplars=4)
-    atlas(corpus, tmp_path / "local", **opts)
-    atlas(corpus, tmp_path / "ray", engine="ray", concurrency=2, **opts)
-    here, there = read_atlas(tmp_path / "local"), read_atlas(tmp_path / "ray")
+    here, there = local_and_ray(corpus, tmp_path, **opts)
     assert "divergence" in here.metrics and there.metrics == here.metrics and there.meta["batches"] > 2
     assert (here.maps["divergence"][1] > 0).all()
-    for m in here.metrics:
-        np.testing.assert_allclose(there.maps[m], here.maps[m], rtol=1e-9, atol=1e-12, err_msg=m)
-        np.testing.assert_allclose(there.std[m], here.std[m], rtol=1e-9, atol=1e-12, err_msg=m)
-        assert np.array_equal(there.histograms[m], here.histograms[m]), m
-        assert np.array_equal(there.counts[m], here.counts[m]), m
-    a, b = pq.read_table(tmp_path / "local" / EXEMPLARS_FILE), pq.read_table(tmp_path / "ray" / EXEMPLARS_FILE)
-    assert a.drop(["value"]).equals(b.drop(["value"]))
-    np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-6)
 
 
 def test_a_ray_run_prints_only_the_atlas_on_stderr(tmp_path):
@@ -87,8 +76,7 @@ def test_a_ray_run_prints_only_the_atlas_on_stderr(tmp_path):
     core_worker.cc:...``), no token-authentication notice and no Ray Python log line at INFO or
     above (the atlas's bar is off: no terminal). Ray's own C++ INFO line saying that it took its log
     level from ``RAY_BACKEND_LOG_LEVEL`` remains (Ray prints it whenever that variable is set)."""
-    corpus = tmp_path / "docs.txt"
-    corpus.write_text("\n\n".join(DOCS) + "\n")
+    corpus = write_docs(tmp_path / "docs.txt", ENGLISH_DOCS * 3)
     run = subprocess.run(
         [sys.executable, "-m", "attnscope.app.cli.main", "atlas",
          "--corpus", str(corpus), "--out", str(tmp_path / "out"),
