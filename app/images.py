@@ -12,7 +12,7 @@ from typing import Any
 
 from ..model.vision.images import ImageError, decode_image
 from ..model.vision.llava import LayoutError
-from .compute.checks import check_token_count
+from .compute.checks import check_token_count, check_token_id, position_of
 from .errors import ApiError
 from .service import Service
 
@@ -123,3 +123,11 @@ def prompt_of(svc: Service, text: str, image: str | None, name: str = "text") ->
         raise
     return got
 
+
+
+def target_of(svc: Service, req) -> tuple[Prompt, int]:
+    """A request's prompt (:func:`prompt_of`) and the position it asks about, its ``token_id`` checked."""
+    prompt = prompt_of(svc, req.text, req.image)
+    position = position_of(req.position, len(prompt.ids))
+    check_token_id(req.token_id, "token_id", svc.loaded.facts)
+    return prompt, position

@@ -10,11 +10,11 @@ import numpy as np
 from ...model.ablation import head_effects
 from ...model.options import AttentionOptions
 from ..errors import ApiError
-from ..images import prompt_of
+from ..images import target_of
 from ..responses import dumps
 from ..schemas.effects import HeadEffectsRequest
 from ..service import Service
-from .checks import ablate_set, check_token_id, position_of
+from .checks import ablate_set
 from .rounding import round_sig
 
 
@@ -22,10 +22,8 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
     """The POST /api/head-effects answer: every head switched off alone, in batched passes."""
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    prompt = prompt_of(svc, req.text, req.image)
+    prompt, position = target_of(svc, req)
     ids = prompt.ids
-    position = position_of(req.position, len(ids))
-    check_token_id(req.token_id, "token_id", facts)
     if facts.differential and req.ablation == "mean":
         raise ApiError(
             422,

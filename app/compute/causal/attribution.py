@@ -8,11 +8,10 @@ import time
 from ....model.causal import NotSplittable
 from ....model.causal.attribution import attribute
 from ...errors import ApiError
-from ...images import prompt_of
+from ...images import target_of
 from ...responses import dumps
 from ...schemas.attribution import AttributionRequest
 from ...service import Service
-from ..checks import check_token_id, position_of
 from ..rounding import round_sig
 
 
@@ -25,10 +24,8 @@ def attribution_json(svc: Service, req: AttributionRequest, started: float | Non
     """The POST /api/attribution answer: each component's direct contribution to one logit."""
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    prompt = prompt_of(svc, req.text, req.image)
+    prompt, position = target_of(svc, req)
     ids = prompt.ids
-    position = position_of(req.position, len(ids))
-    check_token_id(req.token_id, "token_id", facts)
     try:
         a = attribute(prompt.backend, ids, position, req.token_id)
     except NotSplittable as exc:

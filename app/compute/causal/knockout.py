@@ -10,12 +10,12 @@ from ....model.causal.knockout import knockout
 from ....model.causal.lens import Unsupported
 from ....model.options import NoKeyLeft
 from ...errors import ApiError
-from ...images import prompt_of
+from ...images import target_of
 from ...responses import dumps
 from ...schemas.knockout import KnockoutRequest
 from ...service import Service
 from ..attention import top_predictions
-from ..checks import check_attention_layer, check_index, check_token_id, position_of
+from ..checks import check_attention_layer, check_index
 from ..rounding import round_sig
 from . import elapsed_ms, not_exact
 
@@ -57,9 +57,7 @@ def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = No
     """The POST /api/knockout answer: the predictions with the edges knocked out, and one
     log-probability before and after."""
     t0 = time.perf_counter() if started is None else started
-    prompt = prompt_of(svc, req.text, req.image)
-    position = position_of(req.position, len(prompt.ids))
-    check_token_id(req.token_id, "token_id", svc.loaded.facts)
+    prompt, position = target_of(svc, req)
     edges = _edges(req, len(prompt.ids), svc)
     backend = prompt.backend
     try:
