@@ -103,18 +103,12 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("device_map")
+    @field_validator("device_map", "max_memory")
     @classmethod
-    def _device_map(cls, value):
+    def _placement_parses(cls, value, info):
+        """``device_map`` and ``max_memory`` are kept as written once they parse (else the parser's error)."""
         if value is not None:
-            parse_device_map(value)
-        return value
-
-    @field_validator("max_memory")
-    @classmethod
-    def _max_memory(cls, value):
-        if value is not None:
-            parse_max_memory(value)
+            (parse_device_map if info.field_name == "device_map" else parse_max_memory)(value)
         return value
 
     def placement(self) -> Placement | None:
