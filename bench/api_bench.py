@@ -32,7 +32,6 @@ import argparse
 import gzip
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -50,7 +49,7 @@ from attnscope.model.inspection import head_stats, inspect  # noqa: E402
 from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
-from tests.kit.app import free_port, wait_ready  # noqa: E402  (the tests' own helpers, not a copy)
+from tests.kit.app import free_port, stop_server, wait_ready  # noqa: E402  (the tests' own helpers, not a copy)
 
 ALL_FIELDS = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
 PARAGRAPH = (
@@ -94,15 +93,6 @@ def start_server(checkpoint: Path, port: int, threads: int) -> subprocess.Popen:
     )
     wait_ready(proc, port, within=180)
     return proc
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def gzip_size(client: httpx.Client, body: dict) -> int:

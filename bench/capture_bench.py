@@ -45,38 +45,33 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from api_bench import PARAGRAPH, free_port  # noqa: E402
 from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.ours.tokenizer import BPETokenizer  # noqa: E402
 
+from tests.kit.family import random_download  # noqa: E402
+
+SHAPES = {  # transformers config kwargs of each case's model
+    "gpt2-small": dict(model_type="gpt2", n_layer=12, n_head=12, n_embd=768, n_positions=1024),
+    "smollm2": dict(
+        model_type="llama",
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        hidden_size=576,
+        intermediate_size=1536,
+        max_position_embeddings=8192,
+        rope_theta=100000.0,
+        tie_word_embeddings=True,
+    ),
+}
+
 
 def build(name: str, out: Path) -> Path:
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    shapes = {
-        "gpt2-small": dict(model_type="gpt2", n_layer=12, n_head=12, n_embd=768, n_positions=1024),
-        "smollm2": dict(
-            model_type="llama",
-            num_hidden_layers=30,
-            num_attention_heads=9,
-            num_key_value_heads=3,
-            hidden_size=576,
-            intermediate_size=1536,
-            max_position_embeddings=8192,
-            rope_theta=100000.0,
-            tie_word_embeddings=True,
-        ),
-    }
-    kwargs = dict(shapes[name])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
-    (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
-    torch.manual_seed(0)
-    config = AutoConfig.for_model(kwargs.pop("model_type"), vocab_size=4096, **kwargs)
-    AutoModelForCausalLM.from_config(config).save_pretrained(out)
-    return out
+    return random_download(out, **SHAPES[name])
 
 
 def text_of(n_tokens: int) -> tuple[str, list[int]]:

@@ -52,6 +52,9 @@ from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
 from attnscope.app.service import build_service  # noqa: E402
 from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
+from capture_bench import SHAPES  # noqa: E402
+
+from tests.kit.family import random_download  # noqa: E402
 
 GZIP_LEVEL = 1
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -62,22 +65,7 @@ def gpt2_small(out: Path, through_transformers: bool = False) -> Path:
 
     A plain GPT-2 opens in our own GPT (the registry converts it); ``through_transformers``
     sets ``scale_attn_by_inverse_layer_idx``, which only transformers runs, to time that path."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
-    (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
-    torch.manual_seed(0)
-    cfg = GPT2Config(
-        n_layer=12,
-        n_head=12,
-        n_embd=768,
-        n_positions=1024,
-        vocab_size=4096,
-        scale_attn_by_inverse_layer_idx=through_transformers,
-    )
-    GPT2LMHeadModel(cfg).save_pretrained(out)
-    return out
+    return random_download(out, **SHAPES["gpt2-small"], scale_attn_by_inverse_layer_idx=through_transformers)
 
 
 def shipped_as_hf(out: Path) -> Path:

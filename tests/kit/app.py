@@ -190,12 +190,17 @@ def serve_process(*args: str, env: dict | None = None) -> Iterator[subprocess.Po
     try:
         yield proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop a served child as a user stops it, with Ctrl+C (SIGINT); killed if it has not exited 20 s later."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_ready(proc: subprocess.Popen, port: int, within: float) -> None:

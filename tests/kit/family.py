@@ -185,6 +185,18 @@ def sentencepiece_tokenizer():
     return tk
 
 
+def random_download(out: Path, model_type: str, **config) -> Path:
+    """A ``model_type`` model of random weights (seed 0) and our shipped 4096-token tokenizer, saved like a download."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tokenizer.json").write_bytes((SHIPPED / "tokenizer.json").read_bytes())
+    (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, vocab_size=4096, **config)).save_pretrained(out)
+    return out
+
+
 def build(family: str, out: Path, seed: int = 0) -> Path:
     """Write a tiny random ``family`` model and its tokenizer to ``out``; returns ``out``."""
     from transformers import AutoConfig, AutoModelForCausalLM
