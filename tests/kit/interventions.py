@@ -50,21 +50,15 @@ def build_model(name: str, root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def model_dirs(tmp_path_factory):
+def dirs(tmp_path_factory):
+    """The :data:`FAMILIES`' folders (tests/model/causal/conftest.py's ``loaded`` loads them)."""
     root = tmp_path_factory.mktemp("interventions")
     return {name: build_model(name, root) for name in FAMILIES}
 
 
 @pytest.fixture(scope="module")
-def loaded(model_dirs):
-    from attnscope.model.registry import load_model
-
-    return {name: load_model(path, "cpu") for name, path in model_dirs.items()}
-
-
-@pytest.fixture(scope="module")
-def oracles(model_dirs):
-    return {name: oracle_model(path) for name, path in model_dirs.items()}
+def oracles(dirs):
+    return {name: oracle_model(path) for name, path in dirs.items()}
 
 
 def oracle_model(path: Path, implementation: str = "eager"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.kit.app import attention, served
+from tests.kit.app import attention
 
 pytest.importorskip("transformers")
 
@@ -21,20 +21,15 @@ TOL = 1e-3  # the answers' numbers are rounded to 6 significant digits
 
 
 @pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
+def family_dirs(tmp_path_factory):
+    """The kit's models and DiffLlama (tests/app/conftest.py's ``clients`` serves them)."""
     root = tmp_path_factory.mktemp("decomp-app")
     return {**model_dirs(root), "diffllama": build("diffllama", root / "diffllama")}
 
 
 @pytest.fixture(scope="module")
-def clients(dirs):
-    with served(dirs) as clients:
-        yield clients
-
-
-@pytest.fixture(scope="module")
-def oracles(dirs):
-    return {name: oracle(path) for name, path in dirs.items() if name in NAMES}
+def oracles(family_dirs):
+    return {name: oracle(path) for name, path in family_dirs.items() if name in NAMES}
 
 
 def ids_of(client, text: str) -> list[int]:

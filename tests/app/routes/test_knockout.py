@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("transformers")
 
 from tests.kit.interventions import TEXT, knocked_out, oracle_logits  # noqa: E402
-from tests.kit.interventions_app import SERVED, clients, dirs, knock_oracles, refused  # noqa: E402, F401
+from tests.kit.interventions_app import SERVED, family_dirs, knock_oracles, refused  # noqa: E402, F401
 
 
 @pytest.mark.parametrize("name", SERVED)

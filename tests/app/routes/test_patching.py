@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 
 from tests.kit.hooks import head_dim  # noqa: E402
 from tests.kit.interventions import head_inputs, head_patched, layer_outputs, oracle_logits, residual_patched  # noqa: E402
-from tests.kit.interventions_app import SERVED, clients, dirs, oracles, refused  # noqa: E402, F401
+from tests.kit.interventions_app import SERVED, family_dirs, oracles, refused  # noqa: E402, F401
 
 CLEAN = "The cat sat on the mat. Then the cat saw the dog"
 CORRUPT = "The dog sat on the mat. Then the dog saw the cat"

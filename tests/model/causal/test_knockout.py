@@ -15,9 +15,8 @@ from tests.kit.interventions import (  # noqa: E402, F401
     FAMILIES,
     ORACLE,
     TEXT,
+    dirs,
     knocked_out,
-    loaded,
-    model_dirs,
     oracle_logits,
     oracle_model,
     register_oracle,
@@ -34,9 +33,9 @@ def edges_of(lm):
 
 
 @pytest.fixture(scope="module")
-def knock_oracles(model_dirs):  # noqa: F811
+def knock_oracles(dirs):  # noqa: F811
     register_oracle()
-    return {name: oracle_model(path, ORACLE) for name, path in model_dirs.items()}
+    return {name: oracle_model(path, ORACLE) for name, path in dirs.items()}
 
 
 @pytest.mark.parametrize("name", FAMILIES)

@@ -15,11 +15,10 @@ from tests.kit.hooks import head_dim  # noqa: E402
 from tests.kit.interventions import (  # noqa: E402, F401
     FAMILIES,
     TEXT,
+    dirs,
     head_inputs,
     head_patched,
     layer_outputs,
-    loaded,
-    model_dirs,
     oracle_logits,
     oracles,
     residual_patched,
