@@ -264,6 +264,15 @@ def build_qwen_vl(
     return out
 
 
+ONE_PER_TYPE = {  # model type -> its builder
+    "llava": build_llava,
+    "gemma3": build_gemma3,
+    "qwen2_5_vl": build_qwen_vl,
+    "idefics3": build_idefics3,
+    "mistral3": build_pixtral,
+}
+
+
 def prompt_of(lm, width: int = 60, height: int = 40, text: str = "The cat sat on the mat."):
     """``text`` and a random ``width × height`` image, laid out by ``lm``'s processor."""
     from attnscope.model.vision.images import decode_image
@@ -288,3 +297,28 @@ def traced_and_eager(lm, prompt):
         torch.testing.assert_close(t.pattern, want, atol=1e-5, rtol=0)
     return trace, eager, out
 
+
+
+def load_built(builders: dict, root: Path) -> dict:
+    """Each of ``builders`` (name -> a function writing a model folder) built under ``root`` and loaded on the CPU."""
+    from attnscope.model.registry import load_model
+
+    return {name: load_model(build(root / name), device="cpu") for name, build in builders.items()}
+
+
+def assert_refused(path: Path, match: str, **config) -> None:
+    """The model at ``path`` with ``config`` written into its config.json: loading it is refused in one line."""
+    import pytest
+    from attnscope.model.ours.checkpoint import CheckpointError
+    from attnscope.model.registry import load_model
+
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**cfg, **config}))
+    with pytest.raises(CheckpointError, match=match) as e:
+        load_model(path, device="cpu")
+    assert "\n" not in str(e.value)
+
+
+def build_each(names, root: Path) -> dict[str, Path]:
+    """Each model type of ``names`` (a key of :data:`ONE_PER_TYPE`) built with its defaults in ``root / name``."""
+    return {name: ONE_PER_TYPE[name](root / name) for name in names}

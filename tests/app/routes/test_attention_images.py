@@ -13,7 +13,7 @@ pytest.importorskip("PIL")
 pytest.importorskip("transformers")
 
 from tests.kit.app import attention, build_checkpoint  # noqa: E402
-from tests.kit.vision import b64, build_gemma3, build_llava, build_qwen_vl, image_bytes  # noqa: E402
+from tests.kit.vision import b64, build_each, image_bytes  # noqa: E402
 
 TEXT = "The cat sat on the mat."
 
@@ -25,12 +25,7 @@ def clients(tmp_path_factory):
     from fastapi.testclient import TestClient
 
     root = tmp_path_factory.mktemp("vision_app")
-    dirs = {
-        "llava": build_llava(root / "llava"),
-        "gemma3": build_gemma3(root / "gemma3"),
-        "qwen2_5_vl": build_qwen_vl(root / "qwen2_5_vl"),
-        "text": build_checkpoint(root / "t"),
-    }
+    dirs = {**build_each(["llava", "gemma3", "qwen2_5_vl"], root), "text": build_checkpoint(root / "t")}
     limits = dict(max_image_pixels=5000, max_image_bytes=20000)
     with TestClient(create_app(Settings(checkpoint=dirs["llava"], device="cpu", torch_threads=1, **limits))) as a, \
             TestClient(create_app(Settings(checkpoint=dirs["gemma3"], device="cpu", torch_threads=1))) as b, \

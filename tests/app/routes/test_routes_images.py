@@ -5,24 +5,14 @@ generation, a knocking-out attention for knockout, the model's logits and qÂ·káµ
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 
 pytest.importorskip("PIL")
 pytest.importorskip("transformers")
 
-from tests.kit.app import attention  # noqa: E402
-from tests.kit.vision import (  # noqa: E402
-    b64,
-    build_gemma3,
-    build_idefics3,
-    build_llava,
-    build_pixtral,
-    build_qwen_vl,
-    image_bytes,
-)
+from tests.kit.app import attention, served  # noqa: E402
+from tests.kit.vision import b64, build_each, image_bytes  # noqa: E402
 
 TEXT = "The cat sat on the mat. The cat"
 PNG = image_bytes(60, 40)
@@ -32,25 +22,12 @@ NAMES = ["llava", "gemma3", "qwen2_5_vl", "idefics3", "mistral3"]
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    from attnscope.app.main import create_app
-    from attnscope.app.settings import Settings
     from attnscope.model.registry import load_model
     from attnscope.model.vision.images import decode_image
-    from fastapi.testclient import TestClient
 
     root = tmp_path_factory.mktemp("vision_routes")
-    dirs = {
-        "llava": build_llava(root / "llava"),
-        "gemma3": build_gemma3(root / "gemma3"),
-        "qwen2_5_vl": build_qwen_vl(root / "qwen2_5_vl"),
-        "idefics3": build_idefics3(root / "idefics3"),
-        "mistral3": build_pixtral(root / "mistral3"),
-    }
-    with contextlib.ExitStack() as stack:
-        clients = {
-            name: stack.enter_context(TestClient(create_app(Settings(checkpoint=d, device="cpu", torch_threads=1))))
-            for name, d in dirs.items()
-        }
+    dirs = build_each(NAMES, root)
+    with served(dirs) as clients:
         image = decode_image(PNG, 10**7)
         prompts = {name: load_model(d, device="cpu").backend.prepare(TEXT, image) for name, d in dirs.items()}
         yield {"clients": clients, "dirs": dirs, "prompts": prompts}

@@ -12,7 +12,6 @@ pytest.importorskip("PIL")
 pytest.importorskip("transformers")
 
 from attnscope.model.options import AttentionOptions  # noqa: E402
-from attnscope.model.registry import load_model  # noqa: E402
 
 from tests.kit.vision import (  # noqa: E402
     build_gemma3,
@@ -20,6 +19,7 @@ from tests.kit.vision import (  # noqa: E402
     build_llava,
     build_pixtral,
     build_qwen_vl,
+    load_built,
     prompt_of,
 )
 
@@ -35,8 +35,7 @@ BUILDERS = {
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bound")
-    return {name: load_model(build(root / name), device="cpu") for name, build in BUILDERS.items()}
+    return load_built(BUILDERS, tmp_path_factory.mktemp("bound"))
 
 
 @pytest.mark.parametrize("name", list(BUILDERS))

@@ -11,9 +11,8 @@ import torch
 pytest.importorskip("PIL")
 pytest.importorskip("transformers")
 
-from attnscope.model.registry import load_model  # noqa: E402
 
-from tests.kit.vision import build_idefics3, prompt_of, traced_and_eager  # noqa: E402
+from tests.kit.vision import build_idefics3, load_built, prompt_of, traced_and_eager  # noqa: E402
 
 BUILDERS = {
     "idefics3": build_idefics3,
@@ -25,8 +24,7 @@ BUILDERS = {
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("idefics3")
-    return {name: load_model(build(root / name), device="cpu") for name, build in BUILDERS.items()}
+    return load_built(BUILDERS, tmp_path_factory.mktemp("idefics3"))
 
 
 @pytest.mark.parametrize("name", list(BUILDERS))
