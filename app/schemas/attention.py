@@ -19,19 +19,17 @@ from .common import (
     TEMPERATURE_MAX,
     TEMPERATURE_MIN,
     HeadRef,
-    ImageView,
+    ImageShown,
+    ImageUpload,
     Index,
     Matrix,
     Prediction,
     Strict,
     TextInput,
-    TokenKind,
+    TokenKinds,
     TypedArray,
     ablate_field,
-    image_field,
-    image_view_field,
     optional_field,
-    token_kinds_field,
 )
 from .model import ModelInfo
 
@@ -171,7 +169,7 @@ class AttentionRequest(TextInput):
         1.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, allow_inf_nan=False, description="for the predictions"
     )
     ablate: list[HeadRef] = ablate_field()
-    image: str | None = image_field()
+    image: ImageUpload = None
     query_row: int | None = Field(
         None,
         ge=0,
@@ -321,8 +319,8 @@ class AttentionResponse(BaseModel):
         description="[start, end] character span of each token in text (with an image, tokens the chat template or "
         "the image added: an empty span before or after the text)"
     )
-    token_kinds: list[TokenKind] | None = token_kinds_field()
-    image: ImageView | None = image_view_field()
+    token_kinds: TokenKinds = None
+    image: ImageShown = None
     query_row: QueryRow | None = optional_field("when `query_row` was asked for")
     causal: bool
     scale: str | float = Field(description="the request's scale option")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from .common import ImageView, Index, TextInput, TokenKind, image_field, image_view_field, token_kinds_field
+from .common import ImageShown, ImageUpload, Index, TargetAnswer, TextInput, TokenKinds
 
 INDUCTION = "Open the red door, then close the blue window. Open the red door, then close the blue"
 
@@ -22,13 +22,10 @@ class AttributionRequest(TextInput):
     )
     position: Index | None = Field(None, description="the position whose next-token logit is split; default the last")
     token_id: Index | None = Field(None, description="the token whose logit is split; default the top guess there")
-    image: str | None = image_field()
+    image: ImageUpload = None
 
 
-class AttributionResponse(BaseModel):
-    position: int = Field(description="the query position")
-    token_id: int
-    token: str = Field(description="the token's display string")
+class AttributionResponse(TargetAnswer):
     logit: float = Field(description="the LM head's logit of token_id at position (before any final softcap)")
     heads: list[list[float] | None] = Field(
         description="[layer][head]: what the head writes into the residual stream, through the final norm "
@@ -42,6 +39,6 @@ class AttributionResponse(BaseModel):
         description="the model's final logit softcap (Gemma 2): logits are shown as cap·tanh(logit/cap); "
         "the logit split here is the one before it. null without one"
     )
-    token_kinds: list[TokenKind] | None = token_kinds_field()
-    image: ImageView | None = image_view_field()
+    token_kinds: TokenKinds = None
+    image: ImageShown = None
     timing_ms: float

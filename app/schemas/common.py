@@ -96,12 +96,14 @@ def ablate_field() -> Any:
     )
 
 
-def image_field() -> Any:
-    return Field(
-        None,
+# a request's ``image`` (``image: ImageUpload = None``)
+ImageUpload = Annotated[
+    str | None,
+    Field(
         description="an image-text model only: PNG, JPEG, WebP or GIF bytes as base64 or a data: URL; the prompt is "
         "then laid out as the model's processor and chat template lay it out (the image, then the text)",
-    )
+    ),
+]
 
 
 # ------------------------------------------------------------------ responses
@@ -120,14 +122,27 @@ class ImageView(BaseModel):
 TokenKind = Literal["text", "image", "marker"]
 
 
-def token_kinds_field() -> Any:
-    return optional_field(
-        "with an image: per token 'text', 'image' (carries image features) or 'marker' (begin or end of the image)"
-    )
+# what an answer adds with an image (``token_kinds: TokenKinds = None``, ``image: ImageShown = None``)
+TokenKinds = Annotated[
+    list[TokenKind] | None,
+    Field(
+        description="with an image: per token 'text', 'image' (carries image features) or 'marker' (begin or end of "
+        "the image)",
+        json_schema_extra=_no_default,
+    ),
+]
+ImageShown = Annotated[
+    ImageView | None,
+    Field(description="with an image: its size and each image token's box", json_schema_extra=_no_default),
+]
 
 
-def image_view_field() -> Any:
-    return optional_field("with an image: its size and each image token's box")
+class TargetAnswer(BaseModel):
+    """The start of an answer about one token at one position (its logit or log-probability)."""
+
+    position: int = Field(description="the query position")
+    token_id: int
+    token: str = Field(description="the target token's display string")
 
 
 class ErrorItem(BaseModel):

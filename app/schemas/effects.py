@@ -4,19 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from .common import (
-    HeadRef,
-    ImageView,
-    Index,
-    TextInput,
-    TokenKind,
-    ablate_field,
-    image_field,
-    image_view_field,
-    token_kinds_field,
-)
+from .common import HeadRef, ImageShown, ImageUpload, Index, TargetAnswer, TextInput, TokenKinds, ablate_field
 
 
 class HeadEffectsRequest(TextInput):
@@ -38,13 +28,10 @@ class HeadEffectsRequest(TextInput):
     ablation: Literal["zero", "mean"] = Field(
         "zero", description="zero: a head's output becomes zeros; mean: its mean output over the text"
     )
-    image: str | None = image_field()
+    image: ImageUpload = None
 
 
-class HeadEffectsResponse(BaseModel):
-    position: int = Field(description="the query position")
-    token_id: int
-    token: str = Field(description="the target token's display string")
+class HeadEffectsResponse(TargetAnswer):
     logprob: float = Field(description="log p(token_id) after position with nothing switched off but `ablate`")
     prob: float = Field(description="exp(logprob)")
     ablation: Literal["zero", "mean"]
@@ -53,6 +40,6 @@ class HeadEffectsResponse(BaseModel):
         description="[layer][head]: log-prob of token_id with that head alone (also) switched off, minus logprob; "
         "null for a layer without softmax attention (a hybrid's other layers)"
     )
-    token_kinds: list[TokenKind] | None = token_kinds_field()
-    image: ImageView | None = image_view_field()
+    token_kinds: TokenKinds = None
+    image: ImageShown = None
     timing_ms: float

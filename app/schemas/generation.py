@@ -10,12 +10,12 @@ from .common import (
     TEMPERATURE_MAX,
     TEMPERATURE_MIN,
     HeadRef,
+    ImageUpload,
     ImageView,
     Prediction,
     TextInput,
     TokenKind,
     ablate_field,
-    image_field,
     optional_field,
 )
 
@@ -71,7 +71,7 @@ class GenerateRequest(TextInput):
     seed: int | None = Field(
         None, ge=0, le=SEED_MAX, description="seeds the sampler (the same seed, the same text); drawn if absent"
     )
-    image: str | None = image_field()
+    image: ImageUpload = None
 
 
 # ------------------------------------------------------------------ responses

@@ -6,17 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import (
-    ImageView,
-    Index,
-    Prediction,
-    Strict,
-    TextInput,
-    TokenKind,
-    image_field,
-    image_view_field,
-    token_kinds_field,
-)
+from .common import ImageShown, ImageUpload, Index, Prediction, Strict, TextInput, TokenKinds
 
 MAX_EDGES = 1024
 Span = Index | Annotated[list[Index], Field(min_length=2, max_length=2)]
@@ -50,13 +40,13 @@ class KnockoutRequest(TextInput):
     token_id: Index | None = Field(
         None, description="the token measured; default the top guess there before the knockout"
     )
-    image: str | None = image_field()
+    image: ImageUpload = None
 
 
 class KnockoutResponse(BaseModel):
     tokens: list[str]
-    token_kinds: list[TokenKind] | None = token_kinds_field()
-    image: ImageView | None = image_view_field()
+    token_kinds: TokenKinds = None
+    image: ImageShown = None
     position: int
     token_id: int
     token: str = Field(description="the measured token's display string")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import ImageView, Prediction, TextInput, TokenKind, image_field, image_view_field, token_kinds_field
+from .common import ImageShown, ImageUpload, Prediction, TextInput, TokenKinds
 
 LENS_TOP_K_MAX = 20
 
@@ -23,7 +23,7 @@ class LensRequest(TextInput):
         },
     )
     top_k: int = Field(5, ge=1, le=LENS_TOP_K_MAX, description="tokens per position and residual")
-    image: str | None = image_field()
+    image: ImageUpload = None
 
 
 class LensResidual(BaseModel):
@@ -35,8 +35,8 @@ class LensResidual(BaseModel):
 
 class LensResponse(BaseModel):
     tokens: list[str]
-    token_kinds: list[TokenKind] | None = token_kinds_field()
-    image: ImageView | None = image_view_field()
+    token_kinds: TokenKinds = None
+    image: ImageShown = None
     residuals: list[LensResidual] = Field(
         description="after the embeddings, then after each block; the last is the model's own prediction"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attribution import INDUCTION
-from .common import ImageView, Index, TextInput, TokenKind, image_field, image_view_field, token_kinds_field
+from .common import ImageShown, ImageUpload, Index, TextInput, TokenKinds
 
 
 class QKAttributionRequest(TextInput):
@@ -18,7 +18,7 @@ class QKAttributionRequest(TextInput):
     head: Index = Field(description="the head (a query head, with grouped-query attention)")
     query: Index = Field(description="the query position")
     key: Index = Field(description="the key position")
-    image: str | None = image_field()
+    image: ImageUpload = None
 
 
 class QKAttributionResponse(BaseModel):
@@ -39,6 +39,6 @@ class QKAttributionResponse(BaseModel):
         description="the mask hides this key from this query (a later key, or outside a sliding window): the score "
         "is the q·kᵀ the model computes there, which gets weight 0 (`POST /api/attention` serves it as null)"
     )
-    token_kinds: list[TokenKind] | None = token_kinds_field()
-    image: ImageView | None = image_view_field()
+    token_kinds: TokenKinds = None
+    image: ImageShown = None
     timing_ms: float

@@ -5,17 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attention import Scale
-from .common import (
-    HeadRef,
-    ImageView,
-    Index,
-    TextInput,
-    TokenKind,
-    ablate_field,
-    image_field,
-    image_view_field,
-    token_kinds_field,
-)
+from .common import HeadRef, ImageShown, ImageUpload, Index, TextInput, TokenKinds, ablate_field
 
 ROLLOUT_MAX_TOKENS = 1024  # each layer multiplies two T×T matrices: T³ operations
 
@@ -41,13 +31,13 @@ class RolloutRequest(TextInput):
     causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
     scale: Scale = "model"
     ablate: list[HeadRef] = ablate_field()
-    image: str | None = image_field()
+    image: ImageUpload = None
 
 
 class RolloutResponse(BaseModel):
     tokens: list[str]
-    token_kinds: list[TokenKind] | None = token_kinds_field()
-    image: ImageView | None = image_view_field()
+    token_kinds: TokenKinds = None
+    image: ImageShown = None
     position: int = Field(description="the token whose rollout this is")
     residual: bool
     layers: list[int] = Field(description="the attention layers, by the model's numbers, in order")
