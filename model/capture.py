@@ -202,13 +202,7 @@ class Capture:
                 st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], _softmax_of(picked), mask)
             if st.pool is not None:
                 st.pool.add(_thumbnailed(picked), q0)
-            for name, out in st.full.items():
-                if name in ROW_FIELDS:
-                    out[:, q0:q1] = picked[name].float()
-                elif name in PART_FIELDS:
-                    out[:, :, q0:q1, :s] = picked[name].float()
-                else:
-                    out[:, q0:q1, :s] = _shown(name, picked[name], masked)
+            _write_block(st.full, picked, q0, q1, s, masked)
         if st.focus:
             one = {n: _pick(t[0], st.focus_index) for n, t in steps.items() if t is not None}  # (1, t, s)
             if st.focus_stats is not None:
@@ -219,13 +213,7 @@ class Capture:
                 else:  # a differential pair's signed pattern pools as |pattern| (block maxima of a signed map mislead)
                     rows = _thumbnailed(one) if name == "pattern" and pool.k > 1 else one[name]
                 pool.add(pooled_input(name, rows, masked), q0)
-            for name, out in st.focus_full.items():
-                if name in ROW_FIELDS:
-                    out[:, q0:q1] = one[name].float()
-                elif name in PART_FIELDS:
-                    out[:, :, q0:q1, :s] = one[name].float()
-                else:
-                    out[:, q0:q1, :s] = _shown(name, one[name], masked)
+            _write_block(st.focus_full, one, q0, q1, s, masked)
             if st.focus_region:
                 r0, r1, c0, c1 = self.sel.focus_region
                 a, b = max(q0, r0), min(q1, r1)
@@ -382,6 +370,17 @@ def _index(heads: list[int], nh: int, device) -> torch.Tensor | None:
 def _pick(x: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
     """(nh, ...) -> (H, ...): the selected heads."""
     return x if index is None else x.index_select(0, index)
+
+
+def _write_block(full: dict, block: dict, q0: int, q1: int, s: int, masked: torch.Tensor) -> None:
+    """Each full-size matrix of ``full`` (name -> tensor) gets its rows ``q0:q1`` (keys ``:s``) from ``block``."""
+    for name, out in full.items():
+        if name in ROW_FIELDS:
+            out[:, q0:q1] = block[name].float()
+        elif name in PART_FIELDS:
+            out[:, :, q0:q1, :s] = block[name].float()
+        else:
+            out[:, q0:q1, :s] = _shown(name, block[name], masked)
 
 
 def _blank(name: str, H: int, T: int, S: int, device) -> torch.Tensor:
