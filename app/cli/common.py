@@ -39,30 +39,25 @@ class UsageError(ValueError):
     """Options that contradict each other (exit status 2)."""
 
 
-def ollama_checkpoint(args: argparse.Namespace) -> str | None:
-    """``--ollama NAME[:TAG]`` -> the path of its model blob, used as ``--checkpoint``; else ``args.checkpoint``.
-    :class:`~model.ours.checkpoint.CheckpointError` if it is not pulled, :class:`UsageError` with ``--checkpoint``."""
-    name = getattr(args, "ollama", None)
-    if not name:
-        return args.checkpoint
-    if args.checkpoint:
-        raise UsageError("--checkpoint and --ollama both name a model; give one")
-    from ...model.sources.ollama import resolve_ollama
+def model_checkpoint(args: argparse.Namespace) -> str | None:
+    """The model the options name, used as ``--checkpoint``: ``--ollama NAME[:TAG]`` -> the path of its model
+    blob, ``--model ORG/NAME[@REVISION]`` -> its folder in the Hugging Face cache (downloaded there if need be);
+    else ``args.checkpoint``. :class:`~model.ours.checkpoint.CheckpointError` for an Ollama model not pulled,
+    :class:`UsageError` where two options name a model."""
+    checkpoint = args.checkpoint
+    if ollama := getattr(args, "ollama", None):
+        if checkpoint:
+            raise UsageError("--checkpoint and --ollama both name a model; give one")
+        from ...model.sources.ollama import resolve_ollama
 
-    return str(resolve_ollama(name))
+        checkpoint = str(resolve_ollama(ollama))
+    if hub := getattr(args, "model", None):
+        if checkpoint:
+            raise UsageError("--model and --checkpoint (or --ollama) both name a model; give one")
+        from ...model.sources.hub import resolve_hub
 
-
-def hub_checkpoint(args: argparse.Namespace) -> str | None:
-    """``--model ORG/NAME[@REVISION]`` -> its folder in the Hugging Face cache (downloaded there if need be),
-    used as ``--checkpoint``; else ``args.checkpoint``. :class:`UsageError` beside another model option."""
-    name = getattr(args, "model", None)
-    if not name:
-        return args.checkpoint
-    if args.checkpoint:
-        raise UsageError("--model and --checkpoint (or --ollama) both name a model; give one")
-    from ...model.sources.hub import resolve_hub
-
-    return str(resolve_hub(name))
+        checkpoint = str(resolve_hub(hub))
+    return checkpoint
 
 
 def add_ollama_option(parser: argparse.ArgumentParser) -> None:
@@ -131,8 +126,7 @@ def command_settings(
     from ..settings import Settings
 
     try:
-        args.checkpoint = ollama_checkpoint(args)
-        args.checkpoint = hub_checkpoint(args)
+        args.checkpoint = model_checkpoint(args)
     except UsageError as e:
         raise Failure(str(e), EXIT_USAGE) from None
     except CheckpointError as e:
