@@ -50,15 +50,23 @@ def build_model(name: str, root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
+def family_dirs(tmp_path_factory):
     """The :data:`FAMILIES`' folders (tests/model/causal/conftest.py's ``loaded`` loads them)."""
     root = tmp_path_factory.mktemp("interventions")
     return {name: build_model(name, root) for name in FAMILIES}
 
 
 @pytest.fixture(scope="module")
-def oracles(dirs):
-    return {name: oracle_model(path) for name, path in dirs.items()}
+def oracles(family_dirs):
+    """Each model of ``family_dirs`` in transformers' eager attention."""
+    return {name: oracle_model(path) for name, path in family_dirs.items()}
+
+
+@pytest.fixture(scope="module")
+def knock_oracles(family_dirs):
+    """Each model of ``family_dirs`` in the knocking-out attention (:func:`knocked_out`)."""
+    register_oracle()
+    return {name: oracle_model(path, ORACLE) for name, path in family_dirs.items()}
 
 
 def oracle_model(path: Path, implementation: str = "eager"):

@@ -13,15 +13,15 @@ from tests.kit.decompositions import model_dirs, oracle  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
+def family_dirs(tmp_path_factory):
     return model_dirs(tmp_path_factory.mktemp("decomp"))
 
 
 @pytest.fixture(scope="module")
-def loaded(dirs):
-    return {name: load_model(path, "cpu") for name, path in dirs.items()}
+def loaded(family_dirs):
+    return {name: load_model(path, "cpu") for name, path in family_dirs.items()}
 
 
 @pytest.fixture(scope="module")
-def oracles(dirs):
-    return {name: oracle(path) for name, path in dirs.items()}
+def oracles(family_dirs):
+    return {name: oracle(path) for name, path in family_dirs.items()}

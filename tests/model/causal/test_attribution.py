@@ -66,9 +66,9 @@ def test_the_default_token_is_the_top_guess_and_any_token_adds_up(name, loaded, 
     assert "frozen" in other.frozen and "final norm" in other.frozen
 
 
-def test_our_gpt_and_the_transformers_backend_answer_alike(dirs, loaded):
+def test_our_gpt_and_the_transformers_backend_answer_alike(family_dirs, loaded):
     ours = loaded["gpt2-export"].backend
-    theirs = load_transformers_dir(dirs["gpt2-export"], torch.device("cpu"))
+    theirs = load_transformers_dir(family_dirs["gpt2-export"], torch.device("cpu"))
     ids = ours.tokenizer.encode_ids(TEXT)
     a, b = attribute(ours, ids, len(ids) - 1), attribute(theirs, ids, len(ids) - 1)
     assert a.token_id == b.token_id

@@ -13,13 +13,11 @@ from attnscope.model.options import AttentionOptions, NoKeyLeft  # noqa: E402
 
 from tests.kit.interventions import (  # noqa: E402, F401
     FAMILIES,
-    ORACLE,
     TEXT,
-    dirs,
+    family_dirs,
+    knock_oracles,
     knocked_out,
     oracle_logits,
-    oracle_model,
-    register_oracle,
 )
 
 # a cell of one head (Llama: head 1 shares its key/value head with head 0), a range of queries over
@@ -30,12 +28,6 @@ EDGES = [(1, 1, 20, 21, 18, 19), (0, None, 10, 14, 9, 11), (-1, 2, 23, 24, 22, 2
 def edges_of(lm):
     last = lm.facts.n_layer - 1
     return [(last if e[0] == -1 else e[0], *e[1:]) for e in EDGES]
-
-
-@pytest.fixture(scope="module")
-def knock_oracles(dirs):  # noqa: F811
-    register_oracle()
-    return {name: oracle_model(path, ORACLE) for name, path in dirs.items()}
 
 
 @pytest.mark.parametrize("name", FAMILIES)

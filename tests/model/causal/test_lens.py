@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 from attnscope.model.causal.lens import lens, residual_stream  # noqa: E402
 from attnscope.model.options import AttentionOptions  # noqa: E402
 
-from tests.kit.interventions import FAMILIES, TEXT, dirs, final_norm, oracles, unembed  # noqa: E402, F401
+from tests.kit.interventions import FAMILIES, TEXT, family_dirs, final_norm, oracles, unembed  # noqa: E402, F401
 
 K = 5
 

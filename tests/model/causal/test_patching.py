@@ -15,7 +15,7 @@ from tests.kit.hooks import head_dim  # noqa: E402
 from tests.kit.interventions import (  # noqa: E402, F401
     FAMILIES,
     TEXT,
-    dirs,
+    family_dirs,
     head_inputs,
     head_patched,
     layer_outputs,
