@@ -20,3 +20,14 @@ export async function askInto(app, slot, key, url, body) {
   }
   app.update();
 }
+
+/**
+ * What `state[slot]` holds for `key`: `{key, response, error}` while it answers that question (both null while it
+ * is on its way), `{}` while it answers another or none; then `ask` (when given: the page can ask) is called,
+ * e.g. `() => askInto(app, slot, key, url, body)`.
+ */
+export function answerFor(state, slot, key, ask = null) {
+  if (state[slot]?.key === key) return state[slot];
+  ask?.();
+  return {};
+}

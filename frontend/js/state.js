@@ -192,6 +192,21 @@ export function parseHash(hash, views = []) {
   return out;
 }
 
+/**
+ * A view's `link` that is one hash key for one text field of its slice: read whenever the link has the key,
+ * written while `when(state)` holds (by default: while the field is not empty), e.g. `paramLink("textb", "textB")`.
+ */
+export function paramLink(key, field, when = (s) => Boolean(s[field])) {
+  return {
+    read(params, out) {
+      if (params.has(key)) out[field] = params.get(key);
+    },
+    write(s, params) {
+      if (when(s)) params.set(key, s[field]);
+    },
+  };
+}
+
 /** Continue's sampling settings from a link (`sample=1&topk=40&topp=0.9&seed=7`); what is bad is left out. */
 function parseSampling(params) {
   const raw = {};

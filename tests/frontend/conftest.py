@@ -8,12 +8,14 @@ checkpoint, else a random model of the same shape (see ``tests/kit/live.py``).
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+import urllib.error
 from dataclasses import dataclass, field
 
 import pytest
 
-from tests.kit.live import CHROMIUM, ROOT, chromium, live_server, wait_settled
+from tests.kit.live import CHROMIUM, ROOT, chromium, live_server, post_json, wait_settled
 
 sys.path.insert(0, str(ROOT))  # the test modules import tests.kit.family and tests.kit.hub
 
@@ -57,8 +59,30 @@ class Tab:
         if settle and not path.startswith("/lessons"):
             wait_settled(self.page)
 
+    def open_at(self, width: int, path: str, height: int = 900) -> None:
+        """``open`` in a window ``width`` px wide: each view is tested at 1280 and at 390 px."""
+        self.page.set_viewport_size({"width": width, "height": height})
+        self.open(path)
+
     def settle(self) -> None:
         wait_settled(self.page)
+
+    def drawn(self, testid: str) -> dict:
+        """The Plotly figure in the element with this data-testid, once one is drawn there: {data, layout}."""
+        self.page.wait_for_function("(id) => document.querySelector(`[data-testid='${id}']`)?.data", arg=testid)
+        return self.figure(testid)
+
+    def inside(self, testid: str, width: int) -> bool:
+        """Whether the element with this data-testid stands within a window ``width`` px wide."""
+        box = self.page.get_by_test_id(testid).bounding_box()
+        return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+
+    def refusal(self, text: str) -> list | str:
+        """The ``detail`` of the server's 422 for this text at /api/attention (any other answer fails the test)."""
+        with pytest.raises(urllib.error.HTTPError) as info:
+            post_json(self.base_url + "/api/attention", {"text": text})
+        assert info.value.code == 422
+        return json.loads(info.value.read())["detail"]
 
     def figure(self, testid: str) -> dict:
         """The Plotly figure drawn in the element with this data-testid: {data, layout}."""

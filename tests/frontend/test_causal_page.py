@@ -20,16 +20,6 @@ CORRUPT = CLEAN.replace("window", "box")
 WIDTHS = [1280, 390]
 
 
-def open_view(tab, width, fragment):
-    tab.page.set_viewport_size({"width": width, "height": 900})
-    tab.open("/#" + fragment)
-
-
-def inside(page, testid, width):
-    box = page.get_by_test_id(testid).bounding_box()
-    return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
-
-
 def lens_cells(page):
     """Per row of the lens table: its label and its cells' (text, data-prob, title, chosen)."""
     return page.evaluate(
@@ -44,7 +34,7 @@ def lens_cells(page):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_lens_table_is_the_servers_and_follows_the_text(tab, width):
     page = tab.page
-    open_view(tab, width, "view=lens&pos=10&text=" + quote(CLEAN))
+    tab.open_at(width, "/#view=lens&pos=10&text=" + quote(CLEAN))
     page.wait_for_selector("[data-testid=lens-box] table")
     served = post_json(tab.base_url + "/api/lens", {"text": CLEAN, "top_k": 5})
     rows = lens_cells(page)
@@ -57,7 +47,7 @@ def test_the_lens_table_is_the_servers_and_follows_the_text(tab, width):
             assert text and top[0]["token"].startswith(text.rstrip("…"))
             assert all(f"{p['token']} {p['prob']:.3f}" in title for p in top)  # the hover: the top k
         assert [c[3] for c in row["cells"]].index(True) == 10  # the chosen token's column
-    assert inside(page, "lens-box", width)
+    assert tab.inside("lens-box", width)
     assert page.get_by_test_id("lens-note").is_hidden()
     # it follows the text
     page.get_by_test_id("text-input").fill("The cat sat on the mat.")
@@ -72,10 +62,9 @@ def test_the_lens_table_is_the_servers_and_follows_the_text(tab, width):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_attribution_map_and_the_head_effects_are_the_servers(tab, width):
     page = tab.page
-    open_view(tab, width, "view=attribution&text=" + quote(CLEAN))
-    page.wait_for_function("() => document.querySelector('[data-testid=attribution-heads]')?.data")
+    tab.open_at(width, "/#view=attribution&text=" + quote(CLEAN))
+    fig = tab.drawn("attribution-heads")
     served = post_json(tab.base_url + "/api/attribution", {"text": CLEAN, "position": 21})
-    fig = tab.figure("attribution-heads")
     assert fig["data"][0]["z"] == served["heads"]
     assert fig["data"][0]["zmid"] == 0 and fig["data"][0]["zmin"] == -fig["data"][0]["zmax"]
     parts = page.get_by_test_id("attribution-parts").inner_text()
@@ -91,7 +80,7 @@ def test_the_attribution_map_and_the_head_effects_are_the_servers(tab, width):
     asked = {"text": CLEAN, "position": 21, "token_id": served["token_id"]}
     effects = post_json(tab.base_url + "/api/head-effects", asked)
     assert tab.figure("attribution-effects")["data"][0]["z"] == effects["delta"]
-    assert inside(page, "attribution-heads", width) and inside(page, "attribution-effects", width)
+    assert tab.inside("attribution-heads", width) and tab.inside("attribution-effects", width)
     # it follows the chosen token: another position, another answer; the effects wait for a new measure
     page.locator("[data-testid=tokens] .chip").nth(10).click()
     page.wait_for_function("() => window.attnscope.state.attribution?.response?.position === 10")
@@ -107,11 +96,10 @@ def test_the_attribution_map_and_the_head_effects_are_the_servers(tab, width):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_patching_draws_the_servers_shares_and_says_a_refusal(tab, width):
     page = tab.page
-    open_view(tab, width, "view=patching&text=" + quote(CLEAN) + "&textb=" + quote(CORRUPT))
-    page.wait_for_function("() => document.querySelector('[data-testid=patch-plot]')?.data")
+    tab.open_at(width, "/#view=patching&text=" + quote(CLEAN) + "&textb=" + quote(CORRUPT))
+    fig = tab.drawn("patch-plot")
     body = {"clean": CLEAN, "corrupt": CORRUPT, "position": 21}
     heads = post_json(tab.base_url + "/api/patching", {**body, "what": "heads"})
-    fig = tab.figure("patch-plot")
     assert fig["data"][0]["z"] == heads["heads"] and fig["data"][0]["zmid"] == 0
     caption = page.get_by_test_id("patch-caption").inner_text()
     assert f"logit(“{heads['token']}”) − logit(“{heads['foil']}”)" in caption
@@ -124,7 +112,7 @@ def test_patching_draws_the_servers_shares_and_says_a_refusal(tab, width):
     page.wait_for_function("() => document.querySelector('[data-testid=patch-plot]').data[0].y.length === 4")
     assert tab.figure("patch-plot")["data"][0]["z"] == residual["residual"]
     page.wait_for_function("() => window.location.hash.includes('patch=residual')")
-    assert inside(page, "patch-plot", width)
+    assert tab.inside("patch-plot", width)
     # a corrupt text of another length: the 422 in one line, naming corrupt, nothing drawn under it
     page.get_by_test_id("patch-corrupt").fill(CORRUPT + " again")
     page.wait_for_function("() => document.querySelector('[data-testid=patch-caption]').innerText.startsWith('Could')")
@@ -143,7 +131,7 @@ def test_with_a_what_if_on_each_view_says_its_numbers_are_the_model_as_trained(t
         ("attribution", "attribution-note", "document.querySelector('[data-testid=attribution-heads]')?.data"),
         ("patching", "patch-note", "document.querySelector('[data-testid=patch-plot]')?.data"),
     ):
-        open_view(tab, width, f"view={view}" + what_ifs)
+        tab.open_at(width, f"/#view={view}" + what_ifs)
         tab.page.wait_for_function(f"() => {ready}")
         note = tab.page.get_by_test_id(testid).inner_text()
         assert "the model as trained" in note and "causal mask is off" in note and "head is switched off" in note

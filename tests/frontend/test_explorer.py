@@ -30,21 +30,6 @@ def server_tokens(tab, text: str) -> list[str]:
     return post_json(tab.base_url + "/api/attention", body)["tokens"]
 
 
-def server_error_detail(tab, text: str) -> str:
-    """The `detail` the server answers for a text it refuses, flattened to its messages."""
-    req = urllib.request.Request(
-        tab.base_url + "/api/attention",
-        data=json.dumps({"text": text}).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(req, timeout=60)
-    assert info.value.code == 422
-    detail = json.loads(info.value.read())["detail"]
-    return detail if isinstance(detail, str) else " ".join(item["msg"] for item in detail)
-
-
 def test_typing_a_sentence_draws_a_token_by_token_heatmap(tab):
     tab.open("/")
     type_text(tab, SENTENCE)
@@ -210,7 +195,7 @@ def test_a_text_over_the_context_is_said_in_plain_words_and_keeps_the_picture(ta
     tab.open("/#text=" + quote(SENTENCE))
     before = tab.figure("head-heatmap")["data"][0]["z"]
     text = FILLER * 6
-    server_error_detail(tab, text)  # the server refuses it
+    tab.refusal(text)  # the server refuses it
     box = tab.page.get_by_test_id("text-input")
     box.fill(text)
     box.press("Enter")

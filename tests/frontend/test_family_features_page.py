@@ -28,6 +28,13 @@ MLA_SENTENCE = "The cat sat on the mat. The dog sat on the log."
 HYBRIDS = ["qwen3_next", "llama4_text"]
 
 
+def only_on(tab, kind: str, why: str):
+    """``tab`` when its server's model is ``kind``; else the test is skipped, saying ``why``."""
+    if tab.kind != kind:
+        pytest.skip(why)
+    return tab
+
+
 # ---------------------------------------------------------------- learned sinks (gpt-oss)
 
 
@@ -165,9 +172,7 @@ def test_the_ribbon_names_every_layer_and_only_attention_layers_have_heads(famil
 
 @pytest.mark.parametrize("family_server", HYBRIDS, indirect=True)
 def test_a_link_to_a_layer_without_heads_says_what_it_is(family_tab):
-    tab = family_tab
-    if tab.kind != "qwen3_next":
-        pytest.skip("every layer of this model attends")
+    tab = only_on(family_tab, "qwen3_next", "every layer of this model attends")
     tab.open("/#layer=2&head=1&text=" + quote(SENTENCE))
     page = tab.page
     notice = page.get_by_test_id("link-notice")
@@ -185,9 +190,7 @@ def test_a_link_to_a_layer_without_heads_says_what_it_is(family_tab):
 
 @pytest.mark.parametrize("family_server", HYBRIDS, indirect=True)
 def test_a_chunked_layers_masked_cells_say_why(family_tab):
-    tab = family_tab
-    if tab.kind != "llama4_text":
-        pytest.skip("no chunked layer in this model")
+    tab = only_on(family_tab, "llama4_text", "no chunked layer in this model")
     tab.open("/#layer=0&head=0&text=" + quote(SENTENCE))
     fig = tab.figure("head-heatmap")
     masked = next(t for t in fig["data"] if t.get("name") == "masked")
@@ -203,9 +206,7 @@ def test_a_chunked_layers_masked_cells_say_why(family_tab):
 def test_effects_roles_and_continue_draw_the_layers_with_heads(family_tab):
     """Head effects, head roles and the Continue strip carry null for a hybrid's layers without
     heads: the page draws a row per layer with heads, named by its number, and a click opens it."""
-    tab = family_tab
-    if tab.kind != "qwen3_next":
-        pytest.skip("every layer of this model attends")
+    tab = only_on(family_tab, "qwen3_next", "every layer of this model attends")
     tab.open("/#text=" + quote(SENTENCE))
     page = tab.page
     page.get_by_test_id("effects-run").click()
@@ -235,9 +236,7 @@ def test_effects_roles_and_continue_draw_the_layers_with_heads(family_tab):
 def test_a_gated_head_shows_its_output_gate_beside_the_pattern(family_tab):
     """Qwen3-Next scales each head's output by a sigmoid gate: the pattern alone overstates what
     the head writes, so the gate of every query stands in a column of its own, the server's numbers."""
-    tab = family_tab
-    if tab.kind != "qwen3_next":
-        pytest.skip("no output gates in this model")
+    tab = only_on(family_tab, "qwen3_next", "no output gates in this model")
     tab.open("/#layer=3&head=1&text=" + quote(SENTENCE))
     fig = tab.figure("head-heatmap")
     gate = next(t for t in fig["data"] if t.get("name") == "gate")

@@ -23,8 +23,7 @@ WIDTHS = [1280, 390]
 
 
 def open_head(tab, width: int, extra: str = "") -> None:
-    tab.page.set_viewport_size({"width": width, "height": 900})
-    tab.open(f"/#layer=2&head=1{extra}&text=" + quote(TEXT))
+    tab.open_at(width, f"/#layer=2&head=1{extra}&text=" + quote(TEXT))
 
 
 def click_cell(tab, query: int, key: int, shift: bool = False) -> None:
@@ -59,13 +58,18 @@ def wait_answer(tab, slot: str) -> dict:
     return tab.page.evaluate(f"() => window.attnscope.state.{slot}")
 
 
+def click_in_mode(tab, width: int, mode: str, slot: str) -> dict:
+    """The head L2H1 at ``width`` px, a click on cell (21, 10) in this cell mode: the answer it gets."""
+    open_head(tab, width)
+    tab.page.get_by_test_id(f"mode-{mode}").check()
+    click_cell(tab, 21, 10)
+    return wait_answer(tab, slot)["response"]
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_knocked_out_cell_changes_the_prediction_as_the_server_says(tab, width):
-    open_head(tab, width)
+    got = click_in_mode(tab, width, "knockout", "knockoutAnswer")
     page = tab.page
-    page.get_by_test_id("mode-knockout").check()
-    click_cell(tab, 21, 10)
-    got = wait_answer(tab, "knockoutAnswer")["response"]
     served = post_json(
         tab.base_url + "/api/knockout", {"text": TEXT, "edges": [{"layer": 2, "head": 1, "query": 21, "key": 10}]}
     )
@@ -136,11 +140,8 @@ def test_the_knockout_follows_the_link_the_head_and_the_token_and_names_the_what
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_why_the_induction_head_attends_is_the_servers_split(tab, width):
-    open_head(tab, width)
+    got = click_in_mode(tab, width, "why", "qk")
     page = tab.page
-    page.get_by_test_id("mode-why").check()
-    click_cell(tab, 21, 10)
-    got = wait_answer(tab, "qk")["response"]
     served = post_json(
         tab.base_url + "/api/qk-attribution", {"text": TEXT, "layer": 2, "head": 1, "query": 21, "key": 10}
     )

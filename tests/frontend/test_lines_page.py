@@ -26,8 +26,7 @@ def lines(page) -> list[dict]:
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_weight_is_a_line_as_opaque_as_it(tab, width):
     page = tab.page
-    page.set_viewport_size({"width": width, "height": 900})
-    tab.open("/#view=lines&layer=1&text=" + quote(TEXT))
+    tab.open_at(width, "/#view=lines&layer=1&text=" + quote(TEXT))
     page.wait_for_function("() => document.querySelectorAll('[data-testid=lines-svg] line').length > 0")
     served = post_json(
         tab.base_url + "/api/attention", {"text": TEXT, "layers": [1], "include": ["pattern"], "top_k": 0}

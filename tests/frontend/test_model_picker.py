@@ -4,6 +4,7 @@ draws the new model's heads; choosing the first brings it back."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from urllib.parse import quote
 
 import pytest
@@ -19,9 +20,9 @@ from tests.kit.hub import put_in_cache  # noqa: E402
 SENTENCE = "The cat sat on the mat."
 
 
-@pytest.fixture(scope="module")
-def two_model_server(tmp_path_factory, server):
-    root = tmp_path_factory.mktemp("picker")
+@contextmanager
+def beside_a_cached_llama(root, checkpoint):
+    """The server on ``checkpoint``, a tiny Llama in its Hugging Face cache under ``root``: the picker lists both."""
     put_in_cache(root / "hub", "tiny-org/tiny-llama", build("llama", root / "llama"))
     env = {
         "HF_HUB_CACHE": str(root / "hub"),
@@ -29,7 +30,13 @@ def two_model_server(tmp_path_factory, server):
         "OLLAMA_MODELS": str(root / "none"),
         "HOME": str(root),
     }
-    with serving(server.checkpoint, env=env) as s:
+    with serving(checkpoint, env=env) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def two_model_server(tmp_path_factory, server):
+    with beside_a_cached_llama(tmp_path_factory.mktemp("picker"), server.checkpoint) as s:
         yield s
 
 
@@ -62,14 +69,7 @@ LONG_NAME = "a-rather-long-model-name-for-the-badge-Instruct-v2-q8"
 def long_name_server(tmp_path_factory, server):
     """The server on a model with a long name, the picker shown (its cache holds a second model)."""
     root = tmp_path_factory.mktemp("long-name")
-    put_in_cache(root / "hub", "tiny-org/tiny-llama", build("llama", root / "llama"))
-    env = {
-        "HF_HUB_CACHE": str(root / "hub"),
-        "HF_HUB_OFFLINE": "1",
-        "OLLAMA_MODELS": str(root / "none"),
-        "HOME": str(root),
-    }
-    with serving(build("llama", root / LONG_NAME), env=env) as s:
+    with beside_a_cached_llama(root, build("llama", root / LONG_NAME)) as s:
         yield s
 
 

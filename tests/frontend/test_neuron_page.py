@@ -17,11 +17,9 @@ TEXT = "The cat sat on the mat. The cat"
 @pytest.mark.parametrize("width", [1280, 390])
 def test_q_k_and_their_product_are_the_servers(tab, width):
     page = tab.page
-    page.set_viewport_size({"width": width, "height": 900})
-    tab.open("/#view=neuron&layer=1&head=2&pos=8&text=" + quote(TEXT))
-    page.wait_for_function("() => document.querySelector('[data-testid=neuron-plot]')?.data")
+    tab.open_at(width, "/#view=neuron&layer=1&head=2&pos=8&text=" + quote(TEXT))
+    fig = tab.drawn("neuron-plot")
     served = post_json(tab.base_url + "/api/neuron", {"text": TEXT, "layer": 1, "head": 2, "query": 8})
-    fig = tab.figure("neuron-plot")
     assert [trace["y"] for trace in fig["data"]] == [served["q"], served["k"], served["q_times_k"]]
     words = page.get_by_test_id("neuron-caption").inner_text()
     assert f"q·k = {served['attn_scores_raw']:.4f}" in words and f"the weight is {served['weight']:.4f}" in words
@@ -34,8 +32,7 @@ def test_q_k_and_their_product_are_the_servers(tab, width):
         "() => document.querySelector('[data-testid=neuron-caption]').innerText"
         f".includes('{other['attn_scores_raw']:.4f}')"
     )
-    box = page.get_by_test_id("neuron-plot").bounding_box()
-    assert box["x"] >= 0 and box["x"] + box["width"] <= width
+    assert tab.inside("neuron-plot", width)
     assert not tab.unexpected_console_errors()
 
 

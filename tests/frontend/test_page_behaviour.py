@@ -23,20 +23,6 @@ def get_json(url: str) -> dict:
         return json.loads(r.read())
 
 
-def refusal(base_url: str, text: str) -> dict:
-    """The server's 422 `detail` item for a text it refuses."""
-    req = urllib.request.Request(
-        base_url + "/api/attention",
-        data=json.dumps({"text": text}).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(req, timeout=60)
-    assert info.value.code == 422
-    return json.loads(info.value.read())["detail"][0]
-
-
 def attention_posts(tab) -> int:
     return sum(1 for u in tab.requests if u.endswith("/api/attention"))
 
@@ -164,7 +150,7 @@ def test_an_empty_box_shows_an_empty_state_and_asks_nothing(tab):
     assert empty.is_visible() and tab.page.get_by_test_id("error-banner").is_hidden()
     assert tab.tokens() == [] and tab.page.locator("#token-count").inner_text() == "no tokens"
     assert attention_posts(tab) == before
-    assert refusal(tab.base_url, "   \n\t  ")["type"] == "text_blank"
+    assert tab.refusal("   \n\t  ")[0]["type"] == "text_blank"
     assert tab.unexpected_console_errors() == []
 
 
@@ -220,7 +206,7 @@ def test_a_link_with_an_empty_text_opens_on_the_empty_state(tab):
 
 def test_the_too_long_message_and_the_counter_say_the_same_number(tab):
     text = FILLER * 6
-    detail = refusal(tab.base_url, text)
+    detail = tab.refusal(text)[0]
     assert detail["type"] == "too_many_tokens"
     count, limit = detail["ctx"]["count"], detail["ctx"]["limit"]
     tab.open("/#text=" + quote(SENTENCE))

@@ -16,12 +16,10 @@ TEXT = "The cat sat on the mat. The dog sat on the log."
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_rollout_of_the_chosen_token_is_the_servers(tab, width):
-    page = tab.page
-    page.set_viewport_size({"width": width, "height": 900})
-    tab.open("/#view=rollout&pos=5&text=" + quote(TEXT))
-    page.wait_for_function("() => document.querySelector('[data-testid=rollout-plot]')?.data")
-    fig = tab.figure("rollout-plot")
     served = post_json(tab.base_url + "/api/rollout", {"text": TEXT, "position": 5})
+    page = tab.page
+    tab.open_at(width, "/#view=rollout&pos=5&text=" + quote(TEXT))
+    fig = tab.drawn("rollout-plot")
     assert fig["data"][0]["z"] == served["rollout"]
     assert fig["layout"]["yaxis"]["ticktext"] == [f"after L{layer}" for layer in served["layers"]]
     caption = page.get_by_test_id("rollout-caption").inner_text()

@@ -15,12 +15,16 @@ pytestmark = pytest.mark.browser
 A, B = "The doctor said she", "The doctor said he"
 
 
+def open_two_texts(tab, width: int) -> None:
+    """Two texts at ``width`` px, layer 2 head 1 on A and B, once their difference is drawn."""
+    tab.open_at(width, "/#view=texts&layer=2&head=1&text=" + quote(A) + "&textb=" + quote(B), height=1000)
+    tab.drawn("texts-diff")
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 def test_two_texts_and_their_difference_are_the_servers(tab, width):
     page = tab.page
-    page.set_viewport_size({"width": width, "height": 1000})
-    tab.open("/#view=texts&layer=2&head=1&text=" + quote(A) + "&textb=" + quote(B))
-    page.wait_for_function("() => document.querySelector('[data-testid=texts-diff]')?.data")
+    open_two_texts(tab, width)
     served = post_json(tab.base_url + "/api/compare-texts", {"text": A, "text_b": B, "layer": 2, "head": 1})
     for testid, text in (("texts-a", served["texts"][0]), ("texts-b", served["texts"][1])):
         drawn = tab.figure(testid)["data"][0]["z"]
@@ -57,9 +61,7 @@ def test_two_texts_and_their_difference_are_the_servers(tab, width):
 def test_the_titles_stand_clear_of_the_axis_and_its_labels(tab, width):
     """Issue 32, item 6: at 390 px "first text" overlapped "key (attended to)" and the token labels."""
     page = tab.page
-    page.set_viewport_size({"width": width, "height": 1000})
-    tab.open("/#view=texts&layer=2&head=1&text=" + quote(A) + "&textb=" + quote(B))
-    page.wait_for_function("() => document.querySelector('[data-testid=texts-diff]')?.data")
+    open_two_texts(tab, width)
     for testid in ("texts-a", "texts-b"):
         boxes = page.evaluate(
             """(id) => {

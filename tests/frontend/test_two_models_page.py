@@ -59,6 +59,14 @@ def flat(z):
     return [c or 0 for row in z for c in row]
 
 
+def open_models(tab, server, width, layer, head, text=TEXT, what_if=""):
+    """Two models on ``server`` at ``width`` px, org/tuned second, (layer, head) chosen, once they are drawn."""
+    tab.base_url = server.url
+    link = f"/#view=models&layer={layer}&head={head}{what_if}&text=" + quote(text) + "&modelb=org/tuned"
+    tab.open_at(width, link, height=1000)
+    wait_drawn(tab.page, layer, head)
+
+
 def wait_drawn(page, layer, head):
     """The chosen head's three plots drawn from the answer for (layer, head)."""
     page.wait_for_function(
@@ -104,11 +112,8 @@ def click_head(page, layer, head):
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_map_lights_the_changed_layer_and_a_click_compares_a_head(tab, models_server, width):
-    tab.base_url = models_server.url
     page = tab.page
-    page.set_viewport_size({"width": width, "height": 1000})
-    tab.open(f"/#view=models&layer={CHANGED}&head=0&text=" + quote(TEXT) + "&modelb=org/tuned")
-    wait_drawn(page, CHANGED, 0)
+    open_models(tab, models_server, width, CHANGED, 0)
     answer = served(tab, CHANGED, 0)
     check_drawn(tab, answer, CHANGED, 0)
     # the layers before the changed one are exactly 0; the changed one is not
@@ -135,11 +140,8 @@ def test_the_map_lights_the_changed_layer_and_a_click_compares_a_head(tab, model
 @pytest.mark.parametrize("width", [1280, 390])
 def test_a_long_text_and_a_what_if_are_said_true(tab, models_server, width):
     """With the mask off the route still compares the models as trained: the view says so."""
-    tab.base_url = models_server.url
     page = tab.page
-    page.set_viewport_size({"width": width, "height": 1000})
-    tab.open("/#view=models&layer=1&head=2&causal=0&text=" + quote(LONG) + "&modelb=org/tuned")
-    wait_drawn(page, 1, 2)
+    open_models(tab, models_server, width, 1, 2, text=LONG, what_if="&causal=0")
     check_drawn(tab, served(tab, 1, 2, text=LONG), 1, 2)
     assert (
         "The what-ifs on the page (mask off) are not applied here: both models as trained."
@@ -153,13 +155,10 @@ def test_a_long_text_and_a_what_if_are_said_true(tab, models_server, width):
 @pytest.mark.parametrize("width", [1280, 390])
 def test_another_shape_is_said_in_one_line_naming_model_b(tab, models_server, width):
     """The first ask loads model_b (202: "loading", asked again), then its refusal is said, nothing stale drawn."""
-    tab.base_url = models_server.url
     page = tab.page
-    page.set_viewport_size({"width": width, "height": 1000})
     statuses = []
     page.on("response", lambda r: statuses.append(r.status) if r.url.endswith("/api/compare-models") else None)
-    tab.open("/#view=models&layer=1&head=0&text=" + quote(TEXT) + "&modelb=org/tuned")
-    wait_drawn(page, 1, 0)
+    open_models(tab, models_server, width, 1, 0)
     page.evaluate(
         "() => { window.__said = []; new MutationObserver(() => window.__said.push("
         "document.querySelector('#models-caption').innerText)).observe("

@@ -1,7 +1,8 @@
-// What the three "Explain a prediction" views of the causal routes share (Lens, Attribution,
-// Patching): their words about the what-ifs, which these routes never take, and a layer × head
-// map on a diverging scale centred on 0. The numbers are the answers'; only the colour range is
-// the page's (the largest magnitude drawn, so that 0 is always the middle colour).
+// What the "Explain a prediction" views share (Rollout, Lens, Attribution, Patching): the causal
+// routes' words about the what-ifs, which these routes never take, a layer × head map on a
+// diverging scale centred on 0, and a layers × tokens map's grid (Rollout, Patching). The numbers
+// are the answers'; only the colour range is the page's (the largest magnitude drawn, so that 0
+// is always the middle colour).
 
 import { SIGNED_SCALE, baseLayout } from "./figures.js";
 
@@ -50,7 +51,7 @@ export function layerHeadFigure(matrix, { label, hover, peak = signedPeak(matrix
         zmid: 0,
         colorscale: SIGNED_SCALE, // blue (low) to red (high)
         reversescale: reverse,
-        colorbar: { title: { text: label, side: "right", font: { size: 11 } }, thickness: 10, outlinewidth: 0 },
+        colorbar: colorBar(label),
         hovertemplate: `%{y} · %{x}<br>${hover} %{z:+.${digits}f}<extra></extra>`,
         xgap: 1,
         ygap: 1,
@@ -63,4 +64,32 @@ export function layerHeadFigure(matrix, { label, hover, peak = signedPeak(matrix
       xaxis: { type: "category", side: "bottom", fixedrange: true },
     }),
   };
+}
+
+/** A colour bar on the right titled `text`, as these views' maps draw it. */
+export const colorBar = (text, thickness = 10) => ({
+  title: { text, side: "right", font: { size: 11 } },
+  thickness,
+  outlinewidth: 0,
+});
+
+/**
+ * The grid of a heatmap with a row per layer (`rows`: what each row is after, e.g. "L2" or "block 2", top down) and a
+ * column per token: the trace without its colours and hover (`customdata`: [row, "i token"]), and the row axis
+ * ("after L2"). The caller adds the colour scale, the hover template and the colour bar.
+ */
+export function layerTokenGrid(z, tokens, rows) {
+  const index = (_, i) => i;
+  const trace = {
+    type: "heatmap",
+    z,
+    x: tokens.map(index),
+    y: rows.map(index),
+    customdata: rows.map((row) => tokens.map((t, i) => [row, `${i} ${t}`])),
+    xgap: tokens.length <= 40 ? 1 : 0,
+    ygap: 1,
+  };
+  const ticktext = rows.map((row) => `after ${row}`);
+  const yaxis = { tickmode: "array", tickvals: rows.map(index), ticktext, autorange: "reversed", fixedrange: true };
+  return { trace, yaxis };
 }

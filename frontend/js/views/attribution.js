@@ -4,7 +4,7 @@
 // head effects card's own request and figure) so a head's direct write and its total effect are
 // read together. The route runs the model as trained, the split's frozen norm said in words.
 
-import { askInto } from "../answers.js";
+import { answerFor, askInto } from "../answers.js";
 import { effectsFigure, measureEffects } from "../cards/effects.js";
 import { byId, drawPlot, idOf, onPlotClick, setHidden, setText } from "../dom.js";
 import { asTrainedWords, layerHeadFigure } from "../draw/causal.js";
@@ -120,9 +120,9 @@ export function draw(state, els, app = null) {
   }
   const position = selectedPosition(state, tokens.length);
   const key = attributionKey(state, position);
-  if (state.attribution?.key !== key && app)
-    askInto(app, "attribution", key, "/api/attribution", { text: state.text, ...imageField(state), position });
-  const { response, error } = state.attribution?.key === key ? state.attribution : {};
+  const asked = { text: state.text, ...imageField(state), position };
+  const ask = app && (() => askInto(app, "attribution", key, "/api/attribution", asked));
+  const { response, error } = answerFor(state, "attribution", key, ask);
   const caption = error ? `Could not split the logit: ${error}` : response ? attributionWords(response, tokens) : "";
   setText(byId("attribution-caption"), caption || "computing…");
   setHidden(body, !response); // nothing stale under a refusal

@@ -4,7 +4,7 @@
 // prediction; a cell's title holds the top k. It follows the text and marks the chosen token; the
 // route runs the model as trained, so with a what-if on the view says so.
 
-import { askInto } from "../answers.js";
+import { answerFor, askInto } from "../answers.js";
 import { byId, idOf, setHidden, setText } from "../dom.js";
 import { asTrainedWords } from "../draw/causal.js";
 import { shortToken } from "../draw/figures.js";
@@ -119,8 +119,8 @@ export function draw(state, els, app = null) {
   }
   const key = lensKey(state);
   const body = { text: state.text, ...imageField(state), top_k: state.lensTopK };
-  if (state.lens?.key !== key && app) askInto(app, "lens", key, "/api/lens", body);
-  const { response, error } = state.lens?.key === key ? state.lens : {};
+  const ask = app && (() => askInto(app, "lens", key, "/api/lens", body));
+  const { response, error } = answerFor(state, "lens", key, ask);
   setText(byId("lens-caption"), error ? `Could not compute the lens: ${error}` : response ? ABOUT : "computing…");
   setHidden(box, !response); // nothing stale under a refusal
   if (!response) return false;

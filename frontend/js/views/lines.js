@@ -7,7 +7,7 @@
 // attention of the selection, summed or averaged by the server (POST /api/selection), is drawn
 // below: where the selected queries look, and who looks at the selected keys.
 
-import { askInto } from "../answers.js";
+import { answerFor, askInto } from "../answers.js";
 import { byId, drawPlot, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, QUALITATIVE, baseLayout } from "../draw/figures.js";
 import { imageField, imageId, imageOf, scaleParam } from "../state.js";
@@ -297,15 +297,8 @@ function drawSelection(state, app) {
 export function draw(state, els, app = null) {
   if (!state.text.trim()) return false;
   const key = linesKey(state);
-  if (state.lines?.key !== key) {
-    if (app) ask(app, state, key);
-    return false;
-  }
-  const { response, error } = state.lines;
-  if (error) {
-    setText(byId("lines-caption"), `Could not draw the lines: ${error}`);
-    return false;
-  }
+  const { response, error } = answerFor(state, "lines", key, app && (() => ask(app, state, key)));
+  if (error) setText(byId("lines-caption"), `Could not draw the lines: ${error}`);
   if (!response) return false;
   const layer = response.layers[0];
   const hidden = state.linesHidden;

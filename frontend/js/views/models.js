@@ -10,6 +10,7 @@ import { fillModelOptions, pickerOptions } from "../cards/modelpicker.js";
 import { byId, drawPlot, onPlotClick, setText } from "../dom.js";
 import { ACCENT, WEIGHT_SCALE, baseLayout } from "../draw/figures.js";
 import { headHeatmapFigure } from "../draw/heatmap.js";
+import { paramLink } from "../state.js";
 import { differenceFigure } from "./texts.js";
 
 export const id = "models";
@@ -21,14 +22,7 @@ export const label = "Two models";
 export const state = { modelB: "", models: null, modelListing: null };
 export const answers = ["models"];
 /** `modelb=`: the second model. */
-export const link = {
-  read(params, out) {
-    if (params.has("modelb")) out.modelB = params.get("modelb");
-  },
-  write(s, params) {
-    if (s.modelB) params.set("modelb", s.modelB);
-  },
-};
+export const link = paramLink("modelb", "modelB");
 /** Its own request, asked for by draw when the view is shown. */
 export const needs = [];
 /** Said instead of the what-if notes: the route compares the two models as trained. */

@@ -5,9 +5,9 @@
 // on a diverging scale centred on 0. The route runs the model as trained; a refusal (texts of
 // different token counts: a 422 naming `corrupt`) is said in one line with nothing drawn under it.
 
-import { askInto } from "../answers.js";
+import { answerFor, askInto } from "../answers.js";
 import { byId, drawPlot, setHidden, setText } from "../dom.js";
-import { asTrainedWords, layerHeadFigure, signedPeak } from "../draw/causal.js";
+import { asTrainedWords, colorBar, layerHeadFigure, layerTokenGrid, signedPeak } from "../draw/causal.js";
 import { SIGNED_SCALE, baseLayout, fmtFixed, tokenAxis, tokenMargins } from "../draw/figures.js";
 import { selectedPosition, textTokens } from "../state.js";
 import { textOnlyNow } from "../textonly.js";
@@ -47,36 +47,24 @@ export function install(app) {
 /** Layers × clean tokens: the share restored by the clean residual stream after each block at each token. */
 export function residualFigure({ residual, tokens }) {
   const peak = signedPeak(residual, 1);
+  const { trace, yaxis } = layerTokenGrid(residual, tokens, residual.map((_, l) => `block ${l}`));
   return {
     data: [
       {
-        type: "heatmap",
-        z: residual,
-        x: tokens.map((_, i) => i),
-        y: residual.map((_, l) => l),
-        customdata: residual.map((row, l) => row.map((_, i) => [`after block ${l}`, `${i} ${tokens[i]}`])),
+        ...trace,
         zmin: -peak,
         zmax: peak,
         zmid: 0,
         colorscale: SIGNED_SCALE, // blue (low) to red (high)
-        xgap: tokens.length <= 40 ? 1 : 0,
-        ygap: 1,
-        hovertemplate: "%{customdata[0]}, at <b>%{customdata[1]}</b>: restores %{z:+.3f}<extra></extra>",
-        colorbar: { title: { text: "restored", side: "right", font: { size: 11 } }, thickness: 10, outlinewidth: 0 },
+        hovertemplate: "after %{customdata[0]}, at <b>%{customdata[1]}</b>: restores %{z:+.3f}<extra></extra>",
+        colorbar: colorBar("restored"),
       },
     ],
     layout: baseLayout({
       margin: { l: 88, r: 8, t: tokenMargins(tokens).t, b: 10 },
       height: Math.max(180, 30 * residual.length + tokenMargins(tokens).t + 20),
       xaxis: { ...tokenAxis(tokens, { side: "top", title: "clean token", angle: -55 }), type: "linear" },
-      yaxis: {
-        type: "linear",
-        tickmode: "array",
-        tickvals: residual.map((_, l) => l),
-        ticktext: residual.map((_, l) => `after block ${l}`),
-        autorange: "reversed",
-        fixedrange: true,
-      },
+      yaxis: { type: "linear", ...yaxis },
     }),
   };
 }
@@ -117,12 +105,10 @@ export function draw(state, els, app = null) {
   // with an image the chosen token counts the image's prompt: the text alone is read at its own last token
   const position = textOnlyNow(state, id) ? null : selectedPosition(state, tokens.length);
   const key = patchingKey(state, position);
-  if (state.patching?.key !== key && app) {
-    const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat };
-    if (position !== null) body.position = position;
-    askInto(app, "patching", key, "/api/patching", body);
-  }
-  const { response, error } = state.patching?.key === key ? state.patching : {};
+  const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat };
+  if (position !== null) body.position = position;
+  const ask = app && (() => askInto(app, "patching", key, "/api/patching", body));
+  const { response, error } = answerFor(state, "patching", key, ask);
   if (!response) {
     setWords(error ? `Could not patch: ${error}` : "patching…", false);
     return false;

@@ -3,6 +3,7 @@
 
 import { byId, drawPlot, idOf, onPlotClick, setText } from "../dom.js";
 import { ACCENT, WEIGHT_SCALE, baseLayout } from "../draw/figures.js";
+import { paramLink } from "../state.js";
 
 export const id = "roles";
 export const label = "Head roles";
@@ -10,14 +11,7 @@ export const label = "Head roles";
 export const state = { role: "induction", roles: null };
 export const answers = ["roles"];
 /** `role=`, written while this view is open. */
-export const link = {
-  read(params, out) {
-    if (params.has("role")) out.role = params.get("role");
-  },
-  write(s, params) {
-    if (s.view === "roles") params.set("role", s.role);
-  },
-};
+export const link = paramLink("role", "role", (s) => s.view === "roles");
 /** Nothing per text: the role scores come once, from GET /api/heads. */
 export const needs = [];
 /** Said instead of the what-if notes: the switches do not change these scores. */

@@ -6,6 +6,7 @@
 
 import { askInto } from "../answers.js";
 import { byId, drawPlot, setText } from "../dom.js";
+import { colorBar, layerTokenGrid } from "../draw/causal.js";
 import { WEIGHT_SCALE, baseLayout, tokenAxis } from "../draw/figures.js";
 import { currentGrid, imageField, imageId, scaleParam, selectedPosition } from "../state.js";
 import { offParam } from "../switchedoff.js";
@@ -67,35 +68,24 @@ function ask(app, state, position, key) {
 /** Layers × input tokens: the chosen token's rollout after each attention layer. */
 export function rolloutFigure({ tokens, layers, rollout, position }) {
   const shown = tokens.slice(0, rollout[0].length);
+  const { trace, yaxis } = layerTokenGrid(rollout, shown, layers.map((l) => `L${l}`));
   return {
     data: [
       {
-        type: "heatmap",
-        z: rollout,
-        x: shown.map((_, i) => i),
-        y: layers.map((_, i) => i),
-        customdata: layers.map((l) => shown.map((t, i) => [`L${l}`, `${i} ${t}`])),
+        ...trace,
         colorscale: WEIGHT_SCALE,
         zmin: 0,
         zmax: 1,
-        xgap: shown.length <= 40 ? 1 : 0,
-        ygap: 1,
         hovertemplate:
           `after %{customdata[0]}: “${tokens[position]}” draws %{z:.4f} on ` +
           `<b>%{customdata[1]}</b><extra></extra>`,
-        colorbar: { title: { text: "share", side: "right", font: { size: 11 } }, thickness: 12, outlinewidth: 0 },
+        colorbar: colorBar("share", 12),
       },
     ],
     layout: baseLayout({
       margin: { l: 70, r: 10, t: 70, b: 10 },
       xaxis: tokenAxis(shown, { side: "top", title: "input token", angle: -55 }),
-      yaxis: {
-        tickmode: "array",
-        tickvals: layers.map((_, i) => i),
-        ticktext: layers.map((l) => `after L${l}`),
-        autorange: "reversed",
-        fixedrange: true,
-      },
+      yaxis,
       uirevision: "rollout",
     }),
   };

@@ -3,12 +3,12 @@
 // their difference cell by cell on a diverging scale. Every number is the server's
 // (POST /api/compare-texts); the second text lives in the link (`textb=`).
 
-import { askInto } from "../answers.js";
+import { answerFor, askInto } from "../answers.js";
 import { byId, drawPlot, setText } from "../dom.js";
 import { SIGNED_SCALE, baseLayout, maskNull, tokenAxis, tokenMargins } from "../draw/figures.js";
 import { heatmapTitle } from "../draw/headframe.js";
 import { headHeatmapFigure } from "../draw/heatmap.js";
-import { scaleParam } from "../state.js";
+import { paramLink, scaleParam } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
 export const id = "texts";
@@ -17,14 +17,7 @@ export const label = "Two texts";
 export const state = { textB: "", texts: null };
 export const answers = ["texts"];
 /** `textb=`: the second text. */
-export const link = {
-  read(params, out) {
-    if (params.has("textb")) out.textB = params.get("textb");
-  },
-  write(s, params) {
-    if (s.textB) params.set("textb", s.textB);
-  },
-};
+export const link = paramLink("textb", "textB");
 /** Its own request (POST /api/compare-texts), asked for by draw when the view is shown. */
 export const needs = [];
 
@@ -136,15 +129,8 @@ export function draw(state, els, app = null) {
     return false;
   }
   const key = textsKey(state);
-  if (state.texts?.key !== key) {
-    if (app) ask(app, state, key);
-    return false;
-  }
-  const { response, error } = state.texts;
-  if (error) {
-    setText(byId("texts-caption"), `Could not compare: ${error}`);
-    return false;
-  }
+  const { response, error } = answerFor(state, "texts", key, app && (() => ask(app, state, key)));
+  if (error) setText(byId("texts-caption"), `Could not compare: ${error}`);
   if (!response) return false;
   const [a, b] = response.texts;
   // differential attention: a head's map is signed (first − λ·second), so the diverging scale
