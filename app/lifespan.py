@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -24,8 +25,10 @@ from starlette.types import Message, Receive, Scope, Send
 from ..model.ours.checkpoint import CheckpointError
 from ..model.registry import load_model
 from .compute.atlas import AtlasFolderError, load_atlases
+from .compute.attention import compute_attention
 from .compute.models import started_with
 from .errors import one_line
+from .schemas.attention import AttentionRequest
 from .service import Service, build_service
 from .settings import Settings
 
@@ -116,7 +119,21 @@ def load_service(settings: Settings) -> Service:
     """The settings' model, loaded, with what is computed once (:func:`build_service`)."""
     lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
     limits = {"max_text_chars": settings.text_limit(), "max_matrix_cells": settings.max_matrix_cells}
-    return build_service(lm, limits=limits, image_limits=settings.image_limits())
+    svc = build_service(lm, limits=limits, image_limits=settings.image_limits())
+    if settings.compile:
+        svc.fuse = True
+        compile_now(svc)
+    return svc
+
+
+def compile_now(svc: Service) -> None:
+    """The compiled statistics made before the first request needs them: the page's first request
+    (every head's statistics, and one head's) on a short text, so no one waits for the compiler
+    then. A long text's blocks, or a what-if's divisor under 1, compile when first asked for."""
+    started = time.perf_counter()
+    focus = {"layer": svc.loaded.facts.attention_layers[0], "head": 0, "include": ["stats"]}
+    compute_attention(svc, AttentionRequest(text="The cat sat on the mat.", include=["stats"], focus=focus))
+    log.info("attnscope: compiled the statistics' block passes in %.0f s", time.perf_counter() - started)
 
 
 @asynccontextmanager

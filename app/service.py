@@ -29,6 +29,7 @@ class Service:
     displays: list[str]
     heads_json: bytes | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    fuse: bool = False  # the statistics' block passes compiled (settings.compile)
 
     @property
     def max_matrix_cells(self) -> int:

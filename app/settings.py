@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     )
     max_concurrency: int = Field(0, ge=0, description="0 = one per group of torch threads, at least 2")
     torch_threads: int = Field(0, ge=0, description="0 = the CPUs available, at most 8")
+    compile: bool = Field(
+        False, description="compile the statistics' block passes (torch.compile): fewer GPU kernel launches"
+    )
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     atlas: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, max_length=2, description="head atlases to serve (attnscope atlas --out DIR), one or two"

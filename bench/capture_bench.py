@@ -1,7 +1,7 @@
 """The page's request over HTTP against the bare forward pass, at the lengths people study; printed.
 
     python bench/capture_bench.py [--cases gpt2-small:1024,smollm2:4096] [--repeat 3] [--threads 2]
-                                  [--device cpu|cuda] [--ops] [--profile] [--json OUT.json]
+                                  [--device cpu|cuda] [--compile] [--ops] [--profile] [--json OUT.json]
 
 Models are random weights of real shapes, built from transformers configs into a temporary folder
 (no download): ``gpt2-small`` (12 layers × 12 heads, d 768; opens in our GPT) and ``smollm2``
@@ -23,6 +23,9 @@ torch threads) and measures:
 ``--profile`` also runs each case's page request in this process (no HTTP) and prints where its
 time goes: the server's phases, gzip and zstd at the server's levels, the torch operations with the most
 device and host time, and the Python functions with the most cumulative time.
+
+``--compile`` serves with ``ATTNSCOPE_COMPILE=1`` (the statistics' block passes compiled) and
+warms the server up on the measured request itself, so that no repeat waits for the compiler.
 
 ``--ops`` also prints the torch operations one capture runs per layer for 4, 12 and 32 heads (a
 2-layer model, 256 tokens), which must not grow with the heads, and the device-to-host copies per
@@ -135,7 +138,9 @@ def bare_forward(path: Path, name: str, ids: list[int], device: str):
     return run
 
 
-def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: Path, accept: str) -> dict:
+def bench_case(
+    name: str, T: int, repeat: int, threads: int, device: str, tmp: Path, accept: str, compiled: bool = False
+) -> dict:
     path = build(name, tmp / name)
     text, ids = text_of(T)
     cfg = json.loads((path / "config.json").read_text())
@@ -145,6 +150,7 @@ def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: P
 
     port = free_port()
     env = {**os.environ, "ATTNSCOPE_TORCH_THREADS": str(threads), "ATTNSCOPE_DEVICE": device}
+    env["ATTNSCOPE_COMPILE"] = "1" if compiled else "0"
     server = subprocess.Popen(
         [sys.executable, "-m", "attnscope", "serve", "--checkpoint", str(path), "--port", str(port)],
         env=env,
@@ -152,13 +158,15 @@ def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: P
         stderr=subprocess.PIPE,
     )
     try:
-        for _ in range(600):
+        for _ in range(3000 if compiled else 600):
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1)
                 break
             except OSError:
                 time.sleep(0.2)
         post(port, {**body, "text": "warm up", "focus": {**body["focus"], "thumbnail": None}})
+        if compiled:  # this length's blocks compiled before any repeat
+            post(port, body, accept)
         before = memory_kb(server.pid)
         bare = bare_forward(path, name, ids, device)
         bare()  # warm-up
@@ -179,6 +187,7 @@ def bench_case(name: str, T: int, repeat: int, threads: int, device: str, tmp: P
     return {
         "model": name,
         "T": len(ids),
+        "compiled": compiled,
         "ms": med,
         "ratio": med["page"] / med["bare"],
         "accept_encoding": accept,
@@ -237,8 +246,9 @@ def profile_case(name: str, T: int, device: str, tmp: Path) -> None:
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
 
 
-def ops_per_layer(device: str) -> list[dict]:
-    """torch operations one capture runs per layer, for 4, 12 and 32 heads of 16 dims, at 256 tokens."""
+def ops_per_layer(device: str, compiled: bool = False) -> list[dict]:
+    """torch operations one capture runs per layer, for 4, 12 and 32 heads of 16 dims, at 256 tokens
+    (with ``compiled``, each compiled call counts as one)."""
     from attnscope.model.backends import OursBackend
     from attnscope.model.capture import Capture, CapturePlan
     from attnscope.model.ours.gpt import GPT, AttentionOptions, GPTConfig
@@ -258,6 +268,7 @@ def ops_per_layer(device: str) -> list[dict]:
                 thumbnail=64,
                 focus=(1, nh // 2),
                 focus_fields=frozenset({"pattern", "attn_scores_raw", "stats"}),
+                fuse=compiled,
             )
             cap = Capture(sel)
             backend.hidden(ids, AttentionOptions(), cap)
@@ -269,7 +280,7 @@ def ops_per_layer(device: str) -> list[dict]:
         with profile(activities=activities) as prof:
             cap = request()
         events = prof.events()
-        top = [e for e in events if e.name.startswith("aten::") and e.cpu_parent is None]
+        top = [e for e in events if e.cpu_parent is None and (e.name.startswith("aten::") or _compiled_call(e.name))]
         copies = sum(1 for e in events if "Memcpy DtoH" in e.name)
         rows.append(
             {
@@ -283,6 +294,11 @@ def ops_per_layer(device: str) -> list[dict]:
     return rows
 
 
+def _compiled_call(name: str) -> bool:
+    """Whether a profiler event is a call into torch.compile's code (its name says so)."""
+    return name.startswith("Torch-Compiled Region")
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="gpt2-small:1024,smollm2:4096")
@@ -290,6 +306,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--accept", default=CHROMIUM_ACCEPTS, help="the request's Accept-Encoding")
+    ap.add_argument("--compile", action="store_true", help="serve with ATTNSCOPE_COMPILE=1")
     ap.add_argument("--ops", action="store_true")
     ap.add_argument("--profile", action="store_true", help="where each case's request spends its time")
     ap.add_argument("--json")
@@ -301,7 +318,7 @@ def main(argv: list[str] | None = None) -> dict:
             if not case:
                 continue
             name, T = case.split(":")
-            r = bench_case(name, int(T), args.repeat, args.threads, args.device, Path(tmp), args.accept)
+            r = bench_case(name, int(T), args.repeat, args.threads, args.device, Path(tmp), args.accept, args.compile)
             results["cases"].append(r)
             print(
                 f"{r['model']:>11} T={r['T']:>5}  bare {r['ms']['bare']:>9.0f} ms ({r['bare_kind']})  "
@@ -313,7 +330,7 @@ def main(argv: list[str] | None = None) -> dict:
             if args.profile:
                 profile_case(name, int(T), args.device, Path(tmp))
     if args.ops:
-        results["ops"] = ops_per_layer(args.device)
+        results["ops"] = ops_per_layer(args.device, args.compile)
         for row in results["ops"]:
             print(
                 f"heads {row['heads']:>2}: {row['aten_ops_per_layer']:.0f} torch ops per layer, "

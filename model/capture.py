@@ -52,6 +52,7 @@ class CapturePlan:
     focus_thumbnail: int | None = None  # the focus head's matrices max-pooled to at most n×n
     focus_region: tuple[int, int, int, int] | None = None  # [q0, q1) × [k0, k1): exact cells of the focus head
     budget_bytes: int | None = None  # a block's temporaries; None: :func:`block_budget` of the layer's device
+    fuse: bool = False  # the statistics' block passes compiled (:func:`model.stats.fused_block_terms`)
 
     @property
     def needs_unscaled(self) -> bool:
@@ -141,7 +142,7 @@ class Capture:
             if sel.stats and heads:
                 sinks = None if sink_logit is None else _pick(sink_logit, st.head_index)
                 qk = _pick(st.q, st.head_index), _pick(st.k, st.head_index)
-                st.stats = StatsAccumulator(*qk, divisor, softcap, sinks)
+                st.stats = StatsAccumulator(*qk, divisor, softcap, sinks, fuse=sel.fuse)
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
@@ -186,7 +187,7 @@ class Capture:
             if "stats" in sel.focus_fields:
                 sink = None if sink_logit is None else _pick(sink_logit, st.focus_index)
                 qk = _pick(st.q, st.focus_index), _pick(st.k, st.focus_index)
-                st.focus_stats = StatsAccumulator(*qk, divisor, softcap, sink)
+                st.focus_stats = StatsAccumulator(*qk, divisor, softcap, sink, fuse=sel.fuse)
         self._layer = st
 
     def block(self, q0: int, q1: int, steps: dict[str, torch.Tensor | None]) -> None:

@@ -11,6 +11,8 @@ of query rows at a time, on the device the model is on.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 STAT_SCALARS = (
@@ -68,10 +70,10 @@ def group_max(x: torch.Tensor, k: int) -> torch.Tensor:
 def row_max(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``x.max(-1)``: each row's largest value and its index. On the CPU ``max`` with indices is
     5-7× slower than ``amax`` (torch 2.13), so the maximum of each group of :data:`GROUP` keys
-    comes first, then the index inside the winning group; a GPU takes the one kernel."""
-    s = x.shape[-1]
-    if x.device.type != "cpu" or s <= 2 * GROUP:
+    comes first, then the index inside the winning group; a GPU and compiled code take the one kernel."""
+    if torch.compiler.is_compiling() or x.device.type != "cpu" or x.shape[-1] <= 2 * GROUP:
         return x.max(-1)
+    s = x.shape[-1]
     value, group = group_max(x, GROUP).max(-1)  # (...,) the winning group
     start = group * GROUP
     index = (start[..., None] + torch.arange(GROUP, device=x.device)).clamp_max_(s - 1)  # (..., GROUP)
@@ -85,36 +87,22 @@ def _capped(raw: torch.Tensor, softcap: float, top: torch.Tensor) -> torch.Tenso
     return capped - capped.gather(-1, top[..., None])
 
 
-class Moments:
-    """Count, mean and sum of squared deviations of the visible scores, merged row by row.
+def merge_rows(n, mean, m2, n_row, s1, s2, c):
+    """Rows merged into running moments ``(n, mean, m2)``: Chan et al.'s update in float64.
 
-    Each row arrives as its count ``n``, its sums ``s1 = Σ y`` and ``s2 = Σ y²`` of the scores
-    centred on a value ``c`` of the row (its top score): float32 passes over the block, and the
-    centring keeps a large offset common to a row's scores from cancelling its variance away.
-    Rows are then merged with Chan et al.'s update in float64, on (heads, rows)-sized tensors only:
-    no float64 T×T tensor is ever built."""
-
-    def __init__(self) -> None:
-        self.n: torch.Tensor | float = 0.0
-        self.mean: torch.Tensor | float = 0.0
-        self.m2: torch.Tensor | float = 0.0
-
-    def add_rows(self, n_row: torch.Tensor, s1: torch.Tensor, s2: torch.Tensor, c: torch.Tensor) -> None:
-        """``n_row`` (t,) visible keys per row; ``s1``, ``s2``, ``c`` (..., t)."""
-        n_row, s1, s2, c = n_row.double(), s1.double(), s2.double(), c.double()
-        mean_r = c + s1 / n_row  # (..., t) each row's mean
-        m2_r = (s2 - s1 * s1 / n_row).clamp_min(0)  # (..., t) each row's squared deviations
-        n_b = n_row.sum()
-        mean_b = (n_row * mean_r).sum(-1) / n_b  # (...,)
-        m2_b = m2_r.sum(-1) + (n_row * (mean_r - mean_b[..., None]) ** 2).sum(-1)
-        n = self.n + n_b
-        delta = mean_b - self.mean
-        self.mean = self.mean + delta * (n_b / n)
-        self.m2 = self.m2 + m2_b + delta * delta * (self.n * n_b / n)
-        self.n = n
-
-    def variance(self) -> torch.Tensor:
-        return (self.m2 / self.n).clamp_min(0)
+    Each row arrives as its count ``n_row`` (t,) and, over (..., t), its sums ``s1 = Σ y`` and
+    ``s2 = Σ y²`` of the scores centred on a value ``c`` of the row (its top score): float32 passes
+    over the block, and the centring keeps a large offset common to a row's scores from cancelling
+    its variance away. Only (heads, rows)-sized tensors are float64: no float64 T×T tensor is built."""
+    n_row, s1, s2, c = n_row.double(), s1.double(), s2.double(), c.double()
+    mean_r = c + s1 / n_row  # (..., t) each row's mean
+    m2_r = (s2 - s1 * s1 / n_row).clamp_min(0)  # (..., t) each row's squared deviations
+    n_b = n_row.sum()
+    mean_b = (n_row * mean_r).sum(-1) / n_b  # (...,)
+    m2_b = m2_r.sum(-1) + (n_row * (mean_r - mean_b[..., None]) ** 2).sum(-1)
+    total = n + n_b
+    delta = mean_b - mean
+    return total, mean + delta * (n_b / total), m2 + m2_b + delta * delta * (n * n_b / total)
 
 
 class StatsAccumulator:
@@ -144,99 +132,170 @@ class StatsAccumulator:
     entropies and the unscaled row maximum are those of the whole softmax, sink included
     (``H - m·(s_sink - max s)`` with the sink's share ``m = p_max·exp(s_sink - max s)``). Everything
     stays float32 on the device.
+
+    With ``fuse`` the start, each block's passes and merges, and the summary each run as one
+    compiled function (:func:`fused`, ``torch.compile``): the same arithmetic in a few kernels where
+    eager launches some sixty a block, which is what a GPU's launch-bound short text spends its
+    time on. Compiling takes seconds to a minute once a process and kind of input; the sums may
+    differ from eager's in their last float32 bits (their order).
     """
 
     def __init__(
-        self, q: torch.Tensor, k: torch.Tensor, divisor: float, softcap: float | None = None, sink_logit=None
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        divisor: float,
+        softcap: float | None = None,
+        sink_logit=None,
+        fuse: bool = False,
     ) -> None:
         self.divisor, self.softcap = float(divisor), softcap
         self.sink = None if sink_logit is None else sink_logit.float()[..., None]  # (..., 1): against each row
-        self.var_q = _var(q.float(), (-2, -1))  # q, k (..., T, hs)
-        self.var_k = _var(k.float(), (-2, -1))
-        self.raw = Moments()
-        self.scaled = Moments() if softcap is not None else None
-        self.rows: dict[str, list[torch.Tensor]] = {"ent": [], "ent_u": [], "p_max": [], "pu_max": []}
+        # compiled where asked, except for a one-token text: to the compiler a size of 1 is a shape of its own
+        self.fuse = fuse and q.shape[-2] > 1
+        self._terms, self._summary = (fused("block_terms"), fused("summary")) if self.fuse else (block_terms, summary)
+        # q, k (..., T, hs); running (count, mean, squared deviations) of the raw scores, and of the
+        # scores themselves when softcapped
+        start = fused("opening") if self.fuse else opening
+        self.var_q, self.var_k, self.raw, self.scaled = start(q, k, softcap is not None)
+        self.rows: dict[str, list[torch.Tensor]] = {name: [] for name in ROW_TERMS}
+        # from the centred raw scores where the divisor is at least 1 and nothing caps the scores
+        self.from_raw = self.divisor >= 1 and softcap is None
+        # compiled, the divisor is a tensor: any value (a what-if's scale) runs the same kernels
+        self._divisor = torch.tensor(self.divisor, device=q.device) if fuse else self.divisor
 
     def add(
         self, raw: torch.Tensor, scores: torch.Tensor, pattern: torch.Tensor, mask: torch.Tensor
     ) -> None:
-        """The next ``t`` rows over the first ``s`` keys: ``raw``, ``scores``, ``pattern`` (..., t, s), ``mask`` (t, s).
-
-        Each pass over a (heads, t, s) block costs as much as the attention itself, so there are
-        few: the row maximum of the pattern (its weight and its key), the centred raw scores with
-        the masked cells zeroed, two reductions of them, the exponential of the unscaled softmax,
-        and three dot products (``Σ e``, ``Σ e·u`` and ``Σ p·(s - max s)``, from the centred raw
-        scores when the divisor is at least 1 and there is no softcap)."""
-        raw, scores, pattern = raw.float(), scores.float(), pattern.float()
-        visible = mask.to(raw.dtype)  # (t, s) 1 where the query sees the key
-        n_row = visible.sum(-1)  # (t,)
-
-        p_max, top = row_max(pattern)  # (..., t) the row's largest weight and its key: the top score's
-        c = raw.gather(-1, top[..., None])  # (..., t, 1) the raw score of the row's top key
-        s_max = scores.gather(-1, top[..., None])[..., 0]  # (..., t)
-        y = _zero_masked(raw - c, mask, visible)  # (..., t, s) centred on the top key, 0 where masked
-        self.raw.add_rows(n_row, y.sum(-1), torch.linalg.vector_norm(y, dim=-1).square(), c[..., 0])
-        if self.scaled is not None:  # softcapped: the moments of the scores themselves (-inf where masked)
-            ys = torch.where(mask, scores - s_max[..., None], torch.zeros((), device=scores.device))
-            self.scaled.add_rows(n_row, ys.sum(-1), torch.linalg.vector_norm(ys, dim=-1).square(), s_max)
-            del ys
-
-        # the unscaled softmax, from its normaliser: e = exp(u) with u <= 0 on the visible keys;
-        # u = 0 where masked, so e = 1 there: left out of Z by the mask, and of Σ e·u as 1 · 0
-        u = y if self.softcap is None else _zero_masked(_capped(raw, self.softcap, top), mask, visible)
-        e = u.exp()  # (..., t, s)
-        z = _dot(e, visible)  # (..., t) >= 1: the top key contributes exp(0)
-        e_u = _dot(e, u)
-        if self.sink is not None:  # the sink's column of the unscaled softmax, against the top key's raw score
-            s_u = self.sink - c[..., 0]  # (..., t)
-            z, e_u = z + s_u.exp(), e_u + s_u.exp() * s_u
-        self.rows["pu_max"].append(1.0 / z)
-        self.rows["ent_u"].append((z.log() - e_u / z).clamp_min(0))
-        del e, u
-        if self.divisor >= 1 and self.softcap is None:
-            # Σ p·(s - max s) = Σ p·(raw - c) / divisor, from the centred raw scores: 0 at the top
-            # key, so that a one-hot row gives exactly 0
-            p_dot = _dot(pattern, y) / self.divisor  # (..., t)
-        else:  # scores larger than the raw ones, or softcapped: the model's own scaled scores
-            lowest = torch.finfo(scores.dtype).min
-            p_dot = _dot(pattern, scores.clamp_min(lowest) - s_max[..., None])
-        del y
-        ent = -p_max.log() - p_dot
-        if self.sink is not None:  # the sink's share m and its score, against the top key's
-            gap = self.sink - s_max
-            ent = ent - p_max * gap.exp() * gap
-        self.rows["p_max"].append(p_max)
-        self.rows["ent"].append(ent.clamp_min(0))
+        """The next ``t`` rows over the first ``s`` keys: ``raw``, ``scores``, ``pattern`` (..., t, s),
+        ``mask`` (t, s)."""
+        terms = self._terms
+        if self.fuse and min(raw.shape[-2:]) == 1:  # a block of one row (or one key): eager, as above
+            terms = block_terms
+        elif self.fuse:  # a slice's strides would be one more shape to compile for
+            raw, scores, pattern, mask = (x.contiguous() for x in (raw, scores, pattern, mask))
+        self.raw, self.scaled, rows = terms(
+            raw, scores, pattern, mask, self.raw, self.scaled, self._divisor, self.from_raw, self.softcap, self.sink
+        )
+        for name, value in zip(ROW_TERMS, rows, strict=True):
+            self.rows[name].append(value)
 
     def result(self) -> dict[str, torch.Tensor]:
-        rows = {name: torch.cat(parts, dim=-1) for name, parts in self.rows.items()}  # (..., T)
-        var_raw = self.raw.variance()
-        if self.scaled is None:
-            mean_scaled, var_scaled = self.raw.mean / self.divisor, var_raw / self.divisor**2
-        else:
-            mean_scaled, var_scaled = self.scaled.mean, self.scaled.variance()
-        # 0 / 0 (or x / 0) where the scaled scores do not vary: undefined, NaN
-        ratio = torch.where(
-            var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, float("nan"))
+        rows = [torch.cat(self.rows[name], dim=-1) for name in ROW_TERMS]  # (..., T) each
+        return self._summary(self.var_q, self.var_k, self.raw, self.scaled, self._divisor, *rows)
+
+
+def opening(q: torch.Tensor, k: torch.Tensor, softcapped: bool):
+    """What :class:`StatsAccumulator` starts from: ``var_q``, ``var_k`` (...,) and the moments of no
+    scores yet (count, mean, squared deviations: distinct float64 zeros), the scaled ones where
+    ``softcapped``."""
+    heads = q.shape[:-2]
+
+    def none_yet():
+        return tuple(torch.zeros(shape, dtype=torch.float64, device=q.device) for shape in ((), heads, heads))
+
+    return _var(q.float(), (-2, -1)), _var(k.float(), (-2, -1)), none_yet(), none_yet() if softcapped else None
+
+
+def summary(var_q, var_k, moments_raw, moments_scaled, divisor, ent, ent_u, p_max, pu_max) -> dict[str, torch.Tensor]:
+    """The statistics of :class:`StatsAccumulator`, from its moments and its rows' terms (..., T)."""
+    n, mean_raw, m2 = moments_raw
+    var_raw = (m2 / n).clamp_min(0)
+    if moments_scaled is None:
+        mean_scaled, var_scaled = mean_raw / divisor, var_raw / divisor**2
+    else:
+        mean_scaled, var_scaled = moments_scaled[1], (moments_scaled[2] / moments_scaled[0]).clamp_min(0)
+    # 0 / 0 (or x / 0) where the scaled scores do not vary: undefined, NaN
+    ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, float("nan")))
+    return {
+        "var_q": var_q,
+        "var_k": var_k,
+        "mean_scores_raw": mean_raw.float(),
+        "mean_scores": mean_scaled.float(),
+        "var_scores_raw": var_raw.float(),
+        "var_scores": var_scaled.float(),
+        "variance_ratio": ratio.float(),
+        "entropy": ent.mean(-1),
+        "entropy_unscaled": ent_u.mean(-1),
+        "max_weight": p_max.mean(-1),
+        "max_weight_unscaled": pu_max.mean(-1),
+        "row_entropy": ent,
+        "row_entropy_unscaled": ent_u,
+    }
+
+
+ROW_TERMS = ("ent", "ent_u", "p_max", "pu_max")  # per row: entropy and top weight, scaled and unscaled
+
+
+def block_terms(raw, scores, pattern, mask, moments_raw, moments_scaled, divisor, from_raw: bool, softcap, sink):
+    """One block of :class:`StatsAccumulator`: the running moments with the block's rows merged
+    (:func:`merge_rows`), and the rows' :data:`ROW_TERMS`, each (..., t).
+
+    Each pass over a (heads, t, s) block costs as much as the attention itself, so there are
+    few: the row maximum of the pattern (its weight and its key), the centred raw scores with
+    the masked cells zeroed, two reductions of them, the exponential of the unscaled softmax,
+    and three dot products (``Σ e``, ``Σ e·u`` and ``Σ p·(s - max s)``, from the centred raw
+    scores where ``from_raw``: a divisor of at least 1 and no softcap)."""
+    raw, scores, pattern = raw.float(), scores.float(), pattern.float()
+    visible = mask.to(raw.dtype)  # (t, s) 1 where the query sees the key
+    n_row = visible.sum(-1)  # (t,)
+
+    p_max, top = row_max(pattern)  # (..., t) the row's largest weight and its key: the top score's
+    c = raw.gather(-1, top[..., None])  # (..., t, 1) the raw score of the row's top key
+    s_max = scores.gather(-1, top[..., None])[..., 0]  # (..., t)
+    y = _zero_masked(raw - c, mask, visible)  # (..., t, s) centred on the top key, 0 where masked
+    moments_raw = merge_rows(*moments_raw, n_row, y.sum(-1), torch.linalg.vector_norm(y, dim=-1).square(), c[..., 0])
+    if moments_scaled is not None:  # softcapped: the moments of the scores themselves (-inf where masked)
+        ys = torch.where(mask, scores - s_max[..., None], torch.zeros((), device=scores.device))
+        moments_scaled = merge_rows(
+            *moments_scaled, n_row, ys.sum(-1), torch.linalg.vector_norm(ys, dim=-1).square(), s_max
         )
-        mean_raw = self.raw.mean
-        var_raw, var_scaled, ratio = var_raw.float(), var_scaled.float(), ratio.float()
-        mean_raw, mean_scaled = mean_raw.float(), mean_scaled.float()
-        return {
-            "var_q": self.var_q,
-            "var_k": self.var_k,
-            "mean_scores_raw": mean_raw,
-            "mean_scores": mean_scaled,
-            "var_scores_raw": var_raw,
-            "var_scores": var_scaled,
-            "variance_ratio": ratio,
-            "entropy": rows["ent"].mean(-1),
-            "entropy_unscaled": rows["ent_u"].mean(-1),
-            "max_weight": rows["p_max"].mean(-1),
-            "max_weight_unscaled": rows["pu_max"].mean(-1),
-            "row_entropy": rows["ent"],
-            "row_entropy_unscaled": rows["ent_u"],
-        }
+        del ys
+
+    # the unscaled softmax, from its normaliser: e = exp(u) with u <= 0 on the visible keys;
+    # u = 0 where masked, so e = 1 there: left out of Z by the mask, and of Σ e·u as 1 · 0
+    u = y if softcap is None else _zero_masked(_capped(raw, softcap, top), mask, visible)
+    e = u.exp()  # (..., t, s)
+    z = _dot(e, visible)  # (..., t) >= 1: the top key contributes exp(0)
+    e_u = _dot(e, u)
+    if sink is not None:  # the sink's column of the unscaled softmax, against the top key's raw score
+        s_u = sink - c[..., 0]  # (..., t)
+        z, e_u = z + s_u.exp(), e_u + s_u.exp() * s_u
+    pu_max = 1.0 / z
+    ent_u = (z.log() - e_u / z).clamp_min(0)
+    del e, u
+    if from_raw:
+        # Σ p·(s - max s) = Σ p·(raw - c) / divisor, from the centred raw scores: 0 at the top
+        # key, so that a one-hot row gives exactly 0
+        p_dot = _dot(pattern, y) / divisor  # (..., t)
+    else:  # scores larger than the raw ones, or softcapped: the model's own scaled scores
+        lowest = torch.finfo(scores.dtype).min
+        p_dot = _dot(pattern, scores.clamp_min(lowest) - s_max[..., None])
+    del y
+    ent = -p_max.log() - p_dot
+    if sink is not None:  # the sink's share m and its score, against the top key's
+        gap = sink - s_max
+        ent = ent - p_max * gap.exp() * gap
+    return moments_raw, moments_scaled, (ent.clamp_min(0), ent_u, p_max, pu_max)
+
+
+@functools.cache
+def fused(name: str):
+    """This module's function ``name`` (:func:`opening`, :func:`block_terms`, :func:`summary`)
+    compiled (``torch.compile``): made once a process, compiled at its first call, and again only for
+    another kind of input (one head against several, a divisor under 1, a softcap, sinks, another
+    dtype); any text length, block or mask runs the same code."""
+    from torch.fx.experimental import _config as shapes  # no public switch for duck sizing (torch 2.13)
+
+    compiled = torch.compile(globals()[name], dynamic=True)
+
+    def fused(*args):
+        # every size its own symbol, even where two are equal at the first call (a causal first
+        # block's rows and keys, heads and rows): else the code would hold only where they are equal
+        with shapes.patch(use_duck_shape=False):
+            return compiled(*args)
+
+    return fused
 
 
 def head_stats_arrays(

@@ -30,6 +30,12 @@ def add_serve_command(sub) -> None:
     add_model_options(serve)
     serve.add_argument("--workers", type=int, default=1, help="worker processes (each loads the model)")
     serve.add_argument(
+        "--compile",
+        action="store_true",
+        default=None,
+        help="compile the statistics' block passes (torch.compile): fewer kernel launches on a GPU",
+    )
+    serve.add_argument(
         "--atlas",
         action="append",
         metavar="DIR",
@@ -41,7 +47,7 @@ def add_serve_command(sub) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check, in this order, the options, the port, the device and the checkpoint; then serve."""
     settings = command_settings(
-        args, ("host", "port", "checkpoint", "device", "dtype", "atlas", *PLACEMENT), refused=REFUSED
+        args, ("host", "port", "checkpoint", "device", "dtype", "atlas", "compile", *PLACEMENT), refused=REFUSED
     )
     if args.workers < 1:
         raise Failure("--workers must be at least 1", EXIT_USAGE)

@@ -38,6 +38,7 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int) -> CaptureP
         focus_fields=focus_fields,
         focus_thumbnail=req.focus.thumbnail if req.focus is not None else None,
         focus_region=focus_region,
+        fuse=svc.fuse,
     )
 
 

@@ -1,5 +1,6 @@
 """A real uvicorn server: the event loop stays free while the model computes, concurrency is
-bounded, identical requests give identical bytes, and body limits hold on real sockets."""
+bounded, identical requests give identical bytes, and body limits hold on real sockets; with
+``compile`` the statistics are compiled at startup."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import numpy as np
+import pytest
 from attnscope.app.compute import attention as compute
+from attnscope.app.main import create_app
+from fastapi.testclient import TestClient
+from torch._dynamo.utils import counters
 
-from tests.kit.app import status_of
+from tests.kit.app import attention, status_of
 
 TEXT = "The old dog follows the quiet river. The old dog"
 
@@ -115,3 +121,24 @@ def test_content_length_over_the_limit_answered_before_the_body(live_server):
     )
     raw = live_server.raw(head, timeout=5)  # would time out if the server waited for the body
     assert status_of(raw) == 413
+
+
+@pytest.mark.slow
+def test_compile_makes_the_statistics_at_startup_and_they_equal_eager(settings, client):
+    """``ATTNSCOPE_COMPILE``: the statistics' block passes compiled while the server starts, the
+    page's request on texts of other lengths compiling nothing more, and its numbers eager's."""
+    before = counters["stats"]["unique_graphs"]
+    with TestClient(create_app(settings.model_copy(update={"compile": True}))) as fused:
+        started = counters["stats"]["unique_graphs"]
+        assert started > before  # compiled before the first request
+        for text in (TEXT, TEXT + " crossed the old bridge again", "Short one."):
+            body = dict(text=text, include=["stats"], focus={"layer": 1, "head": 1, "include": ["stats"]})
+            got, expected = attention(fused, **body), attention(client, **body)
+            assert got["tokens"] == expected["tokens"]
+            for a, b in zip(got["layers"], expected["layers"], strict=True):
+                for ha, hb in zip(a["heads"], b["heads"], strict=True):
+                    for name, value in hb["stats"].items():
+                        assert np.allclose(ha["stats"][name], value, rtol=1e-4, atol=1e-5, equal_nan=True), name
+            for name, value in expected["focus"]["stats"].items():
+                assert np.allclose(got["focus"]["stats"][name], value, rtol=1e-4, atol=1e-5, equal_nan=True), name
+        assert counters["stats"]["unique_graphs"] == started
