@@ -3,7 +3,8 @@
 Each rule is one the codebase held itself to once (issue 31): a product folder holds at most 20
 source files directly; ``model`` never imports ``app``; no module imports the package root
 (``attnscope`` itself); imports, lazy ones included, form no circle; no product file is over 400
-lines, no Python or JavaScript line over 120 characters.
+lines, no Python or JavaScript line over 120 characters, no Python function over 80 lines (the
+JavaScript ones: tests/frontend/test_modules.py).
 """
 
 from __future__ import annotations
@@ -62,6 +63,17 @@ def test_no_product_folder_holds_more_than_20_source_files():
 def test_no_product_file_is_over_400_lines():
     long = {p.relative_to(ROOT).as_posix(): n for p in product_files() if (n := len(p.read_bytes().splitlines())) > 400}
     assert not long, f"over 400 lines: {long}"
+
+
+def test_no_python_function_is_over_80_lines():
+    long = {
+        f"{p.relative_to(ROOT).as_posix()}:{node.lineno} {node.name}": node.end_lineno - node.lineno + 1
+        for p in product_files()
+        if p.suffix == ".py"
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > 80
+    }
+    assert not long, f"functions over 80 lines: {long}"
 
 
 def test_no_python_or_javascript_line_is_over_120_characters():
