@@ -134,12 +134,13 @@ class Divergence:
 
 
 def js_bits(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """The Jensen–Shannon divergence of rows ``p`` and ``q`` (..., s), in bits: (...)."""
+    """The Jensen–Shannon divergence of rows ``p`` and ``q`` (..., s), in bits: (...); never below 0
+    (nearly equal float32 rows would otherwise round to as little as -1e-7), exactly 0 where p = q."""
     m = (p + q) / 2
     xlogy = torch.special.xlogy
     kl_p = (xlogy(p, p) - xlogy(p, m)).sum(-1)
     kl_q = (xlogy(q, q) - xlogy(q, m)).sum(-1)
-    return (kl_p + kl_q) / (2 * np.log(2))
+    return ((kl_p + kl_q) / (2 * np.log(2))).clamp_min(0)
 
 
 @dataclass
