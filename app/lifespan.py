@@ -126,13 +126,20 @@ def load_service(settings: Settings) -> Service:
     return svc
 
 
+class CompileError(RuntimeError):
+    """``--compile`` asked for what this machine cannot compile: the server does not start."""
+
+
 def compile_now(svc: Service) -> None:
     """The compiled statistics made before the first request needs them: the page's first request
     (every head's statistics, and one head's) on a short text, so no one waits for the compiler
     then. A long text's blocks, or a what-if's divisor under 1, compile when first asked for."""
     started = time.perf_counter()
     focus = {"layer": svc.loaded.facts.attention_layers[0], "head": 0, "include": ["stats"]}
-    compute_attention(svc, AttentionRequest(text="The cat sat on the mat.", include=["stats"], focus=focus))
+    try:
+        compute_attention(svc, AttentionRequest(text="The cat sat on the mat.", include=["stats"], focus=focus))
+    except Exception as e:  # no C++ compiler on the CPU, no Triton on the GPU, ...
+        raise CompileError(f"--compile (ATTNSCOPE_COMPILE): torch.compile failed: {one_line(e)}") from e
     log.info("attnscope: compiled the statistics' block passes in %.0f s", time.perf_counter() - started)
 
 
@@ -146,7 +153,7 @@ async def lifespan(app: FastAPI):
     try:
         state.atlases = await anyio.to_thread.run_sync(load_atlases, settings.atlas)
         svc = await anyio.to_thread.run_sync(load_service, settings)
-    except (CheckpointError, AtlasFolderError) as e:
+    except (CheckpointError, AtlasFolderError, CompileError) as e:
         # the server logs this one line (LifespanErrorMiddleware) and exits non-zero
         state.startup_error = f"attnscope: cannot start: {one_line(e)}"
         raise

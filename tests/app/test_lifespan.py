@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from attnscope.app.compute import attention as compute
 from attnscope.app.main import create_app
+from attnscope.model import stats
 from fastapi.testclient import TestClient
 from torch._dynamo.utils import counters
 
@@ -142,3 +143,21 @@ def test_compile_makes_the_statistics_at_startup_and_they_equal_eager(settings, 
             for name, value in expected["focus"]["stats"].items():
                 assert np.allclose(got["focus"]["stats"][name], value, rtol=1e-4, atol=1e-5, equal_nan=True), name
         assert counters["stats"]["unique_graphs"] == started
+
+
+def test_a_compile_that_fails_stops_the_start_in_one_line(settings, monkeypatch):
+    """No C++ compiler or Triton: ``--compile`` is refused at startup, in one line naming it."""
+
+    def cannot(name):
+        def compiled(*args):
+            raise RuntimeError("InductorError: CppCompileError: C++ compile error\nlong traceback")
+
+        return compiled
+
+    monkeypatch.setattr(stats, "fused", cannot)
+    app = create_app(settings.model_copy(update={"compile": True}))
+    with pytest.raises(RuntimeError), TestClient(app):
+        pass
+    line = app.state.attnscope.startup_error
+    assert line.startswith("attnscope: cannot start: --compile (ATTNSCOPE_COMPILE): torch.compile failed: ")
+    assert "CppCompileError" in line and "\n" not in line
