@@ -31,7 +31,16 @@ export function idOf(obj) {
   return obj[ID];
 }
 
+// One config object per file name: Plotly.react compares the config it is given with the plot's, functions by
+// identity, and starts the plot anew (Plotly.newPlot: every part rebuilt) when they differ.
+const CONFIGS = new Map();
+
 function plotConfig(filename) {
+  if (!CONFIGS.has(filename)) CONFIGS.set(filename, newPlotConfig(filename));
+  return CONFIGS.get(filename);
+}
+
+function newPlotConfig(filename) {
   return {
     responsive: true,
     displaylogo: false,
@@ -60,14 +69,18 @@ function plotConfig(filename) {
   };
 }
 
-/** Plotly.react `el` with `build()` unless it already shows `signature`; true when it drew. */
+/**
+ * Plotly.react `el` with `build()` unless it already shows `signature`; true when it drew. The signature is the
+ * layout's `datarevision` (unless the figure sets its own): Plotly.react reads a new array only under a new one.
+ */
 export function drawPlot(el, signature, build, filename) {
   const Plotly = window.Plotly;
   if (!Plotly || el.dataset.signature === signature) return false;
   const start = performance.now();
   const fig = build();
   const built = performance.now();
-  Plotly.react(el, fig.data, fig.layout, plotConfig(filename));
+  const layout = fig.layout.datarevision === undefined ? { ...fig.layout, datarevision: signature } : fig.layout;
+  Plotly.react(el, fig.data, layout, plotConfig(filename));
   performance.measure(`attnscope:build:${el.id}`, { start, end: built });
   performance.measure(`attnscope:draw:${el.id}`, { start, end: performance.now() });
   el.dataset.signature = signature;
