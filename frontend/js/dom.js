@@ -31,16 +31,7 @@ export function idOf(obj) {
   return obj[ID];
 }
 
-// One config object per file name: Plotly.react compares the config it is given with the plot's, functions by
-// identity, and starts the plot anew (Plotly.newPlot: every part rebuilt) when they differ.
-const CONFIGS = new Map();
-
 function plotConfig(filename) {
-  if (!CONFIGS.has(filename)) CONFIGS.set(filename, newPlotConfig(filename));
-  return CONFIGS.get(filename);
-}
-
-function newPlotConfig(filename) {
   return {
     responsive: true,
     displaylogo: false,
@@ -70,8 +61,8 @@ function newPlotConfig(filename) {
 }
 
 /**
- * Plotly.react `el` with `build()` unless it already shows `signature`; true when it drew. The signature is the
- * layout's `datarevision` (unless the figure sets its own): Plotly.react reads a new array only under a new one.
+ * Plotly.react `el` with `build()` unless it already shows `signature`; true when it drew. Without a
+ * `datarevision` in the layout, Plotly.react reads an array again when it is another array than the drawn one.
  */
 export function drawPlot(el, signature, build, filename) {
   const Plotly = window.Plotly;
@@ -79,8 +70,10 @@ export function drawPlot(el, signature, build, filename) {
   const start = performance.now();
   const fig = build();
   const built = performance.now();
-  const layout = fig.layout.datarevision === undefined ? { ...fig.layout, datarevision: signature } : fig.layout;
-  Plotly.react(el, fig.data, layout, plotConfig(filename));
+  // the plot's config is kept on it while its file name stays: Plotly.react compares the config it is given with
+  // the plot's, functions by identity, and starts the plot anew (Plotly.newPlot, every part rebuilt) on a new one
+  if (el.plotConfig?.toImageButtonOptions.filename !== filename) el.plotConfig = plotConfig(filename);
+  Plotly.react(el, fig.data, fig.layout, el.plotConfig);
   performance.measure(`attnscope:build:${el.id}`, { start, end: built });
   performance.measure(`attnscope:draw:${el.id}`, { start, end: performance.now() });
   el.dataset.signature = signature;
