@@ -137,3 +137,45 @@ def test_a_what_if_that_keeps_the_tokens_redraws_the_head_with_its_numbers(tab):
     drawn = tab.page.evaluate(DRAWN_HEAD)
     assert drawn["kept"], "the head heatmap was drawn as a new plot"
     assert_draws_the_answer(tab, drawn, SENTENCE, scale="none")
+
+
+def test_the_grid_image_is_each_thumbnail_cell_in_its_colour(tab):
+    """Every pixel of the grid's image: a thumbnail cell in the Viridis colour of its level, grey where the
+    layer's mask hides the key, white between the tiles (and the mean column on the same rule)."""
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    bad = tab.page.evaluate(
+        """async () => {
+            const { gridImage, viridisLUT, layerMask, gridColumns } = await import('/js/draw/gridcanvas.js');
+            const grid = window.attnscope.state.grid.response;
+            const lut = viridisLUT();
+            const bad = [];
+            for (const aggregate of [false, true]) {
+              const { size, mask } = grid.thumbnail;
+              const img = gridImage({ layers: grid.layers, size, mask, aggregate });
+              const cols = gridColumns(grid.layers, aggregate);
+              const want = new Map(); // pixel offset -> [r, g, b] inside the tiles
+              grid.layers.forEach((layer, r) => cols.forEach((head, c) => {
+                const m = layerMask(layer, mask);
+                for (let i = 0; i < size; i++) for (let j = 0; j < size; j++) {
+                  let level;
+                  if (head === -1) {
+                    let s = 0;
+                    for (const h of layer.heads) s += h.thumbnail[i][j];
+                    level = Math.round(s / layer.heads.length);
+                  } else level = layer.heads[c].thumbnail[i][j];
+                  const o = ((1 + r * (size + 1) + i) * img.width + 1 + c * (size + 1) + j) * 4;
+                  want.set(o, m[i][j] ? [...lut.subarray(level * 3, level * 3 + 3)] : [236, 238, 242]);
+                }
+              }));
+              for (let o = 0; o < img.data.length; o += 4) {
+                const rgba = [...img.data.subarray(o, o + 4)];
+                const expect = [...(want.get(o) ?? [255, 255, 255]), 255];
+                if (rgba.join() !== expect.join()) bad.push({ aggregate, o, rgba, expect });
+              }
+              if (img.width !== cols.length * (size + 1) + 1 || img.height !== grid.layers.length * (size + 1) + 1)
+                bad.push({ aggregate, width: img.width, height: img.height });
+            }
+            return bad.slice(0, 5);
+        }"""
+    )
+    assert bad == []
