@@ -60,14 +60,20 @@ function plotConfig(filename) {
   };
 }
 
-/** Plotly.react `el` with `build()` unless it already shows `signature`; true when it drew. */
+/**
+ * Plotly.react `el` with `build()` unless it already shows `signature`; true when it drew. Without a
+ * `datarevision` in the layout, Plotly.react reads an array again when it is another array than the drawn one.
+ */
 export function drawPlot(el, signature, build, filename) {
   const Plotly = window.Plotly;
   if (!Plotly || el.dataset.signature === signature) return false;
   const start = performance.now();
   const fig = build();
   const built = performance.now();
-  Plotly.react(el, fig.data, fig.layout, plotConfig(filename));
+  // the plot's config is kept on it while its file name stays: Plotly.react compares the config it is given with
+  // the plot's, functions by identity, and starts the plot anew (Plotly.newPlot, every part rebuilt) on a new one
+  if (el.plotConfig?.toImageButtonOptions.filename !== filename) el.plotConfig = plotConfig(filename);
+  Plotly.react(el, fig.data, fig.layout, el.plotConfig);
   performance.measure(`attnscope:build:${el.id}`, { start, end: built });
   performance.measure(`attnscope:draw:${el.id}`, { start, end: performance.now() });
   el.dataset.signature = signature;

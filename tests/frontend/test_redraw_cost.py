@@ -72,3 +72,110 @@ def test_a_field_no_view_draws_is_decoded_when_read_and_then_equals_the_answer(t
     got = state["q"]
     assert len(got) == len(want) and len(got[0]) == len(want[0])
     assert max(abs(a - b) for ra, rb in zip(got, want, strict=True) for a, b in zip(ra, rb, strict=True)) < 1e-4
+
+
+
+DRAWN_HEAD = """() => {
+  const gd = document.querySelector('[data-testid=head-heatmap]');
+  const s = window.attnscope.state;
+  return { kept: gd.querySelector('.main-svg').__kept === true, layer: s.layer, head: s.head,
+           z: gd.calcdata[0][0].z.map((r) => Array.from(r, (v) => (Number.isFinite(v) ? v : null))),
+           ticks: [...gd.querySelectorAll('.ytick text')].map((t) => t.textContent),
+           toggles: [...document.querySelectorAll('[data-testid=heads-grid] .ablate-toggle')]
+             .map((b) => b.__kept === true) };
+}"""
+
+TAG = """() => {
+  document.querySelector('[data-testid=head-heatmap] .main-svg').__kept = true;
+  for (const b of document.querySelectorAll('[data-testid=heads-grid] .ablate-toggle')) b.__kept = true;
+}"""
+
+
+def assert_draws_the_answer(tab, drawn: dict, text: str, **what_if) -> dict:
+    """What Plotly computed for the head heatmap (`drawn`, DRAWN_HEAD's) is the server's pattern for `text`,
+    cell for cell, the masked cells gaps; returns the answer."""
+    body = {"text": text, "layers": [drawn["layer"]], "heads": [drawn["head"]], "include": ["pattern"], "top_k": 0}
+    answer = post_json(tab.base_url + "/api/attention", {**body, **what_if})
+    pattern, mask = answer["layers"][0]["heads"][0]["pattern"], answer["mask"]
+    assert len(drawn["z"]) == len(answer["tokens"]) == len(pattern)
+    for zr, pr, mr in zip(drawn["z"], pattern, mask, strict=True):
+        for z, p, m in zip(zr, pr, mr, strict=True):
+            assert (z is None) if not m else abs(z - p) < 1e-3
+    return answer
+
+
+def test_a_keystroke_redraws_the_head_in_place_with_the_new_answer(tab):
+    """The head heatmap is redrawn into the plot it has (Plotly.react, not a new plot each time), and what
+    Plotly computed and labelled is the new answer's. The switched-off heads' toggles over the grid stay the
+    same elements, and follow a switch."""
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    tab.page.evaluate(TAG)
+    box = tab.page.get_by_test_id("text-input")
+    box.press("End")
+    box.press_sequentially(" It")
+    tab.settle()
+    drawn = tab.page.evaluate(DRAWN_HEAD)
+    assert drawn["kept"], "the head heatmap was drawn as a new plot"
+    tokens = assert_draws_the_answer(tab, drawn, SENTENCE + " It")["tokens"]
+    # a short text: every query labelled (cut to 12 characters), the last one the new token
+    assert drawn["ticks"] == [t if len(t) <= 12 else t[:11] + "…" for t in tokens]
+    assert drawn["toggles"] and all(drawn["toggles"])
+    # switching the chosen head off presses its toggle
+    tab.page.evaluate("() => document.activeElement.blur()")
+    tab.page.keyboard.press("x")
+    tab.settle()
+    toggle = tab.page.locator(f"[data-testid=heads-grid] [data-testid=ablate-L{drawn['layer']}H{drawn['head']}]")
+    assert toggle.get_attribute("aria-pressed") == "true"
+
+
+def test_a_what_if_that_keeps_the_tokens_redraws_the_head_with_its_numbers(tab):
+    """Scaling off changes every weight and no token: the plot, redrawn in place, shows the new weights."""
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    tab.page.evaluate(TAG)
+    tab.page.get_by_test_id("scale-toggle").click()
+    tab.settle()
+    drawn = tab.page.evaluate(DRAWN_HEAD)
+    assert drawn["kept"], "the head heatmap was drawn as a new plot"
+    assert_draws_the_answer(tab, drawn, SENTENCE, scale="none")
+
+
+def test_the_grid_image_is_each_thumbnail_cell_in_its_colour(tab):
+    """Every pixel of the grid's image: a thumbnail cell in the Viridis colour of its level, grey where the
+    layer's mask hides the key, white between the tiles (and the mean column on the same rule)."""
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    bad = tab.page.evaluate(
+        """async () => {
+            const { gridImage, viridisLUT, layerMask, gridColumns } = await import('/js/draw/gridcanvas.js');
+            const grid = window.attnscope.state.grid.response;
+            const lut = viridisLUT();
+            const bad = [];
+            for (const aggregate of [false, true]) {
+              const { size, mask } = grid.thumbnail;
+              const img = gridImage({ layers: grid.layers, size, mask, aggregate });
+              const cols = gridColumns(grid.layers, aggregate);
+              const want = new Map(); // pixel offset -> [r, g, b] inside the tiles
+              grid.layers.forEach((layer, r) => cols.forEach((head, c) => {
+                const m = layerMask(layer, mask);
+                for (let i = 0; i < size; i++) for (let j = 0; j < size; j++) {
+                  let level;
+                  if (head === -1) {
+                    let s = 0;
+                    for (const h of layer.heads) s += h.thumbnail[i][j];
+                    level = Math.round(s / layer.heads.length);
+                  } else level = layer.heads[c].thumbnail[i][j];
+                  const o = ((1 + r * (size + 1) + i) * img.width + 1 + c * (size + 1) + j) * 4;
+                  want.set(o, m[i][j] ? [...lut.subarray(level * 3, level * 3 + 3)] : [236, 238, 242]);
+                }
+              }));
+              for (let o = 0; o < img.data.length; o += 4) {
+                const rgba = [...img.data.subarray(o, o + 4)];
+                const expect = [...(want.get(o) ?? [255, 255, 255]), 255];
+                if (rgba.join() !== expect.join()) bad.push({ aggregate, o, rgba, expect });
+              }
+              if (img.width !== cols.length * (size + 1) + 1 || img.height !== grid.layers.length * (size + 1) + 1)
+                bad.push({ aggregate, width: img.width, height: img.height });
+            }
+            return bad.slice(0, 5);
+        }"""
+    )
+    assert bad == []

@@ -52,22 +52,32 @@ function toggleButton(spot, ablate) {
   return b;
 }
 
-/** The toggles over the grid canvas, one a head, laid where the grid drew its tiles. */
+/**
+ * The toggles over the grid canvas, one a head, laid where the grid drew its tiles; built again only when
+ * where they sit or which heads are off changed (a new text repaints the grid, its tiles stay where they were).
+ */
 function drawOverlay({ state, grid, overlay }) {
   const g = grid.gridLayout;
   const layers = g?.grid?.layers;
-  overlay.replaceChildren();
-  if (!g || !layers) return;
   const canvas = grid.querySelector("canvas");
+  const spots = g && layers ? toggleSpots(g.layout, layers) : [];
+  const sig = spots.length ? JSON.stringify([canvas.offsetLeft, canvas.offsetTop, spots, state.ablate]) : "";
+  if (overlay.dataset.signature === sig) return;
+  overlay.dataset.signature = sig;
+  overlay.replaceChildren();
+  if (!spots.length) return;
   overlay.style.left = `${canvas.offsetLeft}px`;
   overlay.style.top = `${canvas.offsetTop}px`;
-  for (const s of toggleSpots(g.layout, layers)) overlay.append(toggleButton(s, state.ablate));
+  for (const s of spots) overlay.append(toggleButton(s, state.ablate));
 }
 
 /** The card's list of switched-off heads, each a chip that switches it back on. */
 function drawList({ state, root, list, clear, setAblate }) {
   root.classList.toggle("active", state.ablate.length > 0);
   clear.hidden = state.ablate.length === 0;
+  const sig = JSON.stringify(state.ablate); // the chips again only when the heads switched off changed
+  if (list.dataset.signature === sig) return;
+  list.dataset.signature = sig;
   list.replaceChildren(
     ...(state.ablate.length
       ? state.ablate.map((a) => {

@@ -93,7 +93,13 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
   const W = cols.length * (size + 1) + 1;
   const H = layers.length * (size + 1) + 1;
   const px = new Uint8ClampedArray(W * H * 4);
-  for (let i = 0; i < W * H; i++) px.set([...GAP_RGB, 255], i * 4);
+  // written byte by byte: a small array a pixel (set, subarray) kept the collector busy on every keystroke
+  for (let o = 0; o < px.length; o += 4) {
+    px[o] = GAP_RGB[0];
+    px[o + 1] = GAP_RGB[1];
+    px[o + 2] = GAP_RGB[2];
+    px[o + 3] = 255;
+  }
   layers.forEach((layer, r) => {
     const mean = aggregate ? meanThumbnail(layer.heads, size) : null;
     const lmask = layerMask(layer, mask);
@@ -106,9 +112,11 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
         const mrow = lmask[i];
         for (let j = 0; j < size; j++) {
           const o = ((y0 + i) * W + x0 + j) * 4;
-          if (!mrow[j]) px.set(MASKED_RGB, o);
-          else px.set(lut.subarray(row[j] * 3, row[j] * 3 + 3), o);
-          px[o + 3] = 255;
+          const rgb = mrow[j] ? lut : MASKED_RGB;
+          const at = mrow[j] ? row[j] * 3 : 0;
+          px[o] = rgb[at];
+          px[o + 1] = rgb[at + 1];
+          px[o + 2] = rgb[at + 2];
         }
       }
     });
