@@ -119,7 +119,7 @@ class StatsAccumulator:
       0 / 0 has no value. Every other statistic is defined for any text, as each query sees at
       least one key.
     * Variances come from per-row sums of the scores centred on the row's top score, merged across
-      rows and blocks in float64 on (heads, rows)-sized tensors (:class:`Moments`).
+      rows and blocks in float64 on (heads, rows)-sized tensors (:func:`merge_rows`).
     * The entropy of a softmax row needs no logarithm per entry: for ``p = softmax(s)`` over the
       visible keys, ``H = -log max p - Σ p·(s - max s)``. Scores are centred on each row's top key
       ``c`` first, so large scores (a small divisor) do not cancel in float32.
@@ -162,7 +162,7 @@ class StatsAccumulator:
         # from the centred raw scores where the divisor is at least 1 and nothing caps the scores
         self.from_raw = self.divisor >= 1 and softcap is None
         # compiled, the divisor is a tensor: any value (a what-if's scale) runs the same kernels
-        self._divisor = torch.tensor(self.divisor, device=q.device) if fuse else self.divisor
+        self._divisor = torch.full((), self.divisor, device=q.device) if self.fuse else self.divisor
 
     def add(
         self, raw: torch.Tensor, scores: torch.Tensor, pattern: torch.Tensor, mask: torch.Tensor
@@ -172,8 +172,9 @@ class StatsAccumulator:
         terms = self._terms
         if self.fuse and min(raw.shape[-2:]) == 1:  # a block of one row (or one key): eager, as above
             terms = block_terms
-        elif self.fuse:  # a slice's strides would be one more shape to compile for
-            raw, scores, pattern, mask = (x.contiguous() for x in (raw, scores, pattern, mask))
+        elif self.fuse:  # a slice's strides, or a view's base, would be one more kind of input to compile for
+            raw, scores, pattern = (x.contiguous() for x in (raw, scores, pattern))
+            mask = mask.clone(memory_format=torch.contiguous_format)  # (t, s) bool: small
         self.raw, self.scaled, rows = terms(
             raw, scores, pattern, mask, self.raw, self.scaled, self._divisor, self.from_raw, self.softcap, self.sink
         )
@@ -288,11 +289,13 @@ def fused(name: str):
     from torch.fx.experimental import _config as shapes  # no public switch for duck sizing (torch 2.13)
 
     compiled = torch.compile(globals()[name], dynamic=True)
+    # every size its own symbol, even where two are equal at the first call (a causal first block's
+    # rows and keys, heads and rows): else the code would hold only where they are equal. One patch
+    # object, entered at each call (each entry a thread's own in torch 2.13)
+    distinct_sizes = shapes.patch(use_duck_shape=False)
 
     def fused(*args):
-        # every size its own symbol, even where two are equal at the first call (a causal first
-        # block's rows and keys, heads and rows): else the code would hold only where they are equal
-        with shapes.patch(use_duck_shape=False):
+        with distinct_sizes:
             return compiled(*args)
 
     return fused

@@ -1,7 +1,7 @@
 """``attnscope serve``: check everything that would stop the server (the options, the port, the
 device, the checkpoint), each as one line before any weights load, then run uvicorn on the app.
 
-    attnscope serve [--host 127.0.0.1] [--port 8000] [--checkpoint DIR] [--device cpu] [--workers 1]
+    attnscope serve [--host 127.0.0.1] [--port 8000] [--checkpoint DIR] [--device cpu] [--workers 1] [--compile]
     attnscope serve --checkpoint FILE.gguf | --ollama NAME[:TAG]    (a GGUF model, dequantized)
 """
 
@@ -11,6 +11,7 @@ import argparse
 import errno
 import logging
 import os
+import shutil
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,12 +112,23 @@ def preflight(settings: Settings) -> None:
             hf_preflight(Path(settings.checkpoint_path))
     except CheckpointError as e:
         raise Failure(f"{REFUSED}{e}") from None
+    if settings.compile and not c_compiler():
+        raise Failure(
+            f"{REFUSED}--compile needs a C/C++ compiler (torch.compile builds its kernels with one, Triton's "
+            "launcher too): none found (CC, cc, gcc, clang); install one or serve without --compile"
+        )
     from ..compute.atlas import AtlasFolderError, load_atlases
 
     try:
         load_atlases(settings.atlas)
     except AtlasFolderError as e:
         raise Failure(f"{REFUSED}{e}") from None
+
+
+def c_compiler() -> str | None:
+    """The C compiler torch.compile would find: ``$CC``, else ``cc``, ``gcc`` or ``clang`` on the PATH."""
+    names = [os.environ["CC"]] if os.environ.get("CC") else ["cc", "gcc", "clang"]
+    return next((found for name in names if (found := shutil.which(name))), None)
 
 
 def run(settings: Settings, workers: int) -> None:
@@ -134,6 +146,7 @@ def run(settings: Settings, workers: int) -> None:
         env = {"checkpoint": str(settings.checkpoint_path), "device": settings.device, "dtype": settings.dtype}
         env |= {"device_map": settings.device_map, "max_memory": settings.max_memory}
         env["offload_folder"] = str(settings.offload_folder) if settings.offload_folder else None
+        env["compile"] = "1" if settings.compile else None
         if settings.atlas:  # the workers read them too
             env["atlas"] = ",".join(str(p) for p in settings.atlas)
         for key, value in env.items():

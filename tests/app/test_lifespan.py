@@ -161,3 +161,18 @@ def test_a_compile_that_fails_stops_the_start_in_one_line(settings, monkeypatch)
     line = app.state.attnscope.startup_error
     assert line.startswith("attnscope: cannot start: --compile (ATTNSCOPE_COMPILE): torch.compile failed: ")
     assert "CppCompileError" in line and "\n" not in line
+
+
+def test_workers_are_told_to_compile(monkeypatch, settings):
+    """``serve --compile --workers 2``: each worker builds its settings from the environment, compile included."""
+    import os
+
+    import uvicorn
+    from attnscope.app.cli import serve
+    from attnscope.app.settings import Settings
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_")}
+    monkeypatch.setattr(os, "environ", environ)  # what run() sets for the workers stays in this test
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    serve.run(settings.model_copy(update={"compile": True}), workers=2)
+    assert Settings().compile is True

@@ -194,6 +194,19 @@ def test_serve_with_cuda_asked_for_but_absent_is_one_line(checkpoint_dir, capsys
     assert "http://" not in captured.out
 
 
+def test_serve_compile_without_a_compiler_is_one_line_before_loading(checkpoint_dir, capsys, monkeypatch, tmp_path):
+    """``--compile`` on a machine with no C compiler (the slim Docker image): refused before any weights load."""
+    from attnscope.app.cli import serve
+
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no cc, gcc or clang
+    monkeypatch.setattr(serve, "run", lambda *args: pytest.fail("served"))
+    args = ["serve", "--compile", "--port", str(free_port()), "--checkpoint", str(checkpoint_dir)]
+    assert main(args) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attnscope: cannot start: --compile needs a C/C++ compiler")
+
+
 def test_inspect_with_cuda_asked_for_but_absent_is_one_line(checkpoint_dir, capsys, no_cuda, monkeypatch):
     assert main(["inspect", TEXT, "--device", "cuda", "--checkpoint", str(checkpoint_dir)]) == 1
     captured = capsys.readouterr()
