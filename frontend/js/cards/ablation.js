@@ -55,19 +55,17 @@ function toggleButton(spot, ablate) {
 /**
  * The toggles over the grid canvas, one a head, laid where the grid drew its tiles; built again only when
  * where they sit or which heads are off changed (a new text repaints the grid, its tiles stay where they were).
+ * The overlay sits where the canvas starts by CSS (cards.css), so drawing it reads no layout: a keystroke's
+ * render forces no style and layout pass of its own here.
  */
 function drawOverlay({ state, grid, overlay }) {
   const g = grid.gridLayout;
   const layers = g?.grid?.layers;
-  const canvas = grid.querySelector("canvas");
   const spots = g && layers ? toggleSpots(g.layout, layers) : [];
-  const sig = spots.length ? JSON.stringify([canvas.offsetLeft, canvas.offsetTop, spots, state.ablate]) : "";
+  const sig = spots.length ? JSON.stringify([spots, state.ablate]) : "";
   if (overlay.dataset.signature === sig) return;
   overlay.dataset.signature = sig;
   overlay.replaceChildren();
-  if (!spots.length) return;
-  overlay.style.left = `${canvas.offsetLeft}px`;
-  overlay.style.top = `${canvas.offsetTop}px`;
   for (const s of spots) overlay.append(toggleButton(s, state.ablate));
 }
 
@@ -186,7 +184,7 @@ export function installAblation(app) {
   const overlay = document.createElement("div");
   overlay.className = "ablate-overlay";
   overlay.dataset.testid = "ablate-overlay";
-  grid.append(overlay);
+  grid.prepend(overlay); // before the canvas: its static position is the canvas's corner
 
   const { root, parts } = mount(
     "article",
