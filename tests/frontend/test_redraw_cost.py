@@ -210,3 +210,35 @@ def test_every_half_float_on_the_wire_decodes_to_its_value(tab, native):
     nan = np.isnan(want)
     assert np.isnan(bits.view(np.float32)[nan]).all()
     assert (bits[~nan] == want.view(np.uint32)[~nan]).all()
+
+
+WATCH_MUTATIONS = """() => {
+  window.__mutations = [];
+  new MutationObserver((ms) => {
+    for (const m of ms) {
+      const el = m.target.nodeType === Node.ELEMENT_NODE ? m.target : m.target.parentElement;
+      window.__mutations.push(`${m.type} ${m.attributeName ?? ''} on ${el?.id || el?.className || el?.tagName}`);
+    }
+  }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+}"""
+
+
+@pytest.mark.parametrize("what_if", [False, True])
+def test_a_render_that_changes_nothing_writes_nothing_into_the_page(tab, what_if):
+    """Choosing the token already chosen renders the page again from the same state: no text, attribute,
+    property or child is written (an equal write still makes the browser restyle), with the what-if on
+    as without it."""
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    if what_if:
+        tab.page.get_by_test_id("scale-toggle").click()
+        tab.settle()
+    chip = tab.page.locator("[data-testid=tokens] .chip").last
+    chip.click()  # the last token is chosen: from here on, the same click changes nothing
+    tab.settle()
+    tab.page.evaluate(WATCH_MUTATIONS)
+    renders = tab.page.evaluate("() => window.attnscope.renders")
+    chip.click()
+    tab.settle()
+    tab.page.wait_for_timeout(100)  # the observer's records come after the render's task
+    assert tab.page.evaluate("() => window.attnscope.renders") == renders + 1
+    assert tab.page.evaluate("() => window.__mutations") == []

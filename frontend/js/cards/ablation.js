@@ -7,7 +7,7 @@
 // finds them changed measures again.
 
 import { errorText, isBlank, postJSON } from "../api.js";
-import { mount } from "../dom.js";
+import { mount, setHidden } from "../dom.js";
 import { changedInputs, inputsFor } from "../measured.js";
 import { imageField, scaleParam } from "../state.js";
 import { isOff, sortHeads, toggled } from "../switchedoff.js";
@@ -72,7 +72,7 @@ function drawOverlay({ state, grid, overlay }) {
 /** The card's list of switched-off heads, each a chip that switches it back on. */
 function drawList({ state, root, list, clear, setAblate }) {
   root.classList.toggle("active", state.ablate.length > 0);
-  clear.hidden = state.ablate.length === 0;
+  setHidden(clear, state.ablate.length === 0);
   const sig = JSON.stringify(state.ablate); // the chips again only when the heads switched off changed
   if (list.dataset.signature === sig) return;
   list.dataset.signature = sig;
