@@ -14,6 +14,11 @@ export function setAttr(el, name, value) {
   if (el.getAttribute(name) !== value) el.setAttribute(name, value);
 }
 
+/** Set an element's property (`disabled`, `title`, `max`, ...) only when it changes: an equal write still restyles. */
+export function setProp(el, name, value) {
+  if (el && el[name] !== value) el[name] = value;
+}
+
 /** Show or hide an element, touching it only when that changes. */
 export function setHidden(el, hidden) {
   if (el && el.hidden !== hidden) el.hidden = hidden;

@@ -15,20 +15,31 @@ export function isTypedSpec(x) {
 }
 
 function bytesOf(b64) {
+  if (Uint8Array.fromBase64) return Uint8Array.fromBase64(b64); // the browser's own decoder, where it has one
   const bin = atob(b64);
   const out = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
   return out;
 }
 
-/** IEEE half floats (little-endian uint16) to numbers. */
-export function halfToFloat(h) {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const frac = h & 0x3ff;
-  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
-  if (exp === 31) return frac ? NaN : sign * Infinity;
-  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
+/**
+ * IEEE half floats (little-endian uint16) to a Float32Array, bit by bit: a normal half's exponent rebiased
+ * and its fraction shifted into place, infinities and NaN kept, subnormals scaled (fraction · 2⁻²⁴). Every
+ * half is exactly a float32, so nothing rounds.
+ */
+export function halvesToFloats(halves) {
+  const out = new Float32Array(halves.length);
+  const bits = new Uint32Array(out.buffer);
+  for (let i = 0; i < halves.length; i++) {
+    const h = halves[i];
+    const sign = (h & 0x8000) << 16;
+    const exp = h & 0x7c00;
+    const frac = h & 0x03ff;
+    if (exp === 0x7c00) bits[i] = sign | 0x7f800000 | (frac << 13);
+    else if (exp !== 0) bits[i] = sign | ((exp + 0x1c000) << 13) | (frac << 13);
+    else out[i] = (sign ? -frac : frac) * 2 ** -24;
+  }
+  return out;
 }
 
 /** One typed-array spec -> flat typed array and its shape. */
@@ -40,13 +51,11 @@ export function flat(spec) {
     .filter(Number.isFinite);
   let values;
   if (spec.dtype === "f2") {
-    const halves = new Uint16Array(bytes.buffer, 0, bytes.length / 2);
-    values = new Float32Array(halves.length);
-    for (let i = 0; i < halves.length; i++) values[i] = halfToFloat(halves[i]);
+    values = halvesToFloats(new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2));
   } else {
     const T = TYPES[spec.dtype];
     if (!T) throw new Error(`unknown dtype ${spec.dtype}`);
-    values = new T(bytes.buffer, 0, bytes.length / T.BYTES_PER_ELEMENT);
+    values = new T(bytes.buffer, bytes.byteOffset, bytes.length / T.BYTES_PER_ELEMENT);
   }
   return { values, shape: shape.length ? shape : [values.length] };
 }

@@ -323,3 +323,55 @@ def test_continue_samples_as_the_link_says_and_the_link_keeps_the_seed(tab):
     tab.settle()
     assert re.search(r"[#&]seed=\d+", page.evaluate("() => window.location.hash"))
     assert not tab.unexpected_console_errors()
+
+
+# Every read of layout a script makes from now on, with the script that made it (a URL path under /js/).
+WATCH_LAYOUT_READS = """() => {
+  window.__layoutReads = [];
+  const watch = (proto, name) => {
+    const d = Object.getOwnPropertyDescriptor(proto, name);
+    const wrap = (fn) => function (...args) {
+      const at = (new Error().stack.match(/\\/js\\/[\\w/]+\\.js/g) ?? []).filter((s) => !s.endsWith('plotly.min.js'));
+      window.__layoutReads.push([name, at[0] ?? '']);
+      return fn.apply(this, args);
+    };
+    if (d.get) Object.defineProperty(proto, name, { ...d, get: wrap(d.get) });
+    else Object.defineProperty(proto, name, { ...d, value: wrap(d.value) });
+  };
+  for (const n of ['offsetLeft', 'offsetTop', 'offsetWidth', 'offsetHeight']) watch(HTMLElement.prototype, n);
+  for (const n of ['clientWidth', 'clientHeight', 'getBoundingClientRect']) watch(Element.prototype, n);
+}"""
+
+TOGGLES_OFF_THEIR_TILES = """async () => {
+  const { toggleSpots } = await import('/js/cards/ablation.js');
+  const grid = document.querySelector('[data-testid=heads-grid]');
+  const canvas = grid.querySelector('canvas').getBoundingClientRect();
+  const g = grid.gridLayout;
+  const off = [];
+  for (const s of toggleSpots(g.layout, g.grid.layers)) {
+    const b = grid.querySelector(`[data-testid=ablate-L${s.layer}H${s.head}]`).getBoundingClientRect();
+    // the toggle's top-right corner on its tile's (toggleSpots: inset 2 px), the canvas's corner the origin
+    if (Math.abs(b.right - canvas.left - s.x) > 1 || Math.abs(b.top - canvas.top - s.y) > 1) off.push(s);
+  }
+  return off;
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_toggles_sit_on_their_tiles_and_a_keystroke_reads_no_layout_for_them(tab, width):
+    """Each head's toggle sits in its tile's top-right corner at both widths, before and after a keystroke; and
+    the render a keystroke causes reads no layout for the cards (a read after the page's writes would force
+    the browser to lay the page out again in the middle of the render)."""
+    tab.open_at(width, "/#text=" + quote(REPEATED))
+    page = tab.page
+    assert page.evaluate(TOGGLES_OFF_THEIR_TILES) == []
+    page.evaluate(WATCH_LAYOUT_READS)
+    box = page.get_by_test_id("text-input")
+    box.press("End")
+    box.press_sequentially(" window")
+    tab.settle()
+    assert state(tab, "text") == REPEATED + " window"
+    reads = page.evaluate("() => window.__layoutReads")
+    assert reads, "the watch saw no read at all"  # the token strip measures its width: the watch works
+    assert [r for r in reads if r[1].startswith("/js/cards/")] == []
+    assert page.evaluate(TOGGLES_OFF_THEIR_TILES) == []

@@ -4,9 +4,11 @@ Each test checks the page against the server's own answer."""
 
 from __future__ import annotations
 
+import base64
 import json
 from urllib.parse import quote
 
+import numpy as np
 import pytest
 
 from tests.kit.live import post_json
@@ -179,3 +181,64 @@ def test_the_grid_image_is_each_thumbnail_cell_in_its_colour(tab):
         }"""
     )
     assert bad == []
+
+
+DECODE_HALVES = """async ([bdata, native]) => {
+  const { flat } = await import('/js/wire.js');
+  const own = Uint8Array.fromBase64;
+  if (!native) Uint8Array.fromBase64 = undefined; // the decoder for browsers without one
+  try {
+    const { values, shape } = flat({ dtype: 'f2', bdata, shape: '65536' });
+    return { shape, bits: Array.from(new Uint32Array(values.buffer, values.byteOffset, values.length)) };
+  } finally {
+    Uint8Array.fromBase64 = own;
+  }
+}"""
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_every_half_float_on_the_wire_decodes_to_its_value(tab, native):
+    """All 65536 half floats (f2, the wire's scores) decode to numpy's float32 of each, bit for bit (the sign
+    of a zero, subnormals, infinities); a NaN (a masked score) stays a NaN. With the browser's base64 decoder
+    and without it."""
+    tab.open("/", settle=False)
+    halves = np.arange(65536, dtype="<u2")
+    got = tab.page.evaluate(DECODE_HALVES, [base64.b64encode(halves.tobytes()).decode(), native])
+    assert got["shape"] == [65536]
+    bits = np.array(got["bits"], dtype=np.uint32)
+    want = halves.view(np.float16).astype(np.float32)
+    nan = np.isnan(want)
+    assert np.isnan(bits.view(np.float32)[nan]).all()
+    assert (bits[~nan] == want.view(np.uint32)[~nan]).all()
+
+
+WATCH_MUTATIONS = """() => {
+  window.__mutations = [];
+  new MutationObserver((ms) => {
+    for (const m of ms) {
+      const el = m.target.nodeType === Node.ELEMENT_NODE ? m.target : m.target.parentElement;
+      window.__mutations.push(`${m.type} ${m.attributeName ?? ''} on ${el?.id || el?.className || el?.tagName}`);
+    }
+  }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+}"""
+
+
+@pytest.mark.parametrize("what_if", [False, True])
+def test_a_render_that_changes_nothing_writes_nothing_into_the_page(tab, what_if):
+    """Choosing the token already chosen renders the page again from the same state: no text, attribute,
+    property or child is written (an equal write still makes the browser restyle), with the what-if on
+    as without it."""
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    if what_if:
+        tab.page.get_by_test_id("scale-toggle").click()
+        tab.settle()
+    chip = tab.page.locator("[data-testid=tokens] .chip").last
+    chip.click()  # the last token is chosen: from here on, the same click changes nothing
+    tab.settle()
+    tab.page.evaluate(WATCH_MUTATIONS)
+    renders = tab.page.evaluate("() => window.attnscope.renders")
+    chip.click()
+    tab.settle()
+    tab.page.wait_for_timeout(100)  # the observer's records come after the render's task
+    assert tab.page.evaluate("() => window.attnscope.renders") == renders + 1
+    assert tab.page.evaluate("() => window.__mutations") == []

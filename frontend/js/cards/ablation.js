@@ -7,7 +7,7 @@
 // finds them changed measures again.
 
 import { errorText, isBlank, postJSON } from "../api.js";
-import { mount } from "../dom.js";
+import { mount, setHidden } from "../dom.js";
 import { changedInputs, inputsFor } from "../measured.js";
 import { imageField, scaleParam } from "../state.js";
 import { isOff, sortHeads, toggled } from "../switchedoff.js";
@@ -55,26 +55,24 @@ function toggleButton(spot, ablate) {
 /**
  * The toggles over the grid canvas, one a head, laid where the grid drew its tiles; built again only when
  * where they sit or which heads are off changed (a new text repaints the grid, its tiles stay where they were).
+ * The overlay sits where the canvas starts by CSS (cards.css), so drawing it reads no layout: a keystroke's
+ * render forces no style and layout pass of its own here.
  */
 function drawOverlay({ state, grid, overlay }) {
   const g = grid.gridLayout;
   const layers = g?.grid?.layers;
-  const canvas = grid.querySelector("canvas");
   const spots = g && layers ? toggleSpots(g.layout, layers) : [];
-  const sig = spots.length ? JSON.stringify([canvas.offsetLeft, canvas.offsetTop, spots, state.ablate]) : "";
+  const sig = spots.length ? JSON.stringify([spots, state.ablate]) : "";
   if (overlay.dataset.signature === sig) return;
   overlay.dataset.signature = sig;
   overlay.replaceChildren();
-  if (!spots.length) return;
-  overlay.style.left = `${canvas.offsetLeft}px`;
-  overlay.style.top = `${canvas.offsetTop}px`;
   for (const s of spots) overlay.append(toggleButton(s, state.ablate));
 }
 
 /** The card's list of switched-off heads, each a chip that switches it back on. */
 function drawList({ state, root, list, clear, setAblate }) {
   root.classList.toggle("active", state.ablate.length > 0);
-  clear.hidden = state.ablate.length === 0;
+  setHidden(clear, state.ablate.length === 0);
   const sig = JSON.stringify(state.ablate); // the chips again only when the heads switched off changed
   if (list.dataset.signature === sig) return;
   list.dataset.signature = sig;
@@ -186,7 +184,7 @@ export function installAblation(app) {
   const overlay = document.createElement("div");
   overlay.className = "ablate-overlay";
   overlay.dataset.testid = "ablate-overlay";
-  grid.append(overlay);
+  grid.prepend(overlay); // before the canvas: its static position is the canvas's corner
 
   const { root, parts } = mount(
     "article",

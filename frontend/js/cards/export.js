@@ -2,7 +2,7 @@
 // as PNG, and a link that reopens the same view; and the toast that says what happened.
 
 import { errorText, postJSON } from "../api.js";
-import { downloadBlob } from "../dom.js";
+import { downloadBlob, setProp } from "../dom.js";
 import { blockSpan, headData } from "../draw/pooled.js";
 import { detailRequest, exactHeadRequest, exportRequest, exportTitle } from "../requests.js";
 import { currentDetail, currentGrid, toHash } from "../state.js";
@@ -130,12 +130,12 @@ const CSV_TITLES = {
 /** The export buttons as the state allows them, each titled with what it gives. */
 export function renderExport(state, els) {
   const kind = csvKind(state);
-  els.downloadCsv.disabled = kind === null;
-  els.downloadCsv.title = kind ? CSV_TITLES[kind] : "";
-  els.downloadCsv.dataset.kind = kind ?? "";
+  setProp(els.downloadCsv, "disabled", kind === null);
+  setProp(els.downloadCsv, "title", kind ? CSV_TITLES[kind] : "");
+  if (els.downloadCsv.dataset.kind !== (kind ?? "")) els.downloadCsv.dataset.kind = kind ?? "";
   // the request's fields come from the model's description
-  els.downloadJson.disabled = !currentGrid(state) || !state.model;
-  els.downloadJson.title = exportTitle(state);
+  setProp(els.downloadJson, "disabled", !currentGrid(state) || !state.model);
+  setProp(els.downloadJson, "title", exportTitle(state));
 }
 
 /** The CSV of one head's data (`headData`'s shape), exact or pooled as the data is. */

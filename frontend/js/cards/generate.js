@@ -7,7 +7,7 @@
 
 import { errorText, formatDetail, isBlank } from "../api.js";
 import { viridisLUT, weightColor, weightLegend } from "../draw/gridcanvas.js";
-import { mount, setHidden, setText } from "../dom.js";
+import { mount, setHidden, setProp, setText } from "../dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "../measured.js";
 import { checkSampling, imageField, limitOf } from "../state.js";
 
@@ -219,15 +219,15 @@ function drawSampling(gen) {
 function drawGenerate(gen) {
   const { state, box, button, note, status } = gen;
   const most = mostOf(state);
-  if (most !== null) gen.count.max = String(most);
+  if (most !== null) setProp(gen.count, "max", String(most));
   drawSampling(gen);
   const run = state.generation;
   const changed = run?.inputs ? changedInputs(run.inputs, state) : [];
   box.classList.toggle("stale", changed.length > 0);
   const problems = gen.samplingProblems;
   const notes = problems.map((p) => `Sampling: ${p}; Continue starts once it is.`);
-  button.disabled = !gen.controller && problems.length > 0;
-  button.title = button.disabled ? `Not started: ${problems.join("; ")}` : "";
+  setProp(button, "disabled", !gen.controller && problems.length > 0);
+  setProp(button, "title", button.disabled ? `Not started: ${problems.join("; ")}` : "");
   if (changed.length)
     notes.push(`${outOfDateWords(changed, "this strip was generated")} Continue generates from the text as it is now.`);
   if (run && whatIfOn(state))

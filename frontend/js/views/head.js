@@ -4,7 +4,7 @@
 // query, a dragged box zooms a long text's head (zoom.js). The notebook widget draws this view.
 
 import { hatchMeaning, maskKinds, scoresFormula } from "../draw/captions.js";
-import { drawPlot, idOf, onPlotClick, setText } from "../dom.js";
+import { drawPlot, idOf, onPlotClick, setHidden, setText } from "../dom.js";
 import { formatLambda, headHeatmapFigure, pairPartsFigure } from "../draw/heatmap.js";
 import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
 import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
@@ -127,7 +127,7 @@ export function drawHeadView(state, els, app = null) {
   const hatch = document.getElementById("head-hatch");
   if (!chosen) return { head: false, grid: drawGrid(state, els) };
   const pooled = (chosen.block ?? 1) > 1;
-  if (zoomNote) zoomNote.hidden = !pooled;
+  setHidden(zoomNote, !pooled);
   const { response, layer, mask, head: h, full, block } = chosen;
   const T = response.tokens.length;
   const p = selectedPosition(state, T);
