@@ -224,8 +224,8 @@ export function renderSafely(state, els, app = null) {
   }
 }
 
-/** After a view becomes visible, let its plots take their container's size. */
+/** After a view becomes visible, let its Plotly plots take their container's size (a canvas plot watches its own). */
 export function resizeView(els, view) {
   if (!window.Plotly) return;
-  for (const el of els.panels[view].querySelectorAll(".plot.drawn")) window.Plotly.Plots.resize(el);
+  for (const el of els.panels[view].querySelectorAll(".js-plotly-plot.drawn")) window.Plotly.Plots.resize(el);
 }

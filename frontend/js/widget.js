@@ -295,6 +295,5 @@ export function render({ model, el }) {
     resize.disconnect();
     stopTyping();
     stopFollowing();
-    if (window.Plotly) window.Plotly.purge(els.headHeatmap);
   };
 }

@@ -86,7 +86,7 @@ def test_the_map_the_card_the_difference_and_the_way_back_to_the_explorer(atlas_
     assert params["layer"] == ["2"] and params["head"] == ["1"] and params["pos"] == [str(shown[0]["query"])]
     link.click()
     page.wait_for_function("() => !document.querySelector('#view-head').hidden")
-    page.locator("#head-heatmap .main-svg").first.wait_for()
+    page.locator("#head-heatmap .plot-cells").first.wait_for()
     assert page.locator("#head-title").inner_text() == "Layer 2 · head 1"
     assert page.locator("#text-input").input_value() == shown[0]["text"]
     assert not tab.unexpected_console_errors()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import urllib.error
 import urllib.request
 from pathlib import Path
 from urllib.parse import quote
+from xml.etree import ElementTree
 
 import pytest
 
@@ -443,9 +445,9 @@ def test_a_click_on_the_hatched_part_of_a_row_chooses_it(tab):
     # the far right of row 1: keys after the query, masked and hatched
     x, y = tab.page.evaluate(
         """() => { const gd = document.querySelector('[data-testid=head-heatmap]');
-                   const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+                   const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis, box = gd.getBoundingClientRect();
                    const T = gd.data[0].z.length;
-                   return [box.left + xa._offset + xa.d2p(T - 1), box.top + ya._offset + ya.d2p(1)]; }"""
+                   return [box.left + xa.offset + xa.d2p(T - 1), box.top + ya.offset + ya.d2p(1)]; }"""
     )
     tab.page.mouse.click(x, y)
     assert "position 1" in tab.page.locator("#predictions-title").inner_text()
@@ -459,20 +461,28 @@ def test_the_row_sum_column_names_its_row(tab):
     assert tab.unexpected_console_errors() == []
 
 
-def test_any_figure_downloads_as_svg(tab):
+def test_the_head_heatmap_downloads_as_svg_and_png(tab):
+    """The heatmap's own buttons (shown on hover): an SVG whose labels are text and whose cells are an image of
+    the canvas, and a PNG at twice the plot's size."""
     tab.open("/#text=" + quote(SENTENCE))
-    names = tab.page.evaluate(
-        "() => document.querySelector('[data-testid=head-heatmap]')._context.modeBarButtonsToAdd.map((b) => b.name)"
-    )
-    assert "Download as SVG" in names
+    heatmap = tab.page.get_by_test_id("head-heatmap")
+    heatmap.hover()
     with tab.page.expect_download() as info:
-        tab.page.evaluate(
-            """() => { const gd = document.querySelector('[data-testid=head-heatmap]');
-                       gd._context.modeBarButtonsToAdd.find((b) => b.name === 'Download as SVG').click(gd); }"""
-        )
+        heatmap.get_by_role("button", name="Download as SVG").click()
     svg = Path(info.value.path()).read_text()
     assert info.value.suggested_filename.endswith(".svg")
-    assert svg.lstrip().startswith("<svg") and "<image" in svg  # Plotly's SVG of a heatmap embeds its cells
+    assert svg.lstrip().startswith("<svg") and "<image" in svg and "data:image/png;base64," in svg
+    ElementTree.fromstring(svg)  # a well-formed document, which an image viewer opens
+    for token in tab.tokens()[:3]:
+        assert f">{token}</text>" in svg  # the tick labels, as text
+    with tab.page.expect_download() as info:
+        heatmap.get_by_role("button", name="Download as PNG").click()
+    png = Path(info.value.path()).read_bytes()
+    assert info.value.suggested_filename.endswith(".png") and png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    box = heatmap.bounding_box()
+    assert abs(width - 2 * box["width"]) <= 2 and abs(height - 2 * box["height"]) <= 2
+    assert tab.unexpected_console_errors() == []
 
 
 def _float32s(spec: dict) -> list[float]:

@@ -27,14 +27,14 @@ def open_head(tab, width: int, extra: str = "") -> None:
 
 
 def click_cell(tab, query: int, key: int, shift: bool = False) -> None:
-    """A real mouse click on cell (query, key) of the head heatmap, found through Plotly's axes."""
+    """A real mouse click on cell (query, key) of the head heatmap, found through the heatmap's axes."""
     page = tab.page
     page.locator("#head-heatmap").scroll_into_view_if_needed()
     x, y = page.evaluate(
         """([q, k]) => {
             const gd = document.getElementById("head-heatmap");
-            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
-            return [r.left + xa._offset + xa.d2p(k), r.top + ya._offset + ya.d2p(q)];
+            const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis, r = gd.getBoundingClientRect();
+            return [r.left + xa.offset + xa.d2p(k), r.top + ya.offset + ya.d2p(q)];
         }""",
         [query, key],
     )

@@ -81,8 +81,8 @@ def plot_point(page, fx, fy):
         """([fx, fy]) => {
             const gd = document.querySelector('[data-testid=head-heatmap]');
             const box = gd.getBoundingClientRect();
-            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-            return [box.left + xa._offset + fx * xa._length, box.top + ya._offset + fy * ya._length];
+            const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis;
+            return [box.left + xa.offset + fx * xa.length, box.top + ya.offset + fy * ya.length];
         }""",
         [fx, fy],
     )

@@ -80,35 +80,44 @@ def test_a_field_no_view_draws_is_decoded_when_read_and_then_equals_the_answer(t
 DRAWN_HEAD = """() => {
   const gd = document.querySelector('[data-testid=head-heatmap]');
   const s = window.attnscope.state;
-  return { kept: gd.querySelector('.main-svg').__kept === true, layer: s.layer, head: s.head,
-           z: gd.calcdata[0][0].z.map((r) => Array.from(r, (v) => (Number.isFinite(v) ? v : null))),
-           ticks: [...gd.querySelectorAll('.ytick text')].map((t) => t.textContent),
+  // the canvas's pixel at each cell's centre: opaque where a weight is drawn, clear where the cell is masked
+  const canvas = gd.querySelector('.plot-cells');
+  const g = canvas.getContext('2d');
+  const ratio = canvas.width / gd.clientWidth;
+  const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis;
+  const z = gd.data[0].z;
+  const opaque = z.map((row, i) => row.map((_, j) =>
+    g.getImageData(Math.floor((xa.offset + xa.d2p(j)) * ratio), Math.floor((ya.offset + ya.d2p(i)) * ratio), 1, 1)
+      .data[3] > 0));
+  return { kept: canvas.__kept === true, layer: s.layer, head: s.head, z, opaque,
+           ticks: [...gd.querySelectorAll('.ytick')].map((t) => t.textContent),
            toggles: [...document.querySelectorAll('[data-testid=heads-grid] .ablate-toggle')]
              .map((b) => b.__kept === true) };
 }"""
 
 TAG = """() => {
-  document.querySelector('[data-testid=head-heatmap] .main-svg').__kept = true;
+  document.querySelector('[data-testid=head-heatmap] .plot-cells').__kept = true;
   for (const b of document.querySelectorAll('[data-testid=heads-grid] .ablate-toggle')) b.__kept = true;
 }"""
 
 
 def assert_draws_the_answer(tab, drawn: dict, text: str, **what_if) -> dict:
-    """What Plotly computed for the head heatmap (`drawn`, DRAWN_HEAD's) is the server's pattern for `text`,
-    cell for cell, the masked cells gaps; returns the answer."""
+    """What the head heatmap drew (`drawn`, DRAWN_HEAD's) is the server's pattern for `text`, cell for cell,
+    the masked cells gaps the canvas leaves clear and every other cell painted; returns the answer."""
     body = {"text": text, "layers": [drawn["layer"]], "heads": [drawn["head"]], "include": ["pattern"], "top_k": 0}
     answer = post_json(tab.base_url + "/api/attention", {**body, **what_if})
     pattern, mask = answer["layers"][0]["heads"][0]["pattern"], answer["mask"]
     assert len(drawn["z"]) == len(answer["tokens"]) == len(pattern)
-    for zr, pr, mr in zip(drawn["z"], pattern, mask, strict=True):
-        for z, p, m in zip(zr, pr, mr, strict=True):
+    for zr, pr, mr, opaque in zip(drawn["z"], pattern, mask, drawn["opaque"], strict=True):
+        for z, p, m, painted in zip(zr, pr, mr, opaque, strict=True):
             assert (z is None) if not m else abs(z - p) < 1e-3
+            assert painted == bool(m)
     return answer
 
 
 def test_a_keystroke_redraws_the_head_in_place_with_the_new_answer(tab):
-    """The head heatmap is redrawn into the plot it has (Plotly.react, not a new plot each time), and what
-    Plotly computed and labelled is the new answer's. The switched-off heads' toggles over the grid stay the
+    """The head heatmap is redrawn into the canvas it has (not a new plot each time), and what it drew and
+    labelled is the new answer's. The switched-off heads' toggles over the grid stay the
     same elements, and follow a switch."""
     tab.open("/#view=head&text=" + quote(SENTENCE))
     tab.page.evaluate(TAG)

@@ -83,15 +83,15 @@ def grid_pixel(tab, layer_row: int, i: int, j: int) -> list[int]:
 
 
 def heatmap_hover(tab, testid: str, i: int, j: int) -> str:
-    """Hover cell (query i, key j) of a Plotly heatmap; the hover label's text."""
+    """Hover cell (query i, key j) of the head heatmap (drawn on a canvas); the tooltip's text."""
     tab.page.mouse.move(0, 0)
     x, y = tab.page.evaluate(
         """([id, i, j]) => {
             const gd = document.querySelector(`[data-testid="${id}"]`);
-            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis;
             const cell = () => {
                 const box = gd.getBoundingClientRect();
-                return [box.left + xa._offset + xa.d2p(j), box.top + ya._offset + ya.d2p(i)];
+                return [box.left + xa.offset + xa.d2p(j), box.top + ya.offset + ya.d2p(i)];
             };
             // the cell itself mid-window: a tall map's top row would sit under the pinned bars
             window.scrollBy(0, cell()[1] - window.innerHeight / 2);
@@ -171,7 +171,7 @@ def page_texts(tab) -> dict[str, list[str]]:
             const visible = (el) => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
             const titles = [...document.querySelectorAll('[title]')].filter(visible).map((el) => el.title);
             const figures = [];
-            for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+            for (const gd of document.querySelectorAll('.js-plotly-plot, .canvas-plot')) {
                 if (!visible(gd) || !gd.data) continue;
                 for (const t of gd.data) {
                     figures.push(t.hovertemplate ?? '', t.name ?? '', t.colorbar?.title?.text ?? '');
@@ -197,7 +197,9 @@ def test_every_caption_names_the_models_divisor(family_tab):
     for view, label in VIEWS.items():
         tab.page.get_by_role("tab", name=label, exact=True).click()
         tab.settle()
-        tab.page.wait_for_function(f"() => document.querySelector('#view-{view} .js-plotly-plot.drawn') !== null")
+        tab.page.wait_for_function(
+            f"() => document.querySelector('#view-{view} :is(.js-plotly-plot, .canvas-plot).drawn') !== null"
+        )
         if view == "head":  # the grid tooltip too
             tab.page.mouse.move(*grid_cell(tab, 0, 0, 1, 0))
             tab.page.locator("#grid-tip").wait_for(state="visible")

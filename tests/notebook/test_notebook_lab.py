@@ -81,7 +81,7 @@ def _drive_lab(lab) -> None:
 
             _step("first widget drawn")
             # the grid canvas holds colour, not a blank bitmap
-            painted = first.locator("canvas").evaluate(
+            painted = first.locator("canvas.heads-grid-canvas").evaluate(
                 """(c) => {
                     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
                     let coloured = 0;
@@ -93,7 +93,7 @@ def _drive_lab(lab) -> None:
 
             _step("grid painted")
             # hover a cell of layer 0, head 0: the tooltip names it
-            box = first.locator("canvas").bounding_box()
+            box = first.locator("canvas.heads-grid-canvas").bounding_box()
             page.mouse.move(box["x"] + 40, box["y"] + 40)
             tip = first.locator(".grid-tip")
             tip.wait_for(state="visible", timeout=5_000)

@@ -78,6 +78,25 @@ export function maskNull(matrix, mask) {
   return matrix.map((row, i) => row.map((v, j) => (mask[i][j] ? v : null)));
 }
 
+/**
+ * An array of `n` rows, each made by `makeRow(i)` on its first read and kept: the hover data of a large
+ * heatmap (65,536 cells at 256 tokens) costs nothing until a tooltip or a test reads a row.
+ */
+export function lazyRows(n, makeRow) {
+  const rows = new Array(n);
+  for (let i = 0; i < n; i++)
+    Object.defineProperty(rows, i, {
+      get() {
+        const row = makeRow(i);
+        Object.defineProperty(rows, i, { value: row, writable: true, enumerable: true, configurable: true });
+        return row;
+      },
+      enumerable: true,
+      configurable: true,
+    });
+  return rows;
+}
+
 export const rowSums = (m) => m.map((row) => row.reduce((a, v) => a + (v ?? 0), 0));
 
 /** Every non-null entry of a matrix, flattened. */
@@ -228,8 +247,8 @@ export function rowOutline(p, T, xref = "x", yref = "y") {
  */
 export function maskedReasons(mask, window = null, chunk = null) {
   const words = new Map();
-  return mask.map((row, i) =>
-    Array.from(row, (seen, j) => {
+  return lazyRows(mask.length, (i) =>
+    Array.from(mask[i], (seen, j) => {
       if (seen) return null;
       const kind = Math.sign(j - i);
       if (!words.has(kind)) words.set(kind, maskedWhy({ mask, i, j, window, chunk }));
@@ -237,3 +256,6 @@ export function maskedReasons(mask, window = null, chunk = null) {
     }),
   );
 }
+
+/** Whether any cell of `mask` is masked (0). */
+export const anyMasked = (mask) => mask.some((row) => Array.prototype.some.call(row, (seen) => !seen));

@@ -32,24 +32,63 @@ const VIRIDIS = [
 const MASKED_RGB = [236, 238, 242]; // MASK_BG of figures.js: masked cells, not zero weights
 const GAP_RGB = [255, 255, 255];
 
-const hex = (h) => [1, 3, 5].map((i) => Number.parseInt(h.slice(i, i + 2), 16));
+// Plotly's RdBu (blue low, red high) and Cividis, the signed and the scores' scales
+const SCALES = {
+  Viridis: VIRIDIS,
+  RdBu: [
+    [0, "rgb(5,10,172)"],
+    [0.35, "rgb(106,137,247)"],
+    [0.5, "rgb(190,190,190)"],
+    [0.6, "rgb(220,170,132)"],
+    [0.7, "rgb(230,145,90)"],
+    [1, "rgb(178,10,28)"],
+  ],
+  Cividis: [
+    [0, "rgb(0,32,76)"],
+    [0.058824, "rgb(0,42,102)"],
+    [0.117647, "rgb(0,52,110)"],
+    [0.176471, "rgb(39,63,108)"],
+    [0.235294, "rgb(60,74,107)"],
+    [0.294118, "rgb(76,85,107)"],
+    [0.352941, "rgb(91,95,109)"],
+    [0.411765, "rgb(104,106,112)"],
+    [0.470588, "rgb(117,117,117)"],
+    [0.529412, "rgb(131,129,120)"],
+    [0.588235, "rgb(146,140,120)"],
+    [0.647059, "rgb(161,152,118)"],
+    [0.705882, "rgb(176,165,114)"],
+    [0.764706, "rgb(192,177,109)"],
+    [0.823529, "rgb(209,191,102)"],
+    [0.882353, "rgb(225,204,92)"],
+    [0.941176, "rgb(243,219,79)"],
+    [1, "rgb(255,233,69)"],
+  ],
+};
 
-/** 256 × RGB: colour of each level (weight × 255). */
-export function viridisLUT() {
+/** A colour "#rrggbb" or "rgb(r, g, b)" as [r, g, b]. */
+const rgbOf = (c) =>
+  c.startsWith("#") ? [1, 3, 5].map((i) => Number.parseInt(c.slice(i, i + 2), 16)) : c.match(/[\d.]+/g).map(Number);
+
+/** 256 × RGB: the colour of each level (0..255) of a colour scale, by Plotly's name or as [[t, colour], ...]. */
+export function scaleLUT(scale = "Viridis") {
+  const stops = (typeof scale === "string" ? SCALES[scale] : scale) ?? VIRIDIS;
   const lut = new Uint8ClampedArray(256 * 3);
   for (let v = 0; v < 256; v++) {
     const t = v / 255;
     let k = 0;
-    while (k < VIRIDIS.length - 2 && VIRIDIS[k + 1][0] < t) k++;
-    const [t0, c0] = VIRIDIS[k];
-    const [t1, c1] = VIRIDIS[k + 1];
-    const a = hex(c0);
-    const b = hex(c1);
-    const u = (t - t0) / (t1 - t0);
+    while (k < stops.length - 2 && stops[k + 1][0] < t) k++;
+    const [t0, c0] = stops[k];
+    const [t1, c1] = stops[Math.min(k + 1, stops.length - 1)];
+    const a = rgbOf(c0);
+    const b = rgbOf(c1);
+    const u = t1 > t0 ? Math.min(1, Math.max(0, (t - t0) / (t1 - t0))) : 0;
     for (let c = 0; c < 3; c++) lut[v * 3 + c] = Math.round(a[c] + (b[c] - a[c]) * u);
   }
   return lut;
 }
+
+/** 256 × RGB: colour of each level (weight × 255). */
+export const viridisLUT = () => scaleLUT("Viridis");
 
 /** The colour of weight `w` (0..1) as every heatmap draws it, from a `viridisLUT()`. */
 export const weightColor = (lut, w) => {

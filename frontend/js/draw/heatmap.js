@@ -4,8 +4,10 @@
 import {
   SIGNED_SCALE,
   WEIGHT_SCALE,
+  anyMasked,
   baseLayout,
   hatchImages,
+  lazyRows,
   maskNull,
   maskedReasons,
   signedRange,
@@ -15,13 +17,12 @@ import {
 import { headAxes, headLayout, heatmapArgs, weightColorbar } from "./headframe.js";
 
 /**
- * Each cell's hover data, a row a query: [query label, key label, raw, scaled] (null scores when
+ * Each cell's hover data, a row a query (each row made when first read): [query label, key label, raw, scaled] (null scores when
  * `raw` is not given), then MLA's two halves of q·kᵀ (`parts`) and a differential pair's two weights.
  */
 function headCustomdata(labels, { raw, scaled, parts, pair }) {
   const T = labels.length;
-  const customdata = new Array(T);
-  for (let i = 0; i < T; i++) {
+  return lazyRows(T, (i) => {
     const row = new Array(T);
     const rr = raw ? raw[i] : null;
     const sr = scaled ? scaled[i] : null;
@@ -30,9 +31,8 @@ function headCustomdata(labels, { raw, scaled, parts, pair }) {
       if (rr && parts) row[j].push(parts[0][i][j], parts[1][i][j]);
       if (pair) row[j].push(pair.parts[0][i][j], pair.parts[1][i][j]);
     }
-    customdata[i] = row;
-  }
-  return customdata;
+    return row;
+  });
 }
 
 /** The weights' trace of a head heatmap (`a`: its arguments): signed for a differential pair, 0..zmax else. */
@@ -71,13 +71,12 @@ function weightTrace(a, z, customdata, gap) {
 
 /** A transparent trace over the masked cells whose hover says why each is masked; null when none is. */
 function maskedHoverTrace({ mask, window, chunk, layer, head }, customdata, gap) {
-  const reasons = maskedReasons(mask, window, chunk);
-  if (!reasons.some((row) => row.some((r) => r !== null))) return null;
+  if (!anyMasked(mask)) return null;
   return {
     type: "heatmap",
     name: "masked",
-    z: reasons.map((row) => row.map((r) => (r === null ? null : 1))),
-    text: reasons,
+    z: lazyRows(mask.length, (i) => Array.from(mask[i], (seen) => (seen ? null : 1))),
+    text: maskedReasons(mask, window, chunk),
     customdata,
     opacity: 0, // the hatching below shows through; only the hover is this trace's
     showscale: false,

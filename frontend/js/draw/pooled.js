@@ -4,7 +4,7 @@
 // answer in, what the views draw out. Every number is the server's; only words are made here.
 
 import { maskedWhy } from "./captions.js";
-import { MASK_BG, WEIGHT_SCALE, shortToken } from "./figures.js";
+import { MASK_BG, WEIGHT_SCALE, lazyRows, shortToken } from "./figures.js";
 import { headAxes, headLayout, heatmapArgs, weightColorbar } from "./headframe.js";
 import { currentDetail, headKey, limitOf } from "../state.js";
 import { copyFields } from "../wire.js";
@@ -146,33 +146,41 @@ function pooledCells(a, [i0, i1, j0, j1]) {
   // the blocks under an exact region are left out: the region's cells are drawn there instead
   const [r0, r1, c0, c1] = region ? region.bounds : [0, 0, 0, 0];
   const under = (i, j) => region && spans[i][0] < r1 && spans[i][1] > r0 && spans[j][0] < c1 && spans[j][1] > c0;
-  const cells = { z: [], hatched: [], customdata: [], reasons: [], anyMasked: false };
+  const cells = { z: [], hatched: [], anyMasked: false };
   for (let i = i0; i < i1; i++) {
     const zr = [];
     const hr = [];
-    const cr = [];
-    const why = [];
     for (let j = j0; j < j1; j++) {
       const seen = mask[i][j];
       const hidden = under(i, j);
       zr.push(seen && !hidden ? pattern[i][j] : null);
-      const w = seen ? null : maskedWhy({ mask, i, j, window, chunk, block });
       hr.push(!seen && !hidden ? 1 : null);
-      why.push(w ? `all ${w}` : null);
       if (!seen) cells.anyMasked = true;
-      cr.push([
+    }
+    cells.z.push(zr);
+    cells.hatched.push(hr);
+  }
+  // the hover's words, a row made when first read: up to drawCells² cells of them
+  const columns = (make) => Array.from({ length: j1 - j0 }, (_, n) => make(j0 + n));
+  cells.reasons = lazyRows(i1 - i0, (n) =>
+    columns((j) => {
+      const i = i0 + n;
+      const w = mask[i][j] ? null : maskedWhy({ mask, i, j, window, chunk, block });
+      return w ? `all ${w}` : null;
+    }),
+  );
+  cells.customdata = lazyRows(i1 - i0, (n) =>
+    columns((j) => {
+      const i = i0 + n;
+      return [
         qWords[i],
         kWords[j],
         raw ? num(raw[i][j], 3) : "",
         scaled ? num(scaled[i][j], 3) : "",
         `${sizes[i]}×${sizes[j]}`,
-      ]);
-    }
-    cells.z.push(zr);
-    cells.hatched.push(hr);
-    cells.customdata.push(cr);
-    cells.reasons.push(why);
-  }
+      ];
+    }),
+  );
   return cells;
 }
 

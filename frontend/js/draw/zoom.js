@@ -23,8 +23,8 @@ export function installZoom(app) {
   /** The heatmap's axes when it shows a pooled head (block > 1), else null. */
   function pooledAxes() {
     const meta = gd.layout?.meta;
-    const xa = gd._fullLayout?.xaxis;
-    const ya = gd._fullLayout?.yaxis;
+    const xa = gd.plotAxes?.xaxis;
+    const ya = gd.plotAxes?.yaxis;
     return meta?.block > 1 && xa && ya ? { meta, xa, ya } : null;
   }
 
@@ -37,9 +37,9 @@ export function installZoom(app) {
     const axes = pooledAxes();
     if (!axes || ev.button !== 0) return;
     const r = gd.getBoundingClientRect();
-    const x = ev.clientX - r.left - axes.xa._offset;
-    const y = ev.clientY - r.top - axes.ya._offset;
-    if (x < 0 || x > axes.xa._length || y < 0 || y > axes.ya._length) return;
+    const x = ev.clientX - r.left - axes.xa.offset;
+    const y = ev.clientY - r.top - axes.ya.offset;
+    if (x < 0 || x > axes.xa.length || y < 0 || y > axes.ya.length) return;
     start = { ...axes, x0: ev.clientX, y0: ev.clientY, r };
     dragged = false;
     ev.preventDefault();
@@ -48,8 +48,8 @@ export function installZoom(app) {
     if (!start) return;
     const { xa, ya, r } = start;
     // the box stays inside the plot area
-    const cx = Math.min(r.left + xa._offset + xa._length, Math.max(r.left + xa._offset, ev.clientX));
-    const cy = Math.min(r.top + ya._offset + ya._length, Math.max(r.top + ya._offset, ev.clientY));
+    const cx = Math.min(r.left + xa.offset + xa.length, Math.max(r.left + xa.offset, ev.clientX));
+    const cy = Math.min(r.top + ya.offset + ya.length, Math.max(r.top + ya.offset, ev.clientY));
     start.x1 = cx;
     start.y1 = cy;
     if (Math.abs(cx - start.x0) + Math.abs(cy - start.y0) < 6) return;
@@ -69,8 +69,8 @@ export function installZoom(app) {
     if (s0.x1 === undefined || Math.abs(s0.x1 - s0.x0) + Math.abs(s0.y1 - s0.y0) < 6) return;
     dragged = true;
     const { xa, ya, r, meta } = s0;
-    const px = (cx) => xa.p2d(cx - r.left - xa._offset);
-    const py = (cy) => ya.p2d(cy - r.top - ya._offset);
+    const px = (cx) => xa.p2d(cx - r.left - xa.offset);
+    const py = (cy) => ya.p2d(cy - r.top - ya.offset);
     setZoom(visibleBlock([px(s0.x0), px(s0.x1)], [py(s0.y0), py(s0.y1)], meta.tokens));
   });
   gd.addEventListener("dblclick", () => {

@@ -4,7 +4,8 @@
 // query, a dragged box zooms a long text's head (zoom.js). The notebook widget draws this view.
 
 import { hatchMeaning, maskKinds, scoresFormula } from "../draw/captions.js";
-import { drawPlot, idOf, onPlotClick, setHidden, setText } from "../dom.js";
+import { drawPlot, idOf, setHidden, setText } from "../dom.js";
+import { drawCanvasPlot } from "../draw/canvashover.js";
 import { formatLambda, headHeatmapFigure, pairPartsFigure } from "../draw/heatmap.js";
 import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
 import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
@@ -144,7 +145,7 @@ export function drawHeadView(state, els, app = null) {
     expanded: !!state.imageExpanded,
     maxTicks: HEATMAP_DEFAULTS.maxTicks,
   };
-  drawPlot(
+  drawCanvasPlot(
     els.headHeatmap,
     `${idOf(response)}|${state.layer}|${state.head}|${p}${sig}|${band.expanded}`,
     () => withShapes(withImageBand(headFigure(state, chosen, extra), band), marks),
@@ -250,17 +251,14 @@ export const rowWords = (layer) => {
 export const draw = drawHeadView;
 
 /**
- * A click anywhere on the heatmap, the hatched (masked) cells too, which Plotly leaves without click
- * events: the cell comes from the axes under the pointer. By the mode picker it chooses that query
+ * A click anywhere on the heatmap, the hatched (masked) cells too: the cell comes from the axes
+ * under the pointer. By the mode picker it chooses that query
  * (its row), knocks the cell out (a shift-click: the box from the last clicked cell), or splits its
  * score. `app`: {els, selectPosition, fetchRegion, update, state}.
  */
 export function install(app) {
   const { els, state } = app;
   const zoom = installZoom(app);
-  onPlotClick(els.headHeatmap, (pt) => {
-    if (state.cellMode === "row" && Number.isInteger(pt.y)) app.selectPosition(pt.y);
-  });
   els.headHeatmap.addEventListener("click", (ev) => {
     if (zoom.endedDrag()) return; // the click that ends a dragged box chooses no row
     const cell = cellAt(els.headHeatmap, ev);
@@ -282,15 +280,15 @@ export function install(app) {
 
 /** The cell {query, key} of the heatmap `gd` under a mouse event (key null off the keys), or null off its rows. */
 function cellAt(gd, ev) {
-  const ya = gd._fullLayout?.yaxis;
-  const xa = gd._fullLayout?.xaxis;
+  const ya = gd.plotAxes?.yaxis;
+  const xa = gd.plotAxes?.xaxis;
   // a long text's heatmap has fewer cells than tokens; its axes count tokens (layout.meta)
   const n = gd.layout?.meta?.tokens ?? gd.data?.[0]?.z?.length ?? 0;
   if (!ya || !xa || !n) return null;
   const box = gd.getBoundingClientRect();
-  const x = ev.clientX - box.left - xa._offset;
-  const y = ev.clientY - box.top - ya._offset;
-  if (x < 0 || x > xa._length || y < 0 || y > ya._length) return null;
+  const x = ev.clientX - box.left - xa.offset;
+  const y = ev.clientY - box.top - ya.offset;
+  if (x < 0 || x > xa.length || y < 0 || y > ya.length) return null;
   const query = Math.round(ya.p2d(y));
   const key = Math.round(xa.p2d(x));
   const ok = (i) => Number.isInteger(i) && i >= 0 && i < n;

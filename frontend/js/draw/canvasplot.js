@@ -1,0 +1,364 @@
+// A heatmap figure drawn without Plotly: the head heatmap's renderer (issue 31, item 10). The
+// figure is the same `{data, layout}` the pure builders of heatmap.js and pooled.js make, in
+// Plotly's words; this module reads the part of that vocabulary they use (heatmap traces on token
+// axes, shapes, layout images, a colour bar) and draws it in three layers: an SVG below (the plot's
+// background and the hatching of masked cells), one canvas (every trace's cells, one pixel a cell,
+// scaled without smoothing, and the colour bar), and an SVG above (shapes, tick labels, titles).
+// Redrawing a 256-token head costs a few milliseconds where Plotly.react took 40 to 90.
+//
+// The element keeps what it shows, as a Plotly plot does: `el.data` and `el.layout` (the figure) and
+// `el.plotAxes` (each axis's `offset` and `length` in pixels, `d2p` and `p2d` between its data and
+// pixel coordinates). canvashover.js draws through it and adds the tooltips and the downloads.
+
+import { FONT_FAMILY, INK, MUTED } from "./figures.js";
+import { scaleLUT } from "./gridcanvas.js";
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const COLORBAR_ROOM = 74; // pixels right of the plot area for a colour bar, its ticks and its title
+const PLOTLY_MARGIN = { l: 80, r: 80, t: 100, b: 80 };
+
+/** Whether `id` ("x", "x2", "y") names an x axis. */
+const isX = (id) => id.startsWith("x");
+/** "xaxis2" -> "x2". */
+const axisId = (key) => key.replace("axis", "");
+/** "x2" -> "xaxis2". */
+const axisKey = (id) => `${id[0]}axis${id.slice(1)}`;
+
+/** The centres of a trace's cells along one axis: its `x` (or `y`) array, else x0 + k·dx for its n cells. */
+export function cellCentres(trace, axis, n) {
+  const given = trace[axis];
+  if (given) return given;
+  const start = trace[`${axis}0`] ?? 0;
+  const step = trace[`d${axis}`] ?? 1;
+  return Array.from({ length: n }, (_, k) => start + k * step);
+}
+
+/** The size of a trace's cells along one axis (data units): its step, or 1. */
+const cellSize = (trace, axis) => (trace[axis] ? 1 : (trace[`d${axis}`] ?? 1));
+
+/** A trace's cells: rows `ny`, columns `nx`, and the centres of each. */
+export function traceCells(trace) {
+  const ny = trace.z.length;
+  const nx = ny ? trace.z[0].length : 0;
+  return { nx, ny, xs: cellCentres(trace, "x", nx), ys: cellCentres(trace, "y", ny) };
+}
+
+/** The range an axis shows: its layout `range`, else the extent of the cells of the traces on it. */
+function axisRange(id, axis, data) {
+  if (axis?.range) return axis.range;
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const t of data) {
+    if ((isX(id) ? (t.xaxis ?? "x") : (t.yaxis ?? "y")) !== id || !t.z?.length) continue;
+    const a = isX(id) ? "x" : "y";
+    const { xs, ys } = traceCells(t);
+    const c = isX(id) ? xs : ys;
+    const half = cellSize(t, a) / 2;
+    lo = Math.min(lo, c[0] - half);
+    hi = Math.max(hi, c.at(-1) + half);
+  }
+  return Number.isFinite(lo) ? [lo, hi] : [-0.5, 0.5];
+}
+
+/**
+ * Pixel geometry of a figure drawn `width` × `height`: the paper (the area inside the margins, less
+ * a colour bar's room) and each axis of the layout, as {offset, length, range, d2p, p2d}. An y axis
+ * runs from its range's first value at the bottom to its second at the top, as in Plotly.
+ */
+export function plotGeometry({ data, layout }, width, height) {
+  const m = { ...PLOTLY_MARGIN, ...layout.margin };
+  const bar = data.some((t) => t.showscale) ? COLORBAR_ROOM : 0;
+  const paper = { x: m.l, y: m.t, w: Math.max(1, width - m.l - m.r - bar), h: Math.max(1, height - m.t - m.b) };
+  const axes = {};
+  for (const key of Object.keys(layout).filter((k) => /^[xy]axis\d*$/.test(k))) {
+    const id = axisId(key);
+    const axis = layout[key];
+    const [d0, d1] = axis.domain ?? [0, 1];
+    const [r0, r1] = axisRange(id, axis, data);
+    const x = isX(id);
+    const offset = x ? paper.x + d0 * paper.w : paper.y + (1 - d1) * paper.h;
+    const length = (d1 - d0) * (x ? paper.w : paper.h);
+    const span = r1 - r0;
+    axes[key] = {
+      offset,
+      length,
+      range: [r0, r1],
+      d2p: x ? (v) => ((v - r0) / span) * length : (v) => ((r1 - v) / span) * length,
+      p2d: x ? (p) => r0 + (p / length) * span : (p) => r1 - (p / length) * span,
+    };
+  }
+  return { paper, axes, width, height };
+}
+
+/** Pixels of a shape's coordinate `v` along an axis reference ("x", "y2", "paper", "x domain"). */
+function refPixel(geom, ref, v, x) {
+  const { paper, axes } = geom;
+  if (ref === "paper") return x ? paper.x + v * paper.w : paper.y + (1 - v) * paper.h;
+  const [id, domain] = ref.split(" ");
+  const a = axes[axisKey(id)];
+  if (domain) return x ? a.offset + v * a.length : a.offset + (1 - v) * a.length;
+  return a.offset + a.d2p(v);
+}
+
+// ---------------------------------------------------------------- the cells
+
+/** The 0..1 position of `v` on a trace's colour scale, from its zmin and zmax (else the data's range). */
+function zRange(trace) {
+  if (trace.zmin != null && trace.zmax != null) return [trace.zmin, trace.zmax];
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const row of trace.z)
+    for (const v of row)
+      if (v != null) {
+        lo = Math.min(lo, v);
+        hi = Math.max(hi, v);
+      }
+  return Number.isFinite(lo) ? [trace.zmin ?? lo, trace.zmax ?? hi] : [0, 1];
+}
+
+/** The cells of one trace, a pixel each (transparent where z is null), as ImageData in screen order. */
+export function traceImage(trace, flipY) {
+  const { nx, ny } = traceCells(trace);
+  const lut = scaleLUT(trace.colorscale);
+  const [zmin, zmax] = zRange(trace);
+  const span = zmax - zmin || 1;
+  const img = new ImageData(Math.max(1, nx), Math.max(1, ny));
+  const px = img.data;
+  for (let i = 0; i < ny; i++) {
+    const row = trace.z[i];
+    const out = (flipY ? ny - 1 - i : i) * nx * 4;
+    for (let j = 0; j < nx; j++) {
+      const v = row[j];
+      if (v == null || Number.isNaN(v)) continue; // alpha stays 0: a gap
+      const t = (v - zmin) / span;
+      const c = Math.round((t < 0 ? 0 : t > 1 ? 1 : t) * 255) * 3;
+      const o = out + j * 4;
+      px[o] = lut[c];
+      px[o + 1] = lut[c + 1];
+      px[o + 2] = lut[c + 2];
+      px[o + 3] = 255;
+    }
+  }
+  return img;
+}
+
+/** Paint one heatmap trace into `g` (CSS pixels), clipped to its axes' area. */
+function paintTrace(g, geom, trace, scratch) {
+  if (trace.opacity === 0 || !trace.z?.length || !trace.z[0].length) return;
+  const xa = geom.axes[axisKey(trace.xaxis ?? "x")];
+  const ya = geom.axes[axisKey(trace.yaxis ?? "y")];
+  const { nx, ny, xs, ys } = traceCells(trace);
+  const hx = cellSize(trace, "x") / 2;
+  const hy = cellSize(trace, "y") / 2;
+  const left = xa.offset + xa.d2p(xs[0] - hx);
+  const right = xa.offset + xa.d2p(xs[nx - 1] + hx);
+  const top0 = ya.offset + ya.d2p(ys[0] - hy);
+  const bottom0 = ya.offset + ya.d2p(ys[ny - 1] + hy);
+  const flipY = top0 > bottom0; // the first row at the bottom: an axis not reversed
+  g.save();
+  g.beginPath();
+  g.rect(xa.offset, ya.offset, xa.length, ya.length);
+  g.clip();
+  if (trace.opacity != null) g.globalAlpha = trace.opacity;
+  const gap = Math.max(trace.xgap ?? 0, trace.ygap ?? 0);
+  if (gap > 0) {
+    paintBricks(g, trace, { left, right, top: Math.min(top0, bottom0), bottom: Math.max(top0, bottom0), flipY });
+  } else {
+    scratch.width = nx;
+    scratch.height = ny;
+    scratch.getContext("2d").putImageData(traceImage(trace, flipY), 0, 0);
+    g.imageSmoothingEnabled = false;
+    g.drawImage(scratch, left, Math.min(top0, bottom0), right - left, Math.abs(bottom0 - top0));
+  }
+  g.restore();
+}
+
+/** A few cells with a gap between them (a short text): one rectangle each. */
+function paintBricks(g, trace, { left, right, top, bottom, flipY }) {
+  const img = traceImage(trace, flipY);
+  const { width: nx, height: ny, data: px } = img;
+  const w = (right - left) / nx;
+  const h = (bottom - top) / ny;
+  const gx = trace.xgap ?? 0;
+  const gy = trace.ygap ?? 0;
+  for (let i = 0; i < ny; i++)
+    for (let j = 0; j < nx; j++) {
+      const o = (i * nx + j) * 4;
+      if (!px[o + 3]) continue;
+      g.fillStyle = `rgb(${px[o]},${px[o + 1]},${px[o + 2]})`;
+      g.fillRect(left + j * w + gx / 2, top + i * h + gy / 2, w - gx, h - gy);
+    }
+}
+
+/** Round ticks (1, 2 or 5 × 10^k apart) from lo to hi, about five of them. */
+export function niceTicks(lo, hi, n = 5) {
+  const raw = (hi - lo) / n;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((f) => f * mag).find((s) => s >= raw) ?? 10 * mag;
+  const ticks = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) ticks.push(Math.abs(v) < 1e-12 ? 0 : v);
+  return { ticks, step };
+}
+
+/** The colour bar of `trace` right of the paper: the scale on the canvas, its ticks and title as SVG. */
+function colorBar(g, geom, trace) {
+  const { paper } = geom;
+  const cb = trace.colorbar ?? {};
+  const thick = cb.thickness ?? 30;
+  const len = (cb.len ?? 1) * paper.h;
+  const x = paper.x + paper.w + 12;
+  const y = paper.y + (paper.h - len) / 2;
+  const lut = scaleLUT(trace.colorscale);
+  for (let k = 0; k < 64; k++) {
+    const c = Math.round(((63 - k) / 63) * 255) * 3;
+    g.fillStyle = `rgb(${lut[c]},${lut[c + 1]},${lut[c + 2]})`;
+    g.fillRect(x, y + (k * len) / 64, thick, len / 64 + 0.5);
+  }
+  const [zmin, zmax] = zRange(trace);
+  const { ticks, step } = niceTicks(zmin, zmax);
+  const digits = Math.max(0, -Math.floor(Math.log10(step)));
+  const labels = ticks.map((v) => {
+    const ty = y + (1 - (v - zmin) / (zmax - zmin || 1)) * len;
+    return svgText(v.toFixed(digits), x + thick + 3, ty, { anchor: "start", size: 11, baseline: "middle" });
+  });
+  const title = cb.title?.text;
+  if (title)
+    labels.push(
+      svgText(title, x + thick + 44, y + len / 2, { anchor: "middle", size: cb.title.font?.size ?? 11, rotate: 90 }),
+    );
+  return `<g class="colorbar">${labels.join("")}</g>`;
+}
+
+// ---------------------------------------------------------------- the frame (SVG)
+
+const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+
+/** One label as SVG text at (x, y), rotated by `rotate` degrees about that point. */
+function svgText(text, x, y, { anchor = "middle", size = 12, color = INK, rotate = 0, baseline = "auto", cls = "" }) {
+  const turn = rotate ? ` rotate(${rotate})` : "";
+  return (
+    `<text class="${cls}" transform="translate(${x.toFixed(1)},${y.toFixed(1)})${turn}" text-anchor="${anchor}" ` +
+    `dominant-baseline="${baseline}" font-size="${size}" fill="${color}">${esc(text)}</text>`
+  );
+}
+
+/** Tick labels and the title of one axis, as SVG; `edge`: the pixel its labels stand on (top or left of the area). */
+function axisFrame(key, axis, a, edge) {
+  const x = key.startsWith("x");
+  const size = axis.tickfont?.size ?? 12;
+  const angle = axis.tickangle ?? 0;
+  const [lo, hi] = [Math.min(...a.range), Math.max(...a.range)];
+  const parts = (axis.tickvals ?? []).map((v, n) => {
+    if (v < lo || v > hi) return "";
+    const p = a.offset + a.d2p(v);
+    const text = axis.ticktext?.[n] ?? String(v);
+    if (!x) return svgText(text, edge - 4, p, { anchor: "end", size, baseline: "middle", cls: "ytick" });
+    return angle
+      ? svgText(text, p, edge - 4, { anchor: "start", size, rotate: angle, cls: "xtick" })
+      : svgText(text, p, edge - 4, { size, cls: "xtick" });
+  });
+  const title = axis.title?.text;
+  if (title) {
+    const font = { size: axis.title.font?.size ?? 12, color: axis.title.font?.color ?? MUTED };
+    const mid = a.offset + a.length / 2;
+    parts.push(x ? svgText(title, mid, 12, font) : svgText(title, 12, mid, { ...font, rotate: -90 }));
+  }
+  return parts.join("");
+}
+
+/** The shapes of the layout (rectangles and lines in axis, domain or paper coordinates), as SVG. */
+function shapesFrame(geom, shapes) {
+  return (shapes ?? [])
+    .map((s) => {
+      const x0 = refPixel(geom, s.xref ?? "x", s.x0, true);
+      const x1 = refPixel(geom, s.xref ?? "x", s.x1, true);
+      const y0 = refPixel(geom, s.yref ?? "y", s.y0, false);
+      const y1 = refPixel(geom, s.yref ?? "y", s.y1, false);
+      const w = s.line?.width ?? 2;
+      const stroke = w > 0 ? `stroke="${s.line?.color ?? "#444"}" stroke-width="${w}"` : 'stroke="none"';
+      const dash = s.line?.dash === "dot" ? ' stroke-dasharray="2,3"' : s.line?.dash ? ' stroke-dasharray="6,4"' : "";
+      const op = s.opacity != null ? ` opacity="${s.opacity}"` : "";
+      if (s.type === "line") return `<line x1="${x0}" y1="${y0}" x2="${x1}" y2="${y1}" ${stroke}${dash}${op}/>`;
+      const [l, t] = [Math.min(x0, x1), Math.min(y0, y1)];
+      return (
+        `<rect class="shape" x="${l}" y="${t}" width="${Math.abs(x1 - x0)}" height="${Math.abs(y1 - y0)}" ` +
+        `fill="${s.fillcolor ?? "none"}" ${stroke}${dash}${op}/>`
+      );
+    })
+    .join("");
+}
+
+/** The layout's images (the hatching of masked cells) over the areas they name, as SVG. */
+function imagesFrame(geom, images) {
+  return (images ?? [])
+    .map((im) => {
+      const x0 = refPixel(geom, im.xref, im.x, true);
+      const x1 = refPixel(geom, im.xref, im.x + im.sizex, true);
+      const y0 = refPixel(geom, im.yref, im.y, false);
+      const y1 = refPixel(geom, im.yref, im.y - im.sizey, false);
+      return (
+        `<image href="${esc(im.source)}" x="${x0}" y="${y0}" width="${x1 - x0}" height="${y1 - y0}" ` +
+        `preserveAspectRatio="none"/>`
+      );
+    })
+    .join("");
+}
+
+/** The title in the top-left corner (heatframe.js heatmapTitle), as SVG. */
+const titleFrame = (title) => (title?.text ? svgText(title.text, 4, 16, { anchor: "start", size: 13 }) : "");
+
+// ---------------------------------------------------------------- drawing
+
+/** The layers of `el`, made on its first drawing: below (SVG), cells (canvas), above (SVG). */
+function layersOf(el) {
+  if (el.canvasLayers) return el.canvasLayers;
+  el.replaceChildren();
+  el.classList.add("canvas-plot");
+  const below = document.createElementNS(SVG_NS, "svg");
+  const cells = document.createElement("canvas");
+  const above = document.createElementNS(SVG_NS, "svg");
+  below.classList.add("plot-below");
+  cells.className = "plot-cells";
+  above.classList.add("plot-above");
+  el.append(below, cells, above);
+  el.canvasLayers = { below, cells, above, scratch: document.createElement("canvas") };
+  new ResizeObserver(() => el.figure && paintFigure(el, el.figure)).observe(el);
+  return el.canvasLayers;
+}
+
+/** Draw `fig` into `el` at its current size. */
+export function paintFigure(el, fig) {
+  const { below, cells, above, scratch } = layersOf(el);
+  const width = el.clientWidth;
+  const height = el.clientHeight;
+  const geom = plotGeometry(fig, width, height);
+  const { paper } = geom;
+  const bg = fig.layout.plot_bgcolor ?? "#ffffff";
+  for (const svg of [below, above]) {
+    svg.setAttribute("width", width);
+    svg.setAttribute("height", height);
+  }
+  below.innerHTML =
+    `<rect x="${paper.x}" y="${paper.y}" width="${paper.w}" height="${paper.h}" fill="${bg}"/>` +
+    imagesFrame(geom, fig.layout.images);
+  const dpr = window.devicePixelRatio || 1;
+  cells.width = Math.round(width * dpr);
+  cells.height = Math.round(height * dpr);
+  cells.style.width = `${width}px`;
+  cells.style.height = `${height}px`;
+  const g = cells.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  for (const trace of fig.data) paintTrace(g, geom, trace, scratch);
+  const scaled = fig.data.find((t) => t.showscale);
+  const font = fig.layout.font ?? {};
+  let frame = titleFrame(fig.layout.title) + shapesFrame(geom, fig.layout.shapes);
+  // an x axis's labels stand on the paper's top edge (the token axes' side "top"), an y axis's left of it
+  for (const [key, a] of Object.entries(geom.axes))
+    frame += axisFrame(key, fig.layout[key], a, key.startsWith("x") ? paper.y : paper.x);
+  if (scaled) frame += colorBar(g, geom, scaled);
+  above.setAttribute("font-family", font.family ?? FONT_FAMILY);
+  below.setAttribute("font-family", font.family ?? FONT_FAMILY);
+  above.innerHTML = frame;
+  el.plotAxes = geom.axes;
+  el.plotGeometry = geom;
+}

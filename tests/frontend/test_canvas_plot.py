@@ -1,0 +1,81 @@
+"""The head heatmap drawn without Plotly (frontend/js/draw/canvasplot.js, canvashover.js; issue 31,
+item 10): every cell sits where its axes say, is painted in the colour of the server's weight,
+and the pointer over it finds that cell and no other; at every size the page takes."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from tests.kit.live import post_json
+
+pytestmark = pytest.mark.browser
+
+SENTENCE = "The cat sat on the mat because the mat was warm."
+
+CELLS = """async () => {
+  const { pointAt } = await import('/js/draw/canvashover.js');
+  const { scaleLUT } = await import('/js/draw/gridcanvas.js');
+  const gd = document.querySelector('[data-testid=head-heatmap]');
+  const canvas = gd.querySelector('.plot-cells');
+  const g = canvas.getContext('2d');
+  const ratio = canvas.width / gd.clientWidth;
+  const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis;
+  const trace = gd.data[0];
+  const lut = scaleLUT(trace.colorscale);
+  const cells = [];
+  for (let i = 0; i < trace.z.length; i++) for (let j = 0; j < trace.z[i].length; j++) {
+    const x = xa.offset + xa.d2p(j), y = ya.offset + ya.d2p(i);
+    const rgba = [...g.getImageData(Math.floor(x * ratio), Math.floor(y * ratio), 1, 1).data];
+    const z = trace.z[i][j];
+    const t = z === null ? null : (z - trace.zmin) / (trace.zmax - trace.zmin);
+    const level = t === null ? null : Math.round(Math.min(1, Math.max(0, t)) * 255);
+    const hit = pointAt(gd.figure, gd.plotAxes, x, y);
+    cells.push({ i, j, z, rgba, want: level === null ? null : [...lut.subarray(level * 3, level * 3 + 3), 255],
+                 hit: hit && [hit.trace.name ?? null, hit.i, hit.j] });
+  }
+  return cells;
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_cell_is_the_servers_weight_in_its_colour_and_the_pointer_finds_it(tab, width):
+    tab.open_at(width, "/#view=head&text=" + quote(SENTENCE))
+    cells = tab.page.evaluate(CELLS)
+    layer, head = tab.page.evaluate("() => [window.attnscope.state.layer, window.attnscope.state.head]")
+    answer = post_json(
+        tab.base_url + "/api/attention",
+        {"text": SENTENCE, "layers": [layer], "heads": [head], "include": ["pattern"], "top_k": 0},
+    )
+    pattern, mask = answer["layers"][0]["heads"][0]["pattern"], answer["mask"]
+    assert len(cells) == len(pattern) ** 2
+    for c in cells:
+        i, j = c["i"], c["j"]
+        if mask[i][j]:
+            assert abs(c["z"] - pattern[i][j]) < 1e-3
+            assert c["rgba"] == c["want"], c  # painted, in the weight's Viridis colour
+            assert c["hit"] == [None, i, j]  # the weights' trace, this very cell
+        else:
+            assert c["z"] is None and c["rgba"][3] == 0  # clear: the hatching below shows
+            assert c["hit"] == ["masked", i, j]  # the masked cells' trace says why
+    assert tab.unexpected_console_errors() == []
+
+
+def test_a_masked_cells_tooltip_says_why_and_leaving_removes_it(tab):
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    page = tab.page
+    x, y = page.evaluate(
+        """() => { const gd = document.querySelector('[data-testid=head-heatmap]');
+                   gd.scrollIntoView({block: 'center'});
+                   const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis, box = gd.getBoundingClientRect();
+                   return [box.left + xa.offset + xa.d2p(3), box.top + ya.offset + ya.d2p(1)]; }"""
+    )
+    page.mouse.move(x, y)
+    tip = page.locator("[data-testid=head-heatmap] .hoverlayer .hovertext")
+    tip.wait_for(state="visible")
+    text = tip.inner_text()
+    labels = page.evaluate("() => window.attnscope.state.grid.response.tokens.slice(0, 4)")
+    assert text.startswith(f"1 {labels[1]} → 3 {labels[3]}") and "masked" in text
+    page.mouse.move(1, 1)
+    tip.wait_for(state="detached")
