@@ -8,13 +8,15 @@ frame after it. The keystrokes alternate Backspace and retyping the deleted char
 stays within one token of its target. Keystrokes are at least 150 ms apart, so each one comes
 after a pause and the page sends it at once (keys typed faster than 60 ms apart are merged and
 sent 60 ms after the last one). The time includes both API calls, which the page sends
-together (server compute, JSON transfer and parsing), and Plotly drawing.
+together (server compute, JSON transfer and parsing), and drawing (the head heatmap and the grid
+on canvases).
 
     python bench/browser_bench.py                       # starts the real server itself
     python bench/browser_bench.py --url http://127.0.0.1:8000 --repeats 30
     python bench/browser_bench.py --tokens 32 64 128 256
 
-Targets: median <= 100 ms at T = 32, <= 250 ms at T = 256.
+Targets (issue 31, item 10): median <= 100 ms at T = 32, <= 150 ms at T = 256, and the browser's CPU
+a keystroke at T = 256 at most half of the 255 ms measured before the head heatmap left Plotly.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from urllib.parse import quote
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.kit
 from tests.kit.live import CHROMIUM, chromium, live_server, text_of_tokens, wait_settled  # noqa: E402
 
-TARGET_MS = {32: 100.0, 256: 250.0}
+TARGET_MS = {32: 100.0, 256: 150.0}
 
 ARM = """() => {
   performance.clearMeasures();

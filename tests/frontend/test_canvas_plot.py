@@ -1,6 +1,6 @@
 """The head heatmap drawn without Plotly (frontend/js/draw/canvasplot.js, canvashover.js; issue 31,
-item 10): every cell sits where its axes say, is painted in the colour of the server's weight,
-and the pointer over it finds that cell and no other; at every size the page takes."""
+item 10): every cell sits where its axes say, is painted in the colour of the server's weight
+or hatched where masked, and the pointer over it finds that cell and no other; at every size the page takes."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def test_every_cell_is_the_servers_weight_in_its_colour_and_the_pointer_finds_it
             assert c["rgba"] == c["want"], c  # painted, in the weight's Viridis colour
             assert c["hit"] == [None, i, j]  # the weights' trace, this very cell
         else:
-            assert c["z"] is None and c["rgba"][3] == 0  # clear: the hatching below shows
+            # a gap over the stripes: their greys (MASK_BG to HATCH_INK), which no weight's colour is
+            assert c["z"] is None and c["rgba"][3] == 255 and all(195 <= v <= 242 for v in c["rgba"][:3]), c
             assert c["hit"] == ["masked", i, j]  # the masked cells' trace says why
     assert tab.unexpected_console_errors() == []
 

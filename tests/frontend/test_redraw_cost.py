@@ -80,16 +80,18 @@ def test_a_field_no_view_draws_is_decoded_when_read_and_then_equals_the_answer(t
 DRAWN_HEAD = """() => {
   const gd = document.querySelector('[data-testid=head-heatmap]');
   const s = window.attnscope.state;
-  // the canvas's pixel at each cell's centre: opaque where a weight is drawn, clear where the cell is masked
+  // the canvas's pixel at each cell's centre: a weight's colour, or the grey of the stripes on a masked cell
   const canvas = gd.querySelector('.plot-cells');
   const g = canvas.getContext('2d');
   const ratio = canvas.width / gd.clientWidth;
   const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis;
   const z = gd.data[0].z;
-  const opaque = z.map((row, i) => row.map((_, j) =>
-    g.getImageData(Math.floor((xa.offset + xa.d2p(j)) * ratio), Math.floor((ya.offset + ya.d2p(i)) * ratio), 1, 1)
-      .data[3] > 0));
-  return { kept: canvas.__kept === true, layer: s.layer, head: s.head, z, opaque,
+  const hatched = z.map((row, i) => row.map((_, j) => {
+    const x = Math.floor((xa.offset + xa.d2p(j)) * ratio), y = Math.floor((ya.offset + ya.d2p(i)) * ratio);
+    const [r, gr, b, a] = g.getImageData(x, y, 1, 1).data;
+    return a === 255 && [r, gr, b].every((c) => c >= 195 && c <= 242);
+  }));
+  return { kept: canvas.__kept === true, layer: s.layer, head: s.head, z, hatched,
            ticks: [...gd.querySelectorAll('.ytick')].map((t) => t.textContent),
            toggles: [...document.querySelectorAll('[data-testid=heads-grid] .ablate-toggle')]
              .map((b) => b.__kept === true) };
@@ -103,15 +105,16 @@ TAG = """() => {
 
 def assert_draws_the_answer(tab, drawn: dict, text: str, **what_if) -> dict:
     """What the head heatmap drew (`drawn`, DRAWN_HEAD's) is the server's pattern for `text`, cell for cell,
-    the masked cells gaps the canvas leaves clear and every other cell painted; returns the answer."""
+    the masked cells gaps over the stripes (grey: no weight's colour is) and every other cell painted; returns
+    the answer."""
     body = {"text": text, "layers": [drawn["layer"]], "heads": [drawn["head"]], "include": ["pattern"], "top_k": 0}
     answer = post_json(tab.base_url + "/api/attention", {**body, **what_if})
     pattern, mask = answer["layers"][0]["heads"][0]["pattern"], answer["mask"]
     assert len(drawn["z"]) == len(answer["tokens"]) == len(pattern)
-    for zr, pr, mr, opaque in zip(drawn["z"], pattern, mask, drawn["opaque"], strict=True):
-        for z, p, m, painted in zip(zr, pr, mr, opaque, strict=True):
+    for zr, pr, mr, hatched in zip(drawn["z"], pattern, mask, drawn["hatched"], strict=True):
+        for z, p, m, striped in zip(zr, pr, mr, hatched, strict=True):
             assert (z is None) if not m else abs(z - p) < 1e-3
-            assert painted == bool(m)
+            assert striped == (not m)
     return answer
 
 

@@ -4,9 +4,8 @@
 // drawCanvasPlot, the views' entry point, draws a figure with canvasplot.js and adds these.
 
 import { downloadBlob } from "../dom.js";
+import { axisKey } from "./canvasframe.js";
 import { paintFigure, traceCells } from "./canvasplot.js";
-
-const axisKey = (id) => `${id[0]}axis${id.slice(1)}`;
 
 /** The index of the centre nearest `v` among evenly spaced (or listed) `centres`, or -1 outside their cells. */
 function nearest(centres, v, step) {
@@ -116,7 +115,8 @@ export function figureSvg(el) {
   const h = el.clientHeight;
   return (
     `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" ` +
-    `font-family="${escapeHtml(above.getAttribute("font-family")).replace(/"/g, "&quot;")}"><rect width="${w}" height="${h}" fill="#ffffff"/>` +
+    `font-family="${escapeHtml(above.getAttribute("font-family")).replace(/"/g, "&quot;")}">` +
+    `<rect width="${w}" height="${h}" fill="#ffffff"/>` +
     `${below.innerHTML}<image href="${cells.toDataURL("image/png")}" x="0" y="0" width="${w}" height="${h}" ` +
     `preserveAspectRatio="none"/>${above.innerHTML}</svg>`
   );

@@ -2,15 +2,17 @@
 // figure is the same `{data, layout}` the pure builders of heatmap.js and pooled.js make, in
 // Plotly's words; this module reads the part of that vocabulary they use (heatmap traces on token
 // axes, shapes, layout images, a colour bar) and draws it in three layers: an SVG below (the plot's
-// background and the hatching of masked cells), one canvas (every trace's cells, one pixel a cell,
-// scaled without smoothing, and the colour bar), and an SVG above (shapes, tick labels, titles).
+// background, any image but a hatching), one canvas (the stripes of the masked cells, every trace's
+// cells, one pixel a cell, scaled without smoothing, and the colour bar), and an SVG above (shapes,
+// tick labels, titles).
 // Redrawing a 256-token head costs a few milliseconds where Plotly.react took 40 to 90.
 //
 // The element keeps what it shows, as a Plotly plot does: `el.data` and `el.layout` (the figure) and
 // `el.plotAxes` (each axis's `offset` and `length` in pixels, `d2p` and `p2d` between its data and
 // pixel coordinates). canvashover.js draws through it and adds the tooltips and the downloads.
 
-import { FONT_FAMILY, INK, MUTED } from "./figures.js";
+import { axisFrame, axisKey, imagesFrame, shapesFrame, svgText, titleFrame } from "./canvasframe.js";
+import { FONT_FAMILY, HATCH_INK, MASK_BG } from "./figures.js";
 import { scaleLUT } from "./gridcanvas.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -21,8 +23,6 @@ const PLOTLY_MARGIN = { l: 80, r: 80, t: 100, b: 80 };
 const isX = (id) => id.startsWith("x");
 /** "xaxis2" -> "x2". */
 const axisId = (key) => key.replace("axis", "");
-/** "x2" -> "xaxis2". */
-const axisKey = (id) => `${id[0]}axis${id.slice(1)}`;
 
 /** The centres of a trace's cells along one axis: its `x` (or `y`) array, else x0 + k·dx for its n cells. */
 export function cellCentres(trace, axis, n) {
@@ -88,16 +88,6 @@ export function plotGeometry({ data, layout }, width, height) {
     };
   }
   return { paper, axes, width, height };
-}
-
-/** Pixels of a shape's coordinate `v` along an axis reference ("x", "y2", "paper", "x domain"). */
-function refPixel(geom, ref, v, x) {
-  const { paper, axes } = geom;
-  if (ref === "paper") return x ? paper.x + v * paper.w : paper.y + (1 - v) * paper.h;
-  const [id, domain] = ref.split(" ");
-  const a = axes[axisKey(id)];
-  if (domain) return x ? a.offset + v * a.length : a.offset + (1 - v) * a.length;
-  return a.offset + a.d2p(v);
 }
 
 // ---------------------------------------------------------------- the cells
@@ -190,6 +180,37 @@ function paintBricks(g, trace, { left, right, top, bottom, flipY }) {
     }
 }
 
+/**
+ * The masked cells of a hatching image (figures.js hatchImage: its `hatch` runs over the `rows` × `cols` cells
+ * of the area it names), filled with the same diagonal stripes its SVG draws: about `stripes` across the area.
+ */
+function paintHatch(g, geom, { xref, yref, hatch }) {
+  const xa = geom.axes[axisKey(xref.split(" ")[0])];
+  const ya = geom.axes[axisKey(yref.split(" ")[0])];
+  const { runs, rows, cols, stripes } = hatch;
+  const period = Math.max(4, (ya.length / stripes) * Math.SQRT2); // the stripes' spacing along a row
+  const tile = document.createElement("canvas");
+  tile.width = tile.height = Math.round(period);
+  const t = tile.getContext("2d");
+  t.fillStyle = MASK_BG;
+  t.fillRect(0, 0, tile.width, tile.height);
+  t.strokeStyle = HATCH_INK;
+  t.lineWidth = (0.3 * tile.width) / Math.SQRT2;
+  for (const dx of [-tile.width, 0, tile.width]) {
+    t.beginPath();
+    t.moveTo(dx, tile.height);
+    t.lineTo(dx + tile.width, 0);
+    t.stroke();
+  }
+  g.fillStyle = g.createPattern(tile, "repeat");
+  const cw = xa.length / cols;
+  const rh = ya.length / rows;
+  // whole pixels, so that the runs of neighbouring rows meet without a seam
+  const px = (k) => Math.round(xa.offset + k * cw);
+  const py = (k) => Math.round(ya.offset + k * rh);
+  for (const [i, a, b] of runs) g.fillRect(px(a), py(i), px(b) - px(a), py(i + 1) - py(i));
+}
+
 /** Round ticks (1, 2 or 5 × 10^k apart) from lo to hi, about five of them. */
 export function niceTicks(lo, hi, n = 5) {
   const raw = (hi - lo) / n;
@@ -229,84 +250,6 @@ function colorBar(g, geom, trace) {
   return `<g class="colorbar">${labels.join("")}</g>`;
 }
 
-// ---------------------------------------------------------------- the frame (SVG)
-
-const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
-
-/** One label as SVG text at (x, y), rotated by `rotate` degrees about that point. */
-function svgText(text, x, y, { anchor = "middle", size = 12, color = INK, rotate = 0, baseline = "auto", cls = "" }) {
-  const turn = rotate ? ` rotate(${rotate})` : "";
-  return (
-    `<text class="${cls}" transform="translate(${x.toFixed(1)},${y.toFixed(1)})${turn}" text-anchor="${anchor}" ` +
-    `dominant-baseline="${baseline}" font-size="${size}" fill="${color}">${esc(text)}</text>`
-  );
-}
-
-/** Tick labels and the title of one axis, as SVG; `edge`: the pixel its labels stand on (top or left of the area). */
-function axisFrame(key, axis, a, edge) {
-  const x = key.startsWith("x");
-  const size = axis.tickfont?.size ?? 12;
-  const angle = axis.tickangle ?? 0;
-  const [lo, hi] = [Math.min(...a.range), Math.max(...a.range)];
-  const parts = (axis.tickvals ?? []).map((v, n) => {
-    if (v < lo || v > hi) return "";
-    const p = a.offset + a.d2p(v);
-    const text = axis.ticktext?.[n] ?? String(v);
-    if (!x) return svgText(text, edge - 4, p, { anchor: "end", size, baseline: "middle", cls: "ytick" });
-    return angle
-      ? svgText(text, p, edge - 4, { anchor: "start", size, rotate: angle, cls: "xtick" })
-      : svgText(text, p, edge - 4, { size, cls: "xtick" });
-  });
-  const title = axis.title?.text;
-  if (title) {
-    const font = { size: axis.title.font?.size ?? 12, color: axis.title.font?.color ?? MUTED };
-    const mid = a.offset + a.length / 2;
-    parts.push(x ? svgText(title, mid, 12, font) : svgText(title, 12, mid, { ...font, rotate: -90 }));
-  }
-  return parts.join("");
-}
-
-/** The shapes of the layout (rectangles and lines in axis, domain or paper coordinates), as SVG. */
-function shapesFrame(geom, shapes) {
-  return (shapes ?? [])
-    .map((s) => {
-      const x0 = refPixel(geom, s.xref ?? "x", s.x0, true);
-      const x1 = refPixel(geom, s.xref ?? "x", s.x1, true);
-      const y0 = refPixel(geom, s.yref ?? "y", s.y0, false);
-      const y1 = refPixel(geom, s.yref ?? "y", s.y1, false);
-      const w = s.line?.width ?? 2;
-      const stroke = w > 0 ? `stroke="${s.line?.color ?? "#444"}" stroke-width="${w}"` : 'stroke="none"';
-      const dash = s.line?.dash === "dot" ? ' stroke-dasharray="2,3"' : s.line?.dash ? ' stroke-dasharray="6,4"' : "";
-      const op = s.opacity != null ? ` opacity="${s.opacity}"` : "";
-      if (s.type === "line") return `<line x1="${x0}" y1="${y0}" x2="${x1}" y2="${y1}" ${stroke}${dash}${op}/>`;
-      const [l, t] = [Math.min(x0, x1), Math.min(y0, y1)];
-      return (
-        `<rect class="shape" x="${l}" y="${t}" width="${Math.abs(x1 - x0)}" height="${Math.abs(y1 - y0)}" ` +
-        `fill="${s.fillcolor ?? "none"}" ${stroke}${dash}${op}/>`
-      );
-    })
-    .join("");
-}
-
-/** The layout's images (the hatching of masked cells) over the areas they name, as SVG. */
-function imagesFrame(geom, images) {
-  return (images ?? [])
-    .map((im) => {
-      const x0 = refPixel(geom, im.xref, im.x, true);
-      const x1 = refPixel(geom, im.xref, im.x + im.sizex, true);
-      const y0 = refPixel(geom, im.yref, im.y, false);
-      const y1 = refPixel(geom, im.yref, im.y - im.sizey, false);
-      return (
-        `<image href="${esc(im.source)}" x="${x0}" y="${y0}" width="${x1 - x0}" height="${y1 - y0}" ` +
-        `preserveAspectRatio="none"/>`
-      );
-    })
-    .join("");
-}
-
-/** The title in the top-left corner (heatframe.js heatmapTitle), as SVG. */
-const titleFrame = (title) => (title?.text ? svgText(title.text, 4, 16, { anchor: "start", size: 13 }) : "");
-
 // ---------------------------------------------------------------- drawing
 
 /** The layers of `el`, made on its first drawing: below (SVG), cells (canvas), above (SVG). */
@@ -326,6 +269,13 @@ function layersOf(el) {
   return el.canvasLayers;
 }
 
+/** Replace `svg`'s content with `markup` unless it holds that already: an equal frame is neither parsed nor painted. */
+function setMarkup(svg, markup) {
+  if (svg.markup === markup) return;
+  svg.innerHTML = markup;
+  svg.markup = markup;
+}
+
 /** Draw `fig` into `el` at its current size. */
 export function paintFigure(el, fig) {
   const { below, cells, above, scratch } = layersOf(el);
@@ -338,16 +288,22 @@ export function paintFigure(el, fig) {
     svg.setAttribute("width", width);
     svg.setAttribute("height", height);
   }
-  below.innerHTML =
+  setMarkup(
+    below,
     `<rect x="${paper.x}" y="${paper.y}" width="${paper.w}" height="${paper.h}" fill="${bg}"/>` +
-    imagesFrame(geom, fig.layout.images);
+      imagesFrame(geom, fig.layout.images),
+  );
   const dpr = window.devicePixelRatio || 1;
-  cells.width = Math.round(width * dpr);
-  cells.height = Math.round(height * dpr);
-  cells.style.width = `${width}px`;
-  cells.style.height = `${height}px`;
   const g = cells.getContext("2d");
+  if (cells.width !== Math.round(width * dpr) || cells.height !== Math.round(height * dpr)) {
+    cells.width = Math.round(width * dpr); // a new size clears the canvas; the same one is cleared below
+    cells.height = Math.round(height * dpr);
+    cells.style.width = `${width}px`;
+    cells.style.height = `${height}px`;
+  }
   g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, width, height);
+  for (const im of fig.layout.images ?? []) if (im.hatch) paintHatch(g, geom, im);
   for (const trace of fig.data) paintTrace(g, geom, trace, scratch);
   const scaled = fig.data.find((t) => t.showscale);
   const font = fig.layout.font ?? {};
@@ -358,7 +314,7 @@ export function paintFigure(el, fig) {
   if (scaled) frame += colorBar(g, geom, scaled);
   above.setAttribute("font-family", font.family ?? FONT_FAMILY);
   below.setAttribute("font-family", font.family ?? FONT_FAMILY);
-  above.innerHTML = frame;
+  setMarkup(above, frame);
   el.plotAxes = geom.axes;
   el.plotGeometry = geom;
 }

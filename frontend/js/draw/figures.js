@@ -15,6 +15,7 @@ export const INK = "#1f2430";
 export const MUTED = "#5c6370";
 export const ACCENT = "#4338ca";
 export const MASK_BG = "#eceef2";
+export const HATCH_INK = "#c3c8d2"; // the stripes over MASK_BG on a masked cell
 // Okabe–Ito colours: distinguishable with every common colour-vision deficiency.
 export const BLUE = "#0072B2";
 export const ORANGE = "#E69F00";
@@ -130,7 +131,7 @@ export const fmtFixed = (v, digits = 3) =>
 export function hatchImage(mask, xaxis = "x", yaxis = "y", stripes = 60) {
   const n = mask.length; // rows
   const w = n ? mask[0].length : 0; // columns
-  let path = "";
+  const runs = []; // [row, first masked column, one past the last]
   for (let i = 0; i < n; i++) {
     const row = mask[i];
     let j = 0;
@@ -141,19 +142,11 @@ export function hatchImage(mask, xaxis = "x", yaxis = "y", stripes = 60) {
       }
       const a = j;
       while (j < w && !row[j]) j++;
-      path += `M${a} ${i}h${j - a}v1h${a - j}z`;
+      runs.push([i, a, j]);
     }
   }
-  if (!path) return null;
-  const s = n / stripes;
-  const svg =
-    `<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 ${w} ${n}' preserveAspectRatio='none'>` +
-    `<defs><pattern id='h' patternUnits='userSpaceOnUse' width='${s}' height='${s}' patternTransform='rotate(45)'>` +
-    `<rect width='${s}' height='${s}' fill='${MASK_BG}'/><rect width='${s * 0.3}' height='${s}' ` +
-    `fill='#c3c8d2'/></pattern></defs>` +
-    `<path d='${path}' fill='url(#h)'/></svg>`;
-  return {
-    source: "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg),
+  if (!runs.length) return null;
+  const image = {
     xref: `${xaxis} domain`,
     yref: `${yaxis} domain`,
     x: 0,
@@ -164,7 +157,25 @@ export function hatchImage(mask, xaxis = "x", yaxis = "y", stripes = 60) {
     xanchor: "left",
     yanchor: "top",
     layer: "below",
+    // the runs themselves, for a renderer that fills them with stripes (canvasplot.js) instead of the SVG
+    hatch: { runs, rows: n, cols: w, stripes },
   };
+  // the SVG, written when a renderer reads it (Plotly does; the canvas plot of the head view does not)
+  Object.defineProperty(image, "source", { get: () => hatchSvg(runs, n, w, stripes), enumerable: true });
+  return image;
+}
+
+/** The hatching of `hatchImage` as an SVG data: URI: one rectangle a run, filled with diagonal stripes. */
+function hatchSvg(runs, n, w, stripes) {
+  const path = runs.map(([i, a, b]) => `M${a} ${i}h${b - a}v1h${a - b}z`).join("");
+  const s = n / stripes;
+  const svg =
+    `<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 ${w} ${n}' preserveAspectRatio='none'>` +
+    `<defs><pattern id='h' patternUnits='userSpaceOnUse' width='${s}' height='${s}' patternTransform='rotate(45)'>` +
+    `<rect width='${s}' height='${s}' fill='${MASK_BG}'/><rect width='${s * 0.3}' height='${s}' ` +
+    `fill='${HATCH_INK}'/></pattern></defs>` +
+    `<path d='${path}' fill='url(#h)'/></svg>`;
+  return "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg);
 }
 
 /** `hatchImage` as a list for `layout.images`: empty when nothing is masked. */

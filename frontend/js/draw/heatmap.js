@@ -17,8 +17,9 @@ import {
 import { headAxes, headLayout, heatmapArgs, weightColorbar } from "./headframe.js";
 
 /**
- * Each cell's hover data, a row a query (each row made when first read): [query label, key label, raw, scaled] (null scores when
- * `raw` is not given), then MLA's two halves of q·kᵀ (`parts`) and a differential pair's two weights.
+ * Each cell's hover data, a row a query (each row made when first read): [query label, key label, raw,
+ * scaled] (null scores when `raw` is not given), then MLA's two halves of q·kᵀ (`parts`) and a
+ * differential pair's two weights.
  */
 function headCustomdata(labels, { raw, scaled, parts, pair }) {
   const T = labels.length;
@@ -49,6 +50,7 @@ function weightTrace(a, z, customdata, gap) {
     ? `weight %{z:+.4f} = first %{customdata[${at}]:.4f} − ${lam} × second %{customdata[${at + 1}]:.4f}`
     : "weight %{z:.4f}";
   const signed = Boolean(pair || a.signed); // a differential head's map: negative cells too
+  const extra = `<extra>L${layer} · H${head}</extra>`;
   const range = signed ? signedRange(z) : null;
   return {
     type: "heatmap",
@@ -61,9 +63,7 @@ function weightTrace(a, z, customdata, gap) {
     hoverongaps: false,
     xgap: gap,
     ygap: gap,
-    hovertemplate:
-      `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${weightHover}${scores}` +
-      `<extra>L${layer} · H${head}</extra>`,
+    hovertemplate: `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${weightHover}${scores}${extra}`,
     showscale: a.showscale,
     colorbar: weightColorbar(pair ? `first − ${lam}·second` : signed ? "first − λ·second" : "weight"),
   };
