@@ -80,3 +80,44 @@ def test_a_masked_cells_tooltip_says_why_and_leaving_removes_it(tab):
     assert text.startswith(f"1 {labels[1]} → 3 {labels[3]}") and "masked" in text
     page.mouse.move(1, 1)
     tip.wait_for(state="detached")
+
+
+def test_a_dragged_box_zooms_an_exact_head_and_a_double_click_shows_it_whole(tab):
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    page = tab.page
+    point = """([i, j]) => { const gd = document.querySelector('[data-testid=head-heatmap]');
+                 gd.scrollIntoView({block: 'center'});
+                 const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis, box = gd.getBoundingClientRect();
+                 return [box.left + xa.offset + xa.d2p(j), box.top + ya.offset + ya.d2p(i)]; }"""
+    before = tab.figure("head-heatmap")
+    T = len(before["data"][0]["z"])
+    position = page.evaluate("() => window.attnscope.state.position")
+    x0, y0 = page.evaluate(point, [3, 1])
+    x1, y1 = page.evaluate(point, [7, 4])
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, (y0 + y1) / 2, steps=4)
+    page.mouse.move(x1, y1, steps=4)
+    page.mouse.up()
+    page.wait_for_function("() => window.attnscope.state.zoom !== null")
+    tab.settle()
+    zoom = page.evaluate("() => window.attnscope.state.zoom")
+    assert zoom == {"q0": 3, "q1": 8, "k0": 1, "k1": 5}
+    fig = tab.figure("head-heatmap")
+    assert fig["layout"]["xaxis"]["range"] == [0.5, 4.5] and fig["layout"]["yaxis"]["range"] == [7.5, 2.5]
+    assert fig["data"][0]["z"] == before["data"][0]["z"]  # the same exact cells, fewer of them in view
+    assert "Zoomed to queries 3–7 × keys 1–4" in page.get_by_test_id("head-zoom").inner_text()
+    # the pointer still finds the cell under it at the zoomed scale
+    x, y = page.evaluate(point, [5, 2])
+    page.mouse.move(x, y)
+    tip = page.locator("[data-testid=head-heatmap] .hoverlayer .hovertext")
+    tip.wait_for(state="visible")
+    labels = page.evaluate("() => window.attnscope.state.grid.response.tokens")
+    assert tip.inner_text().startswith(f"5 {labels[5]} → 2 {labels[2]}")
+    assert page.evaluate("() => window.attnscope.state.position") == position  # the drag chose no row
+    page.mouse.dblclick(x, y)
+    page.wait_for_function("() => window.attnscope.state.zoom === null")
+    tab.settle()
+    assert tab.figure("head-heatmap")["layout"]["xaxis"]["range"] == [-0.5, T - 0.5]
+    assert page.get_by_test_id("head-zoom").is_hidden()
+    assert tab.unexpected_console_errors() == []

@@ -58,10 +58,29 @@ export function axisFrame(key, axis, a, edge) {
   return parts.join("");
 }
 
-/** The shapes of the layout (rectangles and lines in axis, domain or paper coordinates), as SVG. */
-export function shapesFrame(geom, shapes) {
+/**
+ * The area a shape is clipped to, as Plotly does: its axes' area along each axis it is in (an axis
+ * reference), the whole figure along paper; null when both are paper.
+ */
+function shapeClip(geom, s) {
+  const xa = (s.xref ?? "x") === "paper" ? null : geom.axes[axisKey((s.xref ?? "x").split(" ")[0])];
+  const ya = (s.yref ?? "y") === "paper" ? null : geom.axes[axisKey((s.yref ?? "y").split(" ")[0])];
+  if (!xa && !ya) return null;
+  return {
+    x: xa ? xa.offset : 0,
+    y: ya ? ya.offset : 0,
+    w: xa ? xa.length : geom.width,
+    h: ya ? ya.length : geom.height,
+  };
+}
+
+/**
+ * The shapes of the layout (rectangles and lines in axis, domain or paper coordinates), as SVG, each
+ * clipped to its axes (`shapeClip`); `id` makes the clip paths' ids unique on the page.
+ */
+export function shapesFrame(geom, shapes, id = "plot") {
   return (shapes ?? [])
-    .map((s) => {
+    .map((s, n) => {
       const x0 = refPixel(geom, s.xref ?? "x", s.x0, true);
       const x1 = refPixel(geom, s.xref ?? "x", s.x1, true);
       const y0 = refPixel(geom, s.yref ?? "y", s.y0, false);
@@ -70,11 +89,18 @@ export function shapesFrame(geom, shapes) {
       const stroke = w > 0 ? `stroke="${s.line?.color ?? "#444"}" stroke-width="${w}"` : 'stroke="none"';
       const dash = s.line?.dash === "dot" ? ' stroke-dasharray="2,3"' : s.line?.dash ? ' stroke-dasharray="6,4"' : "";
       const op = s.opacity != null ? ` opacity="${s.opacity}"` : "";
-      if (s.type === "line") return `<line x1="${x0}" y1="${y0}" x2="${x1}" y2="${y1}" ${stroke}${dash}${op}/>`;
+      const c = shapeClip(geom, s);
+      const clipId = `${id}-shape${n}`;
+      const clipDef = c
+        ? `<clipPath id="${clipId}"><rect x="${c.x}" y="${c.y}" width="${c.w}" height="${c.h}"/></clipPath>`
+        : "";
+      const clip = c ? ` clip-path="url(#${clipId})"` : "";
+      if (s.type === "line")
+        return `${clipDef}<line x1="${x0}" y1="${y0}" x2="${x1}" y2="${y1}" ${stroke}${dash}${op}${clip}/>`;
       const [l, t] = [Math.min(x0, x1), Math.min(y0, y1)];
       return (
-        `<rect class="shape" x="${l}" y="${t}" width="${Math.abs(x1 - x0)}" height="${Math.abs(y1 - y0)}" ` +
-        `fill="${s.fillcolor ?? "none"}" ${stroke}${dash}${op}/>`
+        `${clipDef}<rect class="shape" x="${l}" y="${t}" width="${Math.abs(x1 - x0)}" ` +
+        `height="${Math.abs(y1 - y0)}" fill="${s.fillcolor ?? "none"}" ${stroke}${dash}${op}${clip}/>`
       );
     })
     .join("");

@@ -108,6 +108,9 @@ function hover(el, ev) {
   text.style.top = `${Math.max(0, Math.min(py - text.offsetHeight / 2, box.height - text.offsetHeight))}px`;
 }
 
+/** An SVG layer's content as XML (innerHTML would write HTML entities such as &nbsp;, which XML lacks). */
+const xml = (svg) => [...svg.childNodes].map((node) => new XMLSerializer().serializeToString(node)).join("");
+
 /** The figure in `el` as one SVG document: the layers below and above with the cells between them as an image. */
 export function figureSvg(el) {
   const { below, cells, above } = el.canvasLayers;
@@ -117,8 +120,8 @@ export function figureSvg(el) {
     `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" ` +
     `font-family="${escapeHtml(above.getAttribute("font-family")).replace(/"/g, "&quot;")}">` +
     `<rect width="${w}" height="${h}" fill="#ffffff"/>` +
-    `${below.innerHTML}<image href="${cells.toDataURL("image/png")}" x="0" y="0" width="${w}" height="${h}" ` +
-    `preserveAspectRatio="none"/>${above.innerHTML}</svg>`
+    `${xml(below)}<image href="${cells.toDataURL("image/png")}" x="0" y="0" width="${w}" height="${h}" ` +
+    `preserveAspectRatio="none"/>${xml(above)}</svg>`
   );
 }
 

@@ -181,13 +181,13 @@ function paintBricks(g, trace, { left, right, top, bottom, flipY }) {
 }
 
 /**
- * The masked cells of a hatching image (figures.js hatchImage: its `hatch` runs over the `rows` × `cols` cells
- * of the area it names), filled with the same diagonal stripes its SVG draws: about `stripes` across the area.
+ * The masked cells of a hatching image (figures.js hatchImage: its `hatch` runs, cells of the token grid of the
+ * axes it names), filled with the same diagonal stripes its SVG draws: about `stripes` across the area.
  */
 function paintHatch(g, geom, { xref, yref, hatch }) {
   const xa = geom.axes[axisKey(xref.split(" ")[0])];
   const ya = geom.axes[axisKey(yref.split(" ")[0])];
-  const { runs, rows, cols, stripes } = hatch;
+  const { runs, stripes } = hatch;
   const period = Math.max(4, (ya.length / stripes) * Math.SQRT2); // the stripes' spacing along a row
   const tile = document.createElement("canvas");
   tile.width = tile.height = Math.round(period);
@@ -202,13 +202,21 @@ function paintHatch(g, geom, { xref, yref, hatch }) {
     t.lineTo(dx + tile.width, 0);
     t.stroke();
   }
+  // the hatching's cells are the token grid of its axes (column c spans c − 0.5 .. c + 0.5, as the heatmap's
+  // cells): placed by the axes' data coordinates, so that a zoomed head (a narrower range) hatches the same cells
+  g.save();
+  g.beginPath();
+  g.rect(xa.offset, ya.offset, xa.length, ya.length);
+  g.clip();
   g.fillStyle = g.createPattern(tile, "repeat");
-  const cw = xa.length / cols;
-  const rh = ya.length / rows;
   // whole pixels, so that the runs of neighbouring rows meet without a seam
-  const px = (k) => Math.round(xa.offset + k * cw);
-  const py = (k) => Math.round(ya.offset + k * rh);
-  for (const [i, a, b] of runs) g.fillRect(px(a), py(i), px(b) - px(a), py(i + 1) - py(i));
+  const px = (c) => Math.round(xa.offset + xa.d2p(c - 0.5));
+  const py = (r) => Math.round(ya.offset + ya.d2p(r - 0.5));
+  for (const [i, a, b] of runs) {
+    const [x0, x1, y0, y1] = [px(a), px(b), py(i), py(i + 1)];
+    g.fillRect(Math.min(x0, x1), Math.min(y0, y1), Math.abs(x1 - x0), Math.abs(y1 - y0));
+  }
+  g.restore();
 }
 
 /** Round ticks (1, 2 or 5 × 10^k apart) from lo to hi, about five of them. */
@@ -307,7 +315,7 @@ export function paintFigure(el, fig) {
   for (const trace of fig.data) paintTrace(g, geom, trace, scratch);
   const scaled = fig.data.find((t) => t.showscale);
   const font = fig.layout.font ?? {};
-  let frame = titleFrame(fig.layout.title) + shapesFrame(geom, fig.layout.shapes);
+  let frame = titleFrame(fig.layout.title) + shapesFrame(geom, fig.layout.shapes, el.id || "plot");
   // an x axis's labels stand on the paper's top edge (the token axes' side "top"), an y axis's left of it
   for (const [key, a] of Object.entries(geom.axes))
     frame += axisFrame(key, fig.layout[key], a, key.startsWith("x") ? paper.y : paper.x);

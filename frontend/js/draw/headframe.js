@@ -2,7 +2,7 @@
 // its arguments and their defaults, the title in the top-left corner, the weights' colour bar,
 // the key and query axes and the layout around them. Pure functions; the numbers are the answer's.
 
-import { MAX_TICKS_BIG, baseLayout, rowOutline, tokenAxis, tokenMargins } from "./figures.js";
+import { MAX_TICKS_BIG, baseLayout, rowOutline, shortToken, tokenAxis, tokenMargins } from "./figures.js";
 
 /**
  * The arguments a head heatmap takes besides its data (`tokens`, `pattern`, `mask`, `layer`,
@@ -65,4 +65,31 @@ export function headLayout({ tokens, maxTicks, position, title }, fields) {
     title: heatmapTitle(title),
     ...fields,
   });
+}
+
+/**
+ * The axes of a head heatmap, exact or pooled: fixed (the page zooms, zoom.js: a dragged box sets
+ * `view`), and zoomed in on `view` ({q0, q1, k0, k1}, null for the whole head) with ticks where the
+ * zoomed axis can show them: about maxTicks over the tokens in view.
+ */
+export function zoomedAxes(tokens, view, maxTicks) {
+  const { xaxis, yaxis } = headAxes(tokens, maxTicks);
+  xaxis.fixedrange = true;
+  yaxis.fixedrange = true;
+  if (!view) return { xaxis, yaxis };
+  xaxis.range = [view.k0 - 0.5, view.k1 - 0.5];
+  yaxis.range = [view.q1 - 0.5, view.q0 - 0.5];
+  const step = Math.max(1, Math.ceil(Math.max(view.k1 - view.k0, view.q1 - view.q0) / maxTicks));
+  for (const [axis, a, b] of [
+    [xaxis, view.k0, view.k1],
+    [yaxis, view.q0, view.q1],
+  ]) {
+    axis.tickvals = [];
+    axis.ticktext = [];
+    for (let t = Math.ceil(a / step) * step; t < b; t += step) {
+      axis.tickvals.push(t);
+      axis.ticktext.push(shortToken(tokens[t]));
+    }
+  }
+  return { xaxis, yaxis };
 }

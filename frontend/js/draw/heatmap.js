@@ -14,7 +14,7 @@ import {
   tokenAxis,
   tokenMargins,
 } from "./figures.js";
-import { headAxes, headLayout, heatmapArgs, weightColorbar } from "./headframe.js";
+import { headAxes, headLayout, heatmapArgs, weightColorbar, zoomedAxes } from "./headframe.js";
 
 /**
  * Each cell's hover data, a row a query (each row made when first read): [query label, key label, raw,
@@ -119,6 +119,8 @@ export function headHeatmapFigure(args) {
   const a = { ...heatmapArgs(args), zmax: args.zmax ?? 1, parts: args.parts ?? null, pair: args.pair ?? null };
   const { tokens, mask, maxTicks, layer, head } = a;
   const T = tokens.length;
+  // zoomed in (the page's drag, zoom.js): a block of tokens that still fits the text
+  const view = args.view && args.view.q1 <= T && args.view.k1 <= T ? args.view : null;
   const labels = tokens.map((t, i) => `${i} ${t}`);
   const customdata = headCustomdata(labels, a);
   const gap = T <= 24 ? 1 : 0;
@@ -126,9 +128,10 @@ export function headHeatmapFigure(args) {
   const masked = maskedHoverTrace(a, customdata, gap);
   if (masked) data.push(masked);
   const layout = headLayout(a, {
-    ...headAxes(tokens, maxTicks),
+    ...(view ? zoomedAxes(tokens, view, maxTicks) : headAxes(tokens, maxTicks)),
     images: hatchImages(mask),
     uirevision: a.uirevision ?? `${T}`,
+    meta: { tokens: T, block: 1, size: T },
   });
   const columns = rowColumnsOf(args);
   if (columns.length) addRowColumns(data, layout, columns, { labels, zmax: a.zmax, gap, layer, head });
@@ -215,7 +218,7 @@ function addRowColumns(data, layout, columns, { labels, zmax, gap, layer, head }
       yaxis: "y",
       z: Array.from(c.values, (m) => [m]),
       x: [0],
-      customdata: labels.map((l) => [l]),
+      customdata: labels.map((l) => [[l]]), // a row of one cell, holding the query's label
       colorscale: WEIGHT_SCALE,
       zmin: 0,
       zmax,

@@ -5,7 +5,7 @@
 
 import { maskedWhy } from "./captions.js";
 import { MASK_BG, WEIGHT_SCALE, lazyRows, shortToken } from "./figures.js";
-import { headAxes, headLayout, heatmapArgs, weightColorbar } from "./headframe.js";
+import { headLayout, heatmapArgs, weightColorbar, zoomedAxes } from "./headframe.js";
 import { currentDetail, headKey, limitOf } from "../state.js";
 import { copyFields } from "../wire.js";
 
@@ -118,9 +118,8 @@ const num = (v, digits) =>
 
 /**
  * The pooled cells to draw, [i0, i1, j0, j1) of the m×m: all of them, or zoomed in (`view`, the
- * token block in view) only those in view and one around them. Plotly stretches a heatmap's image
- * over its whole extent, and the whole head zoomed in 20 times is an image of tens of thousands of
- * pixels a side, which can crash the tab.
+ * token block in view) only those in view and one around them: the cells out of view would cost
+ * their hover rows and pixels for nothing.
  */
 function cellsInView(view, block, m) {
   if (!view) return [0, m, 0, m];
@@ -206,33 +205,6 @@ function blocksTrace({ raw, scaledLabel, layer, head, showscale }, grid, { z, cu
 }
 
 /**
- * The axes of a pooled head: fixed (the page zooms, main.js: a dragged box sets `view`, not
- * Plotly, whose zoom would first paint the whole head at the zoomed size), and zoomed in on `view`
- * with ticks where the zoomed axis can show them: about maxTicks over the tokens in view.
- */
-function pooledAxes(tokens, view, maxTicks) {
-  const { xaxis, yaxis } = headAxes(tokens, maxTicks);
-  xaxis.fixedrange = true;
-  yaxis.fixedrange = true;
-  if (!view) return { xaxis, yaxis };
-  xaxis.range = [view.k0 - 0.5, view.k1 - 0.5];
-  yaxis.range = [view.q1 - 0.5, view.q0 - 0.5];
-  const step = Math.max(1, Math.ceil(Math.max(view.k1 - view.k0, view.q1 - view.q0) / maxTicks));
-  for (const [axis, a, b] of [
-    [xaxis, view.k0, view.k1],
-    [yaxis, view.q0, view.q1],
-  ]) {
-    axis.tickvals = [];
-    axis.ticktext = [];
-    for (let t = Math.ceil(a / step) * step; t < b; t += step) {
-      axis.tickvals.push(t);
-      axis.ticktext.push(shortToken(tokens[t]));
-    }
-  }
-  return { xaxis, yaxis };
-}
-
-/**
  * The chosen head of a long text as a heatmap in token coordinates: the pooled cells (each
  * covering `block` tokens a side) and, where `region` is given, the exact cells of that block
  * drawn over them. Every hover says what its cell is: a block's maximum over the named token
@@ -259,7 +231,7 @@ export function pooledHeatmapFigure(args) {
     data.push(...regionTraces({ tokens, region, scaledLabel, window, chunk, layer, head, signed }));
   }
   const layout = headLayout(a, {
-    ...pooledAxes(tokens, view, a.maxTicks),
+    ...zoomedAxes(tokens, view, a.maxTicks),
     dragmode: false,
     meta: { tokens: tokens.length, block, size: m },
     // one revision for every long text: a zoom stays while the text is typed on or the head changes

@@ -1,7 +1,6 @@
-// Zooming in on a long text's head heatmap (issue 16): drag a box over the max-pooled cells
-// and the page shows that block of tokens, then the exact cells of it once the server sent
-// them (data.js fetchRegion); a double-click shows the whole head again. The page zooms, not
-// Plotly, whose zoom would first paint the whole head at the zoomed size.
+// Zooming in on the head heatmap: drag a box over its cells and the page shows that block of
+// tokens; over a long text's max-pooled cells (issue 16), then the exact cells of it once the
+// server sent them (data.js fetchRegion). A double-click shows the whole head again.
 
 import { visibleBlock } from "./pooled.js";
 
@@ -17,15 +16,16 @@ export function installZoom(app) {
     state.zoom = zoom;
     app.update();
     clearTimeout(timer);
-    timer = setTimeout(app.fetchRegion, 120);
+    // a pooled head fetches the exact cells of the block; an exact one has them already
+    if (gd.layout?.meta?.block > 1) timer = setTimeout(app.fetchRegion, 120);
   }
 
-  /** The heatmap's axes when it shows a pooled head (block > 1), else null. */
-  function pooledAxes() {
+  /** The heatmap's axes (a head heatmap's, whose layout.meta counts its tokens), else null. */
+  function headAxes() {
     const meta = gd.layout?.meta;
     const xa = gd.plotAxes?.xaxis;
     const ya = gd.plotAxes?.yaxis;
-    return meta?.block > 1 && xa && ya ? { meta, xa, ya } : null;
+    return meta?.tokens && xa && ya ? { meta, xa, ya } : null;
   }
 
   const box = document.createElement("div");
@@ -34,7 +34,7 @@ export function installZoom(app) {
   document.body.append(box);
   let start = null;
   gd.addEventListener("mousedown", (ev) => {
-    const axes = pooledAxes();
+    const axes = headAxes();
     if (!axes || ev.button !== 0) return;
     const r = gd.getBoundingClientRect();
     const x = ev.clientX - r.left - axes.xa.offset;
@@ -74,7 +74,7 @@ export function installZoom(app) {
     setZoom(visibleBlock([px(s0.x0), px(s0.x1)], [py(s0.y0), py(s0.y1)], meta.tokens));
   });
   gd.addEventListener("dblclick", () => {
-    if (pooledAxes()) setZoom(null);
+    if (headAxes()) setZoom(null);
   });
   return {
     /** Whether the last mouse-up ended a dragged box (asked once per click: the answer is then forgotten). */

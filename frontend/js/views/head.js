@@ -1,7 +1,7 @@
 // The head view ("Head & all heads"): the chosen head's attention pattern as a heatmap (exact,
 // or max-pooled for a long text with the exact cells of a zoomed block), the all-heads grid
 // beside it (view_grid.js), and the pointer on the heatmap: a click on a row chooses that
-// query, a dragged box zooms a long text's head (zoom.js). The notebook widget draws this view.
+// query, a dragged box zooms in on a block of tokens (zoom.js). The notebook widget draws this view.
 
 import { hatchMeaning, maskKinds, scoresFormula } from "../draw/captions.js";
 import { drawPlot, idOf, setHidden, setText } from "../dom.js";
@@ -128,7 +128,9 @@ export function drawHeadView(state, els, app = null) {
   const hatch = document.getElementById("head-hatch");
   if (!chosen) return { head: false, grid: drawGrid(state, els) };
   const pooled = (chosen.block ?? 1) > 1;
-  setHidden(zoomNote, !pooled);
+  const n = chosen.response.tokens.length;
+  const zoomed = !pooled && state.zoom && state.zoom.q1 <= n && state.zoom.k1 <= n;
+  setHidden(zoomNote, !pooled && !zoomed);
   const { response, layer, mask, head: h, full, block } = chosen;
   const T = response.tokens.length;
   const p = selectedPosition(state, T);
@@ -136,9 +138,9 @@ export function drawHeadView(state, els, app = null) {
   const region = pooled ? currentRegion(state) : null;
   const extra = pooled
     ? { position: p, region, view: state.zoom }
-    : { position: p, ...(full ? {} : { raw: null, scaled: null }) };
+    : { position: p, view: state.zoom, ...(full ? {} : { raw: null, scaled: null }) };
   const marks = cellMarks(state, T);
-  const sig = (pooled ? `|${idOf(region)}|${JSON.stringify(state.zoom)}` : "") + `|${JSON.stringify(marks)}`;
+  const sig = (pooled ? `|${idOf(region)}` : "") + `|${JSON.stringify(state.zoom)}|${JSON.stringify(marks)}`;
   const band = {
     tokens: response.tokens,
     kinds: response.token_kinds,
@@ -164,9 +166,14 @@ export function drawHeadView(state, els, app = null) {
   renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
   hatch?.classList.toggle("solid", pooled);
   if (pooled) setText(zoomNote, zoomWords(state, T, block, h.pattern.length));
+  else if (zoomed) setText(zoomNote, exactZoomWords(state.zoom));
   drawCellTools(state, app);
   return { head: true, grid: drawGrid(state, els) };
 }
+
+/** The words under an exact head zoomed in on a block of tokens. */
+const exactZoomWords = (z) =>
+  `Zoomed to queries ${z.q0}–${z.q1 - 1} × keys ${z.k0}–${z.k1 - 1}. Double-click to see the whole head.`;
 
 /**
  * The head's words on the image (none without one): where its run of tokens is, and, from the answer's exact mask,
@@ -288,10 +295,12 @@ function cellAt(gd, ev) {
   const box = gd.getBoundingClientRect();
   const x = ev.clientX - box.left - xa.offset;
   const y = ev.clientY - box.top - ya.offset;
-  if (x < 0 || x > xa.length || y < 0 || y > ya.length) return null;
+  const paper = gd.plotGeometry.paper;
+  const px = ev.clientX - box.left;
+  // the rows reach over the paper: a sink's or a gate's own column right of the keys is its row, but no cell
+  if (y < 0 || y > ya.length || px < paper.x || px > paper.x + paper.w) return null;
   const query = Math.round(ya.p2d(y));
-  const key = Math.round(xa.p2d(x));
+  const key = x >= 0 && x <= xa.length ? Math.round(xa.p2d(x)) : null;
   const ok = (i) => Number.isInteger(i) && i >= 0 && i < n;
-  // a sink's or a gate's own column is no key: its row, but no cell
   return ok(query) ? { query, key: ok(key) ? key : null } : null;
 }
