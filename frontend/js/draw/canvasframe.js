@@ -18,7 +18,8 @@ function refPixel(geom, ref, v, x) {
   return a.offset + a.d2p(v);
 }
 
-const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+/** `s` as text inside markup: &, <, > and " escaped. */
+export const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 
 /** One label as SVG text at (x, y), rotated by `rotate` degrees about that point. */
 export function svgText(

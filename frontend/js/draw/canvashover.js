@@ -4,7 +4,7 @@
 // drawCanvasPlot, the views' entry point, draws a figure with canvasplot.js and adds these.
 
 import { downloadBlob } from "../dom.js";
-import { axisKey } from "./canvasframe.js";
+import { axisKey, esc } from "./canvasframe.js";
 import { paintFigure, traceCells } from "./canvasplot.js";
 
 /** The index of the centre nearest `v` among evenly spaced (or listed) `centres`, or -1 outside their cells. */
@@ -64,19 +64,17 @@ function fieldValue(name, { trace, i, j, z }) {
 export function hoverLines(point) {
   const template = point.trace.hovertemplate ?? "%{z}";
   const filled = template.replace(/%\{([^}:]+)(?::([^}]*))?\}/g, (_, name, spec) =>
-    escapeHtml(format(fieldValue(name, point), spec)),
+    esc(format(fieldValue(name, point), spec)),
   );
   const extraMatch = /<extra>(.*?)<\/extra>/.exec(filled);
   const body = filled.replace(/<extra>.*?<\/extra>/, "");
   return { lines: body.split("<br>"), extra: extraMatch ? extraMatch[1] : "" };
 }
 
-const escapeHtml = (s) => String(s).replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
-
 /** Only <b> and </b> of a tooltip line survive as markup; every other character is text. */
 const safeLine = (line) =>
-  escapeHtml(line.replace(/<\/?b>/g, (t) => (t === "<b>" ? "\u0001" : "\u0002")))
-    .replace(/&amp;(lt|gt|amp);/g, "&$1;")
+  esc(line.replace(/<\/?b>/g, (t) => (t === "<b>" ? "\u0001" : "\u0002")))
+    .replace(/&amp;(lt|gt|amp|quot);/g, "&$1;")
     .replace(/\u0001/g, "<b>")
     .replace(/\u0002/g, "</b>");
 
@@ -94,7 +92,7 @@ function hover(el, ev) {
   const { lines, extra } = hoverLines(point);
   const html =
     lines.map((l) => `<div class="line">${safeLine(l)}</div>`).join("\n") +
-    (extra ? `\n<div class="line extra">${escapeHtml(extra)}</div>` : "");
+    (extra ? `\n<div class="line extra">${esc(extra)}</div>` : "");
   const tip = layer ?? Object.assign(document.createElement("div"), { className: "hoverlayer" });
   if (!layer) {
     tip.innerHTML = '<div class="hovertext" role="tooltip"></div>';
@@ -118,7 +116,7 @@ export function figureSvg(el) {
   const h = el.clientHeight;
   return (
     `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" ` +
-    `font-family="${escapeHtml(above.getAttribute("font-family")).replace(/"/g, "&quot;")}">` +
+    `font-family="${esc(above.getAttribute("font-family"))}">` +
     `<rect width="${w}" height="${h}" fill="#ffffff"/>` +
     `${xml(below)}<image href="${cells.toDataURL("image/png")}" x="0" y="0" width="${w}" height="${h}" ` +
     `preserveAspectRatio="none"/>${xml(above)}</svg>`
