@@ -19,7 +19,8 @@ function refPixel(geom, ref, v, x) {
 }
 
 /** `s` as text inside markup: &, <, > and " escaped. */
-export const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+const ENTITIES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" };
+export const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ENTITIES[c]);
 
 /** One label as SVG text at (x, y), rotated by `rotate` degrees about that point. */
 export function svgText(
