@@ -1,5 +1,5 @@
 // Asking the server for what the state needs, and storing the answers in it: the all-heads
-// grid and the chosen head for the current text (both at once, each drawn as it lands), the
+// grid and the chosen head for the current text (both at once, each drawn at the frame after it lands), the
 // exact cells of a zoomed block, the predictions at another temperature, the model and the
 // head roles at start. Typing is debounced here; the views say what they need (views.js) and
 // `ensureData` asks for what is missing. Each answer is stored under the key of the text and
@@ -54,7 +54,7 @@ function requestDone(ctx, kind, err, key = null) {
 }
 
 async function fetchGrid(ctx) {
-  const { state, update } = ctx.app;
+  const { state, update, updateSoon } = ctx.app;
   if (isBlank(state.text)) return; // an empty box asks nothing (see refreshAll)
   if (!state.model && state.ablate.length) {
     // a link may switch off heads the model lacks: wait for the model, which drops them (fitToModel)
@@ -76,9 +76,7 @@ async function fetchGrid(ctx) {
     requestDone(ctx, "grid", err, key);
   }
   state.pending.grid = false;
-  const drawStart = performance.now();
-  update();
-  measure("render", drawStart);
+  updateSoon();
 }
 
 /**
@@ -93,7 +91,7 @@ function measureDrawCells({ state, els }) {
 
 /** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
 async function fetchDetail(ctx) {
-  const { state, update } = ctx.app;
+  const { state, updateSoon } = ctx.app;
   if (isBlank(state.text)) return;
   if (!state.model) {
     // a link may name a head the model lacks: wait for the model, which clamps it (fitToModel)
@@ -121,7 +119,7 @@ async function fetchDetail(ctx) {
     requestDone(ctx, "detail", err, key);
   }
   state.pending.detail = false;
-  update();
+  updateSoon();
   // zoomed in on a long text's head: the exact cells of the same block, for this text and head
   if (state.zoom && state.detail?.key === key && state.detail.response.focus?.thumbnail?.block > 1) fetchRegion(ctx);
 }
@@ -173,8 +171,8 @@ async function fetchPredictions(ctx) {
 
 /**
  * Ask for the current text: the chosen head's detail (every view needs it) and the all-heads
- * grid, both at once. The server answers them on separate workers, and each view is drawn as
- * soon as its answer lands, so the grid's round trip overlaps the head view's drawing.
+ * grid, both at once. The server answers them on separate workers; an answer is drawn at the page's next
+ * frame after it lands (`updateSoon`), so two landing within one frame cost one render and one paint.
  */
 async function refreshAll(ctx) {
   const { state, update } = ctx.app;
@@ -268,8 +266,7 @@ function fitToModel(state) {
   state.layer = fit.layer;
   state.head = fit.head;
   state.ablate = fit.ablate;
-  if (fit.note && !state.notice?.includes(fit.note))
-    state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
+  if (fit.note && !state.notice?.includes(fit.note)) state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
 }
 
 async function loadModel({ state, update }) {

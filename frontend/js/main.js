@@ -80,9 +80,11 @@ function createPage() {
   const state = createState(VIEWS);
   Object.assign(state, parseHash(window.location.hash, VIEWS));
   const els = pageElements();
-  const page = { renders: 0, hashTimer: null };
+  const page = { renders: 0, hashTimer: null, frame: null };
 
   function update() {
+    cancelAnimationFrame(page.frame); // an update asked for the next frame is this one
+    page.frame = null;
     const done = renderSafely(state, els, app);
     if (done.failed) state.error = done.error; // and it stays in the banner
     page.renders += 1;
@@ -95,7 +97,15 @@ function createPage() {
     document.dispatchEvent(new CustomEvent("attnscope:render", { detail: { ...done, count: page.renders } }));
   }
 
-  const app = { state, els, update };
+  /**
+   * An answer landed: draw at the next frame, not at once, so that answers landing within one frame (the
+   * chosen head's and the grid's, asked together) cost one render and one paint, not two.
+   */
+  function updateSoon() {
+    page.frame ??= requestAnimationFrame(update);
+  }
+
+  const app = { state, els, update, updateSoon };
   const data = createData(app);
   Object.assign(app, {
     data,
@@ -159,7 +169,7 @@ function startPage() {
     },
     /** True when nothing is pending and the current text's answers (or an error) are shown. */
     get settled() {
-      if (data.busy()) return false;
+      if (data.busy() || page.frame !== null) return false; // asked, or answered and not drawn yet
       if (isBlank(state.text)) return true; // the empty state: nothing to ask
       return state.error !== null || (!!currentGrid(state) && !!currentDetail(state));
     },

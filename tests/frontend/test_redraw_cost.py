@@ -254,3 +254,51 @@ def test_a_render_that_changes_nothing_writes_nothing_into_the_page(tab, what_if
     tab.page.wait_for_timeout(100)  # the observer's records come after the render's task
     assert tab.page.evaluate("() => window.attnscope.renders") == renders + 1
     assert tab.page.evaluate("() => window.__mutations") == []
+
+
+# The page's animation frames held by the test: requested callbacks wait until __flushFrames runs them.
+HOLD_FRAMES = """() => {
+  const queue = new Map();
+  let next = 1;
+  window.requestAnimationFrame = (callback) => { queue.set(next, callback); return next++; };
+  window.cancelAnimationFrame = (id) => queue.delete(id);
+  window.__framesAsked = () => queue.size;
+  window.__flushFrames = () => {
+    const callbacks = [...queue.values()];
+    queue.clear();
+    for (const callback of callbacks) callback(performance.now());
+  };
+}"""
+
+BOTH_ANSWERED = """(text) => {
+  const s = window.attnscope.state;
+  return s.grid?.text === text && s.detail?.text === text && !s.pending.grid && !s.pending.detail;
+}"""
+
+
+def test_the_two_answers_of_a_keystroke_are_drawn_by_one_render_at_the_next_frame(tab):
+    """The chosen head's answer and the grid's, asked together, are stored as they land and drawn at the
+    page's next frame, both by one render (one layout and paint, not one each); until then the page does
+    not call itself settled. What that render drew is the new text's answer."""
+    page = tab.page
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    page.evaluate(TAG)
+    page.evaluate(HOLD_FRAMES)
+    box = page.get_by_test_id("text-input")
+    box.press("End")
+    box.press_sequentially(" It")
+    text = SENTENCE + " It"
+    page.wait_for_function(BOTH_ANSWERED, arg=text)
+    renders = page.evaluate("() => window.attnscope.renders")
+    assert page.evaluate("() => window.__framesAsked()") == 1
+    assert not page.evaluate("() => window.attnscope.settled")  # answered, not drawn yet
+    assert page.evaluate("() => document.querySelector('[data-testid=head-heatmap]').data[0].z.length") == len(
+        server_tokens(tab.base_url, SENTENCE)["tokens"]
+    )
+    page.evaluate("() => window.__flushFrames()")
+    assert page.evaluate("() => window.attnscope.renders") == renders + 1
+    assert page.evaluate("() => window.attnscope.settled")
+    drawn = page.evaluate(DRAWN_HEAD)
+    assert drawn["kept"], "the head heatmap was drawn as a new plot"
+    assert_draws_the_answer(tab, drawn, text)
+    assert page.evaluate("() => window.__framesAsked()") == 0
