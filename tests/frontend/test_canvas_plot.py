@@ -121,3 +121,35 @@ def test_a_dragged_box_zooms_an_exact_head_and_a_double_click_shows_it_whole(tab
     assert tab.figure("head-heatmap")["layout"]["xaxis"]["range"] == [-0.5, T - 0.5]
     assert page.get_by_test_id("head-zoom").is_hidden()
     assert tab.unexpected_console_errors() == []
+
+
+def test_the_scores_wait_undecoded_for_the_hover_which_shows_the_servers(tab):
+    """An exact head's raw and scaled scores are read by the tooltip alone: the redraw leaves them undecoded
+    (wire.js), and the first hovered weight decodes them and shows the server's numbers for that cell."""
+    tab.open("/#view=head&text=" + quote(SENTENCE))
+    page = tab.page
+    lazy = """() => { const h = window.attnscope.state.detail.response.layers[0].heads[0];
+                      return ['attn_scores_raw', 'attn_scores'].map(
+                        (k) => typeof Object.getOwnPropertyDescriptor(h, k).get === 'function'); }"""
+    assert page.evaluate(lazy) == [True, True]
+    i, j = 5, 2
+    x, y = page.evaluate(
+        """([i, j]) => { const gd = document.querySelector('[data-testid=head-heatmap]');
+                   gd.scrollIntoView({block: 'center'});
+                   const xa = gd.plotAxes.xaxis, ya = gd.plotAxes.yaxis, box = gd.getBoundingClientRect();
+                   return [box.left + xa.offset + xa.d2p(j), box.top + ya.offset + ya.d2p(i)]; }""",
+        [i, j],
+    )
+    page.mouse.move(x, y)
+    tip = page.locator("[data-testid=head-heatmap] .hoverlayer .hovertext")
+    tip.wait_for(state="visible")
+    text = tip.inner_text()
+    assert page.evaluate(lazy) == [False, False]
+    layer, head = page.evaluate("() => [window.attnscope.state.layer, window.attnscope.state.head]")
+    answer = post_json(
+        tab.base_url + "/api/attention",
+        {"text": SENTENCE, "layers": [layer], "heads": [head], "include": ["attn_scores_raw", "attn_scores"]},
+    )
+    h = answer["layers"][0]["heads"][0]
+    assert f"raw q·kᵀ {h['attn_scores_raw'][i][j]:.3f}" in text, text
+    assert f"{h['attn_scores'][i][j]:.3f}" in text.split("raw q·kᵀ")[1], text

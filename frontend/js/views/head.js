@@ -10,6 +10,8 @@ import { formatLambda, headHeatmapFigure, pairPartsFigure } from "../draw/heatma
 import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
 import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { drawGrid } from "./grid.js";
+import { isUndecoded } from "../wire.js";
+import { lazyRows } from "../draw/figures.js";
 import { installZoom } from "../draw/zoom.js";
 import { HEATMAP_DEFAULTS } from "../draw/headframe.js";
 import { bandLabel, imageMaskWords, imageRun, withImageBand } from "../draw/imageband.js";
@@ -81,6 +83,13 @@ export function chosenHead(state) {
   return null;
 }
 
+/**
+ * `head[key]`, a matrix of `n` rows that only the hover reads (an exact head's scores), as rows made when first
+ * read: a field still undecoded (wire.js) is decoded at the first hovered row, not by the redraw.
+ */
+const rowsWhenRead = (head, key, n) =>
+  isUndecoded(head, key) ? lazyRows(n, (i) => head[key][i]) : (head[key] ?? null);
+
 /** The head view's words on hatching: what it means here, hidden when nothing is masked (`hatch` null). */
 function renderHeadCaption(els, hatch) {
   const box = document.getElementById("head-hatch");
@@ -99,8 +108,8 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
     tokens: response.tokens,
     pattern: head.pattern,
     mask,
-    raw: head.attn_scores_raw,
-    scaled: head.attn_scores,
+    raw: block > 1 ? head.attn_scores_raw : rowsWhenRead(head, "attn_scores_raw", response.tokens.length),
+    scaled: block > 1 ? head.attn_scores : rowsWhenRead(head, "attn_scores", response.tokens.length),
     scaledLabel: scoresFormula(layer),
     window: layer.window,
     chunk: layer.chunk ?? null,
