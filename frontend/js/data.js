@@ -1,5 +1,5 @@
 // Asking the server for what the state needs, and storing the answers in it: the all-heads
-// grid and the chosen head for the current text (both at once, each drawn at the frame after it lands), the
+// grid and the chosen head for the current text (in one request or two at once, drawn at the next frame), the
 // exact cells of a zoomed block, the predictions at another temperature, the model and the
 // head roles at start. Typing is debounced here; the views say what they need (views.js) and
 // `ensureData` asks for what is missing. Each answer is stored under the key of the text and
@@ -8,7 +8,15 @@
 import { errorText, getJSON, isBlank, latestOnly, refusalOf } from "./api.js";
 import { inputsFor } from "./measured.js";
 import { regionFits, regionKey } from "./draw/pooled.js";
-import { detailRequest, gridRequest, predictionsRequest, regionRequest } from "./requests.js";
+import {
+  bothRequest,
+  detailOf,
+  detailRequest,
+  gridRequest,
+  pooledFocus,
+  predictionsRequest,
+  regionRequest,
+} from "./requests.js";
 import { FOCUS_MAX, currentDetail, currentGrid, fitHead, gridKey, headKey } from "./state.js";
 import { VIEWS, viewById } from "./views.js";
 
@@ -89,6 +97,15 @@ function measureDrawCells({ state, els }) {
   if (width > 0) state.drawCells = Math.max(64, Math.min(FOCUS_MAX, Math.round(width - 160)));
 }
 
+/** What the chosen head's answer is stored with: the keys and inputs it answers (state.js `currentDetail`). */
+const detailRecord = (state) => ({
+  key: headKey(state),
+  text: state.text,
+  textKey: gridKey(state),
+  temperature: state.temperature,
+  inputs: inputsFor(state, ["text", "image", "ablate", "causal", "scaled"]),
+});
+
 /** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
 async function fetchDetail(ctx) {
   const { state, updateSoon } = ctx.app;
@@ -99,14 +116,8 @@ async function fetchDetail(ctx) {
     await ctx.modelReady;
   }
   measureDrawCells(ctx.app);
-  const key = headKey(state);
-  const record = {
-    key,
-    text: state.text,
-    textKey: gridKey(state),
-    temperature: state.temperature,
-    inputs: inputsFor(state, ["text", "image", "ablate", "causal", "scaled"]),
-  };
+  const record = detailRecord(state);
+  const key = record.key;
   state.pending.detail = true;
   const started = performance.now();
   try {
@@ -122,6 +133,44 @@ async function fetchDetail(ctx) {
   updateSoon();
   // zoomed in on a long text's head: the exact cells of the same block, for this text and head
   if (state.zoom && state.detail?.key === key && state.detail.response.focus?.thumbnail?.block > 1) fetchRegion(ctx);
+}
+
+/**
+ * Both answers of the current text in one request (requests.js `bothRequest`), for a chosen head asked
+ * pooled: stored as the grid's and the chosen head's answers, drawn at the next frame. The chosen head's part
+ * is kept only while that head is still the chosen one (a head picked meanwhile has its own request).
+ */
+async function fetchBoth(ctx) {
+  const { state, update, updateSoon } = ctx.app;
+  if (!state.model) {
+    // a link may name a head, or switch off heads, the model lacks: wait for the model (fitToModel)
+    state.pending.grid = state.pending.detail = true;
+    await ctx.modelReady;
+  }
+  const textKey = gridKey(state);
+  const record = detailRecord(state);
+  state.pending.grid = state.pending.detail = true;
+  update();
+  const started = performance.now();
+  try {
+    const result = await ctx.sendGrid(bothRequest(state));
+    if (result.stale) return;
+    measure("grid-request", started);
+    measure("detail-request", started);
+    state.grid = { key: textKey, text: record.text, response: result.value };
+    requestDone(ctx, "grid", null);
+    if (record.key === headKey(state)) {
+      state.detail = { ...record, response: detailOf(result.value) };
+      requestDone(ctx, "detail", null);
+    }
+  } catch (err) {
+    requestDone(ctx, "grid", err, textKey);
+    requestDone(ctx, "detail", err, record.key);
+  }
+  state.pending.grid = state.pending.detail = false;
+  updateSoon();
+  if (state.zoom && state.detail?.key === record.key && state.detail.response.focus?.thumbnail?.block > 1)
+    fetchRegion(ctx);
 }
 
 /** Fetch the exact cells of the zoomed block of a pooled head (focus.region), when it fits. */
@@ -171,8 +220,10 @@ async function fetchPredictions(ctx) {
 
 /**
  * Ask for the current text: the chosen head's detail (every view needs it) and the all-heads
- * grid, both at once. The server answers them on separate workers; an answer is drawn at the page's next
- * frame after it lands (`updateSoon`), so two landing within one frame cost one render and one paint.
+ * grid. Where the chosen head is asked pooled (a text that may not fit the heatmap's cells, as any text
+ * past a few hundred characters is until its grid answer counts its tokens), both come in one request
+ * (`fetchBoth`); else as two at once, which the server answers on separate workers. An answer is drawn
+ * at the page's next frame after it lands (`updateSoon`), so two landing within one frame cost one render.
  */
 async function refreshAll(ctx) {
   const { state, update } = ctx.app;
@@ -185,7 +236,9 @@ async function refreshAll(ctx) {
     update();
     return;
   }
-  await Promise.all([fetchDetail(ctx), fetchGrid(ctx)]);
+  measureDrawCells(ctx.app);
+  if (pooledFocus(state)) await fetchBoth(ctx);
+  else await Promise.all([fetchDetail(ctx), fetchGrid(ctx)]);
 }
 
 const intentKey = (s) => JSON.stringify([headKey(s), s.temperature, s.view]);

@@ -4,6 +4,7 @@
 
 import { attentionLayers, currentGrid, imageField, scaleParam } from "./state.js";
 import { viewById } from "./views.js";
+import { copyFields } from "./wire.js";
 
 /** Thumbnails of the grid are at most this many cells a side (max-pooled on the server). */
 export const GRID_THUMBNAIL = 64;
@@ -77,6 +78,42 @@ function pooledDetailRequest(state) {
     top_k: tokenBound(state) > FEWER_PREDICTIONS_FROM ? 5 : 10,
     temperature: state.temperature,
   };
+}
+
+/**
+ * Body of one request for both answers of a text whose chosen head is asked pooled (`pooledFocus`): the
+ * grid's body with the chosen head's `focus` (its statistics with their per-row entropies among its fields),
+ * its predictions and its precision. The server runs the text once instead of twice, and the page parses
+ * one answer; `detailOf` reads the chosen head's answer out of it.
+ */
+export function bothRequest(state) {
+  const { focus, precision, top_k, temperature } = pooledDetailRequest(state);
+  return {
+    ...gridRequest(state),
+    focus: { ...focus, include: [...focus.include, "stats"] },
+    precision,
+    top_k,
+    temperature,
+  };
+}
+
+/**
+ * The chosen head's answer inside an answer to `bothRequest`, in the shape of the chosen-head request's: the
+ * focus layer alone, holding the focus head alone, with the focus's statistics (those carry the per-row
+ * entropies). Fields are copied, not read: what no view draws stays undecoded (wire.js).
+ */
+export function detailOf(answer) {
+  const { layer, head, stats } = answer.focus;
+  const l = answer.layers.find((x) => x.layer === layer);
+  const h = Object.assign(
+    copyFields(
+      l.heads.find((x) => x.head === head),
+      ["stats"],
+    ),
+    { stats },
+  );
+  const oneLayer = Object.assign(copyFields(l, ["heads"]), { heads: [h] });
+  return Object.assign(copyFields(answer, ["layers"]), { layers: [oneLayer] });
 }
 
 /** Body of the zoomed head heatmap's request: the exact cells of one block of the chosen head. */

@@ -66,8 +66,9 @@ def page(context, long_server):
 
 
 def detail_bodies(page):
-    """The chosen-head requests sent so far (the grid's asks every head, no `heads`)."""
-    return [(b, r) for b, r in page.bodies if b.get("heads") and b.get("top_k")]
+    """The requests sent so far that asked the chosen head with its predictions: alone (`heads`), or through
+    `focus` beside the grid's every head (one request for both answers)."""
+    return [(b, r) for b, r in page.bodies if (b.get("heads") or b.get("focus")) and b.get("top_k")]
 
 
 def settle(page, timeout=240_000):
@@ -131,7 +132,10 @@ def test_an_8000_token_text_is_drawn_pooled_and_zooms_to_exact_cells(page, long_
     # the chosen head was asked max-pooled to the heatmap's cells, and the answer is small
     body, response = detail_bodies(page)[-1]
     N = body["focus"]["thumbnail"]
-    assert 64 <= N <= 512 and body["focus"]["layer"] == body["layers"][0]
+    assert 64 <= N <= 512 and body["focus"]["layer"] == page.evaluate("() => window.attnscope.state.layer")
+    # one request for both answers: the grid's every head beside the chosen head's focus and statistics
+    assert "layers" not in body and body["thumbnail"] == 64 and "stats" in body["focus"]["include"]
+    assert sum(1 for b, _ in page.bodies if b.get("text") == long_server.long_text) == 1
     size = len(response.body())
     print(f"8k tokens: chosen-head answer {size / 1e6:.2f} MB")
     assert size < 5_000_000

@@ -163,15 +163,18 @@ def test_a_pasted_text_then_enter_is_asked_for_once(tab):
     tab.settle()
     tab.page.wait_for_timeout(400)
     tab.settle()
-    assert attention_posts(tab) == before + 2  # the grid and the chosen head, once
+    # the grid and the chosen head, once: one request for both where the text may not fit the heatmap's
+    # cells (the grid's answer then carries the chosen head's `focus`), else two
+    asked = 1 if tab.page.evaluate("() => 'focus' in window.attnscope.state.grid.response") else 2
+    assert attention_posts(tab) == before + asked
     box.press("Enter")  # nothing new to ask
     tab.page.wait_for_timeout(400)
-    assert attention_posts(tab) == before + 2
+    assert attention_posts(tab) == before + asked
     assert tab.page.get_by_test_id("error-banner").is_hidden()
     box.press("End")
     box.press_sequentially(" more")
     tab.settle()
-    assert attention_posts(tab) > before + 2  # an edit is asked for
+    assert attention_posts(tab) > before + asked  # an edit is asked for
 
 
 def test_enter_asks_again_after_a_failed_request(tab):

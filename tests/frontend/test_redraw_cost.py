@@ -11,7 +11,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from tests.kit.live import post_json
+from tests.kit.live import post_json, text_of_tokens
 
 pytestmark = pytest.mark.browser
 
@@ -302,3 +302,46 @@ def test_the_two_answers_of_a_keystroke_are_drawn_by_one_render_at_the_next_fram
     assert drawn["kept"], "the head heatmap was drawn as a new plot"
     assert_draws_the_answer(tab, drawn, text)
     assert page.evaluate("() => window.__framesAsked()") == 0
+
+
+def test_a_text_past_the_heatmaps_cells_asks_both_answers_once_and_draws_each_from_it(tab):
+    """A keystroke in a text too long to be sure it fits the heatmap's cells asks the chosen head pooled; then
+    one request brings the grid and the chosen head (requests.js `bothRequest`): the grid holds every head, the
+    chosen head's answer is its layer and head alone, its statistics with the server's per-row entropies, and
+    the heatmap draws the server's pattern for the new text."""
+    page = tab.page
+    text = text_of_tokens(tab.base_url, 250)
+    tab.open("/#view=head&text=" + quote(text))
+    page.evaluate(TAG)
+    asked = []
+    page.on("request", lambda r: asked.append(r.post_data_json) if r.url.endswith("/api/attention") else None)
+    box = page.get_by_test_id("text-input")
+    box.press("End")
+    box.press("Backspace")
+    tab.settle()
+    new_text = text[:-1]
+    assert len(asked) == 1, asked
+    body = asked[0]
+    assert body["text"] == new_text and "layers" not in body and body["thumbnail"] == 64
+    assert body["focus"]["layer"] == page.evaluate("() => window.attnscope.state.layer")
+    got = page.evaluate(
+        """() => { const s = window.attnscope.state, g = s.grid.response, d = s.detail.response;
+                   const h = d.layers[0].heads[0];
+                   return { grid: g.layers.map((l) => l.heads.length), layers: d.layers.map((l) => l.layer),
+                            heads: d.layers[0].heads.map((x) => x.head), rows: h.stats.row_entropy,
+                            entropy: h.stats.entropy, layer: s.layer, head: s.head }; }"""
+    )
+    model = page.evaluate("() => window.attnscope.state.model")
+    assert got["grid"] == [model["n_head"]] * model["n_layer"]
+    assert got["layers"] == [got["layer"]] and got["heads"] == [got["head"]]
+    served = post_json(
+        tab.base_url + "/api/attention",
+        {"text": new_text, "layers": [got["layer"]], "heads": [got["head"]], "include": ["stats"], "top_k": 0},
+    )["layers"][0]["heads"][0]["stats"]
+    assert len(got["rows"]) == len(served["row_entropy"])
+    assert max(abs(a - b) for a, b in zip(got["rows"], served["row_entropy"], strict=True)) < 1e-3
+    assert abs(got["entropy"] - served["entropy"]) < 1e-4
+    drawn = page.evaluate(DRAWN_HEAD)
+    assert drawn["kept"], "the head heatmap was drawn as a new plot"
+    assert_draws_the_answer(tab, drawn, new_text)
+    assert page.evaluate("() => document.querySelector('[data-testid=heads-grid]').classList.contains('drawn')")
