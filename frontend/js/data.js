@@ -22,9 +22,16 @@ import { VIEWS, viewById } from "./views.js";
 
 const DEBOUNCE_MS = 60;
 
-/** Time a finished step as a performance measure (the benchmark reads these). */
-function measure(name, start) {
-  performance.measure(`attnscope:${name}`, { start, end: performance.now() });
+/**
+ * Send `body` with a latest-only sender and time its round trip as the performance measures `names` (the
+ * benchmark reads these). The answer, or null when a newer request of that sender made it stale.
+ */
+async function timed(send, body, ...names) {
+  const start = performance.now();
+  const result = await send(body);
+  if (result.stale) return null;
+  for (const name of names) performance.measure(`attnscope:${name}`, { start, end: performance.now() });
+  return result.value;
 }
 
 /**
@@ -73,12 +80,10 @@ async function fetchGrid(ctx) {
   const text = state.text;
   state.pending.grid = true;
   update();
-  const started = performance.now();
   try {
-    const result = await ctx.sendGrid(gridRequest(state));
-    if (result.stale) return;
-    measure("grid-request", started);
-    state.grid = { key, text, response: result.value };
+    const answer = await timed(ctx.sendGrid, gridRequest(state), "grid-request");
+    if (answer === null) return;
+    state.grid = { key, text, response: answer };
     requestDone(ctx, "grid", null);
   } catch (err) {
     requestDone(ctx, "grid", err, key);
@@ -119,12 +124,10 @@ async function fetchDetail(ctx) {
   const record = detailRecord(state);
   const key = record.key;
   state.pending.detail = true;
-  const started = performance.now();
   try {
-    const result = await ctx.sendDetail(detailRequest(state));
-    if (result.stale) return;
-    measure("detail-request", started);
-    state.detail = { ...record, response: result.value };
+    const answer = await timed(ctx.sendDetail, detailRequest(state), "detail-request");
+    if (answer === null) return;
+    state.detail = { ...record, response: answer };
     requestDone(ctx, "detail", null);
   } catch (err) {
     requestDone(ctx, "detail", err, key);
@@ -151,16 +154,13 @@ async function fetchBoth(ctx) {
   const record = detailRecord(state);
   state.pending.grid = state.pending.detail = true;
   update();
-  const started = performance.now();
   try {
-    const result = await ctx.sendGrid(bothRequest(state));
-    if (result.stale) return;
-    measure("grid-request", started);
-    measure("detail-request", started);
-    state.grid = { key: textKey, text: record.text, response: result.value };
+    const answer = await timed(ctx.sendGrid, bothRequest(state), "grid-request", "detail-request");
+    if (answer === null) return;
+    state.grid = { key: textKey, text: record.text, response: answer };
     requestDone(ctx, "grid", null);
     if (record.key === headKey(state)) {
-      state.detail = { ...record, response: detailOf(result.value) };
+      state.detail = { ...record, response: detailOf(answer) };
       requestDone(ctx, "detail", null);
     }
   } catch (err) {
