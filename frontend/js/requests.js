@@ -105,14 +105,9 @@ export function bothRequest(state) {
 export function detailOf(answer) {
   const { layer, head, stats } = answer.focus;
   const l = answer.layers.find((x) => x.layer === layer);
-  const h = Object.assign(
-    copyFields(
-      l.heads.find((x) => x.head === head),
-      ["stats"],
-    ),
-    { stats },
-  );
-  const oneLayer = Object.assign(copyFields(l, ["heads"]), { heads: [h] });
+  const chosen = l.heads.find((x) => x.head === head);
+  const oneHead = Object.assign(copyFields(chosen, ["stats"]), { stats });
+  const oneLayer = Object.assign(copyFields(l, ["heads"]), { heads: [oneHead] });
   return Object.assign(copyFields(answer, ["layers"]), { layers: [oneLayer] });
 }
 
