@@ -1,9 +1,8 @@
-// Asking the server for what the state needs, and storing the answers in it: the all-heads
-// grid and the chosen head for the current text (in one request or two at once, drawn at the next frame), the
-// exact cells of a zoomed block, the predictions at another temperature, the model and the
-// head roles at start. Typing is debounced here; the views say what they need (views.js) and
-// `ensureData` asks for what is missing. Each answer is stored under the key of the text and
-// what-ifs it answers (state.js), so a view never draws an older text's numbers.
+// Asking the server for what the state needs, and storing the answers in it: the all-heads grid and the
+// chosen head for the current text (in one request or two at once, drawn at the next frame), the exact cells
+// of a zoomed block, the predictions at another temperature, the model and the head roles at start. Typing is
+// debounced here; the views say what they need (views.js) and `ensureData` asks for what is missing. Each
+// answer is stored under the key of its text and what-ifs (state.js): a view never draws an older text's numbers.
 
 import { errorText, getJSON, isBlank, latestOnly, refusalOf } from "./api.js";
 import { inputsFor } from "./measured.js";
@@ -134,14 +133,18 @@ async function fetchDetail(ctx) {
   }
   state.pending.detail = false;
   updateSoon();
-  // zoomed in on a long text's head: the exact cells of the same block, for this text and head
+  regionOfZoom(ctx, key);
+}
+
+/** Zoomed in on a long text's head whose answer (`key`) just landed: the exact cells of the same block. */
+function regionOfZoom(ctx, key) {
+  const { state } = ctx.app;
   if (state.zoom && state.detail?.key === key && state.detail.response.focus?.thumbnail?.block > 1) fetchRegion(ctx);
 }
 
 /**
- * Both answers of the current text in one request (requests.js `bothRequest`), for a chosen head asked
- * pooled: stored as the grid's and the chosen head's answers, drawn at the next frame. The chosen head's part
- * is kept only while that head is still the chosen one (a head picked meanwhile has its own request).
+ * Both answers of the current text in one request (requests.js `bothRequest`) for a head asked pooled, drawn
+ * at the next frame; the head's part (answer, refusal, pending) only while that head is still the chosen one.
  */
 async function fetchBoth(ctx) {
   const { state, update, updateSoon } = ctx.app;
@@ -152,6 +155,7 @@ async function fetchBoth(ctx) {
   }
   const textKey = gridKey(state);
   const record = detailRecord(state);
+  const chosen = () => record.key === headKey(state); // else the head picked since has its own request
   state.pending.grid = state.pending.detail = true;
   update();
   try {
@@ -159,18 +163,18 @@ async function fetchBoth(ctx) {
     if (answer === null) return;
     state.grid = { key: textKey, text: record.text, response: answer };
     requestDone(ctx, "grid", null);
-    if (record.key === headKey(state)) {
+    if (chosen()) {
       state.detail = { ...record, response: detailOf(answer) };
       requestDone(ctx, "detail", null);
     }
   } catch (err) {
     requestDone(ctx, "grid", err, textKey);
-    requestDone(ctx, "detail", err, record.key);
+    if (chosen()) requestDone(ctx, "detail", err, record.key);
   }
-  state.pending.grid = state.pending.detail = false;
+  state.pending.grid = false;
+  if (chosen()) state.pending.detail = false;
   updateSoon();
-  if (state.zoom && state.detail?.key === record.key && state.detail.response.focus?.thumbnail?.block > 1)
-    fetchRegion(ctx);
+  regionOfZoom(ctx, record.key);
 }
 
 /** Fetch the exact cells of the zoomed block of a pooled head (focus.region), when it fits. */
@@ -219,11 +223,9 @@ async function fetchPredictions(ctx) {
 }
 
 /**
- * Ask for the current text: the chosen head's detail (every view needs it) and the all-heads
- * grid. Where the chosen head is asked pooled (a text that may not fit the heatmap's cells, as any text
- * past a few hundred characters is until its grid answer counts its tokens), both come in one request
- * (`fetchBoth`); else as two at once, which the server answers on separate workers. An answer is drawn
- * at the page's next frame after it lands (`updateSoon`), so two landing within one frame cost one render.
+ * Ask for the current text: the chosen head's detail (every view needs it) and the all-heads grid; in one
+ * request (`fetchBoth`) where the head is asked pooled (a text of a few hundred characters, until its grid
+ * counts the tokens), else two at once. Answers are drawn at the next frame (`updateSoon`): one render for both.
  */
 async function refreshAll(ctx) {
   const { state, update } = ctx.app;
