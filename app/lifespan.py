@@ -22,6 +22,7 @@ import torch
 from fastapi import FastAPI
 from starlette.types import Message, Receive, Scope, Send
 
+from ..model.jlens.lensfile import LensFileError, check_fits, load_lens, resolve_lens
 from ..model.ours.checkpoint import CheckpointError
 from ..model.registry import load_model
 from .compute.atlas import AtlasFolderError, load_atlases
@@ -117,9 +118,12 @@ def limit_heap_retention() -> bool:
 
 def load_service(settings: Settings) -> Service:
     """The settings' model, loaded, with what is computed once (:func:`build_service`)."""
+    jlens = load_lens(resolve_lens(settings.jlens)) if settings.jlens else None  # a bad file stops before the model
     lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
+    if jlens is not None:
+        check_fits(jlens, lm.facts)
     limits = {"max_text_chars": settings.text_limit(), "max_matrix_cells": settings.max_matrix_cells}
-    svc = build_service(lm, limits=limits, image_limits=settings.image_limits())
+    svc = build_service(lm, limits=limits, image_limits=settings.image_limits(), jlens=jlens)
     if settings.compile:
         svc.fuse = True
         compile_now(svc)
@@ -153,7 +157,7 @@ async def lifespan(app: FastAPI):
     try:
         state.atlases = await anyio.to_thread.run_sync(load_atlases, settings.atlas)
         svc = await anyio.to_thread.run_sync(load_service, settings)
-    except (CheckpointError, AtlasFolderError, CompileError) as e:
+    except (CheckpointError, AtlasFolderError, CompileError, LensFileError) as e:
         # the server logs this one line (LifespanErrorMiddleware) and exits non-zero
         state.startup_error = f"attnscope: cannot start: {one_line(e)}"
         raise

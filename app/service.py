@@ -13,6 +13,7 @@ import numpy as np
 from ..model.backends import LoadedModel
 from ..model.fields import field_table
 from ..model.heads import ROLES, role_scores
+from ..model.jlens.lensfile import JacobianLens
 from .responses import dumps
 from .schemas.attention import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_MATRIX_CELLS, REGION_MAX
 from .schemas.generation import MAX_NEW_TOKENS
@@ -30,6 +31,7 @@ class Service:
     heads_json: bytes | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     fuse: bool = False  # the statistics' block passes compiled (settings.compile)
+    jlens: JacobianLens | None = None  # a fitted Jacobian lens (--jlens), checked to fit this model
 
     @property
     def max_matrix_cells(self) -> int:
@@ -72,13 +74,16 @@ def build_service(
     with_heads: bool = True,
     limits: dict[str, int] | None = None,
     image_limits: dict[str, int] | None = None,
+    jlens: JacobianLens | None = None,
 ) -> Service:
     """The model and what is computed once. ``limits``: the server's (``max_text_chars``,
     ``max_matrix_cells``), shown in the model's description; unset: the defaults. ``image_limits``
-    (``max_bytes``, ``max_pixels``): an image-text model's, unset: the defaults."""
+    (``max_bytes``, ``max_pixels``): an image-text model's, unset: the defaults. ``jlens``: a Jacobian
+    lens already checked to fit the model (:func:`model.jlens.lensfile.check_fits`)."""
     info = model_info(lm)
     default_images = {"max_bytes": MAX_IMAGE_BYTES, "max_pixels": MAX_IMAGE_PIXELS}
     info["image_limits"] = (image_limits or default_images) if lm.facts.vision else None
+    info["jlens"] = jlens.about() if jlens is not None else None
     text_chars = max(16000, CHARS_PER_TOKEN * lm.facts.block_size)  # as Settings.text_limit() for this model
     info["limits"] = {
         "max_text_chars": text_chars,
@@ -93,6 +98,7 @@ def build_service(
         info=info,
         info_json=dumps(info),
         displays=[tok.display(i) if i < tok.vocab_size else f"<{i}>" for i in range(lm.facts.vocab_size)],
+        jlens=jlens,
     )
     if with_heads:
         svc.heads_json = dumps(head_roles(lm))

@@ -25,6 +25,8 @@ before decoding (more: 422) |
 | ``ATTNSCOPE_CORS_ORIGINS`` | empty = no CORS | comma-separated origins (or a JSON list) |
 | ``ATTNSCOPE_ATLAS`` | none | one or two head atlases (``attnscope atlas --out DIR``), \
 comma-separated: the Atlas view |
+| ``ATTNSCOPE_JLENS`` | none | a Jacobian lens (``attnscope jlens --out LENS.pt``), or ``ORG/NAME:FILE`` in the \
+local Hugging Face cache: ``POST /api/lens`` with ``"lens": "jacobian"`` |
 """
 
 from __future__ import annotations
@@ -87,6 +89,10 @@ class Settings(BaseSettings):
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     atlas: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, max_length=2, description="head atlases to serve (attnscope atlas --out DIR), one or two"
+    )
+
+    jlens: str | None = Field(
+        None, description="a Jacobian lens file (attnscope jlens --out), or ORG/NAME:FILE in the local Hub cache"
     )
 
     @field_validator("atlas", mode="before")

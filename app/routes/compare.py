@@ -41,7 +41,7 @@ def make_router(max_text_chars: int) -> APIRouter:
         models = machine_models(state)
 
         def load(path):
-            return load_service(settings.model_copy(update={"checkpoint": path, "model": None}))
+            return load_service(settings.model_copy(update={"checkpoint": path, "model": None, "jlens": None}))
 
         second = second_service(state, models, body.model_b, load)
         if second is None:

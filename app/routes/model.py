@@ -63,7 +63,7 @@ def make_router(max_text_chars: int) -> APIRouter:
         settings = state.settings
         check_memory(entry, settings.dtype, *free_bytes(settings))
         update = {"checkpoint": entry["path"], "model": None}
-        start_switch(state, entry, lambda path: load_service(settings.model_copy(update=update)))
+        start_switch(state, entry, lambda path: load_service(settings.model_copy(update={**update, "jlens": None})))
         return {"name": entry["name"], "status": "loading"}
 
     return router

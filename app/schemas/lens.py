@@ -24,20 +24,41 @@ class LensRequest(TextInput):
     )
     top_k: int = Field(5, ge=1, le=LENS_TOP_K_MAX, description="tokens per position and residual")
     image: ImageUpload = None
+    lens: Literal["logit", "jacobian"] = Field(
+        "logit",
+        description="logit: the final norm and LM head on the residual stream itself; jacobian: on J_l h_l, the "
+        "stream carried to the last block by the Jacobian lens the server loaded (GET /api/model `jlens`)",
+    )
+    heads: bool = Field(
+        False,
+        description="also read each head's write into the residual stream (the attribution's per-head write) "
+        "through its layer's J: W_U · norm(J_l · write), what the head pushes the model to say later",
+    )
 
 
 class LensResidual(BaseModel):
-    after: Literal["embed"] | int = Field(description="'embed': the embeddings; a number: that block")
+    after: Literal["embed"] | int = Field(
+        description="'embed': the embeddings; a number: that block (Jacobian lens: each source layer, then the last)"
+    )
     top: list[list[Prediction]] = Field(
         description="[position][top_k]: the final norm and unembedding applied to the residual stream there"
     )
+
+
+class HeadRead(BaseModel):
+    top: list[list[Prediction]] = Field(description="[position][top_k]: W_U · norm(J_l · the head's write there)")
 
 
 class LensResponse(BaseModel):
     tokens: list[str]
     token_kinds: TokenKinds = None
     image: ImageShown = None
+    lens: Literal["logit", "jacobian"]
     residuals: list[LensResidual] = Field(
-        description="after the embeddings, then after each block; the last is the model's own prediction"
+        description="the logit lens: after the embeddings, then after each block; the Jacobian lens: after each of "
+        "its source layers, then the last block. The last is the model's own prediction"
+    )
+    heads: list[list[HeadRead] | None] | None = Field(
+        None, description="with heads: true, [layer][head]; null for a layer the Jacobian lens has no J for"
     )
     timing_ms: float

@@ -55,6 +55,11 @@ class LayerInfo(BaseModel):
     note: str | None = optional_field("what else the layer does that the drawing does not show")
 
 
+class JLensInfo(BaseModel):
+    source_layers: list[int] = Field(description="the blocks the Jacobian lens reads (each has its J)")
+    n_prompts: int = Field(description="the prompts it was fitted over")
+
+
 class ModelInfo(BaseModel):
     name: str
     family: str = Field(description="'attnscope' (ours) or the transformers model_type: gpt2, gpt_neox, llama, ...")
@@ -85,6 +90,9 @@ class ModelInfo(BaseModel):
     )
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
     image_limits: ImageLimits | None = Field(None, description="the image limits, on an image-text model; else null")
+    jlens: JLensInfo | None = Field(
+        None, description="the Jacobian lens loaded with --jlens (POST /api/lens with lens: jacobian); else null"
+    )
     d_model: int
     divisor: float = Field(description="what the model divides q·kᵀ by (not always √head_dim)")
     divisor_rule: str = Field(description="how the model defines its divisor")

@@ -1,10 +1,14 @@
-"""``POST /api/lens``: the top tokens of the final norm and unembedding after every block."""
+"""``POST /api/lens``: the top tokens of the final norm and unembedding after every block, read
+through the logit lens or a fitted Jacobian lens, and (``heads``) each head's write read the same way."""
 
 from __future__ import annotations
 
 import time
 
+from ....model.causal import NotSplittable
 from ....model.causal.lens import Unsupported, lens
+from ....model.jlens.readout import head_readout, jacobian_lens
+from ...errors import ApiError
 from ...images import prompt_of
 from ...responses import dumps
 from ...schemas.lens import LensRequest
@@ -16,17 +20,43 @@ from . import elapsed_ms, not_exact
 def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> bytes:
     """The POST /api/lens answer: the top tokens of the final norm and unembedding after every block."""
     t0 = time.perf_counter() if started is None else started
+    if req.lens == "jacobian" and svc.jlens is None:
+        raise ApiError(422, "no Jacobian lens is loaded: start the server with --jlens FILE (attnscope jlens "
+                       "fits one), or ask for the logit lens", loc=("body", "lens"), type_="no_jacobian_lens")
     prompt = prompt_of(svc, req.text, req.image)
     try:
-        got = lens(prompt.backend, prompt.ids, req.top_k)
+        if req.lens == "jacobian":
+            after, got = jacobian_lens(prompt.backend, svc.jlens, prompt.ids, req.top_k)
+        else:
+            got = lens(prompt.backend, prompt.ids, req.top_k)
+            after = ["embed", *range(svc.loaded.facts.n_layer)]
     except Unsupported as e:
         raise not_exact(e, "text") from None
     residuals = [
-        {
-            "after": "embed" if i == 0 else i - 1,
-            "top": top_predictions(got.values[i], got.indices[i], got.lse[i], svc.displays, 1.0),
-        }
-        for i in range(len(got.values))
+        {"after": a, "top": top_predictions(got.values[i], got.indices[i], got.lse[i], svc.displays, 1.0)}
+        for i, a in enumerate(after)
     ]
-    body = {"tokens": prompt.tokens, **prompt.vision, "residuals": residuals, "timing_ms": elapsed_ms(t0)}
+    body = {"tokens": prompt.tokens, **prompt.vision, "lens": req.lens, "residuals": residuals}
+    if req.heads:
+        body["heads"] = _heads(svc, prompt, req)
+    body["timing_ms"] = elapsed_ms(t0)
     return dumps(body)
+
+
+def _heads(svc: Service, prompt, req: LensRequest) -> list:
+    """``[layer][head]`` of ``{"top": [T][top_k]}``: each head's write read through its layer's J (the
+    identity for the logit lens and after the last block); a layer the lens has no J for is null."""
+    try:
+        got = head_readout(prompt.backend, svc.jlens if req.lens == "jacobian" else None, prompt.ids, req.top_k)
+    except (NotSplittable, Unsupported) as e:
+        raise ApiError(422, f"the heads' writes cannot be split exactly on this model: {e}", loc=("body", "heads"),
+                       type_="not_splittable") from None
+    return [
+        [
+            {"top": top_predictions(got.values[layer, h], got.indices[layer, h], got.lse[layer, h], svc.displays, 1.0)}
+            for h in range(got.values.shape[1])
+        ]
+        if read
+        else None
+        for layer, read in enumerate(got.read)
+    ]

@@ -1,0 +1,83 @@
+"""Reading the residual stream, and each head's write, through a fitted Jacobian lens.
+
+The Jacobian lens at block ``l`` is ``W_U · norm(J_l h_l)``: the residual stream after block ``l`` carried
+to the last block by the lens's linear map ``J_l``, then the model's own final norm and LM head (what
+the logit lens applies to ``h_l`` itself). After the last block ``J`` is the identity, so the last
+entry is the model's own prediction, as in the logit lens.
+
+The per-head readout applies the same map to one head's write into the residual stream at each
+position (the write that direct attribution splits the logit into, :mod:`model.causal.components`):
+``W_U · norm(J_l · write)``, what that head pushes the model to say later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..backends import top_logits
+from ..causal.components import capture, parts_of, writes
+from ..causal.lens import Lens, blocks_and_norm, residual_stream
+from ..options import AttentionOptions
+from ..precision import exact_fp32
+from .lensfile import JacobianLens
+
+
+def _carry(lens: JacobianLens | None, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """``J_layer x`` for rows ``x (..., C)``; the identity after the last block, and everywhere without a lens."""
+    J = None if lens is None else lens.J.get(layer)
+    return x if J is None else x @ J.to(x.device, x.dtype).T
+
+
+@torch.inference_mode()
+@exact_fp32()
+def jacobian_lens(
+    backend, lens: JacobianLens, ids: list[int], k: int, opts: AttentionOptions = AttentionOptions()
+) -> tuple[list[int], Lens]:
+    """The blocks read (each source layer, then the last block) and their top ``k`` tokens ``(n, T, k)``."""
+    stream = residual_stream(backend, ids, opts)  # (L + 1, T, C): after the embeddings, then each block
+    _, norm = blocks_and_norm(backend)
+    last = backend.facts.n_layer - 1
+    after = [*lens.source_layers, last]
+    carried = [_carry(lens, layer, stream[layer + 1]) if layer != last else stream[-1] for layer in after]
+    parts = [top_logits(backend, norm(x), k, 1.0) for x in carried]  # (T, k), (T, k), (T,) each
+    values, indices, lse = (torch.stack(p) for p in zip(*parts))
+    return after, Lens(values=values, indices=indices, lse=lse)
+
+
+@dataclass
+class HeadReadout:
+    values: torch.Tensor  # (L, nh, T, k) top logits of W_U · norm(J_l · write); NaN where layer l has no J
+    indices: torch.Tensor  # (L, nh, T, k)
+    lse: torch.Tensor  # (L, nh, T) float64
+    read: list[bool]  # per layer: whether it was read (a source layer of the lens, or the last block)
+
+
+@torch.inference_mode()
+@exact_fp32()
+def head_readout(backend, lens: JacobianLens | None, ids: list[int], k: int) -> HeadReadout:
+    """Each head's write at every position read through its layer's J (``W_U · norm(J_l · write)``);
+    ``lens=None``: the logit lens of each write (``W_U · norm(write)``)."""
+    parts = parts_of(backend)
+    T = len(ids)
+    w = writes(parts, capture(backend, parts, ids, list(range(T))))  # heads: L × (nh, T, C) float64
+    last = backend.facts.n_layer - 1
+    norm = parts.final_norm
+    dtype = next(norm.parameters(), torch.empty(0)).dtype
+    values, indices, lse, read = [], [], [], []
+    for layer, heads in enumerate(w.heads):
+        nh = heads.shape[0]
+        ok = lens is None or layer == last or layer in lens.J
+        read.append(ok)
+        if not ok:
+            values.append(torch.full((nh, T, k), float("nan")))
+            indices.append(torch.full((nh, T, k), -1, dtype=torch.long))
+            lse.append(torch.full((nh, T), float("nan"), dtype=torch.float64))
+            continue
+        carried = _carry(lens, layer, heads.reshape(nh * T, -1))  # (nh·T, C)
+        v, i, s = top_logits(backend, norm(carried.to(dtype)), k, 1.0)
+        values.append(v.reshape(nh, T, -1).cpu())
+        indices.append(i.reshape(nh, T, -1).cpu())
+        lse.append(s.reshape(nh, T).cpu())
+    return HeadReadout(torch.stack(values), torch.stack(indices), torch.stack(lse), read)
