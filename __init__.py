@@ -22,11 +22,13 @@ In a notebook (``pip install 'attnscope[notebook]'``)::
 Over a corpus (``attnscope atlas`` on the command line; docs/ATLAS.md)::
 
     attnscope.atlas(["notes.txt"], "atlas/")                   # every head's metrics, as Parquet files
+    attnscope.jlens(["notes.txt"], "lens.pt")                  # a Jacobian lens (docs/JLENS.md)
+    attnscope.lens(text, lens="jacobian", jlens="lens.pt")     # what each block would say, read through it
 """
 
 from .model import __version__
 
-__all__ = ["__version__", "atlas", "capture", "load_model", "show"]
+__all__ = ["__version__", "atlas", "capture", "jlens", "lens", "load_model", "show"]
 
 
 def load_model(checkpoint=None, device: str | None = "cpu", dtype: str = "fp32"):
@@ -57,3 +59,21 @@ def atlas(corpus, out, checkpoint=None, model=None, **options):
     from .model.atlas.build import atlas as _atlas
 
     return _atlas(corpus, out, checkpoint=checkpoint, model=model, **options)
+
+
+def jlens(corpus, out, checkpoint=None, model=None, **options):
+    """Fit a Jacobian lens over ``corpus`` (file paths) and write it to ``out``
+    (:func:`attnscope.model.jlens.build.fit_lens`; ``model=``: an :func:`load_model` result)."""
+    from .model.atlas.corpus import open_corpus
+    from .model.jlens.build import fit_lens
+
+    lm = model if model is not None else load_model(checkpoint)
+    return fit_lens(lm, open_corpus(corpus), out, **options)
+
+
+def lens(text: str, model=None, tokenizer=None, checkpoint=None, **options):
+    """The logit lens or a Jacobian lens over ``text``, as ``POST /api/lens`` answers
+    (:func:`attnscope.app.notebook.lens`)."""
+    from .app.notebook import lens as _lens
+
+    return _lens(text, model=model, tokenizer=tokenizer, checkpoint=checkpoint, **options)

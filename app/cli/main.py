@@ -7,11 +7,13 @@
     attnscope serve --checkpoint FILE.gguf | --ollama NAME[:TAG]    (a GGUF model, dequantized)
     attnscope models [--dir DIR]                  (the GGUF models on this machine)
     attnscope atlas --corpus PATH [PATH ...] --out DIR [--checkpoint DIR] (every head over a corpus: docs/ATLAS.md)
+    attnscope jlens --corpus PATH [PATH ...] --out LENS.pt [--checkpoint DIR] (a Jacobian lens: docs/JLENS.md)
 
 Also ``python -m attnscope ...``. Settings not given as options come from ``ATTNSCOPE_*``
 variables (see :mod:`app.settings`). Errors are one line on stderr and a non-zero exit: 2 for
 a usage error, 1 for anything else. Here: the top-level parser and ``main``; each command, its
-options and its work are in :mod:`.serve`, :mod:`.inspect`, :mod:`.export`, :mod:`.atlas` and :mod:`.models`.
+options and its work are in :mod:`.serve`, :mod:`.inspect`, :mod:`.export`, :mod:`.atlas`, :mod:`.jlens`
+and :mod:`.models`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .atlas import add_atlas_command
 from .common import EXIT_USAGE, Failure, fail
 from .export import add_export_command
 from .inspect import add_inspect_command
+from .jlens import add_jlens_command
 from .models import add_models_command
 from .serve import add_serve_command
 
@@ -52,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_command(sub)
     add_models_command(sub)
     add_atlas_command(sub)
+    add_jlens_command(sub)
     return ap
 
 

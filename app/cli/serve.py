@@ -42,14 +42,19 @@ def add_serve_command(sub) -> None:
         metavar="DIR",
         help="a head atlas (attnscope atlas --out DIR) for the Atlas view; twice to compare two",
     )
+    serve.add_argument(
+        "--jlens",
+        metavar="FILE | ORG/NAME:FILE",
+        help="a Jacobian lens (attnscope jlens --out FILE), or one in the local Hugging Face cache: "
+        "POST /api/lens with lens: jacobian",
+    )
     serve.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check, in this order, the options, the port, the device and the checkpoint; then serve."""
-    settings = command_settings(
-        args, ("host", "port", "checkpoint", "device", "dtype", "atlas", "compile", *PLACEMENT), refused=REFUSED
-    )
+    names = ("host", "port", "checkpoint", "device", "dtype", "atlas", "compile", "jlens", *PLACEMENT)
+    settings = command_settings(args, names, refused=REFUSED)
     if args.workers < 1:
         raise Failure("--workers must be at least 1", EXIT_USAGE)
     # a busy port is found before the model is loaded, and said in one line
@@ -117,11 +122,14 @@ def preflight(settings: Settings) -> None:
             f"{REFUSED}--compile needs a C/C++ compiler (torch.compile builds its kernels with one, Triton's "
             "launcher too): none found (CC, cc, gcc, clang); install one or serve without --compile"
         )
+    from ...model.jlens.lensfile import LensFileError, load_lens, resolve_lens
     from ..compute.atlas import AtlasFolderError, load_atlases
 
     try:
         load_atlases(settings.atlas)
-    except AtlasFolderError as e:
+        if settings.jlens:  # read here for its one line; whether it fits the model, once the server loads both
+            load_lens(resolve_lens(settings.jlens))
+    except (AtlasFolderError, LensFileError) as e:
         raise Failure(f"{REFUSED}{e}") from None
 
 
@@ -147,6 +155,7 @@ def run(settings: Settings, workers: int) -> None:
         env |= {"device_map": settings.device_map, "max_memory": settings.max_memory}
         env["offload_folder"] = str(settings.offload_folder) if settings.offload_folder else None
         env["compile"] = "1" if settings.compile else None
+        env["jlens"] = settings.jlens
         if settings.atlas:  # the workers read them too
             env["atlas"] = ",".join(str(p) for p in settings.atlas)
         for key, value in env.items():

@@ -1,4 +1,4 @@
-"""attnscope in a notebook: ``show`` (an anywidget widget) and ``capture`` (numpy arrays).
+"""attnscope in a notebook: ``show`` (an anywidget widget), ``capture`` (numpy arrays) and ``lens``.
 
 Both compute in the kernel, with the very functions the JSON API uses: no HTTP server, no port.
 Here: :func:`capture` and :func:`show`. The model a notebook names (the shipped one, a checkpoint,
@@ -15,7 +15,7 @@ from typing import Any
 
 from .service import TOP_K, image_value, request, service_for
 
-__all__ = ["capture", "show", "service_for"]  # and AttnScope, the widget class (imported on first use)
+__all__ = ["capture", "lens", "show", "service_for"]  # and AttnScope, the widget class (imported on first use)
 
 CAPTURE_INCLUDE = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscaled", "stats", "q", "k", "v"]
 
@@ -65,6 +65,41 @@ def capture(
         image=image_value(image),
     )
     return answer_arrays(svc, body)
+
+
+def lens(
+    text: str,
+    model=None,
+    tokenizer=None,
+    checkpoint=None,
+    *,
+    lens: str = "logit",
+    jlens=None,
+    heads: bool = False,
+    top_k: int = 5,
+    image=None,
+) -> dict[str, Any]:
+    """What ``POST /api/lens`` answers for ``text``: the top tokens after each block, read by the logit
+    lens (``lens="logit"``) or by a Jacobian lens (``lens="jacobian"``, ``jlens=`` a file
+    ``attnscope jlens`` wrote, or ``ORG/NAME:FILE`` in the local Hugging Face cache); ``heads=True``
+    adds each head's write read the same way. A lens that does not fit the model: ``ValueError``."""
+    import dataclasses
+
+    import orjson
+
+    from ...model.jlens.lensfile import check_fits, load_lens, resolve_lens
+    from ..compute.causal.lens import lens_json
+    from ..schemas.lens import LensRequest
+
+    svc = service_for(model, tokenizer, checkpoint)
+    if lens == "jacobian" and jlens is None:
+        raise ValueError("lens='jacobian' needs jlens=: a file attnscope jlens wrote, or ORG/NAME:FILE")
+    if jlens is not None:
+        fitted = load_lens(resolve_lens(jlens))
+        check_fits(fitted, svc.loaded.facts)
+        svc = dataclasses.replace(svc, jlens=fitted)
+    req = LensRequest(text=text, lens=lens, heads=heads, top_k=top_k, image=image_value(image))
+    return orjson.loads(lens_json(svc, req))
 
 
 # ------------------------------------------------------------------ the widget

@@ -1,0 +1,82 @@
+"""``attnscope jlens``: fit a Jacobian lens over a corpus and write it in the published format.
+
+    attnscope jlens --corpus notes.txt more.jsonl --out lens.pt [--checkpoint DIR | --model ORG/NAME]
+                    [--seq-len 128] [--skip-first 16] [--prompts N] [--dim-batch 32] [--layers 0 1 ...] [--resume]
+
+The corpus is checked before the model loads (one line naming a bad file, exit 1). Ctrl+C leaves
+``LENS.pt.partial``; ``--resume`` continues it. See :mod:`model.jlens` and docs/JLENS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .atlas import EXIT_INTERRUPTED, _positive
+from .common import PLACEMENT, Failure, add_model_options, check_device, command_settings
+
+
+def _count(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
+    return n
+
+
+def add_jlens_command(sub) -> None:
+    jl = sub.add_parser("jlens", help="fit a Jacobian lens over a corpus (serve --jlens reads it)")
+    jl.add_argument("--corpus", nargs="+", required=True, metavar="PATH",
+                    help="the atlas's corpus formats: .txt, .jsonl or .parquet; each document is one prompt")
+    jl.add_argument("--out", required=True, metavar="LENS.pt", help="the lens file to write")
+    add_model_options(jl)
+    jl.add_argument("--seq-len", type=_positive,
+                    help="tokens a prompt keeps (default 128, or the model's context if shorter)")
+    jl.add_argument("--skip-first", type=_count, default=16,
+                    help="positions left out at the start of each prompt (default 16)")
+    jl.add_argument("--prompts", type=_positive, metavar="N", help="stop after N prompts (default: the whole corpus)")
+    jl.add_argument("--dim-batch", type=_positive, default=32, metavar="B",
+                    help="output dimensions per backward pass: ceil(d_model / B) passes a prompt (default 32)")
+    jl.add_argument("--layers", type=_count, nargs="+", metavar="L",
+                    help="the source blocks to fit (default: every block before the last)")
+    jl.add_argument("--resume", action="store_true", help="continue the fit a Ctrl+C interrupted (LENS.pt.partial)")
+    jl.add_argument("--no-progress", action="store_true", help="no progress bar (shown only on a terminal anyway)")
+    jl.set_defaults(func=cmd_jlens)
+
+
+def cmd_jlens(args: argparse.Namespace) -> int:
+    """Check the corpus, then the model options and the device; load the model; fit; write."""
+    from ...model.atlas.corpus import CorpusError, open_corpus
+    from ...model.jlens.build import JLensError, fit_lens
+    from ...model.jlens.lensfile import load_lens
+    from ...model.ours.checkpoint import CheckpointError
+    from ...model.registry import load_model
+
+    try:
+        corpus = open_corpus(args.corpus)
+    except CorpusError as e:
+        raise Failure(str(e)) from None
+    settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
+    check_device(settings.device, bool(args.device))
+    try:
+        lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
+        out = fit_lens(
+            lm,
+            corpus,
+            args.out,
+            seq_len=args.seq_len,
+            skip_first=args.skip_first,
+            max_prompts=args.prompts,
+            dim_batch=args.dim_batch,
+            layers=args.layers,
+            resume=args.resume,
+            progress=False if args.no_progress else None,
+        )
+    except (CheckpointError, JLensError, ImportError, OSError) as e:
+        raise Failure(str(e)) from None
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    lens = load_lens(out)
+    print(f"attnscope: Jacobian lens of blocks {lens.source_layers} over {lens.n_prompts} prompts written to {out}")
+    return 0
