@@ -15,6 +15,7 @@ SLOW_MARKERS = ("browser", "notebook")
 SLOW_MODULES = frozenset(
     {
         "model/atlas/test_ray_engine.py",  # starts a local Ray, twice
+        "model/jlens/test_ray_engine.py",  # starts a local Ray
         "app/schemas/test_openapi.py",  # schemathesis over every route
         "test_package.py",  # builds and installs a wheel
         "app/cli/test_main.py",  # real processes of the command

@@ -2,6 +2,7 @@
 
     attnscope jlens --corpus notes.txt more.jsonl --out lens.pt [--checkpoint DIR | --model ORG/NAME]
                     [--seq-len 128] [--skip-first 16] [--prompts N] [--dim-batch 32] [--layers 0 1 ...] [--resume]
+                    [--engine ray [--address ADDR]]
 
 The corpus is checked before the model loads (one line naming a bad file, exit 1). Ctrl+C leaves
 ``LENS.pt.partial``; ``--resume`` continues it. See :mod:`model.jlens` and docs/JLENS.md.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from .atlas import EXIT_INTERRUPTED, _positive
-from .common import PLACEMENT, Failure, add_model_options, check_device, command_settings
+from .common import EXIT_USAGE, PLACEMENT, Failure, add_model_options, check_device, command_settings
 
 
 def _count(value: str) -> int:
@@ -41,6 +42,9 @@ def add_jlens_command(sub) -> None:
     jl.add_argument("--layers", type=_count, nargs="+", metavar="L",
                     help="the source blocks to fit (default: every block before the last)")
     jl.add_argument("--resume", action="store_true", help="continue the fit a Ctrl+C interrupted (LENS.pt.partial)")
+    jl.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="local (default) or ray: shards of prompts on Ray tasks, merged in order")
+    jl.add_argument("--address", help="the Ray cluster to use with --engine ray (default: a local Ray, or RAY_ADDRESS)")
     jl.add_argument("--no-progress", action="store_true", help="no progress bar (shown only on a terminal anyway)")
     jl.set_defaults(func=cmd_jlens)
 
@@ -53,6 +57,8 @@ def cmd_jlens(args: argparse.Namespace) -> int:
     from ...model.ours.checkpoint import CheckpointError
     from ...model.registry import load_model
 
+    if args.address and args.engine != "ray":
+        raise Failure("--address is for --engine ray", EXIT_USAGE)
     try:
         corpus = open_corpus(args.corpus)
     except CorpusError as e:
@@ -72,6 +78,8 @@ def cmd_jlens(args: argparse.Namespace) -> int:
             layers=args.layers,
             resume=args.resume,
             progress=False if args.no_progress else None,
+            engine=args.engine,
+            address=args.address,
         )
     except (CheckpointError, JLensError, ImportError, OSError) as e:
         raise Failure(str(e)) from None

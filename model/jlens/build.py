@@ -50,6 +50,44 @@ def _load_partial(out: Path, settings: dict) -> JacobianSum:
     return acc
 
 
+def _one(lm, ids: list[int], layers: list[int], skip_first: int, dim_batch: int) -> JacobianSum:
+    part = JacobianSum(layers, lm.facts.d_model)
+    part.add(prompt_jacobians(lm.backend, ids, layers, skip_first, dim_batch))
+    return part
+
+
+def _settings(lm, corpus: Corpus, seq_len: int | None, skip_first: int, dim_batch: int, layers) -> dict:
+    """The fit's settings, checked (:class:`JLensError` naming the bad one); what a resume must match."""
+    facts = lm.facts
+    seq_len = min(DEFAULT_SEQ_LEN, facts.block_size) if seq_len is None else seq_len
+    try:
+        source_layers = check_settings(facts, seq_len, skip_first, dim_batch, layers)
+    except ValueError as e:
+        raise JLensError(str(e)) from None
+    return {"model": facts.name, "corpus": corpus.sha256, "seq_len": seq_len, "skip_first": skip_first,
+            "source_layers": source_layers, "d_model": facts.d_model, "dim_batch": dim_batch, "dtype": facts.dtype}
+
+
+def _start(out: Path, settings: dict, resume: bool) -> JacobianSum:
+    """The sums to start from: an interrupted fit's (``resume``), else none."""
+    if resume and _partial(out).is_file():
+        return _load_partial(out, settings)
+    if _partial(out).is_file():
+        raise JLensError(f"{_partial(out)} holds an interrupted fit: pass --resume to continue it, or remove it")
+    return JacobianSum(settings["source_layers"], settings["d_model"])
+
+
+def _parts(lm, todo, settings: dict, engine: str, shard: int, address: str | None):
+    """Each prompt's sums (local), or each shard's (Ray), in the prompts' order."""
+    layers, skip, nb = settings["source_layers"], settings["skip_first"], settings["dim_batch"]
+    if engine == "local":
+        return (_one(lm, ids, layers, skip, nb) for ids in todo)
+    from .ray_engine import ray_sums
+
+    todo = list(todo)
+    return ray_sums(lm, [todo[i : i + shard] for i in range(0, len(todo), shard)], layers, skip, nb, address)
+
+
 def fit_lens(
     lm,
     corpus: Corpus,
@@ -63,52 +101,36 @@ def fit_lens(
     resume: bool = False,
     checkpoint_every: int = 8,
     progress: bool | None = None,
+    engine: str = "local",
+    address: str | None = None,
     after_prompt=None,
 ) -> Path:
     """Fit J over the corpus's first ``max_prompts`` prompts (all by default) and write ``out``.
 
     ``seq_len``: tokens a prompt keeps (default 128, or the model's context if shorter).
-
-    ``progress``: a tqdm bar on stderr (None: only on a terminal). ``after_prompt(acc)``: a test hook.
-    A ``KeyboardInterrupt`` leaves the partial file and propagates."""
+    ``progress``: a tqdm bar on stderr (None: only on a terminal). ``engine``: ``"local"`` or ``"ray"``
+    (shards of ``checkpoint_every`` prompts on Ray tasks, ``address`` the cluster's; :mod:`.ray_engine`).
+    ``after_prompt(acc)``: a test hook. A ``KeyboardInterrupt`` leaves the partial file and propagates."""
     from tqdm import tqdm
 
     out = Path(out)
-    facts = lm.facts
-    seq_len = min(DEFAULT_SEQ_LEN, facts.block_size) if seq_len is None else seq_len
-    try:
-        source_layers = check_settings(facts, seq_len, skip_first, dim_batch, layers)
-    except ValueError as e:
-        raise JLensError(str(e)) from None
-    settings = {
-        "model": facts.name,
-        "corpus": corpus.sha256,
-        "seq_len": seq_len,
-        "skip_first": skip_first,
-        "source_layers": source_layers,
-        "d_model": facts.d_model,
-        "dim_batch": dim_batch,
-        "dtype": facts.dtype,
-    }
-    if resume and _partial(out).is_file():
-        acc = _load_partial(out, settings)
-    elif _partial(out).is_file() and not resume:
-        raise JLensError(f"{_partial(out)} holds an interrupted fit: pass --resume to continue it, or remove it")
-    else:
-        acc = JacobianSum(source_layers, facts.d_model)
-    todo = prompts(token_stream(corpus.documents(), lm.tokenizer), seq_len, skip_first)
+    if engine not in ("local", "ray"):
+        raise JLensError(f"--engine {engine}: use local or ray")
+    settings = _settings(lm, corpus, seq_len, skip_first, dim_batch, layers)
+    acc = _start(out, settings, resume)
+    todo = prompts(token_stream(corpus.documents(), lm.tokenizer), settings["seq_len"], skip_first)
     todo = islice(todo, acc.n_prompts, max_prompts)  # the prompts a resumed fit already has are skipped
-    total = None if max_prompts is None else max_prompts
-    bar = tqdm(total=total, initial=acc.n_prompts, unit="prompt", file=sys.stderr, desc="jlens",
+    bar = tqdm(total=max_prompts, initial=acc.n_prompts, unit="prompt", file=sys.stderr, desc="jlens",
                disable=None if progress is None else not progress, dynamic_ncols=True)
     started, done = time.perf_counter(), 0
     try:
-        for ids in todo:
-            acc.add(prompt_jacobians(lm.backend, ids, source_layers, skip_first, dim_batch))
-            done += 1
-            bar.update(1)
+        for part in _parts(lm, todo, settings, engine, checkpoint_every, address):
+            before = acc.n_prompts
+            acc.merge(part)
+            done += part.n_prompts
+            bar.update(part.n_prompts)
             bar.set_postfix_str(f"{done / (time.perf_counter() - started):.2f} prompts/s", refresh=False)
-            if acc.n_prompts % checkpoint_every == 0:
+            if acc.n_prompts // checkpoint_every > before // checkpoint_every:
                 _save_partial(out, acc, settings)
             if after_prompt is not None:
                 after_prompt(acc)
@@ -122,10 +144,10 @@ def fit_lens(
     except ValueError as e:
         raise JLensError(str(e)) from None
     meta = {
-        "model": facts.name,
+        "model": lm.facts.name,
         "corpus": {"sha256": corpus.sha256, "files": [f.path.name for f in corpus.files]},
         "settings": {k: settings[k] for k in ("seq_len", "skip_first", "dim_batch", "dtype")},
-        "backward_passes_per_prompt": backward_passes(facts.d_model, dim_batch),
+        "backward_passes_per_prompt": backward_passes(lm.facts.d_model, dim_batch),
     }
     save_lens(out, J, acc.n_prompts, meta)
     _partial(out).unlink(missing_ok=True)
