@@ -2,9 +2,13 @@
 // after that block at that token, the model's final norm and unembedding applied to the residual
 // stream there, shaded by its probability (the answer's); the last row is the model's own
 // prediction; a cell's title holds the top k. It follows the text and marks the chosen token; the
-// route runs the model as trained, so with a what-if on the view says so.
+// route runs the model as trained, so with a what-if on the view says so. Where the server loaded a
+// Jacobian lens (/api/model `jlens`) a switch reads through it, or shows both lenses one above the
+// other; "each head's write" adds a layer × head table of what every head's write says at the
+// chosen token (the answer's `heads`), read by the same lens.
 
 import { answerFor, askInto } from "../answers.js";
+import { headWritesTable, HEADS_ABOUT, JACOBIAN_ABOUT } from "../draw/lensheads.js";
 import { byId, idOf, setHidden, setText } from "../dom.js";
 import { asTrainedWords } from "../draw/causal.js";
 import { shortToken } from "../draw/figures.js";
@@ -12,32 +16,73 @@ import { imageField, imageId, selectedPosition, textTokens } from "../state.js";
 
 export const id = "lens";
 export const label = "Lens";
-/** Its slice: guesses per cell in the hover, and POST /api/lens {key, response, error}. */
-export const state = { lensTopK: 5, lens: null };
-export const answers = ["lens"];
+/**
+ * Its slice: guesses per cell in the hover, which lens ("logit", "jacobian" or "both"), whether each head's write
+ * is read too, and the POST /api/lens answers {key, response, error}: `lens` (the logit lens), `lensJacobian`.
+ */
+export const state = { lensTopK: 5, lensKind: "logit", lensHeads: false, lens: null, lensJacobian: null };
+export const answers = ["lens", "lensJacobian"];
 const TOP_K = [3, 5, 10, 20];
-/** `lensk=`: the guesses per cell (5 unless given). */
+const KINDS = { logit: "logit lens", jacobian: "Jacobian lens", both: "both lenses" };
+/** `lensk=`: the guesses per cell (5 unless given); `lensj=jacobian|both`; `lensheads=1`. */
 export const link = {
   read(params, out) {
     const k = Number(params.get("lensk"));
     if (TOP_K.includes(k)) out.lensTopK = k;
+    const kind = params.get("lensj");
+    if (kind === "jacobian" || kind === "both") out.lensKind = kind;
+    if (params.get("lensheads") === "1") out.lensHeads = true;
   },
   write(s, params) {
     if (s.lensTopK !== 5) params.set("lensk", String(s.lensTopK));
+    if (s.lensKind !== "logit") params.set("lensj", s.lensKind);
+    if (s.lensHeads) params.set("lensheads", "1");
   },
 };
 /** Its own request, asked for by draw when the view is shown. */
 export const needs = [];
 
-const lensKey = (state) => JSON.stringify([state.model?.name, state.text, imageId(state), state.lensTopK]);
+/** The lenses drawn: the logit lens alone unless the server loaded a Jacobian lens. */
+const kindsOf = (state) => {
+  if (!state.model?.jlens || state.lensKind === "logit") return ["logit"];
+  return state.lensKind === "both" ? ["logit", "jacobian"] : ["jacobian"];
+};
+const SLOT = { logit: "lens", jacobian: "lensJacobian" };
 
-/** The top-k select. */
+/** A control in the view's header, made here (the header holds the top-k select in index.html). */
+function control(html, testid) {
+  const label = document.createElement("label");
+  label.className = "small";
+  label.innerHTML = html;
+  label.dataset.testid = testid;
+  byId("lens-k").closest("header").append(label);
+  return label;
+}
+
+/** The top-k select, the lens switch (shown where a Jacobian lens is loaded) and the heads' box. */
 export function install(app) {
   const select = byId("lens-k");
   select.replaceChildren(...TOP_K.map((k) => new Option(`top ${k}`, String(k))));
   select.value = String(app.state.lensTopK);
   select.addEventListener("change", () => {
     app.state.lensTopK = Number(select.value);
+    app.update();
+  });
+  const kind = control('read by <select id="lens-kind" data-testid="lens-kind"></select>', "lens-kind-label");
+  kind.hidden = true;
+  const pick = kind.querySelector("select");
+  pick.replaceChildren(...Object.entries(KINDS).map(([value, text]) => new Option(text, value)));
+  pick.value = app.state.lensKind;
+  pick.addEventListener("change", () => {
+    app.state.lensKind = pick.value;
+    app.update();
+  });
+  const checkbox = '<input type="checkbox" id="lens-heads" data-testid="lens-heads"> each head\'s write';
+  const heads = control(checkbox, "lens-heads-label");
+  const box = heads.querySelector("input");
+  box.checked = app.state.lensHeads;
+  box.addEventListener("change", () => {
+    app.state.lensHeads = box.checked;
     app.update();
   });
 }
@@ -105,9 +150,39 @@ const ABOUT =
   "token after the one above it, darker the more probable; hover a cell for the top guesses. The last row " +
   "is the model's own prediction.";
 
-export function draw(state, els, app = null) {
+/** The controls as the state has them. */
+function syncControls(state) {
   const select = byId("lens-k");
   if (select.value !== String(state.lensTopK)) select.value = String(state.lensTopK);
+  setHidden(byId("lens-kind").closest("label"), !state.model?.jlens);
+  if (byId("lens-kind").value !== state.lensKind) byId("lens-kind").value = state.lensKind;
+  byId("lens-heads").checked = state.lensHeads;
+}
+
+/** Each lens's answer for the current text: `{kind, response, error}` (asking for what is missing). */
+function answersOf(state, app) {
+  return kindsOf(state).map((kind) => {
+    const body = { text: state.text, ...imageField(state), top_k: state.lensTopK, lens: kind };
+    if (state.lensHeads) body.heads = true;
+    const key = JSON.stringify([state.model?.name, imageId(state), body]);
+    const ask = app && (() => askInto(app, SLOT[kind], key, "/api/lens", body));
+    return { kind, ...answerFor(state, SLOT[kind], key, ask) };
+  });
+}
+
+/** One lens's part of the box: a heading where both are shown, its table, and its heads' table. */
+function part(got, both, position) {
+  const div = document.createElement("div");
+  div.className = "lens-part";
+  div.dataset.lens = got.kind;
+  if (both) div.append(Object.assign(document.createElement("h3"), { textContent: KINDS[got.kind] }));
+  div.append(lensTable(got.response));
+  if (got.response.heads) div.append(headWritesTable(got.response, position));
+  return div;
+}
+
+export function draw(state, els, app = null) {
+  syncControls(state);
   const note = asTrainedWords(state, "The lens shows");
   setText(byId("lens-note"), note ?? "");
   setHidden(byId("lens-note"), !note);
@@ -117,20 +192,24 @@ export function draw(state, els, app = null) {
     setText(byId("lens-caption"), "Type a text to see what the model would guess after each block.");
     return false;
   }
-  const key = lensKey(state);
-  const body = { text: state.text, ...imageField(state), top_k: state.lensTopK };
-  const ask = app && (() => askInto(app, "lens", key, "/api/lens", body));
-  const { response, error } = answerFor(state, "lens", key, ask);
-  setText(byId("lens-caption"), error ? `Could not compute the lens: ${error}` : response ? ABOUT : "computing…");
-  setHidden(box, !response); // nothing stale under a refusal
-  if (!response) return false;
-  const sig = String(idOf(response));
+  const got = answersOf(state, app);
+  const names = got.map((g) => (g.kind === "logit" ? "logit" : "Jacobian")).join(" and ");
+  setText(byId("lens-k").closest("header").querySelector("h2"), `The guess after each block (${names} lens)`);
+  const error = got.find((g) => g.error)?.error;
+  const ready = got.every((g) => g.response);
+  const about = [got.some((g) => g.kind === "logit") ? ABOUT : "", got.some((g) => g.kind === "jacobian") ?
+    JACOBIAN_ABOUT(state.model.jlens) : "", state.lensHeads ? HEADS_ABOUT : ""].filter(Boolean).join(" ");
+  setText(byId("lens-caption"), error ? `Could not compute the lens: ${error}` : ready ? about : "computing…");
+  setHidden(box, !ready || Boolean(error)); // nothing stale under a refusal
+  if (!ready || error) return false;
+  const tokens = textTokens(state) ?? got[0].response.tokens;
+  const position = selectedPosition(state, tokens.length);
+  const sig = [...got.map((g) => idOf(g.response)), state.lensHeads ? position : ""].join(" ");
   if (box.dataset.signature !== sig) {
     box.dataset.signature = sig;
     delete box.dataset.chosen;
-    box.replaceChildren(lensTable(response));
+    box.replaceChildren(...got.map((g) => part(g, got.length > 1, position)));
   }
-  const tokens = textTokens(state) ?? response.tokens;
-  markChosen(box, selectedPosition(state, tokens.length));
+  markChosen(box, position);
   return true;
 }
