@@ -289,7 +289,10 @@ def test_inspect_json_is_the_api_response(checkpoint_dir, capsysbinary):
         (["ok", "--head", str(N_HEAD)], f"--head {N_HEAD}: the model has {N_HEAD} heads"),
         (["ok", "--include", "pattern,nothing"], "--include pattern,nothing: "),
         (["ok", "--top-k", "-1"], "--top-k -1: "),
-        (["ok", "--temperature", "0"], "--temperature 0.0: "),
+        (["ok", "--temperature", "0"], "--temperature 0: "),  # as typed, not as parsed (0.0)
+        (["ok", "--temperature", "-0.50"], "--temperature -0.50: "),
+        (["ok", "--scale", "-3"], "--scale -3: "),
+        (["ok", "--device-map", "nonsense"], "--device-map nonsense: use auto, "),
         (["the cat " * 40], "the text: "),
     ],
 )
@@ -300,6 +303,30 @@ def test_inspect_bad_input_is_one_line_naming_the_option(checkpoint_dir, capsys,
     assert len(err) == 1 and err[0].startswith(f"attnscope: {message}"), err
     for api_name in ("layers", "heads", "top_k", "include.", "body"):  # the API's names, not the options
         assert api_name not in err[0].split(": ", 2)[1]
+    assert "Value error" not in err[0]  # pydantic's word for a validator's message
+
+
+def test_inspect_an_over_long_text_says_how_many_tokens_and_the_limit(checkpoint_dir, capsys):
+    lm = load_model(checkpoint_dir, "cpu")
+    text = "the cat " * 40
+    n = len(lm.tokenizer.encode_ids(text))
+    assert n > lm.facts.block_size
+    assert main(["inspect", text, "--checkpoint", str(checkpoint_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnscope: the text: "), err
+    assert f"{n} tokens" in err[0] and f"{lm.facts.block_size} tokens" in err[0], err
+
+
+def test_inspect_of_a_transformers_model_prints_no_progress_bar_or_warning(tmp_path):
+    """A real process: stdout is the summary, stderr empty (no "Loading weights" bar, no library warning)."""
+    pytest.importorskip("transformers")
+    from tests.kit.family import build
+
+    model = build("gpt2", tmp_path / "tiny-gpt2")
+    result = run_cli("inspect", TEXT, "--checkpoint", str(model), "--device", "cpu", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("tiny-gpt2: ")
 
 
 @pytest.mark.parametrize(
