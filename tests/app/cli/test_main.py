@@ -157,13 +157,21 @@ def test_serve_on_a_busy_port_is_one_line_before_the_model_loads(checkpoint_dir,
     assert captured.out == ""  # no address printed for a server that never starts
 
 
-def test_serve_process_on_a_busy_port_exits_1_with_one_line(busy_port, tmp_path):
-    """A real process; the port comes first, so a missing checkpoint is not even looked at."""
-    result = run_cli("serve", "--port", str(busy_port), "--checkpoint", str(tmp_path / "none"), timeout=60)
+def test_serve_process_on_a_busy_port_exits_1_with_one_line(busy_port, checkpoint_dir):
+    result = run_cli("serve", "--port", str(busy_port), "--checkpoint", str(checkpoint_dir), timeout=60)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"attnscope: port {busy_port} on 127.0.0.1 is in use; pick another with --port"
     ]
+    assert result.stdout == ""
+
+
+def test_serve_a_missing_checkpoint_on_a_busy_port_names_the_checkpoint(busy_port, tmp_path):
+    """A real process: what was typed is checked before the port, so the line names what to fix first."""
+    missing = tmp_path / "none"
+    result = run_cli("serve", "--port", str(busy_port), "--checkpoint", str(missing), timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [f"attnscope: cannot start: --checkpoint {missing}: no such file or folder"]
     assert result.stdout == ""
 
 
@@ -505,7 +513,11 @@ def one_line_naming(result: subprocess.CompletedProcess, code: int, *named: str)
     [
         (["train", "--preset", "huge"], 2, ["--preset", "huge", "tiny"]),
         (["serve", "--port", "70000"], 2, ["--port 70000", "65535"]),
-        (["serve", "--checkpoint", "/nonexistent/dir"], 1, ["--checkpoint /nonexistent/dir: no such file or folder"]),
+        (
+            ["serve", "--checkpoint", "/nonexistent/dir", "--port", str(free_port())],
+            1,
+            ["--checkpoint /nonexistent/dir: no such file or folder"],
+        ),
         (["inspect", "hi", "--checkpoint", "/nonexistent/dir"], 1, ["--checkpoint /nonexistent/dir: no such"]),
         (["models", "--dir", "/nonexistent"], 1, ["--dir /nonexistent: no such folder"]),
     ],
