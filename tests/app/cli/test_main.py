@@ -402,6 +402,22 @@ def test_export_hf_round_trips(checkpoint_dir, tmp_path, capsys):
         assert torch.allclose(ours.model(x)[0], back.model(x)[0], atol=1e-5)
 
 
+@pytest.mark.parametrize("named", [None, "my edit"])
+def test_an_exported_copy_is_served_under_its_own_name(checkpoint_dir, tmp_path, capsys, named):
+    """The copy is what was exported (a folder one may edit), not the model it came from: attnscope
+    shows it as ``--name``, else as its folder's name."""
+    out = tmp_path / "edited-copy"
+    name = ["--name", named] if named else []
+    assert main(["export-hf", str(out), "--checkpoint", str(checkpoint_dir), *name]) == 0
+    capsys.readouterr()
+    expected = named or out.name
+    assert json.loads((out / "config.json").read_text())["attnscope_name"] == expected
+    with TestClient(create_app(Settings(checkpoint=out, device="cpu", torch_threads=1))) as c:
+        original = load_model(checkpoint_dir, "cpu").facts.name
+        served = c.get("/api/model").json()["name"]
+    assert served == expected != original
+
+
 def test_train_passes_its_arguments_through(monkeypatch):
     from attnscope.model.ours import train
 
