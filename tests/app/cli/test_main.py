@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -560,11 +562,22 @@ def test_every_option_of_every_command_says_what_it_is():
     import argparse
 
     from attnscope.app.cli.main import build_parser
+    from attnscope.model.ours import train
 
+    made = []
+
+    class Kept(argparse.ArgumentParser):  # train builds its own parser: keep it to read its options
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+        train.main(["--help"], prog="attnscope train", parser=Kept)
     (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    parsers = {**commands.choices, "train": made[0]}
     bare = [
         f"{name} {' '.join(action.option_strings) or action.dest}"
-        for name, parser in commands.choices.items()
+        for name, parser in parsers.items()
         for action in parser._actions
         if not action.help
     ]
