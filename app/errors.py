@@ -84,9 +84,13 @@ def _is_union_arm(part: object) -> bool:
     return isinstance(part, str) and ("[" in part or "-" in part or part in _TYPE_NAMES)
 
 
+VALUE_ERROR_PREFIX = "Value error, "  # what pydantic puts before a validator's ValueError message
+
+
 def clean_validation_errors(errors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """pydantic/FastAPI error dicts -> ``{"type", "loc", "msg", "ctx"}`` with JSON-safe values, each
-    location the field's own path (a union's arm names left out)."""
+    location the field's own path (a union's arm names left out), a validator's message without
+    pydantic's "Value error, " before it."""
     out = []
     for err in errors:
         type_ = str(err.get("type", "value_error"))
@@ -96,6 +100,8 @@ def clean_validation_errors(errors: Sequence[dict[str, Any]]) -> list[dict[str, 
             if not _is_union_arm(part)
         ]
         msg = str(err.get("msg", "invalid input"))
+        if type_ == "value_error" and msg.startswith(VALUE_ERROR_PREFIX):  # our validators' own words, as written
+            msg = msg[len(VALUE_ERROR_PREFIX) :]
         ctx = _json_safe(err.get("ctx")) if err.get("ctx") else None
         if type_ == "json_invalid":
             reason = (ctx or {}).get("error", "not valid JSON")

@@ -167,13 +167,17 @@ class Settings(BaseSettings):
         """The body limit of a request that may carry an image: the text's, plus the image's bytes in
         base64 and a data: URL's prefix; ``None`` for a model that reads text only (its config has no
         ``vision_config``), whose every request keeps :meth:`body_limit`."""
+        return self.body_limit() + 4 * (self.max_image_bytes + 2) // 3 + 1024 if self.reads_images() else None
+
+    def reads_images(self) -> bool:
+        """Whether the checkpoint is an image-text model (its config has a ``vision_config``), read
+        from its config alone, before any weights load."""
         try:
             from ..model.ours.checkpoint import read_config
 
-            vision = "vision_config" in read_config(self.checkpoint_path)
+            return "vision_config" in read_config(self.checkpoint_path)
         except Exception:  # no config.json (ours is read the same way; a GGUF file has none): text only
-            vision = False
-        return self.body_limit() + 4 * (self.max_image_bytes + 2) // 3 + 1024 if vision else None
+            return False
 
     @property
     def threads(self) -> int:

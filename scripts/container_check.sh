@@ -98,8 +98,11 @@ buildah rm "$CTR" >/dev/null
 
 # ------------------------------------------------------------------------------- 2. wheels
 step "pip download: torch==$TORCH_VERSION (local CPU wheel) and what the image installs -> wheels/"
-# the Dockerfile installs ".[transformers]": the dependencies and that extra's, at the versions CI tested
-python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["transformers"]))' \
+# what the Dockerfile installs (".[transformers,gguf,vision]", read from it): the dependencies and
+# those extras', at the versions CI tested
+EXTRAS=$(sed -n 's/.*"\.\[\([a-z,]*\)\]".*/\1/p' Dockerfile | head -n 1)
+[ -n "$EXTRAS" ] || { echo "container_check: no \".[EXTRAS]\" install found in the Dockerfile" >&2; exit 1; }
+EXTRAS="$EXTRAS" python3 -c 'import os, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + [r for e in os.environ["EXTRAS"].split(",") for r in p["optional-dependencies"][e]]))' \
     >"$WORK/requirements.txt"
 grep -v '^torch==' constraints.txt >"$WORK/constraints.txt"
 # setuptools and wheel: the build backend pip sets up to build the project inside the image

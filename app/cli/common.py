@@ -6,8 +6,9 @@ variables), checked before anything loads.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -160,3 +161,32 @@ def check_device(device: str | None, given: bool, refused: str = "") -> None:
         source = "--device" if given else "ATTNSCOPE_DEVICE"
         hint = "; use --device cpu, or --device auto for a GPU when there is one" if "CUDA" in str(e) else ""
         raise Failure(f"{refused}{source} {device}: {e}{hint}") from None
+
+
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """What the libraries say while a model loads, left out of a command's output: transformers'
+    progress bars ("Loading weights") and its warnings (only errors pass), and the warnings about
+    torchvision (the video processors some image-text models name) that reach Python's warnings.
+    All as it was again on the way out (``main`` may run in a test's process)."""
+    import warnings
+
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # our own GPT needs no transformers
+        hf_logging = None
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"torchvision(\.|$)")
+        warnings.filterwarnings("ignore", message=r"(?is).*torchvision")
+        if hf_logging is None:
+            yield
+            return
+        verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            yield
+        finally:
+            hf_logging.set_verbosity(verbosity)
+            if bars:
+                hf_logging.enable_progress_bar()

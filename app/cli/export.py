@@ -13,12 +13,16 @@ def add_export_command(sub) -> None:
     exp = sub.add_parser("export-hf", help="write the model in Hugging Face GPT-2 format")
     exp.add_argument("dir", help="output directory")
     exp.add_argument("--checkpoint", help="checkpoint directory (default: the shipped model)")
+    exp.add_argument(
+        "--name", help="the name attnscope shows for the copy (config.json attnscope_name; default: OUT_DIR's name)"
+    )
     exp.set_defaults(func=cmd_export_hf)
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
     """Load the checkpoint (``--checkpoint``, else ``ATTNSCOPE_CHECKPOINT``, else the shipped
-    model) on the CPU and write it to ``args.dir``; a model of another family is refused."""
+    model) on the CPU and write it to ``args.dir``, named ``--name`` (else the folder's name); a model of
+    another family is refused."""
     from ...model.backends import OursBackend
     from ...model.ours.checkpoint import SHIPPED, CheckpointError
     from ...model.ours.gpt2_format import export_hf
@@ -34,7 +38,7 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
             f"export-hf writes our own GPT; {source} is a {lm.facts.family} model already in transformers format"
         )
     try:
-        out = export_hf(lm.model, lm.tokenizer, Path(args.dir))
+        out = export_hf(lm.model, lm.tokenizer, Path(args.dir), args.name or Path(args.dir).resolve().name)
     except (OSError, ValueError) as e:
         raise Failure(f"cannot export to {args.dir}: {e}") from None
     print(f"attnscope: exported {source} to {out} (Hugging Face GPT-2 format)")

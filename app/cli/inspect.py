@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .common import EXIT_USAGE, PLACEMENT, Failure, add_model_options, check_checkpoint, check_device, command_settings
+from .common import (
+    EXIT_USAGE,
+    PLACEMENT,
+    Failure,
+    add_model_options,
+    check_checkpoint,
+    check_device,
+    command_settings,
+    quiet_libraries,
+)
 
 if TYPE_CHECKING:
     from ..schemas.attention import AttentionRequest
@@ -39,6 +48,25 @@ INSPECT_FLAGS = {
     "temperature": "--temperature",
     "image": "--image",
 }
+
+
+class _Typed(argparse.Action):
+    """Store the option's value converted by ``convert`` (a usage error when it cannot be), and the text
+    as typed in ``args.typed``, so an error echoes ``--scale -3`` and not ``-3.0``."""
+
+    def __init__(self, *args, convert=float, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.convert = convert
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            value = self.convert(values)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentError(self, str(e)) from None
+        except ValueError:
+            raise argparse.ArgumentError(self, f"invalid number: {values!r}") from None
+        setattr(namespace, self.dest, value)
+        namespace.typed = {**(getattr(namespace, "typed", None) or {}), self.dest: values}
 
 
 def _scale(value: str) -> str | float:
@@ -63,11 +91,15 @@ def add_inspect_command(sub) -> None:
     ins.add_argument("--include", help="comma-separated fields (default pattern,stats)")
     ins.add_argument("--no-causal", action="store_true", help="what-if: remove the causal mask")
     ins.add_argument(
-        "--scale", type=_scale, default="model", help="model (its own divisor, default), sqrt_dk, none or a number"
+        "--scale",
+        action=_Typed,
+        convert=_scale,
+        default="model",
+        help="model (its own divisor, default), sqrt_dk, none or a number",
     )
     ins.add_argument("--top-k", type=int, default=5, help="next-token predictions per position (0..50, default 5)")
     ins.add_argument(
-        "--temperature", type=float, default=1.0, help="softmax temperature of those predictions (default 1.0)"
+        "--temperature", action=_Typed, default=1.0, help="softmax temperature of those predictions (default 1.0)"
     )
     ins.add_argument("--image", metavar="FILE", help="an image-text model: this image (PNG, JPEG, WebP, GIF) first")
     ins.set_defaults(func=cmd_inspect)
@@ -82,36 +114,41 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from ..service import build_service
 
     settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
-    req = _request(args, settings, _image_file(args.image, settings))
+    req = _request(args, settings)
     check_device(settings.device, bool(args.device))
     check_checkpoint(settings, bool(args.checkpoint))
-    try:
-        lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
-    except CheckpointError as e:
-        raise Failure(str(e)) from None
-    svc = build_service(lm, with_heads=False, image_limits=settings.image_limits())
-    try:
-        if args.json:
-            body, _ = attention_json(svc, req)
-            sys.stdout.buffer.write(body + b"\n")
-            sys.stdout.flush()
-        else:
-            started = time.perf_counter()
-            answer = answer_arrays(svc, req)
-            answer["timing_ms"] = (time.perf_counter() - started) * 1000
-            print(summary(answer, args.layer, args.head, width=min(3, max(1, args.top_k))))
-    except ApiError as e:  # what only the model can refuse: a layer or head it lacks, a text too long
-        loc = e.detail[0]["loc"][1:]
-        code = 1 if loc[:1] == ["image"] else EXIT_USAGE  # the file, not how it was named: exit 1
-        raise Failure(_flag_message(loc, e.detail[0]["msg"], args), code) from None
+    if args.image is not None:
+        req = _request(args, settings, _image_file(args.image, settings))
+    with quiet_libraries():  # no progress bar, no library warnings: the answer, or one line
+        try:
+            lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
+        except CheckpointError as e:
+            raise Failure(str(e)) from None
+        svc = build_service(lm, with_heads=False, image_limits=settings.image_limits())
+        try:
+            if args.json:
+                body, _ = attention_json(svc, req)
+                sys.stdout.buffer.write(body + b"\n")
+                sys.stdout.flush()
+            else:
+                started = time.perf_counter()
+                answer = answer_arrays(svc, req)
+                answer["timing_ms"] = (time.perf_counter() - started) * 1000
+                print(summary(answer, args.layer, args.head, width=min(3, max(1, args.top_k))))
+        except ApiError as e:  # what only the model can refuse: a layer or head it lacks, a text too long
+            loc = e.detail[0]["loc"][1:]
+            code = 1 if loc[:1] == ["image"] else EXIT_USAGE  # the file, not how it was named: exit 1
+            raise Failure(_flag_message(loc, e.detail[0]["msg"], args), code) from None
     return 0
 
 
-def _image_file(path: str | None, settings: Settings) -> str | None:
+def _image_file(path: str, settings: Settings) -> str:
     """``--image FILE``'s bytes as base64 (the request's ``image``), read and decoded once before the
-    model loads; one line naming ``--image`` if it cannot be read or is not an image within the limits."""
-    if path is None:
-        return None
+    model loads; one line naming ``--image`` if the model reads text only (asked first, from its
+    config), or the file cannot be read or is not an image within the limits (Pillow missing too)."""
+    if not settings.reads_images():
+        name = settings.checkpoint_path.name
+        raise Failure(f"--image {path}: {name} reads text only; open an image-text model (--checkpoint, --model)")
     import base64
     from pathlib import Path
 
@@ -170,15 +207,18 @@ def _flag_message(loc: Sequence, msg: str, args: argparse.Namespace) -> str:
         return f"{'.'.join(map(str, loc))}: {msg}" if loc else msg
     if field == "image":  # the API's message names the image already: "image is 100×60 = 6,000 pixels; ..."
         return f"{flag} {args.image}: {msg}"
+    if field == "text":  # "text is 300 tokens; the model's context is 256 tokens": the count stays
+        msg = re.sub(r"^text (is )?", "", msg)
     msg = re.sub(r"^\w+(\[\d+\])? is [^;]*; ", "", msg)  # the API's "heads[0] is 9; " says what the flag says
     msg = msg[:1].lower() + msg[1:]
+    typed = getattr(args, "typed", None) or {}  # --scale and --temperature as typed, not as parsed
     value = {
         "layers": args.layer,
         "heads": args.head,
         "include": args.include,
-        "scale": args.scale,
+        "scale": typed.get("scale", args.scale),
         "top_k": args.top_k,
-        "temperature": args.temperature,
+        "temperature": typed.get("temperature", args.temperature),
         "image": args.image,
     }.get(field)
     return f"{flag} {value}: {msg}" if value is not None else f"{flag}: {msg}"

@@ -11,6 +11,7 @@ huggingface_hub, manifests are JSON and a GGUF header is read by :func:`model.so
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from .common import Failure
 def add_models_command(sub) -> None:
     models = sub.add_parser(
         "models",
-        help="list the models on this machine (the Hugging Face cache's causal LMs; GGUF: Ollama, LM Studio, --dir)",
+        help="list the models on this machine (the shipped model, the Hugging Face cache's causal LMs; "
+        "GGUF: Ollama, LM Studio, --dir)",
     )
     models.add_argument(
         "--dir", action="append", default=[], metavar="DIR", help="also look for .gguf files under DIR (repeatable)"
@@ -43,6 +45,26 @@ def _params(n: int | None) -> str:
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
 
 
+def _shipped() -> dict:
+    """The shipped model, first in the list, with the columns of the table (its family, no quantization,
+    its parameter count read from its weights' header)."""
+    from safetensors import safe_open
+
+    from ...model.ours.checkpoint import SHIPPED
+    from ..compute.models import shipped_model
+
+    entry = shipped_model()
+    with safe_open(SHIPPED / "model.safetensors", framework="numpy") as f:
+        params = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())  # noqa: SIM118 (not a dict)
+    return {
+        **entry,
+        "architecture": "attnscope",
+        "quantization": "-",
+        "parameters": params,
+        "bytes": entry["size_bytes"],
+    }
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from ...model.sources.catalog import find_models
 
@@ -51,12 +73,10 @@ def cmd_models(args: argparse.Namespace) -> int:
             what = "not a folder" if Path(folder).expanduser().exists() else "no such folder"
             raise Failure(f"--dir {folder}: {what}")
     found, looked = find_models(args.dir)
+    found = [_shipped(), *found]  # as GET /api/models lists it on a server started with it
     if args.json:
         sys.stdout.buffer.write(orjson.dumps({"models": found, "looked_in": looked}) + b"\n")
         sys.stdout.flush()
-        return 0
-    if not found:
-        print("no models found; looked in:\n  " + "\n  ".join(looked))
         return 0
     rows = [("NAME", "ARCH", "QUANT", "PARAMS", "SIZE", "STATUS", "OPEN WITH")]
     for e in found:

@@ -1,5 +1,5 @@
-"""``attnscope serve``: check everything that would stop the server (the options, the port, the
-device, the checkpoint), each as one line before any weights load, then run uvicorn on the app.
+"""``attnscope serve``: check everything that would stop the server (the options, the checkpoint,
+the device, the port), each as one line before any weights load, then run uvicorn on the app.
 
     attnscope serve [--host 127.0.0.1] [--port 8000] [--checkpoint DIR] [--device cpu] [--workers 1] [--compile]
     attnscope serve --checkpoint FILE.gguf | --ollama NAME[:TAG]    (a GGUF model, dequantized)
@@ -52,17 +52,19 @@ def add_serve_command(sub) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Check, in this order, the options, the port, the device and the checkpoint; then serve."""
+    """Check, in this order, the options, that the checkpoint is there, the device, the port and
+    the model itself; then serve."""
     names = ("host", "port", "checkpoint", "device", "dtype", "atlas", "compile", "jlens", *PLACEMENT)
     settings = command_settings(args, names, refused=REFUSED)
     if args.workers < 1:
         raise Failure("--workers must be at least 1", EXIT_USAGE)
-    # a busy port is found before the model is loaded, and said in one line
+    # what was typed first (a missing checkpoint is that, whatever the port); then the port, in one
+    # line, before the model is loaded
+    check_checkpoint(settings, args.checkpoint is not None, refused=REFUSED)
+    check_device(settings.device, args.device is not None, refused=REFUSED)
     problem = port_problem(settings.host, settings.port)
     if problem:
         raise Failure(problem)
-    check_device(settings.device, args.device is not None, refused=REFUSED)
-    check_checkpoint(settings, args.checkpoint is not None, refused=REFUSED)
     preflight(settings)
     run(settings, args.workers)
     return 0

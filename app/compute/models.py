@@ -27,6 +27,16 @@ def started_with(checkpoint: Path, name: str) -> dict:
     }
 
 
+def shipped_model() -> dict:
+    """The model that ships with attnscope (what ``attnscope serve`` opens when no model is named), as
+    the list shows it: the entry GET /api/models starts with on a server started with it, where its
+    name is the one its config gives (our GPT's ``name``)."""
+    from ...model.ours.checkpoint import SHIPPED, read_config
+
+    name = str(read_config(SHIPPED).get("name") or SHIPPED.name)
+    return started_with(SHIPPED, name)
+
+
 def local_models() -> list[dict]:
     """``[{"name", "source", "path", "size_bytes", "status", "open_with"}]``: the Hub cache's causal
     LMs, then the GGUF models of Ollama and LM Studio; ``status`` "ok" or why it cannot be opened.

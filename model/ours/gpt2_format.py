@@ -75,8 +75,9 @@ def _is_mask_buffer(key: str) -> bool:
 # ------------------------------------------------------------------ export
 
 
-def hf_config(config: GPTConfig, eot_id: int) -> dict:
-    """The ``config.json`` of a GPT-2 model equal to ours."""
+def hf_config(config: GPTConfig, eot_id: int, name: str | None = None) -> dict:
+    """The ``config.json`` of a GPT-2 model equal to ours; ``attnscope_name`` (the name attnscope shows
+    for it) is ``name``, else the model's own."""
     return {
         "model_type": "gpt2",
         "architectures": ["GPT2LMHeadModel"],
@@ -102,7 +103,7 @@ def hf_config(config: GPTConfig, eot_id: int) -> dict:
         "eos_token_id": eot_id,
         "use_cache": True,
         "dtype": "float32",
-        "attnscope_name": config.name,
+        "attnscope_name": name or config.name,
     }
 
 
@@ -119,8 +120,9 @@ def hf_state_dict(model: GPT) -> dict[str, torch.Tensor]:
     return state
 
 
-def export_hf(model: GPT, tokenizer: BPETokenizer, out_dir: str | Path) -> Path:
-    """Write ``model`` and ``tokenizer`` as a Hugging Face GPT-2 directory; returns its path."""
+def export_hf(model: GPT, tokenizer: BPETokenizer, out_dir: str | Path, name: str | None = None) -> Path:
+    """Write ``model`` and ``tokenizer`` as a Hugging Face GPT-2 directory; returns its path. attnscope
+    shows the copy as ``name`` (``attnscope export-hf`` gives the folder's name), else as the model's own."""
     if tokenizer.eot_id is None:
         raise ValueError(f"the tokenizer has no {EOT} token, which GPT-2 uses as bos/eos")
     if tokenizer.vocab_size > model.config.vocab_size:
@@ -135,7 +137,7 @@ def export_hf(model: GPT, tokenizer: BPETokenizer, out_dir: str | Path) -> Path:
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(weights, 0o666 & ~umask)  # safetensors writes 0600; give it the mode of the other files
-    _write_json(out / "config.json", hf_config(model.config, eot))
+    _write_json(out / "config.json", hf_config(model.config, eot, name))
     _write_json(out / "generation_config.json", {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot})
     tokenizer.save(out / "tokenizer.json")
     special = {"bos_token": EOT, "eos_token": EOT, "unk_token": EOT}

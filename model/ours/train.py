@@ -32,6 +32,7 @@ from .corpus import read_documents
 from .evaluate import LN2, bits_per_byte, sentence_nll, stream_loss
 from .gpt import GPT, GPTConfig
 from .tokenizer import BPETokenizer
+from .train_args import train_parser
 
 
 @dataclass
@@ -317,29 +318,7 @@ def bytes_per_token(tok: BPETokenizer, ids: np.ndarray, sample: int = 200_000) -
 
 def main(argv: list[str] | None = None, prog: str | None = None, parser=argparse.ArgumentParser) -> None:
     """``parser``: the ArgumentParser class (``attnscope train`` passes its own, with one-line errors)."""
-    ap = parser(prog=prog, description="Train an attnscope model")
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
-    ap.add_argument("--corpus")
-    ap.add_argument("--out")
-    ap.add_argument("--max-steps", type=int)
-    ap.add_argument(
-        "--max-minutes",
-        type=float,
-        help="stop (and save) once the run's total training time, earlier phases included, passes this",
-    )
-    ap.add_argument("--batch-size", type=int)
-    ap.add_argument("--lr", type=float)
-    ap.add_argument("--threads", type=int)
-    ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
-    ap.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
-    ap.add_argument(
-        "--new-phase",
-        action="store_true",
-        help="with --resume: start a fresh warm-up and cosine schedule at the resumed step "
-        "(to train a finished run longer)",
-    )
-    ap.add_argument("--min-lr", type=float)
-    ap.add_argument("--warmup-steps", type=int)
+    ap = train_parser(PRESETS, prog, parser)
     args = ap.parse_args(argv)
     cfg = PRESETS[args.preset]
     overrides = {

@@ -19,13 +19,19 @@ class ImageError(ValueError):
 
     def __init__(self, msg: str, kind: str, limit: int | None = None) -> None:
         super().__init__(msg)
-        self.kind = kind  # "not_image", "format", "too_many_pixels", "truncated"
+        self.kind = kind  # "not_image", "format", "too_many_pixels", "truncated", "no_pillow"
         self.limit = limit
 
 
 def decode_image(data: bytes, max_pixels: int):
-    """``data`` -> an RGB ``PIL.Image.Image`` of at most ``max_pixels`` pixels; :class:`ImageError` otherwise."""
-    from PIL import Image, UnidentifiedImageError
+    """``data`` -> an RGB ``PIL.Image.Image`` of at most ``max_pixels`` pixels; :class:`ImageError` otherwise
+    (kind ``"no_pillow"`` where Pillow is not installed: the vision extra)."""
+    try:
+        from PIL import Image, UnidentifiedImageError
+    except ImportError as e:
+        raise ImageError(
+            "image cannot be read: Pillow is not installed here (pip install 'attnscope[vision]')", "no_pillow"
+        ) from e
 
     try:
         with warnings.catch_warnings():

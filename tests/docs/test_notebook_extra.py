@@ -1,10 +1,13 @@
 """`pip install -e ".[notebook]"` brings what docs/NOTEBOOK.md then runs: each command
 of its shell blocks (``jupyter nbconvert`` is the ``jupyter`` and ``jupyter-nbconvert`` scripts) is
 installed by a package the extra pulls in, read through the installed packages' own requirements,
-and a block that executes a notebook (``--execute``, or the section's Python) has a kernel (ipykernel)."""
+a block that executes a notebook (``--execute``, or the section's Python) has a kernel (ipykernel),
+and every package its Python names (``PIL.Image.open``) comes with it. The example notebook
+(docs/attnscope.ipynb) installs with the page's own command."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from importlib import metadata
@@ -128,3 +131,31 @@ def test_the_extras_pins_agree_with_constraints():
         pinned = pins.get(canonicalize_name(req.name))
         assert pinned is not None, f"{req.name} is not pinned in constraints.txt"
         assert req.specifier.contains(pinned, prereleases=True), f"{line} excludes constraints.txt's {pinned}"
+
+
+def pip_install(words_lists: list[list[str]]) -> list[str]:
+    (found,) = [words for words in words_lists if words[:2] == ["pip", "install"]]
+    return found
+
+
+def test_the_example_notebook_installs_with_the_pages_command():
+    cells = json.loads(ROOT.joinpath("docs", "attnscope.ipynb").read_text(encoding="utf-8"))["cells"]
+    markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    said = [shlex.split(code) for code in re.findall(r"`(pip install [^`]+)`", markdown)]
+    assert said, "the notebook does not say how to install attnscope"
+    assert all(words == pip_install(commands(section())) for words in said), said
+
+
+def test_every_package_the_pages_python_names_comes_with_the_extra():
+    """``PIL.Image.open(...)`` in an example: Pillow must come with the extra the page installs."""
+    code = "\n".join(blocks(section(), ("python",)))
+    names = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)\.\w", code)) | set(
+        re.findall(r"^\s*(?:from|import) (\w+)", code, re.M)
+    )
+    owners = metadata.packages_distributions()
+    need = {canonicalize_name(d) for name in names - {"attnscope"} for d in owners.get(name, [])}
+    have = set()
+    for name in the_extras_installed():
+        have |= pulled_in(extra(name))
+    assert "pillow" in need or "PIL" not in code
+    assert need <= have, f"the page's Python uses {sorted(need - have)}, which the notebook extra lacks"

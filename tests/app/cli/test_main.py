@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -157,13 +159,21 @@ def test_serve_on_a_busy_port_is_one_line_before_the_model_loads(checkpoint_dir,
     assert captured.out == ""  # no address printed for a server that never starts
 
 
-def test_serve_process_on_a_busy_port_exits_1_with_one_line(busy_port, tmp_path):
-    """A real process; the port comes first, so a missing checkpoint is not even looked at."""
-    result = run_cli("serve", "--port", str(busy_port), "--checkpoint", str(tmp_path / "none"), timeout=60)
+def test_serve_process_on_a_busy_port_exits_1_with_one_line(busy_port, checkpoint_dir):
+    result = run_cli("serve", "--port", str(busy_port), "--checkpoint", str(checkpoint_dir), timeout=60)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"attnscope: port {busy_port} on 127.0.0.1 is in use; pick another with --port"
     ]
+    assert result.stdout == ""
+
+
+def test_serve_a_missing_checkpoint_on_a_busy_port_names_the_checkpoint(busy_port, tmp_path):
+    """A real process: what was typed is checked before the port, so the line names what to fix first."""
+    missing = tmp_path / "none"
+    result = run_cli("serve", "--port", str(busy_port), "--checkpoint", str(missing), timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [f"attnscope: cannot start: --checkpoint {missing}: no such file or folder"]
     assert result.stdout == ""
 
 
@@ -289,7 +299,10 @@ def test_inspect_json_is_the_api_response(checkpoint_dir, capsysbinary):
         (["ok", "--head", str(N_HEAD)], f"--head {N_HEAD}: the model has {N_HEAD} heads"),
         (["ok", "--include", "pattern,nothing"], "--include pattern,nothing: "),
         (["ok", "--top-k", "-1"], "--top-k -1: "),
-        (["ok", "--temperature", "0"], "--temperature 0.0: "),
+        (["ok", "--temperature", "0"], "--temperature 0: "),  # as typed, not as parsed (0.0)
+        (["ok", "--temperature", "-0.50"], "--temperature -0.50: "),
+        (["ok", "--scale", "-3"], "--scale -3: "),
+        (["ok", "--device-map", "nonsense"], "--device-map nonsense: use auto, "),
         (["the cat " * 40], "the text: "),
     ],
 )
@@ -300,6 +313,30 @@ def test_inspect_bad_input_is_one_line_naming_the_option(checkpoint_dir, capsys,
     assert len(err) == 1 and err[0].startswith(f"attnscope: {message}"), err
     for api_name in ("layers", "heads", "top_k", "include.", "body"):  # the API's names, not the options
         assert api_name not in err[0].split(": ", 2)[1]
+    assert "Value error" not in err[0]  # pydantic's word for a validator's message
+
+
+def test_inspect_an_over_long_text_says_how_many_tokens_and_the_limit(checkpoint_dir, capsys):
+    lm = load_model(checkpoint_dir, "cpu")
+    text = "the cat " * 40
+    n = len(lm.tokenizer.encode_ids(text))
+    assert n > lm.facts.block_size
+    assert main(["inspect", text, "--checkpoint", str(checkpoint_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnscope: the text: "), err
+    assert f"{n} tokens" in err[0] and f"{lm.facts.block_size} tokens" in err[0], err
+
+
+def test_inspect_of_a_transformers_model_prints_no_progress_bar_or_warning(tmp_path):
+    """A real process: stdout is the summary, stderr empty (no "Loading weights" bar, no library warning)."""
+    pytest.importorskip("transformers")
+    from tests.kit.family import build
+
+    model = build("gpt2", tmp_path / "tiny-gpt2")
+    result = run_cli("inspect", TEXT, "--checkpoint", str(model), "--device", "cpu", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("tiny-gpt2: ")
 
 
 @pytest.mark.parametrize(
@@ -365,6 +402,22 @@ def test_export_hf_round_trips(checkpoint_dir, tmp_path, capsys):
     x = torch.tensor([ids])
     with torch.inference_mode():
         assert torch.allclose(ours.model(x)[0], back.model(x)[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("named", [None, "my edit"])
+def test_an_exported_copy_is_served_under_its_own_name(checkpoint_dir, tmp_path, capsys, named):
+    """The copy is what was exported (a folder one may edit), not the model it came from: attnscope
+    shows it as ``--name``, else as its folder's name."""
+    out = tmp_path / "edited-copy"
+    name = ["--name", named] if named else []
+    assert main(["export-hf", str(out), "--checkpoint", str(checkpoint_dir), *name]) == 0
+    capsys.readouterr()
+    expected = named or out.name
+    assert json.loads((out / "config.json").read_text())["attnscope_name"] == expected
+    with TestClient(create_app(Settings(checkpoint=out, device="cpu", torch_threads=1))) as c:
+        original = load_model(checkpoint_dir, "cpu").facts.name
+        served = c.get("/api/model").json()["name"]
+    assert served == expected != original
 
 
 def test_train_passes_its_arguments_through(monkeypatch):
@@ -478,7 +531,11 @@ def one_line_naming(result: subprocess.CompletedProcess, code: int, *named: str)
     [
         (["train", "--preset", "huge"], 2, ["--preset", "huge", "tiny"]),
         (["serve", "--port", "70000"], 2, ["--port 70000", "65535"]),
-        (["serve", "--checkpoint", "/nonexistent/dir"], 1, ["--checkpoint /nonexistent/dir: no such file or folder"]),
+        (
+            ["serve", "--checkpoint", "/nonexistent/dir", "--port", str(free_port())],
+            1,
+            ["--checkpoint /nonexistent/dir: no such file or folder"],
+        ),
         (["inspect", "hi", "--checkpoint", "/nonexistent/dir"], 1, ["--checkpoint /nonexistent/dir: no such"]),
         (["models", "--dir", "/nonexistent"], 1, ["--dir /nonexistent: no such folder"]),
     ],
@@ -505,11 +562,22 @@ def test_every_option_of_every_command_says_what_it_is():
     import argparse
 
     from attnscope.app.cli.main import build_parser
+    from attnscope.model.ours import train
 
+    made = []
+
+    class Kept(argparse.ArgumentParser):  # train builds its own parser: keep it to read its options
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+        train.main(["--help"], prog="attnscope train", parser=Kept)
     (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    parsers = {**commands.choices, "train": made[0]}
     bare = [
         f"{name} {' '.join(action.option_strings) or action.dest}"
-        for name, parser in commands.choices.items()
+        for name, parser in parsers.items()
         for action in parser._actions
         if not action.help
     ]

@@ -81,3 +81,21 @@ def test_routes_without_image_refuse_it_naming_image(clients, url):
     r = clients["vision"].post(url, json=body)
     assert r.status_code == 422, r.text
     assert ["body", "image"] in [item["loc"] for item in r.json()["detail"]]
+
+
+def test_an_image_where_pillow_is_missing_is_422_naming_image(clients, monkeypatch):
+    """A server installed without Pillow (the vision extra): the image is a 4xx naming it, not a 500,
+    and the server keeps serving."""
+    import sys
+
+    png = b64(image_bytes(30, 20))
+    for name in [m for m in sys.modules if m == "PIL" or m.startswith("PIL.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "PIL", None)  # import PIL fails as where it is not installed
+    r = clients["vision"].post("/api/attention", json={"text": TEXT, "image": png, "top_k": 0})
+    assert r.status_code == 422, r.text
+    item = r.json()["detail"][0]
+    assert item["loc"] == ["body", "image"] and item["type"] == "image_no_pillow" and "Pillow" in item["msg"]
+    monkeypatch.undo()
+    ok = clients["vision"].post("/api/attention", json={"text": TEXT, "image": png, "top_k": 0})
+    assert ok.status_code == 200, ok.text

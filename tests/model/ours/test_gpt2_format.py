@@ -112,7 +112,9 @@ def test_export_round_trip_through_transformers(make_model, tokenizer, tmp_path)
     back, back_tok = load_hf_dir(directory)
     for key, value in ours.state_dict().items():
         assert torch.equal(back.state_dict()[key], value), key
-    assert back.config.name == ours.config.name
+    assert back.config.name == ours.config.name  # no name given: the model's own
+    named = export_hf(ours, tokenizer, tmp_path / "named", name="an edited copy")
+    assert load_hf_dir(named)[0].config.name == "an edited copy"
     assert back_tok.encode(TEXTS[2]) == tokenizer.encode(TEXTS[2])
 
 
