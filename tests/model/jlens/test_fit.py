@@ -166,3 +166,14 @@ def test_bad_lens_files_are_one_line_naming_the_file(tmp_path, loaded):
     with pytest.raises(LensFileError, match=f"layer {facts.n_layer + 3}"):
         check_fits(load_lens(deep), facts)
     check_fits(load_lens(good), facts)
+
+
+def test_a_published_lens_without_our_metadata_reads(tmp_path, loaded):
+    """The published format alone (string layer keys as some writers leave them, no metadata) reads back."""
+    d = loaded["llama"].facts.d_model
+    J = {str(layer): torch.eye(d, dtype=torch.float16) * (layer + 2) for layer in (0, 1)}
+    torch.save({"J": J, "n_prompts": 3000, "source_layers": [0, 1], "d_model": d}, tmp_path / "published.pt")
+    lens = load_lens(tmp_path / "published.pt")
+    assert lens.source_layers == [0, 1] and lens.n_prompts == 3000 and lens.metadata == {}
+    assert torch.equal(lens.J[1], torch.eye(d, dtype=torch.float16) * 3)
+    check_fits(lens, loaded["llama"].facts)
