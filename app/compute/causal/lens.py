@@ -45,7 +45,18 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
 
 def _heads(svc: Service, prompt, req: LensRequest) -> list:
     """``[layer][head]`` of ``{"top": [T][top_k]}``: each head's write read through its layer's J (the
-    identity for the logit lens and after the last block); a layer the lens has no J for is null."""
+    identity for the logit lens and after the last block); a layer the lens has no J for is null.
+    Every head's write at every position is held at once (float64): its cells are kept within the
+    server's ``max_matrix_cells``, else a 422 naming ``heads``."""
+    facts, T = svc.loaded.facts, len(prompt.ids)
+    cells = facts.n_layer * facts.n_head * T * facts.d_model
+    if cells > svc.max_matrix_cells:
+        most = svc.max_matrix_cells // (facts.n_layer * facts.n_head * facts.d_model)
+        raise ApiError(422, f"heads: every head's write at every token is {cells:,} numbers ({T} tokens × "
+                       f"{facts.n_head} heads × {facts.n_layer} layers × d_model {facts.d_model}); the limit is "
+                       f"{svc.max_matrix_cells:,} per answer, at most {most} tokens on this model",
+                       loc=("body", "heads"), type_="answer_too_large",
+                       ctx={"limit": svc.max_matrix_cells, "count": cells})
     try:
         got = head_readout(prompt.backend, svc.jlens if req.lens == "jacobian" else None, prompt.ids, req.top_k)
     except (NotSplittable, Unsupported) as e:

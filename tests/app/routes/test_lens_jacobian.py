@@ -140,3 +140,16 @@ def test_a_lens_that_does_not_fit_stops_the_start_in_one_line(problem, family_di
     line = app.state.attnscope.startup_error
     assert line.startswith(f"attnscope: cannot start: {path}: ") and "\n" not in line
     assert ("no such lens file" if problem == "missing" else f"d_model {d + 4}") in line
+
+
+def test_heads_beyond_the_answer_limit_is_a_422_naming_heads(family_dirs, oracles):  # noqa: F811
+    cfg = oracles["llama"].config
+    ids_per_token = cfg.num_hidden_layers * cfg.num_attention_heads * cfg.hidden_size
+    settings = Settings(checkpoint=family_dirs["llama"], device="cpu", torch_threads=1, max_matrix_cells=1024 * 16)
+    with TestClient(create_app(settings)) as client:
+        most = 1024 * 16 // ids_per_token
+        T = len(client.app.state.attnscope.service.loaded.tokenizer.encode_ids(TEXT))
+        assert T > most
+        error = refused(client, "/api/lens", {"text": TEXT, "heads": True}, ["heads"])
+        assert f"at most {most} tokens" in error["msg"] and "16,384" in error["msg"]
+        assert client.post("/api/lens", json={"text": TEXT}).status_code == 200  # the lens alone is fine
