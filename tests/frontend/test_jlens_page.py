@@ -88,3 +88,28 @@ def test_without_a_lens_the_switch_is_hidden_and_the_heads_still_read(tab):
     heads = table_cells(page, ".lens-heads")
     assert [[p for _, p in row] for row in heads] == [[h["top"][5][0]["prob"] for h in row] for row in served["heads"]]
     assert not tab.unexpected_console_errors()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_head_view_says_what_the_chosen_head_writes(tab, jlens_server, width):
+    tab.base_url = jlens_server.url
+    page = tab.page
+    tab.open_at(width, f"/#view=head&layer=0&head=1&pos=5&text={quote(TEXT)}")
+    page.wait_for_selector("[data-testid=head-writes] li")
+    served = post_json(jlens_server.url + "/api/lens", {"text": TEXT, "top_k": 5, "lens": "jacobian", "heads": True})
+    rows = page.locator("[data-testid=head-writes] li").all_inner_texts()
+    column = served["heads"][0][1]["top"]
+    assert len(rows) == len(served["tokens"]) == len(column)
+    for row, guesses in zip(rows, column, strict=True):
+        assert f"{guesses[0]['prob']:.2f}" in row.split("→")[1]
+    assert page.locator("[data-testid=head-writes] li.chosen").get_attribute("data-position") == "5"
+    assert "averaged over 12 prompts" in page.get_by_test_id("head-writes-caption").inner_text()
+    assert tab.inside("head-writes", width)
+    # a block the lens has no J for says so (the fixture's lens leaves out the blocks from n_layer - 2)
+    last_fitted = max(i for i, row in enumerate(served["heads"]) if row is not None and i < len(served["heads"]) - 1)
+    page.get_by_test_id("layer-select").select_option(str(last_fitted + 1))
+    tab.settle()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=head-writes-caption]').textContent.includes('no J for block')"
+    )
+    assert not tab.unexpected_console_errors()

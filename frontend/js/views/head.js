@@ -18,6 +18,7 @@ import { bandLabel, imageMaskWords, imageRun, withImageBand } from "../draw/imag
 import { cellsIn, cellsParam, drawKnockout, installKnockout, knockoutShapes, knockoutState, parseCells, toggleCell }
   from "./knockout.js";
 import { drawWhy, parseWhy, whyParam, whyShapes, whyState } from "./why.js";
+import { drawHeadWrites } from "./headwrites.js";
 
 export const id = "head";
 export const label = "Head & grid";
@@ -177,6 +178,7 @@ export function drawHeadView(state, els, app = null) {
   if (pooled) setText(zoomNote, zoomWords(state, T, block, h.pattern.length));
   else if (zoomed) setText(zoomNote, exactZoomWords(state.zoom));
   drawCellTools(state, app);
+  drawHeadWrites(state, app);
   return { head: true, grid: drawGrid(state, els) };
 }
 
