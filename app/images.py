@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.vision.images import ImageError, decode_image
+from ..model.vision.layout import seen_region
 from ..model.vision.llava import LayoutError
 from .compute.checks import check_token_count, check_token_id, position_of
 from .errors import ApiError
@@ -87,7 +88,8 @@ def text_offsets(svc: Service, text: str, ids: list[int]) -> list[list[int]]:
 
 def image_answer(prompt) -> dict[str, Any]:
     """The answer's ``image`` object."""
-    return {"width": prompt.width, "height": prompt.height, "boxes": prompt.boxes}
+    boxes = prompt.boxes
+    return {"width": prompt.width, "height": prompt.height, "boxes": boxes, "seen": seen_region(boxes)}
 
 
 @dataclass

@@ -117,6 +117,10 @@ class ImageView(BaseModel):
         "image (its own pixels) whose features the token carries, through the processor's resize, crop, pooling "
         "or patch merge"
     )
+    seen: list[float] | None = optional_field(
+        "[x0, y0, x1, y1]: the part of the uploaded image the model saw, the smallest rectangle holding every image "
+        "token's box (less than the whole image where the processor centre-crops, as LLaVA's does)"
+    )
 
 
 TokenKind = Literal["text", "image", "marker"]

@@ -43,6 +43,15 @@ def _r(x: float) -> float:
     return round(x, 4)
 
 
+def seen_region(boxes: list[Box]) -> Box | None:
+    """The part of the uploaded image the model saw: the smallest rectangle holding every non-empty box
+    (a centre crop leaves the rest out; a square of padding has an empty box). None without one."""
+    shown = [b for b in boxes if b[2] > b[0] and b[3] > b[1]]
+    if not shown:
+        return None
+    return [min(b[0] for b in shown), min(b[1] for b in shown), max(b[2] for b in shown), max(b[3] for b in shown)]
+
+
 @dataclass
 class Laid:
     """One prompt as the model receives it: token kinds and the image tokens' boxes."""

@@ -112,3 +112,51 @@ def test_an_atlas_index_asked_before_the_latest_is_never_drawn(atlas_tab):
     assert tab.figure("atlas-map")["data"][0].get("zmid") != 0
     assert "first − second" not in page.locator("#atlas-caption").inner_text()
     assert not tab.unexpected_console_errors()
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"] - 0.5
+        and b["x"] < a["x"] + a["width"] - 0.5
+        and a["y"] < b["y"] + b["height"] - 0.5
+        and b["y"] < a["y"] + a["height"] - 0.5
+    )
+
+
+def test_on_a_phone_the_head_cards_histogram_titles_stand_whole_and_apart(atlas_tab):
+    """Issue 42, item 8: at 390 px each histogram's title ("previous_token · mean 0.51") was cut at the plot's
+    edge or ran into its neighbour, and tick labels ran into the next title. Each title now lies inside the
+    plot, over its own chart, clear of every other title and every tick label."""
+    tab = atlas_tab
+    tab.open_at(390, "/#view=atlas&text=Hello")
+    page = tab.page
+    page.select_option("#atlas-metric", "previous_token")
+    page.locator("#atlas-map .nsewdrag").first.scroll_into_view_if_needed()
+    box = page.locator("#atlas-map .nsewdrag").first.bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.6)
+    page.locator("#atlas-exemplars li").first.wait_for(timeout=20_000)
+    tab.drawn("atlas-hist")
+    page.locator("#atlas-hist").scroll_into_view_if_needed()
+    boxes = page.evaluate(
+        """() => {
+            const gd = document.getElementById('atlas-hist');
+            const rect = (el) => { const r = el.getBoundingClientRect();
+                                   return { x: r.x, y: r.y, width: r.width, height: r.height, text: el.textContent }; };
+            return {
+                plot: rect(gd),
+                titles: [...gd.querySelectorAll('.annotation-text')].map(rect),
+                ticks: [...gd.querySelectorAll('.xtick text, .ytick text')].map(rect).filter((r) => r.width > 0),
+                metrics: Object.keys(window.attnscope.state.atlasView.card.metrics),
+            };
+        }"""
+    )
+    plot, titles = boxes["plot"], boxes["titles"]
+    assert len(titles) == len(boxes["metrics"]) >= 2
+    for title, name in zip(titles, boxes["metrics"]):
+        assert title["text"].startswith(f"{name} · mean ")
+        assert plot["x"] <= title["x"] and title["x"] + title["width"] <= plot["x"] + plot["width"], title
+        assert plot["y"] <= title["y"] and title["y"] + title["height"] <= plot["y"] + plot["height"], title
+    for i, a in enumerate(titles):
+        assert not any(_overlap(a, b) for b in titles[i + 1 :]), a
+        assert not any(_overlap(a, t) for t in boxes["ticks"]), a
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

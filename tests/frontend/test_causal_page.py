@@ -138,3 +138,35 @@ def test_with_a_what_if_on_each_view_says_its_numbers_are_the_model_as_trained(t
         if view == "attribution":  # the same numbers as without the what-ifs: the route never takes them
             assert tab.figure("attribution-heads")["data"][0]["z"] == served["heads"]
     assert not tab.unexpected_console_errors()
+
+
+SIGNED_ENDS = """(id) => {
+    const t = document.querySelector(`[data-testid="${id}"]`)._fullData[0];
+    const ends = [t.colorscale[0][1], t.colorscale[t.colorscale.length - 1][1]];
+    if (t.reversescale) ends.reverse();
+    return { negative: ends[0], positive: ends[1], zmid: t.zmid, zmin: t.zmin, zmax: t.zmax };
+}"""
+
+
+def rgb(colour: str) -> tuple[int, ...]:
+    return tuple(int(float(c)) for c in colour[colour.index("(") + 1 : colour.index(")")].split(","))
+
+
+def test_every_signed_map_of_the_causal_views_draws_positive_in_the_same_red(tab):
+    """One convention on neighbouring tabs (issue 42, item 18): Attribution's direct writes and head
+    effects and Patching's shares are drawn on one diverging scale, the positive end red, never reversed."""
+    page = tab.page
+    tab.open_at(1280, "/#view=attribution&text=" + quote(CLEAN))
+    tab.drawn("attribution-heads")
+    page.get_by_test_id("attribution-measure").click()
+    tab.drawn("attribution-effects")
+    ends = {i: page.evaluate(SIGNED_ENDS, i) for i in ("attribution-heads", "attribution-effects")}
+    assert "Red: the part raises it" in page.get_by_test_id("attribution-caption").inner_text()
+    tab.open_at(1280, "/#view=patching&text=" + quote(CLEAN) + "&textb=" + quote(CORRUPT))
+    tab.drawn("patch-plot")
+    ends["patch-plot"] = page.evaluate(SIGNED_ENDS, "patch-plot")
+    assert len({(e["negative"], e["positive"]) for e in ends.values()}) == 1, ends
+    for e in ends.values():
+        red, blue = rgb(e["positive"]), rgb(e["negative"])
+        assert red[0] > 2 * red[2] and blue[2] > 2 * blue[0], e
+        assert e["zmin"] == -e["zmax"] < 0  # centred on 0: the sign alone picks the side

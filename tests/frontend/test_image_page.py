@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import io
+import math
+import re
 from urllib.parse import quote
 
 import pytest
@@ -202,3 +204,57 @@ def test_a_text_model_has_no_image_field(tab):
     page = tab.page
     page.wait_for_function("() => window.attnscope.state.model !== null")
     assert page.get_by_test_id("image-field").is_hidden() and page.locator("#tab-image").is_hidden()
+
+
+def _px(v: float) -> int:
+    """Whole pixels as the page rounds them (Math.round: halves up)."""
+    return math.floor(v + 0.5)
+
+
+def _luminance(css: str) -> float:
+    rgb = [int(float(c)) / 255 for c in re.findall(r"[\d.]+", css)[:3]]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def test_llava_says_which_part_it_saw_in_whole_pixels_and_the_chosen_band_reads(tab, vision_servers, tmp_path):
+    """Issue 42, item 16: LLaVA's centre crop leaves the picture's sides out and the caption says which part the
+    model saw (the answer's image.seen); a hover names a patch's box in whole pixels; the image band holding the
+    chosen token keeps a text contrast of at least 4.5."""
+    page, _ = open_with_image(tab, vision_servers["llava"], tmp_path, 1280)
+    path = write_png(tmp_path, 61, 37, name="odd.png")  # a size whose boxes fall between pixels
+    page.get_by_test_id("image-file").set_input_files(str(path))
+    png = path.read_bytes()
+    page.locator("#tab-image").click()
+    page.wait_for_function("() => window.attnscope.state.imageAnswer?.response?.image?.width === 61")
+    wait_cells(page)
+    T = page.evaluate("() => window.attnscope.state.imageLength.T")
+    image = served(tab, png, T - 1)["image"]
+    seen = image["seen"]
+    for box in image["boxes"]:
+        assert seen[0] <= box[0] <= box[2] <= seen[2] and seen[1] <= box[1] <= box[3] <= seen[3]
+    assert seen[2] - seen[0] < image["width"]  # the crop: a 60 × 40 picture cut to its centre square
+    caption = page.get_by_test_id("image-caption").inner_text()
+    seen_words = f"x {_px(seen[0])}–{_px(seen[2])}, y {_px(seen[1])}–{_px(seen[3])}"
+    assert f"saw only {seen_words} of the {image['width']} × {image['height']} picture" in caption
+    # every patch's hover: its box in whole pixels (the server's boxes have fractions here)
+    assert any(v != int(v) for box in image["boxes"] for v in box)
+    targets = page.locator("[data-testid=image-cell]")
+    for i in range(targets.count()):
+        targets.nth(i).hover()
+        box = image["boxes"][int(targets.nth(i).get_attribute("data-position")) - image_start(page)]
+        hover = page.get_by_test_id("image-hover").inner_text()
+        assert f"(x {_px(box[0])}–{_px(box[2])}, y {_px(box[1])}–{_px(box[3])})" in hover, hover
+        assert not re.search(r"\d\.\d", hover.split(":")[0]), hover
+    # an image token as the query: its band is the selected chip, and its words read on it
+    targets.nth(1).click()
+    band = page.get_by_test_id("image-band")
+    page.wait_for_function("() => document.querySelector('[data-testid=image-band]')?.classList.contains('selected')")
+    fg, bg = band.evaluate("(b) => [getComputedStyle(b).color, getComputedStyle(b).backgroundColor]")
+    light, dark = sorted((_luminance(fg), _luminance(bg)), reverse=True)
+    assert (light + 0.05) / (dark + 0.05) >= 4.5, (fg, bg)
+
+
+def image_start(page) -> int:
+    """The position of the first image token in the Image view's answer."""
+    return page.evaluate("() => window.attnscope.state.imageAnswer.response.token_kinds.indexOf('image')")

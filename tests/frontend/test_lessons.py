@@ -214,3 +214,22 @@ def test_without_the_openapi_document_the_server_names_the_limit(tab):
     error.wait_for(state="visible")
     assert "64" in error.inner_text() and error.inner_text().startswith("scores: ")  # the server's 422, named
     assert tab.page.locator("#lesson-softmax").get_attribute("data-stale") == "true"
+
+
+def test_four_channel_tables_neither_overlap_nor_widen_a_phone_page(tab):
+    """At 390 px with C = 4 each table is wider than half the column: they stack, and a table wider than
+    the window would scroll inside its own box, never the page (issue 42, item 7)."""
+    tab.open_at(390, "/lessons.html")
+    tab.page.wait_for_selector("#bow-matrices table")
+    tab.page.locator("#bow-C").fill("4")
+    tab.page.wait_for_function(
+        "() => [...document.querySelectorAll('#bow-matrices tr')].every(tr => tr.children.length === 4)"
+    )
+    boxes = [t.bounding_box() for t in tab.page.locator("#bow-matrices table").all()]
+    assert len(boxes) == 4
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            apart_x = a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+            apart_y = a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"]
+            assert apart_x or apart_y, (a, b)
+    assert tab.page.evaluate("document.documentElement.scrollWidth") <= 390

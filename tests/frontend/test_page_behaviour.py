@@ -439,3 +439,29 @@ def test_at_390_px_the_pipeline_stands_in_two_rows_and_the_toggles_take_a_finger
             "([x, y]) => document.elementFromPoint(x, y)?.classList.contains('ablate-toggle')", [x + dx, y + dy]
         )
         assert hit, (dx, dy)
+
+
+# ------------------------------------------------------------------ the tab groups' labels on a desktop
+
+
+@pytest.mark.parametrize("width", [1280, 1440])
+def test_each_tab_group_label_shows_whole_inside_the_scrolling_tab_row(tab, width):
+    """The labels stand over their tabs inside .tabs, which scrolls sideways and so clips vertically too:
+    each label in sight lies within the row's box and is what the page shows at its top edge (issue 42, 10)."""
+    tab.open_at(width, "/")
+    seen = tab.page.evaluate(
+        """() => {
+            const row = document.getElementById('tabs').getBoundingClientRect();
+            return [...document.querySelectorAll('.tab-group-label')].map((label) => {
+                const box = label.getBoundingClientRect();
+                const x = Math.min(box.left + 2, innerWidth - 1);
+                return { text: label.textContent, top: box.top, bottom: box.bottom, left: box.left,
+                         rowTop: row.top, rowBottom: row.bottom,
+                         hit: label.contains(document.elementFromPoint(x, box.top + 0.5)) };
+            });
+        }"""
+    )
+    assert len(seen) >= 4
+    for label in (s for s in seen if s["left"] < width - 2):
+        assert label["rowTop"] <= label["top"] < label["bottom"] <= label["rowBottom"], label
+        assert label["hit"], label

@@ -9,6 +9,7 @@ import { errorText, isBlank, postJSON } from "../api.js";
 import { idOf, mount, onPlotClick, setHidden, setText } from "../dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "../measured.js";
 import { fmt } from "./ablation.js";
+import { SIGNED_SCALE } from "../draw/figures.js";
 import { imageField } from "../state.js";
 
 /** Plotly figure of `delta[layer][head]` (nats; negative = the head helped the prediction). */
@@ -28,7 +29,7 @@ export function effectsFigure(answer) {
         y: layers.map((l) => `L${l}`),
         zmin: -peak,
         zmax: peak,
-        colorscale: "RdBu",
+        colorscale: SIGNED_SCALE, // red: switching the head off raises log p
         colorbar: { title: { text: "Δ log p" }, thickness: 10 },
         hovertemplate: "%{y} · %{x}<br>switched off: Δ log p = %{z:.3f}<extra></extra>",
         xgap: 1,

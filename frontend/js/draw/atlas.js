@@ -159,16 +159,27 @@ export function atlasMapFigure({ grid, layers, metric, signed }) {
   };
 }
 
-/** One head's histograms, a small bar chart per metric, each over its bins' edges. */
-export function atlasHistogramsFigure(card) {
+/** The histograms' columns in a plot `px` wide: two side by side, one on a phone so each title has the width. */
+export const histColumns = (px) => (px >= 560 ? 2 : 1);
+
+const HIST_ROW_PX = 150; // a chart of 100 px and, over it, its title and the row above's tick labels
+
+/** The histograms' plot height in px: a row of `cols` charts per HIST_ROW_PX, `n` metrics. */
+export const histHeight = (n, cols) => 50 + HIST_ROW_PX * Math.ceil(n / cols);
+
+/**
+ * One head's histograms, a small bar chart per metric, each over its bins' edges, `cols` a row (histColumns);
+ * each title sits on its own chart, in the gap that the grid leaves above it.
+ */
+export function atlasHistogramsFigure(card, cols = 2) {
   const names = Object.keys(card.metrics);
-  const cols = 2;
   const rows = Math.ceil(names.length / cols);
   const data = [];
   const layout = baseLayout({
-    margin: { l: 40, r: 10, t: 20, b: 30 },
+    margin: { l: 40, r: 10, t: 24, b: 30 },
+    height: histHeight(names.length, cols),
     showlegend: false,
-    grid: { rows, columns: cols, pattern: "independent", ygap: 0.5 },
+    grid: { rows, columns: cols, pattern: "independent", ygap: 0.5, xgap: 0.15 },
     annotations: [],
   });
   names.forEach((name, n) => {
@@ -199,8 +210,10 @@ export function atlasHistogramsFigure(card) {
       xref: `x${axis} domain`,
       yref: `y${axis} domain`,
       x: 0,
-      y: 1.18,
+      y: 1,
       xanchor: "left",
+      yanchor: "bottom",
+      yshift: 2,
       showarrow: false,
       font: { size: 11 },
     });

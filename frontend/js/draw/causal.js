@@ -33,9 +33,9 @@ export const layerHeadHeight = (L) => Math.max(150, 26 * L + 40);
 /**
  * A layer × head heatmap of `matrix[layer][head]` (null rows, a hybrid's layers without heads,
  * are left out), coloured on the diverging scale from −peak to +peak; `label`: the colour bar's
- * title; `hover`: what a cell's number is, after "L2 · H1<br>"; `reverse`: blue for the positive end.
+ * title; `hover`: what a cell's number is, after "L2 · H1<br>". Red is positive, as on every signed map.
  */
-export function layerHeadFigure(matrix, { label, hover, peak = signedPeak(matrix), digits = 3, reverse = false }) {
+export function layerHeadFigure(matrix, { label, hover, peak = signedPeak(matrix), digits = 3 }) {
   const layers = matrix.flatMap((row, l) => (row ? [l] : []));
   const z = layers.map((l) => matrix[l]);
   const H = z[0]?.length ?? 0;
@@ -50,7 +50,6 @@ export function layerHeadFigure(matrix, { label, hover, peak = signedPeak(matrix
         zmax: peak,
         zmid: 0,
         colorscale: SIGNED_SCALE, // blue (low) to red (high)
-        reversescale: reverse,
         colorbar: colorBar(label),
         hovertemplate: `%{y} · %{x}<br>${hover} %{z:+.${digits}f}<extra></extra>`,
         xgap: 1,

@@ -42,7 +42,9 @@ export const QUALITATIVE = [
   "#EDC948",
   "#9C755F",
 ];
-// signed maps (a differential pair, a difference of two texts): Plotly's RdBu, blue below 0, red above, centred on 0
+// THE diverging scale of every signed map on the page (a differential pair, two texts or models, the why box,
+// attribution, patching, head effects): Plotly's RdBu, centred on 0, red = positive (raises the logit, more),
+// blue = negative; no view reverses it (docs/VIEWS.md)
 export const SIGNED_SCALE = "RdBu";
 
 /** The symmetric colour range of a signed matrix: its largest |value| (nulls skipped), at least 1e-6. */

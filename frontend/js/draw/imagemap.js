@@ -48,10 +48,22 @@ export function overlayCells(response, weights) {
   });
 }
 
+/** A box's edges in whole pixels of the uploaded image, as a hover or a caption says them: "x 160–185, y 0–40". */
+export const boxWords = ([x0, y0, x1, y1]) =>
+  `x ${Math.round(x0)}–${Math.round(x1)}, y ${Math.round(y0)}–${Math.round(y1)}`;
+
 /** What a hover over a cell says: the token, its patch and box, its weight. */
 export const cellWords = (c, n) =>
-  `token ${c.position} · image patch ${c.patch + 1} of ${n} ` +
-  `(x ${c.box[0]}–${c.box[2]}, y ${c.box[1]}–${c.box[3]}): weight ${fmtSig(c.weight)}`;
+  `token ${c.position} · image patch ${c.patch + 1} of ${n} (${boxWords(c.box)}): weight ${fmtSig(c.weight)}`;
+
+/** Which part of the picture the model saw (the answer's `image.seen`), when its processor left some out. */
+export function seenWords({ width, height, seen }) {
+  if (!seen || (seen[0] <= 0 && seen[1] <= 0 && seen[2] >= width && seen[3] >= height)) return null;
+  return (
+    `The model saw only ${boxWords(seen)} of the ${width} × ${height} picture: its processor crops the picture, ` +
+    "and the rest never reaches it."
+  );
+}
 
 /**
  * The token strip as chips: each text or marker token its own chip, the image's run of tokens one
@@ -109,6 +121,8 @@ export function imageWords({ response, mode, layer, head, query, weights }) {
         ? `its opacity is the token's weight over the heaviest image token's (${fmtSig(top)}).`
         : "here every image token's weight is 0 (masked, e.g. outside a sliding window), so none is shaded."),
   ];
+  const seen = seenWords(response.image);
+  if (seen) parts.push(seen);
   const shape = imageMask(response.mask, kinds);
   if (shape) parts.push(MASK_WORDS[shape](layer));
   if (mode === "all") parts.push("The mean over every layer mixes layers whose masks may differ (sliding windows).");

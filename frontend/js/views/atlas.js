@@ -7,7 +7,15 @@
 
 import { getJSON, errorText } from "../api.js";
 import { byId, drawPlot, onPlotClick, setText } from "../dom.js";
-import { TOP_TOKENS, atlasHistogramsFigure, atlasMapFigure, qkFigure, valueText } from "../draw/atlas.js";
+import {
+  TOP_TOKENS,
+  atlasHistogramsFigure,
+  atlasMapFigure,
+  histColumns,
+  histHeight,
+  qkFigure,
+  valueText,
+} from "../draw/atlas.js";
 
 export const id = "atlas";
 export const label = "Atlas";
@@ -202,10 +210,14 @@ function drawCard(v) {
     byId("atlas-card-caption"),
     `Where ${v.metric} was highest over the corpus (${shown.length} contexts, the query token marked):`,
   );
+  const hist = byId("atlas-hist");
+  const cols = histColumns(hist.clientWidth);
+  const height = `${histHeight(Object.keys(v.card.metrics).length, cols)}px`;
+  if (hist.style.height !== height) hist.style.height = height; // a row of charts per HIST_ROW_PX
   drawPlot(
-    byId("atlas-hist"),
-    `${v.card.atlas}|${v.head.layer}|${v.head.head}`,
-    () => atlasHistogramsFigure(v.card),
+    hist,
+    `${v.card.atlas}|${v.head.layer}|${v.head.head}|${cols}`,
+    () => atlasHistogramsFigure(v.card, cols),
     "attnscope-atlas-head",
   );
   drawQK(v);

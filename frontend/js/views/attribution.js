@@ -72,7 +72,7 @@ export function attributionWords({ token, logit, position, frozen, final_softcap
     `What each part of the model writes directly into the logit of “${token}” (${fmtFixed(logit)}), the top ` +
       `guess after “${tokens[position]}” (token ${position}): each head through its slice of the output ` +
       `projection, each MLP, the embeddings and the rest, dotted with the token's unembedding row. With the ` +
-      `heads they add up to the logit. Blue: the part raises it, red: it lowers it. Frozen: ${frozen}.`,
+      `heads they add up to the logit. Red: the part raises it, blue: it lowers it. Frozen: ${frozen}.`,
   ];
   if (final_softcap !== null && final_softcap !== undefined)
     parts.push(
@@ -98,8 +98,8 @@ function drawEffects(state, answer, key) {
   else if (r?.error) words = `Could not measure: ${r.error}`;
   else if (fresh) {
     words =
-      `Each head switched off alone (${state.effectsMode} ablation): the change in log p(${answer.token}). Blue: ` +
-      `the head helped, red: it hurt.`;
+      `Each head switched off alone (${state.effectsMode} ablation): the change in log p(${answer.token}). Red: ` +
+      `switching it off raises it (the head hurt), blue: lowers it (the head helped).`;
     if (state.ablate.length) words += " Measured with the switched-off heads off, unlike the direct write.";
     drawPlot(plot, `${key}|${r.answer.position}|${r.answer.token_id}|${r.inputs.effectsMode}`, () =>
       effectsFigure(r.answer),
@@ -130,7 +130,7 @@ export function draw(state, els, app = null) {
   drawPlot(
     byId("attribution-heads"),
     key,
-    () => layerHeadFigure(response.heads, { label: "logit", hover: "direct write", reverse: true }),
+    () => layerHeadFigure(response.heads, { label: "logit", hover: "direct write" }),
     "attnscope-attribution",
   );
   drawParts(byId("attribution-parts"), response);

@@ -38,6 +38,7 @@ def clients(tmp_path_factory):
 def test_served_pattern_equals_eager(clients, name):
     from attnscope.model.registry import load_model
     from attnscope.model.vision.images import decode_image
+    from attnscope.model.vision.layout import seen_region
     from transformers import AutoModelForImageTextToText
 
     png = image_bytes(60, 40)
@@ -46,7 +47,7 @@ def test_served_pattern_equals_eager(clients, name):
     lm = load_model(clients["dirs"][name], device="cpu")
     prompt = lm.backend.prepare(TEXT, decode_image(png, 10**7))
     assert got["token_ids"] == prompt.ids and got["token_kinds"] == prompt.kinds
-    assert got["image"] == {"width": 60, "height": 40, "boxes": prompt.boxes}
+    assert got["image"] == {"width": 60, "height": 40, "boxes": prompt.boxes, "seen": seen_region(prompt.boxes)}
     assert len(got["image"]["boxes"]) == got["token_kinds"].count("image")
     eager = AutoModelForImageTextToText.from_pretrained(clients["dirs"][name], attn_implementation="eager").eval()
     with torch.no_grad():

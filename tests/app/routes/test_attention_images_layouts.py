@@ -30,6 +30,7 @@ def test_served_pattern_equals_eager(tmp_path, model_type):
     from attnscope.app.settings import Settings
     from attnscope.model.registry import load_model
     from attnscope.model.vision.images import decode_image
+    from attnscope.model.vision.layout import seen_region
     from fastapi.testclient import TestClient
     from transformers import AutoModelForImageTextToText
 
@@ -40,7 +41,7 @@ def test_served_pattern_equals_eager(tmp_path, model_type):
         got = attention(client, text=TEXT, image="data:image/png;base64," + b64(png), include=["pattern"], top_k=0)
     prompt = load_model(path, device="cpu").backend.prepare(TEXT, decode_image(png, 10**7))
     assert got["token_ids"] == prompt.ids and got["token_kinds"] == prompt.kinds
-    assert got["image"] == {"width": 60, "height": 40, "boxes": prompt.boxes}
+    assert got["image"] == {"width": 60, "height": 40, "boxes": prompt.boxes, "seen": seen_region(prompt.boxes)}
     assert len(prompt.boxes) == got["token_kinds"].count("image") == n_image
     T = len(prompt.ids)
     assert torch.equal(torch.tensor(got["mask"], dtype=torch.bool), torch.ones(T, T, dtype=torch.bool).tril())
