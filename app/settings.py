@@ -160,14 +160,18 @@ class Settings(BaseSettings):
     def image_body_limit(self) -> int | None:
         """The body limit of a request that may carry an image: the text's, plus the image's bytes in
         base64 and a data: URL's prefix; ``None`` for a model that reads text only (its config has no
-        ``vision_config``), whose every request keeps :meth:`body_limit`."""
+        ``vision_config``), whose every request keeps :meth:`body_limit`. The base64 may be wrapped
+        in lines of 76 characters: room for a line break each, CRLF escaped in JSON (4 bytes)."""
         try:
             from ..model.ours.checkpoint import read_config
 
             vision = "vision_config" in read_config(self.checkpoint_path)
         except Exception:  # no config.json (ours is read the same way; a GGUF file has none): text only
             vision = False
-        return self.body_limit() + 4 * (self.max_image_bytes + 2) // 3 + 1024 if vision else None
+        if not vision:
+            return None
+        encoded = 4 * (self.max_image_bytes + 2) // 3
+        return self.body_limit() + encoded + 4 * (encoded // 76 + 1) + 1024
 
     @property
     def threads(self) -> int:
