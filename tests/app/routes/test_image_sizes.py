@@ -1,6 +1,10 @@
-"""An image's base64 as people send it: wrapped in lines (``base64.encodebytes``, GNU ``base64``:
-76 columns) it is the same image as unwrapped; any other character outside the alphabet is still a
-422."""
+"""An image's base64 as people send it, and an image over the limit by a little or by a lot.
+
+Base64 wrapped in lines (``base64.encodebytes``, GNU ``base64``: 76 columns) is the same image as
+unwrapped; any other character outside the alphabet is still a 422. Over ``max_bytes`` the 413
+names ``image`` and its ``max_bytes`` (GET /api/model ``image_limits``), whether the image is a
+little over (found by the route) or so far over that the body is (found before the route reads it).
+"""
 
 from __future__ import annotations
 
@@ -78,3 +82,28 @@ def test_an_image_of_max_bytes_fits_wrapped_in_crlf_lines(llava):
     image = wrapped(padded_png(MAX_BYTES)).replace("\n", "\r\n")
     r = llava.post("/api/attention", json={"text": TEXT * 50, "image": image, "top_k": 0})
     assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("size", [MAX_BYTES + 100, 2 * MAX_BYTES, 20 * MAX_BYTES])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_an_image_over_max_bytes_is_a_413_naming_image_and_max_bytes(llava, size, chunked):
+    max_bytes = llava.get("/api/model").json()["image_limits"]["max_bytes"]
+    assert max_bytes == MAX_BYTES
+    body = f'{{"text": "{TEXT}", "image": "{b64(padded_png(size))}"}}'.encode()
+    headers = {"content-type": "application/json"}
+    content = iter([body[i : i + 65536] for i in range(0, len(body), 65536)]) if chunked else body
+    r = llava.post("/api/attention", content=content, headers=headers)
+    assert r.status_code == 413, r.text
+    (item,) = r.json()["detail"]
+    assert item["loc"] == ["body", "image"]
+    assert max_bytes in (item["ctx"]["limit"], item["ctx"].get("max_bytes"))
+    assert f"{max_bytes:,}" in item["msg"] and "image" in item["msg"]
+    r = llava.post("/api/attention", json={"text": TEXT, "image": b64(padded_png(100)), "top_k": 0})
+    assert r.status_code == 200  # and the server keeps serving
+
+
+def test_other_routes_and_text_only_bodies_keep_the_plain_413(llava):
+    r = llava.post("/api/compare-texts", json={"text": "x" * 400_000, "text_b": "y"})
+    assert r.status_code == 413
+    (item,) = r.json()["detail"]
+    assert item["loc"] == ["body"] and "image" not in item["msg"]
