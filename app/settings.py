@@ -23,6 +23,8 @@ before decoding (more: 422) |
 | ``ATTNSCOPE_MAX_CONCURRENCY`` | 0 = auto | model computations running at once; the rest wait |
 | ``ATTNSCOPE_TORCH_THREADS`` | 0 = auto | torch intra-op threads |
 | ``ATTNSCOPE_CORS_ORIGINS`` | empty = no CORS | comma-separated origins (or a JSON list) |
+| ``ATTNSCOPE_MODELS_DIR`` | unset | a folder of models (transformers folders, ``.gguf`` files) that \
+``GET /api/models`` lists and ``/api/compare-models`` and ``POST /api/model`` open by name |
 | ``ATTNSCOPE_ATLAS`` | none | one or two head atlases (``attnscope atlas --out DIR``), \
 comma-separated: the Atlas view |
 """
@@ -85,6 +87,10 @@ class Settings(BaseSettings):
         False, description="compile the statistics' block passes (torch.compile): fewer GPU kernel launches"
     )
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    models_dir: Path | None = Field(
+        None,
+        description="a folder whose model folders and .gguf files GET /api/models lists and requests open by name",
+    )
     atlas: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, max_length=2, description="head atlases to serve (attnscope atlas --out DIR), one or two"
     )

@@ -2,6 +2,7 @@
 device, the checkpoint), each as one line before any weights load, then run uvicorn on the app.
 
     attnscope serve [--host 127.0.0.1] [--port 8000] [--checkpoint DIR] [--device cpu] [--workers 1] [--compile]
+                    [--models-dir DIR]    (its folders and .gguf files: GET /api/models, opened by name)
     attnscope serve --checkpoint FILE.gguf | --ollama NAME[:TAG]    (a GGUF model, dequantized)
 """
 
@@ -37,6 +38,11 @@ def add_serve_command(sub) -> None:
         help="compile the statistics' block passes (torch.compile): fewer kernel launches on a GPU",
     )
     serve.add_argument(
+        "--models-dir",
+        metavar="DIR",
+        help="a folder of models (transformers folders, .gguf files) that the page may open or compare by name",
+    )
+    serve.add_argument(
         "--atlas",
         action="append",
         metavar="DIR",
@@ -48,7 +54,9 @@ def add_serve_command(sub) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check, in this order, the options, the port, the device and the checkpoint; then serve."""
     settings = command_settings(
-        args, ("host", "port", "checkpoint", "device", "dtype", "atlas", "compile", *PLACEMENT), refused=REFUSED
+        args,
+        ("host", "port", "checkpoint", "device", "dtype", "atlas", "compile", "models_dir", *PLACEMENT),
+        refused=REFUSED,
     )
     if args.workers < 1:
         raise Failure("--workers must be at least 1", EXIT_USAGE)
@@ -58,6 +66,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise Failure(problem)
     check_device(settings.device, args.device is not None, refused=REFUSED)
     check_checkpoint(settings, args.checkpoint is not None, refused=REFUSED)
+    if settings.models_dir is not None and not settings.models_dir.is_dir():
+        source = "--models-dir" if args.models_dir is not None else "ATTNSCOPE_MODELS_DIR"
+        raise Failure(f"{REFUSED}{source} {settings.models_dir}: not a folder")
     preflight(settings)
     run(settings, args.workers)
     return 0
@@ -147,6 +158,7 @@ def run(settings: Settings, workers: int) -> None:
         env |= {"device_map": settings.device_map, "max_memory": settings.max_memory}
         env["offload_folder"] = str(settings.offload_folder) if settings.offload_folder else None
         env["compile"] = "1" if settings.compile else None
+        env["models_dir"] = str(settings.models_dir) if settings.models_dir else None
         if settings.atlas:  # the workers read them too
             env["atlas"] = ",".join(str(p) for p in settings.atlas)
         for key, value in env.items():
