@@ -122,12 +122,12 @@ def shown_path(path: str | None, places: Sequence[Path]) -> str | None:
     return p.name
 
 
-def shown(entry: dict, places: Sequence[Path]) -> dict:
+def shown(entry: dict, places: Sequence[Path], serving: str | None) -> dict:
     """An entry as ``GET /api/models`` sends it: ``path`` (and the path in ``open_with``) relative to
-    where it was found."""
+    where it was found, and ``served``: whether it is the model answering now (named ``serving``)."""
     path = shown_path(entry["path"], places)
     open_with = entry["open_with"]
     if entry["path"]:
         for form in (shlex.quote(entry["path"]), entry["path"]):
             open_with = open_with.replace(form, shlex.quote(path))
-    return {**entry, "path": path, "open_with": open_with}
+    return {**entry, "path": path, "open_with": open_with, "served": entry["name"] == serving}

@@ -37,7 +37,7 @@ def make_router(max_text_chars: int) -> APIRouter:
         a switch in progress (``POST /api/model``). Paths are relative to where each was found."""
         serving = state.service.info["name"] if state.service is not None else None
         places = roots(state.settings.models_dir)
-        models = [shown(m, places) for m in machine_models(state)]
+        models = [shown(m, places, serving) for m in machine_models(state)]
         return {"models": models, "serving": serving, "switch": state.switch}
 
     @router.post(

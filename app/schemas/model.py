@@ -125,6 +125,7 @@ class LocalModel(BaseModel):
     size_bytes: int | None
     status: str = Field(description="'ok', or why it cannot be opened")
     open_with: str = Field(description="the command that serves it")
+    served: bool = Field(description="the model answering now (`serving`): a second model to compare is another")
 
 
 class SwitchState(BaseModel):

@@ -69,7 +69,9 @@ def compare(client, model_b: str):
 
 
 def test_the_models_dir_is_listed_and_compared_by_name(served):
-    listed = served.get("/api/models").json()["models"]
+    body = served.get("/api/models").json()
+    listed = body["models"]
+    assert [m["name"] for m in listed if m["served"]] == [body["serving"]] == [listed[0]["name"]]
     mine = [m for m in listed if m["source"] == "models-dir"]
     assert [(m["name"], m["path"], m["status"]) for m in mine] == [("tiny-b", "tiny-b", "ok")]
     assert mine[0]["size_bytes"] > 0
