@@ -21,10 +21,15 @@ LOC = ("body", "image")
 DATA_URL = re.compile(r"data:[\w.+/-]*(;[\w=.+-]+)*;base64,", re.ASCII)
 
 
+WHITESPACE = str.maketrans("", "", " \t\n\r\v\f")  # ASCII whitespace: base64 wrapped in lines, as GNU base64 writes it
+
+
 def image_bytes(value: str, max_bytes: int) -> bytes:
-    """``image`` (base64, or a ``data:`` URL holding base64) -> its bytes; 413 above ``max_bytes``."""
+    """``image`` (base64, or a ``data:`` URL holding base64) -> its bytes; 413 above ``max_bytes``.
+    Whitespace in the base64 (lines of 76, as ``base64`` and ``base64.encodebytes`` wrap it) is
+    dropped; any other character outside the alphabet is a 422."""
     head = DATA_URL.match(value)
-    encoded = value[head.end() :] if head else value
+    encoded = (value[head.end() :] if head else value).translate(WHITESPACE)
     ctx = {"limit": max_bytes}
     if len(encoded) * 3 // 4 > max_bytes + 2:
         msg = f"image is about {len(encoded) * 3 // 4:,} bytes; the limit is {max_bytes:,} bytes"

@@ -71,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_body_bytes=settings.body_limit(),
         image_paths=IMAGE_PATHS,
         image_body_bytes=settings.image_body_limit(),
+        image_max_bytes=settings.max_image_bytes,
     )
     app.add_middleware(LifespanErrorMiddleware, state=state)
     return app

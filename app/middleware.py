@@ -17,7 +17,7 @@ from __future__ import annotations
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import error_item
+from .errors import body_too_large_item, error_item
 from .responses import dumps
 
 DRAIN_MAX = 8 << 20  # bytes of a refused body read and dropped so that its sender reads the 413
@@ -30,7 +30,8 @@ class BodyTooLarge(Exception):
 
 class BodySizeLimitMiddleware:
     """``image_paths``: the routes whose requests may carry an image; on an image-text model
-    (``image_body_bytes`` set) their limit is ``image_body_bytes``, every other route's stays."""
+    (``image_body_bytes`` set) their limit is ``image_body_bytes``, every other route's stays, and
+    their 413 names ``image`` and its ``image_max_bytes``."""
 
     def __init__(
         self,
@@ -38,24 +39,27 @@ class BodySizeLimitMiddleware:
         max_body_bytes: int,
         image_paths: frozenset[str] = frozenset(),
         image_body_bytes: int | None = None,
+        image_max_bytes: int | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.image_paths = image_paths
         self.image_body_bytes = image_body_bytes
+        self.image_max_bytes = image_max_bytes
+
+    def _takes_image(self, scope: Scope) -> bool:
+        return self.image_body_bytes is not None and scope.get("path") in self.image_paths
 
     def limit_of(self, scope: Scope) -> int:
-        if self.image_body_bytes is not None and scope.get("path") in self.image_paths:
-            return self.image_body_bytes
-        return self.max_body_bytes
+        return self.image_body_bytes if self._takes_image(scope) else self.max_body_bytes
 
-    def _response(
-        self, status: int, msg: str, type_: str, count: int | None = None, limit: int | None = None
-    ) -> tuple[Message, Message]:
-        ctx = {"limit": self.max_body_bytes if limit is None else limit}
-        if count is not None:
-            ctx["count"] = count
-        body = dumps({"detail": [error_item(type_, ("body",), msg, ctx)]})
+    def too_large(self, scope: Scope, count: int, read: bool = False) -> dict:
+        """The 413's item: naming ``image`` and its limit on a route that takes one."""
+        image = self.image_max_bytes if self._takes_image(scope) else None
+        return body_too_large_item(count, self.limit_of(scope), image, read)
+
+    def _response(self, status: int, item: dict) -> tuple[Message, Message]:
+        body = dumps({"detail": [item]})
         start = {
             "type": "http.response.start",
             "status": status,
@@ -67,10 +71,8 @@ class BodySizeLimitMiddleware:
         }
         return start, {"type": "http.response.body", "body": body, "more_body": False}
 
-    async def _send_error(
-        self, send: Send, status: int, msg: str, type_: str, count: int | None = None, limit: int | None = None
-    ) -> None:
-        start, body = self._response(status, msg, type_, count, limit)
+    async def _send_error(self, send: Send, status: int, item: dict) -> None:
+        start, body = self._response(status, item)
         await send(start)
         await send(body)
 
@@ -86,13 +88,14 @@ class BodySizeLimitMiddleware:
                 try:
                     declared = int(value)
                 except ValueError:
-                    await self._send_error(send, 400, "Content-Length is not a number", "content_length_invalid")
+                    msg = "Content-Length is not a number"
+                    ctx = {"limit": limit}
+                    await self._send_error(send, 400, error_item("content_length_invalid", ("body",), msg, ctx))
                     return
                 if declared > limit:
                     if not expects_continue and declared <= DRAIN_MAX:
                         await _drain(receive, declared)
-                    msg = f"the request body is {declared} bytes; the limit is {limit} bytes"
-                    await self._send_error(send, 413, msg, "body_too_large", declared, limit)
+                    await self._send_error(send, 413, self.too_large(scope, declared))
                     return
 
         received = 0
@@ -114,8 +117,7 @@ class BodySizeLimitMiddleware:
         async def refuse() -> None:
             if not ended:
                 await _drain(receive, DRAIN_MAX - received)
-            msg = f"the request body is over the limit of {limit} bytes"
-            await self._send_error(send, 413, msg, "body_too_large", received, limit)
+            await self._send_error(send, 413, self.too_large(scope, received, read=True))
 
         async def guarded_send(message: Message) -> None:
             nonlocal started

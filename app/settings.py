@@ -23,6 +23,8 @@ before decoding (more: 422) |
 | ``ATTNSCOPE_MAX_CONCURRENCY`` | 0 = auto | model computations running at once; the rest wait |
 | ``ATTNSCOPE_TORCH_THREADS`` | 0 = auto | torch intra-op threads |
 | ``ATTNSCOPE_CORS_ORIGINS`` | empty = no CORS | comma-separated origins (or a JSON list) |
+| ``ATTNSCOPE_MODELS_DIR`` | unset | a folder of models (transformers folders, ``.gguf`` files) that \
+``GET /api/models`` lists and ``/api/compare-models`` and ``POST /api/model`` open by name |
 | ``ATTNSCOPE_ATLAS`` | none | one or two head atlases (``attnscope atlas --out DIR``), \
 comma-separated: the Atlas view |
 | ``ATTNSCOPE_JLENS`` | none | a Jacobian lens (``attnscope jlens --out LENS.pt``), or ``ORG/NAME:FILE`` in the \
@@ -87,6 +89,10 @@ class Settings(BaseSettings):
         False, description="compile the statistics' block passes (torch.compile): fewer GPU kernel launches"
     )
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    models_dir: Path | None = Field(
+        None,
+        description="a folder whose model folders and .gguf files GET /api/models lists and requests open by name",
+    )
     atlas: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, max_length=2, description="head atlases to serve (attnscope atlas --out DIR), one or two"
     )
@@ -166,8 +172,12 @@ class Settings(BaseSettings):
     def image_body_limit(self) -> int | None:
         """The body limit of a request that may carry an image: the text's, plus the image's bytes in
         base64 and a data: URL's prefix; ``None`` for a model that reads text only (its config has no
-        ``vision_config``), whose every request keeps :meth:`body_limit`."""
-        return self.body_limit() + 4 * (self.max_image_bytes + 2) // 3 + 1024 if self.reads_images() else None
+        ``vision_config``), whose every request keeps :meth:`body_limit`. The base64 may be wrapped
+        in lines of 76 characters: room for a line break each, CRLF escaped in JSON (4 bytes)."""
+        if not self.reads_images():
+            return None
+        encoded = 4 * (self.max_image_bytes + 2) // 3
+        return self.body_limit() + encoded + 4 * (encoded // 76 + 1) + 1024
 
     def reads_images(self) -> bool:
         """Whether the checkpoint is an image-text model (its config has a ``vision_config``), read

@@ -2,6 +2,7 @@
 the device, the port), each as one line before any weights load, then run uvicorn on the app.
 
     attnscope serve [--host 127.0.0.1] [--port 8000] [--checkpoint DIR] [--device cpu] [--workers 1] [--compile]
+                    [--models-dir DIR]    (its folders and .gguf files: GET /api/models, opened by name)
     attnscope serve --checkpoint FILE.gguf | --ollama NAME[:TAG]    (a GGUF model, dequantized)
 """
 
@@ -37,6 +38,11 @@ def add_serve_command(sub) -> None:
         help="compile the statistics' block passes (torch.compile): fewer kernel launches on a GPU",
     )
     serve.add_argument(
+        "--models-dir",
+        metavar="DIR",
+        help="a folder of models (transformers folders, .gguf files) that the page may open or compare by name",
+    )
+    serve.add_argument(
         "--atlas",
         action="append",
         metavar="DIR",
@@ -54,7 +60,7 @@ def add_serve_command(sub) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check, in this order, the options, that the checkpoint is there, the device, the port and
     the model itself; then serve."""
-    names = ("host", "port", "checkpoint", "device", "dtype", "atlas", "compile", "jlens", *PLACEMENT)
+    names = ("host", "port", "checkpoint", "device", "dtype", "atlas", "compile", "jlens", "models_dir", *PLACEMENT)
     settings = command_settings(args, names, refused=REFUSED)
     if args.workers < 1:
         raise Failure("--workers must be at least 1", EXIT_USAGE)
@@ -62,6 +68,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # line, before the model is loaded
     check_checkpoint(settings, args.checkpoint is not None, refused=REFUSED)
     check_device(settings.device, args.device is not None, refused=REFUSED)
+    if settings.models_dir is not None and not settings.models_dir.is_dir():
+        source = "--models-dir" if args.models_dir is not None else "ATTNSCOPE_MODELS_DIR"
+        raise Failure(f"{REFUSED}{source} {settings.models_dir}: not a folder")
     problem = port_problem(settings.host, settings.port)
     if problem:
         raise Failure(problem)
@@ -158,6 +167,7 @@ def run(settings: Settings, workers: int) -> None:
         env["offload_folder"] = str(settings.offload_folder) if settings.offload_folder else None
         env["compile"] = "1" if settings.compile else None
         env["jlens"] = settings.jlens
+        env["models_dir"] = str(settings.models_dir) if settings.models_dir else None
         if settings.atlas:  # the workers read them too
             env["atlas"] = ",".join(str(p) for p in settings.atlas)
         for key, value in env.items():

@@ -63,13 +63,20 @@ def _pick(atlases: dict[str, Atlas], atlas_id: str | None, field: str = "atlas")
     return atlas_id, atlases[atlas_id]
 
 
+def _corpus(corpus: dict[str, Any]) -> dict[str, Any]:
+    """The atlas's corpus as sent: each file by its name, not where it lay when the atlas was made
+    (no absolute path of the server leaves it)."""
+    files = [{**f, "path": Path(f["path"]).name} if f.get("path") else f for f in corpus.get("files", [])]
+    return {**corpus, "files": files}
+
+
 def about(atlas_id: str, atlas: Atlas) -> dict[str, Any]:
     """One atlas as ``GET /api/atlas`` lists it."""
     meta = atlas.meta
     return {
         "id": atlas_id,
         "model": meta["model"]["name"],
-        "corpus": meta["corpus"],
+        "corpus": _corpus(meta["corpus"]),
         "tokens": int(meta.get("tokens_seen", 0)),
         "complete": bool(meta.get("complete", True)),
         "metrics": atlas.metrics,

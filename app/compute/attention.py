@@ -33,7 +33,7 @@ from ..images import image_answer, image_prompt
 from ..responses import dumps
 from ..schemas.attention import FIELDS, AttentionRequest
 from ..service import Service
-from .checks import ablate_set, check_index, check_token_count
+from .checks import ablate_set, check_position, check_token_count
 from .plan import plan_capture
 from .rounding import floor_sig, round_sig
 from .rows import RowCapture, row_answer
@@ -129,7 +129,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
 def _query_row(svc: Service, query: int, T: int) -> int:
     """``query_row`` checked: a token of the prompt, and its rows (every head of every attention layer,
     T keys each) within the server's ``max_matrix_cells``."""
-    check_index(query, T, ("body", "query_row"), "query_row", f"the prompt has {T} tokens")
+    check_position(query, T, ("body", "query_row"), "query_row")
     facts = svc.loaded.facts
     cells = len(facts.attention_layers) * facts.n_head * T
     if cells > svc.max_matrix_cells:

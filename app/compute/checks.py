@@ -77,6 +77,31 @@ def check_index(value: int, n: int, loc: Sequence[str | int], name: str, what: s
         )
 
 
+def check_position(value: int, n: int, loc: Sequence[str | int], name: str) -> None:
+    """``value`` is a position of the text's ``n`` tokens: every route that takes a query, key or
+    position index refuses it with the same words and the same inclusive range, 0 to n - 1."""
+    check_index(value, n, loc, name, f"the text has {n} tokens")
+
+
+def check_span(value: int | list[int], n: int, loc: Sequence[str | int], name: str) -> tuple[int, int]:
+    """A position or a half-open range [a, b] of the text's ``n`` tokens as (a, b): a position as
+    :func:`check_position` says; a range with a < b, a from 0 to n - 1 and b from a + 1 to n."""
+    if isinstance(value, int):
+        check_position(value, n, loc, name)
+        return value, value + 1
+    a, b = value
+    if not a < b <= n:
+        raise ApiError(
+            422,
+            f"{name} is {value}; a range [a, b] is half-open (positions a to b - 1): a < b, "
+            f"and the text has {n} tokens (a from 0 to {n - 1}, b from a + 1 to {n})",
+            loc=loc,
+            type_="index_out_of_range",
+            ctx={"limit": n - 1, "value": value},
+        )
+    return a, b
+
+
 def indices(values: list[int] | None, n: int, name: str, unit: str) -> list[int]:
     """The request's list of layers or heads, checked, sorted, without repeats; all ``n`` if absent."""
     if values is None:
@@ -137,7 +162,7 @@ def position_of(position: int | None, n: int) -> int:
     """The position a request names (``position``), its default the last of the text's ``n`` tokens."""
     if position is None:
         return n - 1
-    check_index(position, n, ("body", "position"), "position", f"the text has {n} tokens")
+    check_position(position, n, ("body", "position"), "position")
     return position
 
 

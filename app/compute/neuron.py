@@ -13,7 +13,7 @@ import numpy as np
 from ..responses import dumps
 from ..schemas.neuron import NeuronRequest
 from ..service import Service
-from .checks import check_index
+from .checks import check_position
 from .onehead import one_head
 from .rounding import PATTERN_DECIMALS, SCORE_DECIMALS
 
@@ -24,9 +24,9 @@ def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) 
     T = len(result.token_ids)
     lc = result.capture.layers[0]
     query = T - 1 if req.query is None else req.query
-    check_index(query, T, ("body", "query"), "query", f"the text has {T} tokens")
+    check_position(query, T, ("body", "query"), "query")
     key = int(np.argmax(fields["pattern"][query])) if req.key is None else req.key
-    check_index(key, T, ("body", "key"), "key", f"the text has {T} tokens")
+    check_position(key, T, ("body", "key"), "key")
     q, k = fields["q"][query].astype(np.float64), fields["k"][key].astype(np.float64)
     raw, scaled = float(fields["attn_scores_raw"][query, key]), float(fields["attn_scores"][query, key])
     answer = {

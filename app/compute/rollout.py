@@ -13,7 +13,7 @@ from ..images import prompt_of
 from ..responses import dumps
 from ..schemas.rollout import ROLLOUT_MAX_TOKENS, RolloutRequest
 from ..service import Service
-from .checks import ablate_set, check_index
+from .checks import ablate_set, check_position
 from .rounding import PATTERN_DECIMALS, round_fixed
 
 
@@ -32,7 +32,7 @@ def rollout_json(svc: Service, req: RolloutRequest, started: float | None = None
             ctx={"limit": ROLLOUT_MAX_TOKENS, "count": len(ids)},
         )
     position = len(ids) - 1 if req.position is None else req.position
-    check_index(position, len(ids), ("body", "position"), "position", f"the text has {len(ids)} tokens")
+    check_position(position, len(ids), ("body", "position"), "position")
     opts = AttentionOptions(
         causal=req.causal, divisor=scale_divisor(req.scale, facts.head_dim), ablate=ablate_set(req.ablate, facts)
     )

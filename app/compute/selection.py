@@ -11,7 +11,7 @@ import numpy as np
 from ..responses import dumps
 from ..schemas.selection import SelectionRequest
 from ..service import Service
-from .checks import check_index
+from .checks import check_position
 from .onehead import one_head
 from .rounding import PATTERN_DECIMALS
 
@@ -22,7 +22,7 @@ def selection_json(svc: Service, req: SelectionRequest, started: float | None = 
     T = len(result.token_ids)
     for side in ("queries", "keys"):
         for i, position in enumerate(getattr(req, side)):
-            check_index(position, T, ("body", side, i), f"{side}[{i}]", f"the text has {T} tokens")
+            check_position(position, T, ("body", side, i), f"{side}[{i}]")
     pattern = fields["pattern"].astype(np.float64)  # (T, T)
     combine = np.mean if req.reduce == "mean" else np.sum
     queries, keys = sorted(set(req.queries)), sorted(set(req.keys))

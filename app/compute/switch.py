@@ -1,7 +1,7 @@
 """``POST /api/model``: switch the served model to another one on this machine, one at a time.
 
 The name must be one ``GET /api/models`` lists (so a client can only open what the machine
-already holds, by the command that would serve it), and fit in memory beside the current model:
+already holds, never a path: :mod:`.models`), and fit in memory beside the current model:
 the current one keeps answering until the new one is loaded, then every new request goes to the
 new one (requests already running finish on the old). The load runs in a thread; its progress is
 ``AppState.switch`` (``{"name", "status": "loading" | "failed", "error"}``), which ``GET
@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ApiError
+from .models import ACCEPTED
 
 log = logging.getLogger("attnscope")
 
@@ -30,8 +31,8 @@ def find_local(name: str, models: list[dict], field: str = "name") -> dict:
     entry = next((m for m in models if m["name"] == name), None)
     if entry is None:
         names = ", ".join(m["name"] for m in models if m["status"] == "ok") or "none"
-        why = f"{field} is {name!r}: not a model on this machine (GET /api/models: {names})"
-        raise ApiError(422, why, loc=("body", field))
+        why = f"{field} is {name!r}: not a model this server opens; {field} is {ACCEPTED} (now: {names})"
+        raise ApiError(422, why, loc=("body", field), type_="not_a_listed_model")
     if entry["status"] != "ok":
         raise ApiError(422, f"{field} is {name!r}: it cannot be opened: {entry['status']}", loc=("body", field))
     return entry

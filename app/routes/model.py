@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ..compute.models import machine_models
+from ..compute.models import machine_models, roots, shown
 from ..compute.switch import check_memory, find_local, free_bytes, keep_serving, start_switch
 from ..deps import ERRORS_GET, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
@@ -32,10 +32,13 @@ def make_router(max_text_chars: int) -> APIRouter:
     @router.get("/api/models", response_model=ModelsResponse, responses=ERRORS_GET)
     def models(state: StateDep) -> dict:
         """The models on this machine, as ``attnscope models`` lists them (the Hugging Face cache's causal
-        LMs, the GGUF files of Ollama and LM Studio; read from disk, no network), the one the server
-        started with first; which one is served, and a switch in progress (``POST /api/model``)."""
+        LMs, the GGUF files of Ollama and LM Studio; read from disk, no network) and the folders and
+        .gguf files of ``--models-dir``, the one the server started with first; which one is served, and
+        a switch in progress (``POST /api/model``). Paths are relative to where each was found."""
         serving = state.service.info["name"] if state.service is not None else None
-        return {"models": machine_models(state), "serving": serving, "switch": state.switch}
+        places = roots(state.settings.models_dir)
+        models = [shown(m, places, serving) for m in machine_models(state)]
+        return {"models": models, "serving": serving, "switch": state.switch}
 
     @router.post(
         "/api/model",

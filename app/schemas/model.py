@@ -125,11 +125,15 @@ class ModelInfo(BaseModel):
 
 class LocalModel(BaseModel):
     name: str = Field(description="as `--model`, `--ollama` or the file names it")
-    source: Literal["hub-cache", "ollama", "lm-studio", "dir"]
-    path: str | None = Field(description="its folder or file on this machine")
+    source: Literal["hub-cache", "ollama", "lm-studio", "models-dir", "dir"]
+    path: str | None = Field(
+        description="its folder or file, relative to where it was found (the Hub cache, Ollama's or LM Studio's "
+        "folder, --models-dir; the model the server started with: its own name), never an absolute path"
+    )
     size_bytes: int | None
     status: str = Field(description="'ok', or why it cannot be opened")
     open_with: str = Field(description="the command that serves it")
+    served: bool = Field(description="the model answering now (`serving`): a second model to compare is another")
 
 
 class SwitchState(BaseModel):

@@ -16,7 +16,7 @@ from .hub import cache_dir, cached_models
 from .ollama import gguf_files, list_ollama, lmstudio_roots, ollama_roots
 
 
-def _entry(source: str, path: Path | None, name: str | None, open_with: str) -> dict:
+def gguf_entry(source: str, path: Path | None, name: str | None, open_with: str) -> dict:
     """A GGUF model: what its header says, and "ok" or why it cannot be opened."""
     entry = {"source": source, "name": name, "path": str(path) if path else None, "open_with": open_with}
     if path is None:
@@ -48,10 +48,10 @@ def find_models(dirs: list[str]) -> tuple[list[dict], list[str]]:
     for root in ollama_roots():
         looked.append(f"Ollama: {root}")
         for m in list_ollama(root):
-            found.append(_entry("ollama", m.blob, m.name, f"attnscope serve --ollama {shlex.quote(m.name)}"))
+            found.append(gguf_entry("ollama", m.blob, m.name, f"attnscope serve --ollama {shlex.quote(m.name)}"))
     places = [("lm-studio", r) for r in lmstudio_roots()] + [("dir", Path(d).expanduser()) for d in dirs]
     for source, root in places:
         looked.append(f"{'LM Studio' if source == 'lm-studio' else 'folder'}: {root}")
         for path in gguf_files(root):
-            found.append(_entry(source, path, None, f"attnscope serve --checkpoint {shlex.quote(str(path))}"))
+            found.append(gguf_entry(source, path, None, f"attnscope serve --checkpoint {shlex.quote(str(path))}"))
     return found, looked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import struct
@@ -498,7 +499,8 @@ def _float32s(spec: dict) -> list[float]:
 def test_the_csv_holds_the_servers_float32_weights_whatever_the_page_fetched(tab, width):
     """Issue 32, item 7: at 390 px this text's heatmap is max-pooled, at 1280 px it is not; the CSV
     of the same head is the same either way: every weight the server's float32 (not rounded to 5 decimals),
-    at the precision its first line states."""
+    at the precision its file name states. Issue 42, item 23: the file is plain CSV, as Python's csv
+    module (and a spreadsheet) reads it: the first row the header, every data row's numbers numbers."""
     page = tab.page
     page.set_viewport_size({"width": width, "height": 900})
     text = text_of_tokens(tab.base_url, 230)
@@ -509,10 +511,15 @@ def test_the_csv_holds_the_servers_float32_weights_whatever_the_page_fetched(tab
     )
     with page.expect_download() as info:
         page.locator("#download-csv").click()
-    lines = Path(info.value.path()).read_text().splitlines()
-    assert lines[0] == "# numbers: float32 from the server, 9 significant digits (exact)"
-    assert lines[1].startswith("layer,head,query_index,query_token,key_index,key_token,mask,pattern,")
-    weights = [float(line.rsplit(",", 5)[-4]) for line in lines[2:]]
+    assert info.value.suggested_filename == "attnscope-L1H2-float32.csv"
+    with open(info.value.path(), newline="") as f:
+        header, *rows = csv.reader(f)
+    assert header[:8] == ["layer", "head", "query_index", "query_token", "key_index", "key_token", "mask", "pattern"]
+    numeric = [i for i, name in enumerate(header) if not name.endswith("_token")]
+    assert all(len(row) == len(header) for row in rows)
+    assert all(math.isfinite(float(row[i])) for row in rows for i in numeric if row[i] != "")
+    assert all(row[header.index("pattern")] != "" for row in rows)
+    weights = [float(row[header.index("pattern")]) for row in rows]
     assert len(weights) == len(served) == 230 * 230
     assert [np_float32(w) for w in weights] == served  # each written weight reads back as the server's float32
     assert any(w != round(w, 5) for w in served)  # weights that 5 decimals would change

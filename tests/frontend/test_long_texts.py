@@ -5,6 +5,8 @@ the chips in view. A short text still gets exact full matrices."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import time
@@ -220,11 +222,19 @@ def test_an_8000_token_text_is_drawn_pooled_and_zooms_to_exact_cells(page, long_
 
 
 def csv_download(page) -> tuple[list[str], str]:
-    """Click the CSV button: the file's lines, and the button's title (what it said it gives)."""
+    """Click the CSV button: the file's lines, and the button's title (what it said it gives). The
+    file is plain CSV (issue 42, item 23): Python's csv module reads its first row as the header and
+    every number of every data row as a number; its name and the title say the numbers' precision."""
     title = page.locator("#download-csv").get_attribute("title")
     with page.expect_download() as info:
         page.locator("#download-csv").click()
-    return Path(info.value.path()).read_text().splitlines(), title
+    assert info.value.suggested_filename.endswith("-float32.csv") and "float32" in title
+    text = Path(info.value.path()).read_text()
+    header, *rows = csv.reader(io.StringIO(text, newline=""))
+    assert header[:2] == ["layer", "head"] and all(len(row) == len(header) for row in rows)
+    numeric = [i for i, name in enumerate(header) if not name.endswith("_token")]
+    assert all(math.isfinite(float(row[i])) for row in rows for i in numeric if row[i] != "")
+    return text.splitlines(), title
 
 
 def test_the_csv_of_a_pooled_head_is_the_exact_head_or_the_blocks_shown_and_says_which(page, long_server):
@@ -238,13 +248,12 @@ def test_the_csv_of_a_pooled_head_is_the_exact_head_or_the_blocks_shown_and_says
     assert page.evaluate("() => window.attnscope.state.detail.response.focus.thumbnail.block") > 1  # drawn pooled
     lines, title = csv_download(page)
     assert "fetched exactly" in title
-    assert lines[0].startswith("# numbers: float32")  # the precision, stated first
-    assert lines[1].startswith("layer,head,query_index,query_token,key_index,key_token,mask,pattern")
-    assert len(lines) == 2 + T * T
+    assert lines[0].startswith("layer,head,query_index,query_token,key_index,key_token,mask,pattern")
+    assert len(lines) == 1 + T * T
     assert "fetched exactly" in page.locator("#toast").inner_text()
     # the exact weights: each query's row sums to 1
     sums = {}
-    for line in lines[2:]:
+    for line in lines[1:]:
         cells = line.rsplit(",", 5)  # the token fields may hold commas; the last six do not
         query = int(line.split(",")[2])
         sums[query] = sums.get(query, 0.0) + float(cells[-4])
@@ -256,13 +265,12 @@ def test_the_csv_of_a_pooled_head_is_the_exact_head_or_the_blocks_shown_and_says
     m = math.ceil(long_server.n_tokens / focus["block"])
     lines, title = csv_download(page)
     assert "max-pooled block" in title
-    assert lines[0].startswith("# numbers: float32")
     assert (
-        lines[1]
+        lines[0]
         == "layer,head,query_start,query_end,key_start,key_end,mask,pattern_max,attn_scores_raw_max,attn_scores_max"
     )
-    assert len(lines) == 2 + m * m
-    first, last = lines[2].split(","), lines[-1].split(",")
+    assert len(lines) == 1 + m * m
+    first, last = lines[1].split(","), lines[-1].split(",")
     assert first[2:6] == ["0", str(focus["block"]), "0", str(focus["block"])]
     assert last[3] == last[5] == str(long_server.n_tokens)
     assert page.errors == []

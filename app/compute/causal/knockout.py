@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
 from ....model.backends import top_logits
 from ....model.causal.knockout import knockout
@@ -15,26 +14,11 @@ from ...responses import dumps
 from ...schemas.knockout import KnockoutRequest
 from ...service import Service
 from ..attention import top_predictions
-from ..checks import check_attention_layer, check_index
+from ..checks import check_attention_layer, check_index, check_span
 from ..rounding import round_sig
 from . import elapsed_ms, not_exact
 
 KNOCKOUT_TOP_K = 5  # the predictions after a knockout, as /api/attention's default
-
-
-def _span(value: int | list[int], n: int, loc: Sequence[str | int]) -> tuple[int, int]:
-    """A position or a half-open range [a, b] as (a, b), each within the text's ``n`` tokens."""
-    a, b = (value, value + 1) if isinstance(value, int) else value
-    name = ".".join(str(part) for part in loc[1:])
-    if not a < b <= n:
-        raise ApiError(
-            422,
-            f"{name} is {value}; a position or a range [a, b] with a < b, within the text's {n} tokens (0 to {n})",
-            loc=loc,
-            type_="index_out_of_range",
-            ctx={"limit": n, "value": value},
-        )
-    return a, b
 
 
 def _edges(req: KnockoutRequest, n: int, svc: Service) -> list[tuple[int, int | None, int, int, int, int]]:
@@ -47,8 +31,8 @@ def _edges(req: KnockoutRequest, n: int, svc: Service) -> list[tuple[int, int | 
             check_index(
                 edge.head, facts.n_head, (*loc, "head"), f"edges.{i}.head", f"the model has {facts.n_head} heads"
             )
-        q0, q1 = _span(edge.query, n, (*loc, "query"))
-        k0, k1 = _span(edge.key, n, (*loc, "key"))
+        q0, q1 = check_span(edge.query, n, (*loc, "query"), f"edges.{i}.query")
+        k0, k1 = check_span(edge.key, n, (*loc, "key"), f"edges.{i}.key")
         edges.append((edge.layer, edge.head, q0, q1, k0, k1))
     return edges
 

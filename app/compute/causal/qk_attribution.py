@@ -11,7 +11,7 @@ from ...images import prompt_of
 from ...responses import dumps
 from ...schemas.qk_attribution import QKAttributionRequest
 from ...service import Service
-from ..checks import check_attention_layer, check_index
+from ..checks import check_attention_layer, check_index, check_position
 from ..rounding import round_sig
 from .attribution import refused
 
@@ -26,7 +26,7 @@ def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float 
     what = f"the model has {facts.n_head} heads per layer"
     check_index(req.head, facts.n_head, ("body", "head"), "head", what)
     for name in ("query", "key"):
-        check_index(getattr(req, name), len(ids), ("body", name), name, f"the text has {len(ids)} tokens")
+        check_position(getattr(req, name), len(ids), ("body", name), name)
     try:
         r = qk_attribution(prompt.backend, ids, req.layer, req.head, req.query, req.key)
     except NotSplittable as exc:

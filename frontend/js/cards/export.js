@@ -8,8 +8,12 @@ import { detailRequest, exactHeadRequest, exportRequest, exportTitle } from "../
 import { currentDetail, currentGrid, toHash } from "../state.js";
 import { VIEWS } from "../views.js";
 
-/** Every number of a CSV: the server's float32, written to the 9 significant digits that give it back exactly. */
-export const CSV_PRECISION = "float32 from the server, 9 significant digits (exact)";
+/**
+ * Every number of a CSV: the server's float32, written to the 9 significant digits that give it back exactly.
+ * Said in the file's name and the button's title, never in the file: a CSV is a header row, then data, as a
+ * spreadsheet or `pandas.read_csv` reads it.
+ */
+export const CSV_PRECISION = "numbers: the server's float32, 9 significant digits (exact)";
 const num = (v) => (v === null || v === undefined ? "" : String(Number(v.toPrecision(9))));
 
 const csvField = (v) => {
@@ -23,7 +27,7 @@ const EXACT_CSV_PAIRS = 1 << 20;
 
 /**
  * The chosen head as long-format CSV: one line per (query, key) pair with the mask, the
- * weights, scaled and unscaled, and the raw and scaled scores; a first line says the precision.
+ * weights, scaled and unscaled, and the raw and scaled scores; the first line is the header.
  */
 export function headCsv({ tokens, mask, pattern, patternUnscaled, raw, scaled, layer, head }) {
   const columns = [
@@ -39,7 +43,7 @@ export function headCsv({ tokens, mask, pattern, patternUnscaled, raw, scaled, l
     "attn_scores_raw",
     "attn_scores",
   ];
-  const lines = [`# numbers: ${CSV_PRECISION}`, columns.join(",")];
+  const lines = [columns.join(",")];
   const T = tokens.length;
   for (let i = 0; i < T; i++) {
     for (let j = 0; j < T; j++) {
@@ -80,7 +84,7 @@ export function pooledCsv({ T, block, mask, pattern, raw, scaled, layer, head })
     "attn_scores_raw_max",
     "attn_scores_max",
   ];
-  const lines = [`# numbers: ${CSV_PRECISION}`, columns.join(",")];
+  const lines = [columns.join(",")];
   pattern.forEach((row, i) => {
     const [q0, q1] = blockSpan(T, block, i);
     row.forEach((w, j) => {
@@ -131,7 +135,7 @@ const CSV_TITLES = {
 export function renderExport(state, els) {
   const kind = csvKind(state);
   setProp(els.downloadCsv, "disabled", kind === null);
-  setProp(els.downloadCsv, "title", kind ? CSV_TITLES[kind] : "");
+  setProp(els.downloadCsv, "title", kind ? `${CSV_TITLES[kind]} (${CSV_PRECISION})` : "");
   if (els.downloadCsv.dataset.kind !== (kind ?? "")) els.downloadCsv.dataset.kind = kind ?? "";
   // the request's fields come from the model's description
   setProp(els.downloadJson, "disabled", !currentGrid(state) || !state.model);
@@ -185,7 +189,7 @@ export function installExport({ state, els }) {
         kind === "pooled" ? { ...detailRequest(state), precision: "f4", top_k: 0 } : exactHeadRequest(state);
       const d = headData(await postJSON("/api/attention", request));
       download(
-        `attnscope-L${layer}H${head}${kind === "pooled" ? "-pooled" : ""}.csv`,
+        `attnscope-L${layer}H${head}${kind === "pooled" ? "-pooled" : ""}-float32.csv`,
         csvOf(d, layer, head),
         "text/csv",
       );

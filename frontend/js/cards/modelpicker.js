@@ -10,10 +10,13 @@ import { mount, setHidden, setText } from "../dom.js";
 const POLL_MS = 500;
 const WAIT_MS = 20 * 60 * 1000; // a load taking longer than this is not waited for
 
-/** The picker's options: every openable model, by name, with its source and size in the tooltip. */
-export function pickerOptions(listing) {
+/**
+ * The picker's options: every openable model, by name, with its source and size in the tooltip; with
+ * `others`, all but the one the server marks `served` (a second model to compare it with).
+ */
+export function pickerOptions(listing, others = false) {
   return (listing?.models ?? [])
-    .filter((m) => m.status === "ok")
+    .filter((m) => m.status === "ok" && !(others && m.served))
     .map((m) => ({
       name: m.name,
       title: `${m.source}: ${m.path ?? ""}${m.size_bytes ? ` (${(m.size_bytes / 2 ** 20).toFixed(1)} MiB)` : ""}`,

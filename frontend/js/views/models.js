@@ -140,10 +140,10 @@ export function divergenceFigure({ divergence, max_abs, argmax_agreement }, sele
 const ROW_PX = 26;
 const mapHeight = (rows) => Math.max(220, 60 + rows * ROW_PX);
 
-/** The picker's options, as the model picker lists them, with a first "choose" one. */
+/** The picker's options, as the model picker lists them but the served model, with a first "choose" one. */
 function fillPicker(state) {
   const select = byId("model-b");
-  const options = [{ name: "", title: "" }, ...pickerOptions(state.modelListing)];
+  const options = [{ name: "", title: "" }, ...pickerOptions(state.modelListing, true)];
   if (state.modelB && !options.some((o) => o.name === state.modelB)) options.push({ name: state.modelB, title: "" });
   fillModelOptions(select, options, "choose the second model…");
   if (select.value !== state.modelB) select.value = state.modelB;
