@@ -33,8 +33,11 @@ def test_models_lists_the_shipped_model_as_the_api_does(bare_machine, capsys):
     with TestClient(create_app(Settings(torch_threads=1))) as c:
         api = c.get("/api/models").json()["models"]
         served = c.get("/api/model").json()
-    assert [m["path"] for m in listed] == [m["path"] for m in api] == [str(SHIPPED)]
-    for key in ("name", "source", "path", "size_bytes", "status", "open_with"):
+    # the command line shows this machine's path; the API sends no absolute path, only the folder's name
+    assert [m["path"] for m in listed] == [str(SHIPPED)] and [m["path"] for m in api] == [SHIPPED.name]
+    assert api[0]["open_with"] == f"attnscope serve --checkpoint {SHIPPED.name}"
+    assert listed[0]["open_with"] == f"attnscope serve --checkpoint {SHIPPED}"
+    for key in ("name", "source", "size_bytes", "status"):
         assert listed[0][key] == api[0][key], key
     assert listed[0]["name"] == served["name"]
     params = listed[0]["parameters"]
