@@ -170,4 +170,8 @@ def test_patching_runs_that_agree_on_the_top_guess_and_the_token_and_foil_picked
     assert f"logit(“{served['token']}”) − logit(“{other['token']}”)" in caption
     page.wait_for_function("(id) => window.location.hash.includes(`pfoil=${id}`)", arg=other["token_id"])
     assert tab.inside("patch-pick", width)
+    card = page.locator("#view-patching .card").bounding_box()
+    for select in (token, foil):  # each select within its card, however long its options
+        box = select.bounding_box()
+        assert card["x"] <= box["x"] and box["x"] + box["width"] <= card["x"] + card["width"]
     assert not tab.unexpected_console_errors()

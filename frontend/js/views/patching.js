@@ -58,7 +58,8 @@ const PICK = `
 /** The corrupt text's box (the second text's handling), the heads | residual select, the token and the foil. */
 export function install(app) {
   bindSecondText(byId("patch-corrupt"), app);
-  const pick = Object.assign(document.createElement("div"), { id: "patch-pick", className: "row small", hidden: true });
+  const pick = Object.assign(document.createElement("div"), { id: "patch-pick", className: "patch-pick small" });
+  pick.hidden = true;
   pick.dataset.testid = "patch-pick";
   pick.innerHTML = PICK;
   byId("patch-corrupt").after(pick);
