@@ -31,7 +31,9 @@ class PatchingRequest(Strict):
     corrupt: str = text_field()
     position: Index | None = Field(None, description="where the logit difference is read; default the last position")
     token_id: Index | None = Field(None, description="default the clean run's top guess at position")
-    foil_id: Index | None = Field(None, description="default the corrupt run's top guess at position")
+    foil_id: Index | None = Field(
+        None, description="default the corrupt run's best guess at position other than token_id"
+    )
     what: Literal["heads", "residual"] = Field(
         "heads",
         description="heads: each head's output at every position; residual: the stream after each block per position",
@@ -51,6 +53,11 @@ def with_pair_limit(max_text_chars: int) -> type[PatchingRequest]:
     return create_model("PatchingRequest", __base__=PatchingRequest, __module__=__name__, **texts)
 
 
+class Guess(BaseModel):
+    token_id: int
+    token: str
+
+
 class PatchingResponse(BaseModel):
     tokens: list[str] = Field(description="the clean text's tokens")
     corrupt_tokens: list[str]
@@ -59,6 +66,8 @@ class PatchingResponse(BaseModel):
     token: str
     foil_id: int
     foil: str
+    clean_top: list[Guess] = Field(description="the clean run's top guesses at position, best first")
+    corrupt_top: list[Guess] = Field(description="the corrupt run's, best first")
     clean_diff: float = Field(description="logit(token_id) − logit(foil_id) at position, clean run")
     corrupt_diff: float = Field(description="the same, corrupt run")
     what: Literal["heads", "residual"]

@@ -1,10 +1,13 @@
 // Asking the server for what the state needs, and storing the answers in it: the all-heads grid and the
 // chosen head for the current text (in one request or two at once, drawn at the next frame), the exact cells
-// of a zoomed block, the predictions at another temperature, the model and the head roles at start. Typing is
-// debounced here; the views say what they need (views.js) and `ensureData` asks for what is missing. Each
-// answer is stored under the key of its text and what-ifs (state.js): a view never draws an older text's numbers.
+// of a zoomed block, the predictions at another temperature, the model and the head roles at start (asked in
+// modelload.js). Typing is debounced here; the views say what they need (views.js) and `ensureData` asks for
+// what is missing. Each answer is stored under the key of its text and what-ifs (state.js): a view never draws
+// an older text's numbers. A refusal of the image goes to the image field (cards/imagepick.js).
 
-import { errorText, getJSON, isBlank, latestOnly, refusalOf } from "./api.js";
+import { errorText, isBlank, latestOnly, refusalOf } from "./api.js";
+import { dropRefusedImage } from "./cards/imagepick.js";
+import { fitToModel, loadModel, loadRoles } from "./modelload.js";
 import { inputsFor } from "./measured.js";
 import { regionFits, regionKey } from "./draw/pooled.js";
 import {
@@ -16,7 +19,7 @@ import {
   predictionsRequest,
   regionRequest,
 } from "./requests.js";
-import { FOCUS_MAX, currentDetail, currentGrid, fitHead, gridKey, headKey } from "./state.js";
+import { FOCUS_MAX, currentDetail, currentGrid, gridKey, headKey } from "./state.js";
 import { VIEWS, viewById } from "./views.js";
 
 const DEBOUNCE_MS = 60;
@@ -55,9 +58,17 @@ function dataContext(app) {
   };
 }
 
-/** Record how the last `kind` request ended (err null = it succeeded) and show the error left, if any. */
+/**
+ * Record how the last `kind` request ended (err null = it succeeded) and show the error left, if any. A refusal
+ * of the image is the image field's to say (cards/imagepick.js): the image is taken out, the text alone asked.
+ */
 function requestDone(ctx, kind, err, key = null) {
   const state = ctx.app.state;
+  if (err && dropRefusedImage(state, err)) {
+    requestDone(ctx, kind, null);
+    ctx.app.refreshNow?.();
+    return;
+  }
   ctx.refusedKey[kind] = err && err.status >= 400 && err.status < 500 ? key : null;
   if (err) ctx.askedKey = null; // asked, not answered: Enter asks again
   state.requestErrors[kind] = err ? errorText(err) : null;
@@ -312,44 +323,6 @@ function ensureData(ctx) {
   const lacks = d?.focus?.thumbnail && (view.focus ?? []).some((field) => !d.focus[field]);
   if (view.needs.includes("detail") && (!d || lacks) && !state.pending.detail && refused.detail !== headKey(state))
     fetchDetail(ctx);
-}
-
-/** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */
-function fitToModel(state) {
-  if (!state.model) return;
-  const fit = fitHead(state, state.model);
-  state.layer = fit.layer;
-  state.head = fit.head;
-  state.ablate = fit.ablate;
-  if (fit.note && !state.notice?.includes(fit.note)) state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
-}
-
-async function loadModel({ state, update }) {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      state.model = await getJSON("/api/model");
-      fitToModel(state);
-      update();
-      return;
-    } catch (err) {
-      if (attempt >= 60) {
-        state.error = errorText(err);
-        update();
-        return;
-      }
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-  }
-}
-
-async function loadRoles({ state, update }) {
-  try {
-    state.roles = await getJSON("/api/heads");
-    if (!state.roles.roles.includes(state.role)) state.role = state.roles.roles[0];
-  } catch (err) {
-    state.error = `Head roles: ${errorText(err)}`;
-  }
-  update();
 }
 
 /**

@@ -224,8 +224,12 @@ export function renderSafely(state, els, app = null) {
   }
 }
 
-/** After a view becomes visible, let its Plotly plots take their container's size (a canvas plot watches its own). */
+/**
+ * After a view becomes visible, let its Plotly plots take their container's size (a canvas plot watches its own).
+ * Only the plots on show: a drawn plot hidden since (the why box's under a new text) would make Plotly reject.
+ */
 export function resizeView(els, view) {
   if (!window.Plotly) return;
-  for (const el of els.panels[view].querySelectorAll(".js-plotly-plot.drawn")) window.Plotly.Plots.resize(el);
+  for (const el of els.panels[view].querySelectorAll(".js-plotly-plot.drawn"))
+    if (el.getClientRects().length) window.Plotly.Plots.resize(el);
 }

@@ -1,7 +1,8 @@
 """Activation patching: a clean and a corrupt text of as many tokens; a piece of the clean run written
 into the corrupt run, and the share of the logit difference it brings back.
 
-With ``diff = logit(token_id) − logit(foil_id)`` after ``position``, each entry is
+``token_id`` is by default the clean run's top guess after ``position``, ``foil_id`` the corrupt run's best
+guess other than ``token_id``. With ``diff = logit(token_id) − logit(foil_id)`` after ``position``, each entry is
 ``(patched − corrupt_diff) / (clean_diff − corrupt_diff)``: 1 where the piece restores the clean
 difference, 0 where it changes nothing. The pieces:
 
@@ -17,7 +18,7 @@ Attention is causal: only the tokens up to ``position`` are run, and a position 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -45,6 +46,11 @@ class Patching:
     clean_diff: float
     corrupt_diff: float
     restored: torch.Tensor  # heads: (attention layers, nh); residual: (L, T) over every token of the texts
+    clean_top: list[int] = field(default_factory=list)  # each run's top guesses at position, best first
+    corrupt_top: list[int] = field(default_factory=list)
+
+
+GUESSES = 5  # the top guesses of each run an answer holds: what a page offers as the token and the foil
 
 
 class HeadOutputs(dict):
@@ -96,7 +102,11 @@ def patching(
     clean_logits = backend.last_logits(torch.tensor([clean[:T]]), AttentionOptions())[0].double()
     corrupt_logits = backend.last_logits(co, AttentionOptions())[0].double()
     token_id = int(clean_logits.argmax()) if token_id is None else int(token_id)
-    foil_id = int(corrupt_logits.argmax()) if foil_id is None else int(foil_id)
+    if foil_id is None:  # the corrupt run's best guess other than the token (its top guess, unless that is the token)
+        others = corrupt_logits.clone()
+        others[token_id] = float("-inf")
+        foil_id = int(others.argmax())
+    foil_id = int(foil_id)
     if token_id == foil_id:
         raise PatchingError("foil_id", f"foil_id is token_id ({token_id}): the difference of a logit with itself is 0")
     clean_diff = float(clean_logits[token_id] - clean_logits[foil_id])
@@ -114,7 +124,9 @@ def patching(
     else:
         out = torch.zeros(facts.n_layer, len(corrupt), dtype=torch.float64)
         out[:, :T] = _residual(backend, clean[:T], co, per, restored)
-    return Patching(position, token_id, foil_id, clean_diff, corrupt_diff, out)
+    k = min(GUESSES, clean_logits.shape[-1])
+    tops = [torch.topk(logits, k).indices.tolist() for logits in (clean_logits, corrupt_logits)]
+    return Patching(position, token_id, foil_id, clean_diff, corrupt_diff, out, *tops)
 
 
 def _heads(backend: Backend, clean: list[int], co: torch.Tensor, per: int, restored) -> torch.Tensor:

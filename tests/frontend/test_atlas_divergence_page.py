@@ -23,7 +23,8 @@ from tests.kit.hub import change_layer, copy_with  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def divergence_server(tmp_path_factory, server):
+def built(tmp_path_factory, server):
+    """A tiny Llama, its atlas with ``divergence`` against a changed copy, and the corpus."""
     root = tmp_path_factory.mktemp("divergence-page")
     base = build("llama", root / "base")
     tuned = copy_with(base, root / "tuned", lambda m: change_layer(m, 1))
@@ -31,6 +32,12 @@ def divergence_server(tmp_path_factory, server):
     corpus.write_text("\n\n".join(t.strip() for t in TEXTS * 2), encoding="utf-8")
     out = atlas(corpus, root / "moved", checkpoint=base, compare_model=tuned, seq_len=24, batch_size=4,
                 exemplars=3, progress=False)
+    return base, out, corpus
+
+
+@pytest.fixture(scope="module")
+def divergence_server(built):
+    base, out, _ = built
     with serving(base, env={"ATTNSCOPE_ATLAS": str(out)}) as s:
         yield s
 
@@ -65,4 +72,42 @@ def test_the_divergence_map_and_a_heads_histogram(tab, divergence_server):
     shown = [e for e in card["exemplars"] if e["metric"] == "divergence"]
     values = page.locator("#atlas-exemplars li span.muted").all_inner_texts()
     assert [float(v) for v in values] == pytest.approx([e["value"] for e in shown], rel=0.01)
+    assert not tab.unexpected_console_errors()
+
+
+@pytest.fixture(scope="module")
+def one_with_divergence_server(built):
+    """Two atlases of one model: ``moved`` has ``divergence``, ``plain`` (no compare model) has not."""
+    base, moved, corpus = built
+    plain = atlas(corpus, moved.parent / "plain", checkpoint=base, seq_len=24, batch_size=4, exemplars=3,
+                  progress=False)
+    with serving(base, env={"ATTNSCOPE_ATLAS": f"{moved},{plain}"}) as s:
+        yield s
+
+
+def test_a_difference_with_an_atlas_lacking_the_metric_is_said_and_not_drawn(tab, one_with_divergence_server):
+    """Issue 42, item 2: ``divergence`` with "minus the other" ticked, the other atlas without it: the
+    caption says so and claims no difference; the map is the chosen atlas's own (the API's numbers on
+    its own scale), and a metric both have draws the difference again."""
+    tab.base_url = one_with_divergence_server.url
+    tab.open("/#view=atlas&text=Hello")
+    page = tab.page
+    page.wait_for_function("() => window.attnscope.state.atlasView.index !== null")
+    page.select_option("#atlas-metric", "divergence")
+    page.check("#atlas-difference")
+    page.wait_for_function("() => window.attnscope.state.atlasView.index?.compare === 'plain'")
+    served = get_json(tab.base_url + "/api/atlas?atlas=moved&compare=plain")
+    assert "divergence" in served["maps"] and "divergence" not in served["difference"]
+    caption = page.locator("#atlas-caption").inner_text()
+    assert "moved − plain" not in caption and "red where" not in caption
+    assert "plain has no divergence" in caption
+    trace = tab.figure("atlas-map")["data"][0]
+    assert trace["z"] == served["maps"]["divergence"] and trace.get("zmid") is None
+    assert trace["colorbar"]["title"]["text"] == "divergence" and "difference" not in trace["hovertemplate"]
+    shared = next(m for m in served["difference"])
+    page.select_option("#atlas-metric", shared)
+    page.wait_for_function("() => document.querySelector('#atlas-map').data?.[0]?.zmid === 0")
+    assert tab.figure("atlas-map")["data"][0]["z"] == served["difference"][shared]
+    caption = page.locator("#atlas-caption").inner_text()
+    assert "moved − plain" in caption and "has no" not in caption
     assert not tab.unexpected_console_errors()

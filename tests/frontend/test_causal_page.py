@@ -170,3 +170,40 @@ def test_every_signed_map_of_the_causal_views_draws_positive_in_the_same_red(tab
         red, blue = rgb(e["positive"]), rgb(e["negative"])
         assert red[0] > 2 * red[2] and blue[2] > 2 * blue[0], e
         assert e["zmin"] == -e["zmax"] < 0  # centred on 0: the sign alone picks the side
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_patching_runs_that_agree_on_the_top_guess_and_the_token_and_foil_picked(tab, width):
+    """Issue 42, item 3: a corrupt text whose top guess is the clean one's is patched against the server's
+    foil (the corrupt run's best other guess), both tokens shown in the tab's selects; a foil picked from
+    the runs' top guesses is asked for and drawn, and kept in the link."""
+    page = tab.page
+    corrupt = CLEAN.replace("red", "big")
+    tab.open_at(width, "/#view=patching&text=" + quote(CLEAN) + "&textb=" + quote(corrupt))
+    fig = tab.drawn("patch-plot")
+    body = {"clean": CLEAN, "corrupt": corrupt, "position": 21}
+    served = post_json(tab.base_url + "/api/patching", body)
+    assert served["clean_top"][0]["token_id"] == served["corrupt_top"][0]["token_id"] == served["token_id"]
+    assert served["foil_id"] != served["token_id"] and fig["data"][0]["z"] == served["heads"]
+    token, foil = page.get_by_test_id("patch-token"), page.get_by_test_id("patch-foil")
+    assert token.is_visible() and foil.is_visible()
+    assert served["token"] in token.locator("option:checked").inner_text()
+    assert served["foil"] in foil.locator("option:checked").inner_text()
+    offered = foil.locator("option").evaluate_all("(os) => os.map((o) => o.value)")
+    assert offered[0] == "" and {str(g["token_id"]) for g in served["corrupt_top"]} <= set(offered)
+    # another foil: the corrupt run's third guess
+    other = served["corrupt_top"][2]
+    foil.select_option(str(other["token_id"]))
+    page.wait_for_function("(id) => window.attnscope.state.patching?.response?.foil_id === id", arg=other["token_id"])
+    picked = post_json(tab.base_url + "/api/patching", {**body, "foil_id": other["token_id"]})
+    page.wait_for_function("(z) => JSON.stringify(document.querySelector('[data-testid=patch-plot]').data[0].z)"
+                           " === JSON.stringify(z)", arg=picked["heads"])
+    caption = page.get_by_test_id("patch-caption").inner_text()
+    assert f"logit(“{served['token']}”) − logit(“{other['token']}”)" in caption
+    page.wait_for_function("(id) => window.location.hash.includes(`pfoil=${id}`)", arg=other["token_id"])
+    assert tab.inside("patch-pick", width)
+    card = page.locator("#view-patching .card").bounding_box()
+    for select in (token, foil):  # each select within its card, however long its options
+        box = select.bounding_box()
+        assert card["x"] <= box["x"] and box["x"] + box["width"] <= card["x"] + card["width"]
+    assert not tab.unexpected_console_errors()

@@ -258,3 +258,33 @@ def test_llava_says_which_part_it_saw_in_whole_pixels_and_the_chosen_band_reads(
 def image_start(page) -> int:
     """The position of the first image token in the Image view's answer."""
     return page.evaluate("() => window.attnscope.state.imageAnswer.response.token_kinds.indexOf('image')")
+
+
+def test_an_image_the_server_cannot_decode_is_refused_in_the_field_and_the_text_drawn(tab, vision_servers, tmp_path):
+    """Issue 42, item 4: a PNG cut to half its bytes passes the page's own check (Chromium draws what it
+    can of it) but the server refuses it: the field takes it out and says the server's why, no banner,
+    and the views draw the text alone."""
+    tab.base_url = vision_servers["gemma3"].url
+    page = tab.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    tab.open("/#text=" + quote(TEXT))
+    page.get_by_test_id("image-field").wait_for(state="visible")
+    whole = image_bytes(60, 40, seed=3)
+    cut = tmp_path / "cut.png"
+    cut.write_bytes(whole[: len(whole) // 2])
+    page.get_by_test_id("image-file").set_input_files(str(cut))
+    refusal = page.get_by_test_id("image-refusal")
+    refusal.wait_for(state="visible")
+    with pytest.raises(Exception) as info:  # the server's own refusal, said in the field
+        post_json(tab.base_url + "/api/attention", {"text": TEXT, "image": base64.b64encode(cut.read_bytes()).decode()})
+    assert info.value.code == 422
+    assert "cut.png" in refusal.inner_text() and "could not be decoded" in refusal.inner_text()
+    assert page.evaluate("() => window.attnscope.state.image") is None
+    page.locator("#tab-head").click()
+    page.wait_for_function("() => document.querySelector('#head-heatmap .plot-cells')")
+    tab.settle()
+    assert page.locator("#error-banner").is_hidden()
+    assert page.locator("#image-thumb").is_hidden()
+    text_alone = post_json(tab.base_url + "/api/attention", {"text": TEXT})
+    assert page.evaluate("() => window.attnscope.state.grid.response.tokens") == text_alone["tokens"]
+    assert not tab.unexpected_console_errors(allowed=("422",))

@@ -17,7 +17,7 @@ JS = Path(__file__).resolve().parents[2] / "frontend" / "js"
 # one link per view key (and a pair for the second text, shared by Two texts and Patching)
 LINKS = [
     "view=texts&textb=The+doctor+said+he",
-    "view=patching&patch=residual&textb=The+nurse+said",
+    "view=patching&patch=residual&ptoken=12&pfoil=7&textb=The+nurse+said",
     "view=models&modelb=org%2Ftuned",
     "view=roles&role=previous_token",
     "view=rollout&rollres=0",

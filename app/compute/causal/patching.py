@@ -46,6 +46,8 @@ def patching_json(svc: Service, req: PatchingRequest, started: float | None = No
         "token": svc.displays[got.token_id],
         "foil_id": got.foil_id,
         "foil": svc.displays[got.foil_id],
+        "clean_top": [{"token_id": i, "token": svc.displays[i]} for i in got.clean_top],
+        "corrupt_top": [{"token_id": i, "token": svc.displays[i]} for i in got.corrupt_top],
         "clean_diff": float(round_sig(got.clean_diff)),
         "corrupt_diff": float(round_sig(got.corrupt_diff)),
         "what": req.what,

@@ -1,8 +1,9 @@
 // The image beside the text (an image-text model only: GET /api/model `vision`): drop one on the
 // field, paste one anywhere on the page, or pick a file. It is checked against the server's
 // `image_limits` (bytes, then pixels) and its format before anything is sent: an image over a
-// limit is refused here in one line naming the limit. The image lives in the state (`state.image`),
-// never in the link: the field says so.
+// limit is refused here in one line naming the limit; one the server then refuses (it cannot decode
+// it) is taken out and refused here too. The image lives in the state (`state.image`), never in the
+// link: the field says so.
 
 import { byId, setHidden, setText } from "../dom.js";
 
@@ -69,6 +70,22 @@ export async function readImage(file, limits, id) {
         `${fmt(limits.max_pixels)} pixels (image_limits.max_pixels).`,
     };
   return { image: { id, data, name, bytes: file.size, ...size } };
+}
+
+/**
+ * A request refused for its image (a 4xx naming `image`, e.g. a PNG cut short that the browser drew in part):
+ * the image is taken out and the field says the server's why, as for a file refused here; true then, and the
+ * caller asks again for the text alone. False for any other failure.
+ */
+export function dropRefusedImage(state, err) {
+  const items = err?.status >= 400 && err.status < 500 && Array.isArray(err.detail) ? err.detail : [];
+  const item = items.find((d) => Array.isArray(d?.loc) && d.loc[0] === "body" && d.loc[1] === "image");
+  if (!item) return false;
+  if (state.image) {
+    state.imageRefusal = `image: ${state.image.name} was refused by the server: ${item.msg}`;
+    Object.assign(state, { image: null, imageQuery: null });
+  }
+  return true;
 }
 
 /** Take `file` as the image numbered `id` (or say why not); `app`: {state, update}. */

@@ -150,7 +150,10 @@ function exemplarItem(ex, layer, head) {
   return li;
 }
 
-/** The words above the map: which atlas, its model and corpus, what the metric is, and the difference. */
+/**
+ * The words above the map: which atlas, its model and corpus, what the metric is, and the difference, or
+ * that the other atlas lacks the metric (no difference then: the map is the chosen atlas's own).
+ */
 export function atlasWords(index, metric, served) {
   const a = index.atlases.find((x) => x.id === index.atlas);
   const parts = [
@@ -159,7 +162,10 @@ export function atlasWords(index, metric, served) {
   ];
   if (a.definitions[metric])
     parts.push(`${metric}: ${a.definitions[metric]}; each cell is its mean over the corpus's query rows.`);
-  if (index.difference) parts.push(`Shown: ${index.atlas} − ${index.compare}, red where ${index.atlas} is higher.`);
+  if (index.difference?.[metric])
+    parts.push(`Shown: ${index.atlas} − ${index.compare}, red where ${index.atlas} is higher.`);
+  else if (index.difference)
+    parts.push(`${index.compare} has no ${metric}, so no difference is drawn: the map is ${index.atlas}'s own.`);
   if (served && a.model !== served)
     parts.push(
       `This atlas measured ${a.model}; the explorer serves ${served}, so an opened context shows the served model.`,

@@ -38,14 +38,24 @@ export function parseCells(text) {
 
 const inside = (c, q, k) => q >= c.query[0] && q < c.query[1] && k >= c.key[0] && k < c.key[1];
 
+/** Box `c` without cell (q, k) inside it: up to four boxes, the rows above and below, and that row's two sides. */
+function without(c, q, k) {
+  const parts = [
+    { query: [c.query[0], q], key: c.key },
+    { query: [q + 1, c.query[1]], key: c.key },
+    { query: [q, q + 1], key: [c.key[0], k] },
+    { query: [q, q + 1], key: [k + 1, c.key[1]] },
+  ];
+  return parts.filter((p) => p.query[1] > p.query[0] && p.key[1] > p.key[0]);
+}
+
 /**
- * A click on cell (q, k) in knockout mode: a cell or box already holding it is taken back; else the
- * cell is added, or with `shift` the box from the last clicked cell to this one.
+ * A click on cell (q, k) in knockout mode: a marked cell is taken back, that one cell (a box holding it
+ * keeps the rest); else the cell is added, or with `shift` the box from the last clicked cell to this one.
  */
 export function toggleCell(state, q, k, shift) {
-  const hit = state.knockout.findIndex((c) => inside(c, q, k));
-  if (hit >= 0 && !shift) {
-    state.knockout = state.knockout.filter((_, i) => i !== hit);
+  if (!shift && state.knockout.some((c) => inside(c, q, k))) {
+    state.knockout = state.knockout.flatMap((c) => (inside(c, q, k) ? without(c, q, k) : [c]));
     return;
   }
   const a = shift && state.knockoutAnchor ? state.knockoutAnchor : { query: q, key: k };

@@ -2,8 +2,10 @@
 // the corrupt one is typed here (the second text, shared with "Two texts": `textb=`); the corrupt
 // run with one piece of the clean run written in, each head's output or the residual stream after
 // a block at a token, and the share of the logit difference (token − foil) that piece restores,
-// on a diverging scale centred on 0. The route runs the model as trained; a refusal (texts of
-// different token counts: a 422 naming `corrupt`) is said in one line with nothing drawn under it.
+// on a diverging scale centred on 0. The token and the foil are the server's defaults (the clean
+// run's top guess; the corrupt run's best guess other than it) or picked from both runs' top guesses
+// (`ptoken=`, `pfoil=`). The route runs the model as trained; a refusal (texts of different token
+// counts: a 422 naming `corrupt`) is said in one line with nothing drawn under it.
 
 import { answerFor, askInto } from "../answers.js";
 import { byId, drawPlot, setHidden, setText } from "../dom.js";
@@ -15,33 +17,112 @@ import { bindSecondText, showSecondText } from "./texts.js";
 
 export const id = "patching";
 export const label = "Patching";
-/** Its slice: what is patched (heads | residual), and POST /api/patching {key, response, error}. */
-export const state = { patchWhat: "heads", patching: null };
+/**
+ * Its slice: what is patched (heads | residual), the token and the foil picked (token ids; null: the server's
+ * default, the clean run's top guess and the corrupt run's best guess other than the token), and POST
+ * /api/patching {key, response, error}.
+ */
+export const state = { patchWhat: "heads", patchToken: null, patchFoil: null, patching: null };
 export const answers = ["patching"];
-/** `patch=residual`: the residual stream (the heads unless given); the corrupt text is `textb=`. */
+const PICKS = [
+  ["patchToken", "ptoken", "token_id"],
+  ["patchFoil", "pfoil", "foil_id"],
+];
+/** `patch=residual`: the residual stream (the heads unless given); `ptoken=`, `pfoil=` the ids picked. */
 export const link = {
   read(params, out) {
     if (params.get("patch") === "residual") out.patchWhat = "residual";
+    for (const [field, param] of PICKS) {
+      const id = params.get(param) ?? "";
+      if (/^\d+$/.test(id)) out[field] = Number(id);
+    }
   },
   write(s, params) {
     if (s.patchWhat === "residual") params.set("patch", "residual");
+    for (const [field, param] of PICKS) if (s[field] !== null) params.set(param, String(s[field]));
   },
 };
 /** Its own request, asked for by draw when the view is shown. */
 export const needs = [];
 
 const patchingKey = (state, position) =>
-  JSON.stringify([state.model?.name, state.text, state.textB, position, state.patchWhat]);
+  JSON.stringify([state.model?.name, state.text, state.textB, position, state.patchWhat, ...picked(state)]);
 
-/** The corrupt text's box (the second text's handling) and the heads | residual select. */
+const picked = (state) => PICKS.map(([field]) => state[field]);
+
+/** The token and foil selects, put under the corrupt text's box. */
+const PICK = `
+  <label>token <select id="patch-token" data-testid="patch-token"></select></label>
+  <label>foil <select id="patch-foil" data-testid="patch-foil"></select></label>`;
+
+/** The corrupt text's box (the second text's handling), the heads | residual select, the token and the foil. */
 export function install(app) {
   bindSecondText(byId("patch-corrupt"), app);
+  const pick = Object.assign(document.createElement("div"), { id: "patch-pick", className: "patch-pick small" });
+  pick.hidden = true;
+  pick.dataset.testid = "patch-pick";
+  pick.innerHTML = PICK;
+  byId("patch-corrupt").after(pick);
   const what = byId("patch-what");
   what.value = app.state.patchWhat;
   what.addEventListener("change", () => {
     app.state.patchWhat = what.value;
     app.update();
   });
+  for (const [elId, field] of [
+    ["patch-token", "patchToken"],
+    ["patch-foil", "patchFoil"],
+  ]) {
+    byId(elId).addEventListener("change", (e) => {
+      app.state[field] = e.target.value === "" ? null : Number(e.target.value);
+      app.update();
+    });
+  }
+}
+
+/**
+ * The options of the token's (`first` "clean") or the foil's (`first` "corrupt") select: the server's default
+ * ("", named when it is the one used), then both runs' top guesses (`first`'s before), each saying where it ranks.
+ */
+export function guessOptions(r, first, chosen) {
+  const [id, token, auto] =
+    first === "clean"
+      ? [r.token_id, r.token, "the clean run's top guess"]
+      : [r.foil_id, r.foil, "the corrupt run's best guess but the token"];
+  const guesses = new Map();
+  const runs = first === "clean" ? ["clean", "corrupt"] : ["corrupt", "clean"];
+  for (const run of runs)
+    r[`${run}_top`].forEach((g, i) => {
+      const seen = guesses.get(g.token_id) ?? { token: g.token, where: [] };
+      seen.where.push(`${run} #${i + 1}`);
+      guesses.set(g.token_id, seen);
+    });
+  if (!guesses.has(id)) guesses.set(id, { token, where: ["picked"] });
+  return [
+    { value: "", text: chosen === null ? `“${token}” (auto: ${auto})` : `auto: ${auto}` },
+    ...[...guesses].map(([value, g]) => ({ value: String(value), text: `“${g.token}” (${g.where.join(", ")})` })),
+  ];
+}
+
+/** The token and foil selects: both runs' top guesses from the last answer, the picks (or auto) chosen. */
+function drawPicks(state, response) {
+  setHidden(byId("patch-pick"), !response && picked(state).every((p) => p === null));
+  for (const [elId, first, chosen] of [
+    ["patch-token", "clean", state.patchToken],
+    ["patch-foil", "corrupt", state.patchFoil],
+  ]) {
+    const select = byId(elId);
+    if (response) {
+      const options = guessOptions(response, first, chosen);
+      const sig = JSON.stringify(options);
+      if (select.dataset.options !== sig) {
+        select.dataset.options = sig;
+        select.replaceChildren(...options.map((o) => Object.assign(document.createElement("option"), o)));
+      }
+    }
+    const value = chosen === null ? "" : String(chosen);
+    if (select.value !== value) select.value = value;
+  }
 }
 
 /** Layers × clean tokens: the share restored by the clean residual stream after each block at each token. */
@@ -98,6 +179,7 @@ export function draw(state, els, app = null) {
   setHidden(byId("patch-note"), !note);
   const tokens = textTokens(state);
   if (!state.textB.trim()) {
+    setHidden(byId("patch-pick"), true);
     setWords("Type a corrupt text: the clean one (the text above) with a word changed, in as many tokens.", false);
     return false;
   }
@@ -107,8 +189,10 @@ export function draw(state, els, app = null) {
   const key = patchingKey(state, position);
   const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat };
   if (position !== null) body.position = position;
+  for (const [field, , name] of PICKS) if (state[field] !== null) body[name] = state[field];
   const ask = app && (() => askInto(app, "patching", key, "/api/patching", body));
   const { response, error } = answerFor(state, "patching", key, ask);
+  drawPicks(state, response);
   if (!response) {
     setWords(error ? `Could not patch: ${error}` : "patching…", false);
     return false;

@@ -65,3 +65,29 @@ def test_patching_refuses_what_it_cannot_do(clients):  # noqa: F811
     refused(client, "/api/patching", {**body, "what": "mlps"}, ["what"])
     refused(client, "/api/patching", {**body, "corrupt": " "}, ["corrupt"])
     refused(client, "/api/patching", {**body, "corrupt": CLEAN}, ["corrupt"])  # nothing to restore
+
+
+def test_runs_that_agree_on_the_top_guess_get_the_corrupt_runs_next_guess_as_the_foil(client):
+    """Issue 42, item 3: with ``foil_id`` left out, the foil is the corrupt run's best guess other than the
+    token, so texts whose runs agree on the top guess (common) are patched, not refused; the answer names
+    the foil and both runs' top guesses, as /api/attention predicts them."""
+    clean = "the cat sat on the mat and then"
+    agreed = 0
+    for first in "abcdefghijklmnopqrstuvwxyz":
+        corrupt = first + clean[1:]
+        tops = []
+        for text in (clean, corrupt):
+            r = client.post("/api/attention", json={"text": text, "layers": [0], "heads": [], "include": []})
+            tops.append([p["id"] for p in r.json()["predictions"][-1]])
+        r = client.post("/api/patching", json={"clean": clean, "corrupt": corrupt})
+        if r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "corrupt"]:
+            continue  # the same difference in both runs: nothing to restore
+        assert r.status_code == 200, r.text
+        data = r.json()
+        assert data["token_id"] == tops[0][0] and data["foil_id"] != data["token_id"]
+        assert data["foil_id"] == next(i for i in tops[1] if i != data["token_id"])
+        assert data["foil"] == next(g["token"] for g in data["corrupt_top"] if g["token_id"] == data["foil_id"])
+        assert [g["token_id"] for g in data["clean_top"]] == tops[0]
+        assert [g["token_id"] for g in data["corrupt_top"]] == tops[1]
+        agreed += tops[0][0] == tops[1][0]
+    assert agreed > 0  # some of the pairs agree on the top guess: the case that was refused

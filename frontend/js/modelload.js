@@ -1,0 +1,43 @@
+// The model's description (GET /api/model) and the head roles (GET /api/heads), asked at start and
+// again when the server serves another model; the chosen head and the switched-off heads fitted to it.
+
+import { errorText, getJSON } from "./api.js";
+import { fitHead } from "./state.js";
+
+/** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */
+export function fitToModel(state) {
+  if (!state.model) return;
+  const fit = fitHead(state, state.model);
+  state.layer = fit.layer;
+  state.head = fit.head;
+  state.ablate = fit.ablate;
+  if (fit.note && !state.notice?.includes(fit.note)) state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
+}
+
+export async function loadModel({ state, update }) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      state.model = await getJSON("/api/model");
+      fitToModel(state);
+      update();
+      return;
+    } catch (err) {
+      if (attempt >= 60) {
+        state.error = errorText(err);
+        update();
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
+export async function loadRoles({ state, update }) {
+  try {
+    state.roles = await getJSON("/api/heads");
+    if (!state.roles.roles.includes(state.role)) state.role = state.roles.roles[0];
+  } catch (err) {
+    state.error = `Head roles: ${errorText(err)}`;
+  }
+  update();
+}
