@@ -14,19 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import EXIT_USAGE, PLACEMENT, Failure, add_model_options, check_device, command_settings
+from .common import (
+    EXIT_USAGE,
+    PLACEMENT,
+    Failure,
+    add_model_options,
+    check_device,
+    command_settings,
+    whole_number,
+)
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl+C
 
 
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+_positive = whole_number(1)
 
 
 def add_atlas_command(sub) -> None:

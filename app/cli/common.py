@@ -40,6 +40,22 @@ class UsageError(ValueError):
     """Options that contradict each other (exit status 2)."""
 
 
+def whole_number(least: int):
+    """An argparse ``type``: a whole number of at least ``least``, else argparse's one-line error."""
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+        if n < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {n}" if least else
+                                             f"must be 0 or more, got {n}")
+        return n
+
+    return parse
+
+
 def model_checkpoint(args: argparse.Namespace) -> str | None:
     """The model the options name, used as ``--checkpoint``: ``--ollama NAME[:TAG]`` -> the path of its model
     blob, ``--model ORG/NAME[@REVISION]`` -> its folder in the Hugging Face cache (downloaded there if need be);

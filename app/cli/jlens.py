@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import argparse
 
-from .atlas import EXIT_INTERRUPTED, _positive
-from .common import EXIT_USAGE, PLACEMENT, Failure, add_model_options, check_device, command_settings
+from .atlas import EXIT_INTERRUPTED
+from .common import (
+    EXIT_USAGE,
+    PLACEMENT,
+    Failure,
+    add_model_options,
+    check_device,
+    command_settings,
+    whole_number,
+)
 
-
-def _count(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
-    return n
+_positive, _count = whole_number(1), whole_number(0)
 
 
 def add_jlens_command(sub) -> None:
