@@ -47,6 +47,10 @@ class LensResidual(BaseModel):
 
 class HeadRead(BaseModel):
     top: list[list[Prediction]] = Field(description="[position][top_k]: W_U · norm(J_l · the head's write there)")
+    final_prob: list[float] = Field(
+        description="[position]: the probability that reading gives the model's own top guess there (the last "
+        "residual's first token): how much the head's write alone pushes towards the final guess"
+    )
 
 
 class LensResponse(BaseModel):

@@ -52,20 +52,25 @@ class HeadReadout:
     indices: torch.Tensor  # (L, nh, T, k)
     lse: torch.Tensor  # (L, nh, T) float64
     read: list[bool]  # per layer: whether it was read (a source layer of the lens, or the last block)
+    final: torch.Tensor  # (L, nh, T) float64: the reading's log-probability of final_ids[t] (the model's own guess)
 
 
 @torch.inference_mode()
 @exact_fp32()
-def head_readout(backend, lens: JacobianLens | None, ids: list[int], k: int) -> HeadReadout:
+def head_readout(
+    backend, lens: JacobianLens | None, ids: list[int], k: int, final_ids: torch.Tensor | None = None
+) -> HeadReadout:
     """Each head's write at every position read through its layer's J (``W_U · norm(J_l · write)``);
-    ``lens=None``: the logit lens of each write (``W_U · norm(write)``)."""
+    ``lens=None``: the logit lens of each write (``W_U · norm(write)``). ``final_ids (T,)``: a token per
+    position (the model's own top guess there) whose log-probability under each reading is kept too."""
     parts = parts_of(backend)
     T = len(ids)
     w = writes(parts, capture(backend, parts, ids, list(range(T))))  # heads: L × (nh, T, C) float64
     last = backend.facts.n_layer - 1
     norm = parts.final_norm
     dtype = next(norm.parameters(), torch.empty(0)).dtype
-    values, indices, lse, read = [], [], [], []
+    values, indices, lse, read, final = [], [], [], [], []
+    wanted = torch.zeros(T, dtype=torch.long) if final_ids is None else final_ids.to("cpu", torch.long)
     for layer, heads in enumerate(w.heads):
         nh = heads.shape[0]
         ok = lens is None or layer == last or layer in lens.J
@@ -74,10 +79,23 @@ def head_readout(backend, lens: JacobianLens | None, ids: list[int], k: int) -> 
             values.append(torch.full((nh, T, k), float("nan")))
             indices.append(torch.full((nh, T, k), -1, dtype=torch.long))
             lse.append(torch.full((nh, T), float("nan"), dtype=torch.float64))
+            final.append(torch.full((nh, T), float("nan"), dtype=torch.float64))
             continue
         carried = _carry(lens, layer, heads.reshape(nh * T, -1))  # (nh·T, C)
-        v, i, s = top_logits(backend, norm(carried.to(dtype)), k, 1.0)
+        normed = norm(carried.to(dtype))  # (nh·T, C)
+        v, i, s = top_logits(backend, normed, k, 1.0)
         values.append(v.reshape(nh, T, -1).cpu())
         indices.append(i.reshape(nh, T, -1).cpu())
         lse.append(s.reshape(nh, T).cpu())
-    return HeadReadout(torch.stack(values), torch.stack(indices), torch.stack(lse), read)
+        rows = _logits_of(backend, normed, wanted.repeat(nh).to(normed.device))  # (nh·T,)
+        final.append((rows.double().cpu() - s.cpu()).reshape(nh, T))
+    return HeadReadout(torch.stack(values), torch.stack(indices), torch.stack(lse), read, torch.stack(final))
+
+
+def _logits_of(backend, hidden: torch.Tensor, ids: torch.Tensor, chunk: int = 128) -> torch.Tensor:
+    """``backend.head(hidden)[n, ids[n]]`` for each row, a chunk of rows at a time (never all rows × vocab)."""
+    out = [
+        backend.head(hidden[a : a + chunk]).float().gather(-1, ids[a : a + chunk, None])[:, 0]
+        for a in range(0, hidden.shape[0], chunk)
+    ]
+    return torch.cat(out)

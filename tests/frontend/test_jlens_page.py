@@ -62,6 +62,15 @@ def test_both_lenses_and_each_heads_write_are_the_servers(tab, jlens_server, wid
                 assert all(text == "—" for text, _ in row)
             else:
                 assert [p for _, p in row] == [h["top"][5][0]["prob"] for h in per_head]
+    # shaded by how likely each write makes the model's own guess (the answer's final_prob)
+    page.get_by_test_id("lens-shade").select_option("final")
+    page.wait_for_selector("[data-lens=jacobian] .lens-heads[data-shade=final]")
+    served = post_json(jlens_server.url + "/api/lens", {"text": TEXT, "top_k": 5, "lens": "jacobian", "heads": True})
+    shaded = table_cells(page, "[data-lens=jacobian] .lens-heads")
+    for row, per_head in zip(shaded, served["heads"], strict=True):
+        if per_head is not None:
+            assert [p for _, p in row] == [h["final_prob"][5] for h in per_head]
+    page.wait_for_function("() => location.hash.includes('lensshade=final')")
     jac = post_json(jlens_server.url + "/api/lens", {"text": TEXT, "lens": "jacobian", "heads": True})
     assert None in jac["heads"]  # the fixture's lens leaves a block out: its row is drawn as dashes
     caption = page.get_by_test_id("lens-caption").inner_text()

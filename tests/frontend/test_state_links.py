@@ -22,7 +22,7 @@ LINKS = [
     "view=roles&role=previous_token",
     "view=rollout&rollres=0",
     "view=lens&lensk=10",
-    "view=lens&lensj=both&lensheads=1",
+    "view=lens&lensj=both&lensheads=1&lensshade=final",
     "view=image&imgmode=layer",
     "view=head&mean=1&koall=1",
 ]

@@ -14,6 +14,7 @@ from ...responses import dumps
 from ...schemas.lens import LensRequest
 from ...service import Service
 from ..attention import top_predictions
+from ..rounding import floor_sig
 from . import elapsed_ms, not_exact
 
 
@@ -38,14 +39,15 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
     ]
     body = {"tokens": prompt.tokens, **prompt.vision, "lens": req.lens, "residuals": residuals}
     if req.heads:
-        body["heads"] = _heads(svc, prompt, req)
+        body["heads"] = _heads(svc, prompt, req, got.indices[-1][:, 0])  # the model's own guess at each token
     body["timing_ms"] = elapsed_ms(t0)
     return dumps(body)
 
 
-def _heads(svc: Service, prompt, req: LensRequest) -> list:
+def _heads(svc: Service, prompt, req: LensRequest, final_ids) -> list:
     """``[layer][head]`` of ``{"top": [T][top_k]}``: each head's write read through its layer's J (the
-    identity for the logit lens and after the last block); a layer the lens has no J for is null.
+    identity for the logit lens and after the last block), with ``final_prob``: the probability each
+    reading gives the model's own guess at each token; a layer the lens has no J for is null.
     Every head's write at every position is held at once (float64): its cells are kept within the
     server's ``max_matrix_cells``, else a 422 naming ``heads``."""
     facts, T = svc.loaded.facts, len(prompt.ids)
@@ -58,16 +60,14 @@ def _heads(svc: Service, prompt, req: LensRequest) -> list:
                        loc=("body", "heads"), type_="answer_too_large",
                        ctx={"limit": svc.max_matrix_cells, "count": cells})
     try:
-        got = head_readout(prompt.backend, svc.jlens if req.lens == "jacobian" else None, prompt.ids, req.top_k)
+        lens = svc.jlens if req.lens == "jacobian" else None
+        got = head_readout(prompt.backend, lens, prompt.ids, req.top_k, final_ids)
     except (NotSplittable, Unsupported) as e:
         raise ApiError(422, f"the heads' writes cannot be split exactly on this model: {e}", loc=("body", "heads"),
                        type_="not_splittable") from None
-    return [
-        [
-            {"top": top_predictions(got.values[layer, h], got.indices[layer, h], got.lse[layer, h], svc.displays, 1.0)}
-            for h in range(got.values.shape[1])
-        ]
-        if read
-        else None
-        for layer, read in enumerate(got.read)
-    ]
+    def one(layer: int, h: int) -> dict:
+        top = top_predictions(got.values[layer, h], got.indices[layer, h], got.lse[layer, h], svc.displays, 1.0)
+        return {"top": top, "final_prob": floor_sig(got.final[layer, h].exp().clamp_max(1.0).numpy()).tolist()}
+
+    n_head = got.values.shape[1]
+    return [[one(layer, h) for h in range(n_head)] if read else None for layer, read in enumerate(got.read)]

@@ -20,11 +20,18 @@ export const label = "Lens";
  * Its slice: guesses per cell in the hover, which lens ("logit", "jacobian" or "both"), whether each head's write
  * is read too, and the POST /api/lens answers {key, response, error}: `lens` (the logit lens), `lensJacobian`.
  */
-export const state = { lensTopK: 5, lensKind: "logit", lensHeads: false, lens: null, lensJacobian: null };
+export const state = {
+  lensTopK: 5,
+  lensKind: "logit",
+  lensHeads: false,
+  lensShade: "own", // the heads' cells shaded by their own top guess, or ("final") by the model's guess
+  lens: null,
+  lensJacobian: null,
+};
 export const answers = ["lens", "lensJacobian"];
 const TOP_K = [3, 5, 10, 20];
 const KINDS = { logit: "logit lens", jacobian: "Jacobian lens", both: "both lenses" };
-/** `lensk=`: the guesses per cell (5 unless given); `lensj=jacobian|both`; `lensheads=1`. */
+/** `lensk=`: the guesses per cell (5 unless given); `lensj=jacobian|both`; `lensheads=1`; `lensshade=final`. */
 export const link = {
   read(params, out) {
     const k = Number(params.get("lensk"));
@@ -32,11 +39,13 @@ export const link = {
     const kind = params.get("lensj");
     if (kind === "jacobian" || kind === "both") out.lensKind = kind;
     if (params.get("lensheads") === "1") out.lensHeads = true;
+    if (params.get("lensshade") === "final") out.lensShade = "final";
   },
   write(s, params) {
     if (s.lensTopK !== 5) params.set("lensk", String(s.lensTopK));
     if (s.lensKind !== "logit") params.set("lensj", s.lensKind);
     if (s.lensHeads) params.set("lensheads", "1");
+    if (s.lensShade !== "own") params.set("lensshade", s.lensShade);
   },
 };
 /** Its own request, asked for by draw when the view is shown. */
@@ -83,6 +92,15 @@ export function install(app) {
   box.checked = app.state.lensHeads;
   box.addEventListener("change", () => {
     app.state.lensHeads = box.checked;
+    app.update();
+  });
+  const shade = control('shade <select id="lens-shade" data-testid="lens-shade"></select>', "lens-shade-label");
+  const shadeSelect = shade.querySelector("select");
+  const shades = [new Option("by each write's top guess", "own"), new Option("by the model's guess", "final")];
+  shadeSelect.replaceChildren(...shades);
+  shadeSelect.value = app.state.lensShade;
+  shadeSelect.addEventListener("change", () => {
+    app.state.lensShade = shadeSelect.value;
     app.update();
   });
 }
@@ -157,6 +175,8 @@ function syncControls(state) {
   setHidden(byId("lens-kind").closest("label"), !state.model?.jlens);
   if (byId("lens-kind").value !== state.lensKind) byId("lens-kind").value = state.lensKind;
   byId("lens-heads").checked = state.lensHeads;
+  setHidden(byId("lens-shade").closest("label"), !state.lensHeads);
+  if (byId("lens-shade").value !== state.lensShade) byId("lens-shade").value = state.lensShade;
 }
 
 /** Each lens's answer for the current text: `{kind, response, error}` (asking for what is missing). */
@@ -171,13 +191,13 @@ function answersOf(state, app) {
 }
 
 /** One lens's part of the box: a heading where both are shown, its table, and its heads' table. */
-function part(got, both, position) {
+function part(got, both, position, shade) {
   const div = document.createElement("div");
   div.className = "lens-part";
   div.dataset.lens = got.kind;
   if (both) div.append(Object.assign(document.createElement("h3"), { textContent: KINDS[got.kind] }));
   div.append(lensTable(got.response));
-  if (got.response.heads) div.append(headWritesTable(got.response, position));
+  if (got.response.heads) div.append(headWritesTable(got.response, position, shade));
   return div;
 }
 
@@ -204,11 +224,11 @@ export function draw(state, els, app = null) {
   if (!ready || error) return false;
   const tokens = textTokens(state) ?? got[0].response.tokens;
   const position = selectedPosition(state, tokens.length);
-  const sig = [...got.map((g) => idOf(g.response)), state.lensHeads ? position : ""].join(" ");
+  const sig = [...got.map((g) => idOf(g.response)), state.lensHeads ? `${position} ${state.lensShade}` : ""].join(" ");
   if (box.dataset.signature !== sig) {
     box.dataset.signature = sig;
     delete box.dataset.chosen;
-    box.replaceChildren(...got.map((g) => part(g, got.length > 1, position)));
+    box.replaceChildren(...got.map((g) => part(g, got.length > 1, position, state.lensShade)));
   }
   markChosen(box, position);
   return true;

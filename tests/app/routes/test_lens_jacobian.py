@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import pytest
 import torch
 
@@ -108,6 +109,8 @@ def test_each_heads_write_is_read_through_its_layers_j(name, kind, clients, orac
     ids = client.app.state.attnscope.service.loaded.tokenizer.encode_ids(TEXT)
     writes = head_writes(model, ids)
     last = len(writes) - 1
+    with torch.no_grad():
+        own = model(torch.tensor([ids])).logits[0].argmax(-1)  # the model's own guess at each token
     assert len(heads) == len(writes)
     for layer, per_head in enumerate(heads):
         if kind == "jacobian" and layer not in lens.J and layer != last:
@@ -118,6 +121,10 @@ def test_each_heads_write_is_read_through_its_layers_j(name, kind, clients, orac
             if kind == "jacobian" and layer in lens.J:
                 write = write @ lens.J[layer].float().T
             assert [[p["id"] for p in row] for row in entry["top"]] == top_ids(model, write), (layer, h)
+            with torch.no_grad():
+                probs = torch.softmax(unembed(model, final_norm(model)(write.float())).double(), -1)
+            expected = probs[torch.arange(len(ids)), own].numpy()
+            assert np.allclose(entry["final_prob"], expected, rtol=1e-4, atol=1e-7), (layer, h)
 
 
 def test_the_jacobian_lens_needs_one_loaded(family_dirs):  # noqa: F811
