@@ -37,7 +37,9 @@ def resolve_lens(spec: str | Path) -> Path:
     except ImportError:
         raise LensFileError(f"{spec}: a lens in the Hugging Face cache needs huggingface_hub "
                             "(pip install 'attnscope[transformers]')") from None
-    found = try_to_load_from_cache(m["repo"], m["file"])
+    from ..sources.hub import cache_dir
+
+    found = try_to_load_from_cache(m["repo"], m["file"], cache_dir=str(cache_dir()))
     if not isinstance(found, str):
         raise LensFileError(f"{spec}: not in the local Hugging Face cache (hf download {m['repo']} {m['file']})")
     return Path(found)

@@ -177,3 +177,23 @@ def test_a_published_lens_without_our_metadata_reads(tmp_path, loaded):
     assert lens.source_layers == [0, 1] and lens.n_prompts == 3000 and lens.metadata == {}
     assert torch.equal(lens.J[1], torch.eye(d, dtype=torch.float16) * 3)
     check_fits(lens, loaded["llama"].facts)
+
+
+def test_a_lens_in_the_local_hub_cache_is_found_by_repo_and_file(tmp_path, monkeypatch, loaded):
+    from attnscope.model.jlens.lensfile import resolve_lens
+
+    from tests.kit.hub import put_in_cache
+
+    d = loaded["llama"].facts.d_model
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    save_lens(folder / "llama-lens.pt", {0: torch.eye(d)}, 9, {"model": "published"})
+    put_in_cache(tmp_path / "hub", "someone/jacobian-lenses", folder)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    lens = load_lens(resolve_lens("someone/jacobian-lenses:llama-lens.pt"))
+    assert lens.n_prompts == 9 and lens.source_layers == [0]
+    with pytest.raises(LensFileError, match="not in the local Hugging Face cache") as e:
+        resolve_lens("someone/jacobian-lenses:other.pt")
+    assert "hf download someone/jacobian-lenses other.pt" in str(e.value)
+    assert resolve_lens(folder / "llama-lens.pt") == folder / "llama-lens.pt"  # a path stays a path
