@@ -113,7 +113,14 @@ def test_the_head_view_says_what_the_chosen_head_writes(tab, jlens_server, width
         assert f"{guesses[0]['prob']:.2f}" in row.split("→")[1]
     assert page.locator("[data-testid=head-writes] li.chosen").get_attribute("data-position") == "5"
     assert "averaged over 12 prompts" in page.get_by_test_id("head-writes-caption").inner_text()
+    assert "as trained" not in page.get_by_test_id("head-writes-caption").inner_text()
     assert tab.inside("head-writes", width)
+    # with the mask off the heatmap is a what-if; the reading is the model as trained, and says so
+    page.get_by_test_id("causal-toggle").uncheck()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=head-writes-caption]').textContent.includes('as trained')"
+    )
+    page.get_by_test_id("causal-toggle").check()
     # a block the lens has no J for says so (the fixture's lens leaves out the blocks from n_layer - 2)
     last_fitted = max(i for i, row in enumerate(served["heads"]) if row is not None and i < len(served["heads"]) - 1)
     page.get_by_test_id("layer-select").select_option(str(last_fitted + 1))

@@ -6,6 +6,7 @@
 
 import { answerFor, askInto } from "../answers.js";
 import { idOf, mount, setHidden, setText } from "../dom.js";
+import { asTrainedWords } from "../draw/causal.js";
 import { shortToken } from "../draw/figures.js";
 import { imageField, imageId, selectedPosition } from "../state.js";
 
@@ -50,10 +51,12 @@ export function drawHeadWrites(state, app = null) {
     delete rows.dataset.signature;
     return true;
   }
+  const asTrained = asTrainedWords(state, "It reads");
   setText(caption, `Layer ${state.layer} · head ${state.head}: its write into the residual stream at each ` +
     `token, carried to the last block by J (averaged over ${lens.n_prompts} prompt` +
     `${lens.n_prompts === 1 ? "" : "s"}) and read by the final norm ` +
-    "and unembedding: what this head pushes the model to say later. A reading, not a share of the logit.");
+    "and unembedding: what this head pushes the model to say later. A reading, not a share of the logit." +
+    (asTrained ? ` ${asTrained}` : ""));
   const position = selectedPosition(state, response.tokens.length);
   const sig = `${idOf(response)}|${state.layer}|${state.head}|${position}`;
   if (rows.dataset.signature === sig) return true;
