@@ -11,6 +11,7 @@ The corpus is checked before the model loads (one line naming a bad file, exit 1
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .atlas import EXIT_INTERRUPTED
 from .common import (
@@ -53,7 +54,7 @@ def cmd_jlens(args: argparse.Namespace) -> int:
     """Check the corpus, then the model options and the device; load the model; fit; write."""
     from ...model.atlas.corpus import CorpusError, open_corpus
     from ...model.jlens.build import JLensError, fit_lens
-    from ...model.jlens.lensfile import load_lens
+    from ...model.jlens.lensfile import LensFileError, load_lens
     from ...model.ours.checkpoint import CheckpointError
     from ...model.registry import load_model
 
@@ -81,9 +82,11 @@ def cmd_jlens(args: argparse.Namespace) -> int:
             engine=args.engine,
             address=args.address,
         )
-    except (CheckpointError, JLensError, ImportError, OSError) as e:
+    except (CheckpointError, JLensError, LensFileError, ImportError, OSError) as e:
         raise Failure(str(e)) from None
     except KeyboardInterrupt:
+        print(f"attnscope: interrupted; {args.out}.partial keeps the prompts so far: add --resume to continue",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     lens = load_lens(out)
     print(f"attnscope: Jacobian lens of blocks {lens.source_layers} over {lens.n_prompts} prompts written to {out}")

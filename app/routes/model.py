@@ -65,8 +65,10 @@ def make_router(max_text_chars: int) -> APIRouter:
             return served
         settings = state.settings
         check_memory(entry, settings.dtype, *free_bytes(settings))
-        update = {"checkpoint": entry["path"], "model": None}
-        start_switch(state, entry, lambda path: load_service(settings.model_copy(update={**update, "jlens": None})))
+        # the lens fits the model the server started with: kept when switching back to it, else dropped
+        started = state.started_with is not None and entry["path"] == state.started_with["path"]
+        update = {"checkpoint": entry["path"], "model": None, "jlens": settings.jlens if started else None}
+        start_switch(state, entry, lambda path: load_service(settings.model_copy(update=update)))
         return {"name": entry["name"], "status": "loading"}
 
     return router

@@ -69,7 +69,8 @@ def _settings(lm, corpus: Corpus, seq_len: int | None, skip_first: int, dim_batc
 
 
 def _start(out: Path, settings: dict, resume: bool) -> JacobianSum:
-    """The sums to start from: an interrupted fit's (``resume``), else none."""
+    """The sums to start from: an interrupted fit's (``resume``), else none (``out``'s folder made)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     if resume and _partial(out).is_file():
         return _load_partial(out, settings)
     if _partial(out).is_file():
@@ -84,8 +85,8 @@ def _parts(lm, todo, settings: dict, engine: str, shard: int, address: str | Non
         return (_one(lm, ids, layers, skip, nb) for ids in todo)
     from .ray_engine import ray_sums
 
-    todo = list(todo)
-    return ray_sums(lm, [todo[i : i + shard] for i in range(0, len(todo), shard)], layers, skip, nb, address)
+    shards = iter(lambda: list(islice(todo, shard)), [])  # read as they are sent
+    return ray_sums(lm, shards, layers, skip, nb, address)
 
 
 def fit_lens(
@@ -110,7 +111,7 @@ def fit_lens(
     ``seq_len``: tokens a prompt keeps (default 128, or the model's context if shorter).
     ``progress``: a tqdm bar on stderr (None: only on a terminal). ``engine``: ``"local"`` or ``"ray"``
     (shards of ``checkpoint_every`` prompts on Ray tasks, ``address`` the cluster's; :mod:`.ray_engine`).
-    ``after_prompt(acc)``: a test hook. A ``KeyboardInterrupt`` leaves the partial file and propagates."""
+    ``after_prompt(acc)``: a test hook. An exception (a Ctrl+C among them) leaves the partial file and propagates."""
     from tqdm import tqdm
 
     out = Path(out)
@@ -134,7 +135,7 @@ def fit_lens(
                 _save_partial(out, acc, settings)
             if after_prompt is not None:
                 after_prompt(acc)
-    except KeyboardInterrupt:
+    except BaseException:  # Ctrl+C, an out-of-memory, a failed Ray task: the prompts merged so far are kept
         _save_partial(out, acc, settings)
         raise
     finally:

@@ -36,15 +36,21 @@ class JacobianSum:
     total: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (d, d) float64 on the CPU
 
     def add(self, per_prompt: dict[int, torch.Tensor]) -> None:
+        """One prompt's J_l, added in place."""
         for layer, j in per_prompt.items():
             j = j.detach().to("cpu", torch.float64)
-            self.total[layer] = self.total[layer] + j if layer in self.total else j.clone()
+            if layer in self.total:
+                self.total[layer].add_(j)
+            else:
+                self.total[layer] = j.clone()
         self.n_prompts += 1
 
     def merge(self, other: JacobianSum) -> None:
-        """Another shard's sums (a Ray worker's): the mean then weighs each shard by its prompts."""
-        for layer, j in other.total.items():
-            self.total[layer] = self.total[layer] + j if layer in self.total else j.clone()
+        """Another shard's sums (a Ray worker's): the mean then weighs each shard by its prompts. The new
+        sums are made before any is kept, so an interrupt leaves the sums and the count agreeing."""
+        merged = {layer: self.total[layer] + j if layer in self.total else j.clone()
+                  for layer, j in other.total.items()}
+        self.total.update(merged)
         self.n_prompts += other.n_prompts
 
     def mean(self) -> dict[int, torch.Tensor]:
@@ -96,7 +102,7 @@ def prompt_jacobians(
     final = outs[-1]  # (nb, T, C) the last block's output, before the final norm
     sources = [outs[layer] for layer in layers]
     n_valid = T - skip_first
-    J = {layer: torch.zeros(d, d, dtype=torch.float64, device=backend.device) for layer in layers}
+    J = {layer: torch.zeros(d, d, dtype=torch.float64) for layer in layers}  # on the CPU (MPS has no float64)
     rows = torch.arange(nb, device=backend.device)
     for start in range(0, d, nb):
         width = min(nb, d - start)
@@ -104,7 +110,7 @@ def prompt_jacobians(
         seed[rows[:width], skip_first:, start + rows[:width]] = 1
         grads = torch.autograd.grad(final, sources, seed, retain_graph=start + nb < d)
         for layer, g in zip(layers, grads):  # g (nb, T, C): ∂ Σ_{valid t'} h_final[t', i] / ∂ h_l[t, j]
-            J[layer][start : start + width] = g[:width, skip_first:].double().sum(1) / n_valid
+            J[layer][start : start + width] = g[:width, skip_first:].float().sum(1).to("cpu", torch.float64) / n_valid
     return J
 
 

@@ -54,9 +54,20 @@ class JacobianLens:
     metadata: dict = field(default_factory=dict)
     path: Path | None = None
 
+    _cast: dict = field(default_factory=dict, repr=False)  # (layer, device, dtype) -> J there, made once
+
     def about(self) -> dict:
         """What ``GET /api/model`` says of it."""
         return {"source_layers": self.source_layers, "n_prompts": self.n_prompts}
+
+    def matrix(self, layer: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
+        """``J[layer]`` on ``device`` in ``dtype`` (converted once, then kept), None for a layer without J."""
+        if layer not in self.J:
+            return None
+        key = (layer, str(device), dtype)
+        if key not in self._cast:
+            self._cast[key] = self.J[layer].to(device, dtype)
+        return self._cast[key]
 
 
 def save_lens(path: str | Path, J: dict[int, torch.Tensor], n_prompts: int, metadata: dict) -> Path:
@@ -64,6 +75,9 @@ def save_lens(path: str | Path, J: dict[int, torch.Tensor], n_prompts: int, meta
     path = Path(path)
     layers = sorted(J)
     d = int(J[layers[0]].shape[0])
+    for layer in layers:
+        if not torch.isfinite(J[layer].to(torch.float16)).all():
+            raise LensFileError(f"{path}: J[{layer}] does not fit in float16 (values beyond ±65504): not written")
     body = {
         "J": {int(layer): J[layer].to("cpu", torch.float16).contiguous() for layer in layers},
         "n_prompts": int(n_prompts),

@@ -10,7 +10,9 @@ atlas's Ray engine, the model's path must exist on every node.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
+from itertools import islice
 
 from ..atlas.ray_engine import _init, _quiet_ray
 from .fit import JacobianSum
@@ -39,10 +41,12 @@ def fit_shard(source: str, device: str, dtype: str, shard: list[list[int]], laye
     return {"n_prompts": acc.n_prompts, "total": acc.total}
 
 
-def ray_sums(lm, shards: list[list[list[int]]], layers: list[int], skip_first: int, dim_batch: int,
+def ray_sums(lm, shards: Iterable[list[list[int]]], layers: list[int], skip_first: int, dim_batch: int,
              address: str | None = None) -> Iterator[JacobianSum]:
     """Each shard's :class:`JacobianSum`, computed on Ray, yielded in shard order. Uses the running Ray
-    instance if there is one, else connects to ``address`` (None: a Ray on this machine, shut down after)."""
+    instance if there is one, else connects to ``address`` (None: a Ray on this machine, shut down after).
+    At most two shards a worker are in flight (the shards are read as they are sent, each result is
+    L × d² float64); the ones still running when the fit stops are cancelled."""
     try:
         import ray
     except ImportError as e:
@@ -56,13 +60,23 @@ def ray_sums(lm, shards: list[list[list[int]]], layers: list[int], skip_first: i
             task = ray.remote(num_gpus=1 if gpus else 0, num_cpus=1)(fit_shard)
             device = "cuda" if gpus else "cpu"
             dtype = DTYPE_OPTION.get(lm.facts.dtype, "fp32")
-            pending = [task.remote(str(lm.path), device, dtype, shard, layers, skip_first, dim_batch, 1)
-                       for shard in shards]
-            for ref in pending:
-                got = ray.get(ref)
-                acc = JacobianSum(layers, lm.facts.d_model, got["n_prompts"])
-                acc.total = got["total"]
-                yield acc
+            window = 2 * max(1, gpus or int(ray.cluster_resources().get("CPU", 1)))
+            args = (str(lm.path), device, dtype)
+            pending: deque = deque()
+            todo = iter(shards)
+            try:
+                while True:
+                    for shard in islice(todo, window - len(pending)):
+                        pending.append(task.remote(*args, shard, layers, skip_first, dim_batch, 1))
+                    if not pending:
+                        return
+                    got = ray.get(pending.popleft())
+                    acc = JacobianSum(layers, lm.facts.d_model, got["n_prompts"])
+                    acc.total = got["total"]
+                    yield acc
+            finally:
+                for ref in pending:
+                    ray.cancel(ref)
         finally:
             if started:
                 ray.shutdown()

@@ -26,8 +26,8 @@ from .lensfile import JacobianLens
 
 def _carry(lens: JacobianLens | None, layer: int, x: torch.Tensor) -> torch.Tensor:
     """``J_layer x`` for rows ``x (..., C)``; the identity after the last block, and everywhere without a lens."""
-    J = None if lens is None else lens.J.get(layer)
-    return x if J is None else x @ J.to(x.device, x.dtype).T
+    J = None if lens is None else lens.matrix(layer, x.device, x.dtype)
+    return x if J is None else x @ J.T
 
 
 @torch.inference_mode()
@@ -82,20 +82,23 @@ def head_readout(
             final.append(torch.full((nh, T), float("nan"), dtype=torch.float64))
             continue
         carried = _carry(lens, layer, heads.reshape(nh * T, -1))  # (nh·T, C)
-        normed = norm(carried.to(dtype))  # (nh·T, C)
-        v, i, s = top_logits(backend, normed, k, 1.0)
-        values.append(v.reshape(nh, T, -1).cpu())
-        indices.append(i.reshape(nh, T, -1).cpu())
-        lse.append(s.reshape(nh, T).cpu())
-        rows = _logits_of(backend, normed, wanted.repeat(nh).to(normed.device))  # (nh·T,)
-        final.append((rows.double().cpu() - s.cpu()).reshape(nh, T))
+        v, i, s, f = _read(backend, norm(carried.to(dtype)), k, wanted.repeat(nh))  # rows: (head, position)
+        values.append(v.reshape(nh, T, -1))
+        indices.append(i.reshape(nh, T, -1))
+        lse.append(s.reshape(nh, T))
+        final.append(f.reshape(nh, T))
     return HeadReadout(torch.stack(values), torch.stack(indices), torch.stack(lse), read, torch.stack(final))
 
 
-def _logits_of(backend, hidden: torch.Tensor, ids: torch.Tensor, chunk: int = 128) -> torch.Tensor:
-    """``backend.head(hidden)[n, ids[n]]`` for each row, a chunk of rows at a time (never all rows × vocab)."""
-    out = [
-        backend.head(hidden[a : a + chunk]).float().gather(-1, ids[a : a + chunk, None])[:, 0]
-        for a in range(0, hidden.shape[0], chunk)
-    ]
-    return torch.cat(out)
+def _read(backend, hidden: torch.Tensor, k: int, ids: torch.Tensor, chunk: int = 128):
+    """The LM head over rows ``hidden (n, C)``, a chunk at a time (never n × vocab at once): each row's top
+    ``k`` logits and ids, its logsumexp and the log-probability of ``ids[row]``, on the CPU, the last two
+    float64."""
+    parts = []
+    for a in range(0, hidden.shape[0], chunk):
+        logits = backend.head(hidden[a : a + chunk]).float()  # (n, V)
+        top = torch.topk(logits, k=min(k, logits.shape[-1]), dim=-1)
+        lse = torch.logsumexp(logits.double(), dim=-1)
+        mine = logits.gather(-1, ids[a : a + chunk, None].to(logits.device))[:, 0].double() - lse
+        parts.append((top.values.cpu(), top.indices.cpu(), lse.cpu(), mine.cpu()))
+    return tuple(torch.cat(p) for p in zip(*parts))

@@ -25,6 +25,8 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
         raise ApiError(422, "no Jacobian lens is loaded: start the server with --jlens FILE (attnscope jlens "
                        "fits one), or ask for the logit lens", loc=("body", "lens"), type_="no_jacobian_lens")
     prompt = prompt_of(svc, req.text, req.image)
+    if req.heads:
+        _check_heads_size(svc, len(prompt.ids))
     try:
         if req.lens == "jacobian":
             after, got = jacobian_lens(prompt.backend, svc.jlens, prompt.ids, req.top_k)
@@ -44,13 +46,10 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
     return dumps(body)
 
 
-def _heads(svc: Service, prompt, req: LensRequest, final_ids) -> list:
-    """``[layer][head]`` of ``{"top": [T][top_k]}``: each head's write read through its layer's J (the
-    identity for the logit lens and after the last block), with ``final_prob``: the probability each
-    reading gives the model's own guess at each token; a layer the lens has no J for is null.
-    Every head's write at every position is held at once (float64): its cells are kept within the
-    server's ``max_matrix_cells``, else a 422 naming ``heads``."""
-    facts, T = svc.loaded.facts, len(prompt.ids)
+def _check_heads_size(svc: Service, T: int) -> None:
+    """Every head's write at every position is held at once (float64): its numbers are kept within the
+    server's ``max_matrix_cells``, else a 422 naming ``heads`` (before anything runs)."""
+    facts = svc.loaded.facts
     cells = facts.n_layer * facts.n_head * T * facts.d_model
     if cells > svc.max_matrix_cells:
         most = svc.max_matrix_cells // (facts.n_layer * facts.n_head * facts.d_model)
@@ -59,12 +58,19 @@ def _heads(svc: Service, prompt, req: LensRequest, final_ids) -> list:
                        f"{svc.max_matrix_cells:,} per answer, at most {most} tokens on this model",
                        loc=("body", "heads"), type_="answer_too_large",
                        ctx={"limit": svc.max_matrix_cells, "count": cells})
+
+
+def _heads(svc: Service, prompt, req: LensRequest, final_ids) -> list:
+    """``[layer][head]`` of ``{"top": [T][top_k]}``: each head's write read through its layer's J (the
+    identity for the logit lens and after the last block), with ``final_prob``: the probability each
+    reading gives the model's own guess at each token; a layer the lens has no J for is null."""
     try:
         lens = svc.jlens if req.lens == "jacobian" else None
         got = head_readout(prompt.backend, lens, prompt.ids, req.top_k, final_ids)
     except (NotSplittable, Unsupported) as e:
         raise ApiError(422, f"the heads' writes cannot be split exactly on this model: {e}", loc=("body", "heads"),
                        type_="not_splittable") from None
+
     def one(layer: int, h: int) -> dict:
         top = top_predictions(got.values[layer, h], got.indices[layer, h], got.lse[layer, h], svc.displays, 1.0)
         return {"top": top, "final_prob": floor_sig(got.final[layer, h].exp().clamp_max(1.0).numpy()).tolist()}

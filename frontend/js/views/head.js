@@ -35,9 +35,10 @@ export const state = {
   cellMode: "row",
   ...knockoutState,
   ...whyState,
+  headWrites: null, // POST /api/lens (Jacobian, heads) under the heatmap: {key, response, error} (headwrites.js)
 };
-/** The answers a new model makes stale: the knockout's and the split's. */
-export const answers = ["knockoutAnswer", "qk"];
+/** The answers a new model makes stale: the knockout's, the split's and the head's writes. */
+export const answers = ["knockoutAnswer", "qk", "headWrites"];
 const CELL_MODES = ["row", "knockout", "why"];
 /** `mean=1`: the grid's mean column; `click=`, `ko=`, `koall=1`, `why=`: the cells' mode, knockout and split. */
 export const link = {

@@ -34,8 +34,8 @@ export function drawHeadWrites(state, app = null) {
   if (!lens || !state.text.trim()) return false;
   const body = { text: state.text, ...imageField(state), top_k: state.lensTopK, lens: "jacobian", heads: true };
   const key = JSON.stringify([state.model?.name, imageId(state), body]);
-  const ask = app && (() => askInto(app, "lensJacobian", key, "/api/lens", body));
-  const { response, error } = answerFor(state, "lensJacobian", key, ask);
+  const ask = app && (() => askInto(app, "headWrites", key, "/api/lens", body));
+  const { response, error } = answerFor(state, "headWrites", key, ask);
   const caption = el.querySelector("[data-testid=head-writes-caption]");
   const rows = el.querySelector("ol");
   const perHead = response?.heads?.[state.layer];

@@ -65,7 +65,11 @@ def definition(model, ids: list[int], layer: int, skip: int) -> torch.Tensor:
         return kept["final"][0]
 
     jac = torch.autograd.functional.jacobian(last_block_output, kept["x"][0].detach())  # (T, C, T, C): [t', i, t, j]
-    return jac[skip:, :, skip:, :].sum(0).mean(1)
+    T = jac.shape[0]
+    earlier = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # [t', t]: t' < t
+    assert jac.abs().amax((1, 3))[earlier].max() == 0  # a later position never reaches an earlier output
+    upper = ~earlier[:, None, :, None]  # keep only t' >= t, as the definition sums
+    return (jac * upper)[skip:, :, skip:, :].sum(0).mean(1)
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -116,11 +120,11 @@ def test_an_interrupted_fit_resumes_to_the_same_lens(tmp_path, loaded):
         if acc.n_prompts == 2:
             raise KeyboardInterrupt
 
-    out = tmp_path / "cut.pt"
-    kw = {"seq_len": 16, "skip_first": SKIP, "checkpoint_every": 1, "progress": False}
+    out = tmp_path / "cut" / "lens.pt"  # a folder that does not exist yet
+    kw = {"seq_len": 16, "skip_first": SKIP, "progress": False}  # checkpoints every 8: the interrupt saves
     with pytest.raises(KeyboardInterrupt):
         fit_lens(lm, corpus, out, after_prompt=stop_after_two, **kw)
-    assert not out.exists() and out.with_name("cut.pt.partial").is_file()
+    assert not out.exists() and out.with_name("lens.pt.partial").is_file()
     with pytest.raises(JLensError, match="--resume"):
         fit_lens(lm, corpus, out, **kw)
     with pytest.raises(JLensError, match="skip_first"):
@@ -129,7 +133,19 @@ def test_an_interrupted_fit_resumes_to_the_same_lens(tmp_path, loaded):
     assert resumed.n_prompts == whole.n_prompts
     for layer in whole.source_layers:
         assert torch.equal(resumed.J[layer], whole.J[layer])
-    assert not out.with_name("cut.pt.partial").exists()
+    assert not out.with_name("lens.pt.partial").exists()
+    # a fit capped at 2 prompts, interrupted after 1 and resumed, stops at 2 in all
+    two = load_lens(fit_lens(lm, corpus, tmp_path / "two.pt", max_prompts=2, **kw))
+
+    def stop_after_one(acc):
+        if acc.n_prompts == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fit_lens(lm, corpus, tmp_path / "two-cut.pt", max_prompts=2, after_prompt=stop_after_one, **kw)
+    again = load_lens(fit_lens(lm, corpus, tmp_path / "two-cut.pt", max_prompts=2, resume=True, **kw))
+    assert again.n_prompts == two.n_prompts == 2
+    assert all(torch.equal(again.J[layer], two.J[layer]) for layer in two.source_layers)
 
 
 def test_bad_settings_are_one_line(tmp_path, loaded):

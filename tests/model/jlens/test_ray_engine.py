@@ -28,11 +28,11 @@ def test_ray_gives_the_local_fit(local_ray, tmp_path):
     lm = load_model(build_checkpoint(tmp_path / "ckpt"), "cpu")
     txt, jsonl, _ = corpus_files(tmp_path / "docs")
     corpus = open_corpus([txt, jsonl])
-    opts = {"skip_first": 2, "dim_batch": 8, "checkpoint_every": 2, "progress": False}
+    opts = {"skip_first": 2, "dim_batch": 8, "checkpoint_every": 4, "progress": False}  # shards of 4 and 2
     here = load_lens(fit_lens(lm, corpus, tmp_path / "local.pt", **opts))
     seen = []
     there = load_lens(fit_lens(lm, corpus, tmp_path / "ray.pt", engine="ray", after_prompt=lambda a: seen.append(
         a.n_prompts), **opts))
-    assert seen == [2, 4, 6] and here.n_prompts == there.n_prompts == 6  # three shards, merged in order
+    assert seen == [4, 6] and here.n_prompts == there.n_prompts == 6  # two shards, merged in order
     for layer in here.source_layers:
         torch.testing.assert_close(there.J[layer].float(), here.J[layer].float(), rtol=2e-3, atol=1e-4)
