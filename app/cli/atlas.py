@@ -14,15 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import (
-    EXIT_USAGE,
-    PLACEMENT,
-    Failure,
-    add_model_options,
-    check_device,
-    command_settings,
-    whole_number,
-)
+from .common import EXIT_USAGE, Failure, add_model_options, corpus_job, whole_number
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl+C
 
@@ -66,7 +58,7 @@ def add_atlas_command(sub) -> None:
 def cmd_atlas(args: argparse.Namespace) -> int:
     """Check the corpus, then the model options and the device; load the model; measure; write."""
     from ...model.atlas.build import AtlasError, atlas
-    from ...model.atlas.corpus import CorpusError, open_corpus
+    from ...model.atlas.corpus import CorpusError
     from ...model.atlas.divergence import ModelMismatch
     from ...model.atlas.read import META_FILE
     from ...model.ours.checkpoint import CheckpointError
@@ -74,14 +66,7 @@ def cmd_atlas(args: argparse.Namespace) -> int:
 
     if args.exemplars < 0:
         raise Failure(f"--exemplars {args.exemplars}: must be 0 or more", EXIT_USAGE)
-    if args.address and args.engine != "ray":
-        raise Failure("--address is for --engine ray", EXIT_USAGE)
-    try:
-        corpus = open_corpus(args.corpus)
-    except CorpusError as e:
-        raise Failure(str(e)) from None
-    settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
-    check_device(settings.device, bool(args.device))
+    corpus, settings = corpus_job(args)
     try:
         lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
         other = _compare_model(args.compare_model, settings)

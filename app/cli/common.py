@@ -56,6 +56,23 @@ def whole_number(least: int):
     return parse
 
 
+def corpus_job(args: argparse.Namespace):
+    """What ``atlas`` and ``jlens`` check before a model loads, in this order: ``--address`` only with
+    Ray, every corpus file (one line naming a bad one), the model options and the device. Returns the
+    checked corpus and the settings."""
+    from ...model.atlas.corpus import CorpusError, open_corpus
+
+    if args.address and args.engine != "ray":
+        raise Failure("--address is for --engine ray", EXIT_USAGE)
+    try:
+        corpus = open_corpus(args.corpus)
+    except CorpusError as e:
+        raise Failure(str(e)) from None
+    settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
+    check_device(settings.device, bool(args.device))
+    return corpus, settings
+
+
 def model_checkpoint(args: argparse.Namespace) -> str | None:
     """The model the options name, used as ``--checkpoint``: ``--ollama NAME[:TAG]`` -> the path of its model
     blob, ``--model ORG/NAME[@REVISION]`` -> its folder in the Hugging Face cache (downloaded there if need be);

@@ -14,15 +14,7 @@ import argparse
 import sys
 
 from .atlas import EXIT_INTERRUPTED
-from .common import (
-    EXIT_USAGE,
-    PLACEMENT,
-    Failure,
-    add_model_options,
-    check_device,
-    command_settings,
-    whole_number,
-)
+from .common import Failure, add_model_options, corpus_job, whole_number
 
 _positive, _count = whole_number(1), whole_number(0)
 
@@ -52,20 +44,12 @@ def add_jlens_command(sub) -> None:
 
 def cmd_jlens(args: argparse.Namespace) -> int:
     """Check the corpus, then the model options and the device; load the model; fit; write."""
-    from ...model.atlas.corpus import CorpusError, open_corpus
     from ...model.jlens.build import JLensError, fit_lens
     from ...model.jlens.lensfile import LensFileError, load_lens
     from ...model.ours.checkpoint import CheckpointError
     from ...model.registry import load_model
 
-    if args.address and args.engine != "ray":
-        raise Failure("--address is for --engine ray", EXIT_USAGE)
-    try:
-        corpus = open_corpus(args.corpus)
-    except CorpusError as e:
-        raise Failure(str(e)) from None
-    settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
-    check_device(settings.device, bool(args.device))
+    corpus, settings = corpus_job(args)
     try:
         lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
         out = fit_lens(
