@@ -152,14 +152,16 @@ export function lensTable({ tokens, residuals }) {
   return table;
 }
 
-/** Mark the chosen token's column, and scroll it into the box's view when it moved. */
+/** Mark the chosen token's column, and scroll it into each table's view when it moved. */
 function markChosen(box, position) {
   if (box.dataset.chosen === String(position)) return;
   box.dataset.chosen = String(position);
   for (const el of box.querySelectorAll(".chosen")) el.classList.remove("chosen");
-  const cells = box.querySelectorAll(`[data-position="${position}"]`);
-  for (const el of cells) el.classList.add("chosen");
-  if (cells[0]) box.scrollLeft = Math.max(0, cells[0].offsetLeft - box.clientWidth / 2);
+  for (const el of box.querySelectorAll(`[data-position="${position}"]`)) el.classList.add("chosen");
+  for (const scroller of box.querySelectorAll(".lens-scroll")) {
+    const cell = scroller.querySelector(`[data-position="${position}"]`);
+    if (cell) scroller.scrollLeft = Math.max(0, cell.offsetLeft - scroller.clientWidth / 2);
+  }
 }
 
 const ABOUT =
@@ -196,7 +198,10 @@ function part(got, both, position, shade) {
   div.className = "lens-part";
   div.dataset.lens = got.kind;
   if (both) div.append(Object.assign(document.createElement("h3"), { textContent: KINDS[got.kind] }));
-  div.append(lensTable(got.response));
+  const scroller = document.createElement("div"); // each lens table scrolls on its own, its row labels in view
+  scroller.className = "lens-scroll";
+  scroller.append(lensTable(got.response));
+  div.append(scroller);
   if (got.response.heads) div.append(headWritesTable(got.response, position, shade));
   return div;
 }
