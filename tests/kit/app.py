@@ -230,3 +230,14 @@ def served(model_dirs: dict[str, Path]) -> Iterator[dict]:
             name: stack.enter_context(TestClient(create_app(Settings(checkpoint=path, device="cpu", torch_threads=1))))
             for name, path in model_dirs.items()
         }
+
+
+def compare_models(client, **body):
+    """POST /api/compare-models until its model_b is loaded (202 meanwhile); the last response."""
+    deadline = time.monotonic() + 120
+    while True:
+        r = client.post("/api/compare-models", json=body)
+        if r.status_code != 202:
+            return r
+        assert time.monotonic() < deadline, "model_b never loaded"
+        time.sleep(0.1)

@@ -6,8 +6,6 @@ original's folder, and transformers reading the GGUF file: the same dequantized 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from attnscope.app.main import create_app
@@ -18,6 +16,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from tests.app.routes.test_compare import eager_patterns, oracle  # noqa: E402
+from tests.kit.app import compare_models  # noqa: E402
 from tests.kit.gguf import eager_reference, transformers_original, write  # noqa: E402
 
 TEXT = "The cat sat on the mat, and the dog watched the cat from the door."
@@ -45,15 +44,6 @@ def client(files, tmp_path_factory):
             yield c
 
 
-def compare(client, **body):
-    """POST until model_b is loaded (202 meanwhile); the last response."""
-    deadline = time.monotonic() + 120
-    while True:
-        r = client.post("/api/compare-models", json=body)
-        if r.status_code != 202:
-            return r
-        assert time.monotonic() < deadline, "model_b never loaded"
-        time.sleep(0.1)
 
 
 def test_a_quantized_file_diverges_a_little_from_its_original(client, files):
@@ -61,7 +51,7 @@ def test_a_quantized_file_diverges_a_little_from_its_original(client, files):
     shown = gguf_file.relative_to(gguf_file.parents[1]).as_posix()  # relative to LM Studio's folder
     listed = [m for m in client.get("/api/models").json()["models"] if m.get("path") == shown]
     assert len(listed) == 1 and listed[0]["status"] == "ok", listed
-    r = compare(client, text=TEXT, model_b=listed[0]["name"], layer=1, head=0)
+    r = compare_models(client, text=TEXT, model_b=listed[0]["name"], layer=1, head=0)
     assert r.status_code == 200, r.text
     out = r.json()
     ids = transformers.AutoTokenizer.from_pretrained(original).encode(TEXT)

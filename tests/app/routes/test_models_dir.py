@@ -4,15 +4,13 @@ accepted. No answer of ``GET /api/models`` or of the atlas routes holds an absol
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from attnscope.app.main import create_app
 from fastapi.testclient import TestClient
 
 pytest.importorskip("pyarrow")
 
-from tests.kit.app import build_checkpoint  # noqa: E402
+from tests.kit.app import build_checkpoint, compare_models  # noqa: E402
 from tests.kit.atlas import two_atlases  # noqa: E402
 
 TEXT = "The cat sat on the mat. The dog sat on the log."
@@ -56,16 +54,6 @@ def served(places, settings, checkpoint_dir, tmp_path_factory):
             yield c
 
 
-def compare(client, model_b: str):
-    """POST until model_b is loaded (202 meanwhile); the last response."""
-    body = {"text": TEXT, "layer": 1, "head": 0, "model_b": model_b}
-    deadline = time.monotonic() + 120
-    while True:
-        r = client.post("/api/compare-models", json=body)
-        if r.status_code != 202:
-            return r
-        assert time.monotonic() < deadline, "model_b never loaded"
-        time.sleep(0.1)
 
 
 def test_the_models_dir_is_listed_and_compared_by_name(served):
@@ -75,7 +63,7 @@ def test_the_models_dir_is_listed_and_compared_by_name(served):
     mine = [m for m in listed if m["source"] == "models-dir"]
     assert [(m["name"], m["path"], m["status"]) for m in mine] == [("tiny-b", "tiny-b", "ok")]
     assert mine[0]["size_bytes"] > 0
-    r = compare(served, "tiny-b")
+    r = compare_models(served, text=TEXT, layer=1, head=0, model_b="tiny-b")
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["model_b"] == "tiny-b" and out["model_a"] != "tiny-b"
@@ -84,7 +72,7 @@ def test_the_models_dir_is_listed_and_compared_by_name(served):
 
 def test_the_model_the_server_started_with_is_accepted_by_its_name(served):
     first = served.get("/api/models").json()["models"][0]
-    r = compare(served, first["name"])
+    r = compare_models(served, text=TEXT, layer=1, head=0, model_b=first["name"])
     assert r.status_code == 200, r.text
 
 
