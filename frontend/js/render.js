@@ -5,7 +5,7 @@
 // is touched (dom.js).
 
 import { divisorShort, divisorWords, num, softcapWords } from "./draw/captions.js";
-import { isBlank } from "./api.js";
+import { blankSubject } from "./subject.js";
 import { fillIndexSelect, setAttr, setHidden, setText } from "./dom.js";
 import { renderPredictions } from "./draw/predictions.js";
 import { attentionLayers, currentDetail, currentGrid } from "./state.js";
@@ -179,14 +179,14 @@ function renderNotices(state, els) {
     setText(els.linkNoticeText, state.notice ?? "");
     setHidden(els.linkNotice, !state.notice);
   }
-  setHidden(els.emptyState, !isBlank(state.text));
+  setHidden(els.emptyState, !blankSubject(state));
 }
 
 /**
  * Draw everything the state calls for. Returns what was drawn from current data: `{view, text,
  * tokens, detail}` and the view's own answer (the head view: `head`, `grid`; another: its id).
  */
-export function render(state, els, app = null) {
+export function render(state, els) {
   renderNotices(state, els);
   renderModel(state, els);
   renderControls(state, els);
@@ -197,10 +197,10 @@ export function render(state, els, app = null) {
   renderPredictions(state, els);
   const view = viewById(state.view);
   const done = { view: state.view, text: state.text, head: false, grid: false, detail: !!currentDetail(state) };
-  const drawn = view.draw(state, els, app); // `app`: a view asks for its own answer through it
+  const drawn = view.draw(state, els); // from the answers in hand: the data step asked (data.js askNeeded)
   if (typeof drawn === "object") Object.assign(done, drawn);
   else done[view.id] = drawn;
-  drawTextOnly(state, els); // a view whose route takes no image says it runs on the text alone
+  drawTextOnly(state, els, view); // a view whose route takes no image says it runs on the text alone
   // after the view: the toggles of the switched-off heads sit on the grid it painted
   for (const part of els.cards ?? []) part.draw(state);
   const tokens = currentGrid(state)?.tokens ?? currentDetail(state)?.tokens;
@@ -212,9 +212,9 @@ export function render(state, els, app = null) {
  * `render`, except that a drawing bug does not blank the page: the error banner says what failed
  * and what is on screen stays. The answer then has `failed` and `error` (the words shown).
  */
-export function renderSafely(state, els, app = null) {
+export function renderSafely(state, els) {
   try {
-    return render(state, els, app);
+    return render(state, els);
   } catch (err) {
     const error = `Could not draw this view: ${err && err.message ? err.message : err}`;
     console.error("attnscope:", err);

@@ -5,7 +5,8 @@
 // lines either side, are in the DOM. Scrolling swaps them; the strip keeps its height, its wrap
 // and its look.
 
-import { countWords, isBlank } from "../api.js";
+import { countWords } from "../api.js";
+import { blankSubject } from "../subject.js";
 import { idOf, setAttr, setText } from "../dom.js";
 import { currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { bandLabel, imageRun } from "./imageband.js";
@@ -205,7 +206,7 @@ export function renderTokens(state, els) {
   if (!response) {
     // a text the server refused, no answer yet after an error, or no text: no chips of an older
     // text; the counter says the server's own count of a refused text (the message's number)
-    if (!state.error && !isBlank(state.text)) return;
+    if (!state.error && !blankSubject(state)) return;
     if (els.tokens.dataset.signature !== "none") {
       els.tokens.dataset.signature = "none";
       leaveVirtual(els.tokens);

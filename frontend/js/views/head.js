@@ -7,28 +7,37 @@ import { hatchMeaning, maskKinds, scoresFormula } from "../draw/captions.js";
 import { drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { drawCanvasPlot } from "../draw/canvashover.js";
 import { formatLambda, headHeatmapFigure, pairPartsFigure } from "../draw/heatmap.js";
-import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
-import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
+import { headData, pooledHeatmapFigure, regionFits, zoomWords } from "../draw/pooled.js";
+import { currentDetail, currentGrid, selectedPosition } from "../state.js";
+import { answerIn, question } from "../answers.js";
+import { subject } from "../subject.js";
 import { drawGrid } from "./grid.js";
 import { isUndecoded } from "../wire.js";
 import { lazyRows } from "../draw/figures.js";
 import { installZoom } from "../draw/zoom.js";
 import { HEATMAP_DEFAULTS } from "../draw/headframe.js";
 import { bandLabel, imageMaskWords, imageRun, withImageBand } from "../draw/imageband.js";
-import { cellsIn, cellsParam, drawKnockout, installKnockout, knockoutShapes, knockoutState, parseCells, toggleCell }
-  from "./knockout.js";
-import { drawWhy, parseWhy, whyParam, whyShapes, whyState } from "./why.js";
-import { drawHeadWrites } from "./headwrites.js";
+import {
+  cellsIn,
+  cellsParam,
+  drawKnockout,
+  installKnockout,
+  knockoutQuestion,
+  knockoutShapes,
+  knockoutState,
+  parseCells,
+  toggleCell,
+} from "./knockout.js";
+import { drawWhy, parseWhy, whyParam, whyQuestion, whyShapes, whyState } from "./why.js";
+import { drawHeadWrites, headWritesQuestion } from "./headwrites.js";
 
 export const id = "head";
 export const label = "Head & grid";
 /** Its slice of the page state: the grid's mean column, a long text's zoomed block and its exact cells. */
 export const state = {
   aggregate: false, // show the per-layer mean of the heads in the grid
-  // long texts (issue 16): cells a side the head heatmap can draw (data.js measures it); the
-  // zoomed token block ({q0, q1, k0, k1}, null = the whole head) and the exact cells of that
-  // block ({key, bounds, response}) once the server sent them
-  drawCells: FOCUS_MAX,
+  // long texts (issue 16): the zoomed token block ({q0, q1, k0, k1}, null = the whole head; draw/zoom.js) and
+  // the answer holding the exact cells of that block (its `focus.region`, answers.js)
   zoom: null,
   region: null,
   // what a click on a cell does: "row" chooses its query, "knockout" knocks it out, "why" splits its score
@@ -37,8 +46,8 @@ export const state = {
   ...whyState,
   headWrites: null, // POST /api/lens (Jacobian, heads) under the heatmap: {key, response, error} (headwrites.js)
 };
-/** The answers a new model makes stale: the knockout's, the split's and the head's writes. */
-export const answers = ["knockoutAnswer", "qk", "headWrites"];
+/** The answers a new model makes stale: the knockout's, the split's, the head's writes and the exact cells. */
+export const answers = ["knockoutAnswer", "qk", "headWrites", "region"];
 const CELL_MODES = ["row", "knockout", "why"];
 /** `mean=1`: the grid's mean column; `click=`, `ko=`, `koall=1`, `why=`: the cells' mode, knockout and split. */
 export const link = {
@@ -59,6 +68,25 @@ export const link = {
 };
 /** The grid answer (its pattern draws the head at once); the chosen head's answer comes with every text. */
 export const needs = ["grid"];
+
+/** The zoomed block while it lies inside a text of `T` tokens, else null. */
+const zoomIn = (state, T) => (state.zoom && state.zoom.q1 <= T && state.zoom.k1 <= T ? state.zoom : null);
+
+/** The exact cells of a long text's zoomed block (`focus.region`), once its pooled head is in: its question. */
+function regionQuestion(state) {
+  const d = currentDetail(state);
+  const zoom = d?.focus?.thumbnail?.block > 1 ? zoomIn(state, d.tokens.length) : null;
+  if (!zoom || !regionFits(state, zoom)) return null;
+  const url = "/api/attention";
+  const include = ["pattern", "attn_scores_raw", "attn_scores"];
+  const focus = { layer: state.layer, head: state.head, include, region: [zoom.q0, zoom.q1, zoom.k0, zoom.k1] };
+  const body = { ...subject(state, url), layers: [], include: [], focus, encoding: "b64", precision: "f2", top_k: 0 };
+  return question("region", url, body);
+}
+
+/** What the view asks for besides the grid and the chosen head (the data step asks it, answers.js). */
+export const need = (state) => [knockoutQuestion(state), whyQuestion(state), headWritesQuestion(state),
+  regionQuestion(state)];
 
 /**
  * What the chosen head shows now: the chosen-head answer when it is current, else the head's
@@ -133,25 +161,26 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
 }
 
 /** Draw the chosen head's heatmap and the grid; `{head, grid}` say which of them had current data. */
-export function drawHeadView(state, els, app = null) {
+export function drawHeadView(state, els) {
   const chosen = chosenHead(state);
   const zoomNote = document.getElementById("head-zoom");
   const hatch = document.getElementById("head-hatch");
   if (!chosen) return { head: false, grid: drawGrid(state, els) };
   const pooled = (chosen.block ?? 1) > 1;
   const n = chosen.response.tokens.length;
-  const zoomed = !pooled && state.zoom && state.zoom.q1 <= n && state.zoom.k1 <= n;
+  const zoom = zoomIn(state, n); // a zoom past the end of a shorter text is no zoom
+  const zoomed = !pooled && zoom;
   setHidden(zoomNote, !pooled && !zoomed);
   const { response, layer, mask, head: h, full, block } = chosen;
   const T = response.tokens.length;
   const p = selectedPosition(state, T);
   // a long text: the pooled cells, and the exact cells of the zoomed block once they are in
-  const region = pooled ? currentRegion(state) : null;
+  const region = pooled ? answerIn(state, regionQuestion(state)).response?.focus.region ?? null : null;
   const extra = pooled
-    ? { position: p, region, view: state.zoom }
-    : { position: p, view: state.zoom, ...(full ? {} : { raw: null, scaled: null }) };
+    ? { position: p, region, view: zoom }
+    : { position: p, view: zoom, ...(full ? {} : { raw: null, scaled: null }) };
   const marks = cellMarks(state, T);
-  const sig = (pooled ? `|${idOf(region)}` : "") + `|${JSON.stringify(state.zoom)}|${JSON.stringify(marks)}`;
+  const sig = (pooled ? `|${idOf(region)}` : "") + `|${JSON.stringify(zoom)}|${JSON.stringify(marks)}`;
   const band = {
     tokens: response.tokens,
     kinds: response.token_kinds,
@@ -176,10 +205,10 @@ export function drawHeadView(state, els, app = null) {
   // masked blocks are solid grey in a pooled head, not hatched (pooled.js)
   renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
   hatch?.classList.toggle("solid", pooled);
-  if (pooled) setText(zoomNote, zoomWords(state, T, block, h.pattern.length));
-  else if (zoomed) setText(zoomNote, exactZoomWords(state.zoom));
-  drawCellTools(state, app);
-  drawHeadWrites(state, app);
+  if (pooled) setText(zoomNote, zoomWords({ ...state, zoom }, T, block, h.pattern.length, region));
+  else if (zoomed) setText(zoomNote, exactZoomWords(zoom));
+  drawCellTools(state);
+  drawHeadWrites(state);
   return { head: true, grid: drawGrid(state, els) };
 }
 
@@ -212,11 +241,11 @@ const withShapes = (fig, marks) => {
 };
 
 /** The mode picker and the two boxes under the heatmap (the page's; the notebook widget has none). */
-function drawCellTools(state, app) {
+function drawCellTools(state) {
   const picked = document.querySelector(`input[name=cell-mode][value=${state.cellMode}]`);
   if (picked && !picked.checked) picked.checked = true;
-  drawKnockout(state, app);
-  drawWhy(state, app);
+  drawKnockout(state);
+  drawWhy(state);
 }
 
 // a long text's differential head: its cells are block maxima of a signed map's size
@@ -273,7 +302,7 @@ export const draw = drawHeadView;
  * A click anywhere on the heatmap, the hatched (masked) cells too: the cell comes from the axes
  * under the pointer. By the mode picker it chooses that query
  * (its row), knocks the cell out (a shift-click: the box from the last clicked cell), or splits its
- * score. `app`: {els, selectPosition, fetchRegion, update, state}.
+ * score. `app`: {els, selectPosition, update, state}.
  */
 export function install(app) {
   const { els, state } = app;
