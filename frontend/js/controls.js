@@ -124,7 +124,8 @@ export function installControls(app) {
     const next = parseHash(window.location.hash, VIEWS);
     if (toHash({ ...state, ...next }, VIEWS) === toHash(state, VIEWS)) return;
     // what a link leaves out is the default, not what the last link said
-    Object.assign(state, { notice: null, sampling: { on: false, top_k: null, top_p: null, seed: null } }, next);
+    const defaults = { notice: null, messages: [], sampling: { on: false, top_k: null, top_p: null, seed: null } };
+    Object.assign(state, defaults, next);
     data.fitToModel();
     els.textInput.value = state.text;
     data.forgetAsked(); // a link asks afresh

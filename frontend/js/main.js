@@ -5,6 +5,7 @@
 
 import { blankSubject } from "./subject.js";
 import { installAblation } from "./cards/ablation.js";
+import { installChat } from "./cards/chat.js";
 import { installControls, changeText } from "./controls.js";
 import { createData } from "./data.js";
 import { installEffects } from "./cards/effects.js";
@@ -144,9 +145,14 @@ function installPage(app) {
   installExport(app);
   for (const view of VIEWS) view.install?.(app);
   // switching heads off, head effects, generation (issue 18): cards drawn by every render
-  els.cards.push(installModelPicker(app), installAblation(app), installEffects(app), installGenerate(app), {
-    draw: () => renderExport(state, els),
-  });
+  els.cards.push(
+    installChat(app),
+    installModelPicker(app),
+    installAblation(app),
+    installEffects(app),
+    installGenerate(app),
+    { draw: () => renderExport(state, els) },
+  );
   // the top bar grows a row for the picker or a long badge: the sticky view bar stays below it
   const topbar = document.querySelector(".topbar");
   new ResizeObserver(() =>

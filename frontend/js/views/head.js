@@ -17,18 +17,8 @@ import { lazyRows } from "../draw/figures.js";
 import { installZoom } from "../draw/zoom.js";
 import { HEATMAP_DEFAULTS } from "../draw/headframe.js";
 import { bandLabel, imageMaskWords, imageRun, withImageBand } from "../draw/imageband.js";
-import {
-  cellsIn,
-  cellsParam,
-  drawKnockout,
-  installKnockout,
-  knockoutQuestion,
-  knockoutShapes,
-  knockoutState,
-  parseCells,
-  toggleCell,
-} from "./knockout.js";
-import { drawWhy, parseWhy, whyParam, whyQuestion, whyShapes, whyState } from "./why.js";
+import { cellsParam, installKnockout, knockoutQuestion, knockoutState, parseCells, toggleCell } from "./knockout.js";
+import { cellMarks, drawCellTools, parseWhy, whyParam, whyQuestion, whyState } from "./why.js";
 import { drawHeadWrites, headWritesQuestion } from "./headwrites.js";
 
 export const id = "head";
@@ -229,24 +219,10 @@ function imageWords(state, { response, mask }, pooled) {
   return where + (pooled ? "" : ` ${imageMaskWords(mask, response.token_kinds, state.layer)}`);
 }
 
-/** The shapes the cells' tools add to the heatmap: the knocked-out cells, the split cell's ring. */
-const cellMarks = (state, T) => [
-  ...knockoutShapes(cellsIn(state.knockout, T)),
-  ...whyShapes(state.whyCell && state.whyCell.query < T && state.whyCell.key < T ? state.whyCell : null),
-];
-
 const withShapes = (fig, marks) => {
   fig.layout.shapes = [...(fig.layout.shapes ?? []), ...marks];
   return fig;
 };
-
-/** The mode picker and the two boxes under the heatmap (the page's; the notebook widget has none). */
-function drawCellTools(state) {
-  const picked = document.querySelector(`input[name=cell-mode][value=${state.cellMode}]`);
-  if (picked && !picked.checked) picked.checked = true;
-  drawKnockout(state);
-  drawWhy(state);
-}
 
 // a long text's differential head: its cells are block maxima of a signed map's size
 const POOLED_PAIR =

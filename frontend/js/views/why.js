@@ -9,7 +9,7 @@ import { byId, drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, SIGNED_SCALE, baseLayout, rowSums, signedRange } from "../draw/figures.js";
 import { currentGrid } from "../state.js";
 import { subject } from "../subject.js";
-import { asTrainedWords } from "./knockout.js";
+import { asTrainedWords, cellsIn, drawKnockout, knockoutShapes } from "./knockout.js";
 
 /** Its part of the head view's slice: the clicked cell ({query, key} or null) and the answer. */
 export const whyState = { whyCell: null, qk: null };
@@ -163,4 +163,18 @@ export function drawWhy(state) {
   const key = idOf(response);
   drawPlot(plots[0], `${key}|terms`, () => whyFigure(response), `attnscope-L${state.layer}H${state.head}-why`);
   drawPlot(plots[1], `${key}|sums`, () => whySumsFigure(response), `attnscope-L${state.layer}H${state.head}-sums`);
+}
+
+/** The shapes the cells' tools add to the heatmap: the knocked-out cells, the split cell's ring. */
+export const cellMarks = (state, T) => [
+  ...knockoutShapes(cellsIn(state.knockout, T)),
+  ...whyShapes(state.whyCell && state.whyCell.query < T && state.whyCell.key < T ? state.whyCell : null),
+];
+
+/** The mode picker and the two boxes under the heatmap (the page's; the notebook widget has none). */
+export function drawCellTools(state) {
+  const picked = document.querySelector(`input[name=cell-mode][value=${state.cellMode}]`);
+  if (picked && !picked.checked) picked.checked = true;
+  drawKnockout(state);
+  drawWhy(state);
 }
