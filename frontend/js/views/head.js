@@ -20,6 +20,7 @@ import { bandLabel, imageMaskWords, imageRun, withImageBand } from "../draw/imag
 import { cellsParam, installKnockout, knockoutQuestion, knockoutState, parseCells, toggleCell } from "./knockout.js";
 import { cellMarks, drawCellTools, parseWhy, whyParam, whyQuestion, whyState } from "./why.js";
 import { drawHeadWrites, headWritesQuestion } from "./headwrites.js";
+import { drawSpanBox, spanSwitch } from "../draw/spans.js";
 
 export const id = "head";
 export const label = "Head & grid";
@@ -30,6 +31,7 @@ export const state = {
   // the answer holding the exact cells of that block (its `focus.region`, answers.js)
   zoom: null,
   region: null,
+  gridSpans: false, // a conversation's grid: each head's shares of the turns as a bar (draw/spans.js)
   // what a click on a cell does: "row" chooses its query, "knockout" knocks it out, "why" splits its score
   cellMode: "row",
   ...knockoutState,
@@ -199,6 +201,7 @@ export function drawHeadView(state, els) {
   else if (zoomed) setText(zoomNote, exactZoomWords(zoom));
   drawCellTools(state);
   drawHeadWrites(state);
+  drawSpanBox(state, currentGrid(state));
   return { head: true, grid: drawGrid(state, els) };
 }
 
@@ -300,6 +303,10 @@ export function install(app) {
       app.update();
     });
   installKnockout(app);
+  spanSwitch()?.addEventListener("change", (ev) => {
+    state.gridSpans = ev.target.checked;
+    app.update();
+  });
 }
 
 /** The cell {query, key} of the heatmap `gd` under a mouse event (key null off the keys), or null off its rows. */
