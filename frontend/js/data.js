@@ -87,7 +87,7 @@ async function fetchGrid(ctx) {
     state.pending.grid = true;
     await ctx.modelReady;
   }
-  const record = { key: gridKey(state), prompt: subjectKey(state, false) };
+  const record = { key: gridKey(state), text: state.text, prompt: subjectKey(state, false) };
   state.pending.grid = true;
   update();
   try {
@@ -115,6 +115,7 @@ function measureDrawCells({ state, els }) {
 /** What the chosen head's answer is stored with: the keys and inputs it answers (state.js `currentDetail`). */
 const detailRecord = (state) => ({
   key: headKey(state),
+  text: state.text,
   prompt: subjectKey(state, false),
   textKey: gridKey(state),
   temperature: state.temperature,
@@ -165,7 +166,7 @@ async function fetchBoth(ctx) {
   try {
     const answer = await timed(ctx.sendGrid, bothRequest(state), "grid-request", "detail-request");
     if (answer === null) return;
-    state.grid = { key: textKey, prompt: record.prompt, response: answer };
+    state.grid = { key: textKey, text: record.text, prompt: record.prompt, response: answer };
     requestDone(ctx, "grid", null);
     if (chosen()) {
       state.detail = { ...record, response: detailOf(answer) };

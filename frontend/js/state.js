@@ -71,8 +71,8 @@ export function createState(views = []) {
     ablate: [],
     // what the server told us
     model: null, // GET /api/model
-    grid: null, // {key, text, response}: all layers and heads, pattern + stats
-    detail: null, // {key, text, textKey, temperature, response}: the chosen head with every field
+    grid: null, // {key, text, prompt, response}: all layers and heads, pattern + stats (prompt: subjectKey)
+    detail: null, // {key, text, prompt, textKey, temperature, response}: the chosen head with every field
     error: null, // text of the last error, shown in the banner
     // the server's refusal of the text (its 422 detail item: type and ctx, e.g. the token count),
     // so that the message and the token counter say the same number; null when it was accepted

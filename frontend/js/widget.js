@@ -132,11 +132,17 @@ const keyState = (state, t) => ({
 function readAnswers(state, model) {
   const grid = answerOf(model.get("grid"));
   const gridAsked = grid && keyState(state, grid.tag);
-  state.grid = grid && { key: gridKey(gridAsked), prompt: subjectKey(gridAsked, false), response: grid.response };
+  state.grid = grid && {
+    key: gridKey(gridAsked),
+    text: gridAsked.text,
+    prompt: subjectKey(gridAsked, false),
+    response: grid.response,
+  };
   const detail = answerOf(model.get("detail"));
   const asked = detail && keyState(state, detail.tag);
   state.detail = detail && {
     key: headKey(asked),
+    text: asked.text,
     prompt: subjectKey(asked, false),
     textKey: gridKey(asked),
     temperature: state.temperature,
