@@ -16,7 +16,6 @@ export function changeText(state, text) {
   if (text === state.text) return;
   state.text = text;
   state.position = null;
-  state.linesSelection = { queries: [], keys: [] }; // positions of the old text
 }
 
 /** The text box, the fit-the-text button of a refusal and the examples. */

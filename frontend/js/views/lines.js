@@ -10,7 +10,7 @@
 import { answerIn, question } from "../answers.js";
 import { byId, drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, QUALITATIVE, baseLayout } from "../draw/figures.js";
-import { blankSubject, imageOf, subject } from "../subject.js";
+import { blankSubject, imageOf, subject, subjectKey } from "../subject.js";
 
 export const id = "lines";
 export const label = "Lines";
@@ -19,7 +19,7 @@ export const state = {
   lines: null,
   linesHidden: [], // heads whose lines are hidden
   linesFocus: null, // {side: "query" | "key", index}: the hovered token whose lines alone are shown
-  linesSelection: { queries: [], keys: [] }, // tokens clicked
+  linesSelection: { prompt: null, queries: [], keys: [] }, // tokens clicked, in the prompt they were clicked in
   linesReduce: "mean", // how the selected rows and columns are combined: "mean" or "sum"
   linesSelected: null, // POST /api/selection
 };
@@ -32,6 +32,10 @@ const HEAVIEST = 3;
 const MIN_WEIGHT = 0.01; // lighter lines would not be seen
 
 const SVG = "http://www.w3.org/2000/svg";
+
+/** The tokens clicked, while the prompt is the one they were clicked in (another text's positions are not kept). */
+const selectionOf = (state) =>
+  state.linesSelection.prompt === subjectKey(state, false) ? state.linesSelection : { queries: [], keys: [] };
 
 /** The chosen layer's patterns, every head (float32 typed arrays, not JSON numbers): its question, or null. */
 function linesQuestion(state) {
@@ -46,7 +50,7 @@ function linesQuestion(state) {
  * token is selected (none with an image: the route reads the text alone, whose positions differ), else null.
  */
 function selectionQuestion(state) {
-  const { queries, keys } = state.linesSelection;
+  const { queries, keys } = selectionOf(state);
   if (!queries.length && !keys.length) return null;
   if (imageOf(state) || !answerIn(state, linesQuestion(state)).response) return null;
   const url = "/api/selection";
@@ -76,10 +80,11 @@ export function install(app) {
     if (!token) return;
     const side = token.dataset.side === "query" ? "queries" : "keys";
     const i = Number(token.dataset.index);
-    const chosen = new Set(app.state.linesSelection[side]);
+    const chosen = new Set(selectionOf(app.state)[side]);
     if (chosen.has(i)) chosen.delete(i);
     else chosen.add(i);
-    app.state.linesSelection = { ...app.state.linesSelection, [side]: [...chosen].sort((x, y) => x - y) };
+    const selection = { ...selectionOf(app.state), prompt: subjectKey(app.state, false) };
+    app.state.linesSelection = { ...selection, [side]: [...chosen].sort((x, y) => x - y) };
     app.update();
   });
   byId("lines-reduce").addEventListener("change", (ev) => {
@@ -234,7 +239,7 @@ const TEXT_ONLY_SELECTION =
 
 function drawSelection(state) {
   const box = byId("lines-selection");
-  const { queries, keys } = state.linesSelection;
+  const { queries, keys } = selectionOf(state);
   const any = queries.length + keys.length > 0;
   setHidden(box, !any);
   for (const text of byId("lines-svg").querySelectorAll("text[data-side]")) {

@@ -197,13 +197,12 @@ export function draw(state) {
     drawPlot(map, mapSig, () => divergenceFigure(shown, state, cellPx), "attnscope-models-map");
   }
   if (!r) return false;
-  drawParts(r, state);
+  drawParts(r, state, current.key);
   return true;
 }
 
-/** The chosen head: its pattern in each model and their difference (the answer's `difference`, B − A). */
-function drawParts(r, state) {
-  const key = idOf(r);
+/** The chosen head: its pattern in each model and their difference (`difference`, B − A); `key`: its question's. */
+function drawParts(r, state, key) {
   const head = { layer: state.layer, head: state.head, signed: Boolean(state.model?.differential) };
   const one = (pattern, title) =>
     titled(headHeatmapFigure({ tokens: r.tokens, pattern, mask: r.mask, ...head, title }));
