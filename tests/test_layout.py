@@ -71,7 +71,9 @@ def test_product_files_choose_every_kind_of_source():
 
 def test_no_product_file_is_over_350_lines():
     long = {
-        p.relative_to(ROOT).as_posix(): n for p in product_files() if (n := len(p.read_bytes().splitlines())) > MAX_LINES
+        p.relative_to(ROOT).as_posix(): n
+        for p in product_files()
+        if (n := len(p.read_bytes().splitlines())) > MAX_LINES
     }
     assert not long, f"over {MAX_LINES} lines: {long}"
 
@@ -116,10 +118,7 @@ def test_imports_form_no_circle():
     """Not even through a lazy import inside a function, nor one under ``if TYPE_CHECKING:``: a circle
     broken only by lateness, or only for the type checker, is still one."""
     modules = python_modules()
-    graph = {
-        name: {t for t in imports(path) if t in modules and t != name}
-        for name, path in modules.items()
-    }
+    graph = {name: {t for t in imports(path) if t in modules and t != name} for name, path in modules.items()}
     state: dict[str, int] = {}
     cycles = []
 
@@ -127,7 +126,7 @@ def test_imports_form_no_circle():
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycles.append(" -> ".join([*stack[stack.index(nxt):], nxt]))
+                cycles.append(" -> ".join([*stack[stack.index(nxt) :], nxt]))
             elif nxt not in state:
                 visit(nxt, [*stack, nxt])
         state[node] = 2
