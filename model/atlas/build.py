@@ -6,7 +6,7 @@
 The corpus (:mod:`model.atlas.corpus`) is checked first, then cut into windows of ``seq_len``
 tokens, ``batch_size`` windows a forward pass. Each pass runs the explicit attention path into an
 :class:`~model.atlas.stats.AtlasSink`, which reduces every block of query rows to per-head sums,
-histograms and top rows on the model's device, and the batch's :class:`~model.atlas.stats.Tally`
+histograms and top rows on the model's device, and the batch's :class:`~model.atlas.metrics.Tally`
 is added to the corpus's, batch after batch in corpus order: float64 sums in a fixed order, so a
 resumed run ends with the same bits as an uninterrupted one. Induction is measured once on the
 probe of :mod:`model.heads` (a seeded random sequence repeated twice).
@@ -38,15 +38,8 @@ from ..heads import induction_tokens, probe_prefix, random_pool
 from .corpus import Corpus, batches, open_corpus, token_stream, windows
 from .divergence import DEFINITION as DIVERGENCE_DEFINITION
 from .divergence import DIVERGENCE, check_same
+from .metrics import BIN_EDGES, CONTEXT_AFTER, CONTEXT_BEFORE, METRICS, Tally, first_rows
 from .read import write_atlas
-from .stats import (
-    BIN_EDGES,
-    CONTEXT_AFTER,
-    CONTEXT_BEFORE,
-    METRICS,
-    Tally,
-    first_rows,
-)
 from .tally import batch_tally
 
 STATE_FILE = "atlas-state.npz"

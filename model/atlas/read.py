@@ -3,7 +3,7 @@
 An atlas is a folder:
 
 * ``heads.parquet``: one row per (layer, head): ``layer`` (the model's own number of an attention
-  layer), ``head``, and per metric (:data:`model.atlas.stats.METRICS`, ``divergence`` where the atlas
+  layer), ``head``, and per metric (:data:`model.atlas.metrics.METRICS`, ``divergence`` where the atlas
   compared a second model, then ``induction``) four columns: ``<metric>`` (the mean over the
   corpus's query rows), ``<metric>_std`` (population),
   ``<metric>_count`` (query rows measured) and ``<metric>_histogram`` (counts per bin; the edges
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .divergence import DIVERGENCE
-from .stats import BIN_EDGES, CONTEXT_BEFORE, METRICS, UNIT_EDGES, Tally
+from .metrics import BIN_EDGES, CONTEXT_BEFORE, METRICS, UNIT_EDGES, Tally
 from .text import cut_context
 
 HEADS_FILE = "heads.parquet"
