@@ -22,7 +22,8 @@ import orjson
 import torch
 
 from ...model.backends import ModelFacts, top_logits
-from ...model.capture import MATRIX_FIELDS, Capture, CapturePlan
+from ...model.capture import Capture, CapturePlan
+from ...model.fields import MATRIX_FIELDS
 from ...model.inspection import scale_divisor
 from ...model.options import AttentionOptions
 from ...model.pooling import thumbnail_block
