@@ -9,7 +9,7 @@ An atlas is a folder:
   ``<metric>_count`` (query rows measured) and ``<metric>_histogram`` (counts per bin; the edges
   are in the metadata, ``metrics.<metric>.bin_edges``). ``sink_mass`` only for a model with learned
   sinks, null in its layers without. ``induction`` is measured on its own probe
-  (:data:`model.atlas.build.DEFINITIONS`).
+  (:data:`model.atlas.meta.DEFINITIONS`).
 * ``exemplars.parquet``: per (layer, head, metric) the ``K`` query rows where the metric was
   highest, ``rank`` 0 first: ``value``, ``window`` (the window's number in the corpus),
   ``position`` (the query's position in it), ``token_id``, ``token`` (its display string),
