@@ -19,7 +19,8 @@ from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.compare import CompareRequest
 from ..service import Service
-from .checks import check_attention_layer, check_index, check_token_count
+from ..subject import subject_of
+from .checks import check_attention_layer, check_index
 from .switch import check_memory, find_local, free_bytes, start_switch
 
 
@@ -76,12 +77,18 @@ def same_shape(a: Service, b: Service) -> None:
             )
 
 
-def same_ids(a: Service, b: Service, text: str) -> list[int]:
-    """The text's token ids, the same in both models; else a 422 naming ``model_b`` and the first difference."""
-    enc = a.loaded.tokenizer.encode(text)
-    ids = list(enc.ids)
-    check_token_count(len(ids), a.loaded.facts, enc.offsets)
-    ids_b = list(b.loaded.tokenizer.encode_ids(text))
+def same_ids(a: Service, b: Service, req: CompareRequest):
+    """The subject's prompt in the served model, its ids the same in model_b; else a 422 naming ``model_b``
+    and the first difference."""
+    prompt = subject_of(a, req)
+    ids = prompt.ids
+    try:
+        ids_b = subject_of(b, req).ids
+    except ApiError as e:
+        item = e.detail[0]
+        name = b.extra.get("listed_as", b.loaded.facts.name)
+        msg = f"model_b is {name!r}: {item['msg']}"
+        raise ApiError(422, msg, loc=("body", "model_b"), type_=item["type"]) from None
     if ids_b != ids:
         at = next((i for i, (x, y) in enumerate(zip(ids, ids_b)) if x != y), min(len(ids), len(ids_b)))
         why = (
@@ -97,7 +104,7 @@ def same_ids(a: Service, b: Service, text: str) -> list[int]:
             type_="token_ids_differ",
             ctx={"position": at},
         )
-    return ids
+    return prompt
 
 
 def check_head(a: Service, req: CompareRequest) -> None:
@@ -114,7 +121,8 @@ def compare_json(a: Service, b: Service, req: CompareRequest, started: float | N
     same_shape(a, b)
     check_head(a, req)
     facts = a.loaded.facts
-    ids = same_ids(a, b, req.text)
+    prompt = same_ids(a, b, req)
+    ids = prompt.ids
     T = len(ids)
     if 4 * T * T > a.max_matrix_cells:
         raise ApiError(
@@ -136,6 +144,7 @@ def compare_json(a: Service, b: Service, req: CompareRequest, started: float | N
             "model_a": a.info["name"],
             "model_b": b.extra.get("listed_as", b.info["name"]),
             "tokens": [a.displays[i] for i in ids],
+            **({"spans": prompt.spans} if prompt.spans else {}),
             "divergence": per_layer(result.divergence),
             "max_abs": per_layer(result.max_abs),
             "argmax_agreement": per_layer(result.argmax_agreement),

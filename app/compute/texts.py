@@ -24,7 +24,7 @@ def _one(svc: Service, req: CompareTextsRequest, text: str, field: str) -> tuple
 
 def compare_texts_json(svc: Service, req: CompareTextsRequest, started: float | None = None) -> bytes:
     t0 = time.perf_counter() if started is None else started
-    a = _one(svc, req, req.text, "text")
+    a = _one(svc, req, None, "text")  # the subject: text or messages
     b = _one(svc, req, req.text_b, "text_b")
     difference = max_abs = why = None
     if len(a[0]) == len(b[0]):

@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import TextInput
+from .common import Spans, Subject
 
 
-class CompareRequest(TextInput):
+class CompareRequest(Subject):
     """POST /api/compare-models."""
 
     model_config = ConfigDict(
@@ -35,6 +35,7 @@ class CompareResponse(BaseModel):
     model_a: str = Field(description="the served model")
     model_b: str
     tokens: list[str] = Field(description="the text's tokens (both models give the same ids)")
+    spans: Spans = None
     divergence: list[list[float] | None] = Field(
         description="[layer][head]: Jensen-Shannon divergence of the two models' rows, bits, mean over queries "
         "(0 to 1); null for a layer without softmax attention"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attention import Scale
-from .common import HeadRef, Index, TextInput, ablate_field
+from .common import HeadRef, Index, Subject, ablate_field
 
 
-class OneHeadRequest(TextInput):
+class OneHeadRequest(Subject):
     """What a request about one head of one text holds: the text, the head, the what-ifs."""
 
     layer: Index = Field(description="the head's layer (an attention layer)")
