@@ -14,7 +14,7 @@ from ..responses import dumps
 from ..schemas.neuron import NeuronRequest
 from ..service import Service
 from .checks import check_position
-from .onehead import one_head
+from .onehead import marks, one_head
 from .rounding import PATTERN_DECIMALS, SCORE_DECIMALS
 
 
@@ -31,6 +31,7 @@ def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) 
     raw, scaled = float(fields["attn_scores_raw"][query, key]), float(fields["attn_scores"][query, key])
     answer = {
         "tokens": [svc.displays[i] for i in result.token_ids],
+        **marks(result),
         "layer": req.layer,
         "head": req.head,
         "query": query,

@@ -43,3 +43,8 @@ def one_head(svc: Service, req, include: list[str], text: str | None = None, fie
         raise
     lc = result.capture.layers[0]
     return result, {name: value[0] for name, value in lc.fields.items()}
+
+
+def marks(result) -> dict:
+    """What the answer of a one-head route adds for its subject: ``token_kinds`` and ``spans`` where it has them."""
+    return {name: result.adds[name] for name in ("token_kinds", "spans") if name in result.adds}

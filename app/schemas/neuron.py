@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attention import Scale
-from .common import HeadRef, Index, Subject, ablate_field
+from .common import HeadRef, Index, Spans, Subject, TokenKinds, ablate_field
 
 
 class OneHeadRequest(Subject):
@@ -32,6 +32,8 @@ class NeuronRequest(OneHeadRequest):
 
 class NeuronResponse(BaseModel):
     tokens: list[str]
+    token_kinds: TokenKinds = None
+    spans: Spans = None
     layer: int
     head: int
     query: int
