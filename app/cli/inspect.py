@@ -1,7 +1,8 @@
 """``attnscope inspect``: run a text through the model and print what each head does, in words
 and numbers, or (``--json``) the exact bytes ``POST /api/attention`` answers.
 
-    attnscope inspect "The cat sat on the mat." [--json] [--layer L] [--head H] [--image FILE] [--messages FILE] [--checkpoint DIR]
+    attnscope inspect "The cat sat on the mat." [--json] [--layer L] [--head H] [--image FILE] [--checkpoint DIR]
+    attnscope inspect --messages chat.json [--json] ...
 
 The options become an API request, checked by the API's own model; an error names the option
 as typed (``--head 9: the model has 4 heads``), not the request field. ``--image FILE`` (an
