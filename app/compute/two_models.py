@@ -1,4 +1,4 @@
-"""``POST /api/compare-models``: a second model of ``GET /api/models`` beside the served one, and
+"""The two-models view, ``POST /api/compare-models``: a second model of ``GET /api/models`` beside the served one, and
 both compared head by head on one text (:mod:`attnscope.model.compare`).
 
 The second model loads as a model switch does (:mod:`.switch`): checked to be on this machine
@@ -17,7 +17,7 @@ import numpy as np
 from ...model.compare import compare
 from ..errors import ApiError
 from ..responses import dumps
-from ..schemas.compare import CompareRequest
+from ..schemas.two_models import TwoModelsRequest
 from ..service import Service
 from .checks import check_attention_layer, check_index, check_token_count
 from .switch import check_memory, find_local, free_bytes, start_switch
@@ -100,7 +100,7 @@ def same_ids(a: Service, b: Service, text: str) -> list[int]:
     return ids
 
 
-def check_head(a: Service, req: CompareRequest) -> None:
+def check_head(a: Service, req: TwoModelsRequest) -> None:
     """The chosen layer and head are the served model's: checked before model_b is looked for, so a
     request wrong in both is told about its own numbers first."""
     facts = a.loaded.facts
@@ -108,7 +108,7 @@ def check_head(a: Service, req: CompareRequest) -> None:
     check_index(req.head, facts.n_head, ("body", "head"), "head", f"the model has {facts.n_head} heads per layer")
 
 
-def compare_json(a: Service, b: Service, req: CompareRequest, started: float | None = None) -> bytes:
+def two_models_json(a: Service, b: Service, req: TwoModelsRequest, started: float | None = None) -> bytes:
     """The answer of ``POST /api/compare-models``, as JSON bytes."""
     started = time.perf_counter() if started is None else started
     same_shape(a, b)
