@@ -1,4 +1,4 @@
-// The head view ("Head & all heads"): the chosen head's attention pattern as a heatmap (exact,
+// The head view ("Head & grid"): the chosen head's attention pattern as a heatmap (exact,
 // or max-pooled for a long text with the exact cells of a zoomed block), the all-heads grid
 // beside it (head/grid.js), and the pointer on the heatmap: a click on a row chooses that
 // query, a dragged box zooms in on a block of tokens (zoom.js). The notebook widget draws this view.

@@ -3,7 +3,7 @@
 
 import {
   entropyCaption,
-  compareLeftCaption,
+  scalingLeftCaption,
   divisorWords,
   num,
   ratioWords,
@@ -48,7 +48,7 @@ export function draw(state) {
     headFigure(state, chosen, { pattern: matrix, showscale, maxTicks: 28, uirevision });
   drawPlot(byId("scaling-scaled"), sig, () => heatmap(h.pattern, false, "s"), "attnscope-scaled");
   drawPlot(byId("scaling-unscaled"), sig, () => heatmap(h.pattern_unscaled, true, "u"), "attnscope-unscaled");
-  setText(byId("scaling-left-caption"), compareLeftCaption(state));
+  setText(byId("scaling-left-caption"), scalingLeftCaption(state));
   for (const span of document.querySelectorAll(".divisor-label")) {
     const what = unscaled(layer) ? "÷ 1, what-if" : `÷ ${divisorWords(layer, headDim(state))}`;
     setText(span, layer.softcap ? `${what}, softcap ${num(layer.softcap)}` : what);
