@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .common import Index, Spans, TokenKinds
-from .neuron import OneHeadRequest
+from .qk import OneHeadRequest
 
 MAX_SELECTED = 1024
 

@@ -1,4 +1,4 @@
-"""``POST /api/compare-models``: a second model of ``GET /api/models`` beside the served one, and
+"""The two-models view, ``POST /api/compare-models``: a second model of ``GET /api/models`` beside the served one, and
 both compared head by head on one text (:mod:`attnscope.model.compare`).
 
 The second model loads as a model switch does (:mod:`.switch`): checked to be on this machine
@@ -17,7 +17,7 @@ import numpy as np
 from ...model.compare import compare
 from ..errors import ApiError
 from ..responses import dumps
-from ..schemas.compare import CompareRequest
+from ..schemas.two_models import TwoModelsRequest
 from ..service import Service
 from ..subject import subject_of
 from .checks import check_attention_layer, check_index
@@ -77,7 +77,7 @@ def same_shape(a: Service, b: Service) -> None:
             )
 
 
-def same_ids(a: Service, b: Service, req: CompareRequest):
+def same_ids(a: Service, b: Service, req: TwoModelsRequest):
     """The subject's prompt in the served model, its ids the same in model_b; else a 422 naming ``model_b``
     and the first difference."""
     prompt = subject_of(a, req)
@@ -107,7 +107,7 @@ def same_ids(a: Service, b: Service, req: CompareRequest):
     return prompt
 
 
-def check_head(a: Service, req: CompareRequest) -> None:
+def check_head(a: Service, req: TwoModelsRequest) -> None:
     """The chosen layer and head are the served model's: checked before model_b is looked for, so a
     request wrong in both is told about its own numbers first."""
     facts = a.loaded.facts
@@ -115,7 +115,7 @@ def check_head(a: Service, req: CompareRequest) -> None:
     check_index(req.head, facts.n_head, ("body", "head"), "head", f"the model has {facts.n_head} heads per layer")
 
 
-def compare_json(a: Service, b: Service, req: CompareRequest, started: float | None = None) -> bytes:
+def two_models_json(a: Service, b: Service, req: TwoModelsRequest, started: float | None = None) -> bytes:
     """The answer of ``POST /api/compare-models``, as JSON bytes."""
     started = time.perf_counter() if started is None else started
     same_shape(a, b)

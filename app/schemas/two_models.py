@@ -1,4 +1,5 @@
-"""Request and response models of ``POST /api/compare-models``: two models' attention on one text."""
+"""Request and response models of the two-models view, ``POST /api/compare-models``:
+two models' attention on one text."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .common import Spans, Subject
 
 
-class CompareRequest(Subject):
+class TwoModelsRequest(Subject):
     """POST /api/compare-models."""
 
     model_config = ConfigDict(
@@ -24,14 +25,14 @@ class CompareRequest(Subject):
     head: int = Field(0, ge=0, description="... and its head")
 
 
-class CompareLoading(BaseModel):
+class TwoModelsLoading(BaseModel):
     """The 202 while ``model_b`` loads (ask again)."""
 
     model_b: str
     status: Literal["loading"]
 
 
-class CompareResponse(BaseModel):
+class TwoModelsResponse(BaseModel):
     model_a: str = Field(description="the served model")
     model_b: str
     tokens: list[str] = Field(description="the text's tokens (both models give the same ids)")

@@ -1,4 +1,5 @@
-"""Request and response models of ``POST /api/neuron``: one query and one key of one head, element by element."""
+"""Request and response models of the q · k view, ``POST /api/neuron``:
+one query and one key of one head, element by element."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ class OneHeadRequest(Subject):
     ablate: list[HeadRef] = ablate_field()
 
 
-class NeuronRequest(OneHeadRequest):
+class QkRequest(OneHeadRequest):
     """POST /api/neuron."""
 
     model_config = ConfigDict(
@@ -30,7 +31,7 @@ class NeuronRequest(OneHeadRequest):
     key: Index | None = Field(None, description="the key position; default the one the query weighs most")
 
 
-class NeuronResponse(BaseModel):
+class QkResponse(BaseModel):
     tokens: list[str]
     token_kinds: TokenKinds = None
     spans: Spans = None
