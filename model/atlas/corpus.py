@@ -275,3 +275,15 @@ def batches(wins: Iterable[np.ndarray], batch_size: int) -> Iterator[Batch]:
         group.append(w)
     if group:
         yield Batch(index, window, np.stack(group))
+
+
+def check_conversations(corpus, chat) -> MessageIndex:
+    """An empty index for ``corpus`` (a :class:`~model.atlas.corpus.Corpus`); refused before anything runs
+    when it holds conversations and the model has no chat template ``chat``."""
+    if chat is None and corpus.conversations:
+        first = next(f for f in corpus.files if f.conversations)
+        raise CorpusError(
+            f"{first.path}: {first.conversations} conversations (JSONL 'messages'), and the model has no chat "
+            "template to lay them out; use a chat model, or lines with 'text'"
+        )
+    return MessageIndex()

@@ -56,16 +56,3 @@ class MessageIndex:
         i = bisect.bisect_right(self.starts, token) - 1
         return self.where[i] if i >= 0 and token < self.ends[i] else None
 
-
-def check_conversations(corpus, chat) -> MessageIndex:
-    """An empty index for ``corpus`` (a :class:`~model.atlas.corpus.Corpus`); refused before anything runs
-    when it holds conversations and the model has no chat template ``chat``."""
-    from .corpus import CorpusError
-
-    if chat is None and corpus.conversations:
-        first = next(f for f in corpus.files if f.conversations)
-        raise CorpusError(
-            f"{first.path}: {first.conversations} conversations (JSONL 'messages'), and the model has no chat "
-            "template to lay them out; use a chat model, or lines with 'text'"
-        )
-    return MessageIndex()

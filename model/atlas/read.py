@@ -3,13 +3,13 @@
 An atlas is a folder:
 
 * ``heads.parquet``: one row per (layer, head): ``layer`` (the model's own number of an attention
-  layer), ``head``, and per metric (:data:`model.atlas.stats.METRICS`, ``divergence`` where the atlas
+  layer), ``head``, and per metric (:data:`model.atlas.metrics.METRICS`, ``divergence`` where the atlas
   compared a second model, then ``induction``) four columns: ``<metric>`` (the mean over the
   corpus's query rows), ``<metric>_std`` (population),
   ``<metric>_count`` (query rows measured) and ``<metric>_histogram`` (counts per bin; the edges
   are in the metadata, ``metrics.<metric>.bin_edges``). ``sink_mass`` only for a model with learned
   sinks, null in its layers without. ``induction`` is measured on its own probe
-  (:data:`model.atlas.build.DEFINITIONS`).
+  (:data:`model.atlas.meta.DEFINITIONS`).
 * ``exemplars.parquet``: per (layer, head, metric) the ``K`` query rows where the metric was
   highest, ``rank`` 0 first: ``value``, ``window`` (the window's number in the corpus),
   ``position`` (the query's position in it), ``token_id``, ``token`` (its display string),
@@ -37,7 +37,7 @@ import numpy as np
 
 from .divergence import DIVERGENCE
 from .messages import MessageIndex
-from .stats import BIN_EDGES, CONTEXT_BEFORE, METRICS, UNIT_EDGES, Tally
+from .metrics import BIN_EDGES, CONTEXT_BEFORE, METRICS, UNIT_EDGES, Tally
 from .text import cut_context
 
 HEADS_FILE = "heads.parquet"
