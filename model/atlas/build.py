@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..heads import induction_tokens, probe_prefix, random_pool
-from .corpus import Corpus, batches, open_corpus, token_stream, windows
+from .corpus import Corpus, batches, check_conversations, open_corpus, token_stream, windows
 from .divergence import DIVERGENCE, check_same
 from .meta import N_INDUCTION, STATE_FILE, AtlasError, load_state, metadata, save_state, with_progress
 from .metrics import CONTEXT_AFTER, CONTEXT_BEFORE, METRICS, Tally
@@ -146,8 +146,7 @@ def atlas(
         tally = Tally.empty(list(lm.facts.attention_layers), lm.facts.n_head, exemplars, metrics)
         induction = induction_rows(lm.backend)
 
-    todo = (b for b in batches(windows(token_stream(data.documents(), lm.tokenizer), seq_len, max_tokens), batch_size)
-            if b.index >= tally.batches)
+    todo, messages = _batches(data, lm, seq_len, max_tokens, batch_size, tally.batches)
     if engine == "ray":
         from .ray_engine import ray_tallies
 
@@ -155,8 +154,15 @@ def atlas(
                             concurrency=concurrency, other=other)
     else:
         parts = (batch_tally(lm.backend, b, local_window, exemplars, getattr(other, "backend", None)) for b in todo)
-    _run(parts, tally, induction, meta, out, lm.tokenizer, max_tokens, progress, after_batch)
+    _run(parts, tally, induction, meta, out, (lm.tokenizer, messages), max_tokens, progress, after_batch)
     return out
+
+
+def _batches(data: Corpus, lm, seq_len: int, max_tokens: int | None, batch_size: int, done: int):
+    """The batches still to run (after the first ``done``), and where the corpus's messages fall as they are read."""
+    messages = check_conversations(data, lm.backend.chat_template)
+    stream = token_stream(data.documents(), lm.tokenizer, lm.backend.chat_template, messages)
+    return (b for b in batches(windows(stream, seq_len, max_tokens), batch_size) if b.index >= done), messages
 
 
 def _compare_model(lm, compare_model, data: Corpus, max_tokens: int | None, device, dtype: str):
@@ -189,7 +195,7 @@ def _check_settings(out: Path, resume: bool, engine: str, **lows: int | None) ->
             raise AtlasError(f"{name} must be at least {least[name]}, got {value}")
 
 
-def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, tokenizer, max_tokens, progress, hook):
+def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, labels, max_tokens, progress, hook):
     """Merge the batches' tallies in order; write the atlas at the end, or the partial one and the state on Ctrl+C."""
     from tqdm import tqdm
 
@@ -206,12 +212,12 @@ def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, token
             if time.monotonic() - saved > SAVE_EVERY_S:
                 with _interrupts_held():
                     save_state(out, tally, induction, meta)
-                    write_atlas(out, tally, induction, with_progress(meta, tally, False), tokenizer)
+                    write_atlas(out, tally, induction, with_progress(meta, tally, False), *labels)
                 saved = time.monotonic()
     except KeyboardInterrupt:
         with _interrupts_held():
             save_state(out, tally, induction, meta)
-            write_atlas(out, tally, induction, with_progress(meta, tally, False), tokenizer)
+            write_atlas(out, tally, induction, with_progress(meta, tally, False), *labels)
         bar.close()
         print(f"attnscope: interrupted after {tally.tokens} tokens; partial atlas in {out} "
               f"(--resume continues it)", file=sys.stderr)
@@ -219,5 +225,5 @@ def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, token
     bar.close()
     if tally.batches == 0:
         raise AtlasError("the corpus gave no window of 2 tokens or more: nothing to measure")
-    write_atlas(out, tally, induction, with_progress(meta, tally, True), tokenizer)
+    write_atlas(out, tally, induction, with_progress(meta, tally, True), *labels)
     (out / STATE_FILE).unlink(missing_ok=True)
