@@ -1,6 +1,6 @@
-// The head view ("Head & all heads"): the chosen head's attention pattern as a heatmap (exact,
+// The head view ("Head & grid"): the chosen head's attention pattern as a heatmap (exact,
 // or max-pooled for a long text with the exact cells of a zoomed block), the all-heads grid
-// beside it (view_grid.js), and the pointer on the heatmap: a click on a row chooses that
+// beside it (head/grid.js), and the pointer on the heatmap: a click on a row chooses that
 // query, a dragged box zooms in on a block of tokens (zoom.js). The notebook widget draws this view.
 
 import { hatchMeaning, maskKinds, scoresFormula } from "../draw/captions.js";
@@ -11,15 +11,16 @@ import { headData, pooledHeatmapFigure, regionFits, zoomWords } from "../draw/po
 import { currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { answerIn, question } from "../answers.js";
 import { subject } from "../subject.js";
-import { drawGrid } from "./grid.js";
+import { drawGrid } from "../head/grid.js";
 import { isUndecoded } from "../wire.js";
 import { lazyRows } from "../draw/figures.js";
 import { installZoom } from "../draw/zoom.js";
 import { HEATMAP_DEFAULTS } from "../draw/headframe.js";
 import { bandLabel, imageMaskWords, imageRun, withImageBand } from "../draw/imageband.js";
-import { cellsParam, installKnockout, knockoutQuestion, knockoutState, parseCells, toggleCell } from "./knockout.js";
-import { cellMarks, drawCellTools, parseWhy, whyParam, whyQuestion, whyState } from "./why.js";
-import { drawHeadWrites, headWritesQuestion } from "./headwrites.js";
+import { cellsParam, installKnockout, knockoutQuestion, knockoutState, parseCells, toggleCell }
+  from "../head/knockout.js";
+import { cellMarks, drawCellTools, parseWhy, whyParam, whyQuestion, whyState } from "../head/why.js";
+import { drawHeadWrites, headWritesQuestion } from "../head/writes.js";
 import { drawSpanBox, spanSwitch } from "../draw/spans.js";
 
 export const id = "head";
@@ -36,7 +37,7 @@ export const state = {
   cellMode: "row",
   ...knockoutState,
   ...whyState,
-  headWrites: null, // POST /api/lens (Jacobian, heads) under the heatmap: {key, response, error} (headwrites.js)
+  headWrites: null, // POST /api/lens (Jacobian, heads) under the heatmap: {key, response, error} (head/writes.js)
 };
 /** The answers a new model makes stale: the knockout's, the split's, the head's writes and the exact cells. */
 export const answers = ["knockoutAnswer", "qk", "headWrites", "region"];

@@ -10,7 +10,8 @@ import { currentGrid, selectedPosition } from "../state.js";
 import { subject } from "../subject.js";
 import { textOnlyNow } from "../textonly.js";
 
-export const id = "neuron";
+export const id = "qk";
+export const was = ["neuron"]; // the id of old links
 export const label = "q · k";
 /** Its route, which takes no image (textonly.js), and it reads the chosen token. */
 export const route = "/api/neuron";
@@ -26,7 +27,7 @@ export const chosenKey = (state, T) => (state.neuronKey === null ? null : Math.m
 
 /** The key picker: a token, or "the heaviest" (the server's choice). */
 export function install(app) {
-  byId("neuron-key").addEventListener("change", (ev) => {
+  byId("qk-key").addEventListener("change", (ev) => {
     app.state.neuronKey = ev.target.value === "" ? null : Number(ev.target.value);
     app.update();
   });
@@ -123,7 +124,7 @@ export function neuronWords(n) {
 }
 
 function fillKeys(tokens, chosen) {
-  const select = byId("neuron-key");
+  const select = byId("qk-key");
   const sig = tokens.join("\u0000");
   if (select.dataset.signature !== sig) {
     select.dataset.signature = sig;
@@ -150,10 +151,10 @@ export function draw(state) {
   fillKeys(pair.alone ? [] : pair.tokens, pair.keyPos);
   const { response, error } = answerIn(state, neuronQuestion(state));
   setText(
-    byId("neuron-caption"),
+    byId("qk-caption"),
     error ? `Could not compute: ${error}` : response ? neuronWords(response) : "computing…",
   );
-  const plot = byId("neuron-plot");
+  const plot = byId("qk-plot");
   if (!response) {
     if (error && plot.dataset.signature) {
       window.Plotly?.purge(plot); // no bars left standing under an error: they would be another text's

@@ -11,7 +11,8 @@ import { headHeatmapFigure } from "../draw/heatmap.js";
 import { paramLink } from "../state.js";
 import { subject } from "../subject.js";
 
-export const id = "texts";
+export const id = "twotexts";
+export const was = ["texts"]; // the id of old links
 export const label = "Two texts";
 /** Its route (it takes no image: textonly.js). */
 export const route = "/api/compare-texts";
@@ -103,29 +104,29 @@ export function differenceFigure({ tokens, difference, mask, range, layer, head,
 }
 
 export function draw(state) {
-  const plots = byId("texts-plots");
+  const plots = byId("twotexts-plots");
   const q = textsQuestion(state);
   const { response, error } = answerIn(state, q);
   plots.hidden = !response; // no empty frames while there is nothing to draw
   showSecondText(byId("text-b"), state);
   if (!q) {
     setText(
-      byId("texts-caption"),
+      byId("twotexts-caption"),
       "Type a second text to see the chosen head on both, for instance the first with one word changed.",
     );
     return false;
   }
-  if (error) setText(byId("texts-caption"), `Could not compare: ${error}`);
+  if (error) setText(byId("twotexts-caption"), `Could not compare: ${error}`);
   if (!response) return false;
   const key = idOf(response);
   const [a, b] = response.texts;
   // differential attention: a head's map is signed (first − λ·second), so the diverging scale
   const head = { layer: response.layer, head: response.head, signed: Boolean(state.model?.differential) };
   // the difference's box first: shown or not, it decides the width of the other two
-  const diffBox = byId("texts-diff");
+  const diffBox = byId("twotexts-diff");
   const reflowed = diffBox.hidden !== (response.difference === null);
   diffBox.hidden = response.difference === null;
-  const [boxA, boxB] = [byId("texts-a"), byId("texts-b")];
+  const [boxA, boxB] = [byId("twotexts-a"), byId("twotexts-b")];
   for (const [box, t, which, title] of [
     [boxA, a, "a", "first text"],
     [boxB, b, "b", "second text"],
@@ -145,7 +146,7 @@ export function draw(state) {
     );
   }
   setText(
-    byId("texts-caption"),
+    byId("twotexts-caption"),
     response.difference === null
       ? `Layer ${response.layer}, head ${response.head} on both texts. No difference is drawn: ` +
           `${response.why_no_difference}.`
