@@ -8,20 +8,23 @@ import { isBlank } from "./api.js";
 
 const WHAT_IFS = ["causal", "scale", "ablate"];
 
-/** Each route the page asks, by its url: the parts of the subject it takes besides the text (or conversation). */
+/**
+ * Each route the page asks, by its url: the parts of the subject it takes besides the text (the conversation,
+ * `messages`; the image; the what-ifs). Patching's subject is two texts (`clean`, `corrupt`): the page sends texts.
+ */
 export const ROUTES = {
-  "/api/attention": ["image", ...WHAT_IFS],
-  "/api/rollout": ["image", ...WHAT_IFS],
-  "/api/selection": WHAT_IFS,
-  "/api/compare-texts": WHAT_IFS,
-  "/api/neuron": WHAT_IFS,
-  "/api/head-effects": ["image", "ablate"],
-  "/api/generate": ["image", "ablate"],
-  "/api/attribution": ["image"],
-  "/api/knockout": ["image"],
-  "/api/lens": ["image"],
-  "/api/qk-attribution": ["image"],
-  "/api/compare-models": [],
+  "/api/attention": ["messages", "image", ...WHAT_IFS],
+  "/api/rollout": ["messages", "image", ...WHAT_IFS],
+  "/api/selection": ["messages", ...WHAT_IFS],
+  "/api/compare-texts": ["messages", ...WHAT_IFS],
+  "/api/neuron": ["messages", ...WHAT_IFS],
+  "/api/head-effects": ["messages", "image", "ablate"],
+  "/api/generate": ["messages", "image", "ablate"],
+  "/api/attribution": ["messages", "image"],
+  "/api/knockout": ["messages", "image"],
+  "/api/lens": ["messages", "image"],
+  "/api/qk-attribution": ["messages", "image"],
+  "/api/compare-models": ["messages"],
   "/api/patching": [],
 };
 
@@ -34,8 +37,8 @@ export function modelTakes(state, part) {
   return part === "text";
 }
 
-/** Whether the route `url` takes `part` (an image, a what-if, the conversation: every route that takes text). */
-export const routeTakes = (url, part) => part === "messages" || (ROUTES[url] ?? []).includes(part);
+/** Whether the route `url` takes `part` of a subject ("messages", "image", "causal", "scale", "ablate"). */
+export const routeTakes = (url, part) => (ROUTES[url] ?? []).includes(part);
 
 /** The image sent with the text: the one picked beside it, where the model takes one; else null. */
 export const imageOf = (state) => (state.image && modelTakes(state, "image") ? state.image : null);
@@ -57,7 +60,7 @@ export const scaleParam = (state) => (state.scaled ? "model" : "none");
  * and the route takes it, and the what-ifs the route takes (`causal`, `scale`, `ablate`).
  */
 export function subject(state, url) {
-  const messages = messagesOf(state);
+  const messages = routeTakes(url, "messages") ? messagesOf(state) : null;
   const out = messages ? { messages: messages.map(({ role, content }) => ({ role, content })) } : { text: state.text };
   const image = imageOf(state);
   if (image && routeTakes(url, "image")) out.image = image.data;

@@ -1,20 +1,29 @@
-// The views whose route takes no image (subject.js `ROUTES`: patching, two texts, two models, q · k), and the
-// line each of them shows while an image is beside the text: it runs on the text alone, sends no image, and reads
-// the text's own last token (the page's chosen token counts the image's prompt). A view names its route (`route`)
-// and whether it reads the chosen token (`readsToken`).
+// The views whose route takes no image, or no conversation (subject.js `ROUTES`: patching, two texts, two models,
+// q · k take no image; patching no conversation), and the line each of them shows while one is beside the text: it
+// runs on the text alone, and reads the text's own last token (the page's chosen token counts the prompt). A view
+// names its route (`route`) and whether it reads the chosen token (`readsToken`).
 
-import { imageOf, routeTakes } from "./subject.js";
+import { imageOf, messagesOf, routeTakes } from "./subject.js";
 
-/** Whether `view` ({route}) runs on the text alone now: its route takes no image and an image is set. */
-export const textOnlyNow = (state, view) => Boolean(view.route && !routeTakes(view.route, "image") && imageOf(state));
+/** What `view` ({route}) leaves out now: "image" or "conversation" (its route does not take it), else null. */
+function leftOut(state, view) {
+  if (!view.route) return null;
+  if (messagesOf(state) && !routeTakes(view.route, "messages")) return "conversation";
+  if (imageOf(state) && !routeTakes(view.route, "image")) return "image";
+  return null;
+}
 
-/** The view's line while an image is set, or null. */
+/** Whether `view` runs on the text alone now: its route takes no image (or conversation) and one is set. */
+export const textOnlyNow = (state, view) => leftOut(state, view) !== null;
+
+/** The view's line while an image (or a conversation) it cannot take is set, or null. */
 export function textOnlyWords(state, view) {
-  if (!textOnlyNow(state, view)) return null;
+  const what = leftOut(state, view);
+  if (!what) return null;
   return (
-    `This view runs on the text alone: POST ${view.route} takes no image, so the image beside the text is not sent ` +
-    "and its numbers are those of the text without it" +
-    (view.readsToken ? ", at the text's own last token (the chosen token counts the image's prompt)." : ".")
+    `This view runs on the text alone: POST ${view.route} takes no ${what}, so the ${what} beside the text is not ` +
+    "sent and its numbers are those of the text without it" +
+    (view.readsToken ? `, at the text's own last token (the chosen token counts the ${what}'s prompt).` : ".")
   );
 }
 

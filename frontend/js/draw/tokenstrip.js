@@ -6,7 +6,7 @@
 // and its look.
 
 import { countWords } from "../api.js";
-import { blankSubject } from "../subject.js";
+import { blankSubject, messagesOf } from "../subject.js";
 import { idOf, setAttr, setText } from "../dom.js";
 import { currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { bandLabel, imageRun } from "./imageband.js";
@@ -220,6 +220,8 @@ export function renderTokens(state, els) {
   // offsets count characters (code points), as Python does; JS strings count UTF-16 units
   let chars = null;
   const title = (i) => {
+    // a conversation's offsets count the characters of the template's text, which the page does not hold
+    if (messagesOf(state)) return `position ${i} · id ${tokenIds[i]}`;
     chars ??= codePoints(state.text);
     const [start, end] = offsets?.[i] ?? [null, null];
     const source = start === null ? "" : chars.slice(start, end).join("");
