@@ -29,6 +29,7 @@ function box() {
 function spanRow(span, share, tokens) {
   const li = document.createElement("li");
   li.dataset.role = span.role;
+  li.dataset.share = String(share); // the server's number, as sent
   li.style.setProperty("--role", ROLE_COLOURS[span.role] ?? "#64748b");
   const words = tokens.slice(span.start, Math.min(span.end, span.start + 6)).join("");
   const label = document.createElement("span");

@@ -184,6 +184,7 @@ function drawAnswer(s, response, query, key) {
   const signature = JSON.stringify([key, s.imageMode, s.head]);
   if (stage.dataset.signature !== signature) {
     stage.dataset.signature = signature;
+    stage.drawnFrom = response; // the answer its cells show (read by the tests)
     const cells = overlayCells(response, weights);
     byId("image-cells").replaceChildren(...cells.map((c) => cellElement(c, cells.length, query)));
     setText(byId("image-hover"), "Hover a region for its weight and token; click one to make it the query.");
