@@ -327,8 +327,8 @@ export function createData(app) {
     scheduleRefresh: typing.scheduleRefresh,
     refreshNow: typing.refreshNow,
     ensureData: () => ensureData(ctx),
-    /** The data step before each render: ask the current view's own questions (its `need`, answers.js). */
-    askNeeded: () => askAll(app, viewById(state.view).need?.(state) ?? []),
+    /** The data step before each render: the current view's own questions (its `need`), once the model is known. */
+    askNeeded: () => state.model && askAll(app, viewById(state.view).need?.(state) ?? []),
     fitToModel: () => fitToModel(state),
     /** A link asks afresh: Enter and the next refresh ask again even for the same intent. */
     forgetAsked: () => (ctx.askedKey = null),
