@@ -5,8 +5,8 @@ import time
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from ..compute.two_models import check_head, two_models_json, second_service
 from ..compute.models import machine_models
+from ..compute.two_models import check_head, second_service, two_models_json
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.common import with_text_limit
