@@ -15,6 +15,7 @@ from tests.kit.live import post_json, serving, wait_settled
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
 
+from tests.frontend.test_redraw_cost import WATCH_MUTATIONS  # noqa: E402
 from tests.kit.chat import CONVERSATION, build_chat  # noqa: E402
 
 TEXT = CONVERSATION[1]["content"]
@@ -132,6 +133,17 @@ def test_the_grid_paints_each_heads_turns_and_a_refused_order_is_said(tab, chat_
         "() => document.querySelector('[data-testid=grid-caption]').innerText.includes(\"in its role's colour\")"
     )
     assert state(page, "gridSpans") is True
+    # a render that changes nothing writes nothing: the editor, the turns' box and the grid's switch included
+    chip = page.locator("[data-testid=tokens] .chip").last
+    chip.click()
+    wait_settled(page)
+    page.evaluate(WATCH_MUTATIONS)
+    renders = page.evaluate("() => window.attnscope.renders")
+    chip.click()
+    wait_settled(page)
+    page.wait_for_timeout(100)  # the observer's records come after the render's task
+    assert page.evaluate("() => window.attnscope.renders") == renders + 1
+    assert page.evaluate("() => window.__mutations") == []
     # a conversation that opens with the assistant: the template refuses it, the page says the server's words
     turn(page, 0).get_by_test_id("chat-remove").click()
     turn(page, 0).get_by_test_id("chat-remove").click()

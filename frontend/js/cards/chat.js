@@ -97,10 +97,11 @@ function drawField(state, field) {
     const row = list.children[i];
     const [role, content] = [row.querySelector("select"), row.querySelector("textarea")];
     if (role.value !== m.role) role.value = m.role;
-    row.dataset.role = m.role;
+    if (row.dataset.role !== m.role) row.dataset.role = m.role;
     if (content.value !== m.content && document.activeElement !== content) content.value = m.content;
-    row.querySelector("[data-act=up]").disabled = i === 0;
-    row.querySelector("[data-act=down]").disabled = i === turns.length - 1;
+    const [up, down] = [row.querySelector("[data-act=up]"), row.querySelector("[data-act=down]")];
+    if (up.disabled !== (i === 0)) up.disabled = i === 0;
+    if (down.disabled !== (i === turns.length - 1)) down.disabled = i === turns.length - 1;
   });
 }
 

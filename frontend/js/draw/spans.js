@@ -3,7 +3,7 @@
 // query row puts on each). A box under the head heatmap lists each turn's share for the chosen head, in its role's
 // colour; the grid's option paints each head's shares as a bar along the foot of its tile. Numbers are the server's.
 
-import { mount, setHidden, setText } from "../dom.js";
+import { idOf, mount, setHidden, setText } from "../dom.js";
 import { shortToken } from "./figures.js";
 
 /** Each role's colour (the conversation editor's edges, css/cards.css). */
@@ -56,6 +56,9 @@ export function drawSpanBox(state, answer) {
       "template's own markup, outside every turn, takes the rest).",
   );
   const rows = el.querySelector("ol");
+  const sig = `${idOf(answer)}|${state.layer}|${state.head}`;
+  if (rows.dataset.signature === sig) return true; // drawn already: a render that changes nothing writes nothing
+  rows.dataset.signature = sig;
   rows.replaceChildren(...answer.spans.map((span, i) => spanRow(span, mass[i], answer.tokens)));
   return true;
 }

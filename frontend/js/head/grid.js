@@ -4,7 +4,7 @@
 // opens a head.
 
 import { earlierMasked, maskKinds } from "../draw/captions.js";
-import { idOf, setText } from "../dom.js";
+import { idOf, setHidden, setText } from "../dom.js";
 import { renderLayerRibbon } from "../draw/layerribbon.js";
 import { cellAt, gridTooltip, layerMask, paintGrid } from "../draw/gridcanvas.js";
 import { currentGrid, stepLayer } from "../state.js";
@@ -107,7 +107,7 @@ export function drawGrid(state, els) {
   }
   const toggle = spanSwitch(); // none in the notebook widget
   if (toggle) {
-    toggle.closest(".control").hidden = !spans;
+    setHidden(toggle.closest(".control"), !spans);
     if (toggle.checked !== state.gridSpans) toggle.checked = state.gridSpans;
   }
   setText(els.gridCaption, gridCaption(grid, state.aggregate) + (bars ? SPAN_WORDS : ""));
