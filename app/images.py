@@ -7,13 +7,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.vision.images import ImageError, decode_image
 from ..model.vision.layout import seen_region
 from ..model.vision.llava import LayoutError
-from .compute.checks import check_token_count, check_token_id, position_of
 from .errors import ApiError
 from .service import Service
 
@@ -95,46 +93,3 @@ def image_answer(prompt) -> dict[str, Any]:
     """The answer's ``image`` object."""
     boxes = prompt.boxes
     return {"width": prompt.width, "height": prompt.height, "boxes": boxes, "seen": seen_region(boxes)}
-
-
-@dataclass
-class Prompt:
-    """A request's ``text`` (and ``image``) as the model receives them, for the routes beside
-    /api/attention: the ids, their display strings and character spans, the backend to run them
-    on (with an image: the model's, with the image bound to every pass) and what the answer adds
-    with an image (``token_kinds`` and ``image``; empty without one)."""
-
-    ids: list[int]
-    tokens: list[str]
-    offsets: list[list[int]]
-    backend: Any
-    vision: dict[str, Any] = field(default_factory=dict)
-
-
-def prompt_of(svc: Service, text: str, image: str | None, name: str = "text") -> Prompt:
-    """``text`` with ``image`` laid out as /api/attention lays them out (:func:`image_prompt`), or
-    the text alone; refused (naming ``name``) when it has no tokens or more than the context."""
-    lm = svc.loaded
-    if image is None:
-        enc = lm.tokenizer.encode(text)
-        got = Prompt(enc.ids, enc.tokens, [list(o) for o in enc.offsets], lm.backend)
-    else:
-        vp, tokens, offsets = image_prompt(svc, text, image)
-        vision = {"token_kinds": vp.kinds, "image": image_answer(vp)}
-        got = Prompt(vp.ids, tokens, offsets, lm.backend.with_image(vp), vision)
-    try:
-        check_token_count(len(got.ids), lm.facts, got.offsets, got.vision.get("token_kinds"))
-    except ApiError as e:
-        if e.detail[0]["loc"] == ["body", "text"]:  # the text's own field by its name; an image stays named
-            e.detail[0]["loc"] = ["body", name]
-        raise
-    return got
-
-
-
-def target_of(svc: Service, req) -> tuple[Prompt, int]:
-    """A request's prompt (:func:`prompt_of`) and the position it asks about, its ``token_id`` checked."""
-    prompt = prompt_of(svc, req.text, req.image)
-    position = position_of(req.position, len(prompt.ids))
-    check_token_id(req.token_id, "token_id", svc.loaded.facts)
-    return prompt, position

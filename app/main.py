@@ -26,10 +26,20 @@ from .lifespan import AppState, LifespanErrorMiddleware, lifespan
 from .middleware import BodySizeLimitMiddleware
 from .responses import ORJSONResponse
 from .routes import api_routers
+from .schemas.common import TEXT_CHARS
 from .settings import Settings
 
-IMAGE_ROUTES = ("attention", "rollout", "head-effects", "generate", "lens", "attribution", "knockout", "qk-attribution")
-IMAGE_PATHS = frozenset(f"/api/{name}" for name in IMAGE_ROUTES)  # the routes whose requests may carry an image
+
+def paths_taking(routes, part: str) -> frozenset[str]:
+    """The paths whose request schema takes ``part`` of the subject (``image``, ``messages``): read from
+    the schemas, so that which route takes what is said once, where the request is defined."""
+    bodies = ((route.path, getattr(route, "body_field", None)) for route in routes)
+    return frozenset(path for path, body in bodies if body and part in body.field_info.annotation.model_fields)
+
+
+def image_paths() -> frozenset[str]:
+    """The routes whose requests may carry an image."""
+    return paths_taking([route for router in api_routers(TEXT_CHARS) for route in router.routes], "image")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -69,7 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_body_bytes=settings.body_limit(),
-        image_paths=IMAGE_PATHS,
+        image_paths=paths_taking([route for router in routers for route in router.routes], "image"),
         image_body_bytes=settings.image_body_limit(),
         image_max_bytes=settings.max_image_bytes,
     )

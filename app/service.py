@@ -55,8 +55,10 @@ def checkpoint_label(path: Path) -> str:
 
 def model_info(lm: LoadedModel) -> dict[str, Any]:
     """The model's facts (family, heads, key/value heads, divisor, context, dtype, device, ...)."""
+    facts = lm.facts
     return {
-        **lm.facts.to_dict(),
+        **facts.to_dict(),
+        "subject": ["text", *(["messages"] if facts.chat else []), *(["image"] if facts.vision else [])],
         "checkpoint": checkpoint_label(lm.path),
         "training": lm.training or {},
         "fields": field_table(),

@@ -77,6 +77,7 @@ class ModelFacts:
     v_head_dim: int = 0  # of v, where it differs from q and k (MLA); 0: head_dim
     score_parts: bool = False  # MLA: q·kᵀ is sent in two parts too (attn_scores_content, attn_scores_position)
     vision: bool = False  # an image-text model: a request may carry one image (model.vision)
+    chat: bool = False  # the model carries a chat template: a request may be a conversation (model.chat)
     output_gates: bool = False  # a sigmoid gate scales each head's output before o_proj (Qwen3-Next): sent as `gate`
     # differential attention (DiffLlama): per layer its λ, a head being a pair of softmaxes,
     # pattern = first − λ·second;
@@ -152,6 +153,7 @@ class Backend(Protocol):
 
     facts: ModelFacts
     tokenizer: BPETokenizer
+    chat_template: Any  # a model.chat.ChatTemplate where the model carries one (facts.chat), else None
     model: torch.nn.Module  # the model itself (its ``config``, ``generation_config``; ours: export)
     device: torch.device
 
@@ -199,6 +201,7 @@ class OursBackend:
     def __init__(self, model: GPT, tokenizer: BPETokenizer, device: torch.device, dtype: torch.dtype = torch.float32):
         self.model = model.to(device=device, dtype=dtype).eval()
         self.tokenizer = tokenizer
+        self.chat_template = None  # our model has no chat template
         self.device = device
         cfg = model.config
         self.facts = ModelFacts(

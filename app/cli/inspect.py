@@ -2,11 +2,14 @@
 and numbers, or (``--json``) the exact bytes ``POST /api/attention`` answers.
 
     attnscope inspect "The cat sat on the mat." [--json] [--layer L] [--head H] [--image FILE] [--checkpoint DIR]
+    attnscope inspect --messages chat.json [--json] ...
 
 The options become an API request, checked by the API's own model; an error names the option
 as typed (``--head 9: the model has 4 heads``), not the request field. ``--image FILE`` (an
 image-text model) goes in as the request's ``image``; a file that cannot be read or shown is one
-line naming ``--image`` and exit status 1.
+line naming ``--image`` and exit status 1. ``--messages FILE`` (a chat model) sends a conversation from
+a JSON file instead of the text, laid out by the model's chat template; a file that cannot be read, or a
+conversation the model cannot take, is one line naming ``--messages`` and exit status 1.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -47,6 +51,7 @@ INSPECT_FLAGS = {
     "top_k": "--top-k",
     "temperature": "--temperature",
     "image": "--image",
+    "messages": "--messages",
 }
 
 
@@ -83,7 +88,7 @@ def _scale(value: str) -> str | float:
 
 def add_inspect_command(sub) -> None:
     ins = sub.add_parser("inspect", help="run a text through the model and summarise what each head does")
-    ins.add_argument("text", help="the text to run through the model (quote it)")
+    ins.add_argument("text", nargs="?", help="the text to run through the model (quote it); or --messages FILE")
     ins.add_argument("--json", action="store_true", help="print the JSON of POST /api/attention instead")
     add_model_options(ins)
     ins.add_argument("--layer", type=int, help="only this layer")
@@ -102,6 +107,12 @@ def add_inspect_command(sub) -> None:
         "--temperature", action=_Typed, default=1.0, help="softmax temperature of those predictions (default 1.0)"
     )
     ins.add_argument("--image", metavar="FILE", help="an image-text model: this image (PNG, JPEG, WebP, GIF) first")
+    ins.add_argument(
+        "--messages",
+        metavar="FILE",
+        help='a chat model: a conversation instead of the text, a JSON file of [{"role", "content"}, ...] '
+        '(or {"messages": [...]}), laid out by the model\'s chat template',
+    )
     ins.set_defaults(func=cmd_inspect)
 
 
@@ -137,7 +148,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 print(summary(answer, args.layer, args.head, width=min(3, max(1, args.top_k))))
         except ApiError as e:  # what only the model can refuse: a layer or head it lacks, a text too long
             loc = e.detail[0]["loc"][1:]
-            code = 1 if loc[:1] == ["image"] else EXIT_USAGE  # the file, not how it was named: exit 1
+            code = 1 if loc[:1] in (["image"], ["messages"]) else EXIT_USAGE  # the file, not how it was named: exit 1
             raise Failure(_flag_message(loc, e.detail[0]["msg"], args), code) from None
     return 0
 
@@ -169,6 +180,20 @@ def _image_file(path: str, settings: Settings) -> str:
     return base64.b64encode(data).decode()
 
 
+def _messages_file(path: str) -> Any:
+    """``--messages FILE``'s conversation: a JSON list of messages, or an object holding one under ``messages``;
+    one line naming the file when it cannot be read or is not JSON (its messages are checked as the server does)."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise Failure(f"--messages {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise Failure(f"--messages {path}: not JSON ({e})") from None
+    return data.get("messages") if isinstance(data, dict) else data
+
+
 def _request(args: argparse.Namespace, settings: Settings, image: str | None = None) -> AttentionRequest:
     """The options as a ``POST /api/attention`` request, checked as the server checks it (the
     summary needs ``stats``, so it is always asked for without ``--json``)."""
@@ -180,6 +205,7 @@ def _request(args: argparse.Namespace, settings: Settings, image: str | None = N
         include.append("stats")
     request = {
         "text": args.text,
+        "messages": _messages_file(args.messages) if args.messages is not None else None,
         "layers": None if args.layer is None else [args.layer],
         "heads": None if args.head is None else [args.head],
         "include": include,
@@ -207,6 +233,13 @@ def _flag_message(loc: Sequence, msg: str, args: argparse.Namespace) -> str:
         return f"{'.'.join(map(str, loc))}: {msg}" if loc else msg
     if field == "image":  # the API's message names the image already: "image is 100×60 = 6,000 pixels; ..."
         return f"{flag} {args.image}: {msg}"
+    if field == "messages":
+        where = ".".join(map(str, loc[1:]))
+        return (
+            f"--messages {args.messages}{' at ' + where if where else ''}: {msg}"
+            if args.messages
+            else ("give a text or --messages FILE" if "required" in msg else msg)
+        )
     if field == "text":  # "text is 300 tokens; the model's context is 256 tokens": the count stays
         msg = re.sub(r"^text (is )?", "", msg)
     msg = re.sub(r"^\w+(\[\d+\])? is [^;]*; ", "", msg)  # the API's "heads[0] is 9; " says what the flag says

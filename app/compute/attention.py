@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,14 +29,14 @@ from ...model.pooling import thumbnail_block
 from ...model.stats import STAT_ROWS, STAT_SCALARS
 from ..encoding import encode_answer
 from ..errors import ApiError
-from ..images import image_answer, image_prompt
 from ..responses import dumps
 from ..schemas.attention import FIELDS, AttentionRequest
 from ..service import Service
-from .checks import ablate_set, check_position, check_token_count
+from ..subject import subject_of
+from .checks import ablate_set, check_position
 from .plan import plan_capture
 from .rounding import floor_sig, round_sig
-from .rows import RowCapture, row_answer
+from .rows import RowCapture, row_answer, span_mass
 
 
 def top_predictions(
@@ -79,30 +79,25 @@ class AttentionResult:
     sel: CapturePlan
     capture: Capture
     predictions: list[list[dict[str, Any]]]
-    token_kinds: list[str] | None = None  # with an image: each token's kind
-    image: dict[str, Any] | None = None  # with an image: {width, height, boxes}
+    adds: dict[str, Any] = field(default_factory=dict)  # the subject's token_kinds, image, spans, span_mass
 
 
 def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
-    """One forward pass of ``req.text`` keeping what ``req`` asks for; a 422 for what the model refuses."""
+    """One forward pass of ``req``'s subject keeping what ``req`` asks for; a 422 for what the model refuses."""
     lm = svc.loaded
-    vision: dict[str, Any] = {}
-    if req.image is not None:
-        prompt, tokens, offsets = image_prompt(svc, req.text, req.image)
-        ids, spans = prompt.ids, [tuple(o) for o in offsets]
-        vision = {"image": prompt}
-    else:
-        enc = lm.tokenizer.encode(req.text)
-        ids, tokens, spans = enc.ids, enc.tokens, enc.offsets
-    check_token_count(len(ids), lm.facts, spans, prompt.kinds if vision else None)
+    prompt = subject_of(svc, req)
+    ids = prompt.ids
     sel = plan_capture(svc, req, len(ids))
-    capture = Capture(sel) if req.query_row is None else RowCapture(sel, _query_row(svc, req.query_row, len(ids)))
+    rows = [] if req.query_row is None else [_query_row(svc, req.query_row, len(ids))]
+    if prompt.spans:  # a conversation: each message's share of the last row (span_mass)
+        rows.append(len(ids) - 1)
+    capture = RowCapture(sel, rows) if rows else Capture(sel)
     opts = AttentionOptions(
         causal=req.causal,
         divisor=scale_divisor(req.scale, lm.facts.head_dim),
         ablate=ablate_set(req.ablate, lm.facts),
     )
-    hidden = lm.backend.hidden(ids, opts, capture, **vision)  # (T, C)
+    hidden = prompt.backend.hidden(ids, opts, capture)  # (T, C)
     capture.finish()
     if not capture.finite():
         raise ApiError(
@@ -112,17 +107,19 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
             type_="scale_overflow",
         )
     divisor = capture.layers[0].divisor if capture.layers else opts.divisor_for(lm.facts.divisor)
+    adds = dict(prompt.adds)
+    if prompt.spans:
+        adds["span_mass"] = span_mass(capture, prompt.spans, lm.facts)
     return AttentionResult(
-        tokens=tokens,
+        tokens=prompt.tokens,
         token_ids=ids,
-        offsets=[[start, end] for start, end in spans],
+        offsets=prompt.offsets,
         causal=req.causal,
         divisor=divisor,
         sel=sel,
         capture=capture,
         predictions=_predictions(svc, hidden, req.top_k, req.temperature) if req.top_k else [[] for _ in ids],
-        token_kinds=prompt.kinds if vision else None,
-        image=image_answer(prompt) if vision else None,
+        adds=adds,
     )
 
 
@@ -178,11 +175,9 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
         "token_ids": result.token_ids,
         "offsets": result.offsets,
     }
-    if result.token_kinds is not None:
-        answer["token_kinds"] = result.token_kinds
-        answer["image"] = result.image
-    if isinstance(cap, RowCapture):
-        answer["query_row"] = row_answer(cap)
+    answer |= result.adds  # token_kinds, then image (with an image) or spans and span_mass (a conversation)
+    if isinstance(cap, RowCapture) and req.query_row is not None:
+        answer["query_row"] = row_answer(cap, req.query_row)
     answer |= {
         "causal": result.causal,
         "scale": req.scale,

@@ -10,10 +10,10 @@ import numpy as np
 from ...model.ablation import head_effects
 from ...model.options import AttentionOptions
 from ..errors import ApiError
-from ..images import target_of
 from ..responses import dumps
 from ..schemas.effects import HeadEffectsRequest
 from ..service import Service
+from ..subject import target_of
 from .checks import ablate_set
 from .rounding import round_sig
 
@@ -42,7 +42,7 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
         "ablation": req.ablation,
         "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
         "delta": facts.by_number(round_sig(eff.delta.numpy()).tolist()),
-        **prompt.vision,
+        **prompt.adds,
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
     return dumps(body)

@@ -16,10 +16,10 @@ import numpy as np
 
 from ...model.ablation import Done, eos_ids, generate
 from ...model.options import AttentionOptions
-from ..images import Prompt, prompt_of
 from ..responses import dumps
 from ..schemas.generation import TOP_GUESSES, GenerateRequest
 from ..service import Service
+from ..subject import Prompt, subject_of
 from .checks import ablate_set
 from .rounding import PATTERN_DECIMALS, floor_sig, round_fixed
 
@@ -48,7 +48,7 @@ def start_generation(svc: Service, req: GenerateRequest) -> Iterator[bytes]:
     """Checks the request now (a 422 before any line is sent), then returns the lines to stream:
     one JSON object per new token, then ``{"done": true, ...}``, each ending in a newline."""
     facts = svc.loaded.facts
-    prompt = prompt_of(svc, req.text, req.image)
+    prompt = subject_of(svc, req)
     opts = AttentionOptions(ablate=ablate_set(req.ablate, facts))
     seed = None
     if req.do_sample:
@@ -76,7 +76,7 @@ def _lines(svc: Service, req: GenerateRequest, prompt: Prompt, opts: AttentionOp
         if isinstance(item, Done):
             line = {
                 "done": True,
-                "text": req.text + pieces.rest(),
+                "text": (req.text or "") + pieces.rest(),  # a conversation: the reply alone
                 "reason": item.reason,
                 "tokens": len(item.generated),
                 "seed": seed,
@@ -99,6 +99,6 @@ def _lines(svc: Service, req: GenerateRequest, prompt: Prompt, opts: AttentionOp
             # the mean over every attention layer and head, from the unrounded rows: the page's "mean of all heads"
             "attention_mean": round_fixed(item.attention.double().mean((0, 1)), PATTERN_DECIMALS),
         }
-        if item.step == 1:  # with an image: the prompt's token kinds and image, once
-            line |= prompt.vision
+        if item.step == 1:  # the subject's token kinds, image or spans, once
+            line |= prompt.adds
         yield dumps(line) + b"\n"

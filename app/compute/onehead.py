@@ -14,8 +14,13 @@ def one_head(svc: Service, req, include: list[str], text: str | None = None, fie
     ``(req.layer, req.head)`` under the request's what-ifs: (the result, that head's fields).
     Errors name the request's own fields: ``field`` for the text, ``layer``, ``head``."""
     # built, not validated again: the route checked the text against the server's own limit
+    subject = {"text": text} if text is not None else {
+        "text": req.text,
+        "messages": req.messages,
+        "add_generation_prompt": req.add_generation_prompt,
+    }
     body = AttentionRequest.model_construct(
-        text=req.text if text is None else text,
+        **subject,
         layers=[req.layer],
         heads=[req.head],
         include=include,
@@ -29,7 +34,7 @@ def one_head(svc: Service, req, include: list[str], text: str | None = None, fie
     except ApiError as e:
         for item in e.detail:  # the request names one text, one layer and one head
             loc = list(item["loc"])
-            if loc[:2] == ["body", "text"]:
+            if loc[:2] == ["body", "text"] and field != "text":
                 item["loc"] = ["body", field, *loc[2:]]
                 item["msg"] = item["msg"].replace("text is", f"{field} is", 1)
             elif loc[:2] in (["body", "layers"], ["body", "heads"]):
@@ -38,3 +43,8 @@ def one_head(svc: Service, req, include: list[str], text: str | None = None, fie
         raise
     lc = result.capture.layers[0]
     return result, {name: value[0] for name, value in lc.fields.items()}
+
+
+def marks(result) -> dict:
+    """What the answer of a one-head route adds for its subject: ``token_kinds`` and ``spans`` where it has them."""
+    return {name: result.adds[name] for name in ("token_kinds", "spans") if name in result.adds}

@@ -9,10 +9,10 @@ from ...model.inspection import scale_divisor
 from ...model.options import AttentionOptions
 from ...model.rollout import rollout_rows
 from ..errors import ApiError
-from ..images import prompt_of
 from ..responses import dumps
 from ..schemas.rollout import ROLLOUT_MAX_TOKENS, RolloutRequest
 from ..service import Service
+from ..subject import subject_of
 from .checks import ablate_set, check_position
 from .rounding import PATTERN_DECIMALS, round_fixed
 
@@ -20,7 +20,7 @@ from .rounding import PATTERN_DECIMALS, round_fixed
 def rollout_json(svc: Service, req: RolloutRequest, started: float | None = None) -> bytes:
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    prompt = prompt_of(svc, req.text, req.image)
+    prompt = subject_of(svc, req)
     ids = prompt.ids
     if len(ids) > ROLLOUT_MAX_TOKENS:
         raise ApiError(
@@ -39,7 +39,7 @@ def rollout_json(svc: Service, req: RolloutRequest, started: float | None = None
     layers, rows = rollout_rows(prompt.backend, ids, position, req.residual, opts)
     body = {
         "tokens": [svc.displays[i] for i in ids],
-        **prompt.vision,
+        **prompt.adds,
         "position": position,
         "residual": req.residual,
         "layers": layers,

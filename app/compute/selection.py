@@ -12,7 +12,7 @@ from ..responses import dumps
 from ..schemas.selection import SelectionRequest
 from ..service import Service
 from .checks import check_position
-from .onehead import one_head
+from .onehead import marks, one_head
 from .rounding import PATTERN_DECIMALS
 
 
@@ -28,6 +28,7 @@ def selection_json(svc: Service, req: SelectionRequest, started: float | None = 
     queries, keys = sorted(set(req.queries)), sorted(set(req.keys))
     body = {
         "tokens": [svc.displays[i] for i in result.token_ids],
+        **marks(result),
         "layer": req.layer,
         "head": req.head,
         "reduce": req.reduce,

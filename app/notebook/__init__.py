@@ -24,7 +24,7 @@ CAPTURE_INCLUDE = ["pattern", "attn_scores_raw", "attn_scores", "pattern_unscale
 
 
 def capture(
-    text: str,
+    text: str | None = None,
     model=None,
     tokenizer=None,
     checkpoint=None,
@@ -37,6 +37,7 @@ def capture(
     top_k: int = TOP_K,
     temperature: float = 1.0,
     image=None,
+    messages: list[dict] | None = None,
 ) -> dict[str, Any]:
     """What ``POST /api/attention`` answers for ``text``, with numpy arrays for its matrices.
 
@@ -47,12 +48,15 @@ def capture(
     page's JSON export. The numbers are the API's own (its ``b64`` encoding, float32).
     ``image`` (an image-text model): a ``PIL.Image``, a path or the file's bytes, laid out with the
     text as ``POST /api/attention`` lays it out; the answer then has ``token_kinds`` and ``image``.
+    ``messages`` (a chat model), instead of ``text``: ``[{"role", "content"}, ...]`` laid out by the
+    model's chat template; the answer then has ``token_kinds``, ``spans`` and ``span_mass``.
     """
     from ..compute.attention import answer_arrays
 
     svc = service_for(model, tokenizer, checkpoint)
     body = request(
         text=text,
+        messages=messages,
         include=list(include if include is not None else CAPTURE_INCLUDE),
         layers=layers,
         heads=heads,
@@ -68,7 +72,7 @@ def capture(
 
 
 def lens(
-    text: str,
+    text: str | None = None,
     model=None,
     tokenizer=None,
     checkpoint=None,
@@ -78,6 +82,7 @@ def lens(
     heads: bool = False,
     top_k: int = 5,
     image=None,
+    messages: list[dict] | None = None,
 ) -> dict[str, Any]:
     """What ``POST /api/lens`` answers for ``text``: the top tokens after each block, read by the logit
     lens (``lens="logit"``) or by a Jacobian lens (``lens="jacobian"``, ``jlens=`` a file
@@ -98,7 +103,7 @@ def lens(
         fitted = load_lens(resolve_lens(jlens))
         check_fits(fitted, svc.loaded.facts)
         svc = dataclasses.replace(svc, jlens=fitted)
-    req = LensRequest(text=text, lens=lens, heads=heads, top_k=top_k, image=image_value(image))
+    req = LensRequest(text=text, messages=messages, lens=lens, heads=heads, top_k=top_k, image=image_value(image))
     return orjson.loads(lens_json(svc, req))
 
 
@@ -115,12 +120,13 @@ def __getattr__(name: str):
 
 
 def show(
-    text: str,
+    text: str | None = None,
     model=None,
     tokenizer=None,
     checkpoint=None,
     *,
     image=None,
+    messages: list[dict] | None = None,
     layer: int = 0,
     head: int = 0,
     causal=True,
@@ -140,4 +146,6 @@ def show(
 
     value = image_value(image)
     svc = service_for(model, tokenizer, checkpoint)
-    return AttnScope(svc, text, image=value, layer=layer, head=head, causal=causal, scaled=scaled)
+    return AttnScope(
+        svc, text or "", image=value, messages=messages, layer=layer, head=head, causal=causal, scaled=scaled
+    )

@@ -53,12 +53,14 @@ class AttnScope(anywidget.AnyWidget):
     error = t.Unicode("").tag(sync=True)
     busy = t.Bool(False).tag(sync=True)
 
-    def __init__(self, svc, text: str, image: str | None = None, **kwargs):
+    def __init__(self, svc, text: str, image: str | None = None, messages: list | None = None, **kwargs):
         """A widget for ``text`` over ``svc`` (a :class:`~attnscope.app.service.Service`), computed at
-        once; ``image`` (base64, the API's ``image``) goes with every text."""
+        once; ``image`` (base64, the API's ``image``) goes with every text; ``messages`` (a conversation,
+        the API's ``messages``) is the subject instead of the text while the text is empty."""
         super().__init__(text=text, model_info=svc.info_json.decode(), **kwargs)
         self._svc = svc
         self._image = image
+        self._messages = messages
         self.on_msg(self._on_custom)
         self.observe(self._on_text, names=["text", "causal", "scaled"])
         self.observe(self._on_head, names=["layer", "head"])
@@ -85,9 +87,10 @@ class AttnScope(anywidget.AnyWidget):
         below = [n for n in facts.attention_layers if n <= self.layer]
         self.layer = below[-1] if below else facts.attention_layers[0]
         self.head = min(max(self.head, 0), facts.n_head - 1)
-        common = dict(text=self.text, causal=self.causal, scale=self._scale(), encoding="b64", image=self._image)
+        subject = {"text": self.text} if self.text or not self._messages else {"messages": self._messages}
+        common = dict(**subject, causal=self.causal, scale=self._scale(), encoding="b64", image=self._image)
         try:
-            if not self.text:
+            if not (self.text or self._messages):
                 grid, detail = "", ""
             else:
                 grid = None

@@ -10,7 +10,6 @@ from . import (
     atlas,
     attention,
     attribution,
-    compare,
     effects,
     generation,
     health,
@@ -18,12 +17,13 @@ from . import (
     lens,
     lessons,
     model,
-    neuron,
     patching,
+    qk,
     qk_attribution,
     rollout,
     selection,
-    texts,
+    two_models,
+    two_texts,
 )
 
 RESOURCES = (
@@ -34,8 +34,8 @@ RESOURCES = (
     effects,
     generation,
     rollout,
-    texts,
-    neuron,
+    two_texts,
+    qk,
     selection,
     lens,
     attribution,
@@ -43,7 +43,7 @@ RESOURCES = (
     patching,
     qk_attribution,
     atlas,
-    compare,
+    two_models,
 )
 
 

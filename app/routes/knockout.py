@@ -1,4 +1,4 @@
-"""``POST /api/knockout``: see :func:`attnscope.app.compute.compute.knockout_json`."""
+"""``POST /api/knockout``: see :func:`attnscope.app.compute.causal.knockout.knockout_json`."""
 
 import time
 

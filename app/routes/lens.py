@@ -1,4 +1,4 @@
-"""``POST /api/lens``: see :func:`attnscope.app.compute.compute.lens_json`."""
+"""``POST /api/lens``: see :func:`attnscope.app.compute.causal.lens.lens_json`."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""``POST /api/patching``: see :func:`attnscope.app.compute.compute.patching_json`."""
+"""``POST /api/patching``: see :func:`attnscope.app.compute.causal.patching.patching_json`."""
 
 import time
 

@@ -1,4 +1,5 @@
-"""``POST /api/selection``: several tokens' attention in one head, summed or averaged."""
+"""The Lines view's selected tokens, URL ``POST /api/selection``: several tokens' attention in one head,
+summed or averaged (:mod:`attnscope.app.compute.selection`)."""
 
 import time
 

@@ -24,8 +24,9 @@ from .common import (
     Index,
     Matrix,
     Prediction,
+    Spans,
     Strict,
-    TextInput,
+    Subject,
     TokenKinds,
     TypedArray,
     ablate_field,
@@ -104,7 +105,7 @@ class Focus(Strict):
     )
 
 
-class AttentionRequest(TextInput):
+class AttentionRequest(Subject):
     """POST /api/attention. The text's length limit follows the server's settings."""
 
     model_config = ConfigDict(
@@ -320,6 +321,11 @@ class AttentionResponse(BaseModel):
         "the image added: an empty span before or after the text)"
     )
     token_kinds: TokenKinds = None
+    spans: Spans = None
+    span_mass: list[list[list[float]] | None] | None = optional_field(
+        "with `messages`: [layer][head][span], the weight the last query row puts on each message's content tokens "
+        "(null for a layer without softmax attention)"
+    )
     image: ImageShown = None
     query_row: QueryRow | None = optional_field("when `query_row` was asked for")
     causal: bool

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from .common import ImageShown, ImageUpload, Index, TargetAnswer, TextInput, TokenKinds
+from .common import ImageShown, ImageUpload, Index, Spans, Subject, TargetAnswer, TokenKinds
 
 INDUCTION = "Open the red door, then close the blue window. Open the red door, then close the blue"
 
 
-class AttributionRequest(TextInput):
+class AttributionRequest(Subject):
     """POST /api/attribution."""
 
     model_config = ConfigDict(
@@ -40,5 +40,6 @@ class AttributionResponse(TargetAnswer):
         "the logit split here is the one before it. null without one"
     )
     token_kinds: TokenKinds = None
+    spans: Spans = None
     image: ImageShown = None
     timing_ms: float

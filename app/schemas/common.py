@@ -2,9 +2,9 @@
 
 Requests are strict (a JSON string is not an int, ``1`` is not ``true``) and refuse unknown
 fields (:class:`Strict`), so a typo is an error instead of a silently ignored option. A request
-with a ``text`` derives from :class:`TextInput`: the text is checked to hold something other
-than whitespace and to be valid UTF-8, and :func:`with_text_limit` gives the model the
-server's longest text (the OpenAPI schema shows it too).
+about a text or a conversation derives from :class:`Subject` (``text`` or ``messages``): the text
+is checked to hold something other than whitespace and to be valid UTF-8, and
+:func:`with_text_limit` gives the model the server's longest text (the OpenAPI schema shows it too).
 
 Responses are built as numpy arrays and encoded by orjson; the response models only
 document their shape in the OpenAPI schema (and the schema tests check the bodies against them).
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 from pydantic_core import PydanticCustomError
 
 TEXT_CHARS = 16000  # the longest text when the server's settings do not say otherwise
 TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
 MAX_ABLATE = 1024  # longest `ablate` list
+MAX_MESSAGES = 256  # most turns in a conversation
 
 Index = Annotated[int, Field(ge=0)]
 
@@ -33,8 +34,13 @@ def optional_field(description: str, **kwargs: Any) -> Any:
     return Field(None, description=description, json_schema_extra=_no_default, **kwargs)
 
 
-def text_field(max_chars: int = TEXT_CHARS) -> Any:
-    return Field(min_length=1, max_length=max_chars, description=f"the input, 1..{max_chars} characters")
+def text_field(max_chars: int = TEXT_CHARS, required: bool = True) -> Any:
+    return Field(
+        ... if required else None,
+        min_length=1,
+        max_length=max_chars,
+        description=f"the input, 1..{max_chars} characters" + ("" if required else "; or `messages` instead"),
+    )
 
 
 class Strict(BaseModel):
@@ -43,21 +49,73 @@ class Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
-class TextInput(Strict):
-    """A request whose ``text`` goes through the model."""
+class Message(Strict):
+    """One turn of a conversation."""
 
-    text: str = text_field()
+    role: Literal["system", "user", "assistant"] = Field(description="who speaks: system, user or assistant")
+    content: str = Field(max_length=TEXT_CHARS, description="what the turn says")
+
+    @field_validator("content")
+    @classmethod
+    def _content_is_utf8(cls, value: str) -> str:
+        return encodable(value, "content")
+
+
+def messages_field() -> Any:
+    return Field(
+        None,
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        validate_default=True,
+        description="a conversation instead of `text` (a chat model only: /api/model `chat`): laid out by the "
+        f"model's own chat template; 1..{MAX_MESSAGES} turns",
+    )
+
+
+class Subject(Strict):
+    """What a request looks at, read the same way by every route (:mod:`attnscope.app.subject`
+    resolves it): ``text`` or ``messages`` (exactly one) and ``add_generation_prompt``. A route whose
+    request takes an image adds ``image``; a part a route does not take is refused as unknown."""
+
+    text: str | None = text_field(required=False)
+    messages: list[Message] | None = messages_field()
+    add_generation_prompt: bool | None = Field(
+        None,
+        description="with `messages`: end the prompt with the template's opening of the assistant's turn; default: "
+        "true unless the last message is the assistant's",
+    )
 
     @field_validator("text")
     @classmethod
-    def _text_is_usable(cls, value: str) -> str:
-        return usable_text(value, "text")
+    def _text_is_usable(cls, value: str | None) -> str | None:
+        return None if value is None else usable_text(value, "text")
+
+    @field_validator("messages")
+    @classmethod
+    def _one_subject(cls, value: list[Message] | None, info: ValidationInfo) -> list[Message] | None:
+        return one_of(value, info, "text", "messages")
+
+
+def one_of(value: Any, info: ValidationInfo, first: str, second: str) -> Any:
+    """Exactly one of ``first`` and ``second`` (validated after it) given; else the error names ``second``."""
+    if first not in info.data:  # the first failed its own checks: its error says enough
+        return value
+    if value is not None and info.data[first] is not None:
+        raise PydanticCustomError("subject_both", f"send {first} or {second}, not both")
+    if value is None and info.data[first] is None:
+        raise PydanticCustomError("subject_missing", f"{first} or {second} is required")
+    return value
 
 
 def usable_text(value: str, name: str) -> str:
     """Something other than whitespace, and encodable as UTF-8 (no lone surrogate); else the error names ``name``."""
     if not value.strip():
         raise PydanticCustomError("text_blank", f"{name} must contain something other than whitespace")
+    return encodable(value, name)
+
+
+def encodable(value: str, name: str) -> str:
+    """``value`` encodable as UTF-8 (no lone surrogate); else the error names ``name``."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -69,14 +127,19 @@ def usable_text(value: str, name: str) -> str:
     return value
 
 
-TextModel = TypeVar("TextModel", bound=TextInput)
+TextModel = TypeVar("TextModel", bound=Strict)
 
 
 def with_text_limit(model: type[TextModel], max_text_chars: int) -> type[TextModel]:
     """``model`` with the server's text limit (the schema shows it too)."""
     if max_text_chars == TEXT_CHARS:
         return model
-    texts = {name: (str, text_field(max_text_chars)) for name in ("text", "text_b") if name in model.model_fields}
+    texts = {
+        name: (str, text_field(max_text_chars)) if model.model_fields[name].is_required() else
+        (str | None, text_field(max_text_chars, required=False))
+        for name in ("text", "text_b")
+        if name in model.model_fields
+    }
     return create_model(model.__name__, __base__=model, __module__=model.__module__, **texts)
 
 
@@ -126,12 +189,32 @@ class ImageView(BaseModel):
 TokenKind = Literal["text", "image", "marker"]
 
 
+class Span(BaseModel):
+    """Where one message of a conversation sits in the prompt."""
+
+    message: int = Field(description="the message's index in `messages`")
+    role: Literal["system", "user", "assistant"]
+    start: int = Field(description="its first content token")
+    end: int = Field(description="one past its last content token (start = end: a message with no tokens)")
+
+
+# what an answer adds with a conversation (``spans: Spans = None``)
+Spans = Annotated[
+    list[Span] | None,
+    Field(
+        description="with `messages`: for each message the half-open token range of its content; the template's "
+        "markup is outside every span (token kind 'marker')",
+        json_schema_extra=_no_default,
+    ),
+]
+
+
 # what an answer adds with an image (``token_kinds: TokenKinds = None``, ``image: ImageShown = None``)
 TokenKinds = Annotated[
     list[TokenKind] | None,
     Field(
-        description="with an image: per token 'text', 'image' (carries image features) or 'marker' (begin or end of "
-        "the image)",
+        description="with an image or messages: per token 'text', 'image' (carries image features) or 'marker' (begin "
+        "or end of the image; a chat template's markup)",
         json_schema_extra=_no_default,
     ),
 ]

@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from .common import HeadRef, ImageShown, ImageUpload, Index, TargetAnswer, TextInput, TokenKinds, ablate_field
+from .common import HeadRef, ImageShown, ImageUpload, Index, Spans, Subject, TargetAnswer, TokenKinds, ablate_field
 
 
-class HeadEffectsRequest(TextInput):
+class HeadEffectsRequest(Subject):
     """POST /api/head-effects."""
 
     model_config = ConfigDict(
@@ -41,5 +41,6 @@ class HeadEffectsResponse(TargetAnswer):
         "null for a layer without softmax attention (a hybrid's other layers)"
     )
     token_kinds: TokenKinds = None
+    spans: Spans = None
     image: ImageShown = None
     timing_ms: float

@@ -13,7 +13,7 @@ from .common import (
     ImageUpload,
     ImageView,
     Prediction,
-    TextInput,
+    Subject,
     TokenKind,
     ablate_field,
     optional_field,
@@ -25,7 +25,7 @@ TOP_GUESSES = 5  # `top` of every streamed line
 SEED_MAX = 2**63 - 1
 
 
-class GenerateRequest(TextInput):
+class GenerateRequest(Subject):
     """POST /api/generate."""
 
     model_config = ConfigDict(

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import ImageShown, ImageUpload, Index, Prediction, Strict, TextInput, TokenKinds
+from .common import ImageShown, ImageUpload, Index, Prediction, Spans, Strict, Subject, TokenKinds
 
 MAX_EDGES = 1024
 Span = Index | Annotated[list[Index], Field(min_length=2, max_length=2)]
@@ -21,7 +21,7 @@ class KnockoutEdge(Strict):
     head: Index | None = Field(None, description="absent: every head of the layer")
 
 
-class KnockoutRequest(TextInput):
+class KnockoutRequest(Subject):
     """POST /api/knockout."""
 
     model_config = ConfigDict(
@@ -46,6 +46,7 @@ class KnockoutRequest(TextInput):
 class KnockoutResponse(BaseModel):
     tokens: list[str]
     token_kinds: TokenKinds = None
+    spans: Spans = None
     image: ImageShown = None
     position: int
     token_id: int

@@ -6,12 +6,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import ImageShown, ImageUpload, Prediction, TextInput, TokenKinds
+from .common import ImageShown, ImageUpload, Prediction, Spans, Subject, TokenKinds
 
 LENS_TOP_K_MAX = 20
 
 
-class LensRequest(TextInput):
+class LensRequest(Subject):
     """POST /api/lens."""
 
     model_config = ConfigDict(
@@ -56,6 +56,7 @@ class HeadRead(BaseModel):
 class LensResponse(BaseModel):
     tokens: list[str]
     token_kinds: TokenKinds = None
+    spans: Spans = None
     image: ImageShown = None
     lens: Literal["logit", "jacobian"]
     residuals: list[LensResidual] = Field(

@@ -115,6 +115,10 @@ class ModelInfo(BaseModel):
         "attn_scores_content + attn_scores_position = attn_scores_raw can be asked for"
     )
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
+    chat: bool = Field(False, description="the model carries a chat template: `messages` may replace `text`")
+    subject: list[str] = Field(
+        description="the parts of a request's subject this model takes, e.g. [\"text\", \"messages\", \"image\"]"
+    )
     image_limits: ImageLimits | None = Field(None, description="the image limits, on an image-text model; else null")
     jlens: JLensInfo | None = Field(
         None, description="the Jacobian lens loaded with --jlens (POST /api/lens with lens: jacobian); else null"

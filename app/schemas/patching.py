@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
-from .common import TEXT_CHARS, Index, Strict, optional_field, text_field, usable_text
+from .common import (
+    TEXT_CHARS,
+    Index,
+    Message,
+    Spans,
+    Strict,
+    messages_field,
+    one_of,
+    optional_field,
+    text_field,
+    usable_text,
+)
 
 
 class PatchingRequest(Strict):
@@ -27,8 +38,11 @@ class PatchingRequest(Strict):
             ]
         },
     )
-    clean: str = text_field()
-    corrupt: str = text_field()
+    clean: str | None = text_field(required=False)
+    clean_messages: list[Message] | None = messages_field()
+    corrupt: str | None = text_field(required=False)
+    corrupt_messages: list[Message] | None = messages_field()
+    add_generation_prompt: bool | None = Field(None, description="with messages: as on every route")
     position: Index | None = Field(None, description="where the logit difference is read; default the last position")
     token_id: Index | None = Field(None, description="default the clean run's top guess at position")
     foil_id: Index | None = Field(
@@ -41,15 +55,20 @@ class PatchingRequest(Strict):
 
     @field_validator("clean", "corrupt")
     @classmethod
-    def _usable(cls, value: str, info) -> str:
-        return usable_text(value, info.field_name)
+    def _usable(cls, value: str | None, info) -> str | None:
+        return None if value is None else usable_text(value, info.field_name)
+
+    @field_validator("clean_messages", "corrupt_messages")
+    @classmethod
+    def _one_each(cls, value, info: ValidationInfo):
+        return one_of(value, info, info.field_name.removesuffix("_messages"), info.field_name)
 
 
 def with_pair_limit(max_text_chars: int) -> type[PatchingRequest]:
     """:class:`PatchingRequest` with the server's text limit on both texts."""
     if max_text_chars == TEXT_CHARS:
         return PatchingRequest
-    texts = {name: (str, text_field(max_text_chars)) for name in ("clean", "corrupt")}
+    texts = {name: (str | None, text_field(max_text_chars, required=False)) for name in ("clean", "corrupt")}
     return create_model("PatchingRequest", __base__=PatchingRequest, __module__=__name__, **texts)
 
 
@@ -61,6 +80,8 @@ class Guess(BaseModel):
 class PatchingResponse(BaseModel):
     tokens: list[str] = Field(description="the clean text's tokens")
     corrupt_tokens: list[str]
+    spans: Spans = None
+    corrupt_spans: Spans = None
     position: int
     token_id: int
     token: str

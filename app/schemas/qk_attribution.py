@@ -5,10 +5,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attribution import INDUCTION
-from .common import ImageShown, ImageUpload, Index, TextInput, TokenKinds
+from .common import ImageShown, ImageUpload, Index, Spans, Subject, TokenKinds
 
 
-class QKAttributionRequest(TextInput):
+class QKAttributionRequest(Subject):
     """POST /api/qk-attribution."""
 
     model_config = ConfigDict(
@@ -40,5 +40,6 @@ class QKAttributionResponse(BaseModel):
         "is the q·kᵀ the model computes there, which gets weight 0 (`POST /api/attention` serves it as null)"
     )
     token_kinds: TokenKinds = None
+    spans: Spans = None
     image: ImageShown = None
     timing_ms: float

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attention import Scale
-from .common import HeadRef, ImageShown, ImageUpload, Index, TextInput, TokenKinds, ablate_field
+from .common import HeadRef, ImageShown, ImageUpload, Index, Spans, Subject, TokenKinds, ablate_field
 
 ROLLOUT_MAX_TOKENS = 1024  # each layer multiplies two T×T matrices: T³ operations
 
 
-class RolloutRequest(TextInput):
+class RolloutRequest(Subject):
     """POST /api/rollout."""
 
     model_config = ConfigDict(
@@ -37,6 +37,7 @@ class RolloutRequest(TextInput):
 class RolloutResponse(BaseModel):
     tokens: list[str]
     token_kinds: TokenKinds = None
+    spans: Spans = None
     image: ImageShown = None
     position: int = Field(description="the token whose rollout this is")
     residual: bool

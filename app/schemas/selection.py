@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import Index
-from .neuron import OneHeadRequest
+from .common import Index, Spans, TokenKinds
+from .qk import OneHeadRequest
 
 MAX_SELECTED = 1024
 
@@ -33,6 +33,8 @@ class SelectionRequest(OneHeadRequest):
 
 class SelectionResponse(BaseModel):
     tokens: list[str]
+    token_kinds: TokenKinds = None
+    spans: Spans = None
     layer: int
     head: int
     reduce: Literal["mean", "sum"]

@@ -13,7 +13,7 @@ import { installGenerate } from "./cards/generate.js";
 import { installModelPicker } from "./cards/modelpicker.js";
 import { renderSafely, resizeView } from "./render.js";
 import { createState, currentDetail, currentGrid, parseHash, toHash } from "./state.js";
-import { installGridPointer } from "./views/grid.js";
+import { installGridPointer } from "./head/grid.js";
 import { buildTabs, installTabs } from "./tabs.js";
 import { VIEWS, VIEW_IDS } from "./views.js";
 

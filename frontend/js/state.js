@@ -165,14 +165,14 @@ export const TEMPERATURE_RANGE = [0.1, 3];
  * `views` are those a link may name (views.js, the registry), each reading its own keys (`link.read`).
  */
 export function parseHash(hash, views = []) {
-  const viewIds = views.map((v) => v.id);
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const out = {};
   if (params.has("text")) out.text = params.get("text");
   // kept as asked: fitHead clamps them into the model once /api/model has answered, and says so
   if (params.has("layer")) out.layer = clampInt(params.get("layer"), 0, MAX_INDEX, 0);
   if (params.has("head")) out.head = clampInt(params.get("head"), 0, MAX_INDEX, 0);
-  if (params.has("view") && viewIds.includes(params.get("view"))) out.view = params.get("view");
+  const named = views.find((v) => v.id === params.get("view") || v.was?.includes(params.get("view")));
+  if (named) out.view = named.id; // an old link's view id (a view's `was`) opens that view
   if (params.has("causal")) out.causal = params.get("causal") !== "0";
   if (params.has("scale")) out.scaled = params.get("scale") !== "none";
   if (params.has("pos")) out.position = clampInt(params.get("pos"), 0, 4095, null);

@@ -5,19 +5,20 @@
 // long text's head is asked with for it), `hidden` (its tab starts hidden), `state` (its own
 // fields and their defaults, merged into the page state by state.js createState) and `link`
 // ({read(params, out), write(state, params)}: its part of the URL hash), `draw(state, els, app)`
-// (render.js calls it for the visible view) and `install(app)` (its own controls, wired once).
+// (render.js calls it for the visible view), `install(app)` (its own controls, wired once) and
+// `was` (ids it had before, which old links still name: state.js parseHash).
 //
-// A new view is its module (views/), one line here, and its panel in index.html.
+// A new view is its module (views/, named as its id), one line here, and its panel in index.html.
 
 import * as head from "./views/head.js";
-import * as compare from "./views/compare.js";
+import * as scaling from "./views/scaling.js";
 import * as pipeline from "./views/pipeline.js";
 import * as variance from "./views/variance.js";
 import * as roles from "./views/roles.js";
 import * as rollout from "./views/rollout.js";
-import * as texts from "./views/texts.js";
-import * as models from "./views/models.js";
-import * as neuron from "./views/neuron.js";
+import * as twotexts from "./views/twotexts.js";
+import * as twomodels from "./views/twomodels.js";
+import * as qk from "./views/qk.js";
 import * as lines from "./views/lines.js";
 import * as atlas from "./views/atlas.js";
 import * as lens from "./views/lens.js";
@@ -27,9 +28,9 @@ import * as image from "./views/image.js";
 
 // the tabs' order (and the arrow keys') is this one; the lessons page teaches the steps one by one
 export const GROUPS = [
-  { id: "head", label: "Look at a head", views: [head, lines, compare, pipeline, variance, neuron, image] },
+  { id: "head", label: "Look at a head", views: [head, lines, scaling, pipeline, variance, qk, image] },
   { id: "explain", label: "Explain a prediction", views: [rollout, lens, attribution, patching] },
-  { id: "compare", label: "Compare texts", views: [texts, models] },
+  { id: "pairs", label: "Side by side", views: [twotexts, twomodels] },
   { id: "survey", label: "Survey the heads", views: [roles, atlas] },
 ];
 

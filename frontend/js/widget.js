@@ -3,7 +3,7 @@
 // Drawing is the page's own: the widget holds the page's state object (state.js) and its
 // render pass (render.js) draws the head view (view_head.js: the chosen head and the all-heads
 // grid), the tokens, the predictions and the what-if notes into the widget's elements, a subset
-// of the page's; the grid's pointer is the page's too (view_grid.js). This module only builds
+// of the page's; the grid's pointer is the page's too (head/grid.js). This module only builds
 // the widget's DOM (classes, never ids: several widgets share a page) and wires it to the
 // anywidget model instead of fetch: the kernel computes the API's answers and puts them in
 // the traitlets `grid` and `detail` as {"text", "causal", "scale", ["layer", "head"], "answer"}.
@@ -12,7 +12,7 @@ import { changeText } from "./controls.js";
 import { inputsFor } from "./measured.js";
 import { renderSafely } from "./render.js";
 import { createState, gridKey, headKey } from "./state.js";
-import { installGridPointer } from "./views/grid.js";
+import { installGridPointer } from "./head/grid.js";
 import { VIEWS } from "./views.js";
 import { decodeResponse } from "./wire.js";
 

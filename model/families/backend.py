@@ -17,6 +17,7 @@ import torch
 from torch.nn import functional as F
 
 from ..backends import DTYPES, ModelFacts, parameter_count
+from ..chat import folder_template, with_chat
 from ..options import AttentionOptions
 from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer
@@ -49,6 +50,7 @@ class TransformersBackend:
         )  # Idefics3 and SmolVLM call it text_model
         self.tokenizer = tokenizer
         self.device = device
+        self.chat_template = None  # a ChatTemplate where the model has one (model.chat)
         gated = watch_output_gates(model)
         cfg = model.config.get_text_config()  # an image-text model's language model (its own config elsewhere)
         self.family = str(cfg.model_type)
@@ -372,6 +374,7 @@ def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32",
         ) from e
     tokenizer = BPETokenizer.load(tok_file, bos_token=_bos_token(path, cfg))
     backend = TransformersBackend(model, tokenizer, device, name=path.name)
+    backend.chat_template = with_chat(backend.facts, folder_template(path))
     if placed:
         backend.facts.devices = layer_devices(model, backend.facts.n_layer)
     return backend

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from ..backends import DTYPES
+from ..chat import tokenizer_template, with_chat
 from ..families.attention import IMPLEMENTATION, register
 from ..families.backend import TransformersBackend
 from ..ours.checkpoint import CheckpointError
@@ -57,6 +58,7 @@ def load_gguf(path: str | Path, device: torch.device, dtype: str = "fp32"):
         ) from e
     backend = TransformersBackend(model, tokenizer, device, name=header.display_name)
     backend.facts.source_format = "gguf"
+    backend.chat_template = with_chat(backend.facts, tokenizer_template(tok))
     backend.facts.quantization = header.quantization
     return backend
 

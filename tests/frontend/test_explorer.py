@@ -143,12 +143,12 @@ def test_a_masked_grid_cell_says_masked(tab):
     assert "masked" in tip.inner_text() and "weight" not in tip.inner_text()
 
 
-def test_compare_view_shows_both_patterns_and_a_variance_ratio_of_d_k(tab):
+def test_scaling_view_shows_both_patterns_and_a_variance_ratio_of_d_k(tab):
     tab.open("/#text=" + quote(SENTENCE))
     tab.page.get_by_role("tab", name="Scaled vs unscaled").click()
     tab.settle()
-    scaled = tab.figure("compare-scaled")["data"][0]
-    unscaled = tab.figure("compare-unscaled")["data"][0]
+    scaled = tab.figure("scaling-scaled")["data"][0]
+    unscaled = tab.figure("scaling-unscaled")["data"][0]
     T = len(tab.tokens())
     assert len(scaled["z"]) == T and len(unscaled["z"]) == T
     assert scaled["z"] != unscaled["z"]
@@ -160,7 +160,7 @@ def test_compare_view_shows_both_patterns_and_a_variance_ratio_of_d_k(tab):
     cells = ratio_row.locator("td").all_inner_texts()
     assert math.isclose(float(cells[0]), head_dim, abs_tol=0.01)
     assert f"d_k = {head_dim}" in cells[2]
-    entropy = tab.figure("compare-entropy")["data"]
+    entropy = tab.figure("scaling-entropy")["data"]
     assert len(entropy) == 3 and all(len(t["y"]) == T for t in entropy)
 
 
@@ -185,7 +185,7 @@ def test_turning_the_causal_mask_off_puts_weight_above_the_diagonal(tab):
 
 
 def test_scaling_off_is_a_labelled_what_if(tab):
-    tab.open("/#view=compare&text=" + quote(SENTENCE))
+    tab.open("/#view=scaling&text=" + quote(SENTENCE))
     tab.page.locator("label[for=scale-toggle]").click()
     tab.settle()
     assert "Scaling removed" in tab.page.get_by_test_id("whatif-banner").inner_text()
@@ -299,8 +299,8 @@ def test_every_hook_is_on_the_page(tab):
         "head-select",
         "head-heatmap",
         "heads-grid",
-        "compare-scaled",
-        "compare-unscaled",
+        "scaling-scaled",
+        "scaling-unscaled",
         "stats-table",
         "mask-steps",
         "variance-hist",
@@ -429,7 +429,7 @@ def test_every_caption_is_true_in_every_what_if(tab, causal, scaled):
     assert notes[1].startswith("÷ 1 (what-if") != scaled
     tab.page.get_by_role("tab", name="Scaled vs unscaled").click()
     tab.settle()
-    left = tab.page.locator("#compare-left-caption").inner_text()
+    left = tab.page.locator("#scaling-left-caption").inner_text()
     assert (left == "what the model computes") == (causal and scaled)
     if not scaled:
         assert "same as the right panel" in left
@@ -538,7 +538,7 @@ def test_the_statistics_table_never_breaks_a_number(tab, width):
     stands on one line and the table stays inside its card."""
     page = tab.page
     page.set_viewport_size({"width": width, "height": 900})
-    tab.open("/#view=compare&text=" + quote("The doctor said she was right."))
+    tab.open("/#view=scaling&text=" + quote("The doctor said she was right."))
     page.wait_for_selector("[data-testid=stats-table] tbody td.num")
     cells = page.evaluate(
         """() => [...document.querySelectorAll('[data-testid=stats-table] .num')].map((td) => {

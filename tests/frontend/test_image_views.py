@@ -138,7 +138,7 @@ def test_the_head_view_and_grid_draw_the_image_prompt_with_a_band_that_expands(t
 def test_a_view_without_images_says_so_and_runs_on_the_text_alone(tab, vision_servers, tmp_path, width):
     bodies = []
     tab.page.on("request", lambda r: bodies.append((r.url, r.post_data)) if r.method == "POST" else None)
-    page, png = with_image(tab, vision_servers["gemma3"], tmp_path, width, "neuron")
+    page, png = with_image(tab, vision_servers["gemma3"], tmp_path, width, "qk")
     note = page.get_by_test_id("image-textonly")
     note.wait_for(state="visible")
     assert "runs on the text alone" in note.inner_text() and "POST /api/neuron takes no image" in note.inner_text()
@@ -164,7 +164,7 @@ def test_a_view_without_images_says_so_and_runs_on_the_text_alone(tab, vision_se
     assert "on the text alone" in caption.inner_text() and "takes no image" in caption.inner_text()
     assert not [u for u, _ in bodies if u.endswith("/api/selection")]
     # the image removed: the note goes, the view asks for the text as ever
-    page.locator("#tab-neuron").click()
+    page.locator("#tab-qk").click()
     page.get_by_test_id("image-remove").click()
     page.wait_for_function("() => document.querySelector('[data-testid=image-textonly]').hidden")
     assert not tab.unexpected_console_errors()

@@ -16,9 +16,9 @@ JS = Path(__file__).resolve().parents[2] / "frontend" / "js"
 
 # one link per view key (and a pair for the second text, shared by Two texts and Patching)
 LINKS = [
-    "view=texts&textb=The+doctor+said+he",
+    "view=twotexts&textb=The+doctor+said+he",
     "view=patching&patch=residual&ptoken=12&pfoil=7&textb=The+nurse+said",
-    "view=models&modelb=org%2Ftuned",
+    "view=twomodels&modelb=org%2Ftuned",
     "view=roles&role=previous_token",
     "view=rollout&rollres=0",
     "view=lens&lensk=10",
@@ -64,9 +64,19 @@ def test_every_view_key_a_link_names_is_written_back_as_it_was_read():
 
 
 def test_a_view_key_is_left_out_where_its_view_says_so():
-    trips = round_trips(["view=head&role=previous_token", "view=texts&textb="])
+    trips = round_trips(["view=head&role=previous_token", "view=twotexts&textb="])
     role, empty = trips.values()
     assert role["read"]["role"] == "previous_token"
     assert "role" not in role["again"]  # written only while Head roles is open
     assert empty["read"]["textB"] == ""
     assert "textb=" not in empty["written"]  # an empty second text is not written
+
+
+def test_an_old_link_names_a_view_by_the_id_it_had_and_opens_it_under_its_id_now():
+    renamed = {"compare": "scaling", "texts": "twotexts", "models": "twomodels", "neuron": "qk"}
+    trips = round_trips([f"view={old}" for old in renamed] + ["view=nothing"])
+    for old, now in renamed.items():
+        trip = trips[f"view={old}"]
+        assert trip["read"]["view"] == now, old
+        assert f"view={now}" in trip["written"].split("&"), trip["written"]
+    assert "view" not in trips["view=nothing"]["read"]  # an id no view has, nor had, opens the default

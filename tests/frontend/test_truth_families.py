@@ -26,7 +26,7 @@ pytestmark = pytest.mark.browser
 from tests.kit.family import build  # noqa: E402
 
 SENTENCE = "The cat sat on the mat. The dog sat on the log, and the cat saw it."
-VIEWS = {"head": "Head & grid", "compare": "Scaled vs unscaled", "pipeline": "Mask pipeline", "variance": "Variance"}
+VIEWS = {"head": "Head & grid", "scaling": "Scaled vs unscaled", "pipeline": "Mask pipeline", "variance": "Variance"}
 # what names √head_dim: the words, the symbol, and a sub-scripted k read back as text
 ROOT_DK = re.compile(r"√\s*d_?k|√\s*d\s*k\b|√16\b")
 
@@ -216,8 +216,8 @@ def test_every_caption_names_the_models_divisor(family_tab):
 
     # the model badge and the scaling switch's tooltip, the head view's hover label
     assert names("head", "text") and names("head", "titles") and names("head", "figures")
-    # the headings, legends and statistics of the compare view
-    assert names("compare", "text") and names("compare", "figures")
+    # the headings, legends and statistics of the scaling view
+    assert names("scaling", "text") and names("scaling", "figures")
     # the pipeline: its notes, its step titles and hover labels
     assert names("pipeline", "text") and names("pipeline", "figures")
     # the variance tab: its legend and its summary

@@ -62,7 +62,7 @@ def flat(z):
 def open_models(tab, server, width, layer, head, text=TEXT, what_if=""):
     """Two models on ``server`` at ``width`` px, org/tuned second, (layer, head) chosen, once they are drawn."""
     tab.base_url = server.url
-    link = f"/#view=models&layer={layer}&head={head}{what_if}&text=" + quote(text) + "&modelb=org/tuned"
+    link = f"/#view=twomodels&layer={layer}&head={head}{what_if}&text=" + quote(text) + "&modelb=org/tuned"
     tab.open_at(width, link, height=1000)
     wait_drawn(tab.page, layer, head)
 
@@ -70,7 +70,7 @@ def open_models(tab, server, width, layer, head, text=TEXT, what_if=""):
 def wait_drawn(page, layer, head):
     """The chosen head's three plots drawn from the answer for (layer, head)."""
     page.wait_for_function(
-        "([l, h]) => { const m = window.attnscope.state.models; const gd = document.querySelector('#models-diff');"
+        "([l, h]) => { const m = window.attnscope.state.models; const gd = document.querySelector('#twomodels-diff');"
         " return m?.response && m.key.endsWith(`,${l},${h}]`) && gd?.dataset.signature?.startsWith(m.key); }",
         arg=[layer, head],
         timeout=180_000,  # the first ask loads model_b, on a machine shared with other tests
@@ -79,19 +79,19 @@ def wait_drawn(page, layer, head):
 
 def check_drawn(tab, answer, layer, head):
     """Map, both patterns and their difference: the answer's numbers, the colour ranges its own."""
-    fig = tab.figure("models-map")["data"][0]
+    fig = tab.figure("twomodels-map")["data"][0]
     assert fig["y"] == ["L0", "L1", "L2"] and fig["z"] == answer["divergence"]
     assert fig["customdata"] == [
         [[m, a] for m, a in zip(ms, ags)] for ms, ags in zip(answer["max_abs"], answer["argmax_agreement"])
     ]
     assert "max |difference|" in fig["hovertemplate"] and "agreement" in fig["hovertemplate"]
-    for testid, key in (("models-a", "a"), ("models-b", "b"), ("models-diff", "difference")):
+    for testid, key in (("twomodels-a", "a"), ("twomodels-b", "b"), ("twomodels-diff", "difference")):
         assert flat(tab.figure(testid)["data"][0]["z"]) == pytest.approx(flat(answer[key]), abs=0), testid
-    diff = tab.figure("models-diff")["data"][0]
+    diff = tab.figure("twomodels-diff")["data"][0]
     assert diff["zmax"] == pytest.approx(max(answer["max_abs"][layer][head], 1e-6)) and diff["zmid"] == 0
     masked = [
         c
-        for row_z, row_m in zip(tab.figure("models-a")["data"][0]["z"], answer["mask"])
+        for row_z, row_m in zip(tab.figure("twomodels-a")["data"][0]["z"], answer["mask"])
         for c, m in zip(row_z, row_m)
         if not m
     ]
@@ -100,9 +100,9 @@ def check_drawn(tab, answer, layer, head):
 
 def click_head(page, layer, head):
     """Click the map's cell of (layer, head) where Plotly drew it (scrolled into the window first)."""
-    page.get_by_test_id("models-map").scroll_into_view_if_needed()
+    page.get_by_test_id("twomodels-map").scroll_into_view_if_needed()
     x, y = page.evaluate(
-        """([l, h]) => { const gd = document.querySelector('#models-map'); const L = gd._fullLayout;
+        """([l, h]) => { const gd = document.querySelector('#twomodels-map'); const L = gd._fullLayout;
             const r = gd.getBoundingClientRect();
             return [r.left + L.margin.l + L.xaxis.l2p(h), r.top + L.margin.t + L.yaxis.l2p(l)]; }""",
         [layer, head],
@@ -127,10 +127,11 @@ def test_the_map_lights_the_changed_layer_and_a_click_compares_a_head(tab, model
     options = [o.get_attribute("value") for o in page.get_by_test_id("model-b").locator("option").all()]
     assert options == ["", *names] and "org/base" not in options and len(names) >= 2
     assert page.get_by_test_id("model-b").input_value() == "org/tuned"
-    caption = page.get_by_test_id("models-caption").inner_text()
+    caption = page.get_by_test_id("twomodels-caption").inner_text()
     assert "org/base (served) against org/tuned" in caption and f"Layer {CHANGED}, head 0" in caption
     assert linked(page)["modelb"] == ["org/tuned"]
-    boxes = [page.get_by_test_id(t).bounding_box() for t in ("models-map", "models-a", "models-b", "models-diff")]
+    shown = ("twomodels-map", "twomodels-a", "twomodels-b", "twomodels-diff")
+    boxes = [page.get_by_test_id(t).bounding_box() for t in shown]
     assert all(b["x"] >= 0 and b["x"] + b["width"] <= width + 0.5 for b in boxes)
     page.screenshot(path=f"/tmp/two-models-{width}.png", full_page=True)
     # a click on another head: that head's patterns, the server's
@@ -149,7 +150,7 @@ def test_a_long_text_and_a_what_if_are_said_true(tab, models_server, width):
     check_drawn(tab, served(tab, 1, 2, text=LONG), 1, 2)
     assert (
         "The what-ifs on the page (mask off) are not applied here: both models as trained."
-        in page.get_by_test_id("models-caption").inner_text()
+        in page.get_by_test_id("twomodels-caption").inner_text()
     )
     assert "compares both models as trained" in page.get_by_test_id("whatif-banner").inner_text()
     page.screenshot(path=f"/tmp/two-models-long-{width}.png", full_page=True)
@@ -165,16 +166,16 @@ def test_another_shape_is_said_in_one_line_naming_model_b(tab, models_server, wi
     open_models(tab, models_server, width, 1, 0)
     page.evaluate(
         "() => { window.__said = []; new MutationObserver(() => window.__said.push("
-        "document.querySelector('#models-caption').innerText)).observe("
-        "document.querySelector('#models-caption'), {childList: true, characterData: true, subtree: true}); }"
+        "document.querySelector('#twomodels-caption').innerText)).observe("
+        "document.querySelector('#twomodels-caption'), {childList: true, characterData: true, subtree: true}); }"
     )
     page.get_by_test_id("model-b").select_option("org/shallow")
     page.wait_for_function(
-        "() => document.querySelector('#models-caption').innerText.startsWith('Could not compare')", timeout=180_000
+        "() => document.querySelector('#twomodels-caption').innerText.startsWith('Could not compare')", timeout=180_000
     )
-    caption = page.get_by_test_id("models-caption").inner_text()
+    caption = page.get_by_test_id("twomodels-caption").inner_text()
     assert caption.startswith("Could not compare: model_b: model_b is 'org/shallow'") and "\n" not in caption
-    assert page.get_by_test_id("models-map").is_hidden() and page.get_by_test_id("models-plots").is_hidden()
+    assert page.get_by_test_id("twomodels-map").is_hidden() and page.get_by_test_id("twomodels-plots").is_hidden()
     if width == 1280:  # the module's first ask of org/shallow: it loaded meanwhile, and the view said so
         assert 202 in statuses and any(
             s.startswith("loading org/shallow") for s in page.evaluate("() => window.__said")

@@ -155,8 +155,11 @@ def _tensors(model, family: str):
         yield f"{name}.{suffix}", w
 
 
-def write(family: str, out: Path, qtype: str = "F32", seed: int = 0, name: str | None = None) -> Path:
-    """A tiny random ``family`` model written to the GGUF file ``out`` with its matrices in ``qtype``."""
+def write(
+    family: str, out: Path, qtype: str = "F32", seed: int = 0, name: str | None = None, chat_template: str | None = None
+) -> Path:
+    """A tiny random ``family`` model written to the GGUF file ``out`` with its matrices in ``qtype``
+    (and ``tokenizer.chat_template`` when given)."""
     import gguf
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -165,6 +168,8 @@ def write(family: str, out: Path, qtype: str = "F32", seed: int = 0, name: str |
     writer.add_file_type(FILE_TYPE[qtype])
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     vocab_size = _tokenizer_metadata(writer, family)
+    if chat_template is not None:
+        writer.add_chat_template(chat_template)
     model = tiny_model(family, vocab_size, seed)
     _model_metadata(writer, family, model.config)
     q = gguf.GGMLQuantizationType[qtype]

@@ -141,7 +141,7 @@ def test_assets_are_the_page_modules_and_plotly():
 def test_an_import_is_resolved_from_the_importing_module_folder():
     assert widget_assets._resolve("widget.js", "./views/head.js") == "views/head.js"
     assert widget_assets._resolve("views/head.js", "../draw/figures.js") == "draw/figures.js"
-    assert widget_assets._resolve("views/head.js", "./grid.js") == "views/grid.js"
+    assert widget_assets._resolve("views/head.js", "../head/grid.js") == "head/grid.js"
     with pytest.raises(ValueError, match="outside frontend/js"):
         widget_assets._resolve("widget.js", "../app.js")
 

@@ -9,23 +9,10 @@ import time
 
 from ....model.causal.lens import Unsupported
 from ...errors import ApiError
-from ...service import Service
-from ..checks import check_token_count
 
 
 def elapsed_ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 3)
-
-
-def encode_text(svc: Service, text: str, name: str):
-    """The text's encoding, refused (naming ``name``) when empty or longer than the context."""
-    enc = svc.loaded.tokenizer.encode(text)
-    try:
-        check_token_count(len(enc.ids), svc.loaded.facts, enc.offsets)
-    except ApiError as e:
-        e.detail[0]["loc"] = ["body", name]
-        raise
-    return enc
 
 
 def not_exact(e: Unsupported, field: str) -> ApiError:

@@ -8,10 +8,10 @@ import time
 from ....model.causal import NotSplittable
 from ....model.causal.attribution import attribute
 from ...errors import ApiError
-from ...images import target_of
 from ...responses import dumps
 from ...schemas.attribution import AttributionRequest
 from ...service import Service
+from ...subject import target_of
 from ..rounding import round_sig
 
 
@@ -41,7 +41,7 @@ def attribution_json(svc: Service, req: AttributionRequest, started: float | Non
         "rest": float(round_sig(a.rest)),
         "frozen": a.frozen,
         "final_softcap": a.final_softcap,
-        **prompt.vision,
+        **prompt.adds,
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
     return dumps(body)

@@ -9,10 +9,10 @@ from ....model.causal.knockout import knockout
 from ....model.causal.lens import Unsupported
 from ....model.options import NoKeyLeft
 from ...errors import ApiError
-from ...images import target_of
 from ...responses import dumps
 from ...schemas.knockout import KnockoutRequest
 from ...service import Service
+from ...subject import target_of
 from ..attention import top_predictions
 from ..checks import check_attention_layer, check_index, check_span
 from ..rounding import round_sig
@@ -54,7 +54,7 @@ def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = No
     values, indices, lse = top_logits(backend, got.hidden, KNOCKOUT_TOP_K, 1.0)
     body = {
         "tokens": prompt.tokens,
-        **prompt.vision,
+        **prompt.adds,
         "position": position,
         "token_id": got.token_id,
         "token": svc.displays[got.token_id],

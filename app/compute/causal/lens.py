@@ -9,10 +9,10 @@ from ....model.causal import NotSplittable
 from ....model.causal.lens import Unsupported, lens
 from ....model.jlens.readout import head_readout, jacobian_lens
 from ...errors import ApiError
-from ...images import prompt_of
 from ...responses import dumps
 from ...schemas.lens import LensRequest
 from ...service import Service
+from ...subject import subject_of
 from ..attention import top_predictions
 from ..rounding import floor_sig
 from . import elapsed_ms, not_exact
@@ -24,7 +24,7 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
     if req.lens == "jacobian" and svc.jlens is None:
         raise ApiError(422, "no Jacobian lens is loaded: start the server with --jlens FILE (attnscope jlens "
                        "fits one), or ask for the logit lens", loc=("body", "lens"), type_="no_jacobian_lens")
-    prompt = prompt_of(svc, req.text, req.image)
+    prompt = subject_of(svc, req)
     if req.heads:
         _check_heads_size(svc, len(prompt.ids))
     try:
@@ -39,7 +39,7 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
         {"after": a, "top": top_predictions(got.values[i], got.indices[i], got.lse[i], svc.displays, 1.0)}
         for i, a in enumerate(after)
     ]
-    body = {"tokens": prompt.tokens, **prompt.vision, "lens": req.lens, "residuals": residuals}
+    body = {"tokens": prompt.tokens, **prompt.adds, "lens": req.lens, "residuals": residuals}
     if req.heads:
         body["heads"] = _heads(svc, prompt, req, got.indices[-1][:, 0])  # the model's own guess at each token
     body["timing_ms"] = elapsed_ms(t0)

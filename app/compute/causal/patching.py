@@ -10,21 +10,23 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.patching import PatchingRequest
 from ...service import Service
+from ...subject import subject_of
 from ..checks import check_token_id, position_of
 from ..rounding import round_sig
-from . import elapsed_ms, encode_text, not_exact
+from . import elapsed_ms, not_exact
 
 
 def patching_json(svc: Service, req: PatchingRequest, started: float | None = None) -> bytes:
     """The POST /api/patching answer: the share of the logit difference each head or residual piece restores."""
     t0 = time.perf_counter() if started is None else started
-    clean, corrupt = encode_text(svc, req.clean, "clean"), encode_text(svc, req.corrupt, "corrupt")
+    clean = subject_of(svc, req, text="clean", messages="clean_messages")
+    corrupt = subject_of(svc, req, text="corrupt", messages="corrupt_messages")
     n = len(clean.ids)
     if len(corrupt.ids) != n:
         raise ApiError(
             422,
             f"corrupt is {len(corrupt.ids)} tokens and clean {n}: patching needs as many tokens in both",
-            loc=("body", "corrupt"),
+            loc=("body", "corrupt" if req.corrupt_messages is None else "corrupt_messages"),
             type_="token_count_mismatch",
             ctx={"clean": n, "corrupt": len(corrupt.ids)},
         )
@@ -41,6 +43,7 @@ def patching_json(svc: Service, req: PatchingRequest, started: float | None = No
     body = {
         "tokens": clean.tokens,
         "corrupt_tokens": corrupt.tokens,
+        **({"spans": clean.spans, "corrupt_spans": corrupt.spans} if clean.spans else {}),
         "position": position,
         "token_id": got.token_id,
         "token": svc.displays[got.token_id],

@@ -7,10 +7,10 @@ import time
 
 from ....model.causal import NotSplittable
 from ....model.causal.qk import qk_attribution
-from ...images import prompt_of
 from ...responses import dumps
 from ...schemas.qk_attribution import QKAttributionRequest
 from ...service import Service
+from ...subject import subject_of
 from ..checks import check_attention_layer, check_index, check_position
 from ..rounding import round_sig
 from .attribution import refused
@@ -20,7 +20,7 @@ def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float 
     """The POST /api/qk-attribution answer: one head's raw score as query-side × key-side terms."""
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    prompt = prompt_of(svc, req.text, req.image)
+    prompt = subject_of(svc, req)
     ids = prompt.ids
     check_attention_layer(req.layer, ("body", "layer"), "layer", facts)
     what = f"the model has {facts.n_head} heads per layer"
@@ -39,7 +39,7 @@ def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float 
         "key_token": svc.displays[ids[req.key]],
         "frozen": r.frozen,
         "masked": r.masked,
-        **prompt.vision,
+        **prompt.adds,
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
     return dumps(body)

@@ -180,7 +180,7 @@ export function pipelineNotes({ causal, layer, kinds, headDim = null, image = nu
 }
 
 /** The subtitle of the compare view's left panel. */
-export function compareLeftCaption({ causal, scaled }) {
+export function scalingLeftCaption({ causal, scaled }) {
   if (causal && scaled) return "what the model computes";
   if (!scaled && !causal) return "what-if: no scaling and no mask, so this is the same as the right panel";
   if (!scaled) return "what-if: scaling is off, so this is the same as the right panel";

@@ -1,7 +1,7 @@
 // The pieces every figure shares (colours, fonts, token axes, margins, the hatching of masked
-// cells, number formats) and the chosen head's heatmap, which the head view and the compare
-// view both draw. Each view's own figures sit in its view_*.js module, the lessons' in
-// lessonfigures.js.
+// cells, number formats) and the chosen head's heatmap, which the head view and the scaling
+// view both draw. Each view's own figures sit in its module (views/), the lessons' in
+// lessons/figures.js.
 //
 // Pure functions: API data in, Plotly figure objects ({data, layout}) out. Matrices are arrays of
 // rows, indexed [query][key] as in the API. Every number a figure shows is the server's; the

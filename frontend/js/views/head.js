@@ -1,6 +1,6 @@
-// The head view ("Head & all heads"): the chosen head's attention pattern as a heatmap (exact,
+// The head view ("Head & grid"): the chosen head's attention pattern as a heatmap (exact,
 // or max-pooled for a long text with the exact cells of a zoomed block), the all-heads grid
-// beside it (view_grid.js), and the pointer on the heatmap: a click on a row chooses that
+// beside it (head/grid.js), and the pointer on the heatmap: a click on a row chooses that
 // query, a dragged box zooms in on a block of tokens (zoom.js). The notebook widget draws this view.
 
 import { hatchMeaning, maskKinds, scoresFormula } from "../draw/captions.js";
@@ -20,16 +20,16 @@ import {
 import { bandWords, tokenBands, withBands } from "../draw/quirkbands.js";
 import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
 import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
-import { drawGrid } from "./grid.js";
+import { drawGrid } from "../head/grid.js";
 import { isUndecoded } from "../wire.js";
 import { lazyRows } from "../draw/figures.js";
 import { installZoom } from "../draw/zoom.js";
 import { HEATMAP_DEFAULTS } from "../draw/headframe.js";
 import { bandLabel, imageMaskWords, imageRun } from "../draw/imageband.js";
 import { cellsIn, cellsParam, drawKnockout, installKnockout, knockoutShapes, knockoutState, parseCells, toggleCell }
-  from "./knockout.js";
-import { drawWhy, parseWhy, whyParam, whyShapes, whyState } from "./why.js";
-import { drawHeadWrites } from "./headwrites.js";
+  from "../head/knockout.js";
+import { drawWhy, parseWhy, whyParam, whyShapes, whyState } from "../head/why.js";
+import { drawHeadWrites } from "../head/writes.js";
 
 export const id = "head";
 export const label = "Head & grid";
@@ -46,7 +46,7 @@ export const state = {
   cellMode: "row",
   ...knockoutState,
   ...whyState,
-  headWrites: null, // POST /api/lens (Jacobian, heads) under the heatmap: {key, response, error} (headwrites.js)
+  headWrites: null, // POST /api/lens (Jacobian, heads) under the heatmap: {key, response, error} (head/writes.js)
 };
 /** The answers a new model makes stale: the knockout's, the split's and the head's writes. */
 export const answers = ["knockoutAnswer", "qk", "headWrites"];

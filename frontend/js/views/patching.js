@@ -13,7 +13,7 @@ import { asTrainedWords, colorBar, layerHeadFigure, layerTokenGrid, signedPeak }
 import { SIGNED_SCALE, baseLayout, fmtFixed, tokenAxis, tokenMargins } from "../draw/figures.js";
 import { selectedPosition, textTokens } from "../state.js";
 import { textOnlyNow } from "../textonly.js";
-import { bindSecondText, showSecondText } from "./texts.js";
+import { bindSecondText, showSecondText } from "./twotexts.js";
 
 export const id = "patching";
 export const label = "Patching";

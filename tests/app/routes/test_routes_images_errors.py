@@ -47,9 +47,9 @@ def clients(tmp_path_factory):
 
 
 def test_every_image_route_is_listed():
-    from attnscope.app.main import IMAGE_PATHS
+    from attnscope.app.main import image_paths
 
-    assert set(BODIES) == IMAGE_PATHS
+    assert set(BODIES) == image_paths()
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -1,23 +1,24 @@
-"""``POST /api/compare-texts``: one head on two texts, their patterns and their difference."""
+"""The two-texts view's route, URL ``POST /api/compare-texts``: one head on two texts, their patterns and
+their difference (:mod:`attnscope.app.compute.two_texts`)."""
 
 import time
 
 from fastapi import APIRouter
 
-from ..compute import texts
+from ..compute import two_texts
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.common import with_text_limit
-from ..schemas.texts import CompareTextsRequest, CompareTextsResponse
+from ..schemas.two_texts import TwoTextsRequest, TwoTextsResponse
 
 
 def make_router(max_text_chars: int) -> APIRouter:
     """The route, its request model holding the server's text limit."""
     router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
-    LimitedRequest = with_text_limit(CompareTextsRequest, max_text_chars)
+    LimitedRequest = with_text_limit(TwoTextsRequest, max_text_chars)
 
-    @router.post("/api/compare-texts", response_model=CompareTextsResponse, responses=ERRORS_POST)
-    async def compare_texts(
+    @router.post("/api/compare-texts", response_model=TwoTextsResponse, responses=ERRORS_POST)
+    async def two_texts_route(
         body: LimitedRequest,  # type: ignore[valid-type]
         svc: ServiceDep,
         state: StateDep,
@@ -25,6 +26,6 @@ def make_router(max_text_chars: int) -> APIRouter:
         """The same head on `text` and `text_b`: both patterns and, for texts of as many tokens, their
         difference cell by cell (`text_b` − `text`)."""
         started = time.perf_counter()
-        return RawJSONResponse(await state.run(texts.compare_texts_json, svc, body, started))
+        return RawJSONResponse(await state.run(two_texts.two_texts_json, svc, body, started))
 
     return router

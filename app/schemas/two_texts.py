@@ -1,14 +1,15 @@
-"""Request and response models of ``POST /api/compare-texts``: one head on two texts, side by side."""
+"""Request and response models of the two-texts view, ``POST /api/compare-texts``:
+one head on two texts, side by side."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .common import text_field, usable_text
-from .neuron import OneHeadRequest
+from .qk import OneHeadRequest
 
 
-class CompareTextsRequest(OneHeadRequest):
+class TwoTextsRequest(OneHeadRequest):
     """POST /api/compare-texts: `text` and `text_b` through the same head."""
 
     model_config = ConfigDict(
@@ -30,7 +31,7 @@ class OneText(BaseModel):
     pattern: list[list[float]] = Field(description="T×T the head's softmax weights; masked cells 0")
 
 
-class CompareTextsResponse(BaseModel):
+class TwoTextsResponse(BaseModel):
     layer: int
     head: int
     texts: list[OneText] = Field(description="the head on `text`, then on `text_b`")

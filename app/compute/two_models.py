@@ -1,4 +1,4 @@
-"""``POST /api/compare-models``: a second model of ``GET /api/models`` beside the served one, and
+"""The two-models view, ``POST /api/compare-models``: a second model of ``GET /api/models`` beside the served one, and
 both compared head by head on one text (:mod:`attnscope.model.compare`).
 
 The second model loads as a model switch does (:mod:`.switch`): checked to be on this machine
@@ -17,9 +17,10 @@ import numpy as np
 from ...model.compare import compare
 from ..errors import ApiError
 from ..responses import dumps
-from ..schemas.compare import CompareRequest
+from ..schemas.two_models import TwoModelsRequest
 from ..service import Service
-from .checks import check_attention_layer, check_index, check_token_count
+from ..subject import subject_of
+from .checks import check_attention_layer, check_index
 from .switch import check_memory, find_local, free_bytes, start_switch
 
 
@@ -76,12 +77,18 @@ def same_shape(a: Service, b: Service) -> None:
             )
 
 
-def same_ids(a: Service, b: Service, text: str) -> list[int]:
-    """The text's token ids, the same in both models; else a 422 naming ``model_b`` and the first difference."""
-    enc = a.loaded.tokenizer.encode(text)
-    ids = list(enc.ids)
-    check_token_count(len(ids), a.loaded.facts, enc.offsets)
-    ids_b = list(b.loaded.tokenizer.encode_ids(text))
+def same_ids(a: Service, b: Service, req: TwoModelsRequest):
+    """The subject's prompt in the served model, its ids the same in model_b; else a 422 naming ``model_b``
+    and the first difference."""
+    prompt = subject_of(a, req)
+    ids = prompt.ids
+    try:
+        ids_b = subject_of(b, req).ids
+    except ApiError as e:
+        item = e.detail[0]
+        name = b.extra.get("listed_as", b.loaded.facts.name)
+        msg = f"model_b is {name!r}: {item['msg']}"
+        raise ApiError(422, msg, loc=("body", "model_b"), type_=item["type"]) from None
     if ids_b != ids:
         at = next((i for i, (x, y) in enumerate(zip(ids, ids_b)) if x != y), min(len(ids), len(ids_b)))
         why = (
@@ -97,10 +104,10 @@ def same_ids(a: Service, b: Service, text: str) -> list[int]:
             type_="token_ids_differ",
             ctx={"position": at},
         )
-    return ids
+    return prompt
 
 
-def check_head(a: Service, req: CompareRequest) -> None:
+def check_head(a: Service, req: TwoModelsRequest) -> None:
     """The chosen layer and head are the served model's: checked before model_b is looked for, so a
     request wrong in both is told about its own numbers first."""
     facts = a.loaded.facts
@@ -108,13 +115,14 @@ def check_head(a: Service, req: CompareRequest) -> None:
     check_index(req.head, facts.n_head, ("body", "head"), "head", f"the model has {facts.n_head} heads per layer")
 
 
-def compare_json(a: Service, b: Service, req: CompareRequest, started: float | None = None) -> bytes:
+def two_models_json(a: Service, b: Service, req: TwoModelsRequest, started: float | None = None) -> bytes:
     """The answer of ``POST /api/compare-models``, as JSON bytes."""
     started = time.perf_counter() if started is None else started
     same_shape(a, b)
     check_head(a, req)
     facts = a.loaded.facts
-    ids = same_ids(a, b, req.text)
+    prompt = same_ids(a, b, req)
+    ids = prompt.ids
     T = len(ids)
     if 4 * T * T > a.max_matrix_cells:
         raise ApiError(
@@ -136,6 +144,7 @@ def compare_json(a: Service, b: Service, req: CompareRequest, started: float | N
             "model_a": a.info["name"],
             "model_b": b.extra.get("listed_as", b.info["name"]),
             "tokens": [a.displays[i] for i in ids],
+            **({"spans": prompt.spans} if prompt.spans else {}),
             "divergence": per_layer(result.divergence),
             "max_abs": per_layer(result.max_abs),
             "argmax_agreement": per_layer(result.argmax_agreement),

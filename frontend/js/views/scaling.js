@@ -3,7 +3,7 @@
 
 import {
   entropyCaption,
-  compareLeftCaption,
+  scalingLeftCaption,
   divisorWords,
   num,
   ratioWords,
@@ -19,7 +19,8 @@ import { headFigure } from "./head.js";
 import { extraKeys, quirkWords } from "../draw/quirks.js";
 import { tokenBands, withBands } from "../draw/quirkbands.js";
 
-export const id = "compare";
+export const id = "scaling";
+export const was = ["compare"]; // the id of old links
 export const label = "Scaled vs unscaled";
 /** The chosen head's answer; a long text's head is asked with its unscaled pattern too (requests.js). */
 export const needs = ["detail"];
@@ -52,9 +53,9 @@ export function draw(state) {
       ...band,
       maxTicks: 28,
     });
-  drawPlot(byId("compare-scaled"), sig, () => heatmap(h.pattern, false, "s"), "attnscope-scaled");
-  drawPlot(byId("compare-unscaled"), sig, () => heatmap(h.pattern_unscaled, true, "u"), "attnscope-unscaled");
-  setText(byId("compare-left-caption"), compareLeftCaption(state));
+  drawPlot(byId("scaling-scaled"), sig, () => heatmap(h.pattern, false, "s"), "attnscope-scaled");
+  drawPlot(byId("scaling-unscaled"), sig, () => heatmap(h.pattern_unscaled, true, "u"), "attnscope-unscaled");
+  setText(byId("scaling-left-caption"), scalingLeftCaption(state));
   for (const span of document.querySelectorAll(".divisor-label")) {
     const what = unscaled(layer) ? "÷ 1, what-if" : `÷ ${divisorWords(layer, headDim(state))}`;
     setText(span, layer.softcap ? `${what}, softcap ${num(layer.softcap)}` : what);
@@ -62,7 +63,7 @@ export function draw(state) {
   setText(byId("unscaled-label"), unscaledFormula(layer));
   setText(byId("entropy-caption"), entropyCaption(layer, quirkWords(state.model, "stats", { layer })));
   drawPlot(
-    byId("compare-entropy"),
+    byId("scaling-entropy"),
     sig,
     () =>
       entropyFigure({

@@ -12,7 +12,8 @@ import { signedModel } from "../draw/quirks.js";
 import { paramLink, scaleParam } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
-export const id = "texts";
+export const id = "twotexts";
+export const was = ["texts"]; // the id of old links
 export const label = "Two texts";
 /** Its slice: the second text, and POST /api/compare-texts {key, response, error}. */
 export const state = { textB: "", texts: null };
@@ -118,29 +119,29 @@ export function differenceFigure({ tokens, difference, mask, range, layer, head,
 }
 
 export function draw(state, els, app = null) {
-  const plots = byId("texts-plots");
+  const plots = byId("twotexts-plots");
   // no empty frames while there is nothing to draw
   plots.hidden = !(state.texts?.response && state.texts.key === textsKey(state));
   showSecondText(byId("text-b"), state);
   if (!state.text.trim() || !state.textB.trim()) {
     setText(
-      byId("texts-caption"),
+      byId("twotexts-caption"),
       "Type a second text to see the chosen head on both, for instance the first with one word changed.",
     );
     return false;
   }
   const key = textsKey(state);
   const { response, error } = answerFor(state, "texts", key, app && (() => ask(app, state, key)));
-  if (error) setText(byId("texts-caption"), `Could not compare: ${error}`);
+  if (error) setText(byId("twotexts-caption"), `Could not compare: ${error}`);
   if (!response) return false;
   const [a, b] = response.texts;
   // a model whose maps are signed (a quirk says so): the diverging scale
   const head = { layer: response.layer, head: response.head, signed: signedModel(state.model) };
   // the difference's box first: shown or not, it decides the width of the other two
-  const diffBox = byId("texts-diff");
+  const diffBox = byId("twotexts-diff");
   const reflowed = diffBox.hidden !== (response.difference === null);
   diffBox.hidden = response.difference === null;
-  const [boxA, boxB] = [byId("texts-a"), byId("texts-b")];
+  const [boxA, boxB] = [byId("twotexts-a"), byId("twotexts-b")];
   for (const [box, t, which, title] of [
     [boxA, a, "a", "first text"],
     [boxB, b, "b", "second text"],
@@ -160,7 +161,7 @@ export function draw(state, els, app = null) {
     );
   }
   setText(
-    byId("texts-caption"),
+    byId("twotexts-caption"),
     response.difference === null
       ? `Layer ${response.layer}, head ${response.head} on both texts. No difference is drawn: ` +
           `${response.why_no_difference}.`

@@ -1,4 +1,5 @@
-"""Request and response models of ``POST /api/compare-models``: two models' attention on one text."""
+"""Request and response models of the two-models view, ``POST /api/compare-models``:
+two models' attention on one text."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import TextInput
+from .common import Spans, Subject
 
 
-class CompareRequest(TextInput):
+class TwoModelsRequest(Subject):
     """POST /api/compare-models."""
 
     model_config = ConfigDict(
@@ -24,17 +25,18 @@ class CompareRequest(TextInput):
     head: int = Field(0, ge=0, description="... and its head")
 
 
-class CompareLoading(BaseModel):
+class TwoModelsLoading(BaseModel):
     """The 202 while ``model_b`` loads (ask again)."""
 
     model_b: str
     status: Literal["loading"]
 
 
-class CompareResponse(BaseModel):
+class TwoModelsResponse(BaseModel):
     model_a: str = Field(description="the served model")
     model_b: str
     tokens: list[str] = Field(description="the text's tokens (both models give the same ids)")
+    spans: Spans = None
     divergence: list[list[float] | None] = Field(
         description="[layer][head]: Jensen-Shannon divergence of the two models' rows, bits, mean over queries "
         "(0 to 1); null for a layer without softmax attention"

@@ -12,9 +12,10 @@ import { ACCENT, WEIGHT_SCALE, baseLayout } from "../draw/figures.js";
 import { headHeatmapFigure } from "../draw/heatmap.js";
 import { signedModel } from "../draw/quirks.js";
 import { paramLink } from "../state.js";
-import { differenceFigure } from "./texts.js";
+import { differenceFigure } from "./twotexts.js";
 
-export const id = "models";
+export const id = "twomodels";
+export const was = ["models"]; // the id of old links
 export const label = "Two models";
 /**
  * Its slice: the second model's name, POST /api/compare-models {key, response, error, loading}, and the models
@@ -45,7 +46,7 @@ export function install(app) {
     app.state.modelB = select.value;
     app.update();
   });
-  onPlotClick(byId("models-map"), (pt) => {
+  onPlotClick(byId("twomodels-map"), (pt) => {
     const layer = Number.parseInt(String(pt.y).replace(/\D/g, ""), 10); // "L3": the layer's number
     const head = Number.parseInt(String(pt.x).replace(/\D/g, ""), 10);
     if (Number.isInteger(layer) && Number.isInteger(head)) app.selectHead(layer, head);
@@ -184,13 +185,13 @@ function modelsWords(r, state) {
 
 export function draw(state, els, app = null) {
   fillPicker(state);
-  const caption = byId("models-caption");
+  const caption = byId("twomodels-caption");
   const asked = Boolean(state.modelB && state.text.trim());
   if (asked && state.models?.key !== modelsKey(state) && app) ask(app, state);
   const current = asked && state.models?.key === modelsKey(state) ? state.models : null;
   const shown = current?.response ?? current?.previous ?? null; // the map: the same for every head
-  byId("models-map").hidden = !shown;
-  byId("models-plots").hidden = !current?.response;
+  byId("twomodels-map").hidden = !shown;
+  byId("twomodels-plots").hidden = !current?.response;
   if (!asked) {
     setText(
       caption,
@@ -206,11 +207,11 @@ export function draw(state, els, app = null) {
   setText(caption, words);
   const mapSig = `${mapKey(state)}|${state.layer}|${state.head}|${shown === r}`;
   if (shown) {
-    const map = byId("models-map");
+    const map = byId("twomodels-map");
     const height = `${mapHeight(shown.divergence.filter((row) => row).length)}px`;
     if (map.style.height !== height) map.style.height = height; // a labelled row per layer
     const cellPx = map.clientWidth / shown.divergence.find((row) => row).length;
-    drawPlot(map, mapSig, () => divergenceFigure(shown, state, cellPx), "attnscope-models-map");
+    drawPlot(map, mapSig, () => divergenceFigure(shown, state, cellPx), "attnscope-twomodels-map");
   }
   if (!r) return false;
   drawParts(r, state);
@@ -223,10 +224,10 @@ function drawParts(r, state) {
   const head = { layer: state.layer, head: state.head, signed: signedModel(state.model) };
   const one = (pattern, title) =>
     titled(headHeatmapFigure({ tokens: r.tokens, pattern, mask: r.mask, ...head, title }));
-  drawPlot(byId("models-a"), `${key}|a`, () => one(r.a, `A: ${r.model_a} (served)`), "attnscope-model-a");
-  drawPlot(byId("models-b"), `${key}|b`, () => one(r.b, `B: ${r.model_b}`), "attnscope-model-b");
+  drawPlot(byId("twomodels-a"), `${key}|a`, () => one(r.a, `A: ${r.model_a} (served)`), "attnscope-model-a");
+  drawPlot(byId("twomodels-b"), `${key}|b`, () => one(r.b, `B: ${r.model_b}`), "attnscope-model-b");
   const range = Math.max(r.max_abs[state.layer][state.head], 1e-6);
   const diff = { tokens: r.tokens, difference: r.difference, mask: r.mask, range, ...head };
   const figure = () => titled(differenceFigure({ ...diff, what: "B − A", title: "B − A" }));
-  drawPlot(byId("models-diff"), `${key}|d`, figure, "attnscope-models-diff");
+  drawPlot(byId("twomodels-diff"), `${key}|d`, figure, "attnscope-twomodels-diff");
 }

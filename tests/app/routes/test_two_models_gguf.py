@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from tests.app.routes.test_compare import eager_patterns, oracle  # noqa: E402
+from tests.app.routes.test_two_models import eager_patterns, oracle  # noqa: E402
 from tests.kit.app import compare_models  # noqa: E402
 from tests.kit.gguf import eager_reference, transformers_original, write  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""``POST /api/compare-texts``: one head on two texts, and where they have the same number of
+"""The two-texts view, ``POST /api/compare-texts``: one head on two texts, and where they have the same number of
 tokens, the difference of the two patterns cell by cell (for instance "The doctor said she" and
 "The doctor said he": the same positions, one token changed)."""
 
@@ -9,22 +9,22 @@ import time
 import numpy as np
 
 from ..responses import dumps
-from ..schemas.texts import CompareTextsRequest
+from ..schemas.two_texts import TwoTextsRequest
 from ..service import Service
 from .onehead import one_head
 from .rounding import PATTERN_DECIMALS
 
 
-def _one(svc: Service, req: CompareTextsRequest, text: str, field: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _one(svc: Service, req: TwoTextsRequest, text: str, field: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The head on one text: tokens, its layer's mask and the pattern; errors name ``field``."""
     result, fields = one_head(svc, req, ["pattern"], text=text, field=field)
     mask = result.capture.layers[0].mask
     return [svc.displays[i] for i in result.token_ids], mask, fields["pattern"]
 
 
-def compare_texts_json(svc: Service, req: CompareTextsRequest, started: float | None = None) -> bytes:
+def two_texts_json(svc: Service, req: TwoTextsRequest, started: float | None = None) -> bytes:
     t0 = time.perf_counter() if started is None else started
-    a = _one(svc, req, req.text, "text")
+    a = _one(svc, req, None, "text")  # the subject: text or messages
     b = _one(svc, req, req.text_b, "text_b")
     difference = max_abs = why = None
     if len(a[0]) == len(b[0]):

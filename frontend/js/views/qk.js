@@ -10,7 +10,8 @@ import { currentGrid, scaleParam, selectedPosition } from "../state.js";
 import { textOnlyNow } from "../textonly.js";
 import { offParam } from "../switchedoff.js";
 
-export const id = "neuron";
+export const id = "qk";
+export const was = ["neuron"]; // the id of old links
 export const label = "q · k";
 /** Its slice: the key position (null: the one the query weighs most), and POST /api/neuron {key, response, error}. */
 export const state = { neuronKey: null, neuron: null };
@@ -36,7 +37,7 @@ export const chosenKey = (state, T) => (state.neuronKey === null ? null : Math.m
 
 /** The key picker: a token, or "the heaviest" (the server's choice). */
 export function install(app) {
-  byId("neuron-key").addEventListener("change", (ev) => {
+  byId("qk-key").addEventListener("change", (ev) => {
     app.state.neuronKey = ev.target.value === "" ? null : Number(ev.target.value);
     app.update();
   });
@@ -117,7 +118,7 @@ export function neuronWords(n) {
 }
 
 function fillKeys(tokens, chosen) {
-  const select = byId("neuron-key");
+  const select = byId("qk-key");
   const sig = tokens.join("\u0000");
   if (select.dataset.signature !== sig) {
     select.dataset.signature = sig;
@@ -154,10 +155,10 @@ export function draw(state, els, app = null) {
   }
   const { response, error } = state.neuron;
   setText(
-    byId("neuron-caption"),
+    byId("qk-caption"),
     error ? `Could not compute: ${error}` : response ? neuronWords(response) : "computing…",
   );
-  const plot = byId("neuron-plot");
+  const plot = byId("qk-plot");
   if (!response) {
     if (error && plot.dataset.signature) {
       window.Plotly?.purge(plot); // no bars left standing under an error: they would be another text's

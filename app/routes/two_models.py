@@ -1,34 +1,34 @@
-"""``POST /api/compare-models``: see :mod:`attnscope.app.compute.compare`."""
+"""The two-models view's route, URL ``POST /api/compare-models``: see :mod:`attnscope.app.compute.two_models`."""
 
 import time
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from ..compute.compare import check_head, compare_json, second_service
 from ..compute.models import machine_models
+from ..compute.two_models import check_head, second_service, two_models_json
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.common import with_text_limit
-from ..schemas.compare import CompareLoading, CompareRequest, CompareResponse
+from ..schemas.two_models import TwoModelsLoading, TwoModelsRequest, TwoModelsResponse
 
 
 def make_router(max_text_chars: int) -> APIRouter:
     """The route, its request model holding the server's text limit."""
     router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
-    LimitedRequest = with_text_limit(CompareRequest, max_text_chars)
+    LimitedRequest = with_text_limit(TwoModelsRequest, max_text_chars)
 
     @router.post(
         "/api/compare-models",
-        response_model=CompareResponse,
+        response_model=TwoModelsResponse,
         responses={
             **ERRORS_POST,
-            202: {"model": CompareLoading, "description": "model_b is loading beside the served model: ask again"},
+            202: {"model": TwoModelsLoading, "description": "model_b is loading beside the served model: ask again"},
             409: {"description": "another model is loading (a switch, or another model_b)"},
             507: {"description": "model_b does not fit in memory beside the served model"},
         },
     )
-    async def compare_models(body: LimitedRequest, svc: ServiceDep, state: StateDep):  # type: ignore[valid-type]
+    async def two_models_route(body: LimitedRequest, svc: ServiceDep, state: StateDep):  # type: ignore[valid-type]
         """Two models on one text, head by head: per head the Jensen-Shannon divergence of their rows
         (bits, mean over queries), the largest |difference| of a weight and the share of rows whose
         heaviest key agrees; the chosen head's two patterns. ``model_b`` is any model of ``GET
@@ -46,6 +46,6 @@ def make_router(max_text_chars: int) -> APIRouter:
         second = second_service(state, models, body.model_b, load)
         if second is None:
             return JSONResponse({"model_b": body.model_b, "status": "loading"}, status_code=202)
-        return RawJSONResponse(await state.run(compare_json, svc, second, body, started))
+        return RawJSONResponse(await state.run(two_models_json, svc, second, body, started))
 
     return router

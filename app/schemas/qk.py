@@ -1,14 +1,15 @@
-"""Request and response models of ``POST /api/neuron``: one query and one key of one head, element by element."""
+"""Request and response models of the q · k view, ``POST /api/neuron``:
+one query and one key of one head, element by element."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .attention import Scale
-from .common import HeadRef, Index, TextInput, ablate_field
+from .common import HeadRef, Index, Spans, Subject, TokenKinds, ablate_field
 
 
-class OneHeadRequest(TextInput):
+class OneHeadRequest(Subject):
     """What a request about one head of one text holds: the text, the head, the what-ifs."""
 
     layer: Index = Field(description="the head's layer (an attention layer)")
@@ -18,7 +19,7 @@ class OneHeadRequest(TextInput):
     ablate: list[HeadRef] = ablate_field()
 
 
-class NeuronRequest(OneHeadRequest):
+class QkRequest(OneHeadRequest):
     """POST /api/neuron."""
 
     model_config = ConfigDict(
@@ -30,8 +31,10 @@ class NeuronRequest(OneHeadRequest):
     key: Index | None = Field(None, description="the key position; default the one the query weighs most")
 
 
-class NeuronResponse(BaseModel):
+class QkResponse(BaseModel):
     tokens: list[str]
+    token_kinds: TokenKinds = None
+    spans: Spans = None
     layer: int
     head: int
     query: int

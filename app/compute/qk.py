@@ -1,4 +1,4 @@
-"""``POST /api/neuron``: BertViz's neuron view on the real model. For one head, one query and one
+"""The q · k view, ``POST /api/neuron``: BertViz's neuron view on the real model. For one head, one query and one
 key: ``q``, ``k`` and ``q ⊙ k`` element by element, whose sum is the raw score, then the score
 softmax saw and the weight. The lesson's point (a dot product is a sum of products, and its size
 grows with the head's width) made on the model's own vectors."""
@@ -11,14 +11,14 @@ import time
 import numpy as np
 
 from ..responses import dumps
-from ..schemas.neuron import NeuronRequest
+from ..schemas.qk import QkRequest
 from ..service import Service
 from .checks import check_position
-from .onehead import one_head
+from .onehead import marks, one_head
 from .rounding import PATTERN_DECIMALS, SCORE_DECIMALS
 
 
-def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) -> bytes:
+def qk_json(svc: Service, req: QkRequest, started: float | None = None) -> bytes:
     t0 = time.perf_counter() if started is None else started
     result, fields = one_head(svc, req, ["q", "k", "attn_scores_raw", "attn_scores", "pattern"])
     T = len(result.token_ids)
@@ -31,6 +31,7 @@ def neuron_json(svc: Service, req: NeuronRequest, started: float | None = None) 
     raw, scaled = float(fields["attn_scores_raw"][query, key]), float(fields["attn_scores"][query, key])
     answer = {
         "tokens": [svc.displays[i] for i in result.token_ids],
+        **marks(result),
         "layer": req.layer,
         "head": req.head,
         "query": query,

@@ -17,8 +17,8 @@ A, B = "The doctor said she", "The doctor said he"
 
 def open_two_texts(tab, width: int) -> None:
     """Two texts at ``width`` px, layer 2 head 1 on A and B, once their difference is drawn."""
-    tab.open_at(width, "/#view=texts&layer=2&head=1&text=" + quote(A) + "&textb=" + quote(B), height=1000)
-    tab.drawn("texts-diff")
+    tab.open_at(width, "/#view=twotexts&layer=2&head=1&text=" + quote(A) + "&textb=" + quote(B), height=1000)
+    tab.drawn("twotexts-diff")
 
 
 @pytest.mark.parametrize("width", [1280, 390])
@@ -26,34 +26,34 @@ def test_two_texts_and_their_difference_are_the_servers(tab, width):
     page = tab.page
     open_two_texts(tab, width)
     served = post_json(tab.base_url + "/api/compare-texts", {"text": A, "text_b": B, "layer": 2, "head": 1})
-    for testid, text in (("texts-a", served["texts"][0]), ("texts-b", served["texts"][1])):
+    for testid, text in (("twotexts-a", served["texts"][0]), ("twotexts-b", served["texts"][1])):
         drawn = tab.figure(testid)["data"][0]["z"]
         assert [c or 0 for row in drawn for c in row] == pytest.approx(
             [c for row in text["pattern"] for c in row], abs=1e-9
         )
-    diff = tab.figure("texts-diff")
+    diff = tab.figure("twotexts-diff")
     drawn = [c or 0 for row in diff["data"][0]["z"] for c in row]
     assert drawn == pytest.approx([c for row in served["difference"] for c in row], abs=1e-9)
     assert diff["data"][0]["zmax"] == pytest.approx(served["max_abs_difference"]) and diff["data"][0]["zmid"] == 0
-    assert "the second's weights minus the first's" in page.get_by_test_id("texts-caption").inner_text()
-    boxes = [page.get_by_test_id(t).bounding_box() for t in ("texts-a", "texts-b", "texts-diff")]
+    assert "the second's weights minus the first's" in page.get_by_test_id("twotexts-caption").inner_text()
+    boxes = [page.get_by_test_id(t).bounding_box() for t in ("twotexts-a", "twotexts-b", "twotexts-diff")]
     assert all(b["x"] >= 0 and b["x"] + b["width"] <= width for b in boxes)
     if width == 390:  # stacked
         assert boxes[0]["y"] < boxes[1]["y"] < boxes[2]["y"]
     # a longer second text: both heads drawn, the difference left out and why
     page.get_by_test_id("text-b").fill(B + " was right")
     page.wait_for_function(
-        "() => document.querySelector('[data-testid=texts-caption]').innerText.includes('No difference')"
+        "() => document.querySelector('[data-testid=twotexts-caption]').innerText.includes('No difference')"
     )
-    assert page.get_by_test_id("texts-diff").is_hidden()
+    assert page.get_by_test_id("twotexts-diff").is_hidden()
     assert "textb=" in page.evaluate("() => window.location.hash")
     # a second text over the context: said, naming it, and no empty frames
     page.get_by_test_id("text-b").fill(B + " again" * 300)
     page.wait_for_function(
-        "() => document.querySelector('[data-testid=texts-caption]').innerText.includes('Could not compare')"
+        "() => document.querySelector('[data-testid=twotexts-caption]').innerText.includes('Could not compare')"
     )
-    assert "text_b is" in page.get_by_test_id("texts-caption").inner_text()
-    assert page.get_by_test_id("texts-plots").is_hidden()
+    assert "text_b is" in page.get_by_test_id("twotexts-caption").inner_text()
+    assert page.get_by_test_id("twotexts-plots").is_hidden()
     assert not tab.unexpected_console_errors(allowed=("422",))  # the refused text_b, said on the page
 
 
@@ -62,7 +62,7 @@ def test_the_titles_stand_clear_of_the_axis_and_its_labels(tab, width):
     """Issue 32, item 6: at 390 px "first text" overlapped "key (attended to)" and the token labels."""
     page = tab.page
     open_two_texts(tab, width)
-    for testid in ("texts-a", "texts-b"):
+    for testid in ("twotexts-a", "twotexts-b"):
         boxes = page.evaluate(
             """(id) => {
                 const gd = document.querySelector(`[data-testid=${id}]`);

@@ -1,0 +1,122 @@
+"""A request's subject, resolved once: what the model reads, as it reads it.
+
+Every request schema composes :class:`~attnscope.app.schemas.common.Subject` (``text`` or
+``messages``, ``add_generation_prompt``) and the parts its route takes (``image``); every route
+turns it into a :class:`Prompt` here, with :func:`subject_of`, and nowhere else: the ids, their
+display strings and character ranges, the backend to run them on (with an image: the model's, the
+image bound to every pass) and what the answer adds for the subject (``token_kinds`` and ``image``
+with an image; ``token_kinds`` and ``spans`` with a conversation). A part the model cannot take is a
+422 naming it, before any computing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.chat import ChatError
+from .compute.checks import check_token_count, check_token_id, position_of
+from .errors import ApiError
+from .images import image_answer, image_prompt
+from .service import Service
+
+
+@dataclass
+class Prompt:
+    """A subject as the model receives it (see the module's docstring)."""
+
+    ids: list[int]
+    tokens: list[str]
+    offsets: list[list[int]]
+    backend: Any
+    adds: dict[str, Any] = field(default_factory=dict)  # what the answer adds: token_kinds, image, spans
+
+    @property
+    def kinds(self) -> list[str] | None:
+        return self.adds.get("token_kinds")
+
+    @property
+    def spans(self) -> list[dict[str, Any]] | None:
+        return self.adds.get("spans")
+
+
+def subject_of(svc: Service, req, text: str = "text", messages: str = "messages") -> Prompt:
+    """The subject of ``req`` (its ``text`` or ``messages``, ``add_generation_prompt`` and ``image``),
+    resolved against the model. ``text``, ``messages``: the fields' names in a request with two
+    subjects (patching's ``clean`` / ``clean_messages`` and ``corrupt`` / ``corrupt_messages``)."""
+    return prompt_of(
+        svc,
+        text=getattr(req, text),
+        messages=getattr(req, messages, None),
+        add_generation_prompt=getattr(req, "add_generation_prompt", None),
+        image=getattr(req, "image", None),
+        names=(text, messages),
+    )
+
+
+def prompt_of(
+    svc: Service,
+    text: str | None,
+    messages: list | None = None,
+    add_generation_prompt: bool | None = None,
+    image: str | None = None,
+    names: tuple[str, str] = ("text", "messages"),
+) -> Prompt:
+    """A text (with ``image``: laid out as the model's processor lays them out) or a conversation
+    (laid out by the model's chat template); refused, naming the field, when it has no tokens or
+    more than the context."""
+    lm = svc.loaded
+    if messages is not None:
+        return _conversation(svc, messages, add_generation_prompt, image is not None, names[1])
+    name = names[0]
+    if image is None:
+        enc = lm.tokenizer.encode(text)
+        got = Prompt(enc.ids, enc.tokens, [list(o) for o in enc.offsets], lm.backend)
+    else:
+        vp, tokens, offsets = image_prompt(svc, text, image)
+        adds = {"token_kinds": vp.kinds, "image": image_answer(vp)}
+        got = Prompt(vp.ids, tokens, offsets, lm.backend.with_image(vp), adds)
+    try:
+        check_token_count(len(got.ids), lm.facts, got.offsets, got.kinds)
+    except ApiError as e:
+        if e.detail[0]["loc"] == ["body", "text"]:  # the text's own field by its name; an image stays named
+            e.detail[0]["loc"] = ["body", name]
+            e.detail[0]["msg"] = e.detail[0]["msg"].replace("text", name, 1)
+        raise
+    return got
+
+
+def _conversation(svc: Service, messages: list, add_generation_prompt: bool | None, image: bool, name: str) -> Prompt:
+    """``messages`` through the model's chat template (:class:`~attnscope.model.chat.ChatTemplate`)."""
+    lm = svc.loaded
+    loc = ("body", name)
+    template = lm.backend.chat_template
+    if template is None:
+        msg = f"{name} were sent, but {lm.facts.name} has no chat template; send text"
+        raise ApiError(422, msg, loc=loc, type_="chat_unsupported")
+    if image:
+        msg = f"{name} and image together are not shown yet; send the image with text"
+        raise ApiError(422, msg, loc=loc, type_="chat_with_image")
+    turns = [{"role": m.role, "content": m.content} for m in messages]
+    if add_generation_prompt is None:  # the model answers next unless the assistant spoke last
+        add_generation_prompt = turns[-1]["role"] != "assistant"
+    try:
+        chat = template.layout(lm.tokenizer, turns, add_generation_prompt)
+    except ChatError as e:
+        raise ApiError(422, f"{name}: {e}", loc=loc, type_="chat_template_refused") from None
+    n, limit = len(chat.ids), lm.facts.block_size
+    if n == 0:
+        raise ApiError(422, f"{name} give no tokens through the chat template", loc=loc, type_="text_no_tokens")
+    if n > limit:
+        msg = f"{name} are {n} tokens through the chat template; the model's context is {limit} tokens"
+        raise ApiError(422, msg, loc=loc, type_="too_many_tokens", ctx={"limit": limit, "count": n})
+    adds = {"token_kinds": chat.kinds, "spans": chat.spans}
+    return Prompt(chat.ids, chat.tokens, chat.offsets, lm.backend, adds)
+
+
+def target_of(svc: Service, req) -> tuple[Prompt, int]:
+    """A request's subject (:func:`subject_of`) and the position it asks about, its ``token_id`` checked."""
+    prompt = subject_of(svc, req)
+    position = position_of(req.position, len(prompt.ids))
+    check_token_id(req.token_id, "token_id", svc.loaded.facts)
+    return prompt, position
