@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-Kind = Literal["weights", "scores", "vectors", "rows", "parts", "stats", "number", "heads", "kinds", "spans"]
+Kind = Literal["weights", "scores", "vectors", "rows", "parts", "stats", "number", "heads", "kinds", "spans", "shares"]
 At = Literal["head", "layer", "answer"]
 Sits = Literal["row", "head", "parts", "band"]
 Scale = Literal["weights", "share", "signed", "scores", "band"]
@@ -53,7 +53,8 @@ class Drawn:
     entropy is of; ``grid``, ``lines`` the all-heads grid's and the lines' captions; ``hover`` the cell's or
     the strip's hover; ``scores`` after the raw score's name in the hover; ``colorbar`` the colour bar's title;
     ``cell`` what a pooled cell of the grid is; ``heads`` what the model's heads are; ``keys`` one more key
-    every row's softmax sees; ``band`` a band's label (``{n}`` its tokens, ``{role}``, ``{message}``).
+    every row's softmax sees; ``band`` a band's label (``{n}`` its tokens, ``{role}``, ``{message}``); ``head``
+    one of a message's numbers beside the head (``{role}``, ``{value}``).
     """
 
     sits: Sits
@@ -263,6 +264,15 @@ OTHER_FIELDS = (
         drawn=Drawn(
             "band", "role", "band", {"band": "{role}", "hover": "message {message}: {role}"}, flag="chat", values=ROLES
         ),
+    ),
+    HeadField(
+        "span_mass",
+        "shares",
+        None,
+        "with messages: [layer][head][span], the weight the last query row puts on each message's content tokens",
+        layers="chat",
+        at="answer",
+        drawn=Drawn("head", "last row on", "share", {"head": "{role} {value}"}, flag="chat"),
     ),
 )
 

@@ -35,7 +35,8 @@ class FieldInfo(BaseModel):
         description="weights: T×T softmax, masked 0; scores: T×T, masked null; vectors: T×head_dim; "
         "rows: one number per query; parts: two T×T softmax matrices (differential attention); stats; "
         "number: one number a layer; heads: one number a head of the layer; kinds: one word a token; "
-        "spans: [{message, role, start, end}], half-open token ranges"
+        "spans: [{message, role, start, end}], half-open token ranges; shares: [layer][head][span], a share "
+        "a message"
     )
     decimals: int | None = Field(description="decimals kept in JSON; null for the statistics (significant digits)")
     meaning: str
@@ -58,7 +59,7 @@ class FieldInfo(BaseModel):
     )
     words: dict[str, str] | None = optional_field(
         "a quirk's sentences by where they stand (rows, pooled, sums, steps, stats, grid, lines, hover, scores, "
-        "colorbar, cell, heads, keys, band); {name} is the layer's number of the field name, {value}, {min}, "
+        "colorbar, cell, heads, keys, band, head); {name} is the layer's number of the field name, {value}, {min}, "
         "{max} this field's, {0} and {1} its parts', {n}, {role}, {message} a band's"
     )
     parts: list[str] | None = optional_field("a quirk of kind parts: each part's panel title")
@@ -117,7 +118,7 @@ class ModelInfo(BaseModel):
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
     chat: bool = Field(False, description="the model carries a chat template: `messages` may replace `text`")
     subject: list[str] = Field(
-        description="the parts of a request's subject this model takes, e.g. [\"text\", \"messages\", \"image\"]"
+        description='the parts of a request\'s subject this model takes, e.g. ["text", "messages", "image"]'
     )
     image_limits: ImageLimits | None = Field(None, description="the image limits, on an image-text model; else null")
     jlens: JLensInfo | None = Field(

@@ -86,12 +86,22 @@ export const extraKeys = (model, layer) =>
     .map((f) => f.words?.keys)
     .filter(Boolean);
 
-/** The layer's quirk numbers as the head's title writes them: "λ 0.812", "sink logit 1.234". */
-export function headNumbers(model, layer, head) {
+/**
+ * The head's quirk numbers as its title writes them: the layer's ("λ 0.812", "sink logit 1.234"), and an answer's
+ * share a message of this head (`shares`, one a band of `spans`: "last row on system 0.012, user 0.800").
+ */
+export function headNumbers(model, layer, head, answer = null) {
   const numbers = layerNumbers(model, layer, head);
+  const spans = answer?.spans ?? [];
   return quirks(model)
-    .filter((f) => f.sits === "head" && numbers[f.name] != null)
-    .map((f) => `${f.label} ${Number(numbers[f.name]).toFixed(3)}`);
+    .filter((f) => f.sits === "head")
+    .map((f) => {
+      if (f.at === "layer") return numbers[f.name] == null ? null : `${f.label} ${fill("{v}", { v: numbers[f.name] })}`;
+      const shares = answer?.[f.name]?.[layer?.layer]?.[head];
+      if (!shares || shares.length !== spans.length) return null;
+      return `${f.label} ${spans.map((s, n) => fill(f.words.head, { role: s.role, value: shares[n] })).join(", ")}`;
+    })
+    .filter(Boolean);
 }
 
 /**
