@@ -67,8 +67,8 @@ def test_each_message_is_a_band_in_its_roles_colour_on_every_token_axis(chat_tab
     for s in spans:
         mine = [b for b in drawn if b["name"].startswith(f"message {s['message']}:")]
         assert len(mine) == 2 and all(s["role"] in b["name"] for b in mine)
-        top = next(b for b in mine if b["yref"] == "paper")
-        left = next(b for b in mine if b["xref"] == "paper")
+        top = next(b for b in mine if b["yref"] == "y domain")
+        left = next(b for b in mine if b["xref"] == "x domain")
         assert (top["x0"], top["x1"]) == (s["start"] - 0.5, s["end"] - 0.5)
         assert (left["y0"], left["y1"]) == (s["start"] - 0.5, s["end"] - 0.5)
     # a colour per role, the same for every message of that role, as many colours as roles
@@ -100,4 +100,12 @@ def test_each_message_is_a_band_in_its_roles_colour_on_every_token_axis(chat_tab
         page.wait_for_function("(id) => document.querySelector(`[data-testid='${id}']`)?.data", arg=testid)
         assert sorted(b["name"] for b in bars(tab.figure(testid))) == sorted(b["name"] for b in drawn)
     page.screenshot(path=f"/tmp/role-bands-{width}.png", full_page=True)
+    # the mask pipeline: every step's panel has a bar a message along its keys and its queries
+    page.locator("#tab-pipeline").click()
+    tab.settle()
+    page.wait_for_function("() => document.querySelector('[data-testid=mask-steps]')?.data")
+    steps = tab.figure("mask-steps")
+    panels = {(t["xaxis"], t["yaxis"]) for t in steps["data"] if t.get("coloraxis")}
+    assert len(bars(steps)) == 2 * len(spans) * len(panels) and len(panels) >= 4
+    page.screenshot(path=f"/tmp/role-bands-steps-{width}.png", full_page=True)
     assert not tab.unexpected_console_errors()

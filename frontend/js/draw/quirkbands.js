@@ -62,41 +62,36 @@ function foldAxis(axis, band) {
   return { ...axis, tickvals: ticks.map((t) => t[0]), ticktext: ticks.map((t) => t[1]) };
 }
 
-/** The bars of one band along the keys' axes `xs` (top) and the queries' (left), a row of bands further out. */
-function bandShapes(band, xs) {
+/**
+ * The bars of one band along each panel's keys (top) and queries (left), `pairs` its panels' [x, y] axes, the bars
+ * placed by the axes' domains; a row of bands further out.
+ */
+function bandShapes(band, pairs) {
   const out = 0.02 * band.row;
-  const common = {
-    type: "rect",
-    name: band.title,
-    fillcolor: band.color,
-    line: { width: 0 },
-    layer: "above",
-    opacity: 0.9,
-  };
-  const top = (x) => ({ xref: x, yref: "paper", x0: band.from - 0.5, x1: band.to + 0.5, y0: 1 + out });
-  const y1 = 1.015 + out;
-  return [
-    ...xs.map((x) => ({ ...common, ...top(x), y1 })),
-    { ...common, xref: "paper", yref: "y", x0: -0.015 - out, x1: -out, y0: band.from - 0.5, y1: band.to + 0.5 },
-  ];
+  const common = { type: "rect", name: band.title, fillcolor: band.color, line: { width: 0 }, layer: "above" };
+  const [from, to] = [band.from - 0.5, band.to + 0.5];
+  return pairs.flatMap(([x, y]) => [
+    { ...common, opacity: 0.9, xref: x, yref: `${y} domain`, x0: from, x1: to, y0: 1 + out, y1: 1.015 + out },
+    { ...common, opacity: 0.9, xref: `${x} domain`, yref: y, x0: -0.015 - out, x1: -out, y0: from, y1: to },
+  ]);
 }
 
 const axisKey = (ref) => `${ref[0]}axis${ref.slice(1)}`; // "x2" -> "xaxis2"
 
 /**
- * A token map's figure (`{data, layout}`, its axes `xaxis` keys and `yaxis` queries; `xs`: every keys' axis of a
- * figure of panels side by side) with the answer's bands (tokenBands) drawn: bars along both axes, a band that
- * folds shown as one label unless `expanded`.
+ * A token map's figure (`{data, layout}`; `pairs` the [keys, queries] axes of each of its panels, one panel by
+ * default: `xaxis` keys, `yaxis` queries) with the answer's bands (tokenBands) drawn: bars along both axes of
+ * every panel, a band that folds shown as one label unless `expanded`.
  */
-export function withBands(fig, { tokens, bands, expanded, maxTicks, xs = ["x"] }) {
+export function withBands(fig, { tokens, bands, expanded, maxTicks, pairs = [["x", "y"]] }) {
   if (!bands?.length) return fig;
   const layout = fig.layout;
-  layout.shapes = [...(layout.shapes ?? []), ...bands.flatMap((b) => bandShapes(b, xs))];
+  layout.shapes = [...(layout.shapes ?? []), ...bands.flatMap((b) => bandShapes(b, pairs))];
   const folded = expanded ? [] : bands.filter((b) => b.folds);
-  for (const band of folded) {
-    for (const key of [...xs.map(axisKey), "yaxis"]) layout[key] = foldAxis(layout[key], band);
-  }
-  // room for the labels as now shown, and for the bars
+  if (!folded.length) return fig;
+  const keys = new Set(pairs.flat().map(axisKey));
+  for (const band of folded) for (const key of keys) layout[key] = foldAxis(layout[key], band);
+  // room for the labels as now shown
   const shown = tokens.map((t, i) => folded.find((b) => i >= b.from && i <= b.to)?.label ?? t);
   const room = tokenMargins(shown, maxTicks);
   const margin = layout.margin ?? {};

@@ -244,9 +244,9 @@ function drawParts(state, { response, layer, mask, head }, pooled) {
     `${idOf(response)}|parts|${state.layer}|${state.head}|${!!state.imageExpanded}`,
     () => {
       const fig = partsFigure({ tokens: response.tokens, panels, mask, layer: state.layer, head: state.head });
-      const xs = panels.map((_, n) => (n ? `x${n + 1}` : "x"));
+      const pairs = panels.map((_, n) => [n ? `x${n + 1}` : "x", "y"]);
       const bands = tokenBands(state.model, response);
-      return withBands(fig, { tokens: response.tokens, bands, expanded: !!state.imageExpanded, maxTicks: 20, xs });
+      return withBands(fig, { tokens: response.tokens, bands, expanded: !!state.imageExpanded, maxTicks: 20, pairs });
     },
     `attnscope-L${state.layer}H${state.head}-parts`,
   );

@@ -20,6 +20,7 @@ import { headDim } from "../state.js";
 import { imageMaskWords, imageRun } from "../draw/imageband.js";
 import { imageMask } from "../draw/imagemap.js";
 import { quirkWords } from "../draw/quirks.js";
+import { tokenBands, withBands } from "../draw/quirkbands.js";
 
 export const id = "pipeline";
 export const label = "Mask pipeline";
@@ -55,11 +56,13 @@ export function draw(state) {
   };
   const kinds = maskKinds(d.mask);
   const columns = window.matchMedia(NARROW).matches ? 2 : null;
+  // the answer's bands along each step's tokens (quirkbands.js); a pooled picture's cells are blocks: none
+  const bands = cells ? [] : tokenBands(state.model, detail);
   drawPlot(
     byId("mask-steps"),
     `${idOf(detail)}|${columns}`,
     () =>
-      maskStepsFigure({
+      withSteps(bands, detail.tokens, maskStepsFigure({
         tokens: detail.tokens,
         raw: d.attn_scores_raw,
         uncapped: d.attn_scores_uncapped,
@@ -71,7 +74,7 @@ export function draw(state) {
         causal: detail.causal,
         cells,
         columns,
-      }),
+      })),
     "attnscope-mask-steps",
   );
   const image = imageNotes(detail, d, layer.layer);
@@ -113,6 +116,12 @@ export function rowSumWords(model, lo, hi, layer, d) {
   const sums = quirkWords(model, "sums", { layer, fields: d });
   const head = sums ? `${sums}: ${range}.` : `After softmax every row sums to 1: ${range}.`;
   return head + quirkWords(model, "steps", { layer, fields: d });
+}
+
+/** The steps' figure with the answer's bands along every step's keys and queries (the row sums' panel aside). */
+function withSteps(bands, tokens, fig) {
+  const pairs = fig.data.filter((t) => t.coloraxis).map((t) => [t.xaxis, t.yaxis]);
+  return withBands(fig, { tokens, bands, expanded: true, pairs });
 }
 
 /** The first of a head's weights parts (a head of two softmaxes), null for a head of one. */
