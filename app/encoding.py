@@ -1,6 +1,8 @@
 """Step 3 of ``POST /api/attention``: the answer (:func:`~.compute.attention.answer_of`) as JSON bytes.
 
-Only encoding happens here; :func:`~.compute.attention.attention_json` calls it.
+Only encoding happens here, of the answer (a dict of numpy arrays and plain values) and of the masks
+it is written by, passed as arrays; nothing of the forward pass or its capture is known here.
+:func:`~.compute.attention.attention_json` calls it.
 
 Two encodings of its matrices: ``json``, numbers (pattern weights to 5 decimals through the fast
 writer of :mod:`.jsonfast`, scores and q/k/v to 4, masked scores ``null``), and ``b64``, every
@@ -11,7 +13,7 @@ written as pieces joined once at the end; ``timing_ms`` is always its last field
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -19,9 +21,6 @@ from ..model.fields import DECIMALS, PART_FIELDS, ROW_FIELDS, WEIGHT_FIELDS
 from . import jsonfast
 from .compute.rounding import PATTERN_DECIMALS, SCORE_DECIMALS
 from .responses import dumps
-
-if TYPE_CHECKING:  # the answer's layout, for the type only: encoding imports no computing
-    from .compute.attention import AttentionResult
 
 
 def typed_array(a: np.ndarray, dtype: str) -> dict[str, Any]:
@@ -103,38 +102,50 @@ def _pieces(obj: dict[str, Any]) -> list[bytes]:
     return parts
 
 
-def encode_answer(answer: dict[str, Any], precision: str, result: AttentionResult, signed: bool = False) -> list[bytes]:
+def encode_answer(
+    answer: dict[str, Any],
+    precision: str,
+    masks: list[np.ndarray],
+    focus_mask: np.ndarray | None = None,
+    signed: bool = False,
+) -> list[bytes]:
     """The answer as pieces to join, without its closing brace (``model`` and ``timing_ms`` come
-    next). ``result`` (what the answer was laid out from) gives each layer's mask, by which the
-    json encoding writes the masked weights; ``signed``: a differential model, whose ``pattern``
-    (first − λ·second) goes as numbers rounded like weights, not through the [0, 1] fast writer."""
-    cap = result.capture
+    next). ``masks``: each of ``answer["layers"]``'s (T, T) boolean mask, by which the json encoding
+    writes the masked weights; ``focus_mask``: the focus head's layer's; ``signed``: a differential
+    model, whose ``pattern`` (first − λ·second) goes as numbers rounded like weights, not through
+    the [0, 1] fast writer."""
     layout = None
-    if cap.layers and result.sel.fields & set(WEIGHT_FIELDS):
-        layout = jsonfast.WeightLayout(cap.layers[0].mask)
+    if masks and _holds_weights(answer["layers"]):
+        layout = jsonfast.WeightLayout(masks[0])
     enc = Encoder(answer["encoding"], precision, layout, signed)
     top = {key: value for key, value in answer.items() if key not in ("layers", "focus", "predictions")}
     top = enc.with_levels(top, "mask")
     if "thumbnail" in top:
         top["thumbnail"] = enc.with_levels(top["thumbnail"], "mask")
     parts = [dumps(top)[:-1], b',"layers":[']
-    for i, (layer, lc) in enumerate(zip(answer["layers"], cap.layers)):
+    for i, (layer, mask) in enumerate(zip(answer["layers"], masks, strict=True)):
         about = enc.with_levels({k: v for k, v in layer.items() if k != "heads"}, "mask", "thumbnail_mask")
         parts.append((b"," if i else b"") + dumps(about)[:-1] + b',"heads":[')
         for j, h in enumerate(layer["heads"]):
-            fields = {name: _head_field(enc, name, value, lc.mask) for name, value in h.items() if name != "head"}
+            fields = {name: _head_field(enc, name, value, mask) for name, value in h.items() if name != "head"}
             parts.append(b'%s{"head":%d' % (b"," if j else b"", h["head"]))
             parts += _pieces(fields)
             parts.append(b"}")
         parts.append(b"]}")
     parts.append(b"]")
     if "focus" in answer:
-        parts += _focus(enc, answer["focus"], cap.focus_mask)
+        parts += _focus(enc, answer["focus"], focus_mask)
     parts += (b',"predictions":', dumps(answer["predictions"]))
     return parts
 
 
-def _focus(enc: Encoder, focus: dict[str, Any], mask: np.ndarray) -> list[bytes]:
+def _holds_weights(layers: list[dict[str, Any]]) -> bool:
+    """Whether a head of ``layers`` holds a softmax matrix at full resolution (worth a
+    :class:`~.jsonfast.WeightLayout`, shared by the layers whose mask is the first's)."""
+    return any(name in WEIGHT_FIELDS for layer in layers for head in layer["heads"] for name in head)
+
+
+def _focus(enc: Encoder, focus: dict[str, Any], mask: np.ndarray | None) -> list[bytes]:
     """The focus head's pieces: max-pooled matrices (it has a ``thumbnail``) and a region's cells
     rounded as their kind, matrices at full resolution as a layer's head (weights over ``mask``)."""
     pooled = "thumbnail" in focus

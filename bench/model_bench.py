@@ -32,7 +32,7 @@ from attnscope.model.inspection import head_stats, inspect  # noqa: E402
 from attnscope.model.ours.checkpoint import SHIPPED, save_checkpoint  # noqa: E402
 from attnscope.model.ours.gpt import GPT, GPTConfig  # noqa: E402
 from attnscope.model.ours.tokenizer import BPETokenizer  # noqa: E402
-from attnscope.model.ours.train import PRESETS  # noqa: E402
+from attnscope.model.ours.train_config import PRESETS  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
 LENGTHS = (16, 64, 128, 256)

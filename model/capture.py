@@ -22,7 +22,8 @@ plain numpy, ready for any encoder (JSON, base64 typed arrays):
 * per selected layer: its divisor, mask, softcap and window, and for the selected heads
   ``fields`` (``(H, T, ·)`` float32; masked scores NaN), ``stats`` and ``thumbnail``
   (``(H, n, n)`` uint8, weight × 255 rounded);
-* ``focus``: every asked-for field of one head, at full resolution, pooled, or a region.
+* ``focus``: every asked-for field of one head, at full resolution, pooled, or a region
+  (:class:`model.focus.FocusHead` keeps it on the device).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .blocks import block_budget, query_blocks
-from .fields import LAYER_DEPENDENT, MATRIX_FIELDS, PART_FIELDS, ROW_FIELDS, SCORE_FIELDS, VECTOR_FIELDS
-from .pooling import Pool, levels, pool_fill, pooled_input, thumbnail_block, thumbnails, unfill
+from .blocks import blank, block_budget, head_index, pick, query_blocks, softmax_of, thumbnailed, write_block
+from .fields import PART_FIELDS, ROW_FIELDS, VECTOR_FIELDS, kept_beside, matrices_kept
+from .focus import FocusHead
+from .pooling import Pool, levels, thumbnail_block, thumbnails
 from .stats import STAT_SCALARS, StatsAccumulator
 
 
@@ -138,56 +140,32 @@ class Capture:
             if sink_logit is not None:
                 st.cap.sink_logit = sink_logit.float().cpu().numpy()
             st.heads = heads
-            st.head_index = _index(heads, q.shape[1], q.device)
+            st.head_index = head_index(heads, q.shape[1], q.device)
             if sel.stats and heads:
-                sinks = None if sink_logit is None else _pick(sink_logit, st.head_index)
-                qk = _pick(st.q, st.head_index), _pick(st.k, st.head_index)
+                sinks = None if sink_logit is None else pick(sink_logit, st.head_index)
+                qk = pick(st.q, st.head_index), pick(st.k, st.head_index)
                 st.stats = StatsAccumulator(*qk, divisor, softcap, sinks, fuse=sel.fuse)
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
-            for name in self._matrices(sel.fields, extras):
-                st.full[name] = _blank(name, len(heads), T, S, q.device)
-            for name in self._beside(ROW_FIELDS, sel.fields, extras):
+            for name in matrices_kept(sel.fields, extras):
+                st.full[name] = blank(name, len(heads), T, S, q.device)
+            for name in kept_beside(ROW_FIELDS, sel.fields, extras):
                 st.full[name] = torch.zeros(len(heads), T, device=q.device)
-            for name in self._beside(PART_FIELDS, sel.fields, extras):
+            for name in kept_beside(PART_FIELDS, sel.fields, extras):
                 st.full[name] = torch.zeros(len(heads), 2, T, S, device=q.device)
             for name in sel.fields & set(VECTOR_FIELDS):
-                self._keep(st.cap, "field", name, _pick(getattr(st, name), st.head_index))
+                self._keep(st.cap, "field", name, pick(getattr(st, name), st.head_index))
             self.layers.append(st.cap)
         if sel.focus is not None and sel.focus[0] == layer:
-            h = sel.focus[1]
-            st.focus_index = _index([h], -1, q.device)
-            st.focus = True
-            names = self._matrices(sel.focus_fields, extras)
-            self.focus, self.focus_pooled, self.focus_region = {}, None, None
-            self.focus_mask = host_mask
-            parts = self._beside(PART_FIELDS, sel.focus_fields, extras)
+            layer_args = (st.q, st.k, st.v, mask, divisor, softcap, sink_logit, extras)
+            asked = {"fields": sel.focus_fields, "thumbnail": sel.focus_thumbnail, "region": sel.focus_region}
+            st.focus = FocusHead(sel.focus[1], *layer_args, **asked, fuse=sel.fuse)
+            self.focus, self.focus_mask = {}, host_mask
+            self.focus_pooled = {} if sel.focus_thumbnail else None
+            self.focus_region = {} if sel.focus_region is not None else None
             if sel.focus_thumbnail:
-                self.focus_pooled = {}
                 self.focus_pooled_mask = self._thumbnail_mask(mask, sel.focus_thumbnail)
-                kf = thumbnail_block(T, sel.focus_thumbnail)
-                # a differential pair's signed pattern starts from -inf: a max from 0 would hide its negative cells
-                signed = "pattern_parts" in extras
-                fill = {n: float("-inf") if signed and n == "pattern" else pool_fill(n) for n in names}
-                st.focus_pools = {n: Pool(1, T, S, kf, q.device, fill[n]) for n in names}
-                st.focus_pools.update({n: Pool(2, T, S, kf, q.device) for n in parts})
-            if sel.focus_region is not None:
-                q0, q1, k0, k1 = sel.focus_region
-                self.focus_region = {}
-                st.focus_region = {n: _blank(n, 1, q1 - q0, k1 - k0, q.device) for n in names}
-            if not sel.focus_thumbnail and sel.focus_region is None:
-                st.focus_full = {n: _blank(n, 1, T, S, q.device) for n in names}
-                st.focus_full.update(
-                    {n: torch.zeros(1, T, device=q.device) for n in self._beside(ROW_FIELDS, sel.focus_fields, extras)}
-                )
-                st.focus_full.update({n: torch.zeros(1, 2, T, S, device=q.device) for n in parts})
-            for name in sel.focus_fields & set(VECTOR_FIELDS):
-                self._keep(self, "focus", name, _pick(getattr(st, name), st.focus_index)[0])
-            if "stats" in sel.focus_fields:
-                sink = None if sink_logit is None else _pick(sink_logit, st.focus_index)
-                qk = _pick(st.q, st.focus_index), _pick(st.k, st.focus_index)
-                st.focus_stats = StatsAccumulator(*qk, divisor, softcap, sink, fuse=sel.fuse)
         self._layer = st
 
     def block(self, q0: int, q1: int, steps: dict[str, torch.Tensor | None]) -> None:
@@ -198,34 +176,14 @@ class Capture:
         masked = ~mask
         st.n_blocks += 1
         if st.cap is not None and st.heads:
-            picked = {n: _pick(t[0], st.head_index) for n, t in steps.items() if t is not None}  # (H, t, s)
+            picked = {n: pick(t[0], st.head_index) for n, t in steps.items() if t is not None}  # (H, t, s)
             if st.stats is not None:
-                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], _softmax_of(picked), mask)
+                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], softmax_of(picked), mask)
             if st.pool is not None:
-                st.pool.add(_thumbnailed(picked), q0)
-            _write_block(st.full, picked, q0, q1, s, masked)
-        if st.focus:
-            one = {n: _pick(t[0], st.focus_index) for n, t in steps.items() if t is not None}  # (1, t, s)
-            if st.focus_stats is not None:
-                st.focus_stats.add(one["attn_scores_raw"], one["attn_scores"], _softmax_of(one), mask)
-            for name, pool in st.focus_pools.items():
-                if name in PART_FIELDS:
-                    rows = one[name][0]  # (2, t, s): the pair's two softmaxes
-                else:  # a differential pair's signed pattern pools as |pattern| (block maxima of a signed map mislead)
-                    rows = _thumbnailed(one) if name == "pattern" and pool.k > 1 else one[name]
-                pool.add(pooled_input(name, rows, masked), q0)
-            _write_block(st.focus_full, one, q0, q1, s, masked)
-            if st.focus_region:
-                r0, r1, c0, c1 = self.sel.focus_region
-                a, b = max(q0, r0), min(q1, r1)
-                if a < b and c0 < s:
-                    for name, out in st.focus_region.items():
-                        piece = _shown(
-                            name,
-                            one[name][:, a - q0 : b - q0, c0 : min(c1, s)],
-                            masked[a - q0 : b - q0, c0 : min(c1, s)],
-                        )
-                        out[:, a - r0 : b - r0, : piece.shape[-1]] = piece
+                st.pool.add(thumbnailed(picked), q0)
+            write_block(st.full, picked, q0, q1, s, masked)
+        if st.focus is not None:
+            st.focus.block(q0, q1, steps, mask)
 
     def end(self, z: torch.Tensor) -> None:
         """The layer's output ``z`` (1, nh, T, hs): its finiteness, then the layer's results to keep."""
@@ -240,19 +198,9 @@ class Capture:
                 self._keep(st.cap, "thumbnail", "", levels(st.pool.acc))
             for name, out in st.full.items():
                 self._keep(st.cap, "field", name, out)
-        if st.focus:
-            for name, out in st.focus_full.items():
-                self._keep(self, "focus", name, out[0])
-            for name, pool in st.focus_pools.items():
-                acc = pool.acc if name in PART_FIELDS else unfill(name, pool.acc[0])
-                if name == "pattern":  # cells no block wrote (past a causal block's last key): weight 0
-                    acc = acc.nan_to_num(neginf=0.0)
-                self._keep(self, "focus_pooled", name, acc)
-            for name, out in st.focus_region.items():
-                self._keep(self, "focus_region", name, out[0])
-            if st.focus_stats is not None:
-                for name, value in st.focus_stats.result().items():
-                    self._keep(self, "focus_stats", name, value[0])
+        if st.focus is not None:
+            for kind, name, value in st.focus.results():
+                self._keep(self, kind, name, value)
 
     def finish(self) -> None:
         """Everything kept moves to the host: one copy per dtype on a GPU, none at all on the CPU."""
@@ -317,18 +265,6 @@ class Capture:
             self._mask_thumbnails[key] = (thumbnails(torch.from_numpy(host)[None].float(), n)[0] // 255).numpy()
         return self._mask_thumbnails[key]
 
-    @staticmethod
-    def _beside(kind: tuple[str, ...], names, extras) -> list[str]:
-        """The fields of ``kind`` to keep (per row: ``sink_mass``, ``gate``; a differential pair's
-        ``pattern_parts``), asked for or beside ``pattern``; those only some layers compute, from a layer that does."""
-        return [n for n in kind if (n not in LAYER_DEPENDENT or n in extras) and (n in names or "pattern" in names)]
-
-    @staticmethod
-    def _matrices(names, extras) -> list[str]:
-        """The matrices to keep, never ``stats`` (taken apart); those only some layers compute
-        (``attn_scores_uncapped`` from a softcap, MLA's two parts of q·kᵀ) only from a layer that does."""
-        return [n for n in MATRIX_FIELDS if n in names and (n not in LAYER_DEPENDENT or n in extras)]
-
 
 @dataclass
 class _LayerState:
@@ -343,57 +279,5 @@ class _LayerState:
     stats: StatsAccumulator | None = None
     pool: Pool | None = None
     full: dict[str, torch.Tensor] = field(default_factory=dict)
-    focus: bool = False
-    focus_index: torch.Tensor | None = None
-    focus_stats: StatsAccumulator | None = None
-    focus_full: dict[str, torch.Tensor] = field(default_factory=dict)
-    focus_pools: dict[str, Pool] = field(default_factory=dict)
-    focus_region: dict[str, torch.Tensor] = field(default_factory=dict)
+    focus: FocusHead | None = None  # the focus head, where it is in this layer
     n_blocks: int = 0
-
-
-def _softmax_of(steps: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The softmax the statistics describe: the pattern, or a differential pair's first softmax."""
-    parts = steps.get("pattern_parts")
-    return steps["pattern"] if parts is None else parts[:, 0]
-
-
-def _thumbnailed(steps: dict[str, torch.Tensor]) -> torch.Tensor:
-    """What a thumbnail max-pools: the pattern, or a differential pair's |pattern| (it can be negative)."""
-    return steps["pattern"] if steps.get("pattern_parts") is None else steps["pattern"].abs()
-
-
-def _index(heads: list[int], nh: int, device) -> torch.Tensor | None:
-    """The heads as an index tensor, or None when they are all heads in order (then no copy)."""
-    return None if heads == list(range(nh)) else torch.tensor(heads, dtype=torch.long, device=device)
-
-
-def _pick(x: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
-    """(nh, ...) -> (H, ...): the selected heads."""
-    return x if index is None else x.index_select(0, index)
-
-
-def _write_block(full: dict, block: dict, q0: int, q1: int, s: int, masked: torch.Tensor) -> None:
-    """Each full-size matrix of ``full`` (name -> tensor) gets its rows ``q0:q1`` (keys ``:s``) from ``block``."""
-    for name, out in full.items():
-        if name in ROW_FIELDS:
-            out[:, q0:q1] = block[name].float()
-        elif name in PART_FIELDS:
-            out[:, :, q0:q1, :s] = block[name].float()
-        else:
-            out[:, q0:q1, :s] = _shown(name, block[name], masked)
-
-
-def _blank(name: str, H: int, T: int, S: int, device) -> torch.Tensor:
-    """What a matrix holds where no block wrote: NaN for scores (masked), 0 for weights."""
-    return torch.full((H, T, S), float("nan") if name in SCORE_FIELDS else 0.0, device=device)
-
-
-def _shown(name: str, x: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
-    """A block of a matrix as the answer shows it: scores NaN where masked, weights as they are.
-    The NaNs come from adding a (t, s) bias of 0 and NaN: ``masked_fill`` with a mask broadcast
-    over the heads is 8× slower on the CPU (torch 2.13)."""
-    x = x.float()
-    if name not in SCORE_FIELDS:
-        return x
-    return x + torch.zeros(masked.shape, device=x.device).masked_fill_(masked, float("nan"))

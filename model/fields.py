@@ -294,6 +294,19 @@ def fields_of(feature: str) -> tuple[str, ...]:
     return tuple(f.name for f in HEAD_FIELDS if f.layers == feature)
 
 
+def matrices_kept(names, extras) -> list[str]:
+    """The matrices of ``names`` a layer keeps, never ``stats`` (taken apart); those only some layers
+    compute (``attn_scores_uncapped`` from a softcap, MLA's two parts of q·kᵀ) only from a layer that
+    does (``extras``: the steps it computes of :data:`LAYER_DEPENDENT`)."""
+    return [n for n in MATRIX_FIELDS if n in names and (n not in LAYER_DEPENDENT or n in extras)]
+
+
+def kept_beside(kind: tuple[str, ...], names, extras) -> list[str]:
+    """The fields of ``kind`` a layer keeps (per row: ``sink_mass``, ``gate``; a differential pair's
+    ``pattern_parts``), asked for or beside ``pattern``; those only some layers compute, from a layer that does."""
+    return [n for n in kind if (n not in LAYER_DEPENDENT or n in extras) and (n in names or "pattern" in names)]
+
+
 def field_table() -> list[dict]:
     """The table as ``/api/model`` sends it: the head's fields, then the others, each ``{"name", "kind",
     "decimals", "meaning", "at", "feature", "score_part"}`` and, for a quirk, how it is drawn (:class:`Drawn`)."""

@@ -123,7 +123,7 @@ def preflight(settings: Settings) -> None:
         elif family_of(read_config(settings.checkpoint_path)) == "attnscope":
             load_model(settings.checkpoint_path, "cpu")
         else:
-            from ...model.families.backend import preflight as hf_preflight
+            from ...model.families.config import preflight as hf_preflight
 
             hf_preflight(Path(settings.checkpoint_path))
     except CheckpointError as e:

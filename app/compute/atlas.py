@@ -154,6 +154,7 @@ def atlas_head(
                     "token": row["token"],
                     "window": row["window"],
                     "position": row["position"],
+                    **({"message": row["message"], "role": row["role"]} if row.get("role") is not None else {}),
                 }
             )
     for about_metric in per_metric.values():

@@ -22,7 +22,8 @@ import orjson
 import torch
 
 from ...model.backends import ModelFacts, top_logits
-from ...model.capture import MATRIX_FIELDS, Capture, CapturePlan
+from ...model.capture import Capture, CapturePlan
+from ...model.fields import MATRIX_FIELDS
 from ...model.inspection import scale_divisor
 from ...model.options import AttentionOptions
 from ...model.pooling import thumbnail_block
@@ -290,7 +291,9 @@ def attention_json(svc: Service, req: AttentionRequest, started: float | None = 
     result = compute_attention(svc, req)
     t2 = time.perf_counter()
     facts = svc.loaded.facts
-    parts = encode_answer(answer_of(result, req, facts), req.precision, result, signed=facts.differential)
+    masks = [lc.mask for lc in result.capture.layers]
+    answer = answer_of(result, req, facts)
+    parts = encode_answer(answer, req.precision, masks, result.capture.focus_mask, signed=facts.differential)
     t3 = time.perf_counter()
     total = (t3 - t0) * 1000
     parts += (b',"model":', svc.info_json, b',"timing_ms":', dumps(round(total, 3)), b"}")

@@ -4,8 +4,8 @@ or a 422 naming the field and the limit before any computing."""
 
 from __future__ import annotations
 
-from ...model.capture import MATRIX_FIELDS, CapturePlan
-from ...model.fields import SCORE_PARTS
+from ...model.capture import CapturePlan
+from ...model.fields import MATRIX_FIELDS, SCORE_PARTS
 from ..errors import ApiError
 from ..schemas.attention import REGION_MAX, AttentionRequest
 from ..service import Service

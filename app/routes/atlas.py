@@ -1,5 +1,6 @@
-"""``GET /api/atlas`` and ``GET /api/atlas/heads/{layer}/{head}``: the head atlases the server was
-started with (``--atlas DIR``, one or two), their maps and one head's card."""
+"""``GET /api/atlas``, ``GET /api/atlas/heads/{layer}/{head}`` and ``GET /api/atlas/heads/{layer}/{head}/qk``:
+the head atlases the server was started with (``--atlas DIR``, one or two), their maps, one head's card
+and its queries and keys drawn together."""
 
 from typing import Annotated
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from .common import optional_field
 
 Grid = list[list[float | None]]
 
@@ -53,6 +55,11 @@ class Exemplar(BaseModel):
     token: str = Field(description="the query token as displayed")
     window: int = Field(description="the corpus window it came from")
     position: int = Field(description="the query's position in that window")
+    message: int | None = optional_field(
+        "a corpus of conversations: the index, in its conversation, of the message the query sits in (absent in the "
+        "template's markup)"
+    )
+    role: Literal["system", "user", "assistant"] | None = optional_field("that message's role")
 
 
 class AtlasHeadResponse(BaseModel):

@@ -37,6 +37,7 @@ def optional_field(description: str, **kwargs: Any) -> Any:
 def text_field(max_chars: int = TEXT_CHARS, required: bool = True) -> Any:
     return Field(
         ... if required else None,
+        validate_default=not required,  # an optional text: its check runs when it is left out too
         min_length=1,
         max_length=max_chars,
         description=f"the input, 1..{max_chars} characters" + ("" if required else "; or `messages` instead"),
@@ -66,7 +67,6 @@ def messages_field() -> Any:
         None,
         min_length=1,
         max_length=MAX_MESSAGES,
-        validate_default=True,
         description="a conversation instead of `text` (a chat model only: /api/model `chat`): laid out by the "
         f"model's own chat template; 1..{MAX_MESSAGES} turns",
     )
@@ -77,8 +77,8 @@ class Subject(Strict):
     resolves it): ``text`` or ``messages`` (exactly one) and ``add_generation_prompt``. A route whose
     request takes an image adds ``image``; a part a route does not take is refused as unknown."""
 
+    messages: list[Message] | None = messages_field()  # before text: text's check sees it
     text: str | None = text_field(required=False)
-    messages: list[Message] | None = messages_field()
     add_generation_prompt: bool | None = Field(
         None,
         description="with `messages`: end the prompt with the template's opening of the assistant's turn; default: "
@@ -87,23 +87,19 @@ class Subject(Strict):
 
     @field_validator("text")
     @classmethod
-    def _text_is_usable(cls, value: str | None) -> str | None:
+    def _text_is_usable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        value = one_of(value, info, "text", "messages")
         return None if value is None else usable_text(value, "text")
 
-    @field_validator("messages")
-    @classmethod
-    def _one_subject(cls, value: list[Message] | None, info: ValidationInfo) -> list[Message] | None:
-        return one_of(value, info, "text", "messages")
 
-
-def one_of(value: Any, info: ValidationInfo, first: str, second: str) -> Any:
-    """Exactly one of ``first`` and ``second`` (validated after it) given; else the error names ``second``."""
-    if first not in info.data:  # the first failed its own checks: its error says enough
+def one_of(value: Any, info: ValidationInfo, name: str, other: str) -> Any:
+    """``name`` (validated after ``other``): exactly one of the two given; else the error names ``name``."""
+    if other not in info.data:  # the other failed its own checks: its error says enough
         return value
-    if value is not None and info.data[first] is not None:
-        raise PydanticCustomError("subject_both", f"send {first} or {second}, not both")
-    if value is None and info.data[first] is None:
-        raise PydanticCustomError("subject_missing", f"{first} or {second} is required")
+    if value is not None and info.data[other] is not None:
+        raise PydanticCustomError("subject_both", f"send {name} or {other}, not both")
+    if value is None and info.data[other] is None:
+        raise PydanticCustomError("missing", f"Field required ({name}, or {other} instead)")
     return value
 
 

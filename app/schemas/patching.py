@@ -38,10 +38,10 @@ class PatchingRequest(Strict):
             ]
         },
     )
+    clean_messages: list[Message] | None = messages_field()  # each before its text: the text's check sees it
     clean: str | None = text_field(required=False)
-    clean_messages: list[Message] | None = messages_field()
-    corrupt: str | None = text_field(required=False)
     corrupt_messages: list[Message] | None = messages_field()
+    corrupt: str | None = text_field(required=False)
     add_generation_prompt: bool | None = Field(None, description="with messages: as on every route")
     position: Index | None = Field(None, description="where the logit difference is read; default the last position")
     token_id: Index | None = Field(None, description="default the clean run's top guess at position")
@@ -55,13 +55,9 @@ class PatchingRequest(Strict):
 
     @field_validator("clean", "corrupt")
     @classmethod
-    def _usable(cls, value: str | None, info) -> str | None:
+    def _usable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        value = one_of(value, info, info.field_name, f"{info.field_name}_messages")
         return None if value is None else usable_text(value, info.field_name)
-
-    @field_validator("clean_messages", "corrupt_messages")
-    @classmethod
-    def _one_each(cls, value, info: ValidationInfo):
-        return one_of(value, info, info.field_name.removesuffix("_messages"), info.field_name)
 
 
 def with_pair_limit(max_text_chars: int) -> type[PatchingRequest]:

@@ -7,9 +7,9 @@ import { imageOf } from "./state.js";
 /** Each such view's route, by the view's id. */
 export const TEXT_ONLY = {
   patching: { route: "POST /api/patching", token: true },
-  texts: { route: "POST /api/compare-texts", token: false },
-  models: { route: "POST /api/compare-models", token: false },
-  neuron: { route: "POST /api/neuron", token: true },
+  twotexts: { route: "POST /api/compare-texts", token: false },
+  twomodels: { route: "POST /api/compare-models", token: false },
+  qk: { route: "POST /api/neuron", token: true },
 };
 
 /** Whether the view `id` runs on the text alone now: it takes no image and an image is set. */

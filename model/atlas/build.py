@@ -6,7 +6,7 @@
 The corpus (:mod:`model.atlas.corpus`) is checked first, then cut into windows of ``seq_len``
 tokens, ``batch_size`` windows a forward pass. Each pass runs the explicit attention path into an
 :class:`~model.atlas.stats.AtlasSink`, which reduces every block of query rows to per-head sums,
-histograms and top rows on the model's device, and the batch's :class:`~model.atlas.stats.Tally`
+histograms and top rows on the model's device, and the batch's :class:`~model.atlas.metrics.Tally`
 is added to the corpus's, batch after batch in corpus order: float64 sums in a fixed order, so a
 resumed run ends with the same bits as an uninterrupted one. Induction is measured once on the
 probe of :mod:`model.heads` (a seeded random sequence repeated twice).
@@ -15,15 +15,13 @@ Ctrl+C (``KeyboardInterrupt``) lands between batches: the atlas so far is writte
 false in its metadata) with ``atlas-state.npz`` beside it, and ``resume=True`` goes on from the
 next batch (the corpus, model and settings must be the same: the state file says what they were).
 ``engine="ray"`` runs the batches on a Ray cluster (:mod:`model.atlas.ray_engine`) and merges the same
-tallies in the same order. The files written are those of :mod:`model.atlas.read`.
+tallies in the same order. The files written are those of :mod:`model.atlas.read`; the metadata and
+the state file, and the checks that a resumed run is the same job, are :mod:`model.atlas.meta`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import json
-import os
 import signal
 import sys
 import threading
@@ -35,49 +33,15 @@ import numpy as np
 import torch
 
 from ..heads import induction_tokens, probe_prefix, random_pool
-from .corpus import Corpus, batches, open_corpus, token_stream, windows
-from .divergence import DEFINITION as DIVERGENCE_DEFINITION
+from .corpus import Corpus, batches, check_conversations, open_corpus, token_stream, windows
 from .divergence import DIVERGENCE, check_same
+from .meta import N_INDUCTION, STATE_FILE, AtlasError, load_state, metadata, save_state, with_progress
+from .metrics import CONTEXT_AFTER, CONTEXT_BEFORE, METRICS, Tally
 from .read import write_atlas
-from .stats import (
-    BIN_EDGES,
-    CONTEXT_AFTER,
-    CONTEXT_BEFORE,
-    METRICS,
-    Tally,
-    first_rows,
-)
 from .tally import batch_tally
 
-STATE_FILE = "atlas-state.npz"
 DEFAULT_SEQ_LEN = 512  # tokens per window, or the model's context if shorter
-N_INDUCTION = 40  # tokens of the induction probe's random sequence (as model.heads)
 SAVE_EVERY_S = 300.0  # the state and the partial atlas are also written this often during a run
-FORMAT_VERSION = 2  # 2: rows where a metric is at its maximum by construction left out
-# the settings a resumed run must share with the run it continues
-SAME_ON_RESUME = ("seq_len", "batch_size", "max_tokens", "local_window", "exemplars")
-
-
-# what meta.json says of each metric and of the bins
-DEFINITIONS = {
-    "first_token": "p[t, 0]: weight on the window's first token",
-    "sink_mass": "1 - sum_j p[t, j]: weight taken by the layer's learned attention sink (layers with sinks only)",
-    "previous_token": "p[t, t-1]: weight on the token just before the query",
-    "self": "p[t, t]: weight on the query's own token",
-    "entropy": "-sum_j p[t, j] ln p[t, j], in nats",
-    "mean_distance": "sum_j p[t, j] (t - j): mean distance attended back, in tokens",
-    "local_fraction": "sum_{t-w < j <= t} p[t, j]: weight on the w tokens ending at the query (w = local_window)",
-    "induction": "on a random token sequence repeated twice, weight from each token of the second copy to the "
-    "token after its first occurrence (model.heads.induction_score); one score per head",
-}
-BINS_NOTE = (
-    "bin i holds values in [edges[i], edges[i+1]); values below the first edge count in the first bin, "
-    "values at or above the last inner edge in the last bin"
-)
-
-
-class AtlasError(ValueError):
-    """An atlas that cannot be made as asked (bad settings, nothing to resume); one line."""
 
 
 @torch.inference_mode()
@@ -95,97 +59,6 @@ def induction_rows(backend, n_induction: int = N_INDUCTION) -> np.ndarray:
     j = torch.arange(n - 1)
     rows = p[..., len(start) + n + j, len(start) + j + 1]  # (B, La, nh, n - 1): the cells induction_score averages
     return rows.permute(1, 2, 0, 3).reshape(p.shape[1], p.shape[2], -1).float().numpy()
-
-
-def _about_model(lm) -> dict:
-    facts = lm.facts
-    return {"name": facts.name, "path": str(lm.path), "family": facts.family, "dtype": facts.dtype,
-            "device": facts.device}
-
-
-def _metadata(lm, corpus: Corpus, settings: dict, other=None) -> dict:
-    """What ``meta.json`` says (every key but the progress ones, filled in when written); ``other``
-    the compare model, or None."""
-    from .. import __version__
-
-    facts = lm.facts
-    name = facts.name
-    first = first_rows(settings["local_window"])
-    definitions = dict(DEFINITIONS)
-    if other is not None:
-        definitions[DIVERGENCE] = DIVERGENCE_DEFINITION.format(compare=other.facts.name)
-    ours = not hasattr(lm.backend, "trunk")
-    return {
-        "format": "attnscope-atlas",
-        "format_version": FORMAT_VERSION,
-        "attnscope_version": __version__,
-        "model": {
-            "name": name,
-            "revision": name.split("@", 1)[1] if "@" in name else None,
-            "path": str(lm.path),
-            "family": facts.family,
-            "dtype": facts.dtype,
-            "device": facts.device,
-            "attention_implementation": "model.gpt explicit path (eager arithmetic)"
-            if ours
-            else "transformers attn_implementation='attnscope' (eager arithmetic, model.families.attention)",
-            "n_layer": facts.n_layer,
-            "n_head": facts.n_head,
-            "attention_layers": list(facts.attention_layers),
-            "block_size": facts.block_size,
-        },
-        "corpus": {"sha256": corpus.sha256, "files": [f.to_dict() for f in corpus.files]},
-        "settings": settings,
-        "rows": "query rows t >= first_row of every window (row 0 sees only itself; first_token and previous_token "
-        "from t = 2, where the previous token is no longer the first; local_fraction from t = local_window, where "
-        "a row has keys outside the window)",
-        "metrics": {m: {"definition": definitions[m], "bin_edges": list(BIN_EDGES.get(m, BIN_EDGES["self"]))}
-                    | ({"first_row": first[METRICS.index(m)]} if m in METRICS else {})
-                    | ({"first_row": 1} if m == DIVERGENCE else {})
-                    for m in (*METRICS, *([DIVERGENCE] if other is not None else []), "induction")},
-        "compare_model": _about_model(other) if other is not None else None,
-        "bins": BINS_NOTE,
-        "induction_probe": {"n": min(N_INDUCTION, (facts.block_size - 1) // 2), "seed": 0, "source": "model.heads"},
-    }
-
-
-def _with_progress(meta: dict, tally: Tally, complete: bool) -> dict:
-    return meta | {
-        "complete": complete,
-        "tokens_seen": tally.tokens,
-        "windows": tally.windows,
-        "batches": tally.batches,
-    }
-
-
-def _save_state(out: Path, tally: Tally, induction: np.ndarray, meta: dict) -> None:
-    """The tally so far, the induction rows and the run's metadata, in one file (written atomically)."""
-    out.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()
-    np.savez(buf, induction=induction, meta=np.asarray(json.dumps(meta)), **tally.to_arrays())
-    tmp = out / f".{STATE_FILE}.tmp"
-    tmp.write_bytes(buf.getvalue())
-    os.replace(tmp, out / STATE_FILE)
-
-
-def _load_state(out: Path, meta: dict) -> tuple[Tally, np.ndarray]:
-    """The tally and induction rows an interrupted run left, after checking it was this same job."""
-    with np.load(out / STATE_FILE) as state:
-        saved = json.loads(str(state["meta"]))
-        tally = Tally.from_arrays(state)
-        induction = np.array(state["induction"])
-    checks = {
-        "corpus": (saved["corpus"]["sha256"], meta["corpus"]["sha256"]),
-        "model": (saved["model"]["path"], meta["model"]["path"]),
-        "dtype": (saved["model"]["dtype"], meta["model"]["dtype"]),
-        "device": (saved["model"]["device"], meta["model"]["device"]),
-        "compare model": ((saved.get("compare_model") or {}).get("path"), (meta["compare_model"] or {}).get("path")),
-        **{k: (saved["settings"][k], meta["settings"][k]) for k in SAME_ON_RESUME},
-    }
-    for what, (was, now) in checks.items():
-        if was != now:
-            raise AtlasError(f"cannot resume the atlas in {out}: its {what} was {was!r}, now {now!r}")
-    return tally, induction
 
 
 @contextlib.contextmanager
@@ -265,16 +138,15 @@ def atlas(
     settings = {"seq_len": seq_len, "batch_size": batch_size, "max_tokens": max_tokens, "local_window": local_window,
                 "exemplars": exemplars, "context_before": CONTEXT_BEFORE, "context_after": CONTEXT_AFTER,
                 "engine": engine}
-    meta = _metadata(lm, data, settings, other)
+    meta = metadata(lm, data, settings, other)
     if resume:
-        tally, induction = _load_state(out, meta)
+        tally, induction = load_state(out, meta)
     else:
         metrics = (*METRICS, DIVERGENCE) if other is not None else METRICS
         tally = Tally.empty(list(lm.facts.attention_layers), lm.facts.n_head, exemplars, metrics)
         induction = induction_rows(lm.backend)
 
-    todo = (b for b in batches(windows(token_stream(data.documents(), lm.tokenizer), seq_len, max_tokens), batch_size)
-            if b.index >= tally.batches)
+    todo, messages = _batches(data, lm, seq_len, max_tokens, batch_size, tally.batches)
     if engine == "ray":
         from .ray_engine import ray_tallies
 
@@ -282,8 +154,15 @@ def atlas(
                             concurrency=concurrency, other=other)
     else:
         parts = (batch_tally(lm.backend, b, local_window, exemplars, getattr(other, "backend", None)) for b in todo)
-    _run(parts, tally, induction, meta, out, lm.tokenizer, max_tokens, progress, after_batch)
+    _run(parts, tally, induction, meta, out, (lm.tokenizer, messages), max_tokens, progress, after_batch)
     return out
+
+
+def _batches(data: Corpus, lm, seq_len: int, max_tokens: int | None, batch_size: int, done: int):
+    """The batches still to run (after the first ``done``), and where the corpus's messages fall as they are read."""
+    messages = check_conversations(data, lm.backend.chat_template)
+    stream = token_stream(data.documents(), lm.tokenizer, lm.backend.chat_template, messages)
+    return (b for b in batches(windows(stream, seq_len, max_tokens), batch_size) if b.index >= done), messages
 
 
 def _compare_model(lm, compare_model, data: Corpus, max_tokens: int | None, device, dtype: str):
@@ -316,7 +195,7 @@ def _check_settings(out: Path, resume: bool, engine: str, **lows: int | None) ->
             raise AtlasError(f"{name} must be at least {least[name]}, got {value}")
 
 
-def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, tokenizer, max_tokens, progress, hook):
+def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, labels, max_tokens, progress, hook):
     """Merge the batches' tallies in order; write the atlas at the end, or the partial one and the state on Ctrl+C."""
     from tqdm import tqdm
 
@@ -332,13 +211,13 @@ def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, token
                 hook(tally)
             if time.monotonic() - saved > SAVE_EVERY_S:
                 with _interrupts_held():
-                    _save_state(out, tally, induction, meta)
-                    write_atlas(out, tally, induction, _with_progress(meta, tally, False), tokenizer)
+                    save_state(out, tally, induction, meta)
+                    write_atlas(out, tally, induction, with_progress(meta, tally, False), *labels)
                 saved = time.monotonic()
     except KeyboardInterrupt:
         with _interrupts_held():
-            _save_state(out, tally, induction, meta)
-            write_atlas(out, tally, induction, _with_progress(meta, tally, False), tokenizer)
+            save_state(out, tally, induction, meta)
+            write_atlas(out, tally, induction, with_progress(meta, tally, False), *labels)
         bar.close()
         print(f"attnscope: interrupted after {tally.tokens} tokens; partial atlas in {out} "
               f"(--resume continues it)", file=sys.stderr)
@@ -346,5 +225,5 @@ def _run(parts: Iterator[Tally], tally: Tally, induction, meta, out: Path, token
     bar.close()
     if tally.batches == 0:
         raise AtlasError("the corpus gave no window of 2 tokens or more: nothing to measure")
-    write_atlas(out, tally, induction, _with_progress(meta, tally, True), tokenizer)
+    write_atlas(out, tally, induction, with_progress(meta, tally, True), *labels)
     (out / STATE_FILE).unlink(missing_ok=True)

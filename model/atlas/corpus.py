@@ -6,7 +6,9 @@ Three formats, told by the file's extension:
 ``.txt``, ``.text``  plain UTF-8 text, one document per paragraph: paragraphs are separated by
                      one or more blank (or whitespace-only) lines; a paragraph's own line
                      breaks are kept
-``.jsonl``           one JSON object per line with a string ``text`` field (blank lines skipped)
+``.jsonl``           one JSON object per line with a string ``text`` field (blank lines skipped), or
+                     a conversation: ``{"messages": [{"role", "content"}, ...]}``, laid out by
+                     the model's chat template (:mod:`.messages`)
 ``.parquet``         a string column ``text``, one document per row (null rows skipped)
 ==================  ==========================================================================
 
@@ -34,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .messages import Conversation, MessageIndex, conversation_of
+
 FORMATS = {".txt": "text", ".text": "text", ".jsonl": "jsonl", ".parquet": "parquet"}
 ENCODE_CHUNK = 64  # documents tokenized per call (the Rust tokenizer encodes a chunk in parallel)
 
@@ -49,10 +53,11 @@ class CorpusFile:
     size: int  # bytes
     sha256: str
     documents: int
+    conversations: int = 0  # of the documents, how many are conversations (JSONL ``messages``)
 
     def to_dict(self) -> dict:
         return {"path": str(self.path), "format": self.format, "bytes": self.size, "sha256": self.sha256,
-                "documents": self.documents}
+                "documents": self.documents, "conversations": self.conversations}
 
 
 @dataclass(frozen=True)
@@ -62,9 +67,13 @@ class Corpus:
     files: tuple[CorpusFile, ...]
     sha256: str  # SHA-256 of the files' SHA-256 hex digests, one per line, in order
 
-    def documents(self) -> Iterator[str]:
+    def documents(self) -> Iterator[str | Conversation]:
         for f in self.files:
             yield from _READERS[f.format](f.path)
+
+    @property
+    def conversations(self) -> int:
+        return sum(f.conversations for f in self.files)
 
 
 def open_corpus(paths: Iterable[str | Path]) -> Corpus:
@@ -82,10 +91,10 @@ def open_corpus(paths: Iterable[str | Path]) -> Corpus:
         with path.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
-        n = sum(1 for _ in _READERS[fmt](path))  # every line or row checked here
-        if n == 0:
+        kinds = [isinstance(doc, Conversation) for doc in _READERS[fmt](path)]  # every line or row checked here
+        if not kinds:
             raise CorpusError(f"{path}: no documents (the file is empty)")
-        files.append(CorpusFile(path, fmt, path.stat().st_size, digest.hexdigest(), n))
+        files.append(CorpusFile(path, fmt, path.stat().st_size, digest.hexdigest(), len(kinds), sum(kinds)))
     if not files:
         raise CorpusError("no corpus files given")
     whole = hashlib.sha256("".join(f.sha256 + "\n" for f in files).encode()).hexdigest()
@@ -122,8 +131,8 @@ def read_text(path: Path) -> Iterator[str]:
         yield "\n".join(para)
 
 
-def read_jsonl(path: Path) -> Iterator[str]:
-    """The ``text`` field of each line's JSON object."""
+def read_jsonl(path: Path) -> Iterator[str | Conversation]:
+    """The ``text`` field of each line's JSON object, or its ``messages`` as a :class:`Conversation`."""
     for number, line in _lines(path):
         if not line.strip():
             continue
@@ -131,9 +140,15 @@ def read_jsonl(path: Path) -> Iterator[str]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise CorpusError(f"{path}:{number}: not JSON ({e.msg})") from None
+        if isinstance(obj, dict) and "messages" in obj and "text" not in obj:
+            got = conversation_of(obj)
+            if isinstance(got, str):
+                raise CorpusError(f"{path}:{number}: {got}")
+            yield got
+            continue
         text = obj.get("text") if isinstance(obj, dict) else None
         if not isinstance(text, str):
-            what = "not a JSON object" if not isinstance(obj, dict) else "no string field 'text'"
+            what = "not a JSON object" if not isinstance(obj, dict) else "no string field 'text' (nor 'messages')"
             raise CorpusError(f"{path}:{number}: {what}")
         yield text
 
@@ -166,20 +181,48 @@ _READERS = {"text": read_text, "jsonl": read_jsonl, "parquet": read_parquet}
 # ------------------------------------------------------------------ tokens, windows, batches
 
 
-def token_stream(documents: Iterable[str], tokenizer) -> Iterator[list[int]]:
+def token_stream(
+    documents: Iterable[str | Conversation], tokenizer, chat=None, index: MessageIndex | None = None
+) -> Iterator[list[int]]:
     """Each document's token ids, as the model reads a text (its BOS first where it has one; our
-    GPT's documents each followed by ``<|endoftext|>``). Documents are encoded a chunk at a time."""
+    GPT's documents each followed by ``<|endoftext|>``). Documents are encoded a chunk at a time. A
+    conversation goes through ``chat`` (the model's :class:`~model.chat.ChatTemplate`; none: a
+    :class:`CorpusError`), as written (no generation prompt); ``index`` records where its messages fall."""
     bos = getattr(tokenizer, "bos_id", None)
     eot = getattr(tokenizer, "eot_id", None)
     after = [eot] if bos is None and eot is not None else []
     chunk: list[str] = []
+    at = 0  # the stream's length so far
     for doc in documents:
+        if isinstance(doc, Conversation):
+            for ids in _encode(tokenizer, chunk) if chunk else []:
+                at += len(ids) + len(after)
+                yield ids + after
+            chunk = []
+            ids = _conversation_ids(doc, tokenizer, chat, at, index)
+            at += len(ids)
+            yield ids
+            continue
         chunk.append(doc)
         if len(chunk) == ENCODE_CHUNK:
-            yield from (ids + after for ids in _encode(tokenizer, chunk))
+            for ids in _encode(tokenizer, chunk):
+                at += len(ids) + len(after)
+                yield ids + after
             chunk = []
     if chunk:
         yield from (ids + after for ids in _encode(tokenizer, chunk))
+
+
+def _conversation_ids(doc: Conversation, tokenizer, chat, at: int, index: MessageIndex | None) -> list[int]:
+    if chat is None:
+        raise CorpusError("the corpus holds conversations (JSONL 'messages') and the model has no chat template")
+    try:
+        laid = chat.layout(tokenizer, list(doc.messages), add_generation_prompt=False)
+    except ValueError as e:  # the template refuses the conversation
+        raise CorpusError(f"a conversation of the corpus: {e}") from None
+    if index is not None:
+        index.add(at, laid.spans)
+    return laid.ids
 
 
 def _encode(tokenizer, texts: list[str]) -> list[list[int]]:
@@ -232,3 +275,15 @@ def batches(wins: Iterable[np.ndarray], batch_size: int) -> Iterator[Batch]:
         group.append(w)
     if group:
         yield Batch(index, window, np.stack(group))
+
+
+def check_conversations(corpus, chat) -> MessageIndex:
+    """An empty index for ``corpus`` (a :class:`~model.atlas.corpus.Corpus`); refused before anything runs
+    when it holds conversations and the model has no chat template ``chat``."""
+    if chat is None and corpus.conversations:
+        first = next(f for f in corpus.files if f.conversations)
+        raise CorpusError(
+            f"{first.path}: {first.conversations} conversations (JSONL 'messages'), and the model has no chat "
+            "template to lay them out; use a chat model, or lines with 'text'"
+        )
+    return MessageIndex()

@@ -19,7 +19,8 @@ import torch
 
 from ..compare import js_bits
 from .corpus import token_stream
-from .stats import AtlasSink, Tally
+from .metrics import Tally
+from .stats import AtlasSink
 
 DIVERGENCE = "divergence"
 # what meta.json says of it, ``{compare}`` the compare model's name

@@ -5,7 +5,7 @@ engine does (:mod:`model.atlas.corpus`), makes them a dataset (``ray.data.from_i
 per batch: its number, its first window's number and its token ids) and maps it with
 :class:`AtlasWorker`, a callable class run by a pool of actors: each loads the model once, on a
 GPU of its own (``num_gpus=1``) where the cluster has GPUs, and turns each batch into its
-:class:`~model.atlas.stats.Tally`, the batch's partial statistics (sums, counts, histograms, top
+:class:`~model.atlas.metrics.Tally`, the batch's partial statistics (sums, counts, histograms, top
 rows). The driver takes the tallies back in batch order (Ray Data's ``preserve_order``, and a
 reorder buffer besides) and merges them exactly as the local engine does, so the atlas is the
 local engine's up to the float rounding of the forward passes themselves.
@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from .corpus import Batch
-from .stats import Tally
+from .metrics import Tally
 
 
 def _pack(tally: Tally) -> bytes:

@@ -3,13 +3,13 @@
 An atlas is a folder:
 
 * ``heads.parquet``: one row per (layer, head): ``layer`` (the model's own number of an attention
-  layer), ``head``, and per metric (:data:`model.atlas.stats.METRICS`, ``divergence`` where the atlas
+  layer), ``head``, and per metric (:data:`model.atlas.metrics.METRICS`, ``divergence`` where the atlas
   compared a second model, then ``induction``) four columns: ``<metric>`` (the mean over the
   corpus's query rows), ``<metric>_std`` (population),
   ``<metric>_count`` (query rows measured) and ``<metric>_histogram`` (counts per bin; the edges
   are in the metadata, ``metrics.<metric>.bin_edges``). ``sink_mass`` only for a model with learned
   sinks, null in its layers without. ``induction`` is measured on its own probe
-  (:data:`model.atlas.build.DEFINITIONS`).
+  (:data:`model.atlas.meta.DEFINITIONS`).
 * ``exemplars.parquet``: per (layer, head, metric) the ``K`` query rows where the metric was
   highest, ``rank`` 0 first: ``value``, ``window`` (the window's number in the corpus),
   ``position`` (the query's position in it), ``token_id``, ``token`` (its display string),
@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from .divergence import DIVERGENCE
-from .stats import BIN_EDGES, CONTEXT_BEFORE, METRICS, UNIT_EDGES, Tally
+from .messages import MessageIndex
+from .metrics import BIN_EDGES, CONTEXT_BEFORE, METRICS, UNIT_EDGES, Tally
 from .text import cut_context
 
 HEADS_FILE = "heads.parquet"
@@ -101,13 +102,16 @@ def _unit_bins(values: np.ndarray) -> np.ndarray:
     return np.searchsorted(inner, values.astype(np.float32).ravel(), side="right")
 
 
-def exemplars_table(tally: Tally, tokenizer, meta: dict):
+def exemplars_table(tally: Tally, tokenizer, meta: dict, messages: MessageIndex | None = None):
     """The ``exemplars.parquet`` table: each kept row with its context cut and decoded
-    (:func:`model.atlas.text.cut_context`); a row no cut can show is left out."""
+    (:func:`model.atlas.text.cut_context`); a row no cut can show is left out. Over conversations
+    (``messages``), each row says the conversation, message and role its query sits in (null in markup
+    or a text)."""
     import pyarrow as pa
 
     names = ("layer", "head", "metric", "rank", "value", "window", "position", "token_id", "token", "text",
-             "query_start", "query_end", "context_start")
+             "query_start", "query_end", "context_start", "conversation", "message", "role")
+    seq_len = meta["settings"]["seq_len"]
     cols: dict[str, list] = {k: [] for k in names}
     for li, layer in enumerate(tally.layers):
         for m, metric in enumerate(tally.metrics):
@@ -122,15 +126,16 @@ def exemplars_table(tally: Tally, tokenizer, meta: dict):
                     cut = cut_context(tokenizer, ctx, q)
                     if cut is None:
                         continue
-                    pos = int(tally.pos[li, m, h, rank])
+                    pos, window = int(tally.pos[li, m, h, rank]), int(tally.window[li, m, h, rank])
+                    found = messages.find(window * seq_len + pos) if messages and messages.starts else None
                     for name, v in zip(names, (
-                        layer, h, metric, rank, float(value), int(tally.window[li, m, h, rank]), pos, ctx[q],
+                        layer, h, metric, rank, float(value), window, pos, ctx[q],
                         _display(tokenizer, ctx[q]), cut.text, cut.query_start, cut.query_end,
-                        pos - (q - cut.first),
+                        pos - (q - cut.first), *(found or (None, None, None)),
                     )):
                         cols[name].append(v)
     types = [pa.int32(), pa.int32(), pa.string(), pa.int32(), pa.float32(), pa.int64(), pa.int32(), pa.int64(),
-             pa.string(), pa.string(), pa.int32(), pa.int32(), pa.int32()]
+             pa.string(), pa.string(), pa.int32(), pa.int32(), pa.int32(), pa.int64(), pa.int32(), pa.string()]
     schema = pa.schema(list(zip(names, types)), metadata={META_KEY: json.dumps(meta).encode()})
     return pa.table(cols, schema=schema)
 
@@ -139,13 +144,16 @@ def _display(tokenizer, i: int) -> str:
     return tokenizer.display(i) if hasattr(tokenizer, "display") else tokenizer.decode([i])
 
 
-def write_atlas(out: Path, tally: Tally, induction: np.ndarray | None, meta: dict, tokenizer) -> None:
-    """Write (or replace) the atlas files in ``out``, each atomically."""
+def write_atlas(
+    out: Path, tally: Tally, induction: np.ndarray | None, meta: dict, tokenizer, messages: MessageIndex | None = None
+) -> None:
+    """Write (or replace) the atlas files in ``out``, each atomically (``messages``: where a conversation
+    corpus's messages fall, for the exemplars)."""
     import pyarrow.parquet as pq
 
     out.mkdir(parents=True, exist_ok=True)
     heads = heads_table(tally, induction, meta)
-    exemplars = exemplars_table(tally, tokenizer, meta)
+    exemplars = exemplars_table(tally, tokenizer, meta, messages)
     _atomic_write(out / HEADS_FILE, lambda p: pq.write_table(heads, p))
     _atomic_write(out / EXEMPLARS_FILE, lambda p: pq.write_table(exemplars, p))
     _atomic_write(out / META_FILE, lambda p: p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8"))

@@ -1,5 +1,5 @@
 """One batch of the atlas: its windows through the model into an :class:`~.stats.AtlasSink`, reduced
-to a :class:`~.stats.Tally` (with a second model, its ``divergence`` too). The local engine
+to a :class:`~.metrics.Tally` (with a second model, its ``divergence`` too). The local engine
 (:mod:`.build`) and every Ray actor (:mod:`.ray_engine`) call :func:`batch_tally`, so neither
 imports the other for it."""
 
@@ -11,7 +11,8 @@ import torch
 from ..options import AttentionOptions
 from ..precision import exact_fp32
 from .corpus import Batch
-from .stats import AtlasSink, Tally
+from .metrics import Tally
+from .stats import AtlasSink
 from .text import shown_rows
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import CONTEXT_AFTER, CONTEXT_BEFORE
+from .metrics import CONTEXT_AFTER, CONTEXT_BEFORE
 
 TRIES = 8  # re-encodings tried per exemplar for a cut that reads back as its own tokens
 

@@ -1,5 +1,5 @@
 """The options of ``attnscope train`` (``python -m attnscope.model.ours.train``), each with its help;
-what they set is :class:`~.train.TrainConfig` (a preset's values, then the options given)."""
+what they set is :class:`~.train_config.TrainConfig` (a preset's values, then the options given)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 
 def train_parser(presets: dict, prog: str | None = None, parser=argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The parser of ``train``: ``presets`` name -> :class:`~.train.TrainConfig` (its values are the defaults
+    """The parser of ``train``: ``presets`` name -> :class:`~.train_config.TrainConfig` (its values are the defaults
     the help names); ``parser``, the ArgumentParser class (``attnscope train`` passes its own)."""
     small = presets["small"]
     ap = parser(prog=prog, description="Train an attnscope model")

@@ -18,7 +18,8 @@ import torch
 
 from ..backends import DTYPES, parameter_count
 from ..families.attention import IMPLEMENTATION, recording, register
-from ..families.backend import TransformersBackend, _bos_token, preflight
+from ..families.backend import TransformersBackend
+from ..families.config import bos_token, preflight
 from ..options import AttentionOptions
 from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer
@@ -164,5 +165,5 @@ def load_vision_dir(path: Path, device: torch.device, dtype: str = "fp32") -> Vi
     except torch.OutOfMemoryError as e:
         gib = parameter_count(model) * model.dtype.itemsize / 2**30
         raise CheckpointError(f"the model ({gib:.1f} GiB in {dtype}) does not fit on {device}; try --dtype bf16") from e
-    tokenizer = BPETokenizer.load(path / "tokenizer.json", bos_token=_bos_token(path, cfg))
+    tokenizer = BPETokenizer.load(path / "tokenizer.json", bos_token=bos_token(path, cfg))
     return VisionBackend(model, tokenizer, device, path.name, processor, layout)

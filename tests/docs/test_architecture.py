@@ -238,6 +238,18 @@ def test_every_route_has_its_row_url_module_models_and_compute():
     assert not wrong, wrong
 
 
+def test_each_route_module_states_its_urls_in_its_docstring():
+    """What a module is called may differ from its URL (`app/routes/qk.py` serves `/api/neuron`): its
+    docstring says the URL, whole or as a `prefix/*` that covers it."""
+    unsaid = []
+    for method, url, module, *_ in routes():
+        said = ast.get_docstring(ast.parse(text_of(ROOT / module))) or ""
+        prefixes = [p.removesuffix("*") for p in re.findall(r"(/[\w/{}.-]*\*)", said)]
+        if url not in said and not any(url.startswith(p) for p in prefixes):
+            unsaid.append(f"{module}: {method} {url}")
+    assert not unsaid, f"route modules whose docstring does not state their URL: {unsaid}"
+
+
 def test_every_route_module_and_view_is_on_the_map():
     named = {s for line in doc_lines() for s in spans(line)}
     modules = [rel(p) for p in (ROOT / "app" / "routes").glob("*.py") if p.name != "__init__.py"]

@@ -8,7 +8,8 @@ import pytest
 import torch
 from attnscope.model.backends import OursBackend
 from attnscope.model.ours.gpt import GPT, AttentionOptions, GPTConfig
-from attnscope.model.ours.train import PRESETS, train
+from attnscope.model.ours.train import train
+from attnscope.model.ours.train_config import PRESETS
 from attnscope.model.precision import exact_fp32, tf32_for_training
 
 

@@ -14,8 +14,8 @@ import torch
 from attnscope.model.atlas import stats as atlas_stats
 from attnscope.model.atlas.build import STATE_FILE, AtlasError, atlas
 from attnscope.model.atlas.corpus import batches, open_corpus, token_stream, windows
+from attnscope.model.atlas.metrics import CONTEXT_BEFORE, METRICS, Tally, bin_index
 from attnscope.model.atlas.read import EXEMPLARS_FILE, HEADS_FILE, META_FILE, read_atlas
-from attnscope.model.atlas.stats import CONTEXT_BEFORE, METRICS, Tally, bin_index
 from attnscope.model.atlas.tally import batch_tally
 from attnscope.model.heads import induction_score, induction_tokens, probe_prefix, random_pool
 from attnscope.model.ours.checkpoint import save_checkpoint

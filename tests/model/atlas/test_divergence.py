@@ -14,8 +14,8 @@ import torch
 from attnscope.app.cli.main import main
 from attnscope.model.atlas.build import atlas
 from attnscope.model.atlas.divergence import ModelMismatch
+from attnscope.model.atlas.metrics import bin_index
 from attnscope.model.atlas.read import EXEMPLARS_FILE, read_atlas
-from attnscope.model.atlas.stats import bin_index
 from attnscope.model.registry import load_model
 
 pytest.importorskip("transformers")

@@ -12,7 +12,8 @@ import pytest
 import torch
 from attnscope.model.ours.evaluate import stream_loss
 from attnscope.model.ours.gpt import GPT
-from attnscope.model.ours.train import PRESETS, get_batch, lr_at, main, prepare, train
+from attnscope.model.ours.train import get_batch, main, prepare, train
+from attnscope.model.ours.train_config import PRESETS, lr_at
 from attnscope.model.registry import load_model
 
 

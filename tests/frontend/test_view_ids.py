@@ -1,0 +1,41 @@
+"""What the page keys by a view's id names a view of the registry (views.js): a renamed view leaves no table
+behind that still knows it by its old id. Run in node on the page's own modules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+JS = Path(__file__).resolve().parents[2] / "frontend" / "js"
+
+SCRIPT = """
+const views = await import(process.argv[1] + "/views.js");
+const textonly = await import(process.argv[1] + "/textonly.js");
+console.log(JSON.stringify({
+  ids: views.VIEW_IDS,
+  was: views.VIEWS.flatMap((v) => v.was ?? []),
+  textOnly: Object.keys(textonly.TEXT_ONLY),
+  grouped: views.GROUPS.flatMap((g) => g.views.map((v) => v.id)),
+}));
+"""
+
+
+def registry() -> dict:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the page's modules are run in node here")
+    done = subprocess.run(
+        [node, "--input-type=module", "-e", SCRIPT, str(JS)], capture_output=True, text=True, timeout=60, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def test_every_view_id_keyed_elsewhere_is_a_view_and_no_old_id_is_one():
+    got = registry()
+    assert got["textOnly"] and set(got["textOnly"]) <= set(got["ids"]), got["textOnly"]
+    assert not set(got["was"]) & set(got["ids"]), "an old id of one view is the id of another"
+    assert len(got["ids"]) == len(set(got["ids"])) == len(got["grouped"])
