@@ -61,7 +61,7 @@ export function layersWords(model, context, layers) {
   return said.map((f) => fill(f.words[context], {})).join("");
 }
 
-/** Whether the layer's pattern is signed (a quirk of it says so: a pair's first − λ·second). */
+/** Whether the layer's pattern is signed (a quirk of it, `signed`, says so). */
 export const signedLayer = (model, layer) =>
   quirks(model).some((f) => f.signed && f.at === "layer" && layer?.[f.name] != null);
 
@@ -80,14 +80,14 @@ export function colorbarTitle(model, layer, head) {
   return quirkWords(model, "colorbar", { layer, head }) || null;
 }
 
-/** What more every row's softmax sees than the keys (the layer's quirks' `keys`: a learned sink). */
+/** What more every row's softmax sees than the keys (the layer's quirks' `keys`). */
 export const extraKeys = (model, layer) =>
   present(model, layer, null)
     .map((f) => f.words?.keys)
     .filter(Boolean);
 
 /**
- * The head's quirk numbers as its title writes them: the layer's ("λ 0.812", "sink logit 1.234"), and an answer's
+ * The head's quirk numbers as its title writes them: the layer's ("label 0.812"), and an answer's
  * share a message of this head (`shares`, one a band of `spans`: "last row on system 0.012, user 0.800").
  */
 export function headNumbers(model, layer, head, answer = null) {
