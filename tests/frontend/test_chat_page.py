@@ -1,7 +1,7 @@
 """The conversation beside the text on a chat model (frontend/js/cards/chat.js): turns added, removed, moved
 and given a role, a system prompt first. The page then sends `messages` instead of the text (subject.js), the
 link keeps the conversation, and the answer is drawn again, with each turn's share of the last token's weight
-for the chosen head (draw/spans.js) as the server sends it. At 1280 and 390 px."""
+for the chosen head (head/spans.js) as the server sends it. At 1280 and 390 px."""
 
 from __future__ import annotations
 

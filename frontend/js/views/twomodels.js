@@ -11,6 +11,7 @@ import { fillModelOptions, pickerOptions } from "../cards/modelpicker.js";
 import { byId, drawPlot, idOf, onPlotClick, setText } from "../dom.js";
 import { ACCENT, WEIGHT_SCALE, baseLayout } from "../draw/figures.js";
 import { headHeatmapFigure } from "../draw/heatmap.js";
+import { signedModel } from "../draw/quirks.js";
 import { paramLink } from "../state.js";
 import { blankSubject, subject } from "../subject.js";
 import { differenceFigure } from "./twotexts.js";
@@ -204,7 +205,7 @@ export function draw(state) {
 
 /** The chosen head: its pattern in each model and their difference (`difference`, B − A); `key`: its question's. */
 function drawParts(r, state, key) {
-  const head = { layer: state.layer, head: state.head, signed: Boolean(state.model?.differential) };
+  const head = { layer: state.layer, head: state.head, signed: signedModel(state.model) };
   const one = (pattern, title) =>
     titled(headHeatmapFigure({ tokens: r.tokens, pattern, mask: r.mask, ...head, title }));
   drawPlot(byId("twomodels-a"), `${key}|a`, () => one(r.a, `A: ${r.model_a} (served)`), "attnscope-model-a");

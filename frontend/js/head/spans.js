@@ -4,7 +4,7 @@
 // colour; the grid's option paints each head's shares as a bar along the foot of its tile. Numbers are the server's.
 
 import { idOf, mount, setHidden, setText } from "../dom.js";
-import { shortToken } from "./figures.js";
+import { shortToken } from "../draw/figures.js";
 
 /** Each role's colour (the conversation editor's edges, css/cards.css). */
 export const ROLE_COLOURS = { system: "#7c3aed", user: "#2563eb", assistant: "#d97706" };
