@@ -133,7 +133,7 @@ def preflight(path: Path):
         raise CheckpointError(f"cannot read the model config in {path}: {' '.join(str(e).split())}") from e
     if getattr(cfg, "is_encoder_decoder", False):
         raise CheckpointError(
-            f"{path} holds an encoder-decoder model ({cfg.model_type}); attnscope shows decoder-only causal LMs"
+            f"{path} holds an encoder-decoder model ({cfg.model_type}); attnscope shows decoder-only and encoder-only models"
         )
     if not (path / "tokenizer.json").is_file():
         raise CheckpointError(f"no tokenizer.json in {path}: attnscope needs the fast tokenizer file beside the model")
