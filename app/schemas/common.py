@@ -74,7 +74,7 @@ def messages_field() -> Any:
 
 class Subject(Strict):
     """What a request looks at, read the same way by every route (:mod:`attnscope.app.subject`
-    resolves it): ``text`` or ``messages`` (exactly one) and ``add_generation_prompt``. A route whose
+    resolves it): ``text`` or ``messages`` (exactly one), ``add_generation_prompt`` and ``stack``. A route whose
     request takes an image adds ``image``; a part a route does not take is refused as unknown."""
 
     text: str | None = text_field(required=False)
@@ -83,6 +83,11 @@ class Subject(Strict):
         None,
         description="with `messages`: end the prompt with the template's opening of the assistant's turn; default: "
         "true unless the last message is the assistant's",
+    )
+    stack: Literal["encoder", "decoder", "cross"] | None = Field(
+        None,
+        description="the attention stack looked at (/api/model `stacks`); default: `decoder` where the model has "
+        "one, else `encoder`. A stack the model lacks is a 422 naming `stack`",
     )
 
     @field_validator("text")
