@@ -1,0 +1,115 @@
+"""The API over encoders (BERT and its kin): what /api/model says, the answer's tokens, mask and
+patterns against transformers eager on the ids the server reports, the masked-LM guesses at a
+``[MASK]``, ``stack`` and the views an encoder refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.kit.app import attention, served
+
+pytest.importorskip("transformers")
+
+from transformers import AutoModelForMaskedLM, AutoTokenizer  # noqa: E402
+
+from tests.kit.encoders import build_encoder  # noqa: E402
+
+FAMILIES = ["bert", "roberta", "albert", "modernbert"]  # WordPiece, byte-level BPE, Unigram; a band
+TEXT = "The cat [MASK] on the mat, and the dog saw the cat."
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("encoders")
+    return {f: build_encoder(f, root / f) for f in FAMILIES}
+
+
+@pytest.fixture(scope="module")
+def clients(folders, checkpoint_dir):
+    with served({**folders, "ours": checkpoint_dir}) as out:
+        yield out
+
+
+def eager(folder, ids):
+    ref = AutoModelForMaskedLM.from_pretrained(folder, attn_implementation="eager")
+    with torch.no_grad():
+        return ref(torch.tensor([ids]), output_attentions=True)
+
+
+def test_model_says_its_architecture_and_stacks(clients):
+    for name, c in clients.items():
+        info = c.get("/api/model").json()
+        kind, side = ("decoder", "target") if name == "ours" else ("encoder", "source")
+        assert info["architecture"] == kind
+        assert info["stacks"] == [
+            {"name": kind, "n_layer": info["n_layer"], "n_head": info["n_head"], "query": side, "key": side}
+        ]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_served_patterns_and_guesses_equal_eager(family, folders, clients):
+    c = clients[family]
+    data = attention(c, text=TEXT, include=["pattern"], top_k=5)
+    reference = AutoTokenizer.from_pretrained(folders[family])
+    assert data["token_ids"] == reference(TEXT.replace("[MASK]", reference.mask_token))["input_ids"]
+    assert data["stack"] == "encoder" and data["causal"] is False
+    out = eager(folders[family], data["token_ids"])
+    mask = np.array(data["mask"]).astype(bool)
+    for lv in data["layers"]:
+        layer_mask = np.array(lv["mask"]).astype(bool) if "mask" in lv else mask
+        expected = out.attentions[lv["layer"]][0].numpy()
+        assert (expected[:, ~layer_mask] == 0).all()  # the served mask is the one eager applied
+        assert layer_mask[np.triu_indices(len(layer_mask), 1)].any()  # no causal triangle
+        for hv in lv["heads"]:
+            assert np.abs(np.array(hv["pattern"]) - expected[hv["head"]]).max() <= 2e-5
+    # the guesses at each position, the [MASK] first: the masked-LM head's top 5 there
+    at = data["token_ids"].index(reference.mask_token_id)
+    probs = out.logits[0].softmax(-1)
+    for t in (at, 0, len(data["token_ids"]) - 1):
+        top = probs[t].topk(5)
+        assert [p["id"] for p in data["predictions"][t]] == top.indices.tolist()
+        np.testing.assert_allclose([p["prob"] for p in data["predictions"][t]], top.values.numpy(), rtol=1e-4)
+
+
+def test_causal_false_is_accepted_and_changes_nothing(clients):
+    c = clients["modernbert"]
+    plain = attention(c, text=TEXT, include=["pattern"], top_k=0)
+    opened = attention(c, text=TEXT, include=["pattern"], top_k=0, causal=False)
+    assert opened["causal"] is False
+    assert opened["layers"] == plain["layers"] and opened["mask"] == plain["mask"]
+    assert np.array(plain["mask"]).all()  # the global layer: every row sees every key
+    local = [lv for lv in plain["layers"] if "mask" in lv]
+    assert local and all(not np.array(lv["mask"]).all() for lv in local)  # the band of the local layers
+
+
+def test_stack_the_model_lacks_is_a_422_naming_stack(clients):
+    for name, wrong, right in (("bert", "decoder", "encoder"), ("ours", "encoder", "decoder")):
+        r = clients[name].post("/api/attention", json={"text": TEXT, "stack": wrong, "top_k": 0})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"]
+        assert attention(clients[name], text=TEXT, stack=right, top_k=0)["stack"] == right
+    r = clients["bert"].post("/api/neuron", json={"text": TEXT, "layer": 0, "head": 0, "stack": "cross"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"]
+
+
+def test_next_token_views_refuse_an_encoder_naming_their_field(clients):
+    c = clients["bert"]
+    for url, body, field in (
+        ("/api/generate", {"text": TEXT}, "max_new_tokens"),
+        ("/api/lens", {"text": TEXT}, "lens"),
+    ):
+        r = c.post(url, json=body)
+        assert r.status_code == 422, url
+        assert r.json()["detail"][0]["loc"] == ["body", field]
+        assert "encoder" in r.json()["detail"][0]["msg"]
+
+
+def test_head_effects_measure_the_guess_at_the_first_mask(folders, clients):
+    c = clients["bert"]
+    data = attention(c, text=TEXT, top_k=1)
+    r = c.post("/api/head-effects", json={"text": TEXT})
+    assert r.status_code == 200
+    got = r.json()
+    at = data["tokens"].index("[MASK]")
+    assert got["position"] == at and got["token_id"] == data["predictions"][at][0]["id"]
