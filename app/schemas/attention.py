@@ -163,14 +163,9 @@ class AttentionRequest(Subject):
         description="json: numbers; b64: every matrix a typed array {dtype, bdata (base64), shape} as Plotly.js reads",
     )
     precision: Literal["f4", "f2"] = Field("f4", description="float type of the b64 matrices (f2: half the bytes)")
-    causal: bool = Field(
-        True, description="false: a what-if with the mask removed in every layer (a decoder's; an encoder keeps its own)"
-    )
+    causal: bool = Field(True, description="false: a what-if with a decoder's mask removed in every layer")
     scale: Scale = "model"
-    top_k: int = Field(
-        5, ge=0, le=TOP_K_MAX,
-        description="predictions per position (a decoder's next token, an encoder's masked-LM guess at the position)",
-    )
+    top_k: int = Field(5, ge=0, le=TOP_K_MAX, description="predictions per position (decoder: next token)")
     temperature: float = Field(
         1.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, allow_inf_nan=False, description="for the predictions"
     )
@@ -334,10 +329,7 @@ class AttentionResponse(BaseModel):
     image: ImageShown = None
     query_row: QueryRow | None = optional_field("when `query_row` was asked for")
     stack: str = Field(description="the attention stack the layers are of: `decoder`, or an encoder's `encoder`")
-    causal: bool = Field(
-        description="whether the causal mask was on: the request's `causal` on a decoder; false on an encoder, "
-        "whose mask is its own whatever `causal` says (all visible, ModernBERT's band in its local layers)"
-    )
+    causal: bool = Field(description="the request's `causal` on a decoder; false on an encoder (its mask is its own)")
     scale: str | float = Field(description="the request's scale option")
     divisor: float = Field(description="the number raw scores were divided by (the first returned layer's)")
     encoding: Literal["json", "b64"]

@@ -96,6 +96,12 @@ def _bool_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 _ACTIVE: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("attnscope_recording", default=None)
 
 
+def current() -> _Recording | None:
+    """The running :func:`recording` of this context (its sink, options and layer numbering), or None: for
+    a family that computes attention in its own module (:mod:`model.families.deberta`)."""
+    return _ACTIVE.get()
+
+
 def recording_active() -> bool:
     """Whether a :func:`recording` is running in this context (the notebook switches a model's
     attention implementation to ours only then)."""

@@ -13,8 +13,9 @@ it. What differs from a decoder is said here, in :class:`EncoderBackend`:
   ``±sliding_window`` tokens in its local layers (``causal=False`` has nothing to remove);
 * :meth:`EncoderBackend.head` is the masked-LM head: its logits at position ``t`` guess the token at ``t``.
 
-DeBERTa computes its disentangled attention inside its own module, not through AttentionInterface:
-it is refused in one line (:func:`check_encoder`).
+DeBERTa-v2/v3 computes its disentangled attention inside its own module, not through AttentionInterface:
+:mod:`model.families.deberta` records that module's arithmetic in three parts. DeBERTa (v1) is
+refused in one line (:func:`check_encoder`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch
 
 from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer
+from . import deberta
 from .backend import TransformersBackend, load_transformers_dir
 
 # transformers' model_type -> the masked-LM head's modules, in the order they run on the last hidden state
@@ -39,14 +41,12 @@ HEADS: dict[str, tuple[str, ...]] = {
     "electra": ("generator_predictions", "generator_lm_head"),
     "distilbert": ("vocab_transform", "activation", "vocab_layer_norm", "vocab_projector"),
     "modernbert": ("head", "decoder"),
+    "deberta-v2": ("cls",),  # a legacy head; a newer one reads the word embeddings too (EncoderBackend.head)
 }
-# encoder families that transformers runs without AttentionInterface: why each cannot be recorded
-UNRECORDED = {
-    "deberta": "DeBERTa",
-    "deberta-v2": "DeBERTa-v2/v3",
-}
+# encoder families that transformers runs without AttentionInterface and attnscope does not record
+UNRECORDED = {"deberta": "DeBERTa (v1)"}
 # how each family encodes positions (ModelFacts.positions)
-POSITIONS = {"modernbert": "rotary"}
+POSITIONS = {"modernbert": "rotary", "deberta-v2": "relative"}
 
 
 def is_encoder(cfg: dict) -> bool:
@@ -61,8 +61,8 @@ def check_encoder(cfg: dict, path: Path) -> None:
     if kind in UNRECORDED:
         raise CheckpointError(
             f"{path.name} is a {UNRECORDED[kind]} encoder: transformers computes its disentangled attention "
-            "(content and relative-position terms) inside the model, not through its attention interface, "
-            "so attnscope cannot record it exactly yet"
+            "inside the model, not through its attention interface, and attnscope records it for DeBERTa-v2/v3 "
+            "only"
         )
 
 
@@ -74,6 +74,7 @@ class EncoderBackend(TransformersBackend):
     calls: dict = {}  # an encoder keeps no cache
 
     def __init__(self, model: torch.nn.Module, tokenizer: BPETokenizer, device: torch.device, name: str):
+        deberta.watch(model)  # DeBERTa-v2/v3: its own attention module, recorded in three parts
         super().__init__(model, tokenizer, device, name)
         self.facts.positions = POSITIONS.get(self.family, "learned")
         for layer in self.facts.layers:
@@ -89,6 +90,8 @@ class EncoderBackend(TransformersBackend):
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
         """(n, C) -> the masked-LM head's logits (n, V): at each position, its guesses for the token there."""
+        if self.family == "deberta-v2" and not self.model.legacy:
+            return self.model.lm_predictions(h, self.trunk.embeddings.word_embeddings)
         for name in HEADS[self.family]:
             h = getattr(self.model, name)(h)
         return h

@@ -32,8 +32,10 @@ ENCODERS: dict[str, tuple[str, dict, dict]] = {
     "albert": ("unigram", BERT_SPECIALS, {"embedding_size": 32}),
     # global attention in layer 0, a band of ±2 tokens (local_attention 4) in layers 1 and 2
     "modernbert": ("bpe", BERT_SPECIALS, {"num_hidden_layers": 3, "global_attn_every_n_layers": 3, "local_attention": 4}),
+    # DeBERTa-v3's settings: shared q/k projections for the position terms, log buckets, the newer head
     "deberta-v2": ("unigram", BERT_SPECIALS, {"relative_attention": True, "pos_att_type": ["p2c", "c2p"],
-                                              "position_buckets": 8, "max_relative_positions": 16}),
+                                              "position_buckets": 8, "max_relative_positions": 16,
+                                              "share_att_key": True, "norm_rel_ebd": "layer_norm", "legacy": False}),
 }
 
 

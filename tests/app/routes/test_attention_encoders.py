@@ -16,7 +16,9 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer  # noqa: E402
 
 from tests.kit.encoders import build_encoder  # noqa: E402
 
-FAMILIES = ["bert", "roberta", "albert", "modernbert"]  # WordPiece, byte-level BPE, Unigram; a band
+# WordPiece, byte-level BPE, Unigram; ModernBERT's band; DeBERTa's three terms
+FAMILIES = ["bert", "roberta", "albert", "modernbert", "deberta-v2"]
+PARTS = ["attn_scores_content", "attn_scores_content_position", "attn_scores_position_content"]
 TEXT = "The cat [MASK] on the mat, and the dog saw the cat."
 
 
@@ -113,3 +115,16 @@ def test_head_effects_measure_the_guess_at_the_first_mask(folders, clients):
     got = r.json()
     at = data["tokens"].index("[MASK]")
     assert got["position"] == at and got["token_id"] == data["predictions"][at][0]["id"]
+
+
+def test_deberta_sends_its_three_terms_adding_up_to_the_raw_scores(clients):
+    c = clients["deberta-v2"]
+    info = c.get("/api/model").json()
+    assert info["score_parts"] and info["divisor_rule"] == "sqrt(3 * head_dim)"
+    data = attention(c, text=TEXT, include=["attn_scores_raw", *PARTS], top_k=0)
+    for lv in data["layers"]:
+        for hv in lv["heads"]:
+            total = sum(np.array(hv[name], dtype=float) for name in PARTS)
+            np.testing.assert_allclose(total, np.array(hv["attn_scores_raw"], dtype=float), atol=3e-4)
+    plain = attention(clients["bert"], text=TEXT, include=["attn_scores_raw", *PARTS], top_k=0)
+    assert not any(name in hv for lv in plain["layers"] for hv in lv["heads"] for name in PARTS)

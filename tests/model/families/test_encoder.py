@@ -9,6 +9,7 @@ import torch
 
 pytest.importorskip("transformers")
 
+from attnscope.model.families.encoder import check_encoder  # noqa: E402
 from attnscope.model.options import AttentionOptions  # noqa: E402
 from attnscope.model.ours.checkpoint import CheckpointError  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
@@ -16,7 +17,6 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer  # noqa: E402
 
 from tests.kit.encoders import ENCODERS, build_encoder  # noqa: E402
 
-RECORDED = [f for f in ENCODERS if not f.startswith("deberta")]
 TEXT = "The cat [MASK] on the mat. Then the dog saw the cat 🎉, and the [MASK] sat on the log."
 
 
@@ -28,7 +28,7 @@ def encoders(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(encoders):
-    return {f: load_model(encoders[f], device="cpu") for f in RECORDED}
+    return {f: load_model(encoders[f], device="cpu") for f in ENCODERS}
 
 
 def eager(folder, ids):
@@ -37,7 +37,7 @@ def eager(folder, ids):
         return ref(torch.tensor([ids]), output_attentions=True)
 
 
-@pytest.mark.parametrize("family", RECORDED)
+@pytest.mark.parametrize("family", list(ENCODERS))
 def test_ids_are_the_tokenizers_own_with_its_special_tokens(family, encoders, loaded):
     tok = loaded[family].tokenizer
     enc = tok.encode(TEXT)
@@ -55,7 +55,7 @@ def test_ids_are_the_tokenizers_own_with_its_special_tokens(family, encoders, lo
             assert "MASK" in TEXT[a:b] or TEXT[a:b].strip() == ""
 
 
-@pytest.mark.parametrize("family", RECORDED)
+@pytest.mark.parametrize("family", list(ENCODERS))
 def test_every_layer_equals_eager_and_the_head_its_logits(family, encoders, loaded):
     lm = loaded[family]
     facts = lm.facts
@@ -77,7 +77,7 @@ def test_every_layer_equals_eager_and_the_head_its_logits(family, encoders, load
     torch.testing.assert_close(logits, out.logits[0], atol=1e-4, rtol=1e-5)
 
 
-@pytest.mark.parametrize("family", RECORDED)
+@pytest.mark.parametrize("family", list(ENCODERS))
 def test_every_row_sees_every_key_whatever_causal_says(family, loaded):
     lm = loaded[family]
     ids = lm.tokenizer.encode_ids(TEXT)
@@ -111,7 +111,25 @@ def test_modernbert_local_layers_are_a_band(loaded):
             assert mask.all()
 
 
-def test_deberta_is_refused_in_one_line(encoders):
+def test_deberta_parts_add_up_to_the_raw_scores(loaded):
+    lm = loaded["deberta-v2"]
+    facts = lm.facts
+    hd = facts.head_dim
+    assert facts.score_parts and facts.positions == "relative"
+    assert facts.divisor == pytest.approx((3 * hd) ** 0.5) and facts.divisor_rule == "sqrt(3 * head_dim)"
+    trace = []
+    lm.backend.run(lm.tokenizer.encode_ids(TEXT), AttentionOptions(), trace, logits=False)
+    for t in trace:
+        parts = [t.fields[n] for n in ("attn_scores_content", "attn_scores_content_position",
+                                       "attn_scores_position_content")]
+        torch.testing.assert_close(sum(parts), t.attn_scores_raw, atol=1e-5, rtol=1e-6)
+        torch.testing.assert_close(t.attn_scores_content, t.q @ t.k.transpose(-1, -2), atol=1e-5, rtol=1e-6)
+        for part in parts[1:]:
+            assert part.abs().max() > 0.1  # each position term counts
+        torch.testing.assert_close(t.attn_scores, t.attn_scores_raw / t.divisor, atol=1e-5, rtol=1e-5)
+
+
+def test_deberta_v1_is_refused_in_one_line(tmp_path):
     with pytest.raises(CheckpointError) as e:
-        load_model(encoders["deberta-v2"], device="cpu")
+        check_encoder({"model_type": "deberta"}, tmp_path)
     assert "DeBERTa" in str(e.value) and "\n" not in str(e.value)
