@@ -1,0 +1,70 @@
+"""The page on an encoder (a tiny BERT built in the test, served by the real server): the badge
+says encoder, the guesses are at the chosen position, no causal triangle is assumed, and the
+lessons point at the loaded model."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from tests.kit.live import serving
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.browser
+
+from tests.kit.encoders import build_encoder  # noqa: E402
+
+SENTENCE = "The cat [MASK] on the mat, and the dog saw the cat."
+
+
+@pytest.fixture(scope="module")
+def encoder_server(tmp_path_factory, server):
+    with serving(build_encoder("bert", tmp_path_factory.mktemp("bert") / "bert"), "bert") as s:
+        yield s
+
+
+@pytest.fixture
+def encoder_tab(tab, encoder_server):
+    tab.base_url = encoder_server.url
+    return tab
+
+
+def test_the_page_says_encoder_and_guesses_at_the_position(encoder_tab):
+    tab = encoder_tab
+    tab.open("/#text=" + quote(SENTENCE))
+    assert "encoder" in tab.page.locator("#model-badge").inner_text()
+    tokens = tab.tokens()
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"  # the tokenizer's own special tokens
+    at = tokens.index("[MASK]")
+    tab.page.locator("#tokens .token").nth(at).click()
+    tab.settle()
+    card = tab.page.get_by_test_id("predictions")
+    assert card.locator("h2").inner_text() == "Guesses at this position"
+    assert tab.page.locator("#predictions-title").inner_text().startswith("At [MASK]")
+    assert "at this position" in tab.page.locator("#predictions-actual").inner_text()
+    # the served guesses at the mask are the ones listed
+    served = tab.page.evaluate(f"() => window.attnscope.state.detail.response.predictions[{at}].map(p => p.token)")
+    listed = card.locator(".pred-token").all_inner_texts()
+    assert listed == served
+    # no causal mask to switch off on an encoder
+    assert tab.page.get_by_test_id("causal-toggle").is_disabled()
+    assert not tab.unexpected_console_errors()
+
+
+def test_the_pipeline_says_every_key_is_seen(encoder_tab):
+    tab = encoder_tab
+    tab.open("/#view=pipeline&text=" + quote(SENTENCE))
+    notes = tab.page.locator("#pipeline-notes").inner_text()
+    assert "encoder masks nothing" in notes and "what-if" not in notes
+    assert "look ahead" not in notes
+    assert not tab.unexpected_console_errors()
+
+
+def test_the_lesson_points_at_the_loaded_encoder(encoder_tab):
+    tab = encoder_tab
+    tab.open("/lessons.html")
+    note = tab.page.get_by_test_id("lesson-model")
+    note.wait_for(state="visible")
+    assert "is an encoder" in note.inner_text()
+    assert not tab.unexpected_console_errors()
