@@ -37,7 +37,7 @@ def test_the_page_says_encoder_and_guesses_at_the_position(encoder_tab):
     tokens = tab.tokens()
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"  # the tokenizer's own special tokens
     at = tokens.index("[MASK]")
-    tab.page.locator("#tokens .token").nth(at).click()
+    tab.page.locator("[data-testid=tokens] .chip").nth(at).click()
     tab.settle()
     card = tab.page.get_by_test_id("predictions")
     assert card.locator("h2").inner_text() == "Guesses at this position"
