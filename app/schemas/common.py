@@ -72,6 +72,17 @@ def messages_field() -> Any:
     )
 
 
+Stack = Literal["encoder", "decoder", "cross"] | None
+
+
+def stack_field() -> Any:
+    return Field(
+        None,
+        description="the attention stack looked at (/api/model `stacks`); default: `decoder` where the model has "
+        "one, else `encoder`. A stack the model lacks is a 422 naming `stack`",
+    )
+
+
 class Subject(Strict):
     """What a request looks at, read the same way by every route (:mod:`attnscope.app.subject`
     resolves it): ``text`` or ``messages`` (exactly one), ``add_generation_prompt`` and ``stack``. A route whose
@@ -84,11 +95,7 @@ class Subject(Strict):
         description="with `messages`: end the prompt with the template's opening of the assistant's turn; default: "
         "true unless the last message is the assistant's",
     )
-    stack: Literal["encoder", "decoder", "cross"] | None = Field(
-        None,
-        description="the attention stack looked at (/api/model `stacks`); default: `decoder` where the model has "
-        "one, else `encoder`. A stack the model lacks is a 422 naming `stack`",
-    )
+    stack: Stack = stack_field()
 
     @field_validator("text")
     @classmethod

@@ -161,12 +161,12 @@ def cached_models() -> list[dict]:
 
 
 def _causal_lm_family(snapshot: Path) -> str | None:
-    """The ``model_type`` of a snapshot whose config names a causal LM, else None."""
+    """The ``model_type`` of a snapshot whose config names a causal LM (or a masked LM: an encoder), else None."""
     try:
         cfg = json.loads((snapshot / "config.json").read_text())
     except (OSError, ValueError):
         return None
     architectures = cfg.get("architectures") or []
-    if not any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
+    if not any(str(a).endswith(("ForCausalLM", "LMHeadModel", "ForMaskedLM")) for a in architectures):
         return None
     return str(cfg.get("model_type") or "?")

@@ -128,3 +128,16 @@ def test_deberta_sends_its_three_terms_adding_up_to_the_raw_scores(clients):
             np.testing.assert_allclose(total, np.array(hv["attn_scores_raw"], dtype=float), atol=3e-4)
     plain = attention(clients["bert"], text=TEXT, include=["attn_scores_raw", *PARTS], top_k=0)
     assert not any(name in hv for lv in plain["layers"] for hv in lv["heads"] for name in PARTS)
+
+
+def test_every_subject_route_checks_stack(clients):
+    c = clients["bert"]
+    for url, body in (
+        ("/api/rollout", {"text": TEXT}),
+        ("/api/head-effects", {"text": TEXT}),
+        ("/api/patching", {"clean": TEXT, "corrupt": TEXT.replace("cat", "dog")}),
+        ("/api/compare-texts", {"text": TEXT, "text_b": TEXT, "layer": 0, "head": 0}),
+    ):
+        r = c.post(url, json={**body, "stack": "decoder"})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"], url
+        assert c.post(url, json={**body, "stack": "encoder"}).status_code == 200, url
