@@ -68,3 +68,22 @@ def test_the_lesson_points_at_the_loaded_encoder(encoder_tab):
     note.wait_for(state="visible")
     assert "is an encoder" in note.inner_text()
     assert not tab.unexpected_console_errors()
+
+
+@pytest.fixture(scope="module")
+def modernbert_server(tmp_path_factory, server):
+    with serving(build_encoder("modernbert", tmp_path_factory.mktemp("mb") / "modernbert"), "modernbert") as s:
+        yield s
+
+
+def test_a_local_layer_is_a_band_on_both_sides(tab, modernbert_server):
+    tab.base_url = modernbert_server.url
+    tab.open("/#view=pipeline&layer=1&text=" + quote(SENTENCE))
+    notes = tab.page.locator("#pipeline-notes").inner_text()
+    assert "local layer's band" in notes and "look ahead" not in notes
+    # the served mask of the local layer: a band around the diagonal, seen on both sides
+    mask = tab.page.evaluate("() => { const d = window.attnscope.state.detail.response;"
+                             " const l = d.layers[0]; return Array.from(l.mask ?? d.mask, r => Array.from(r)); }")
+    T = len(mask)
+    assert all(mask[i][j] == (abs(i - j) <= 2) for i in range(T) for j in range(T))
+    assert not tab.unexpected_console_errors()

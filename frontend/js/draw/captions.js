@@ -90,6 +90,12 @@ export function maskKinds(mask) {
 export function maskedWhy({ mask, i, j, window = null, chunk = null, block = 1 }) {
   if (mask[i][j]) return null;
   const one = block === 1;
+  // the first query sees a later key: no causal mask, so a masked cell is outside an encoder's local band
+  if (mask.length > 1 && mask[0][1]) {
+    return one
+      ? "masked: too far from the query for this local layer, which sees its neighbours on both sides"
+      : "masked: every key here too far from every query for this local layer's band";
+  }
   if (j > i) return one ? "masked: this key comes after the query" : "masked: every key here comes after every query";
   if (window) {
     return one
