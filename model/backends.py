@@ -75,7 +75,7 @@ class ModelFacts:
     source_format: str = "safetensors"  # what the weights were read from: safetensors, pytorch (.bin) or gguf
     quantization: str | None = None  # a GGUF file's type (Q4_K_M, Q8_0, F16, ...); None for other formats
     v_head_dim: int = 0  # of v, where it differs from q and k (MLA); 0: head_dim
-    score_parts: bool = False  # MLA: q·kᵀ is sent in two parts too (attn_scores_content, attn_scores_position)
+    score_parts: bool = False  # q·kᵀ is sent in parts too: MLA's two, DeBERTa's three (model.fields SCORE_PARTS)
     vision: bool = False  # an image-text model: a request may carry one image (model.vision)
     chat: bool = False  # the model carries a chat template: a request may be a conversation (model.chat)
     output_gates: bool = False  # a sigmoid gate scales each head's output before o_proj (Qwen3-Next): sent as `gate`

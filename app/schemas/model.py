@@ -98,8 +98,9 @@ class ModelInfo(BaseModel):
     )
     lambdas: list[float | None] = Field(description="per layer: differential attention's λ; empty for other models")
     score_parts: bool = Field(
-        description="true for multi-head latent attention: "
-        "attn_scores_content + attn_scores_position = attn_scores_raw can be asked for"
+        description="true where q·kᵀ comes in parts that can be asked for: multi-head latent attention's "
+        "attn_scores_content + attn_scores_position, DeBERTa's attn_scores_content + attn_scores_content_position "
+        "+ attn_scores_position_content (each = attn_scores_raw)"
     )
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
     chat: bool = Field(False, description="the model carries a chat template: `messages` may replace `text`")

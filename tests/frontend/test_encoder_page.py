@@ -87,3 +87,21 @@ def test_a_local_layer_is_a_band_on_both_sides(tab, modernbert_server):
     T = len(mask)
     assert all(mask[i][j] == (abs(i - j) <= 2) for i in range(T) for j in range(T))
     assert not tab.unexpected_console_errors()
+
+
+@pytest.fixture(scope="module")
+def deberta_server(tmp_path_factory, server):
+    with serving(build_encoder("deberta-v2", tmp_path_factory.mktemp("db") / "deberta"), "deberta-v2") as s:
+        yield s
+
+
+def test_deberta_draws_its_head_with_its_score_terms_in_the_answer(tab, deberta_server):
+    tab.base_url = deberta_server.url
+    tab.open("/#text=" + quote(SENTENCE))
+    assert "deberta-v2" in tab.page.locator("#model-badge").inner_text()
+    head = tab.page.evaluate("() => { const h = window.attnscope.state.detail.response.layers[0].heads[0];"
+                             " return Object.keys(h); }")
+    assert "attn_scores_content" in head and "pattern" in head
+    box = tab.page.get_by_test_id("head-heatmap").bounding_box()
+    tab.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    assert not tab.unexpected_console_errors()

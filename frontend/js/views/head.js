@@ -119,8 +119,10 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
     head: state.head,
     sinkMass: block > 1 ? null : (head.sink_mass ?? null), // a learned sink's share of each row, its own column
     gate: block > 1 ? null : (head.gate ?? null), // an output gate per query, its own column
-    // MLA
-    parts: block === 1 && head.attn_scores_content ? [head.attn_scores_content, head.attn_scores_position] : null,
+    // MLA's two halves of q·kᵀ (DeBERTa's three terms are in the answer, not yet in this hover)
+    parts: block === 1 && head.attn_scores_content && head.attn_scores_position
+      ? [head.attn_scores_content, head.attn_scores_position]
+      : null,
     // differential attention: the signed map on a diverging scale, its two softmaxes in the hover
     pair:
       block === 1 && layer.lambda != null && head.pattern_parts
