@@ -76,8 +76,15 @@ def position_parts(module, q, k, relative_pos, rel_embeddings) -> dict[str, torc
     return out
 
 
-def forward(module, hidden_states, attention_mask, output_attentions=False, query_states=None,
-            relative_pos=None, rel_embeddings=None):
+def forward(
+    module,
+    hidden_states,
+    attention_mask,
+    output_attentions=False,
+    query_states=None,
+    relative_pos=None,
+    rel_embeddings=None,
+):
     """``DisentangledSelfAttention.forward``, recorded; returns what it returns."""
     from transformers.models.deberta_v2.modeling_deberta_v2 import scaled_size_sqrt
 

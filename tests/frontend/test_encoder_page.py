@@ -82,8 +82,10 @@ def test_a_local_layer_is_a_band_on_both_sides(tab, modernbert_server):
     notes = tab.page.locator("#pipeline-notes").inner_text()
     assert "local layer's band" in notes and "look ahead" not in notes
     # the served mask of the local layer: a band around the diagonal, seen on both sides
-    mask = tab.page.evaluate("() => { const d = window.attnscope.state.detail.response;"
-                             " const l = d.layers[0]; return Array.from(l.mask ?? d.mask, r => Array.from(r)); }")
+    mask = tab.page.evaluate(
+        "() => { const d = window.attnscope.state.detail.response;"
+        " const l = d.layers[0]; return Array.from(l.mask ?? d.mask, r => Array.from(r)); }"
+    )
     T = len(mask)
     assert all(mask[i][j] == (abs(i - j) <= 2) for i in range(T) for j in range(T))
     assert not tab.unexpected_console_errors()
@@ -99,8 +101,9 @@ def test_deberta_draws_its_head_with_its_score_terms_in_the_answer(tab, deberta_
     tab.base_url = deberta_server.url
     tab.open("/#text=" + quote(SENTENCE))
     assert "deberta-v2" in tab.page.locator("#model-badge").inner_text()
-    head = tab.page.evaluate("() => { const h = window.attnscope.state.detail.response.layers[0].heads[0];"
-                             " return Object.keys(h); }")
+    head = tab.page.evaluate(
+        "() => { const h = window.attnscope.state.detail.response.layers[0].heads[0]; return Object.keys(h); }"
+    )
     assert "attn_scores_content" in head and "pattern" in head
     box = tab.page.get_by_test_id("head-heatmap").bounding_box()
     tab.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)

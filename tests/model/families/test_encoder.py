@@ -120,8 +120,9 @@ def test_deberta_parts_add_up_to_the_raw_scores(loaded):
     trace = []
     lm.backend.run(lm.tokenizer.encode_ids(TEXT), AttentionOptions(), trace, logits=False)
     for t in trace:
-        parts = [t.fields[n] for n in ("attn_scores_content", "attn_scores_content_position",
-                                       "attn_scores_position_content")]
+        parts = [
+            t.fields[n] for n in ("attn_scores_content", "attn_scores_content_position", "attn_scores_position_content")
+        ]
         torch.testing.assert_close(sum(parts), t.attn_scores_raw, atol=1e-5, rtol=1e-6)
         torch.testing.assert_close(t.attn_scores_content, t.q @ t.k.transpose(-1, -2), atol=1e-5, rtol=1e-6)
         for part in parts[1:]:
