@@ -47,6 +47,8 @@ HEADS: dict[str, tuple[str, ...]] = {
 UNRECORDED = {"deberta": "DeBERTa (v1)"}
 # how each family encodes positions (ModelFacts.positions)
 POSITIONS = {"modernbert": "rotary", "deberta-v2": "relative"}
+# families whose position ids start after the padding id (RoBERTa's pad + 1): fewer usable positions
+OFFSET_POSITIONS = {"roberta", "xlm-roberta", "camembert"}
 
 
 def is_encoder(cfg: dict) -> bool:
@@ -77,6 +79,8 @@ class EncoderBackend(TransformersBackend):
         deberta.watch(model)  # DeBERTa-v2/v3: its own attention module, recorded in three parts
         super().__init__(model, tokenizer, device, name)
         self.facts.positions = POSITIONS.get(self.family, "learned")
+        if self.family in OFFSET_POSITIONS:  # positions pad + 1 .. max_position_embeddings - 1
+            self.facts.block_size -= int(model.config.pad_token_id) + 1
         for layer in self.facts.layers:
             if layer.get("window"):  # ModernBERT's local layers: a band on both sides of each query
                 layer["note"] = f"local: each token sees the tokens within ±{layer['window']} of it"

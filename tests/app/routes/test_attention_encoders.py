@@ -12,7 +12,7 @@ from tests.kit.app import attention, served
 
 pytest.importorskip("transformers")
 
-from transformers import AutoModelForMaskedLM, AutoTokenizer  # noqa: E402
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer  # noqa: E402
 
 from tests.kit.encoders import build_encoder  # noqa: E402
 
@@ -141,3 +141,16 @@ def test_every_subject_route_checks_stack(clients):
         r = c.post(url, json={**body, "stack": "decoder"})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"], url
         assert c.post(url, json={**body, "stack": "encoder"}).status_code == 200, url
+
+
+def test_a_text_of_the_whole_context_runs_and_one_more_token_is_refused(folders, clients):
+    c = clients["roberta"]
+    limit = c.get("/api/model").json()["block_size"]
+    config = AutoConfig.from_pretrained(folders["roberta"])
+    assert limit == config.max_position_embeddings - config.pad_token_id - 1  # positions start after the pad id
+    reference = AutoTokenizer.from_pretrained(folders["roberta"])
+    n_words = next(n for n in range(1, 400) if len(reference(" cat" * n)["input_ids"]) == limit)
+    full = attention(c, text=" cat" * n_words, top_k=1)
+    assert len(full["token_ids"]) == limit
+    r = c.post("/api/attention", json={"text": " cat" * (n_words + 1), "top_k": 1})
+    assert r.status_code == 422 and r.json()["detail"][0]["type"] == "too_many_tokens"
