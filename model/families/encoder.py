@@ -47,6 +47,10 @@ HEADS: dict[str, tuple[str, ...]] = {
 UNRECORDED = {"deberta": "DeBERTa (v1)"}
 # how each family encodes positions (ModelFacts.positions)
 POSITIONS = {"modernbert": "rotary", "deberta-v2": "relative"}
+# where each family keeps its layers, whose outputs are the residual stream (the lens reads it), and the
+# norm between the last one and the head (none: BERT's layers end in their own norm)
+LAYERS = {"distilbert": "transformer.layer", "modernbert": "layers"}  # else "encoder.layer"
+FINAL_NORMS = {"modernbert": "final_norm"}
 # families whose position ids start after the padding id (RoBERTa's pad + 1): fewer usable positions
 OFFSET_POSITIONS = {"roberta", "xlm-roberta", "camembert"}
 
@@ -99,6 +103,15 @@ class EncoderBackend(TransformersBackend):
         for name in HEADS[self.family]:
             h = getattr(self.model, name)(h)
         return h
+
+    def residual_blocks(self) -> tuple[torch.nn.ModuleList, torch.nn.Module] | None:
+        """The layers in order and the norm before the masked-LM head (an identity where there is none), for
+        the lens; None for ALBERT, whose layers are one module used again and again."""
+        if self.family == "albert":
+            return None
+        blocks = self.trunk.get_submodule(LAYERS.get(self.family, "encoder.layer"))
+        norm = FINAL_NORMS.get(self.family)
+        return blocks, self.trunk.get_submodule(norm) if norm else torch.nn.Identity()
 
     def run(self, ids, opts, sink, logits: bool = True):
         return super().run(ids, own_mask(opts), sink, logits)

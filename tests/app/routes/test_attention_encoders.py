@@ -95,16 +95,28 @@ def test_stack_the_model_lacks_is_a_422_naming_stack(clients):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"]
 
 
-def test_next_token_views_refuse_an_encoder_naming_their_field(clients):
-    c = clients["bert"]
-    for url, body, field in (
-        ("/api/generate", {"text": TEXT}, "max_new_tokens"),
-        ("/api/lens", {"text": TEXT}, "lens"),
-    ):
-        r = c.post(url, json=body)
-        assert r.status_code == 422, url
-        assert r.json()["detail"][0]["loc"] == ["body", field]
-        assert "encoder" in r.json()["detail"][0]["msg"]
+def test_writing_tokens_is_refused_on_an_encoder_naming_max_new_tokens(clients):
+    r = clients["bert"].post("/api/generate", json={"text": TEXT})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "max_new_tokens"]
+    assert "encoder" in r.json()["detail"][0]["msg"]
+
+
+@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta-v2"])
+def test_the_lens_reads_each_layer_through_the_masked_lm_head(family, clients):
+    c = clients[family]
+    data = attention(c, text=TEXT, top_k=3)
+    got = c.post("/api/lens", json={"text": TEXT, "top_k": 3}).json()
+    n_layer = c.get("/api/model").json()["n_layer"]
+    assert [r["after"] for r in got["residuals"]] == ["embed", *range(n_layer)]
+    # after the last layer (and the final norm, ModernBERT's), the head's guesses are the model's own
+    last = [[p["id"] for p in row] for row in got["residuals"][-1]["top"]]
+    assert last == [[p["id"] for p in row] for row in data["predictions"]]
+
+
+def test_the_lens_refuses_albert_whose_layers_are_one_module(clients):
+    r = clients["albert"].post("/api/lens", json={"text": TEXT})
+    assert r.status_code == 422 and "one module" in r.json()["detail"][0]["msg"]
 
 
 def test_head_effects_measure_the_guess_at_the_first_mask(folders, clients):
