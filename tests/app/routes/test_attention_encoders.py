@@ -119,7 +119,7 @@ def test_the_lens_refuses_albert_whose_layers_are_one_module(clients):
     assert r.status_code == 422 and "one module" in r.json()["detail"][0]["msg"]
 
 
-def test_head_effects_measure_the_guess_at_the_first_mask(folders, clients):
+def test_head_effects_and_knockout_measure_the_guess_at_the_first_mask(clients):
     c = clients["bert"]
     data = attention(c, text=TEXT, top_k=1)
     r = c.post("/api/head-effects", json={"text": TEXT})
@@ -127,6 +127,9 @@ def test_head_effects_measure_the_guess_at_the_first_mask(folders, clients):
     got = r.json()
     at = data["tokens"].index("[MASK]")
     assert got["position"] == at and got["token_id"] == data["predictions"][at][0]["id"]
+    edge = {"layer": 0, "query": at, "key": 1}
+    knocked = c.post("/api/knockout", json={"text": TEXT, "edges": [edge]}).json()
+    assert knocked["position"] == at and knocked["token_id"] == got["token_id"]
 
 
 def test_deberta_sends_its_three_terms_adding_up_to_the_raw_scores(clients):
