@@ -142,14 +142,16 @@ export function detailRequest(state) {
     ...imageField(state),
     layers: [state.layer],
     heads: [state.head],
-    // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one); the content
-    // and position parts of q·kᵀ: sent only by multi-head latent attention (DeepSeek)
+    // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one); the parts of
+    // q·kᵀ: sent only by multi-head latent attention (DeepSeek, two) and DeBERTa (three)
     include: [
       "pattern",
       "pattern_unscaled",
       "attn_scores_raw",
       "attn_scores_content",
       "attn_scores_position",
+      "attn_scores_content_position",
+      "attn_scores_position_content",
       "attn_scores_uncapped",
       "attn_scores",
       "stats",
@@ -187,6 +189,14 @@ export function exactHeadRequest(state) {
  * What a head's answer can hold, from the server's field table (GET /api/model `fields`): its names, or those
  * of `kinds`.
  */
+// the parts q·kᵀ adds up from (model/fields.py SCORE_PARTS): multi-head latent attention's, DeBERTa's
+const SCORE_PARTS = [
+  "attn_scores_content",
+  "attn_scores_position",
+  "attn_scores_content_position",
+  "attn_scores_position_content",
+];
+
 export const fieldNames = (model, ...kinds) =>
   (model?.fields ?? []).filter((f) => kinds.length === 0 || kinds.includes(f.kind)).map((f) => f.name);
 
@@ -200,10 +210,10 @@ export function exportWhole(state) {
   if (!model || !limit) return true;
   const T = tokenBound(state);
   // the T×T fields; attn_scores_uncapped comes only from layers with a softcap: the server counts it only then
-  // MLA's two parts of q·kᵀ only from a model that has them (`score_parts`)
+  // the parts of q·kᵀ (MLA's, DeBERTa's) only from a model that has them (`score_parts`), counted as the server does
   const sent = (name) =>
     (name !== "attn_scores_uncapped" || model.softcap != null) &&
-    (!["attn_scores_content", "attn_scores_position"].includes(name) || model.score_parts);
+    (!SCORE_PARTS.includes(name) || model.score_parts);
   const matrices = fieldNames(model, "weights", "scores").filter(sent).length;
   return attentionLayers(model).length * model.n_head * matrices * T * T <= limit;
 }

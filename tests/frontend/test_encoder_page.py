@@ -97,7 +97,7 @@ def deberta_server(tmp_path_factory, server):
         yield s
 
 
-def test_deberta_draws_its_head_with_its_score_terms_in_the_answer(tab, deberta_server):
+def test_deberta_hover_splits_each_raw_score_into_its_three_terms(tab, deberta_server):
     tab.base_url = deberta_server.url
     tab.open("/#text=" + quote(SENTENCE))
     assert "deberta-v2" in tab.page.locator("#model-badge").inner_text()
@@ -105,6 +105,15 @@ def test_deberta_draws_its_head_with_its_score_terms_in_the_answer(tab, deberta_
         "() => { const h = window.attnscope.state.detail.response.layers[0].heads[0]; return Object.keys(h); }"
     )
     assert "attn_scores_content" in head and "pattern" in head
+    trace = tab.figure("head-heatmap")["data"][0]
+    assert "= content %{customdata[4]:.3f} + content→position %{customdata[5]:.3f} + position→content" in (
+        trace["hovertemplate"]
+    )
+    for row in trace["customdata"][:4]:
+        for cell in row:  # each cell's raw score and its three terms, as the server sent them
+            _, _, raw, _, *terms = cell
+            if raw is not None:
+                assert abs(sum(terms) - raw) < 2e-3
     box = tab.page.get_by_test_id("head-heatmap").bounding_box()
     tab.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     assert not tab.unexpected_console_errors()

@@ -18,8 +18,8 @@ import { headAxes, headLayout, heatmapArgs, weightColorbar, zoomedAxes } from ".
 
 /**
  * Each cell's hover data, a row a query (each row made when first read): [query label, key label, raw,
- * scaled] (null scores when `raw` is not given), then MLA's two halves of q·kᵀ (`parts`) and a
- * differential pair's two weights.
+ * scaled] (null scores when `raw` is not given), then the parts q·kᵀ adds up from (`parts`: MLA's two
+ * halves, DeBERTa's three terms) and a differential pair's two weights.
  */
 function headCustomdata(labels, { raw, scaled, parts, pair }) {
   const T = labels.length;
@@ -29,7 +29,7 @@ function headCustomdata(labels, { raw, scaled, parts, pair }) {
     const sr = scaled ? scaled[i] : null;
     for (let j = 0; j < T; j++) {
       row[j] = rr ? [labels[i], labels[j], rr[j], sr[j]] : [labels[i], labels[j], null, null];
-      if (rr && parts) row[j].push(parts[0][i][j], parts[1][i][j]);
+      if (rr && parts) row[j].push(...parts.map((part) => part.z[i][j]));
       if (pair) row[j].push(pair.parts[0][i][j], pair.parts[1][i][j]);
     }
     return row;
@@ -39,12 +39,12 @@ function headCustomdata(labels, { raw, scaled, parts, pair }) {
 /** The weights' trace of a head heatmap (`a`: its arguments): signed for a differential pair, 0..zmax else. */
 function weightTrace(a, z, customdata, gap) {
   const { raw, scaledLabel, parts, pair, layer, head } = a;
-  const split = parts ? " = content %{customdata[4]:.3f} + position %{customdata[5]:.3f}" : "";
+  const split = parts ? ` = ${parts.map((part, n) => `${part.name} %{customdata[${4 + n}]:.3f}`).join(" + ")}` : "";
   const scores = raw
     ? `<br>raw q·kᵀ${pair ? " (first softmax)" : ""} %{customdata[2]:.3f}${split}<br>${scaledLabel} ` +
       `%{customdata[3]:.3f}`
     : "";
-  const at = parts && raw ? 6 : 4; // where the pair's two weights sit in customdata
+  const at = parts && raw ? 4 + parts.length : 4; // where the pair's two weights sit in customdata
   const lam = pair ? formatLambda(pair.lambda) : "";
   const weightHover = pair
     ? `weight %{z:+.4f} = first %{customdata[${at}]:.4f} − ${lam} × second %{customdata[${at + 1}]:.4f}`
@@ -112,8 +112,8 @@ const rowColumnsOf = (args) =>
  * transparent second trace over them says, on hover, that the cell is masked and why (after
  * the query, or outside the layer's sliding `window`). `raw` and `scaled` (T×T, null where
  * masked) add the scores to the hover when given, `scaledLabel` naming what `scaled` is.
- * `parts` (MLA: [content, position], the two halves of q·kᵀ) and `pair` (differential attention:
- * {lambda, parts: [first, second]}, the pair's two softmaxes) come from the answer.
+ * `parts` (`[{name, z}]`: MLA's content and position halves of q·kᵀ, DeBERTa's three terms) and `pair`
+ * (differential attention: {lambda, parts: [first, second]}, the pair's two softmaxes) come from the answer.
  */
 export function headHeatmapFigure(args) {
   const a = { ...heatmapArgs(args), zmax: args.zmax ?? 1, parts: args.parts ?? null, pair: args.pair ?? null };

@@ -119,10 +119,7 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
     head: state.head,
     sinkMass: block > 1 ? null : (head.sink_mass ?? null), // a learned sink's share of each row, its own column
     gate: block > 1 ? null : (head.gate ?? null), // an output gate per query, its own column
-    // MLA's two halves of q·kᵀ (DeBERTa's three terms are in the answer, not yet in this hover)
-    parts: block === 1 && head.attn_scores_content && head.attn_scores_position
-      ? [head.attn_scores_content, head.attn_scores_position]
-      : null,
+    parts: block === 1 ? scoreParts(head) : null, // the parts q·kᵀ adds up from: MLA's, DeBERTa's
     // differential attention: the signed map on a diverging scale, its two softmaxes in the hover
     pair:
       block === 1 && layer.lambda != null && head.pattern_parts
@@ -317,4 +314,15 @@ function cellAt(gd, ev) {
   const key = x >= 0 && x <= xa.length ? Math.round(xa.p2d(x)) : null;
   const ok = (i) => Number.isInteger(i) && i >= 0 && i < n;
   return ok(query) ? { query, key: ok(key) ? key : null } : null;
+}
+
+/** The parts a head's q·kᵀ adds up from, named for the hover: MLA's two halves, DeBERTa's three terms; else null. */
+function scoreParts(head) {
+  const named = [
+    ["content", head.attn_scores_content],
+    ["position", head.attn_scores_position],
+    ["content→position", head.attn_scores_content_position],
+    ["position→content", head.attn_scores_position_content],
+  ].filter(([, z]) => z);
+  return head.attn_scores_content && named.length > 1 ? named.map(([name, z]) => ({ name, z })) : null;
 }
