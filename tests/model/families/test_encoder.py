@@ -134,3 +134,15 @@ def test_deberta_v1_is_refused_in_one_line(tmp_path):
     with pytest.raises(CheckpointError) as e:
         check_encoder({"model_type": "deberta"}, tmp_path)
     assert "DeBERTa" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_atlas_of_an_encoder_says_its_architecture_and_stack(encoders, tmp_path):
+    import json
+
+    import attnscope
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The cat sat on the mat. The dog sat on the log.\nShe told her brother about the train.\n")
+    out = attnscope.atlas(str(corpus), str(tmp_path / "atlas"), checkpoint=encoders["bert"], device="cpu")
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["model"]["architecture"] == "encoder" and meta["model"]["stack"] == "encoder"
