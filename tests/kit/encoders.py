@@ -58,7 +58,18 @@ ENCODERS: dict[str, tuple[str, dict, dict]] = {
             "legacy": False,
         },
     ),
+    # DeBERTa-v2's: its own position projections, "p2c|c2p" spelt as a string, no buckets, the legacy head
+    "deberta-v2 (v2)": (
+        "unigram",
+        BERT_SPECIALS,
+        {"relative_attention": True, "pos_att_type": "p2c|c2p", "share_att_key": False, "legacy": True},
+    ),
 }
+
+
+def model_type(family: str) -> str:
+    """The transformers ``model_type`` of an :data:`ENCODERS` entry (a variant is named after its type)."""
+    return family.split(" ")[0]
 
 
 def tokenizer(kind: str, specials: dict[str, str]):
@@ -117,7 +128,7 @@ def build_encoder(family: str, out: Path, seed: int = 0) -> Path:
     )
     if family == "modernbert":
         kwargs.update(bos_token_id=ids["cls_token_id"], eos_token_id=ids["sep_token_id"])
-    config = AutoConfig.for_model(family, **(kwargs | extra))
+    config = AutoConfig.for_model(model_type(family), **(kwargs | extra))
     torch.manual_seed(seed)
     model = AutoModelForMaskedLM.from_config(config)
     with torch.no_grad():

@@ -15,7 +15,7 @@ from attnscope.model.ours.checkpoint import CheckpointError  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from transformers import AutoModelForMaskedLM, AutoTokenizer  # noqa: E402
 
-from tests.kit.encoders import ENCODERS, build_encoder  # noqa: E402
+from tests.kit.encoders import ENCODERS, build_encoder, model_type  # noqa: E402
 
 TEXT = "The cat [MASK] on the mat. Then the dog saw the cat 🎉, and the [MASK] sat on the log."
 
@@ -23,7 +23,7 @@ TEXT = "The cat [MASK] on the mat. Then the dog saw the cat 🎉, and the [MASK]
 @pytest.fixture(scope="module")
 def encoders(tmp_path_factory):
     root = tmp_path_factory.mktemp("encoders")
-    return {f: build_encoder(f, root / f) for f in ENCODERS}
+    return {f: build_encoder(f, root / f.replace(" ", "_")) for f in ENCODERS}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_ids_are_the_tokenizers_own_with_its_special_tokens(family, encoders, lo
 def test_every_layer_equals_eager_and_the_head_its_logits(family, encoders, loaded):
     lm = loaded[family]
     facts = lm.facts
-    assert facts.architecture == "encoder" and facts.family == family
+    assert facts.architecture == "encoder" and facts.family == model_type(family)
     assert facts.stacks == [
         {"name": "encoder", "n_layer": facts.n_layer, "n_head": facts.n_head, "query": "source", "key": "source"}
     ]
@@ -111,8 +111,9 @@ def test_modernbert_local_layers_are_a_band(loaded):
             assert mask.all()
 
 
-def test_deberta_parts_add_up_to_the_raw_scores(loaded):
-    lm = loaded["deberta-v2"]
+@pytest.mark.parametrize("family", ["deberta-v2", "deberta-v2 (v2)"])
+def test_deberta_parts_add_up_to_the_raw_scores(family, loaded):
+    lm = loaded[family]
     facts = lm.facts
     hd = facts.head_dim
     assert facts.score_parts and facts.positions == "relative"
