@@ -61,6 +61,15 @@ def test_the_pipeline_says_every_key_is_seen(encoder_tab):
     assert not tab.unexpected_console_errors()
 
 
+def test_the_lens_reads_each_layer_as_guesses_at_each_position(encoder_tab):
+    tab = encoder_tab
+    tab.open("/#view=lens&text=" + quote(SENTENCE))
+    tab.page.wait_for_function("() => !document.getElementById('lens-caption').textContent.includes('computing')")
+    caption = tab.page.locator("#lens-caption").inner_text()
+    assert "masked-LM head" in caption and "token after" not in caption
+    assert not tab.unexpected_console_errors()
+
+
 def test_the_lesson_points_at_the_loaded_encoder(encoder_tab):
     tab = encoder_tab
     tab.open("/lessons.html")
