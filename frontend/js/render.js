@@ -46,7 +46,7 @@ function renderModel(state, els) {
   const m = state.model;
   if (!m) return;
   const params = m.parameters >= 1e6 ? `${(m.parameters / 1e6).toFixed(2)} M` : `${Math.round(m.parameters / 1e3)} k`;
-  const sig = JSON.stringify([m.name, m.parameters, m.device, m.devices, m.dtype, m.family]);
+  const sig = JSON.stringify([m.name, m.parameters, m.device, m.devices, m.dtype, m.family, m.architecture]);
   if (els.modelBadge.dataset.signature === sig) return;
   els.modelBadge.dataset.signature = sig;
   els.modelBadge.replaceChildren();
@@ -60,6 +60,7 @@ function renderModel(state, els) {
   const parts = [
     ["name", m.name],
     ["family", m.family && m.family !== "attnscope" ? m.family : null],
+    ["architecture", m.architecture === "encoder" ? "encoder: every token sees every other, guesses at each" : null],
     ["size", `${params} parameters`],
     ["format", m.source_format === "gguf" ? `GGUF ${m.quantization ?? ""}`.trim() : null], // e.g. "GGUF Q4_K_M"
     [
@@ -94,6 +95,8 @@ function renderControls(state, els) {
   fillIndexSelect(els.layerSelect, attentionLayers(m), "Layer", state.layer);
   fillIndexSelect(els.headSelect, nHead, "Head", state.head);
   if (els.causalToggle.checked !== state.causal) els.causalToggle.checked = state.causal;
+  const encoder = m?.architecture === "encoder"; // no causal mask to switch off: the switch stands aside
+  if (els.causalToggle.disabled !== encoder) els.causalToggle.disabled = encoder;
   if (els.scaleToggle.checked !== state.scaled) els.scaleToggle.checked = state.scaled;
   if (els.aggregateToggle.checked !== state.aggregate) els.aggregateToggle.checked = state.aggregate;
   if (!els.temperature) return; // the widget has no temperature slider
@@ -126,7 +129,7 @@ function renderBanners(state, els) {
   if (fits !== undefined && els.errorFit) setText(els.errorFit, `Show what fits: the first ${state.refusal.ctx.limit}`);
   const notes = [];
   const m = state.model;
-  if (!state.causal) {
+  if (!state.causal && m?.architecture !== "encoder") {
     const windowed = (m?.sliding_window ?? []).some((w) => w !== null);
     notes.push(
       `Causal mask removed: every token also sees the tokens after ` +

@@ -170,6 +170,10 @@ const ABOUT =
   "stream after the embeddings and after each block (the logit lens). Each cell is the top guess for the " +
   "token after the one above it, darker the more probable; hover a cell for the top guesses. The last row " +
   "is the model's own prediction.";
+const ENCODER_ABOUT =
+  "What the model would guess if it stopped early: its masked-LM head applied to the output of the embeddings " +
+  "and of each layer. Each cell is the top guess for the token at that position (an encoder guesses every " +
+  "position, a [MASK] included), darker the more probable; the last row is the model's own guesses.";
 
 /** The controls as the state has them. */
 function syncControls(state) {
@@ -226,7 +230,8 @@ export function draw(state) {
   setText(byId("lens-k").closest("header").querySelector("h2"), `The guess after each block (${names} lens)`);
   const error = got.find((g) => g.error)?.error;
   const ready = got.every((g) => g.response);
-  const about = [got.some((g) => g.kind === "logit") ? ABOUT : "", got.some((g) => g.kind === "jacobian") ?
+  const logit = state.model?.architecture === "encoder" ? ENCODER_ABOUT : ABOUT;
+  const about = [got.some((g) => g.kind === "logit") ? logit : "", got.some((g) => g.kind === "jacobian") ?
     JACOBIAN_ABOUT(state.model.jlens) : "", state.lensHeads ? HEADS_ABOUT : ""].filter(Boolean).join(" ");
   setText(byId("lens-caption"), error ? `Could not compute the lens: ${error}` : ready ? about : "computing…");
   setHidden(box, !ready || Boolean(error)); // nothing stale under a refusal
