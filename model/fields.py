@@ -137,7 +137,9 @@ HEAD_FIELDS = (
         "sent only by such layers; masked entries null",
         layers="deberta",
         score_part=True,
-        drawn=Drawn("parts", "content → position term", "scores", {"hover": "c→p {value}"}, flag="score_parts"),
+        drawn=Drawn(
+            "parts", "content → position term", "scores", {"hover": "content→position {value}"}, flag="score_parts"
+        ),
     ),
     HeadField(
         "attn_scores_position_content",
@@ -147,7 +149,9 @@ HEAD_FIELDS = (
         "k_j·pos_q[r(j, i)]; sent only by such layers; masked entries null",
         layers="deberta",
         score_part=True,
-        drawn=Drawn("parts", "position → content term", "scores", {"hover": "p→c {value}"}, flag="score_parts"),
+        drawn=Drawn(
+            "parts", "position → content term", "scores", {"hover": "position→content {value}"}, flag="score_parts"
+        ),
     ),
     HeadField(
         "attn_scores_uncapped",

@@ -1,8 +1,8 @@
 // The "Next token" card: the model's top guesses after the chosen token, from the chosen-head
 // answer (its `predictions` hold every position), each bar as long as its probability; and
 // under them what the text goes on with. On an encoder (a masked LM) the guesses are at the chosen
-// token, not after it: the card says so and compares them with the token that is there. An answer for another text, what-if or temperature
-// is dimmed and says so until the new one is in.
+// token, not after it: the card says so and compares them with the token that is there. An answer for
+// another text, what-if or temperature is dimmed and says so until the new one is in.
 
 import { idOf, setText } from "../dom.js";
 import { changedInputs, outOfDateWords } from "../measured.js";
