@@ -19,15 +19,13 @@ from .common import (
     TEMPERATURE_MAX,
     TEMPERATURE_MIN,
     HeadRef,
-    ImageShown,
     ImageUpload,
     Index,
     Matrix,
     Prediction,
-    Spans,
     Strict,
     Subject,
-    TokenKinds,
+    SubjectAnswer,
     TypedArray,
     ablate_field,
     optional_field,
@@ -313,20 +311,17 @@ class QueryRow(BaseModel):
     mean: list[float] = Field(description="[key]: the mean over every head of every attention layer")
 
 
-class AttentionResponse(BaseModel):
+class AttentionResponse(SubjectAnswer):
     tokens: list[str] = Field(description="display strings; a leading space shows as ␣")
     token_ids: list[int]
     offsets: list[list[int]] = Field(
         description="[start, end] character span of each token in text (with an image, tokens the chat template or "
         "the image added: an empty span before or after the text)"
     )
-    token_kinds: TokenKinds = None
-    spans: Spans = None
     span_mass: list[list[list[float]] | None] | None = optional_field(
         "with `messages`: [layer][head][span], the weight the last query row puts on each message's content tokens "
         "(null for a layer without softmax attention)"
     )
-    image: ImageShown = None
     query_row: QueryRow | None = optional_field("when `query_row` was asked for")
     stack: str = Field(description="the attention stack the layers are of: `decoder`, or an encoder's `encoder`")
     causal: bool = Field(description="the request's `causal` on a decoder; false on an encoder (its mask is its own)")
@@ -341,7 +336,9 @@ class AttentionResponse(BaseModel):
     thumbnail: ThumbnailInfo | None = optional_field("present when thumbnails were asked for and a head selected")
     layers: list[LayerView]
     focus: FocusView | None = optional_field("the focus head, when asked for")
-    predictions: list[list[Prediction]] = Field(description="per position its top_k: on a decoder the next token "
-                                                  "after it, on an encoder the masked-LM head's guesses at it")
+    predictions: list[list[Prediction]] = Field(
+        description="per position its top_k: on a decoder the next token "
+        "after it, on an encoder the masked-LM head's guesses at it"
+    )
     model: ModelInfo
     timing_ms: float = Field(description="server time for this request (always the last field)")

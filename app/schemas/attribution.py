@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from .common import ImageShown, ImageUpload, Index, Spans, Subject, TargetAnswer, TokenKinds
+from .common import ImageUpload, Index, Subject, SubjectAnswer, TargetAnswer
 
 INDUCTION = "Open the red door, then close the blue window. Open the red door, then close the blue"
 
@@ -25,7 +25,7 @@ class AttributionRequest(Subject):
     image: ImageUpload = None
 
 
-class AttributionResponse(TargetAnswer):
+class AttributionResponse(TargetAnswer, SubjectAnswer):
     logit: float = Field(description="the LM head's logit of token_id at position (before any final softcap)")
     heads: list[list[float] | None] = Field(
         description="[layer][head]: what the head writes into the residual stream, through the final norm "
@@ -39,7 +39,4 @@ class AttributionResponse(TargetAnswer):
         description="the model's final logit softcap (Gemma 2): logits are shown as cap·tanh(logit/cap); "
         "the logit split here is the one before it. null without one"
     )
-    token_kinds: TokenKinds = None
-    spans: Spans = None
-    image: ImageShown = None
     timing_ms: float

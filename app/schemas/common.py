@@ -143,8 +143,9 @@ def with_text_limit(model: type[TextModel], max_text_chars: int) -> type[TextMod
     if max_text_chars == TEXT_CHARS:
         return model
     texts = {
-        name: (str, text_field(max_text_chars)) if model.model_fields[name].is_required() else
-        (str | None, text_field(max_text_chars, required=False))
+        name: (str, text_field(max_text_chars))
+        if model.model_fields[name].is_required()
+        else (str | None, text_field(max_text_chars, required=False))
         for name in ("text", "text_b")
         if name in model.model_fields
     }
@@ -267,3 +268,13 @@ class Prediction(BaseModel):
     token: str
     id: int
     prob: float = Field(ge=0, le=1)
+
+
+class SubjectAnswer(BaseModel):
+    """What an answer adds for its subject, on every route that answers about tokens: ``token_kinds`` and
+    ``image`` with an image, ``token_kinds`` and ``spans`` with a conversation (absent for a plain text). A
+    new part of the subject adds its answer's fields here, once."""
+
+    token_kinds: TokenKinds = None
+    spans: Spans = None
+    image: ImageShown = None

@@ -6,7 +6,15 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from .common import HeadRef, ImageShown, ImageUpload, Index, Spans, Subject, TargetAnswer, TokenKinds, ablate_field
+from .common import (
+    HeadRef,
+    ImageUpload,
+    Index,
+    Subject,
+    SubjectAnswer,
+    TargetAnswer,
+    ablate_field,
+)
 
 
 class HeadEffectsRequest(Subject):
@@ -22,8 +30,9 @@ class HeadEffectsRequest(Subject):
     )
     ablate: list[HeadRef] = ablate_field()
     position: Index | None = Field(
-        None, description="the query position whose prediction is measured; default the last (an encoder's: its "
-        "first mask token)"
+        None,
+        description="the query position whose prediction is measured; default the last (an encoder's: its "
+        "first mask token)",
     )
     token_id: Index | None = Field(None, description="the target token; default the model's top prediction there")
     ablation: Literal["zero", "mean"] = Field(
@@ -32,7 +41,7 @@ class HeadEffectsRequest(Subject):
     image: ImageUpload = None
 
 
-class HeadEffectsResponse(TargetAnswer):
+class HeadEffectsResponse(TargetAnswer, SubjectAnswer):
     logprob: float = Field(description="log p(token_id) after position with nothing switched off but `ablate`")
     prob: float = Field(description="exp(logprob)")
     ablation: Literal["zero", "mean"]
@@ -41,7 +50,4 @@ class HeadEffectsResponse(TargetAnswer):
         description="[layer][head]: log-prob of token_id with that head alone (also) switched off, minus logprob; "
         "null for a layer without softmax attention (a hybrid's other layers)"
     )
-    token_kinds: TokenKinds = None
-    spans: Spans = None
-    image: ImageShown = None
     timing_ms: float

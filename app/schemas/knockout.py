@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from .common import ImageShown, ImageUpload, Index, Prediction, Spans, Strict, Subject, TokenKinds
+from .common import ImageUpload, Index, Prediction, Strict, Subject, SubjectAnswer
 
 MAX_EDGES = 1024
 Span = Index | Annotated[list[Index], Field(min_length=2, max_length=2)]
@@ -45,11 +45,8 @@ class KnockoutRequest(Subject):
     image: ImageUpload = None
 
 
-class KnockoutResponse(BaseModel):
+class KnockoutResponse(SubjectAnswer):
     tokens: list[str]
-    token_kinds: TokenKinds = None
-    spans: Spans = None
-    image: ImageShown = None
     position: int
     token_id: int
     token: str = Field(description="the measured token's display string")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import ImageShown, ImageUpload, Prediction, Spans, Subject, TokenKinds
+from .common import ImageUpload, Prediction, Subject, SubjectAnswer
 
 LENS_TOP_K_MAX = 20
 
@@ -53,11 +53,8 @@ class HeadRead(BaseModel):
     )
 
 
-class LensResponse(BaseModel):
+class LensResponse(SubjectAnswer):
     tokens: list[str]
-    token_kinds: TokenKinds = None
-    spans: Spans = None
-    image: ImageShown = None
     lens: Literal["logit", "jacobian"]
     residuals: list[LensResidual] = Field(
         description="the logit lens: after the embeddings, then after each block; the Jacobian lens: after each of "

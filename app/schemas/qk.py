@@ -3,10 +3,10 @@ one query and one key of one head, element by element."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from .attention import Scale
-from .common import HeadRef, Index, Spans, Subject, TokenKinds, ablate_field
+from .common import HeadRef, Index, Subject, SubjectAnswer, ablate_field
 
 
 class OneHeadRequest(Subject):
@@ -31,10 +31,8 @@ class QkRequest(OneHeadRequest):
     key: Index | None = Field(None, description="the key position; default the one the query weighs most")
 
 
-class QkResponse(BaseModel):
+class QkResponse(SubjectAnswer):
     tokens: list[str]
-    token_kinds: TokenKinds = None
-    spans: Spans = None
     layer: int
     head: int
     query: int

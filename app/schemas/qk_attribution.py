@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from .attribution import INDUCTION
-from .common import ImageShown, ImageUpload, Index, Spans, Subject, TokenKinds
+from .common import ImageUpload, Index, Subject, SubjectAnswer
 
 
 class QKAttributionRequest(Subject):
@@ -21,7 +21,7 @@ class QKAttributionRequest(Subject):
     image: ImageUpload = None
 
 
-class QKAttributionResponse(BaseModel):
+class QKAttributionResponse(SubjectAnswer):
     score: float = Field(description="attn_scores_raw[query][key] of the head: q·kᵀ before the divisor and the mask")
     components: list[str] = Field(
         description='the terms adding up to the residual stream entering the layer: "embed", "L{l}H{h}" for each '
@@ -39,7 +39,4 @@ class QKAttributionResponse(BaseModel):
         description="the mask hides this key from this query (a later key, or outside a sliding window): the score "
         "is the q·kᵀ the model computes there, which gets weight 0 (`POST /api/attention` serves it as null)"
     )
-    token_kinds: TokenKinds = None
-    spans: Spans = None
-    image: ImageShown = None
     timing_ms: float

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from .attention import Scale
-from .common import HeadRef, ImageShown, ImageUpload, Index, Spans, Subject, TokenKinds, ablate_field
+from .common import HeadRef, ImageUpload, Index, Subject, SubjectAnswer, ablate_field
 
 ROLLOUT_MAX_TOKENS = 1024  # each layer multiplies two T×T matrices: T³ operations
 
@@ -34,11 +34,8 @@ class RolloutRequest(Subject):
     image: ImageUpload = None
 
 
-class RolloutResponse(BaseModel):
+class RolloutResponse(SubjectAnswer):
     tokens: list[str]
-    token_kinds: TokenKinds = None
-    spans: Spans = None
-    image: ImageShown = None
     position: int = Field(description="the token whose rollout this is")
     residual: bool
     layers: list[int] = Field(description="the attention layers, by the model's numbers, in order")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from .common import Index, Spans, TokenKinds
+from .common import Index, SubjectAnswer
 from .qk import OneHeadRequest
 
 MAX_SELECTED = 1024
@@ -31,10 +31,8 @@ class SelectionRequest(OneHeadRequest):
     reduce: Literal["mean", "sum"] = Field("mean", description="how the selected rows (or columns) are combined")
 
 
-class SelectionResponse(BaseModel):
+class SelectionResponse(SubjectAnswer):
     tokens: list[str]
-    token_kinds: TokenKinds = None
-    spans: Spans = None
     layer: int
     head: int
     reduce: Literal["mean", "sum"]
