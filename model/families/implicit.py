@@ -1,0 +1,210 @@
+"""A hybrid's mixers that are linear in their values, recorded from the tensors each feeds its own scan.
+
+:func:`recording_scans` watches one forward pass of a transformers model and keeps, per layer, a
+:class:`Scan`: the mixer's name, what its scan read (after the layer's convolution, activation,
+norms and gates), its values ``v`` and the scan's own output ``out``, so that ``o_t = Σ_s M[t, s]
+v_s (+ skip · v_t)`` can be held exactly (:meth:`Scan.rows` gives M a block of query rows at a time,
+:mod:`model.families.mixers` the arithmetic). How each mixer is watched in transformers 5.23:
+
+* ``gated_deltanet`` (Qwen3-Next, Qwen3.5, OLMo hybrid): the module-level ``torch_chunk_gated_delta_rule``
+  the layer calls, wrapped; q and k are l2-normalised and q scaled by ``d_k^-1/2`` here as that function does.
+* ``mamba2`` (Bamba, Granite 4.0-H, Nemotron-H, Falcon-H1, Zamba2, Mamba-2): ``mamba2_chunk_scan``,
+  wrapped; Δ gets its bias, softplus and limits here as the scan does; ``skip`` is D.
+* ``lightning`` (MiniMax): the layer's ``qkv_proj`` output (then its activation) and its ``norm``'s input.
+* ``short_conv`` (LFM2): the layer's ``in_proj`` output (B, C, x) and its ``out_proj``'s input;
+  per channel, exact only without a convolution bias (a bias adds a term no value carries).
+
+A wrapper records only inside :func:`recording_scans` of the same context (a context variable), so
+concurrent forward passes never share a record. Batch row 0 is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn import functional as F
+
+from . import mixers
+
+# the module-level scan function each mixer's layer calls, by mixer
+SCAN_FUNCTIONS = {"gated_deltanet": "torch_chunk_gated_delta_rule", "mamba2": "mamba2_chunk_scan"}
+MIXERS = ("gated_deltanet", "mamba2", "lightning", "short_conv")
+
+
+@dataclass
+class Scan:
+    """One layer's scan: ``parts`` per head as :mod:`model.families.mixers` reads them, ``v`` and
+    ``out`` (heads, T, dv) (channels: (channels, T, 1)), ``skip`` (heads,) or None."""
+
+    layer: int
+    mixer: str
+    parts: dict[str, torch.Tensor]
+    v: torch.Tensor
+    out: torch.Tensor
+    skip: torch.Tensor | None = None
+
+    @property
+    def per_channel(self) -> bool:
+        """Whether M is one matrix per channel (short convolutions), not per head."""
+        return self.mixer == "short_conv"
+
+    def rows(self, r0: int, r1: int) -> torch.Tensor:
+        """M for queries ``r0 .. r1 - 1``: (heads, r1 - r0, T)."""
+        p = self.parts
+        if self.mixer == "gated_deltanet":
+            return mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1)
+        if self.mixer == "mamba2":
+            return mixers.mamba2_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
+        if self.mixer == "lightning":
+            return mixers.lightning_rows(p["q"], p["k"], p["slope"], r0, r1)
+        return mixers.short_conv_rows(p["B"], p["C"], p["weight"], r0, r1)
+
+
+@dataclass
+class _Scans:
+    layer: int | None = None  # the mixer running now (its forward pre-hook sets it)
+    scans: dict[int, Scan] = field(default_factory=dict)
+    pending: dict[int, dict] = field(default_factory=dict)  # module-hooked mixers: layer -> parts so far
+
+
+_ACTIVE: contextvars.ContextVar[_Scans | None] = contextvars.ContextVar("attnscope_scans", default=None)
+
+
+def mixer_of(module: torch.nn.Module) -> str | None:
+    """The mixer a transformers module is, by its class and parameters, or None."""
+    name = type(module).__name__
+    if name.endswith("GatedDeltaNet"):
+        return "gated_deltanet"
+    if name.endswith("LightningAttention"):
+        return "lightning"
+    if name.endswith("ShortConv"):
+        return "short_conv"
+    if name.endswith("Mixer") and getattr(module, "A_log", None) is not None and module.A_log.dim() == 1:
+        return "mamba2"
+    return None
+
+
+def _heads_first(x: torch.Tensor) -> torch.Tensor:
+    """(batch, T, heads, ...) -> (heads, T, ...) of batch row 0, in float32."""
+    return x[0].transpose(0, 1).float()
+
+
+def _l2norm(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + 1e-6)
+
+
+def _delta_scan(args, kwargs, result) -> Scan:
+    names = ("query", "key", "value", "g", "beta")
+    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
+    q, k, v = (_heads_first(got[n]) for n in ("query", "key", "value"))
+    per = v.shape[0] // q.shape[0]  # grouped heads: each q/k head serves `per` value heads
+    q, k = q.repeat_interleave(per, dim=0), k.repeat_interleave(per, dim=0)
+    if kwargs.get("use_qk_l2norm_in_kernel", False):
+        q, k = _l2norm(q), _l2norm(k)
+    q = q * q.shape[-1] ** -0.5
+    g, beta = got["g"][0].transpose(0, 1).float(), got["beta"][0].transpose(0, 1).float()
+    out = result[0] if isinstance(result, tuple) else result
+    return Scan(-1, "gated_deltanet", {"q": q, "k": k, "g": g, "beta": beta}, v, _heads_first(out))
+
+
+def _mamba2_scan(args, kwargs, result) -> Scan:
+    names = ("hidden_states", "dt", "A", "B", "C")
+    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
+    x = got["hidden_states"]
+    heads = x.shape[2]
+    dt = got["dt"]
+    if kwargs.get("dt_bias") is not None:
+        dt = dt + kwargs["dt_bias"].to(dt.dtype)
+    if kwargs.get("dt_softplus", False):
+        dt = F.softplus(dt)
+    low, high = kwargs.get("dt_limit", (0.0, float("inf")))
+    dt = torch.clamp(dt, min=low, max=high)
+    B, C = (_heads_first(got[n].float().repeat_interleave(heads // got[n].shape[2], dim=2)) for n in ("B", "C"))
+    parts = {"B": B, "C": C, "dt": dt[0].transpose(0, 1).float(), "A": got["A"].float()}
+    out = result[0] if isinstance(result, tuple) else result
+    skip = kwargs.get("D")
+    return Scan(-1, "mamba2", parts, _heads_first(x), _heads_first(out), None if skip is None else skip.float())
+
+
+SCAN_RECORDS = {"gated_deltanet": _delta_scan, "mamba2": _mamba2_scan}
+
+
+def _wrap(namespace, fname: str, mixer: str) -> None:
+    """Replace ``namespace.fname`` by a recording wrapper, once."""
+    original = getattr(namespace, fname)
+    if getattr(original, "_attnscope_original", None) is not None:
+        return
+
+    def wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        active = _ACTIVE.get()
+        if active is not None and active.layer is not None:
+            scan = SCAN_RECORDS[mixer](args, kwargs, result)
+            scan.layer = active.layer
+            active.scans[active.layer] = scan
+        return result
+
+    wrapper._attnscope_original = original
+    setattr(namespace, fname, wrapper)
+
+
+def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scans) -> list:
+    """Forward hooks that record a lightning or short-convolution layer from its own submodules."""
+    if mixer == "lightning":
+        def take_qkv(_m, _inp, output):
+            qkv = module.act_fn(output)[0].reshape(output.shape[1], module.num_attention_heads, -1)
+            q, k, v = torch.split(qkv.transpose(0, 1).float(), module.head_dim, dim=-1)
+            active.pending[layer] = {"q": q, "k": k, "v": v}
+
+        def take_out(_m, inp):
+            got = active.pending.pop(layer)
+            out = inp[0][0].reshape(inp[0].shape[1], module.num_attention_heads, -1).transpose(0, 1).float()
+            slope = module.slope_rate.reshape(-1).float()
+            active.scans[layer] = Scan(layer, mixer, {"q": got["q"], "k": got["k"], "slope": slope}, got["v"], out)
+
+        return [module.qkv_proj.register_forward_hook(take_qkv), module.norm.register_forward_pre_hook(take_out)]
+
+    def take_bcx(_m, _inp, output):
+        B, C, x = output[0].float().transpose(0, 1).chunk(3, dim=0)
+        active.pending[layer] = {"B": B, "C": C, "x": x}
+
+    def take_y(_m, inp):
+        got = active.pending.pop(layer)
+        weight = module.conv.weight.squeeze(1).float()
+        out = inp[0][0].float().transpose(0, 1)[..., None]
+        active.scans[layer] = Scan(layer, mixer, {"B": got["B"], "C": got["C"], "weight": weight}, got["x"][..., None], out)
+
+    return [module.in_proj.register_forward_hook(take_bcx), module.out_proj.register_forward_pre_hook(take_y)]
+
+
+@contextlib.contextmanager
+def recording_scans(model: torch.nn.Module):
+    """Record every value-linear mixer's scan in forward passes of ``model`` inside the block:
+    yields a dict, layer -> :class:`Scan` (the last pass's)."""
+    active = _Scans()
+    handles = []
+    for module in model.modules():
+        mixer = mixer_of(module)
+        if mixer is None:
+            continue
+        layer = int(module.layer_idx)
+        if mixer in SCAN_FUNCTIONS:
+            _wrap(sys.modules[type(module).__module__], SCAN_FUNCTIONS[mixer], mixer)
+
+            def enter(_m, _inp, layer=layer):
+                active.layer = layer
+
+            handles.append(module.register_forward_pre_hook(enter))
+        else:
+            handles += _module_hooks(module, mixer, layer, active)
+    token = _ACTIVE.set(active)
+    try:
+        yield active.scans
+    finally:
+        _ACTIVE.reset(token)
+        for h in handles:
+            h.remove()

@@ -1,0 +1,76 @@
+"""The implicit attention of a hybrid's mixers that are linear in their values, a block of rows at a time.
+
+Each function takes the tensors one layer fed its own scan (:mod:`model.families.implicit` records
+them) laid out per head, ``(heads, T, ...)``, and returns ``M[:, r0:r1, :]``, ``(heads, r1 - r0, T)``,
+with the layer's output (before its output gate, norm and projection) ``o_t = Σ_s M[t, s] v_s`` plus
+``skip · v_t`` where the mixer has one. M is not a softmax: it may be negative and its rows need not
+sum to 1. Entries after the query (``s > t``) are 0.
+
+* Gated DeltaNet (:func:`delta_rows`): ``A_r = exp(g_r) (I − β_r k_r k_rᵀ)``,
+  ``M[t, s] = β_s k_sᵀ A_{s+1} ⋯ A_t q_t``.
+* Mamba-2 (:func:`mamba2_rows`): ``M[t, s] = (C_t · B_s) exp(A_h Σ_{r=s+1..t} Δ_r) Δ_s``.
+* Lightning attention (:func:`lightning_rows`): ``M[t, s] = (q_t · k_s) exp(−slope_h (t − s))``.
+* Short convolutions (:func:`short_conv_rows`): one matrix per channel c,
+  ``M_c[t, s] = C_t[c] w[c, L − 1 − (t − s)] B_s[c]`` for ``0 ≤ t − s < L``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def causal_rows(r0: int, r1: int, T: int, device) -> torch.Tensor:
+    """(r1 - r0, T) True where key s may be read by query t (s ≤ t)."""
+    t = torch.arange(r0, r1, device=device)[:, None]
+    return torch.arange(T, device=device)[None, :] <= t
+
+
+def delta_rows(q: torch.Tensor, k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, r0: int, r1: int):
+    """Gated DeltaNet's M for queries ``r0 .. r1 - 1``: ``q``, ``k`` (heads, T, d) as the scan reads
+    them (l2-normalised, q scaled), ``g`` (heads, T) the log decay, ``beta`` (heads, T). Each row's
+    vector ``A_{s+1} ⋯ A_t q_t`` is carried from ``s = t`` down to 0, one step per key: no d × d
+    product is formed."""
+    H, T, d = q.shape
+    w = q.new_zeros(H, r1 - r0, d)
+    out = q.new_zeros(H, r1 - r0, T)
+    bk = beta[..., None] * k
+    for s in range(r1 - 1, -1, -1):
+        if s >= r0:
+            w[:, s - r0] = q[:, s]
+        out[:, :, s] = torch.einsum("hrd,hd->hr", w, bk[:, s])
+        along = torch.einsum("hrd,hd->hr", w, k[:, s])
+        w = torch.exp(g[:, s])[:, None, None] * (w - along[..., None] * bk[:, s][:, None, :])
+    return out
+
+
+def mamba2_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, r0: int, r1: int):
+    """Mamba-2's M for queries ``r0 .. r1 - 1``: ``C``, ``B`` (heads, T, state) with the groups
+    repeated to heads, ``dt`` (heads, T) after its bias, softplus and limits, ``A`` (heads,)."""
+    H, T, _ = B.shape
+    a = torch.cumsum(A[:, None].double() * dt.double(), dim=1)
+    seg = a[:, r0:r1, None] - a[:, None, :]
+    allowed = causal_rows(r0, r1, T, B.device)
+    decay = torch.exp(seg.masked_fill(~allowed, float("-inf"))).to(B.dtype)
+    return torch.einsum("hrn,hsn->hrs", C[:, r0:r1], B) * decay * dt[:, None, :]
+
+
+def lightning_rows(q: torch.Tensor, k: torch.Tensor, slope: torch.Tensor, r0: int, r1: int):
+    """Lightning attention's M for queries ``r0 .. r1 - 1``: ``q``, ``k`` (heads, T, d) after the
+    layer's activation, ``slope`` (heads,) the decay rate per head."""
+    H, T, _ = k.shape
+    allowed = causal_rows(r0, r1, T, k.device)
+    lag = (torch.arange(r0, r1, device=k.device)[:, None] - torch.arange(T, device=k.device)[None, :]).to(k.dtype)
+    decay = torch.exp(-slope[:, None, None] * lag.clamp(min=0)) * allowed
+    return torch.einsum("hrd,hsd->hrs", q[:, r0:r1], k) * decay
+
+
+def short_conv_rows(Bg: torch.Tensor, Cg: torch.Tensor, weight: torch.Tensor, r0: int, r1: int):
+    """A gated short convolution's M per channel for queries ``r0 .. r1 - 1``: ``Bg``, ``Cg``
+    (channels, T) the input and output gates, ``weight`` (channels, L) the depthwise kernel;
+    (channels, r1 - r0, T)."""
+    ch, T = Bg.shape
+    L = weight.shape[-1]
+    lag = torch.arange(r0, r1, device=Bg.device)[:, None] - torch.arange(T, device=Bg.device)[None, :]
+    inside = (lag >= 0) & (lag < L)
+    taps = weight[:, (L - 1 - lag).clamp(0, L - 1)] * inside
+    return Cg[:, r0:r1, None] * taps * Bg[:, None, :]
