@@ -176,7 +176,8 @@ def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scan
         got = active.pending.pop(layer)
         weight = module.conv.weight.squeeze(1).float()
         out = inp[0][0].float().transpose(0, 1)[..., None]
-        active.scans[layer] = Scan(layer, mixer, {"B": got["B"], "C": got["C"], "weight": weight}, got["x"][..., None], out)
+        parts = {"B": got["B"], "C": got["C"], "weight": weight}
+        active.scans[layer] = Scan(layer, mixer, parts, got["x"][..., None], out)
 
     return [module.in_proj.register_forward_hook(take_bcx), module.out_proj.register_forward_pre_hook(take_y)]
 
