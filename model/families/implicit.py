@@ -25,9 +25,11 @@ import contextvars
 import sys
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ..blocks import query_blocks
 from . import mixers
 
 # the module-level scan function each mixer's layer calls, by mixer
@@ -127,7 +129,7 @@ def _mamba2_scan(args, kwargs, result) -> Scan:
     parts = {"B": B, "C": C, "dt": dt[0].transpose(0, 1).float(), "A": got["A"].float()}
     out = result[0] if isinstance(result, tuple) else result
     skip = kwargs.get("D")
-    return Scan(-1, "mamba2", parts, _heads_first(x), _heads_first(out), None if skip is None else skip.float())
+    return Scan(-1, "mamba2", parts, _heads_first(x), _heads_first(out), None if skip is None else skip.detach().float())
 
 
 SCAN_RECORDS = {"gated_deltanet": _delta_scan, "mamba2": _mamba2_scan}
@@ -174,7 +176,7 @@ def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scan
 
     def take_y(_m, inp):
         got = active.pending.pop(layer)
-        weight = module.conv.weight.squeeze(1).float()
+        weight = module.conv.weight.detach().squeeze(1).float()
         out = inp[0][0].float().transpose(0, 1)[..., None]
         parts = {"B": got["B"], "C": got["C"], "weight": weight}
         active.scans[layer] = Scan(layer, mixer, parts, got["x"][..., None], out)
@@ -209,3 +211,48 @@ def recording_scans(model: torch.nn.Module):
         _ACTIVE.reset(token)
         for h in handles:
             h.remove()
+
+
+@dataclass
+class ImplicitLayer:
+    """What an answer holds of one value-linear layer: ``pattern`` (heads, T, T) float32 M per head,
+    or for a per-channel mixer one "head", the mean over channels of |M|; ``skip`` (heads,) or None."""
+
+    layer: int
+    mixer: str
+    per_channel: bool
+    skip: np.ndarray | None
+    pattern: np.ndarray
+
+
+def implicit_layer(scan: Scan, budget: int) -> ImplicitLayer:
+    """``scan``'s matrices, computed a block of query rows at a time within ``budget`` bytes of temporaries."""
+    heads, T = scan.v.shape[0], scan.v.shape[1]
+    out = np.zeros((1 if scan.per_channel else heads, T, T), dtype=np.float32)
+    for r0, r1 in query_blocks(T, T, heads, budget):
+        rows = scan.rows(r0, r1)
+        if scan.per_channel:
+            rows = rows.abs().mean(dim=0, keepdim=True)
+        out[:, r0:r1] = rows.float().cpu().numpy()
+    skip = None if scan.skip is None else scan.skip.cpu().numpy().astype(np.float32)
+    return ImplicitLayer(scan.layer, scan.mixer, scan.per_channel, skip, out)
+
+
+def mark_mixers(model: torch.nn.Module, layers: list[dict], attention_layers: list[int]) -> list[dict]:
+    """``layers`` (``/api/model``'s) with each value-linear layer's ``type`` its mixer, ``implicit``
+    true and ``heads`` (its M heads; 1 for a per-channel mixer, the mean of |M|). A layer that also
+    has softmax attention (Falcon-H1 runs Mamba-2 beside it) keeps its attention type and note."""
+    for module in model.modules():
+        mixer = mixer_of(module)
+        if mixer is None or int(module.layer_idx) in attention_layers:
+            continue
+        heads = 1 if mixer == "short_conv" else _mixer_heads(module)
+        layers[int(module.layer_idx)] |= {"type": mixer, "implicit": True, "heads": heads}
+    return layers
+
+
+def _mixer_heads(module: torch.nn.Module) -> int:
+    for name in ("num_v_heads", "num_heads", "num_attention_heads"):
+        if getattr(module, name, None):
+            return int(getattr(module, name))
+    raise ValueError(f"cannot tell the heads of {type(module).__name__}")
