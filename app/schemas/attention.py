@@ -21,6 +21,7 @@ from .common import (
     HeadRef,
     ImageShown,
     ImageUpload,
+    ImplicitFields,
     Index,
     Matrix,
     Prediction,
@@ -233,18 +234,21 @@ class HeadView(HeadFields):
     )
 
 
-class LayerView(BaseModel):
+class LayerView(ImplicitFields):
     layer: int
-    divisor: float = Field(description="what this layer divided q·kᵀ by")
-    divisor_rule: str = Field(
+    divisor: float | None = optional_field("what this layer divided q·kᵀ by (absent in an implicit layer)")
+    divisor_rule: str | None = Field(
+        None,
         description="how that divisor came about: 'sqrt(head_dim)', 'sqrt(query_pre_attn_scalar)', "
         "'sqrt(head_dim) * (layer + 1)', '1' (scale 'none'), 'scale' (the number asked) or "
         "'<value> (set by the model)'"
     )
     softcap: float | None = Field(
+        None,
         description="attention logit softcap: attn_scores = softcap·tanh(q·kᵀ / divisor / softcap); null if none"
     )
     window: int | None = Field(
+        None,
         description="the sliding window this layer's mask applied: a query sees itself and the window − 1 tokens "
         "before it; null if none (full causal, or causal false)"
     )

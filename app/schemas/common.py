@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 from pydantic_core import PydanticCustomError
 
+from ...model.families.mixers import MEANINGS
+
 TEXT_CHARS = 16000  # the longest text when the server's settings do not say otherwise
 TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
 MAX_ABLATE = 1024  # longest `ablate` list
@@ -255,3 +257,12 @@ class Prediction(BaseModel):
     token: str
     id: int
     prob: float = Field(ge=0, le=1)
+
+
+class ImplicitFields(BaseModel):
+    """What an answer's layer adds when it is a value-linear mixer's (:mod:`model.families.mixers`)."""
+
+    implicit: bool | None = optional_field(MEANINGS["implicit"])
+    mixer: str | None = optional_field(MEANINGS["mixer"])
+    per_channel: bool | None = optional_field(MEANINGS["per_channel"])
+    skip: list[float] | None = optional_field(MEANINGS["skip"])

@@ -45,11 +45,19 @@ class LayerInfo(BaseModel):
     """One of the model's layers, numbered as the model numbers them."""
 
     index: int
-    type: Literal["full", "sliding", "chunked", "nope", "linear", "conv", "ssm"] = Field(
+    type: Literal[
+        "full", "sliding", "chunked", "nope", "linear", "conv", "ssm", "gated_deltanet", "mamba2", "lightning",
+        "short_conv",
+    ] = Field(
         description="full: softmax attention over every earlier token; sliding: over a window (`window`); "
         "chunked: inside the query's chunk (`chunk`); nope: full, without rotary positions; "
-        "linear, conv, ssm: no softmax attention (linear attention, a convolution, a state-space model): no heads"
+        "gated_deltanet, mamba2, lightning, short_conv: a mixer linear in its values, drawn as implicit attention "
+        "(`implicit`); linear, conv, ssm: no softmax attention and no mixer attnscope can draw: no heads"
     )
+    implicit: bool | None = optional_field(
+        "true where the layer's mixer is linear in its values: POST /api/attention sends its M when `layers` names it"
+    )
+    heads: int | None = optional_field("implicit layers: the heads of M (1 for short_conv: the mean |M| over channels)")
     window: int | None = optional_field("sliding: the window in tokens (the query and the window − 1 before it)")
     chunk: int | None = optional_field("chunked: the chunk in tokens; a query sees the earlier tokens of its own chunk")
     note: str | None = optional_field("what else the layer does that the drawing does not show")

@@ -128,8 +128,8 @@ def _mamba2_scan(args, kwargs, result) -> Scan:
     B, C = (_heads_first(got[n].float().repeat_interleave(heads // got[n].shape[2], dim=2)) for n in ("B", "C"))
     parts = {"B": B, "C": C, "dt": dt[0].transpose(0, 1).float(), "A": got["A"].float()}
     out = result[0] if isinstance(result, tuple) else result
-    skip = kwargs.get("D")
-    return Scan(-1, "mamba2", parts, _heads_first(x), _heads_first(out), None if skip is None else skip.detach().float())
+    skip = None if kwargs.get("D") is None else kwargs["D"].detach().float()
+    return Scan(-1, "mamba2", parts, _heads_first(x), _heads_first(out), skip)
 
 
 SCAN_RECORDS = {"gated_deltanet": _delta_scan, "mamba2": _mamba2_scan}
@@ -157,6 +157,7 @@ def _wrap(namespace, fname: str, mixer: str) -> None:
 def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scans) -> list:
     """Forward hooks that record a lightning or short-convolution layer from its own submodules."""
     if mixer == "lightning":
+
         def take_qkv(_m, _inp, output):
             qkv = module.act_fn(output)[0].reshape(output.shape[1], module.num_attention_heads, -1)
             q, k, v = torch.split(qkv.transpose(0, 1).float(), module.head_dim, dim=-1)

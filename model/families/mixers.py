@@ -74,3 +74,17 @@ def short_conv_rows(Bg: torch.Tensor, Cg: torch.Tensor, weight: torch.Tensor, r0
     inside = (lag >= 0) & (lag < L)
     taps = weight[:, (L - 1 - lag).clamp(0, L - 1)] * inside
     return Cg[:, r0:r1, None] * taps * Bg[:, None, :]
+
+
+# what an answer's implicit layer holds, as the API's schema says it
+MEANINGS = {
+    "implicit": "true for a value-linear mixer's layer (asked for by number in `layers`): each head's `pattern` is "
+    "M, o_t = Σ_s M[t, s] v_s + skip · v_t, exact; not a softmax (signed, rows need not sum to 1); no divisor, "
+    "softcap, window or statistics; absent for softmax layers",
+    "mixer": "implicit layers: gated_deltanet (M[t,s] = β_s k_sᵀ A_{s+1}⋯A_t q_t, "
+    "A_r = exp(g_r)(I − β_r k_r k_rᵀ)), mamba2 (M[t,s] = (C_t·B_s) exp(A Σ_{r=s+1..t} Δ_r) Δ_s), "
+    "lightning (q_t·k_s decay^(t−s)), short_conv (per channel: C_t w_{t−s} B_s)",
+    "per_channel": "implicit layers: true where M is one matrix per channel (short_conv): the one head sent is the "
+    "mean over channels of |M|, not a reconstruction",
+    "skip": "implicit layers: each head's skip (Mamba-2's D); null if none",
+}

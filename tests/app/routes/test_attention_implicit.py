@@ -24,9 +24,18 @@ from tests.kit.family import build, random_download  # noqa: E402
 
 TEXT = "The cat sat on the mat. Then the dog saw the cat."
 BAMBA = dict(
-    num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
-    attn_layer_indices=[1], mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=2, mamba_d_state=8,
-    mamba_chunk_size=8, mamba_expand=2,
+    num_hidden_layers=2,
+    hidden_size=32,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=64,
+    attn_layer_indices=[1],
+    mamba_n_heads=4,
+    mamba_d_head=16,
+    mamba_n_groups=2,
+    mamba_d_state=8,
+    mamba_chunk_size=8,
+    mamba_expand=2,
 )
 FAMILIES = ["qwen3_next", "lfm2", "bamba"]
 MIXERS = {"qwen3_next": "gated_deltanet", "lfm2": "short_conv", "bamba": "mamba2"}

@@ -30,18 +30,38 @@ HYBRIDS = {
     ),
     "bamba": (
         dict(
-            model_type="bamba", num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-            intermediate_size=64, vocab_size=256, attn_layer_indices=[1], mamba_n_heads=4, mamba_d_head=16,
-            mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=8, mamba_expand=2,
+            model_type="bamba",
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=64,
+            vocab_size=256,
+            attn_layer_indices=[1],
+            mamba_n_heads=4,
+            mamba_d_head=16,
+            mamba_n_groups=2,
+            mamba_d_state=8,
+            mamba_chunk_size=8,
+            mamba_expand=2,
         ),
         "mamba2",
     ),
     "falcon_h1": (family_configs()["falcon_h1"], "mamba2"),
     "minimax": (
         dict(
-            model_type="minimax", num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-            head_dim=8, intermediate_size=64, vocab_size=256, block_size=8, num_local_experts=2,
-            num_experts_per_tok=1, layer_types=["linear_attention", "full_attention"],
+            model_type="minimax",
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            intermediate_size=64,
+            vocab_size=256,
+            block_size=8,
+            num_local_experts=2,
+            num_experts_per_tok=1,
+            layer_types=["linear_attention", "full_attention"],
         ),
         "lightning",
     ),
@@ -80,8 +100,10 @@ def by_hand(scan) -> torch.Tensor:
         eye = torch.eye(d, dtype=torch.float64)
         M = torch.zeros(H, n, n, dtype=torch.float64)
         for h in range(H):
-            A = [torch.exp(p["g"][h, r]) * (eye - p["beta"][h, r] * torch.outer(p["k"][h, r], p["k"][h, r]))
-                 for r in range(n)]
+            A = [
+                torch.exp(p["g"][h, r]) * (eye - p["beta"][h, r] * torch.outer(p["k"][h, r], p["k"][h, r]))
+                for r in range(n)
+            ]
             for t in range(n):
                 for s in range(t + 1):
                     prod = eye
