@@ -138,7 +138,8 @@ class AttentionRequest(Subject):
     layers: list[Index] | None = Field(
         None,
         max_length=MAX_INDICES,
-        description="layers to return (0-based, ascending, duplicates ignored); all if absent",
+        description="layers to return (0-based, ascending, duplicates ignored); every softmax layer if absent; "
+        "a value-linear mixer's layer only when named here (`implicit`)",
     )
     heads: list[Index] | None = Field(
         None, max_length=MAX_INDICES, description="heads to return in each layer (0-based); all if absent"
