@@ -47,17 +47,19 @@ class LayerInfo(BaseModel):
     index: int
     type: Literal[
         "full", "sliding", "chunked", "nope", "linear", "conv", "ssm", "gated_deltanet", "mamba2", "lightning",
-        "short_conv",
+        "mamba1", "short_conv",
     ] = Field(
         description="full: softmax attention over every earlier token; sliding: over a window (`window`); "
         "chunked: inside the query's chunk (`chunk`); nope: full, without rotary positions; "
-        "gated_deltanet, mamba2, lightning, short_conv: a mixer linear in its values, drawn as implicit attention "
-        "(`implicit`); linear, conv, ssm: no softmax attention and no mixer attnscope can draw: no heads"
+        "gated_deltanet, mamba2, lightning, mamba1, short_conv: a mixer linear in its values, drawn as implicit "
+        "attention (`implicit`); linear, conv, ssm: no softmax attention and no mixer attnscope can draw: no heads"
     )
     implicit: bool | None = optional_field(
         "true where the layer's mixer is linear in its values: POST /api/attention sends its M when `layers` names it"
     )
-    heads: int | None = optional_field("implicit layers: the heads of M (1 for short_conv: the mean |M| over channels)")
+    heads: int | None = optional_field(
+        "implicit layers: the heads of M (1 for mamba1, short_conv: the mean |M| over channels)"
+    )
     window: int | None = optional_field("sliding: the window in tokens (the query and the window − 1 before it)")
     chunk: int | None = optional_field("chunked: the chunk in tokens; a query sees the earlier tokens of its own chunk")
     note: str | None = optional_field("what else the layer does that the drawing does not show")

@@ -33,14 +33,21 @@ from ..blocks import query_blocks
 from . import mixers
 
 # the module-level scan function each mixer's layer calls, by mixer
-SCAN_FUNCTIONS = {"gated_deltanet": "torch_chunk_gated_delta_rule", "mamba2": "mamba2_chunk_scan"}
-MIXERS = ("gated_deltanet", "mamba2", "lightning", "short_conv")
+SCAN_FUNCTIONS = {
+    "gated_deltanet": "torch_chunk_gated_delta_rule",
+    "mamba2": "mamba2_chunk_scan",
+    "mamba1": "mamba_selective_scan",
+}
+MIXERS = ("gated_deltanet", "mamba2", "lightning", "mamba1", "short_conv")
+PER_CHANNEL = ("mamba1", "short_conv")  # one M per channel, not per head
 
 
 @dataclass
 class Scan:
     """One layer's scan: ``parts`` per head as :mod:`model.families.mixers` reads them, ``v`` and
-    ``out`` (heads, T, dv) (channels: (channels, T, 1)), ``skip`` (heads,) or None."""
+    ``out`` (heads, T, dv) (channels: (channels, T, 1)), ``skip`` (heads,) or None, and ``gate``
+    (like ``out``) where the scan itself multiplies by its output gate (Mamba-1's silu(z)):
+    ``out = (Σ_s M v + skip · v) · gate``."""
 
     layer: int
     mixer: str
@@ -48,11 +55,12 @@ class Scan:
     v: torch.Tensor
     out: torch.Tensor
     skip: torch.Tensor | None = None
+    gate: torch.Tensor | None = None
 
     @property
     def per_channel(self) -> bool:
-        """Whether M is one matrix per channel (short convolutions), not per head."""
-        return self.mixer == "short_conv"
+        """Whether M is one matrix per channel (Mamba-1, short convolutions), not per head."""
+        return self.mixer in PER_CHANNEL
 
     def rows(self, r0: int, r1: int) -> torch.Tensor:
         """M for queries ``r0 .. r1 - 1``: (heads, r1 - r0, T)."""
@@ -63,6 +71,8 @@ class Scan:
             return mixers.mamba2_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
         if self.mixer == "lightning":
             return mixers.lightning_rows(p["q"], p["k"], p["slope"], r0, r1)
+        if self.mixer == "mamba1":
+            return mixers.mamba1_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
         return mixers.short_conv_rows(p["B"], p["C"], p["weight"], r0, r1)
 
 
@@ -85,8 +95,8 @@ def mixer_of(module: torch.nn.Module) -> str | None:
         return "lightning"
     if name.endswith("ShortConv"):
         return "short_conv"
-    if name.endswith("Mixer") and getattr(module, "A_log", None) is not None and module.A_log.dim() == 1:
-        return "mamba2"
+    if name.endswith("Mixer") and getattr(module, "A_log", None) is not None:
+        return "mamba2" if module.A_log.dim() == 1 else "mamba1"
     return None
 
 
@@ -132,7 +142,25 @@ def _mamba2_scan(args, kwargs, result) -> Scan:
     return Scan(-1, "mamba2", parts, _heads_first(x), _heads_first(out), skip)
 
 
-SCAN_RECORDS = {"gated_deltanet": _delta_scan, "mamba2": _mamba2_scan}
+def _mamba1_scan(args, kwargs, result) -> Scan:
+    names = ("hidden_states", "dt", "A", "B", "C", "D", "z")
+    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
+    dt = got["dt"]
+    if kwargs.get("delta_bias") is not None:
+        dt = dt + kwargs["delta_bias"].to(dt.dtype)[..., None]
+    if kwargs.get("delta_softplus", False):
+        dt = F.softplus(dt)
+    # (batch, channels, T) and (batch, state, T), as the layer hands them over
+    B, C = got["B"][0].T.float(), got["C"][0].T.float()
+    parts = {"dt": dt[0].float(), "A": got["A"].detach().float(), "B": B, "C": C}
+    x = got["hidden_states"][0].float()[..., None]
+    out = (result[0] if isinstance(result, tuple) else result)[0].float()[..., None]
+    skip = None if got.get("D") is None else got["D"].detach().float()
+    gate = None if got.get("z") is None else F.silu(got["z"][0].float())[..., None]
+    return Scan(-1, "mamba1", parts, x, out, skip, gate)
+
+
+SCAN_RECORDS = {"gated_deltanet": _delta_scan, "mamba2": _mamba2_scan, "mamba1": _mamba1_scan}
 
 
 def _wrap(namespace, fname: str, mixer: str) -> None:
@@ -230,12 +258,14 @@ def implicit_layer(scan: Scan, budget: int) -> ImplicitLayer:
     """``scan``'s matrices, computed a block of query rows at a time within ``budget`` bytes of temporaries."""
     heads, T = scan.v.shape[0], scan.v.shape[1]
     out = np.zeros((1 if scan.per_channel else heads, T, T), dtype=np.float32)
-    for r0, r1 in query_blocks(T, T, heads, budget):
+    state = scan.parts["A"].shape[-1] if scan.mixer == "mamba1" else 1  # Mamba-1's rows hold (heads, R, T, state)
+    for r0, r1 in query_blocks(T, T, heads * state, budget):
         rows = scan.rows(r0, r1)
         if scan.per_channel:
             rows = rows.abs().mean(dim=0, keepdim=True)
         out[:, r0:r1] = rows.float().cpu().numpy()
-    skip = None if scan.skip is None else scan.skip.cpu().numpy().astype(np.float32)
+    # a per-channel skip (Mamba-1's D over thousands of channels) is not sent
+    skip = None if scan.skip is None or scan.per_channel else scan.skip.cpu().numpy().astype(np.float32)
     return ImplicitLayer(scan.layer, scan.mixer, scan.per_channel, skip, out)
 
 
@@ -247,7 +277,7 @@ def mark_mixers(model: torch.nn.Module, layers: list[dict], attention_layers: li
         mixer = mixer_of(module)
         if mixer is None or int(module.layer_idx) in attention_layers:
             continue
-        heads = 1 if mixer == "short_conv" else _mixer_heads(module)
+        heads = 1 if mixer in PER_CHANNEL else _mixer_heads(module)
         layers[int(module.layer_idx)] |= {"type": mixer, "implicit": True, "heads": heads}
     return layers
 

@@ -9,6 +9,8 @@ sum to 1. Entries after the query (``s > t``) are 0.
 * Gated DeltaNet (:func:`delta_rows`): ``A_r = exp(g_r) (I − β_r k_r k_rᵀ)``,
   ``M[t, s] = β_s k_sᵀ A_{s+1} ⋯ A_t q_t``.
 * Mamba-2 (:func:`mamba2_rows`): ``M[t, s] = (C_t · B_s) exp(A_h Σ_{r=s+1..t} Δ_r) Δ_s``.
+* Mamba-1 (:func:`mamba1_rows`): per channel c, ``M_c[t, s] = Σ_n C_t[n] exp(A[c, n] Σ_{r=s+1..t} Δ_r[c])
+  B_s[n] Δ_s[c]``.
 * Lightning attention (:func:`lightning_rows`): ``M[t, s] = (q_t · k_s) exp(−slope_h (t − s))``.
 * Short convolutions (:func:`short_conv_rows`): one matrix per channel c,
   ``M_c[t, s] = C_t[c] w[c, L − 1 − (t − s)] B_s[c]`` for ``0 ≤ t − s < L``.
@@ -54,6 +56,19 @@ def mamba2_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, A: torch.Ten
     return torch.einsum("hrn,hsn->hrs", C[:, r0:r1], B) * decay * dt[:, None, :]
 
 
+def mamba1_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, r0: int, r1: int):
+    """Mamba-1's M per channel for queries ``r0 .. r1 - 1``: ``C``, ``B`` (T, state) shared by every
+    channel, ``dt`` (channels, T) after its bias and softplus, ``A`` (channels, state);
+    ``M_c[t, s] = Σ_n C_t[n] exp(A[c, n] Σ_{r=s+1..t} Δ_r[c]) B_s[n] Δ_s[c]``: (channels, r1 - r0, T)."""
+    ch, T = dt.shape
+    a = torch.cumsum(dt.double(), dim=1)
+    seg = (a[:, r0:r1, None] - a[:, None, :]).clamp(min=0)  # (ch, R, T)
+    allowed = causal_rows(r0, r1, T, dt.device)
+    decay = torch.exp(A.double()[:, None, None, :] * seg[..., None]).to(dt.dtype)  # (ch, R, T, state)
+    M = torch.einsum("rn,crsn,sn->crs", C[r0:r1], decay, B)
+    return M * allowed * dt[:, None, :]
+
+
 def lightning_rows(q: torch.Tensor, k: torch.Tensor, slope: torch.Tensor, r0: int, r1: int):
     """Lightning attention's M for queries ``r0 .. r1 - 1``: ``q``, ``k`` (heads, T, d) after the
     layer's activation, ``slope`` (heads,) the decay rate per head."""
@@ -83,8 +98,9 @@ MEANINGS = {
     "softcap, window or statistics; absent for softmax layers",
     "mixer": "implicit layers: gated_deltanet (M[t,s] = β_s k_sᵀ A_{s+1}⋯A_t q_t, "
     "A_r = exp(g_r)(I − β_r k_r k_rᵀ)), mamba2 (M[t,s] = (C_t·B_s) exp(A Σ_{r=s+1..t} Δ_r) Δ_s), "
-    "lightning (q_t·k_s decay^(t−s)), short_conv (per channel: C_t w_{t−s} B_s)",
-    "per_channel": "implicit layers: true where M is one matrix per channel (short_conv): the one head sent is the "
-    "mean over channels of |M|, not a reconstruction",
-    "skip": "implicit layers: each head's skip (Mamba-2's D); null if none",
+    "lightning (q_t·k_s decay^(t−s)), mamba1 (per channel: Σ_n C_t[n] exp(A[c,n] Σ_{r=s+1..t} Δ_r[c]) B_s[n] "
+    "Δ_s[c]), short_conv (per channel: C_t w_{t−s} B_s)",
+    "per_channel": "implicit layers: true where M is one matrix per channel (mamba1, short_conv): the one head sent "
+    "is the mean over channels of |M|, not a reconstruction",
+    "skip": "implicit layers: each head's skip (Mamba-2's D); null if none or per channel",
 }

@@ -37,8 +37,14 @@ BAMBA = dict(
     mamba_chunk_size=8,
     mamba_expand=2,
 )
-FAMILIES = ["qwen3_next", "lfm2", "bamba"]
-MIXERS = {"qwen3_next": "gated_deltanet", "lfm2": "short_conv", "bamba": "mamba2"}
+JAMBA = dict(
+    num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+    attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1, num_experts=2,
+    num_experts_per_tok=1, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=8, use_mamba_kernels=False,
+)
+FAMILIES = ["qwen3_next", "lfm2", "bamba", "jamba"]
+MIXERS = {"qwen3_next": "gated_deltanet", "lfm2": "short_conv", "bamba": "mamba2", "jamba": "mamba1"}
+PER_CHANNEL = ("lfm2", "jamba")
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +54,7 @@ def family_dirs(tmp_path_factory):
         "qwen3_next": build("qwen3_next", root / "qwen3_next"),
         "lfm2": build("lfm2", root / "lfm2"),
         "bamba": random_download(root / "bamba", "bamba", **BAMBA),
+        "jamba": random_download(root / "jamba", "jamba", **JAMBA),
     }
 
 
@@ -60,7 +67,8 @@ def reference(path, ids: list[int]) -> dict:
     out = {}
     for layer, scan in scans.items():
         rows = scan.rows(0, T)
-        out[layer] = (rows.abs().mean(0, keepdim=True) if scan.per_channel else rows).numpy(), scan.skip
+        skip = None if scan.per_channel else scan.skip  # a per-channel skip is not sent
+        out[layer] = (rows.abs().mean(0, keepdim=True) if scan.per_channel else rows).numpy(), skip
     return out
 
 
@@ -89,7 +97,7 @@ def test_served_m_equals_the_layers_own_scan(family, clients, family_dirs):
             continue
         M, skip = expected[lv["layer"]]
         assert lv["implicit"] is True and lv["mixer"] == MIXERS[family]
-        assert lv["per_channel"] == (family == "lfm2")
+        assert lv["per_channel"] == (family in PER_CHANNEL)
         assert (lv["skip"] is None) == (skip is None)
         if skip is not None:
             np.testing.assert_allclose(lv["skip"], skip.numpy(), rtol=1e-6)

@@ -66,6 +66,29 @@ HYBRIDS = {
         "lightning",
     ),
     "lfm2": (family_configs()["lfm2"], "short_conv"),
+    "jamba": (
+        dict(
+            model_type="jamba",
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=64,
+            vocab_size=256,
+            attn_layer_period=2,
+            attn_layer_offset=1,
+            expert_layer_period=2,
+            expert_layer_offset=1,
+            num_experts=2,
+            num_experts_per_tok=1,
+            mamba_d_state=4,
+            mamba_d_conv=4,
+            mamba_expand=2,
+            mamba_dt_rank=8,
+            use_mamba_kernels=False,
+        ),
+        "mamba1",
+    ),
 }
 
 
@@ -118,6 +141,12 @@ def by_hand(scan) -> torch.Tensor:
         between = csum[:, 1:, None] - csum[:, None, 1:]  # Σ_{r=s+1..t} Δ_r
         M = torch.einsum("htn,hsn->hts", p["C"], p["B"]) * torch.exp(p["A"][:, None, None] * between)
         return torch.where(s <= t, M * p["dt"][:, None, :], 0.0)
+    if scan.mixer == "mamba1":
+        csum = torch.cat([torch.zeros(p["dt"].shape[0], 1, dtype=torch.float64), p["dt"].cumsum(1)], dim=1)
+        between = csum[:, 1:, None] - csum[:, None, 1:]  # (channels, t, s)
+        decay = torch.exp(p["A"][:, None, None, :] * between[..., None].clamp(min=0))
+        M = torch.einsum("tn,ctsn,sn->cts", p["C"], decay, p["B"]) * p["dt"][:, None, :]
+        return torch.where(s <= t, M, 0.0)
     if scan.mixer == "lightning":
         decay = torch.exp(-p["slope"][:, None, None] * (t - s))
         return torch.where(s <= t, torch.einsum("htd,hsd->hts", p["q"], p["k"]) * decay, 0.0)
@@ -147,6 +176,8 @@ def test_m_times_values_is_the_scans_output(recorded):
         o = torch.einsum("hts,hsd->htd", M, scan.v.double())
         if scan.skip is not None:
             o = o + scan.skip.double()[:, None, None] * scan.v.double()
+        if scan.gate is not None:  # the scan multiplies by its own output gate (Mamba-1's silu(z))
+            o = o * scan.gate.double()
         scale = scan.out.abs().max().item()
         assert scale > 1e-6  # the layer does mix
         torch.testing.assert_close(o, scan.out.double(), rtol=1e-4, atol=1e-5 * scale)
@@ -156,5 +187,5 @@ def test_m_is_not_a_softmax(recorded):
     mixer, scans = recorded
     rows = torch.cat([scan.rows(0, T).flatten() for scan in scans.values()])
     assert torch.isfinite(rows).all()
-    if mixer in ("gated_deltanet", "lightning", "short_conv"):
+    if mixer in ("gated_deltanet", "lightning", "short_conv", "mamba1"):
         assert (rows < 0).any()
