@@ -10,6 +10,7 @@ import { formatLambda, headHeatmapFigure, pairPartsFigure } from "../draw/heatma
 import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
 import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { drawGrid } from "../head/grid.js";
+import { drawImplicit } from "../head/implicit.js";
 import { isUndecoded } from "../wire.js";
 import { lazyRows } from "../draw/figures.js";
 import { installZoom } from "../draw/zoom.js";
@@ -180,6 +181,7 @@ export function drawHeadView(state, els, app = null) {
   else if (zoomed) setText(zoomNote, exactZoomWords(state.zoom));
   drawCellTools(state, app);
   drawHeadWrites(state, app);
+  drawImplicit(state, els, app);
   return { head: true, grid: drawGrid(state, els) };
 }
 
