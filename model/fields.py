@@ -12,7 +12,13 @@ Each field has a ``kind`` that says how it is computed, masked, rounded and draw
 
 A row also says which layers compute the field (``layers``: every layer, or only those with one
 attention feature of :mod:`model.families`) and whether it is one of the parts ``attn_scores_raw``
-splits into (``score_part``); the lists below are read from the table. The records of a forward
+splits into (``score_part``); the lists below are read from the table.
+
+What only some models have (a family's quirk: learned sinks, output gates, MLA's parts, a
+differential pair, an image's tokens, a conversation's roles) also says how it is drawn, so that the
+page draws every quirk with one module and knows no family (:class:`Drawn`). Beside the head's
+fields, :data:`OTHER_FIELDS` describes the quirks an answer holds per layer (``lambda``,
+``sink_logit``) or per answer (``token_kinds``, ``spans``). The records of a forward
 pass (:class:`model.trace.AttentionTrace`, :class:`model.inspection.Trace`) and the answer hold
 the fields by these names. A new per-head field is a row here, its step where it is computed
 (:mod:`model.ours.gpt`, :mod:`model.families`), and its drawing.
@@ -20,10 +26,45 @@ the fields by these names. A new per-head field is a row here, its step where it
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-Kind = Literal["weights", "scores", "vectors", "rows", "parts", "stats"]
+Kind = Literal["weights", "scores", "vectors", "rows", "parts", "stats", "number", "heads", "kinds", "spans", "shares"]
+At = Literal["head", "layer", "answer"]
+Sits = Literal["row", "head", "parts", "band"]
+Scale = Literal["weights", "share", "signed", "scores", "band"]
+TOKEN_KINDS = ("text", "image", "marker")  # an answer's token_kinds (the image's band: the run of "image")
+ROLES = ("system", "user", "assistant")  # a conversation's roles (the answer's spans)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """How the page draws a quirk, whatever the family (the page's ``draw/quirks.js``).
+
+    ``sits``: ``row`` a strip beside the query axis (one number a query); ``head`` a number beside the head
+    (the layer's, or the chosen head's of a per-head list); ``parts`` panels beside the pattern (and the
+    cell's hover); ``band`` a band on the token axes. ``scale``: ``weights`` the weights' colours 0..1,
+    ``share`` a share 0..1 in the weights' colours, ``signed`` the diverging scale (red = positive),
+    ``scores`` the diverging scale of scores, ``band`` a colour per value of ``values``.
+    ``words``: sentences by where they stand, ``{name}`` the layer's number of the field ``name`` (3
+    decimals), ``{value}`` this field's, ``{min}``/``{max}`` its smallest and largest, ``{0}``/``{1}``
+    its parts: ``rows`` what a row of the head's map holds; ``pooled`` the same, drawn max-pooled;
+    ``sums`` what the softmax's rows sum to (the mask pipeline), ``steps`` added after it; ``stats`` what the
+    entropy is of; ``grid``, ``lines`` the all-heads grid's and the lines' captions; ``hover`` the cell's or
+    the strip's hover; ``scores`` after the raw score's name in the hover; ``colorbar`` the colour bar's title;
+    ``cell`` what a pooled cell of the grid is; ``heads`` what the model's heads are; ``keys`` one more key
+    every row's softmax sees; ``band`` a band's label (``{n}`` its tokens, ``{role}``, ``{message}``); ``head``
+    one of a message's numbers beside the head (``{role}``, ``{value}``).
+    """
+
+    sits: Sits
+    label: str  # words for a legend, a strip's head, a panel's title
+    scale: Scale | None = None
+    words: dict[str, str] = field(default_factory=dict)
+    parts: tuple[str, ...] = ()  # a `parts` field: each part's panel title
+    signed: bool = False  # where a layer has it, the layer's pattern is signed (first − λ·second)
+    flag: str | None = None  # the /api/model key that is true when the model has it; None: only the answer says
+    values: tuple[str, ...] = ()  # a band's values (its colours, in this order)
 
 
 @dataclass(frozen=True)
@@ -34,6 +75,8 @@ class HeadField:
     meaning: str  # one line, as the API's schema and the page's tooltips say it
     layers: str = "all"  # which layers compute it: "all", or only those with this feature of model.families
     score_part: bool = False  # one of the parts attn_scores_raw splits into (they add up to it)
+    drawn: Drawn | None = None  # a quirk: how the page draws it; None: the views draw it as they are
+    at: At = "head"  # where the answer holds it: a head's fields, the layer's, the answer's own
 
 
 HEAD_FIELDS = (
@@ -52,6 +95,14 @@ HEAD_FIELDS = (
         "[2][T][T] differential attention (DiffLlama): the pair's two softmaxes, each transformers' weights of one "
         "query head (h and h + n_head); sent with pattern by such layers, absent elsewhere",
         layers="differential",
+        drawn=Drawn(
+            "parts",
+            "the pair's two softmaxes",
+            "weights",
+            words={"hover": "weight {value} = first {0} − λ {lambda} × second {1}", "scores": " (first softmax)"},
+            parts=("first softmax (+)", "second softmax (× λ {lambda}, −)"),
+            flag="differential",
+        ),
     ),
     HeadField("attn_scores_raw", "scores", 4, "T×T q·kᵀ before scaling; masked entries null (not a number in b64)"),
     HeadField(
@@ -63,6 +114,9 @@ HEAD_FIELDS = (
         "masked entries null",
         layers="mla",
         score_part=True,
+        drawn=Drawn(
+            "parts", "content part of q·kᵀ (no RoPE)", "scores", {"hover": "content {value}"}, flag="score_parts"
+        ),
     ),
     HeadField(
         "attn_scores_position",
@@ -72,6 +126,9 @@ HEAD_FIELDS = (
         "sent only by such layers; masked entries null",
         layers="mla",
         score_part=True,
+        drawn=Drawn(
+            "parts", "position part of q·kᵀ (RoPE)", "scores", {"hover": "position {value}"}, flag="score_parts"
+        ),
     ),
     HeadField(
         "attn_scores_uncapped",
@@ -97,6 +154,15 @@ HEAD_FIELDS = (
         "per query: the weight the layer's learned attention sink took (gpt-oss), 1 − the pattern row's sum; "
         "sent with pattern by layers with sinks, absent elsewhere",
         layers="sinks",
+        drawn=Drawn(
+            "row",
+            "sink",
+            "share",
+            {
+                "hover": "→ the sink: weight {value}, this row's keys share the rest",
+                "steps": " The sink took {min} to {max}.",
+            },
+        ),
     ),
     HeadField(
         "gate",
@@ -106,11 +172,108 @@ HEAD_FIELDS = (
         "output before o_proj), its mean over the head's dimensions; sent with pattern by gated layers, "
         "absent elsewhere",
         layers="gates",
+        drawn=Drawn(
+            "row",
+            "gate",
+            "share",
+            {
+                "hover": "output gate {value}: the head's output here is scaled by it (mean over its dimensions) "
+                "before o_proj"
+            },
+            flag="output_gates",
+        ),
     ),
     HeadField("stats", "stats", None, "per-head statistics"),
     HeadField("q", "vectors", 4, "T×head_dim"),
     HeadField("k", "vectors", 4, "T×head_dim (after rotary; the key/value head this query head reads)"),
     HeadField("v", "vectors", 4, "T×head_dim"),
+)
+
+# the quirks an answer holds outside a head's fields: per layer (LayerView) or per answer; never an `include` name
+OTHER_FIELDS = (
+    HeadField(
+        "lambda",
+        "number",
+        None,
+        "differential attention (DiffLlama): the layer's learned λ, pattern = pattern_parts[0] − λ · pattern_parts[1]",
+        layers="differential",
+        at="layer",
+        drawn=Drawn(
+            "head",
+            "λ",
+            words={
+                "rows": "Differential attention: this head is a pair of softmaxes over the same keys, and its map is "
+                "first − λ {lambda} × second (both drawn below). Red cells add to what the head reads, blue ones take "
+                "away, and each row sums to 1 − λ. The scores in the hover are the first softmax's.",
+                "pooled": " Drawn max-pooled, each cell is the largest |weight| of its block; a zoomed block's exact "
+                "cells are drawn as |weight| too, their sign in the hover.",
+                "steps": " This layer uses differential attention: these steps are the head's first softmax; the "
+                "head's map is first − λ {lambda} × second (the Head view draws it, and both softmaxes).",
+                "stats": " This layer uses differential attention: the entropy and the statistics are those of each "
+                "head's first softmax, not of the signed map drawn.",
+                "grid": " Differential attention: each head is a pair of softmaxes whose map first − λ·second can be "
+                "negative; the grid shows its size, |weight| (the head view shows the sign).",
+                "lines": ". Differential attention: a head's weights are first − λ {lambda} × second softmax, and "
+                "only its positive ones are drawn",
+                "colorbar": "first − λ {lambda}·second",
+                "cell": "|weight|",
+                "heads": "head pairs (differential)",
+            },
+            signed=True,
+            flag="differential",
+        ),
+    ),
+    HeadField(
+        "sink_logit",
+        "heads",
+        None,
+        "each head's learned attention-sink logit (gpt-oss): one more column of every row's softmax, then dropped, "
+        "so the pattern's rows sum to 1 − sink_mass",
+        layers="sinks",
+        at="layer",
+        drawn=Drawn(
+            "head",
+            "sink logit",
+            words={
+                "rows": "Each row is a query token; it spreads 1 unit of attention over the keys and this layer's "
+                "learned sink (its own column), so the keys' weights sum to less than 1.",
+                "sums": "This layer has learned attention sinks: each head's sink logit (here {sink_logit}) is one "
+                "more column of every row's softmax, then dropped, so a row sums to 1 − the sink's share",
+                "stats": " This layer has learned sinks: the entropy is of the whole softmax, the sink's column "
+                "included.",
+                "keys": "the sink",
+            },
+        ),
+    ),
+    HeadField(
+        "token_kinds",
+        "kinds",
+        None,
+        "with an image: each token's kind, text, image or marker (the template's or the image's markup)",
+        layers="image",
+        at="answer",
+        drawn=Drawn("band", "image", "band", {"band": "image · {n} tokens"}, flag="vision", values=TOKEN_KINDS),
+    ),
+    HeadField(
+        "spans",
+        "spans",
+        None,
+        "with messages: each message's half-open token range [{message, role, start, end}]",
+        layers="chat",
+        at="answer",
+        drawn=Drawn(
+            "band", "role", "band", {"band": "{role}", "hover": "message {message}: {role}"}, flag="chat", values=ROLES
+        ),
+    ),
+    HeadField(
+        "span_mass",
+        "shares",
+        None,
+        "with messages: [layer][head][span], the weight the last query row puts on each message's content tokens",
+        layers="chat",
+        at="answer",
+        drawn=Drawn("head", "last row on", "share", {"head": "{role} {value}"}, flag="chat"),
+    ),
 )
 
 FIELD_NAMES = tuple(f.name for f in HEAD_FIELDS)  # the order of the answer's keys
@@ -145,8 +308,18 @@ def kept_beside(kind: tuple[str, ...], names, extras) -> list[str]:
 
 
 def field_table() -> list[dict]:
-    """The table as ``/api/model`` sends it: ``[{"name", "kind", "decimals", "meaning"}]``."""
-    return [{key: value for key, value in asdict(f).items() if key in _SENT} for f in HEAD_FIELDS]
+    """The table as ``/api/model`` sends it: the head's fields, then the others, each ``{"name", "kind",
+    "decimals", "meaning", "at", "feature", "score_part"}`` and, for a quirk, how it is drawn (:class:`Drawn`)."""
+    return [_row(f) for f in (*HEAD_FIELDS, *OTHER_FIELDS)]
 
 
-_SENT = ("name", "kind", "decimals", "meaning")  # the columns /api/model sends
+def _row(f: HeadField) -> dict:
+    row = {key: value for key, value in asdict(f).items() if key in _SENT}
+    row["feature"] = f.layers
+    if f.drawn is not None:
+        drawn = asdict(f.drawn)
+        row |= {**drawn, "parts": list(drawn["parts"]), "values": list(drawn["values"])}
+    return row
+
+
+_SENT = ("name", "kind", "decimals", "meaning", "at", "score_part")  # the columns /api/model sends

@@ -24,21 +24,48 @@ class Limits(BaseModel):
 
 class ImageLimits(BaseModel):
     max_bytes: int = Field(description="largest image, in encoded bytes (more: 413)")
-    max_pixels: int = Field(
-        description="most pixels (width × height, read from the header before decoding; more: 422)"
-    )
+    max_pixels: int = Field(description="most pixels (width × height, read from the header before decoding; more: 422)")
 
 
 class FieldInfo(BaseModel):
-    """One row of the field table (model/fields.py): what a head's answer can hold."""
+    """One row of the field table (model/fields.py): what an answer can hold, and how a quirk is drawn."""
 
     name: str
     kind: Kind = Field(
         description="weights: T×T softmax, masked 0; scores: T×T, masked null; vectors: T×head_dim; "
-        "rows: one number per query; parts: two T×T softmax matrices (differential attention); stats"
+        "rows: one number per query; parts: two T×T softmax matrices (differential attention); stats; "
+        "number: one number a layer; heads: one number a head of the layer; kinds: one word a token; "
+        "spans: [{message, role, start, end}], half-open token ranges; shares: [layer][head][span], a share "
+        "a message"
     )
     decimals: int | None = Field(description="decimals kept in JSON; null for the statistics (significant digits)")
     meaning: str
+    at: Literal["head", "layer", "answer"] = Field(
+        description="where an answer holds it: a head's fields (an `include` name), its layer's, the answer's own"
+    )
+    feature: str = Field(
+        description="which layers or answers have it: all, or only those with one feature (softcap, sinks, mla, "
+        "gates, differential, image, chat)"
+    )
+    score_part: bool = Field(description="one of the parts attn_scores_raw splits into (they add up to it)")
+    sits: Literal["row", "head", "parts", "band"] | None = optional_field(
+        "a quirk: where the page draws it: row, a strip beside the query axis; head, a number beside the head; "
+        "parts, panels beside the pattern (and the cell's hover); band, a band on the token axes"
+    )
+    label: str | None = optional_field("a quirk: its words in a legend, a strip's head, a panel's title")
+    scale: Literal["weights", "share", "signed", "scores", "band"] | None = optional_field(
+        "a quirk's colours: weights 0..1; share 0..1 in the weights' colours; signed and scores the diverging "
+        "scale, red = positive; band a colour per value of `values`"
+    )
+    words: dict[str, str] | None = optional_field(
+        "a quirk's sentences by where they stand (rows, pooled, sums, steps, stats, grid, lines, hover, scores, "
+        "colorbar, cell, heads, keys, band, head); {name} is the layer's number of the field name, {value}, {min}, "
+        "{max} this field's, {0} and {1} its parts', {n}, {role}, {message} a band's"
+    )
+    parts: list[str] | None = optional_field("a quirk of kind parts: each part's panel title")
+    signed: bool | None = optional_field("where a layer has this quirk, its pattern is signed (first − λ·second)")
+    flag: str | None = optional_field("the /api/model key that is true when this model has the quirk")
+    values: list[str] | None = optional_field("a band's values, in the order of their colours")
 
 
 class LayerInfo(BaseModel):
@@ -101,7 +128,7 @@ class ModelInfo(BaseModel):
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
     chat: bool = Field(False, description="the model carries a chat template: `messages` may replace `text`")
     subject: list[str] = Field(
-        description="the parts of a request's subject this model takes, e.g. [\"text\", \"messages\", \"image\"]"
+        description='the parts of a request\'s subject this model takes, e.g. ["text", "messages", "image"]'
     )
     image_limits: ImageLimits | None = Field(None, description="the image limits, on an image-text model; else null")
     jlens: JLensInfo | None = Field(
@@ -133,7 +160,8 @@ class ModelInfo(BaseModel):
     training: dict[str, Any] = Field(description="what training measured (training.json), {} if unknown")
     limits: Limits = Field(description="what this server accepts in one request")
     fields: list[FieldInfo] = Field(
-        description="what a head's answer can hold (`include` names), with its kind and rounding"
+        description="what an answer can hold: a head's fields (`include` names, `at` head), with their kind and "
+        "rounding, then the layer's and the answer's quirks; each quirk with how it is drawn"
     )
 
 

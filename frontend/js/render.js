@@ -10,6 +10,7 @@ import { fillIndexSelect, setAttr, setHidden, setText } from "./dom.js";
 import { renderPredictions } from "./draw/predictions.js";
 import { attentionLayers, currentDetail, currentGrid } from "./state.js";
 import { renderTokens } from "./draw/tokenstrip.js";
+import { headsNoun } from "./draw/quirks.js";
 import { VIEWS, viewById } from "./views.js";
 import { drawTextOnly } from "./textonly.js";
 
@@ -64,7 +65,7 @@ function renderModel(state, els) {
     [
       "shape",
       `${m.n_layer} layers${hybridWords(m)} × ${m.n_head} ` +
-        `${m.differential ? "head pairs (differential)" : "heads"}${gqa} · d_k ` +
+        `${headsNoun(m)}${gqa} · d_k ` +
         `${m.head_dim}${m.v_head_dim && m.v_head_dim !== m.head_dim ? `, d_v ${m.v_head_dim}` : ""}`,
     ],
     ["divisor", m.softcap ? `${divisor}, softcap ${softcapWords(m.softcap)}` : divisor],

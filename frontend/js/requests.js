@@ -142,14 +142,13 @@ export function detailRequest(state) {
     ...imageField(state),
     layers: [state.layer],
     heads: [state.head],
-    // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one); the content
-    // and position parts of q·kᵀ: sent only by multi-head latent attention (DeepSeek)
+    // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one); the parts of
+    // q·kᵀ (`score_part` in the field table): sent only by the layers that split it
     include: [
       "pattern",
       "pattern_unscaled",
       "attn_scores_raw",
-      "attn_scores_content",
-      "attn_scores_position",
+      ...(state.model?.fields ?? []).filter((f) => f.score_part).map((f) => f.name),
       "attn_scores_uncapped",
       "attn_scores",
       "stats",
@@ -188,7 +187,9 @@ export function exactHeadRequest(state) {
  * of `kinds`.
  */
 export const fieldNames = (model, ...kinds) =>
-  (model?.fields ?? []).filter((f) => kinds.length === 0 || kinds.includes(f.kind)).map((f) => f.name);
+  (model?.fields ?? [])
+    .filter((f) => (f.at ?? "head") === "head" && (kinds.length === 0 || kinds.includes(f.kind)))
+    .map((f) => f.name);
 
 /**
  * Whether the export can hold every head's whole matrices: the cells it asks for, counted as
@@ -200,10 +201,9 @@ export function exportWhole(state) {
   if (!model || !limit) return true;
   const T = tokenBound(state);
   // the T×T fields; attn_scores_uncapped comes only from layers with a softcap: the server counts it only then
-  // MLA's two parts of q·kᵀ only from a model that has them (`score_parts`)
-  const sent = (name) =>
-    (name !== "attn_scores_uncapped" || model.softcap != null) &&
-    (!["attn_scores_content", "attn_scores_position"].includes(name) || model.score_parts);
+  // the parts of q·kᵀ only from a model whose flag says it has them (a quirk's `flag`)
+  const flagged = new Set((model.fields ?? []).filter((f) => f.flag && !model[f.flag]).map((f) => f.name));
+  const sent = (name) => (name !== "attn_scores_uncapped" || model.softcap != null) && !flagged.has(name);
   const matrices = fieldNames(model, "weights", "scores").filter(sent).length;
   return attentionLayers(model).length * model.n_head * matrices * T * T <= limit;
 }

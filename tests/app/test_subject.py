@@ -157,3 +157,17 @@ def test_a_model_without_a_template_refuses_messages(client):
     detail = r.json()["detail"][0]
     assert detail["loc"] == ["body", "messages"] and "chat template" in detail["msg"]
     assert client.post("/api/attention", json={"text": "Still fine.", "include": []}).status_code == 200
+
+
+def test_what_a_conversation_adds_is_in_the_field_table(chat, client):
+    """What an answer to ``messages`` holds that one to a text of our model does not (its spans, each message's
+    share, the markup's kinds) is a row of `/api/model` `fields`, at the answer, with how it is drawn."""
+    fields = {f["name"]: f for f in chat.get("/api/model").json()["fields"]}
+    plain = ask(client, "/api/attention", {"text": "The cat sat.", "top_k": 0})
+    answer = ask(chat, "/api/attention", {"messages": CONVERSATION, "top_k": 0})
+    extra = answer.keys() - plain.keys()
+    assert {"spans", "span_mass"} <= extra
+    for name in extra:
+        assert fields[name]["at"] == "answer" and fields[name]["sits"] in ("band", "head"), name
+    roles = set(fields["spans"]["values"])
+    assert {s["role"] for s in answer["spans"]} <= roles

@@ -53,6 +53,12 @@ def test_the_sink_is_a_column_of_its_own_holding_the_answers_share(family_tab, h
     for row, mass in zip(served["pattern"], served["sink_mass"]):
         assert sum(row) + mass == pytest.approx(1, abs=1e-4)
     assert "and this layer's learned sink" in tab.page.locator("#head-rows").inner_text()
+    # the layer's number of this head stands beside it, the server's, as its field's row labels it
+    layer = post_json(tab.base_url + "/api/attention", body)["layers"][0]
+    label = next(
+        f["label"] for f in tab.page.evaluate("() => window.attnscope.state.model.fields") if f["name"] == "sink_logit"
+    )
+    assert f"{label} {layer['sink_logit'][head]:.3f}" in tab.page.locator("#head-title").inner_text()
     assert not tab.unexpected_console_errors()
 
 
@@ -83,6 +89,14 @@ def test_the_hover_splits_each_raw_score_into_content_and_position(family_tab):
     label_i, label_j, raw, _, content, position = trace["customdata"][i][j]
     assert [raw, content, position] == pytest.approx([head[n][i][j] for n in include], abs=1e-3)
     assert content + position == pytest.approx(raw, abs=2e-3)
+    # the two parts are panels under the map, each the server's, on one diverging scale centred on 0
+    assert tab.page.locator("#head-parts").is_visible()
+    panels = tab.figure("head-parts")["data"]
+    assert len(panels) == 2 and panels[0]["zmin"] == -panels[0]["zmax"] == panels[1]["zmin"]
+    for drawn, name in zip(panels, include[1:]):
+        assert drawn["zmid"] == 0
+        assert drawn["z"][i][j] == pytest.approx(head[name][i][j], abs=1e-3)
+        assert all(v is None for v in drawn["z"][2][3:])  # masked: after the query
     assert not tab.unexpected_console_errors()
 
 

@@ -100,9 +100,11 @@ export function shapesFrame(geom, shapes, id = "plot") {
       if (s.type === "line")
         return `${clipDef}<line x1="${x0}" y1="${y0}" x2="${x1}" y2="${y1}" ${stroke}${dash}${op}${clip}/>`;
       const [l, t] = [Math.min(x0, x1), Math.min(y0, y1)];
+      // a named shape (a band on the token axes) says its name on hover
+      const body = s.name ? `><title>${esc(s.name)}</title></rect>` : "/>";
       return (
         `${clipDef}<rect class="shape" x="${l}" y="${t}" width="${Math.abs(x1 - x0)}" ` +
-        `height="${Math.abs(y1 - y0)}" fill="${s.fillcolor ?? "none"}" ${stroke}${dash}${op}${clip}/>`
+        `height="${Math.abs(y1 - y0)}" fill="${s.fillcolor ?? "none"}" ${stroke}${dash}${op}${clip}${body}`
       );
     })
     .join("");

@@ -187,21 +187,13 @@ export function scalingLeftCaption({ causal, scaled }) {
   return "what-if: the mask is off; scaled as the model was trained";
 }
 
-/** The caption over the entropy lines. */
-export function entropyCaption(layer) {
-  // differential attention: the statistics are each pair's first softmax's (the maps are first − λ·second)
-  const pair =
-    layer?.lambda != null
-      ? " This layer uses differential attention: the entropy and the statistics are those of each head's first " +
-        "softmax, not of the signed map drawn."
-      : layer?.sink_logit
-        ? " This layer has learned sinks: the entropy is of the whole softmax, the sink's column included."
-        : "";
+/** The caption over the entropy lines; `quirks`: what the layer's quirks say the entropy is of (quirks.js). */
+export function entropyCaption(layer, quirks = "") {
   if (unscaled(layer))
-    return `Entropy of each query's weights. Scaling is off (what-if): both softmaxes see the same scores.${pair}`;
+    return `Entropy of each query's weights. Scaling is off (what-if): both softmaxes see the same scores.${quirks}`;
   return (
     `Entropy of each query's weights. Without the division by ${divisorShort(layer)} the scores are ` +
-    `larger, softmax turns peaky and entropy falls.${pair}`
+    `larger, softmax turns peaky and entropy falls.${quirks}`
   );
 }
 

@@ -42,7 +42,7 @@ export const QUALITATIVE = [
   "#EDC948",
   "#9C755F",
 ];
-// THE diverging scale of every signed map on the page (a differential pair, two texts or models, the why box,
+// THE diverging scale of every signed map on the page (a head's signed map, two texts or models, the why box,
 // attribution, patching, head effects): Plotly's RdBu, centred on 0, red = positive (raises the logit, more),
 // blue = negative; no view reverses it (docs/VIEWS.md)
 export const SIGNED_SCALE = "RdBu";

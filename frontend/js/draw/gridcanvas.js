@@ -8,6 +8,7 @@
 // `thumbnail_mask` of the layer where a sliding window makes it differ, else `thumbnail.mask`.
 
 import { maskedWhy } from "./captions.js";
+import { cellWord } from "./quirks.js";
 
 // Plotly's Viridis, the colour scale of every weight heatmap on the page
 const VIRIDIS = [
@@ -201,7 +202,7 @@ export function cellAt(geom, size, nRows, nCols, x, y) {
 const span = (a, b) => (b - a <= 1 ? `${a}` : `${a}–${b - 1}`);
 
 /** The lines the tooltip shows for a cell: head, query and key tokens, the value, or "masked". */
-export function gridTooltip({ grid, hit, aggregate = false }) {
+export function gridTooltip({ grid, hit, aggregate = false, model = null }) {
   const cols = gridColumns(grid.layers, aggregate);
   const layer = grid.layers[hit.row];
   const head = cols[hit.col];
@@ -231,8 +232,8 @@ export function gridTooltip({ grid, hit, aggregate = false }) {
   } else {
     const thumb = head === -1 ? meanThumbnail(layer.heads, grid.thumbnail.size) : layer.heads[hit.col].thumbnail;
     const w = (thumb[hit.i][hit.j] / 255).toFixed(3);
-    // differential attention: the server pools |pattern| (a pair's map can be negative)
-    const weight = layer.lambda != null ? "|weight|" : "weight";
+    // a signed map's quirk names its cells (the server pools |pattern|)
+    const weight = cellWord(model, layer);
     if (head === -1) lines.push(`mean over heads of the largest ${weight} ${w}`);
     else lines.push(k === 1 ? `${weight} ${w}` : `largest ${weight} in this ${k}×${k} block ${w}`);
   }

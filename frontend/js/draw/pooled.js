@@ -66,7 +66,7 @@ export function headData(detail) {
   if (!layer || !h) return null;
   const f = detail.focus;
   if (f?.thumbnail) {
-    // sink_mass and gate come at full resolution only
+    // a quirk's per-query rows come at full resolution only
     return Object.assign(copyFields(f, ["layer", "head", "thumbnail", "region"]), {
       tokens: detail.tokens,
       layer,
@@ -275,7 +275,7 @@ export function regionTraces({
   head,
   signed = false,
 }) {
-  // `signed`: a differential pair's map; its exact cells drawn as |weight| like the pooled cells around them,
+  // `signed`: a signed map (quirks.js); its exact cells drawn as |weight| like the pooled cells around them,
   // the sign in the hover
   const [q0, q1, k0, k1] = region.bounds;
   const label = (i) => `${i} ${tokens[i]}`;
@@ -297,7 +297,7 @@ export function regionTraces({
     const cr = new Array(xs.length);
     for (let j = 0; j < xs.length; j++) {
       const k = xs[j];
-      // the server sends a masked pair's scores as null
+      // the server sends a masked cell's scores as null
       const isMasked = raw[i][j] === null;
       zr[j] = isMasked ? null : signed ? Math.abs(region.pattern[i][j]) : region.pattern[i][j];
       mr[j] = isMasked ? 1 : null;

@@ -9,6 +9,7 @@ import { countWords, isBlank } from "../api.js";
 import { idOf, setAttr, setText } from "../dom.js";
 import { currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { bandLabel, imageRun } from "./imageband.js";
+import { tokenBands } from "./quirkbands.js";
 
 /** Past this many tokens the strip is virtualised. */
 export const VIRTUAL_FROM = 400;
@@ -218,11 +219,18 @@ export function renderTokens(state, els) {
   const sig = String(idOf(response));
   // offsets count characters (code points), as Python does; JS strings count UTF-16 units
   let chars = null;
+  // the bands that name messages (quirkbands.js): each chip of a message underlined in its role's colour
+  const named = tokenBands(state.model, response).filter((b) => !b.folds);
+  const bandAt = (i) => named.find((b) => i >= b.from && i <= b.to);
   const title = (i) => {
     chars ??= codePoints(state.text);
     const [start, end] = offsets?.[i] ?? [null, null];
     const source = start === null ? "" : chars.slice(start, end).join("");
-    return `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}`;
+    const band = bandAt(i);
+    return (
+      (band ? `${band.title} · ` : "") +
+      `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}`
+    );
   };
   const run = imageRun(response.token_kinds);
   const folded = !!run && !state.imageExpanded;
@@ -259,6 +267,11 @@ export function renderTokens(state, els) {
     const on = band ? folded && p >= run.from && p <= run.to : Number(chip.dataset.index) === p;
     chip.classList.toggle("selected", on);
     setAttr(chip, "aria-pressed", on ? "true" : "false");
+    const role = band ? null : bandAt(Number(chip.dataset.index));
+    if ((chip.dataset.role ?? "") !== (role?.label ?? "")) {
+      chip.dataset.role = role?.label ?? "";
+      chip.style.boxShadow = role ? `inset 0 -3px 0 ${role.color}` : "";
+    }
   }
 }
 

@@ -10,9 +10,10 @@ import { cellAt, gridTooltip, layerMask, paintGrid } from "../draw/gridcanvas.js
 import { currentGrid, stepLayer } from "../state.js";
 import { bandLabel, imageRun } from "../draw/imageband.js";
 import { imageMask } from "../draw/imagemap.js";
+import { layersWords } from "../draw/quirks.js";
 
-/** What the grid shows, in words: how far the thumbnails are downsampled, what a cell is. */
-export function gridCaption(grid, aggregate) {
+/** What the grid shows, in words: how far the thumbnails are downsampled, what a cell is, what quirks change. */
+export function gridCaption(grid, aggregate, model = null) {
   const T = grid.tokens.length;
   const { block, size } = grid.thumbnail;
   const n = grid.layers.length;
@@ -23,11 +24,8 @@ export function gridCaption(grid, aggregate) {
       : `${n} layers × ${h} heads, downsampled ${block}× (${T} tokens → ${size} cells a side): each cell is the ` +
         `largest weight in a ${block}×${block} block of queries and keys, so a one-token diagonal stays visible.`;
   const mean = aggregate ? " The last column is the mean over each layer's heads of those cell values." : "";
-  const signed = grid.layers.some((l) => l.lambda != null)
-    ? " Differential attention: each head is a pair of softmaxes whose map first − λ·second can be negative; " +
-      "the grid shows its size, |weight| (the head view shows the sign)."
-    : "";
-  return `${what}${gridMaskWords(grid)}${gridImageWords(grid)}${mean}${signed}`;
+  const quirks = layersWords(model, "grid", grid.layers);
+  return `${what}${gridMaskWords(grid)}${gridImageWords(grid)}${mean}${quirks}`;
 }
 
 /**
@@ -97,7 +95,7 @@ export function drawGrid(state, els) {
     els.headsGrid.classList.add("drawn");
     performance.measure("attnscope:draw:heads-grid", { start, end: performance.now() });
   }
-  setText(els.gridCaption, gridCaption(grid, state.aggregate));
+  setText(els.gridCaption, gridCaption(grid, state.aggregate, state.model));
   renderLayerRibbon(els.layerRibbon, state.model);
   return true;
 }
@@ -122,7 +120,8 @@ export function installGridPointer({ state, els, selectHead }) {
       tip.hidden = true;
       return;
     }
-    tip.textContent = gridTooltip({ grid: hit.g.grid, hit, aggregate: hit.g.aggregate }).join("\n");
+    const model = state.model;
+    tip.textContent = gridTooltip({ grid: hit.g.grid, hit, aggregate: hit.g.aggregate, model }).join("\n");
     tip.hidden = false;
     const box = els.headsGrid.getBoundingClientRect();
     const x = ev.clientX - box.left + 14;

@@ -6,7 +6,18 @@
 import { hatchMeaning, maskKinds, scoresFormula } from "../draw/captions.js";
 import { drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { drawCanvasPlot } from "../draw/canvashover.js";
-import { formatLambda, headHeatmapFigure, pairPartsFigure } from "../draw/heatmap.js";
+import { headHeatmapFigure } from "../draw/heatmap.js";
+import {
+  cellHover,
+  colorbarTitle,
+  headNumbers,
+  partPanels,
+  partsFigure,
+  quirkWords,
+  rowStrips,
+  signedLayer,
+} from "../draw/quirks.js";
+import { bandWords, tokenBands, withBands } from "../draw/quirkbands.js";
 import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
 import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { drawGrid } from "../head/grid.js";
@@ -15,7 +26,7 @@ import { isUndecoded } from "../wire.js";
 import { lazyRows } from "../draw/figures.js";
 import { installZoom } from "../draw/zoom.js";
 import { HEATMAP_DEFAULTS } from "../draw/headframe.js";
-import { bandLabel, imageMaskWords, imageRun, withImageBand } from "../draw/imageband.js";
+import { bandLabel, imageMaskWords, imageRun } from "../draw/imageband.js";
 import { cellsIn, cellsParam, drawKnockout, installKnockout, knockoutShapes, knockoutState, parseCells, toggleCell }
   from "../head/knockout.js";
 import { drawWhy, parseWhy, whyParam, whyShapes, whyState } from "../head/why.js";
@@ -118,16 +129,12 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
     chunk: layer.chunk ?? null,
     layer: state.layer,
     head: state.head,
-    sinkMass: block > 1 ? null : (head.sink_mass ?? null), // a learned sink's share of each row, its own column
-    gate: block > 1 ? null : (head.gate ?? null), // an output gate per query, its own column
-    // MLA
-    parts: block === 1 && head.attn_scores_content ? [head.attn_scores_content, head.attn_scores_position] : null,
-    // differential attention: the signed map on a diverging scale, its two softmaxes in the hover
-    pair:
-      block === 1 && layer.lambda != null && head.pattern_parts
-        ? { lambda: layer.lambda, parts: head.pattern_parts }
-        : null,
-    signed: layer.lambda != null, // pooled: |pattern| in the cells, the sign in a zoomed cell's hover
+    // the head's quirks (quirks.js, from /api/model `fields`): per-query strips and its parts in the hover,
+    // exact cells only; a signed map (pooled: |pattern| in the cells, the sign in a zoomed cell's hover)
+    rows: block > 1 ? [] : rowStrips(state.model, head),
+    hover: block > 1 ? null : cellHover(state.model, layer, head, { raw: extra.raw !== null, head: state.head }),
+    signed: signedLayer(state.model, layer),
+    colorbar: colorbarTitle(state.model, layer, state.head),
     ...extra,
   };
   return block > 1 ? pooledHeatmapFigure({ ...args, block }) : headHeatmapFigure(args);
@@ -155,24 +162,29 @@ export function drawHeadView(state, els, app = null) {
   const sig = (pooled ? `|${idOf(region)}` : "") + `|${JSON.stringify(state.zoom)}|${JSON.stringify(marks)}`;
   const band = {
     tokens: response.tokens,
-    kinds: response.token_kinds,
+    bands: tokenBands(state.model, response),
     expanded: !!state.imageExpanded,
     maxTicks: HEATMAP_DEFAULTS.maxTicks,
   };
   drawCanvasPlot(
     els.headHeatmap,
     `${idOf(response)}|${state.layer}|${state.head}|${p}${sig}|${band.expanded}`,
-    () => withShapes(withImageBand(headFigure(state, chosen, extra), band), marks),
+    () => withShapes(withBands(headFigure(state, chosen, extra), band), marks),
     `attnscope-L${state.layer}H${state.head}`,
   );
-  setText(els.headTitle, `Layer ${state.layer} · head ${state.head}`);
+  // the layer's quirk numbers beside the head (quirks.js: each quirk's label and number)
+  const numbers = headNumbers(state.model, layer, state.head, response);
+  setText(els.headTitle, [`Layer ${state.layer} · head ${state.head}`, ...numbers].join(" · "));
   const rows = document.getElementById("head-rows");
   if (rows)
     setText(
       rows,
-      rowWords(layer) + (pooled && layer.lambda != null ? POOLED_PAIR : "") + imageWords(state, chosen, pooled),
+      rowWords(state.model, layer, state.head) +
+        (pooled ? quirkWords(state.model, "pooled", { layer }) : "") +
+        imageWords(state, chosen, pooled) +
+        bandWords(band.bands),
     );
-  drawPairParts(state, chosen, pooled);
+  drawParts(state, chosen, pooled);
   const meaning = hatchMeaning(maskKinds(mask), layer.window, layer.chunk);
   // masked blocks are solid grey in a pooled head, not hatched (pooled.js)
   renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
@@ -221,52 +233,31 @@ function drawCellTools(state, app) {
   drawWhy(state, app);
 }
 
-// a long text's differential head: its cells are block maxima of a signed map's size
-const POOLED_PAIR =
-  " Drawn max-pooled, each cell is the largest |weight| of its block; a zoomed block's exact cells are drawn as " +
-  "|weight| too, their sign in the hover.";
-
-/** A differential head's two softmaxes under its signed map; hidden for every other head, and for a pooled one. */
-function drawPairParts(state, { response, layer, mask, head }, pooled) {
+/** The head's parts (quirks.js `partPanels`) under its map; hidden for a head without, and for a pooled one. */
+function drawParts(state, { response, layer, mask, head }, pooled) {
   const box = document.getElementById("head-parts");
   if (!box) return;
-  const show = !pooled && layer.lambda != null && Boolean(head.pattern_parts);
+  const panels = pooled ? [] : partPanels(state.model, layer, head, state.head);
+  const show = panels.length > 0;
   if (box.hidden !== !show) box.hidden = !show;
   if (!show) return;
   drawPlot(
     box,
-    `${idOf(response)}|parts|${state.layer}|${state.head}`,
-    () =>
-      pairPartsFigure({
-        tokens: response.tokens,
-        parts: head.pattern_parts,
-        mask,
-        lambda: layer.lambda,
-        layer: state.layer,
-        head: state.head,
-      }),
+    `${idOf(response)}|parts|${state.layer}|${state.head}|${!!state.imageExpanded}`,
+    () => {
+      const fig = partsFigure({ tokens: response.tokens, panels, mask, layer: state.layer, head: state.head });
+      const pairs = panels.map((_, n) => [n ? `x${n + 1}` : "x", "y"]);
+      const bands = tokenBands(state.model, response);
+      return withBands(fig, { tokens: response.tokens, bands, expanded: !!state.imageExpanded, maxTicks: 20, pairs });
+    },
     `attnscope-L${state.layer}H${state.head}-parts`,
   );
 }
 
-/**
- * What a row of the heatmap holds: 1 unit of attention over the keys, over the keys and a learned sink, or a
- * pair's difference.
- */
-export const rowWords = (layer) => {
-  if (layer?.lambda != null) {
-    const lam = formatLambda(layer.lambda);
-    return (
-      `Differential attention: this head is a pair of softmaxes over the same keys, and its map is first − ` +
-      `${lam} × second (both drawn below). Red cells add to what the head reads, blue ones take away, and each ` +
-      `row sums to 1 − λ. The scores in the hover are the first softmax's.`
-    );
-  }
-  return layer?.sink_logit
-    ? "Each row is a query token; it spreads 1 unit of attention over the keys and this layer's learned sink " +
-        "(its own column), so the keys' weights sum to less than 1."
-    : "Each row is a query token; it spreads 1 unit of attention over the keys.";
-};
+/** What a row of the heatmap holds: 1 unit of attention over the keys, or what the layer's quirks say it holds. */
+export const rowWords = (model, layer, head = null) =>
+  quirkWords(model, "rows", { layer, head }) ||
+  "Each row is a query token; it spreads 1 unit of attention over the keys.";
 
 /** Draw the view: the chosen head and the grid; `{head, grid}` say which of them had current data. */
 export const draw = drawHeadView;
@@ -311,7 +302,7 @@ function cellAt(gd, ev) {
   const y = ev.clientY - box.top - ya.offset;
   const paper = gd.plotGeometry.paper;
   const px = ev.clientX - box.left;
-  // the rows reach over the paper: a sink's or a gate's own column right of the keys is its row, but no cell
+  // the rows reach over the paper: a quirk's strip right of the keys (quirks.js) is its row, but no cell
   if (y < 0 || y > ya.length || px < paper.x || px > paper.x + paper.w) return null;
   const query = Math.round(ya.p2d(y));
   const key = x >= 0 && x <= xa.length ? Math.round(xa.p2d(x)) : null;

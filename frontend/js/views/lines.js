@@ -10,6 +10,7 @@
 import { answerFor, askInto } from "../answers.js";
 import { byId, drawPlot, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, QUALITATIVE, baseLayout } from "../draw/figures.js";
+import { quirkWords } from "../draw/quirks.js";
 import { imageField, imageId, imageOf, scaleParam } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
@@ -320,10 +321,7 @@ export function draw(state, els, app = null) {
       (T > ALL_KEYS_UP_TO
         ? `; ${T} tokens, so each query shows its ${HEAVIEST} heaviest keys (weights from ${MIN_WEIGHT})`
         : ` (weights from ${MIN_WEIGHT})`) +
-      (layer.lambda != null
-        ? `. Differential attention: a head's weights are first − λ × second softmax (λ ` +
-          `${layer.lambda.toFixed(3)}), and only its positive ones are drawn`
-        : "") +
+      quirkWords(state.model, "lines", { layer }) +
       ". Hover a token to keep only its lines; click tokens to select several.",
   );
   return true;

@@ -19,6 +19,8 @@ import { blockSpan, currentHead, spanWords } from "../draw/pooled.js";
 import { headDim } from "../state.js";
 import { imageMaskWords, imageRun } from "../draw/imageband.js";
 import { imageMask } from "../draw/imagemap.js";
+import { quirkWords } from "../draw/quirks.js";
+import { tokenBands, withBands } from "../draw/quirkbands.js";
 
 export const id = "pipeline";
 export const label = "Mask pipeline";
@@ -43,9 +45,9 @@ export function draw(state) {
   // (masked entries null), the layer's divisor, softcap, window and mask
   const { detail, layer, d } = head;
   const T = detail.tokens.length;
-  // differential attention: the steps are the pair's first softmax's (the head view draws the pair)
-  const pair = layer.lambda != null && d.pattern_parts;
-  const pattern = pair ? d.pattern_parts[0] : d.pattern;
+  // a head of two softmaxes (a quirk's weights parts): the steps are its first softmax's (the head view draws both)
+  const first = firstPart(state.model, d);
+  const pattern = first ?? d.pattern;
   // a long text's matrices are max-pooled: the rows and columns are blocks of tokens
   const spans = d.block > 1 ? d.pattern.map((_, c) => blockSpan(T, d.block, c)) : null;
   const cells = spans && {
@@ -54,11 +56,13 @@ export function draw(state) {
   };
   const kinds = maskKinds(d.mask);
   const columns = window.matchMedia(NARROW).matches ? 2 : null;
+  // the answer's bands along each step's tokens (quirkbands.js); a pooled picture's cells are blocks: none
+  const bands = cells ? [] : tokenBands(state.model, detail);
   drawPlot(
     byId("mask-steps"),
     `${idOf(detail)}|${columns}`,
     () =>
-      maskStepsFigure({
+      withSteps(bands, detail.tokens, maskStepsFigure({
         tokens: detail.tokens,
         raw: d.attn_scores_raw,
         uncapped: d.attn_scores_uncapped,
@@ -70,7 +74,7 @@ export function draw(state) {
         causal: detail.causal,
         cells,
         columns,
-      }),
+      })),
     "attnscope-mask-steps",
   );
   const image = imageNotes(detail, d, layer.layer);
@@ -93,7 +97,7 @@ export function draw(state) {
     const sums = pattern.map((row) => row.reduce((a, v) => a + v, 0));
     const lo = Math.min(...sums);
     const hi = Math.max(...sums);
-    setText(byId("row-sums"), rowSumWords(lo, hi, layer, d.sink_mass) + (pair ? PAIR_WORDS(layer) : ""));
+    setText(byId("row-sums"), rowSumWords(state.model, lo, hi, layer, d));
   }
   const words = unscaled(layer) ? "1 (what-if: no scaling)" : divisorWords(layer, headDim(state));
   setText(
@@ -103,23 +107,28 @@ export function draw(state) {
   return true;
 }
 
-/** What the Σ row column says: rows sum to 1, or, with a learned sink, to 1 − the sink's share. */
-export function rowSumWords(lo, hi, layer, sinkMass) {
+/**
+ * What the Σ row column says: rows sum to 1, or what the layer's quirks say they sum to (`sums`), then what else
+ * its quirks say of these steps (`steps`). `d`: the head's fields.
+ */
+export function rowSumWords(model, lo, hi, layer, d) {
   const range = `the smallest row sum is ${lo.toFixed(6)}, the largest ${hi.toFixed(6)}`;
-  if (!sinkMass || !layer.sink_logit) return `After softmax every row sums to 1: ${range}.`;
-  const took = [Math.min(...sinkMass), Math.max(...sinkMass)].map((m) => m.toFixed(4));
-  return (
-    `This layer has learned attention sinks: each head's sink logit (here ` +
-    `${layer.sink_logit[layer.heads[0].head].toFixed(3)}) ` +
-    `is one more column of every row's softmax, then dropped, so a row sums to 1 − the sink's share: ${range}; ` +
-    `the sink took ${took[0]} to ${took[1]}.`
-  );
+  const sums = quirkWords(model, "sums", { layer, fields: d });
+  const head = sums ? `${sums}: ${range}.` : `After softmax every row sums to 1: ${range}.`;
+  return head + quirkWords(model, "steps", { layer, fields: d });
 }
 
-/** A differential layer: what these steps are, and where the head's own map is. */
-const PAIR_WORDS = (layer) =>
-  ` This layer uses differential attention: these steps are the head's first softmax; the head's map is first − ` +
-  `λ × second with λ = ${layer.lambda.toFixed(3)} (the Head view draws it, and both softmaxes).`;
+/** The steps' figure with the answer's bands along every step's keys and queries (the row sums' panel aside). */
+function withSteps(bands, tokens, fig) {
+  const pairs = fig.data.filter((t) => t.coloraxis).map((t) => [t.xaxis, t.yaxis]);
+  return withBands(fig, { tokens, bands, expanded: true, pairs });
+}
+
+/** The first of a head's weights parts (a head of two softmaxes), null for a head of one. */
+function firstPart(model, d) {
+  const f = (model?.fields ?? []).find((x) => x.sits === "parts" && x.kind === "parts" && d[x.name]);
+  return f ? d[f.name][0] : null;
+}
 
 const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
 /** Below this width the steps stand in two rows (style.css gives the plot the height for them). */

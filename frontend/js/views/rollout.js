@@ -91,7 +91,7 @@ export function rolloutFigure({ tokens, layers, rollout, position }) {
   };
 }
 
-/** The words under the figure: what the rows are, the residual, and what a hybrid's or a sink's rows mean. */
+/** The words under the figure: what the rows are, the residual, and what a hybrid's layers and a layer's note mean. */
 export function rolloutWords({ tokens, position, residual, layers }, model) {
   const parts = [
     `How much “${tokens[position]}” (token ${position}) draws on each input token after each layer: the layers' ` +

@@ -16,6 +16,8 @@ import { BLUE, MUTED, ORANGE, baseLayout, fmtFixed, fmtSig, tokenMargins, tokenT
 import { currentHead } from "../draw/pooled.js";
 import { headDim } from "../state.js";
 import { headFigure } from "./head.js";
+import { extraKeys, quirkWords } from "../draw/quirks.js";
+import { tokenBands, withBands } from "../draw/quirkbands.js";
 
 export const id = "scaling";
 export const was = ["compare"]; // the id of old links
@@ -41,11 +43,16 @@ export function draw(state) {
     : layer.heads[0];
   if (!h.pattern_unscaled) return false; // asked for another view: data.js asks again (ensureData)
   const mask = d.mask;
-  const sig = `${idOf(detail)}`;
+  const sig = `${idOf(detail)}|${!!state.imageExpanded}`;
   // one head's heatmap, exact or max-pooled (block > 1): the same arguments either way
   const chosen = { response: detail, layer, mask, head: h, block: d.block };
+  // the answer's bands on the token axes (quirkbands.js), as the head view draws them
+  const band = { tokens: detail.tokens, bands: tokenBands(state.model, detail), expanded: !!state.imageExpanded };
   const heatmap = (matrix, showscale, uirevision) =>
-    headFigure(state, chosen, { pattern: matrix, showscale, maxTicks: 28, uirevision });
+    withBands(headFigure(state, chosen, { pattern: matrix, showscale, maxTicks: 28, uirevision }), {
+      ...band,
+      maxTicks: 28,
+    });
   drawPlot(byId("scaling-scaled"), sig, () => heatmap(h.pattern, false, "s"), "attnscope-scaled");
   drawPlot(byId("scaling-unscaled"), sig, () => heatmap(h.pattern_unscaled, true, "u"), "attnscope-unscaled");
   setText(byId("scaling-left-caption"), scalingLeftCaption(state));
@@ -54,7 +61,7 @@ export function draw(state) {
     setText(span, layer.softcap ? `${what}, softcap ${num(layer.softcap)}` : what);
   }
   setText(byId("unscaled-label"), unscaledFormula(layer));
-  setText(byId("entropy-caption"), entropyCaption(layer));
+  setText(byId("entropy-caption"), entropyCaption(layer, quirkWords(state.model, "stats", { layer })));
   drawPlot(
     byId("scaling-entropy"),
     sig,
@@ -65,6 +72,7 @@ export function draw(state) {
         rowEntropyUnscaled: h.stats.row_entropy_unscaled,
         mask: d.block > 1 ? null : mask,
         layer,
+        keys: extraKeys(state.model, layer),
       }),
     "attnscope-entropy",
   );
@@ -109,13 +117,12 @@ function drawStatsTable(state, head, layer, T) {
  * Per-row entropy of the scaled and unscaled patterns, with the uniform row as a ceiling.
  * `layer` (the answer's: divisor_rule, softcap) names what each softmax was taken of.
  */
-export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, layer }) {
+export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, layer, keys = [] }) {
   const T = tokens.length;
   const x = tokens.map((_, i) => i);
   // a long text's answer has its mask pooled, not T×T: no keys-seen count, so no ceiling line
-  // a layer with learned sinks: the sink is one more column of every row's softmax (the server's entropy counts it)
-  const sink = layer?.sink_logit ? 1 : 0;
-  const allowed = mask ? mask.map((row) => row.reduce((a, v) => a + (v ? 1 : 0), sink)) : null;
+  // `keys`: what more every row's softmax sees than the keys (a layer's quirks; the server's entropy counts them)
+  const allowed = mask ? mask.map((row) => row.reduce((a, v) => a + (v ? 1 : 0), keys.length)) : null;
   const ceiling = allowed ? allowed.map((n) => Math.log(Math.max(1, n))) : null;
   const labels = tokens.map((t, i) => `${i} ${t}`);
   const line = (y, name, color, dash, width = 2.2) => ({
@@ -136,7 +143,7 @@ export function entropyFigure({ tokens, rowEntropy, rowEntropyUnscaled, mask, la
         ? [
             line(
               ceiling,
-              sink ? "uniform row (ln of keys seen + the sink)" : "uniform row (ln of keys seen)",
+              `uniform row (ln of keys seen${keys.map((k) => ` + ${k}`).join("")})`,
               "#9aa1ad",
               "dot",
               1.5,

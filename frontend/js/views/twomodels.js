@@ -10,6 +10,7 @@ import { fillModelOptions, pickerOptions } from "../cards/modelpicker.js";
 import { byId, drawPlot, onPlotClick, setText } from "../dom.js";
 import { ACCENT, WEIGHT_SCALE, baseLayout } from "../draw/figures.js";
 import { headHeatmapFigure } from "../draw/heatmap.js";
+import { signedModel } from "../draw/quirks.js";
 import { paramLink } from "../state.js";
 import { differenceFigure } from "./twotexts.js";
 
@@ -220,7 +221,7 @@ export function draw(state, els, app = null) {
 /** The chosen head: its pattern in each model and their difference (the answer's `difference`, B − A). */
 function drawParts(r, state) {
   const key = modelsKey(state);
-  const head = { layer: state.layer, head: state.head, signed: Boolean(state.model?.differential) };
+  const head = { layer: state.layer, head: state.head, signed: signedModel(state.model) };
   const one = (pattern, title) =>
     titled(headHeatmapFigure({ tokens: r.tokens, pattern, mask: r.mask, ...head, title }));
   drawPlot(byId("twomodels-a"), `${key}|a`, () => one(r.a, `A: ${r.model_a} (served)`), "attnscope-model-a");

@@ -8,6 +8,7 @@ import { byId, drawPlot, setText } from "../dom.js";
 import { SIGNED_SCALE, baseLayout, maskNull, tokenAxis, tokenMargins } from "../draw/figures.js";
 import { heatmapTitle } from "../draw/headframe.js";
 import { headHeatmapFigure } from "../draw/heatmap.js";
+import { signedModel } from "../draw/quirks.js";
 import { paramLink, scaleParam } from "../state.js";
 import { offParam } from "../switchedoff.js";
 
@@ -134,8 +135,8 @@ export function draw(state, els, app = null) {
   if (error) setText(byId("twotexts-caption"), `Could not compare: ${error}`);
   if (!response) return false;
   const [a, b] = response.texts;
-  // differential attention: a head's map is signed (first − λ·second), so the diverging scale
-  const head = { layer: response.layer, head: response.head, signed: Boolean(state.model?.differential) };
+  // a model whose maps are signed (a quirk says so): the diverging scale
+  const head = { layer: response.layer, head: response.head, signed: signedModel(state.model) };
   // the difference's box first: shown or not, it decides the width of the other two
   const diffBox = byId("twotexts-diff");
   const reflowed = diffBox.hidden !== (response.difference === null);

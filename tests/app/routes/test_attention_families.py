@@ -105,6 +105,28 @@ def ours(checkpoint_dir):
         yield c
 
 
+# a layer's own mask (a sliding window) and chunk: the mask, which every view draws as masked cells
+MASK_KEYS = {("layer", "mask"), ("layer", "chunk")}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_quirk_an_answer_holds_is_in_the_field_table(family, clients, ours):
+    """What a family's answer holds that ours does not (a layer's λ or sink logits, a head's sink share, gate,
+    pair or MLA parts, a softcap's step) is a row of `/api/model` `fields`, drawn by its row when it is a quirk."""
+    fields = {f["name"]: f for f in clients[family].get("/api/model").json()["fields"]}
+    everything = [name for name, f in fields.items() if f["at"] == "head"]
+    base = attention(ours, text=TEXT, include=everything, top_k=0)
+    data = attention(clients[family], text=TEXT, include=everything, top_k=0)
+    extra = {("answer", k) for k in data.keys() - base.keys()}
+    for lv in data["layers"]:
+        extra |= {("layer", k) for k in lv.keys() - base["layers"][0].keys()}
+        for hv in lv["heads"]:
+            extra |= {("head", k) for k in hv.keys() - base["layers"][0]["heads"][0].keys()}
+    for at, name in extra - MASK_KEYS:
+        assert name in fields and fields[name]["at"] == at, (family, at, name)
+        assert fields[name].get("sits") or fields[name]["kind"] == "scores", (family, name)
+
+
 @pytest.mark.parametrize("family", ["ours", "llama", "gemma2"])
 def test_b64_decodes_to_the_json_numbers(family, clients, ours):
     c = ours if family == "ours" else clients[family]

@@ -4,17 +4,44 @@ and every field arrives masked and rounded as its kind says."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
-from attnscope.model.fields import DECIMALS, FIELD_NAMES, HEAD_FIELDS, LAYER_DEPENDENT, MATRIX_FIELDS
+from attnscope.model.fields import DECIMALS, FIELD_NAMES, HEAD_FIELDS, LAYER_DEPENDENT, MATRIX_FIELDS, OTHER_FIELDS
 
 from tests.kit.app import attention
 
 
 def test_the_model_route_sends_the_table(client):
     fields = client.get("/api/model").json()["fields"]
-    assert [f["name"] for f in fields] == list(FIELD_NAMES)
-    assert {f["kind"] for f in fields} == {"weights", "scores", "vectors", "rows", "parts", "stats"}
+    heads = [f for f in fields if f["at"] == "head"]
+    assert [f["name"] for f in heads] == list(FIELD_NAMES)  # the `include` names, in the answer's order
+    assert {f["kind"] for f in heads} == {"weights", "scores", "vectors", "rows", "parts", "stats"}
+    assert [f["name"] for f in fields if f["at"] != "head"] == [f.name for f in OTHER_FIELDS]
     assert all(f["meaning"] for f in fields)
+
+
+def test_every_quirk_says_how_it_is_drawn(client):
+    """What only some layers or answers hold is drawn by the page from its row alone: where it sits, its
+    label and colours, and its sentences, whose {names} are fields of the table (or the row's own numbers)."""
+    fields = client.get("/api/model").json()["fields"]
+    names = {f["name"] for f in fields}
+    model = client.get("/api/model").json()
+    for f in fields:
+        quirk = f["feature"] != "all" or f["at"] != "head"
+        if not quirk or (f["kind"] == "scores" and not f["score_part"]):  # a softcap's step: the pipeline's
+            continue
+        assert f["sits"] in ("row", "head", "parts", "band") and f["label"], f["name"]
+        assert f["sits"] != "row" or f["kind"] == "rows"
+        assert f["sits"] != "band" or (f["at"] == "answer" and f["values"] and "band" in f["words"])
+        assert f["kind"] != "parts" or len(f["parts"]) == 2  # a pair: two panels
+        assert f["flag"] is None or f["flag"] in model, f["flag"]  # a key /api/model has
+        for words in [*f["words"].values(), *f["parts"]]:
+            for name in re.findall(r"{(\w+)}", words):
+                assert name in names or name in ("value", "min", "max", "n", "role", "message", "0", "1"), name
+    # the head fields no view draws as it is: a per-query row, the parts of a head
+    drawn = {f["name"] for f in fields if f.get("sits")}
+    assert {f.name for f in HEAD_FIELDS if f.kind in ("rows", "parts") or f.score_part} <= drawn
 
 
 def test_the_schemas_list_the_fields_of_the_table(client):
