@@ -29,7 +29,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-Kind = Literal["weights", "scores", "vectors", "rows", "parts", "stats", "number", "heads", "kinds", "spans", "shares"]
+Kind = Literal[
+    "weights", "scores", "vectors", "rows", "parts", "stats", "number", "heads", "kinds", "spans", "shares", "word"
+]
 At = Literal["head", "layer", "answer"]
 Sits = Literal["row", "head", "parts", "band"]
 Scale = Literal["weights", "share", "signed", "scores", "band"]
@@ -273,6 +275,35 @@ OTHER_FIELDS = (
         layers="chat",
         at="answer",
         drawn=Drawn("head", "last row on", "share", {"head": "{role} {value}"}, flag="chat"),
+    ),
+    HeadField(
+        "mixer",
+        "word",
+        None,
+        "a value-linear layer's mixer (gated_deltanet, mamba2, lightning, mamba1, short_conv; POST /api/attention "
+        "with `layers` naming it): each head's pattern is M, o_t = Σ_s M[t, s] v_s + skip · v_t, not a softmax",
+        layers="implicit",
+        at="layer",
+        drawn=Drawn(
+            "head",
+            "mixer",
+            "signed",
+            {
+                "rows": "Implicit attention of a {mixer} layer, not a softmax: o_t = Σ_s M[t,s] v_s",
+                "colorbar": "M[t, s]",
+                "cell": "M",
+            },
+            signed=True,
+        ),
+    ),
+    HeadField(
+        "skip",
+        "heads",
+        None,
+        "a value-linear layer's skip per head (Mamba-2's D): o_t adds skip · v_t to Σ_s M[t, s] v_s",
+        layers="implicit",
+        at="layer",
+        drawn=Drawn("head", "skip", words={"rows": " + skip·v_t (skip {skip})"}),
     ),
 )
 

@@ -36,7 +36,7 @@ class FieldInfo(BaseModel):
         "rows: one number per query; parts: two T×T softmax matrices (differential attention); stats; "
         "number: one number a layer; heads: one number a head of the layer; kinds: one word a token; "
         "spans: [{message, role, start, end}], half-open token ranges; shares: [layer][head][span], a share "
-        "a message"
+        "a message; word: one word a layer (an implicit layer's mixer)"
     )
     decimals: int | None = Field(description="decimals kept in JSON; null for the statistics (significant digits)")
     meaning: str

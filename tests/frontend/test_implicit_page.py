@@ -35,7 +35,7 @@ def test_an_implicit_head_is_the_servers_m_on_the_diverging_scale(family_tab, wi
     assert max(abs(v) for row in trace["z"] for v in row if v is not None) == pytest.approx(trace["zmax"])
     caption = tab.page.get_by_test_id("implicit-caption").inner_text()
     assert "o_t = Σ_s M[t,s] v_s" in caption and "exact" in caption and "not a softmax" in caption
-    assert "Gated DeltaNet" in caption
+    assert "gated_deltanet layer" in caption  # the mixer row of the field table says it
     assert tab.inside("implicit-heads", width)
     assert not tab.unexpected_console_errors()
 

@@ -22,15 +22,6 @@ export const LAYER_WORDS = {
   short_conv: "a short convolution, linear in its values: the mean over channels of its |M| is drawn under the grid",
 };
 
-/** A value-linear mixer's name in words (GET /api/model `layers[i].type` of an implicit layer). */
-export const MIXER_NAMES = {
-  gated_deltanet: "Gated DeltaNet",
-  mamba2: "Mamba-2",
-  lightning: "lightning attention",
-  mamba1: "Mamba-1",
-  short_conv: "short convolution",
-};
-
 /** One chip per layer: `{index, type, text, title, attends}`; an empty list where every layer is full attention. */
 export function ribbonChips(model) {
   const layers = model?.layers ?? [];

@@ -7,7 +7,7 @@
 import { answerFor, askInto } from "../answers.js";
 import { drawPlot, mount, setHidden, setText } from "../dom.js";
 import { SIGNED_SCALE, signedRange } from "../draw/figures.js";
-import { MIXER_NAMES } from "../draw/layerribbon.js";
+import { colorbarTitle, quirkWords } from "../draw/quirks.js";
 import { scaleParam } from "../state.js";
 
 /** The model's value-linear layers, as GET /api/model lists them. */
@@ -27,19 +27,19 @@ export function implicitRequest(state, numbers) {
   };
 }
 
-/** What the drawn matrix is, in words: the mixer, and the reconstruction the server holds exact. */
-export function implicitCaption(layer, head) {
-  const name = MIXER_NAMES[layer.mixer] ?? layer.mixer;
+/**
+ * What the drawn matrix is, in words: the mixer's and the skip's sentences of the field table (GET /api/model
+ * `fields`), and the reconstruction the server holds exact.
+ */
+export function implicitCaption(model, layer, head) {
   if (layer.per_channel)
     return (
-      `Layer ${layer.layer}, ${name}: one matrix per channel, each exact (o_t = Σ_s M[t,s] v_s + skip·v_t per ` +
-      "channel); drawn: the mean over channels of |M[t,s]|, a size, not a reconstruction. Red = larger."
+      `Layer ${layer.layer}, ${layer.mixer}: one matrix per channel, each exact (o_t = Σ_s M[t,s] v_s + skip·v_t ` +
+      "per channel); drawn: the mean over channels of |M[t,s]|, a size, not a reconstruction. Red = larger."
     );
-  const skip = layer.skip ? ` + skip·v_t (skip = ${layer.skip[head].toPrecision(4)})` : "";
   return (
-    `Layer ${layer.layer}, ${name}, head ${head}: implicit attention, not a softmax. ` +
-    `o_t = Σ_s M[t,s] v_s${skip}, exact: the layer's output before its gate, norm and projection. ` +
-    "Red = positive, blue = negative, grey = 0; rows need not sum to 1."
+    `Layer ${layer.layer}, head ${head}. ${quirkWords(model, "rows", { layer, head })}, exact: the layer's ` +
+    "output before its gate, norm and projection. Red = positive, blue = negative, grey = 0; rows need not sum to 1."
   );
 }
 
@@ -112,14 +112,14 @@ export function drawImplicit(state, els, app) {
   const pick = parts["implicit-pick"];
   const values = choices.map(([v]) => v).join(",");
   if (pick.dataset.values !== values) {
-    const label = (l, h) => `L${l.layer} · ${MIXER_NAMES[l.mixer] ?? l.mixer} · head ${h.head}`;
+    const label = (l, h) => `L${l.layer} · ${l.mixer} · head ${h.head}`;
     pick.replaceChildren(...choices.map(([v, l, h]) => new Option(label(l, h), v)));
     pick.dataset.values = values;
   }
   const [value, layer, head] = choices.find(([v]) => v === state.implicitHead) ?? choices[0];
   pick.value = value;
-  const title = layer.per_channel ? "mean |M|" : "M[t, s]";
+  const title = layer.per_channel ? "mean |M|" : (colorbarTitle(state.model, layer, head.head) ?? "M");
   const figure = () => implicitFigure(head.pattern, answer.tokens, title);
   drawPlot(parts["implicit-plot"], `${key}|${value}`, figure, `attnscope-implicit-L${layer.layer}H${head.head}`);
-  setText(parts["implicit-caption"], implicitCaption(layer, head.head));
+  setText(parts["implicit-caption"], implicitCaption(state.model, layer, head.head));
 }
