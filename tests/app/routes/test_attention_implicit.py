@@ -42,8 +42,15 @@ JAMBA = dict(
     attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1, num_experts=2,
     num_experts_per_tok=1, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=8, use_mamba_kernels=False,
 )
-FAMILIES = ["qwen3_next", "lfm2", "bamba", "jamba"]
-MIXERS = {"qwen3_next": "gated_deltanet", "lfm2": "short_conv", "bamba": "mamba2", "jamba": "mamba1"}
+MINIMAX = dict(
+    num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+    intermediate_size=64, block_size=8, num_local_experts=2, num_experts_per_tok=1,
+    layer_types=["linear_attention", "full_attention"],
+)
+FAMILIES = ["qwen3_next", "lfm2", "bamba", "jamba", "minimax"]
+MIXERS = {
+    "qwen3_next": "gated_deltanet", "lfm2": "short_conv", "bamba": "mamba2", "jamba": "mamba1", "minimax": "lightning"
+}
 PER_CHANNEL = ("lfm2", "jamba")
 
 
@@ -55,6 +62,7 @@ def family_dirs(tmp_path_factory):
         "lfm2": build("lfm2", root / "lfm2"),
         "bamba": random_download(root / "bamba", "bamba", **BAMBA),
         "jamba": random_download(root / "jamba", "jamba", **JAMBA),
+        "minimax": random_download(root / "minimax", "minimax", **MINIMAX),
     }
 
 
