@@ -66,7 +66,9 @@ class Scan:
         """M for queries ``r0 .. r1 - 1``: (heads, r1 - r0, T)."""
         p = self.parts
         if self.mixer == "gated_deltanet":
-            return mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1)
+            if "U" not in p:  # the chunks' operators, once for every block of rows
+                p["U"], p["P"] = mixers.delta_chunks(p["k"], p["g"], p["beta"])
+            return mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1, (p["U"], p["P"]))
         if self.mixer == "mamba2":
             return mixers.mamba2_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
         if self.mixer == "lightning":

@@ -27,22 +27,61 @@ def causal_rows(r0: int, r1: int, T: int, device) -> torch.Tensor:
     return torch.arange(T, device=device)[None, :] <= t
 
 
-def delta_rows(q: torch.Tensor, k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, r0: int, r1: int):
+DELTA_CHUNK = 64  # keys per chunk of the delta rule's operators
+
+
+def delta_chunks(k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, chunk: int = DELTA_CHUNK):
+    """The delta rule's operators, every chunk of keys ``[a, b)`` at once (one step per key of a chunk):
+    ``U`` (heads, T, d), ``u_s = A_{b-1} ⋯ A_{s+1} β_s k_s``, and ``P`` (heads, chunks, d, d),
+    ``A_{b-1} ⋯ A_a``. Each A is symmetric, so ``M[t, s] = W · u_s`` for ``W = A_b ⋯ A_t q_t``."""
+    H, T, d = k.shape
+    n = -(-T // chunk)
+    pad = n * chunk - T  # padded steps: g = 0, β = 0, A = I
+    kc = torch.nn.functional.pad(k, (0, 0, 0, pad)).reshape(H, n, chunk, d)
+    bkc = torch.nn.functional.pad(beta[..., None] * k, (0, 0, 0, pad)).reshape(H, n, chunk, d)
+    decay = torch.exp(torch.nn.functional.pad(g, (0, pad))).reshape(H, n, chunk)
+    P = torch.eye(d, dtype=k.dtype, device=k.device).expand(H, n, d, d).clone()
+    U = torch.empty(H, n, chunk, d, dtype=k.dtype, device=k.device)
+    for i in range(chunk - 1, -1, -1):
+        U[:, :, i] = torch.einsum("hnij,hnj->hni", P, bkc[:, :, i])
+        along = torch.einsum("hnij,hnj->hni", P, kc[:, :, i])
+        P = decay[:, :, i, None, None] * (P - along[..., None] * bkc[:, :, i, None, :])
+    return U.reshape(H, n * chunk, d)[:, :T], P
+
+
+def delta_rows(q, k, g, beta, r0: int, r1: int, chunks=None, chunk: int = DELTA_CHUNK):
     """Gated DeltaNet's M for queries ``r0 .. r1 - 1``: ``q``, ``k`` (heads, T, d) as the scan reads
-    them (l2-normalised, q scaled), ``g`` (heads, T) the log decay, ``beta`` (heads, T). Each row's
-    vector ``A_{s+1} ⋯ A_t q_t`` is carried from ``s = t`` down to 0, one step per key: no d × d
-    product is formed."""
+    them (l2-normalised, q scaled), ``g`` (heads, T) the log decay, ``beta`` (heads, T); ``chunks``
+    :func:`delta_chunks` of the same tensors (computed here when None). Each row's vector
+    ``A_{s+1} ⋯ A_t q_t`` is carried from its own chunk down to the first, a chunk at a time (two
+    matrix products), and step by step only inside the chunk where its query is."""
     H, T, d = q.shape
+    U, P = chunks if chunks is not None else delta_chunks(k, g, beta, chunk)
     w = q.new_zeros(H, r1 - r0, d)
     out = q.new_zeros(H, r1 - r0, T)
-    bk = beta[..., None] * k
-    for s in range(r1 - 1, -1, -1):
-        if s >= r0:
-            w[:, s - r0] = q[:, s]
-        out[:, :, s] = torch.einsum("hrd,hd->hr", w, bk[:, s])
-        along = torch.einsum("hrd,hd->hr", w, k[:, s])
-        w = torch.exp(g[:, s])[:, None, None] * (w - along[..., None] * bk[:, s][:, None, :])
+    for j in range((r1 - 1) // chunk, -1, -1):
+        a, b = j * chunk, min((j + 1) * chunk, T)
+        out[:, :, a:b] = torch.einsum("hrd,hsd->hrs", w, U[:, a:b])
+        w = torch.einsum("hrd,hde->hre", w, P[:, j])
+        lo, hi = max(a, r0), min(b, r1)
+        if lo < hi:  # queries of this chunk: step by step over its keys
+            w[:, lo - r0 : hi - r0] = _delta_steps(q, k, g, beta, out[:, lo - r0 : hi - r0], a, lo, hi)
     return out
+
+
+def _delta_steps(q, k, g, beta, out, a: int, lo: int, hi: int) -> torch.Tensor:
+    """Queries ``lo .. hi - 1`` over keys ``hi - 1`` down to ``a``: their cells written into ``out``
+    (heads, hi - lo, T); returns their vectors after key ``a``."""
+    H, _, d = q.shape
+    w = q.new_zeros(H, hi - lo, d)
+    for s in range(hi - 1, a - 1, -1):
+        if s >= lo:
+            w[:, s - lo] = q[:, s]
+        bk = beta[:, s, None] * k[:, s]
+        out[:, :, s] = torch.einsum("hrd,hd->hr", w, bk)
+        along = torch.einsum("hrd,hd->hr", w, k[:, s])
+        w = torch.exp(g[:, s])[:, None, None] * (w - along[..., None] * bk[:, None, :])
+    return w
 
 
 def mamba2_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, r0: int, r1: int):

@@ -14,6 +14,7 @@ import torch
 
 pytest.importorskip("transformers")
 
+from attnscope.model.families import mixers  # noqa: E402
 from attnscope.model.families.implicit import recording_scans  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
@@ -189,3 +190,19 @@ def test_m_is_not_a_softmax(recorded):
     assert torch.isfinite(rows).all()
     if mixer in ("gated_deltanet", "lightning", "short_conv", "mamba1"):
         assert (rows < 0).any()
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 5, 64])
+def test_the_delta_rules_chunks_give_the_same_m(recorded, chunk):
+    """Gated DeltaNet's rows carried a chunk of keys at a time (two matrix products per chunk) equal the formula,
+    for chunks shorter than the text, not dividing it, and longer than it."""
+    mixer, scans = recorded
+    if mixer != "gated_deltanet":
+        pytest.skip("the chunked carry is the delta rule's")
+    for scan in scans.values():
+        p = scan.parts
+        ops = mixers.delta_chunks(p["k"], p["g"], p["beta"], chunk)
+        whole = by_hand(scan)
+        for r0, r1 in ((0, 3), (3, 13), (13, T)):
+            got = mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1, ops, chunk)
+            torch.testing.assert_close(got.double(), whole[:, r0:r1], rtol=1e-4, atol=1e-5)
