@@ -280,29 +280,20 @@ OTHER_FIELDS = (
         "mixer",
         "word",
         None,
-        "a value-linear layer's mixer (gated_deltanet, mamba2, lightning, mamba1, short_conv; POST /api/attention "
-        "with `layers` naming it): each head's pattern is M, o_t = Σ_s M[t, s] v_s + skip · v_t, not a softmax",
+        "a value-linear layer's mixer (POST /api/attention, `layers` naming it): each head's pattern is M, "
+        "o_t = Σ_s M[t, s] v_s + skip · v_t, not a softmax",
         layers="implicit",
         at="layer",
         drawn=Drawn(
             "head",
             "mixer",
             "signed",
-            {
-                "rows": "Implicit attention of a {mixer} layer, not a softmax: o_t = Σ_s M[t,s] v_s",
-                "colorbar": "M[t, s]",
-                "cell": "M",
-            },
+            {"rows": "Implicit attention of a {mixer} layer, not a softmax: o_t = Σ_s M[t,s] v_s", "colorbar": "M"},
             signed=True,
         ),
     ),
     HeadField(
-        "skip",
-        "heads",
-        None,
-        "a value-linear layer's skip per head (Mamba-2's D): o_t adds skip · v_t to Σ_s M[t, s] v_s",
-        layers="implicit",
-        at="layer",
+        "skip", "heads", None, "a value-linear layer's skip per head (Mamba-2's D)", layers="implicit", at="layer",
         drawn=Drawn("head", "skip", words={"rows": " + skip·v_t (skip {skip})"}),
     ),
 )

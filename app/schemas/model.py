@@ -73,13 +73,14 @@ class LayerInfo(BaseModel):
 
     index: int
     type: Literal[
-        "full", "sliding", "chunked", "nope", "linear", "conv", "ssm", "gated_deltanet", "mamba2", "lightning",
-        "mamba1", "short_conv",
+        "full", "sliding", "chunked", "nope", "linear", "conv", "ssm", "gated_deltanet", "kimi_delta", "mamba2",
+        "lightning", "mamba1", "short_conv",
     ] = Field(
         description="full: softmax attention over every earlier token; sliding: over a window (`window`); "
         "chunked: inside the query's chunk (`chunk`); nope: full, without rotary positions; "
-        "gated_deltanet, mamba2, lightning, mamba1, short_conv: a mixer linear in its values, drawn as implicit "
-        "attention (`implicit`); linear, conv, ssm: no softmax attention and no mixer attnscope can draw: no heads"
+        "gated_deltanet, kimi_delta, mamba2, lightning, mamba1, short_conv: a mixer linear in its values, drawn "
+        "as implicit attention (`implicit`); linear, conv, ssm: no softmax attention and no mixer attnscope can "
+        "draw: no heads"
     )
     implicit: bool | None = optional_field(
         "true where the layer's mixer is linear in its values: POST /api/attention sends its M when `layers` names it"

@@ -8,6 +8,7 @@ v_s (+ skip · v_t)`` can be held exactly (:meth:`Scan.rows` gives M a block of 
 
 * ``gated_deltanet`` (Qwen3-Next, Qwen3.5, OLMo hybrid): the module-level ``torch_chunk_gated_delta_rule``
   the layer calls, wrapped; q and k are l2-normalised and q scaled by ``d_k^-1/2`` here as that function does.
+* ``kimi_delta`` (Kimi Linear): ``chunk_kimi_delta_attention``, wrapped, the same with its decay per channel.
 * ``mamba2`` (Bamba, Granite 4.0-H, Nemotron-H, Falcon-H1, Zamba2, Mamba-2): ``mamba2_chunk_scan``,
   wrapped; Δ gets its bias, softplus and limits here as the scan does; ``skip`` is D.
 * ``lightning`` (MiniMax): the layer's ``qkv_proj`` output (then its activation) and its ``norm``'s input.
@@ -35,10 +36,11 @@ from . import mixers
 # the module-level scan function each mixer's layer calls, by mixer
 SCAN_FUNCTIONS = {
     "gated_deltanet": "torch_chunk_gated_delta_rule",
+    "kimi_delta": "chunk_kimi_delta_attention",
     "mamba2": "mamba2_chunk_scan",
     "mamba1": "mamba_selective_scan",
 }
-MIXERS = ("gated_deltanet", "mamba2", "lightning", "mamba1", "short_conv")
+MIXERS = ("gated_deltanet", "kimi_delta", "mamba2", "lightning", "mamba1", "short_conv")
 PER_CHANNEL = ("mamba1", "short_conv")  # one M per channel, not per head
 
 
@@ -65,7 +67,7 @@ class Scan:
     def rows(self, r0: int, r1: int) -> torch.Tensor:
         """M for queries ``r0 .. r1 - 1``: (heads, r1 - r0, T)."""
         p = self.parts
-        if self.mixer == "gated_deltanet":
+        if self.mixer in ("gated_deltanet", "kimi_delta"):
             if "U" not in p:  # the chunks' operators, once for every block of rows
                 p["U"], p["P"] = mixers.delta_chunks(p["k"], p["g"], p["beta"])
             return mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1, (p["U"], p["P"]))
@@ -93,6 +95,8 @@ def mixer_of(module: torch.nn.Module) -> str | None:
     name = type(module).__name__
     if name.endswith("GatedDeltaNet"):
         return "gated_deltanet"
+    if name.endswith("DeltaAttention") and hasattr(module, "forget_gate"):
+        return "kimi_delta"
     if name.endswith("LightningAttention"):
         return "lightning"
     if name.endswith("ShortConv"):
@@ -122,7 +126,8 @@ def _delta_scan(args, kwargs, result) -> Scan:
     q = q * q.shape[-1] ** -0.5
     g, beta = got["g"][0].transpose(0, 1).float(), got["beta"][0].transpose(0, 1).float()
     out = result[0] if isinstance(result, tuple) else result
-    return Scan(-1, "gated_deltanet", {"q": q, "k": k, "g": g, "beta": beta}, v, _heads_first(out))
+    mixer = "kimi_delta" if got["g"].dim() == 4 else "gated_deltanet"  # a decay per channel: Kimi's
+    return Scan(-1, mixer, {"q": q, "k": k, "g": g, "beta": beta}, v, _heads_first(out))
 
 
 def _mamba2_scan(args, kwargs, result) -> Scan:
@@ -162,7 +167,12 @@ def _mamba1_scan(args, kwargs, result) -> Scan:
     return Scan(-1, "mamba1", parts, x, out, skip, gate)
 
 
-SCAN_RECORDS = {"gated_deltanet": _delta_scan, "mamba2": _mamba2_scan, "mamba1": _mamba1_scan}
+SCAN_RECORDS = {
+    "gated_deltanet": _delta_scan,
+    "kimi_delta": _delta_scan,
+    "mamba2": _mamba2_scan,
+    "mamba1": _mamba1_scan,
+}
 
 
 def _wrap(namespace, fname: str, mixer: str) -> None:

@@ -7,7 +7,8 @@ with the layer's output (before its output gate, norm and projection) ``o_t = Σ
 sum to 1. Entries after the query (``s > t``) are 0.
 
 * Gated DeltaNet (:func:`delta_rows`): ``A_r = exp(g_r) (I − β_r k_r k_rᵀ)``,
-  ``M[t, s] = β_s k_sᵀ A_{s+1} ⋯ A_t q_t``.
+  ``M[t, s] = β_s k_sᵀ A_{s+1} ⋯ A_t q_t``; Kimi Delta Attention the same with a decay per channel,
+  ``A_r = (I − β_r k_r k_rᵀ) diag(exp(g_r))`` and ``M[t, s] = β_s k_sᵀ A_{s+1}ᵀ ⋯ A_tᵀ q_t``.
 * Mamba-2 (:func:`mamba2_rows`): ``M[t, s] = (C_t · B_s) exp(A_h Σ_{r=s+1..t} Δ_r) Δ_s``.
 * Mamba-1 (:func:`mamba1_rows`): per channel c, ``M_c[t, s] = Σ_n C_t[n] exp(A[c, n] Σ_{r=s+1..t} Δ_r[c])
   B_s[n] Δ_s[c]``.
@@ -33,25 +34,27 @@ DELTA_CHUNK = 64  # keys per chunk of the delta rule's operators
 def delta_chunks(k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, chunk: int = DELTA_CHUNK):
     """The delta rule's operators, every chunk of keys ``[a, b)`` at once (one step per key of a chunk):
     ``U`` (heads, T, d), ``u_s = A_{b-1} ⋯ A_{s+1} β_s k_s``, and ``P`` (heads, chunks, d, d),
-    ``A_{b-1} ⋯ A_a``. Each A is symmetric, so ``M[t, s] = W · u_s`` for ``W = A_b ⋯ A_t q_t``."""
+    ``A_{b-1} ⋯ A_a``, with ``A_r = (I − β_r k_r k_rᵀ) diag(exp(g_r))`` (``g`` (heads, T) one decay per
+    head, or (heads, T, d) one per channel); ``M[t, s] = W · u_s`` for ``W = A_bᵀ ⋯ A_tᵀ q_t``."""
     H, T, d = k.shape
     n = -(-T // chunk)
     pad = n * chunk - T  # padded steps: g = 0, β = 0, A = I
     kc = torch.nn.functional.pad(k, (0, 0, 0, pad)).reshape(H, n, chunk, d)
     bkc = torch.nn.functional.pad(beta[..., None] * k, (0, 0, 0, pad)).reshape(H, n, chunk, d)
-    decay = torch.exp(torch.nn.functional.pad(g, (0, pad))).reshape(H, n, chunk)
+    decay = torch.exp(torch.nn.functional.pad(_channels(g, d), (0, 0, 0, pad))).reshape(H, n, chunk, d)
     P = torch.eye(d, dtype=k.dtype, device=k.device).expand(H, n, d, d).clone()
     U = torch.empty(H, n, chunk, d, dtype=k.dtype, device=k.device)
     for i in range(chunk - 1, -1, -1):
         U[:, :, i] = torch.einsum("hnij,hnj->hni", P, bkc[:, :, i])
         along = torch.einsum("hnij,hnj->hni", P, kc[:, :, i])
-        P = decay[:, :, i, None, None] * (P - along[..., None] * bkc[:, :, i, None, :])
+        P = (P - along[..., None] * bkc[:, :, i, None, :]) * decay[:, :, i, None, :]
     return U.reshape(H, n * chunk, d)[:, :T], P
 
 
 def delta_rows(q, k, g, beta, r0: int, r1: int, chunks=None, chunk: int = DELTA_CHUNK):
-    """Gated DeltaNet's M for queries ``r0 .. r1 - 1``: ``q``, ``k`` (heads, T, d) as the scan reads
-    them (l2-normalised, q scaled), ``g`` (heads, T) the log decay, ``beta`` (heads, T); ``chunks``
+    """Gated DeltaNet's (and Kimi Delta Attention's) M for queries ``r0 .. r1 - 1``: ``q``, ``k`` (heads,
+    T, d) as the scan reads them (l2-normalised, q scaled), ``g`` (heads, T) the log decay (per channel:
+    (heads, T, d)), ``beta`` (heads, T); ``chunks``
     :func:`delta_chunks` of the same tensors (computed here when None). Each row's vector
     ``A_{s+1} ⋯ A_t q_t`` is carried from its own chunk down to the first, a chunk at a time (two
     matrix products), and step by step only inside the chunk where its query is."""
@@ -80,8 +83,14 @@ def _delta_steps(q, k, g, beta, out, a: int, lo: int, hi: int) -> torch.Tensor:
         bk = beta[:, s, None] * k[:, s]
         out[:, :, s] = torch.einsum("hrd,hd->hr", w, bk)
         along = torch.einsum("hrd,hd->hr", w, k[:, s])
-        w = torch.exp(g[:, s])[:, None, None] * (w - along[..., None] * bk[:, None, :])
+        w = (w - along[..., None] * bk[:, None, :]) * torch.exp(_channels(g, d)[:, s])[:, None, :]
     return w
+
+
+def _channels(g: torch.Tensor, d: int) -> torch.Tensor:
+    """The log decay per channel, (heads, T, d): Gated DeltaNet's one per head and step spread over the
+    channels, Kimi Delta Attention's as it is."""
+    return g[..., None].expand(*g.shape, d) if g.dim() == 2 else g
 
 
 def mamba2_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, r0: int, r1: int):

@@ -25,6 +25,7 @@ def test_an_implicit_head_is_the_servers_m_on_the_diverging_scale(family_tab, wi
     fig = tab.drawn("implicit-plot")
     trace = fig["data"][0]
     assert trace["colorscale"] == "RdBu" and trace["zmid"] == 0 and trace["zmin"] == -trace["zmax"]
+    assert trace["colorbar"]["title"]["text"] == "M"  # the mixer row's colour bar title (model/fields.py)
     body = {"text": SENTENCE, "layers": [0], "include": ["pattern"], "top_k": 0}
     served = post_json(tab.base_url + "/api/attention", body)["layers"][0]
     assert served["implicit"] and served["mixer"] == "gated_deltanet"

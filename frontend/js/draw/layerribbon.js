@@ -16,6 +16,7 @@ export const LAYER_WORDS = {
   conv: "a short convolution: no attention map, so no heads to draw",
   ssm: "a state-space model (Mamba): no attention map, so no heads to draw",
   gated_deltanet: "Gated DeltaNet, linear in its values: its implicit attention M is drawn under the grid",
+  kimi_delta: "Kimi Delta Attention, linear in its values: its implicit attention M is drawn under the grid",
   mamba2: "Mamba-2, linear in its values: its implicit attention M is drawn under the grid",
   lightning: "lightning attention, linear in its values: its implicit attention M is drawn under the grid",
   mamba1: "Mamba-1, linear in its values: the mean over channels of its |M| is drawn under the grid",

@@ -47,9 +47,16 @@ MINIMAX = dict(
     intermediate_size=64, block_size=8, num_local_experts=2, num_experts_per_tok=1,
     layer_types=["linear_attention", "full_attention"],
 )
-FAMILIES = ["qwen3_next", "lfm2", "bamba", "jamba", "minimax"]
+KIMI = dict(
+    hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16, qk_rope_head_dim=4,
+    qk_nope_head_dim=8, v_head_dim=8, moe_intermediate_size=16, intermediate_size=64, num_hidden_layers=2,
+    layer_types=["linear_attention", "full_attention"], mlp_layer_types=["dense", "dense"],
+    linear_attn_config={"head_dim": 8, "num_heads": 4, "short_conv_kernel_size": 4}, pad_token_id=0,
+)
+FAMILIES = ["qwen3_next", "lfm2", "bamba", "jamba", "minimax", "kimi_linear"]
 MIXERS = {
-    "qwen3_next": "gated_deltanet", "lfm2": "short_conv", "bamba": "mamba2", "jamba": "mamba1", "minimax": "lightning"
+    "qwen3_next": "gated_deltanet", "lfm2": "short_conv", "bamba": "mamba2", "jamba": "mamba1", "minimax": "lightning",
+    "kimi_linear": "kimi_delta",
 }
 PER_CHANNEL = ("lfm2", "jamba")
 
@@ -63,6 +70,7 @@ def family_dirs(tmp_path_factory):
         "bamba": random_download(root / "bamba", "bamba", **BAMBA),
         "jamba": random_download(root / "jamba", "jamba", **JAMBA),
         "minimax": random_download(root / "minimax", "minimax", **MINIMAX),
+        "kimi_linear": random_download(root / "kimi_linear", "kimi_linear", **KIMI),
     }
 
 

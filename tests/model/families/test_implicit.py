@@ -67,6 +67,29 @@ HYBRIDS = {
         "lightning",
     ),
     "lfm2": (family_configs()["lfm2"], "short_conv"),
+    # Kimi Delta Attention (a decay per channel) beside MLA
+    "kimi_linear": (
+        dict(
+            model_type="kimi_linear",
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            kv_lora_rank=16,
+            qk_rope_head_dim=4,
+            qk_nope_head_dim=8,
+            v_head_dim=8,
+            moe_intermediate_size=16,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            layer_types=["linear_attention", "full_attention"],
+            mlp_layer_types=["dense", "dense"],
+            linear_attn_config={"head_dim": 8, "num_heads": 4, "short_conv_kernel_size": 4},
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+        "kimi_delta",
+    ),
     "jamba": (
         dict(
             model_type="jamba",
@@ -119,20 +142,22 @@ def recorded(request):
 def by_hand(scan) -> torch.Tensor:
     """M in float64 from the formula, no shortcut: (heads, T, T)."""
     p = {n: x.double() for n, x in scan.parts.items()}
-    if scan.mixer == "gated_deltanet":
+    if scan.mixer in ("gated_deltanet", "kimi_delta"):
         H, n, d = p["q"].shape
         eye = torch.eye(d, dtype=torch.float64)
+        g = p["g"] if p["g"].dim() == 3 else p["g"][..., None].expand(H, n, d)  # Kimi: a decay per channel
         M = torch.zeros(H, n, n, dtype=torch.float64)
         for h in range(H):
+            # A_r = (I − β_r k_r k_rᵀ) diag(exp(g_r)); with one decay a head, exp(g_r)(I − β_r k_r k_rᵀ)
             A = [
-                torch.exp(p["g"][h, r]) * (eye - p["beta"][h, r] * torch.outer(p["k"][h, r], p["k"][h, r]))
+                (eye - p["beta"][h, r] * torch.outer(p["k"][h, r], p["k"][h, r])) @ torch.diag(torch.exp(g[h, r]))
                 for r in range(n)
             ]
             for t in range(n):
                 for s in range(t + 1):
                     prod = eye
                     for r in range(s + 1, t + 1):
-                        prod = prod @ A[r]
+                        prod = prod @ A[r].T
                     M[h, t, s] = p["beta"][h, s] * p["k"][h, s] @ prod @ p["q"][h, t]
         return M
     n = scan.v.shape[1]
@@ -188,7 +213,7 @@ def test_m_is_not_a_softmax(recorded):
     mixer, scans = recorded
     rows = torch.cat([scan.rows(0, T).flatten() for scan in scans.values()])
     assert torch.isfinite(rows).all()
-    if mixer in ("gated_deltanet", "lightning", "short_conv", "mamba1"):
+    if mixer in ("gated_deltanet", "kimi_delta", "lightning", "short_conv", "mamba1"):
         assert (rows < 0).any()
 
 
@@ -197,7 +222,7 @@ def test_the_delta_rules_chunks_give_the_same_m(recorded, chunk):
     """Gated DeltaNet's rows carried a chunk of keys at a time (two matrix products per chunk) equal the formula,
     for chunks shorter than the text, not dividing it, and longer than it."""
     mixer, scans = recorded
-    if mixer != "gated_deltanet":
+    if mixer not in ("gated_deltanet", "kimi_delta"):
         pytest.skip("the chunked carry is the delta rule's")
     for scan in scans.values():
         p = scan.parts
