@@ -92,7 +92,10 @@ function section(els, app) {
   return parts;
 }
 
-/** Ask for and draw the model's implicit layers (nothing on a model without them). */
+/**
+ * Ask for and draw the chosen implicit head (nothing on a model without implicit layers). The picker lists every
+ * implicit head from GET /api/model; only the chosen head's layer is asked for (a hybrid has dozens of them).
+ */
 export function drawImplicit(state, els, app) {
   const layers = implicitLayers(state.model);
   const root = document.querySelector("[data-testid=implicit-heads]");
@@ -102,24 +105,24 @@ export function drawImplicit(state, els, app) {
   }
   const parts = section(els, app);
   setHidden(parts["implicit-plot"].parentElement, false);
-  const body = implicitRequest(state, layers.map((l) => l.index));
+  const choices = layers.flatMap((l) => Array.from({ length: l.heads }, (_, h) => [`${l.index}:${h}`, l, h]));
+  const pick = parts["implicit-pick"];
+  const values = choices.map(([v]) => v).join(",");
+  if (pick.dataset.values !== values) {
+    pick.replaceChildren(...choices.map(([v, l, h]) => new Option(`L${l.index} · ${l.type} · head ${h}`, v)));
+    pick.dataset.values = values;
+  }
+  const [value, chosen, h] = choices.find(([v]) => v === state.implicitHead) ?? choices[0];
+  pick.value = value;
+  const body = implicitRequest(state, [chosen.index]);
   const key = JSON.stringify(body);
   const got = answerFor(state, "implicit", key, () => askInto(app, "implicit", key, "/api/attention", body));
   if (got.error) return setText(parts["implicit-caption"], got.error);
   if (!got.response) return setText(parts["implicit-caption"], "Computing the implicit attention…");
-  const answer = got.response;
-  const choices = answer.layers.flatMap((l) => l.heads.map((h) => [`${l.layer}:${h.head}`, l, h]));
-  const pick = parts["implicit-pick"];
-  const values = choices.map(([v]) => v).join(",");
-  if (pick.dataset.values !== values) {
-    const label = (l, h) => `L${l.layer} · ${l.mixer} · head ${h.head}`;
-    pick.replaceChildren(...choices.map(([v, l, h]) => new Option(label(l, h), v)));
-    pick.dataset.values = values;
-  }
-  const [value, layer, head] = choices.find(([v]) => v === state.implicitHead) ?? choices[0];
-  pick.value = value;
-  const title = layer.per_channel ? "mean |M|" : (colorbarTitle(state.model, layer, head.head) ?? "M");
-  const figure = () => implicitFigure(head.pattern, answer.tokens, title);
-  drawPlot(parts["implicit-plot"], `${key}|${value}`, figure, `attnscope-implicit-L${layer.layer}H${head.head}`);
-  setText(parts["implicit-caption"], implicitCaption(state.model, layer, head.head));
+  const layer = got.response.layers.find((l) => l.layer === chosen.index);
+  const head = layer.heads[h];
+  const title = layer.per_channel ? "mean |M|" : (colorbarTitle(state.model, layer, h) ?? "M");
+  const figure = () => implicitFigure(head.pattern, got.response.tokens, title);
+  drawPlot(parts["implicit-plot"], `${key}|${value}`, figure, `attnscope-implicit-L${layer.layer}H${h}`);
+  setText(parts["implicit-caption"], implicitCaption(state.model, layer, h));
 }
