@@ -9,13 +9,14 @@ products A_r written out), and holds the served blocks of rows equal to it, and 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("transformers")
 
 from attnscope.model.families import mixers  # noqa: E402
-from attnscope.model.families.implicit import recording_scans  # noqa: E402
+from attnscope.model.families.implicit import implicit_layer, recording_scans  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from tests.kit.family import QK_GAIN, family_configs  # noqa: E402
@@ -231,3 +232,16 @@ def test_the_delta_rules_chunks_give_the_same_m(recorded, chunk):
         for r0, r1 in ((0, 3), (3, 13), (13, T)):
             got = mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1, ops, chunk)
             torch.testing.assert_close(got.double(), whole[:, r0:r1], rtol=1e-4, atol=1e-5)
+
+
+def test_blocks_of_any_budget_give_the_same_layer(recorded):
+    """What an answer holds of a layer does not depend on how many rows a block takes: one row at a time
+    (a budget of one byte) and the whole matrix at once are the same numbers."""
+    _, scans = recorded
+    for scan in scans.values():
+        row_by_row, whole = implicit_layer(scan, 1), implicit_layer(scan, 2**30)
+        assert row_by_row.mixer == scan.mixer and row_by_row.per_channel == scan.per_channel
+        np.testing.assert_allclose(row_by_row.pattern, whole.pattern, rtol=1e-5, atol=1e-6)
+        heads = 1 if scan.per_channel else scan.v.shape[0]
+        assert whole.pattern.shape == (heads, T, T)
+        assert (whole.skip is None) == (scan.skip is None or scan.per_channel)
