@@ -15,8 +15,8 @@ v_s (+ skip · v_t)`` can be held exactly (:meth:`Scan.rows` gives M a block of 
 * ``short_conv`` (LFM2): the layer's ``in_proj`` output (B, C, x) and its ``out_proj``'s input;
   per channel, exact only without a convolution bias (a bias adds a term no value carries).
 
-A wrapper records only inside :func:`recording_scans` of the same context (a context variable), so
-concurrent forward passes never share a record. Batch row 0 is recorded.
+A wrapper or hook records only inside :func:`recording_scans` of the same context (a context
+variable), so concurrent forward passes through one model never share a record. Batch row 0 is recorded.
 """
 
 from __future__ import annotations
@@ -199,11 +199,15 @@ def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scan
     if mixer == "lightning":
 
         def take_qkv(_m, _inp, output):
+            if _ACTIVE.get() is not active:  # another call's forward pass through the same model
+                return
             qkv = module.act_fn(output)[0].reshape(output.shape[1], module.num_attention_heads, -1)
             q, k, v = torch.split(qkv.transpose(0, 1).float(), module.head_dim, dim=-1)
             active.pending[layer] = {"q": q, "k": k, "v": v}
 
         def take_out(_m, inp):
+            if _ACTIVE.get() is not active:
+                return
             got = active.pending.pop(layer)
             out = inp[0][0].reshape(inp[0].shape[1], module.num_attention_heads, -1).transpose(0, 1).float()
             slope = module.slope_rate.reshape(-1).float()
@@ -212,10 +216,14 @@ def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scan
         return [module.qkv_proj.register_forward_hook(take_qkv), module.norm.register_forward_pre_hook(take_out)]
 
     def take_bcx(_m, _inp, output):
+        if _ACTIVE.get() is not active:
+            return
         B, C, x = output[0].float().transpose(0, 1).chunk(3, dim=0)
         active.pending[layer] = {"B": B, "C": C, "x": x}
 
     def take_y(_m, inp):
+        if _ACTIVE.get() is not active:
+            return
         got = active.pending.pop(layer)
         weight = module.conv.weight.detach().squeeze(1).float()
         out = inp[0][0].float().transpose(0, 1)[..., None]
@@ -240,7 +248,8 @@ def recording_scans(model: torch.nn.Module):
             _wrap(sys.modules[type(module).__module__], SCAN_FUNCTIONS[mixer], mixer)
 
             def enter(_m, _inp, layer=layer):
-                active.layer = layer
+                if _ACTIVE.get() is active:  # hooks of concurrent calls on one model each keep their own
+                    active.layer = layer
 
             handles.append(module.register_forward_pre_hook(enter))
         else:

@@ -245,3 +245,28 @@ def test_blocks_of_any_budget_give_the_same_layer(recorded):
         heads = 1 if scan.per_channel else scan.v.shape[0]
         assert whole.pattern.shape == (heads, T, T)
         assert (whole.skip is None) == (scan.skip is None or scan.per_channel)
+
+
+@pytest.mark.parametrize("family", ["minimax", "qwen3_next"])
+def test_concurrent_calls_on_one_model_keep_their_own_scans(family):
+    """The server runs requests in worker threads, each in its own context: one call's hooks are on the model
+    while another call's forward pass runs through it, and must not take that pass for their own."""
+    import contextvars
+
+    model = tiny(HYBRIDS[family][0])
+    first, second = (torch.randint(0, 256, (1, T), generator=torch.Generator().manual_seed(seed)) for seed in (2, 3))
+
+    def record(ids):
+        with torch.no_grad(), recording_scans(model) as scans:
+            model(ids)
+        return {layer: scan.out.clone() for layer, scan in scans.items()}
+
+    alone = record(first), record(second)
+    with torch.no_grad(), recording_scans(model) as scans:
+        model(first)
+        other = contextvars.Context().run(record, second)  # another call, in its own context, meanwhile
+    mine = {layer: scan.out for layer, scan in scans.items()}
+    for got, expected in ((mine, alone[0]), (other, alone[1])):
+        assert got.keys() == expected.keys()
+        for layer, out in got.items():
+            torch.testing.assert_close(out, expected[layer])
