@@ -30,6 +30,7 @@ class Prompt:
     offsets: list[list[int]]
     backend: Any
     adds: dict[str, Any] = field(default_factory=dict)  # what the answer adds: token_kinds, image, spans
+    stack: str = "decoder"  # the attention stack looked at: the model's "decoder", or an encoder's "encoder"
 
     @property
     def kinds(self) -> list[str] | None:
@@ -44,7 +45,8 @@ def subject_of(svc: Service, req, text: str = "text", messages: str = "messages"
     """The subject of ``req`` (its ``text`` or ``messages``, ``add_generation_prompt`` and ``image``),
     resolved against the model. ``text``, ``messages``: the fields' names in a request with two
     subjects (patching's ``clean`` / ``clean_messages`` and ``corrupt`` / ``corrupt_messages``)."""
-    return prompt_of(
+    stack = stack_of(svc, getattr(req, "stack", None))
+    got = prompt_of(
         svc,
         text=getattr(req, text),
         messages=getattr(req, messages, None),
@@ -52,6 +54,39 @@ def subject_of(svc: Service, req, text: str = "text", messages: str = "messages"
         image=getattr(req, "image", None),
         names=(text, messages),
     )
+    got.stack = stack
+    return got
+
+
+def stack_of(svc: Service, asked: str | None) -> str:
+    """The stack a request looks at: ``asked`` when the model has it (else a 422 naming ``stack``), by
+    default the model's decoder, else its encoder."""
+    names = [s["name"] for s in svc.loaded.facts.stacks]
+    if asked is None:
+        return "decoder" if "decoder" in names else names[0]
+    if asked not in names:
+        msg = f"stack {asked!r}: {svc.loaded.facts.name} has {' and '.join(names)} attention only"
+        raise ApiError(422, msg, loc=("body", "stack"), type_="stack_missing", ctx={"stacks": names})
+    return asked
+
+
+def first_mask(svc: Service, ids: list[int]) -> int | None:
+    """On an encoder, the first mask token's position (a route's default ``position``); else None (the last)."""
+    tokenizer = svc.loaded.tokenizer
+    mask = getattr(tokenizer, "mask_token", None)
+    mask_id = tokenizer.tk.token_to_id(mask) if mask and svc.loaded.facts.architecture == "encoder" else None
+    return ids.index(mask_id) if mask_id is not None and mask_id in ids else None
+
+
+def decoder_only(svc: Service, what: str, name: str) -> None:
+    """A 422 naming the request's field ``name`` where ``what`` (a view that reads the next-token logits) is
+    asked of an encoder, whose head guesses the token at each position instead."""
+    facts = svc.loaded.facts
+    if facts.architecture != "encoder":
+        return
+    msg = (f"{what} is not defined for an encoder yet: {facts.name}'s masked-LM head guesses the token at each "
+           "position, not the next one")
+    raise ApiError(422, msg, loc=("body", name), type_="encoder_unsupported")
 
 
 def prompt_of(
@@ -117,6 +152,7 @@ def _conversation(svc: Service, messages: list, add_generation_prompt: bool | No
 def target_of(svc: Service, req) -> tuple[Prompt, int]:
     """A request's subject (:func:`subject_of`) and the position it asks about, its ``token_id`` checked."""
     prompt = subject_of(svc, req)
-    position = position_of(req.position, len(prompt.ids))
+    asked = req.position if req.position is not None else first_mask(svc, prompt.ids)
+    position = position_of(asked, len(prompt.ids))
     check_token_id(req.token_id, "token_id", svc.loaded.facts)
     return prompt, position

@@ -75,13 +75,12 @@ class ModelFacts:
     source_format: str = "safetensors"  # what the weights were read from: safetensors, pytorch (.bin) or gguf
     quantization: str | None = None  # a GGUF file's type (Q4_K_M, Q8_0, F16, ...); None for other formats
     v_head_dim: int = 0  # of v, where it differs from q and k (MLA); 0: head_dim
-    score_parts: bool = False  # MLA: q·kᵀ is sent in two parts too (attn_scores_content, attn_scores_position)
+    score_parts: bool = False  # q·kᵀ is sent in parts too: MLA's two, DeBERTa's three (model.fields SCORE_PARTS)
     vision: bool = False  # an image-text model: a request may carry one image (model.vision)
     chat: bool = False  # the model carries a chat template: a request may be a conversation (model.chat)
     output_gates: bool = False  # a sigmoid gate scales each head's output before o_proj (Qwen3-Next): sent as `gate`
     # differential attention (DiffLlama): per layer its λ, a head being a pair of softmaxes,
-    # pattern = first − λ·second;
-    # empty for every other model
+    # pattern = first − λ·second; empty for every other model
     lambdas: list[float | None] = field(default_factory=list)
     differential: bool = field(init=False)
     qk_head_dim: int = field(init=False)  # head_dim, under the name MLA models give it
@@ -90,6 +89,8 @@ class ModelFacts:
     layers: list[dict[str, Any]] = field(default_factory=list)
     # per layer (its number as a string) where its weights sit: "cpu", "cuda:0", "disk" (a device map); empty: `device`
     devices: dict[str, str] = field(default_factory=dict)
+    architecture: str = "decoder"  # "decoder" (causal LM) or "encoder" (masked LM, every row sees every key)
+    stacks: list[dict[str, Any]] = field(init=False)  # the attention stacks: one, named as the architecture
 
     def __post_init__(self) -> None:
         self.qk_head_dim = self.head_dim
@@ -98,14 +99,15 @@ class ModelFacts:
         self.attention_layers = self.attention_layers or list(range(self.n_layer))
         self.layers = self.layers or [{"index": i, "type": _type_of(w)} | _size(w) for i, w in self._windows()]
         self.devices = self.devices or {str(i): self.device for i in range(self.n_layer)}
+        side = "source" if self.architecture == "encoder" else "target"  # what its queries and keys are
+        self.stacks = [dict(name=self.architecture, n_layer=self.n_layer, n_head=self.n_head, query=side, key=side)]
         first = self.attention_layers[0]
         self.divisor = self.layer_divisors[first]
         differ = len({round(self.layer_divisors[i], 6) for i in self.attention_layers}) > 1
         self.divisor_rule = ("per layer: " if differ else "") + self.layer_divisor_rules[first]
 
     def _windows(self):
-        windows = self.sliding_window or [None] * self.n_layer
-        return enumerate(windows)
+        return enumerate(self.sliding_window or [None] * self.n_layer)
 
     def by_number(self, rows: list) -> list:
         """One item per attention layer -> one per layer of the model,

@@ -29,9 +29,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-Kind = Literal[
-    "weights", "scores", "vectors", "rows", "parts", "stats", "number", "heads", "kinds", "spans", "shares", "word"
-]
+Kind = Literal["weights", "scores", "vectors", "rows", "parts", "stats", "number", "heads", "kinds", "spans", "shares",
+               "word"]
 At = Literal["head", "layer", "answer"]
 Sits = Literal["row", "head", "parts", "band"]
 Scale = Literal["weights", "share", "signed", "scores", "band"]
@@ -111,14 +110,12 @@ HEAD_FIELDS = (
         "attn_scores_content",
         "scores",
         4,
-        "T×T the content part of q·kᵀ in multi-head latent attention (DeepSeek): the no-RoPE halves, "
-        "q[:nope]·k[:nope]; plus attn_scores_position it is attn_scores_raw; sent only by such layers; "
-        "masked entries null",
+        "T×T the content part of q·kᵀ: in multi-head latent attention (DeepSeek) the no-RoPE halves, "
+        "q[:nope]·k[:nope], plus attn_scores_position it is attn_scores_raw; in DeBERTa content to content, "
+        "q_i·k_j; sent only by such layers; masked entries null",
         layers="mla",
         score_part=True,
-        drawn=Drawn(
-            "parts", "content part of q·kᵀ (no RoPE)", "scores", {"hover": "content {value}"}, flag="score_parts"
-        ),
+        drawn=Drawn("parts", "content part of q·kᵀ", "scores", {"hover": "content {value}"}, flag="score_parts"),
     ),
     HeadField(
         "attn_scores_position",
@@ -131,6 +128,27 @@ HEAD_FIELDS = (
         drawn=Drawn(
             "parts", "position part of q·kᵀ (RoPE)", "scores", {"hover": "position {value}"}, flag="score_parts"
         ),
+    ),
+    HeadField(
+        "attn_scores_content_position",
+        "scores",
+        4,
+        "T×T DeBERTa's content-to-position term: each query's content with the key's relative position, "
+        "q_i·pos_k[r(i, j)]; plus attn_scores_content and attn_scores_position_content it is attn_scores_raw; "
+        "sent only by such layers; masked entries null",
+        layers="deberta",
+        score_part=True,
+        drawn=Drawn("parts", "content → position term", "scores", {"hover": "c→p {value}"}, flag="score_parts"),
+    ),
+    HeadField(
+        "attn_scores_position_content",
+        "scores",
+        4,
+        "T×T DeBERTa's position-to-content term: each key's content with the query's relative position, "
+        "k_j·pos_q[r(j, i)]; sent only by such layers; masked entries null",
+        layers="deberta",
+        score_part=True,
+        drawn=Drawn("parts", "position → content term", "scores", {"hover": "p→c {value}"}, flag="score_parts"),
     ),
     HeadField(
         "attn_scores_uncapped",
@@ -276,33 +294,17 @@ OTHER_FIELDS = (
         at="answer",
         drawn=Drawn("head", "last row on", "share", {"head": "{role} {value}"}, flag="chat"),
     ),
-    HeadField(
-        "mixer",
-        "word",
-        None,
-        "a value-linear layer's mixer (POST /api/attention, `layers` naming it): each head's pattern is M, "
-        "o_t = Σ_s M[t, s] v_s + skip · v_t, not a softmax",
-        layers="implicit",
-        at="layer",
-        drawn=Drawn(
-            "head",
-            "mixer",
-            "signed",
-            {"rows": "Implicit attention of a {mixer} layer, not a softmax: o_t = Σ_s M[t,s] v_s", "colorbar": "M"},
-            signed=True,
-        ),
-    ),
-    HeadField(
-        "skip", "heads", None, "a value-linear layer's skip per head (Mamba-2's D)", layers="implicit", at="layer",
-        drawn=Drawn("head", "skip", words={"rows": " + skip·v_t (skip {skip})"}),
-    ),
+    HeadField("mixer", "word", None, "a value-linear layer's mixer (POST /api/attention, `layers` naming it): each "
+              "head's pattern is M, o_t = Σ_s M[t, s] v_s + skip · v_t, not a softmax", layers="implicit", at="layer",
+              drawn=Drawn("head", "mixer", "signed", {"rows": "Implicit attention of a {mixer} layer, not a softmax: "
+                          "o_t = Σ_s M[t,s] v_s", "colorbar": "M"}, signed=True)),
 )
 
 FIELD_NAMES = tuple(f.name for f in HEAD_FIELDS)  # the order of the answer's keys
 WEIGHT_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "weights")
 SCORE_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "scores")  # NaN where masked
 MATRIX_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind in ("weights", "scores"))  # T×T
-SCORE_PARTS = tuple(f.name for f in HEAD_FIELDS if f.score_part)  # MLA only: attn_scores_raw in two parts
+SCORE_PARTS = tuple(f.name for f in HEAD_FIELDS if f.score_part)  # MLA, DeBERTa: attn_scores_raw in parts
 # what only some layers compute (a softcap, learned sinks, MLA, output gates): kept where a layer's steps have it
 LAYER_DEPENDENT = tuple(f.name for f in HEAD_FIELDS if f.layers != "all")
 VECTOR_FIELDS = tuple(f.name for f in HEAD_FIELDS if f.kind == "vectors")

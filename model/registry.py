@@ -7,6 +7,8 @@ no ``model_type`` (ours)               attnscope, the shipped model             
 ``model_type: gpt2``, plain GPT-2      GPT-2 converted into our GPT (exact)        our GPT
 any other ``model_type``, or a GPT-2   GPT-NeoX/Pythia, Llama, Qwen2, Mistral,     transformers
 our GPT cannot run exactly             Gemma 2, ... (``AutoModelForCausalLM``)
+an encoder ``model_type``              BERT, RoBERTa, XLM-R, DistilBERT, ALBERT,   transformers
+                                       ELECTRA, ModernBERT (``AutoModelForMaskedLM``)
 a ``vision_config``                    LLaVA, Gemma 3 (``AutoModelForImageText``   transformers
                                        ``ToText`` + ``AutoProcessor``)
 =====================================  ==========================================  ============
@@ -90,6 +92,7 @@ def load_model(
         raise CheckpointError(f"checkpoint directory not found: {path}")
     cfg = read_config(path)
     family = family_of(cfg)
+    from .families.encoder import is_encoder, load_encoder_dir
 
     if family == "attnscope":
         model, tokenizer = load_ours(path)
@@ -99,6 +102,8 @@ def load_model(
 
         model, tokenizer = load_hf_dir(path)
         backend = OursBackend(model, tokenizer, dev, DTYPES[dtype])
+    elif is_encoder(cfg):  # BERT and its kin: a masked LM, every row sees every key
+        backend = load_encoder_dir(path, dev, dtype, placement if mapped else None)
     elif "vision_config" in cfg:  # an image-text-to-text model: its language model and its processor
         from .vision.backend import load_vision_dir
 

@@ -272,7 +272,7 @@ def _what_ifs(data: dict[str, Any]) -> list[str]:
     """What the answer changed from the model as trained, in words; empty when nothing."""
     model, scale = data["model"], data["scale"]
     out = []
-    if not data["causal"]:
+    if not data["causal"] and model.get("architecture") != "encoder":  # an encoder's mask is its own
         out.append("causal mask removed (each token also sees the ones after it)")
     if scale == "none":
         divided = "1"
@@ -314,7 +314,9 @@ def summary(data: dict[str, Any], layer: int | None, head: int | None, width: in
         f"{len(tokens)} tokens: " + " | ".join(tokens),
         *_image_line(data),
         "",
-        f"next-token guesses (top {width} after each position):",
+        f"masked-LM guesses (top {width} at each position):"
+        if model.get("architecture") == "encoder"
+        else f"next-token guesses (top {width} after each position):",
     ]
     label_width = min(16, max(len(t) for t in tokens))
     for i, (tok, preds) in enumerate(zip(tokens, data["predictions"])):

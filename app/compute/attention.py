@@ -62,7 +62,8 @@ def top_predictions(
 
 
 def _predictions(svc: Service, hidden: torch.Tensor, top_k: int, temperature: float) -> list:
-    """Top ``top_k`` next tokens after each position; the LM head runs only when they are asked for
+    """Top ``top_k`` guesses at each position (a decoder's next token, an encoder's masked-LM guess at the
+    position: the backend's ``head`` decides); the LM head runs only when they are asked for
     (the all-heads grid asks for none), a chunk of positions at a time."""
     values, indices, lse = top_logits(svc.loaded.backend, hidden, top_k, temperature)
     return top_predictions(values, indices, lse, svc.displays, temperature)
@@ -75,6 +76,7 @@ class AttentionResult:
     tokens: list[str]
     token_ids: list[int]
     offsets: list[list[int]]
+    stack: str
     causal: bool
     divisor: float
     sel: CapturePlan
@@ -115,7 +117,8 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         tokens=prompt.tokens,
         token_ids=ids,
         offsets=prompt.offsets,
-        causal=req.causal,
+        stack=prompt.stack,
+        causal=req.causal and lm.facts.architecture != "encoder",  # an encoder's mask is its own
         divisor=divisor,
         sel=sel,
         capture=capture,
@@ -180,6 +183,7 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
     if isinstance(cap, RowCapture) and req.query_row is not None:
         answer["query_row"] = row_answer(cap, req.query_row)
     answer |= {
+        "stack": result.stack,
         "causal": result.causal,
         "scale": req.scale,
         "divisor": result.divisor,

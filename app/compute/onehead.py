@@ -21,6 +21,7 @@ def one_head(svc: Service, req, include: list[str], text: str | None = None, fie
     }
     body = AttentionRequest.model_construct(
         **subject,
+        stack=req.stack,
         layers=[req.layer],
         heads=[req.head],
         include=include,

@@ -66,7 +66,7 @@ def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads
     matrices = set(MATRIX_FIELDS)
     if svc.loaded.facts.softcap is None:  # attn_scores_uncapped comes only from layers with a softcap
         matrices.discard("attn_scores_uncapped")
-    if not svc.loaded.facts.score_parts:  # MLA's two parts of q·kᵀ come only from such layers
+    if not svc.loaded.facts.score_parts:  # the parts of q·kᵀ (MLA's, DeBERTa's) come only from such layers
         matrices -= set(SCORE_PARTS)
     # a differential layer sends pattern_parts, two matrices, with pattern or when asked
     parts = 2 if svc.loaded.facts.differential else 0

@@ -87,6 +87,13 @@ def loaded_from_objects(model, tokenizer, name: str | None = None):
         raise TypeError("show/capture with model= needs tokenizer= too (the model's fast tokenizer)")
     if not hasattr(model, "set_attn_implementation"):
         raise TypeError(f"model: a transformers PreTrainedModel (AutoModelForCausalLM); got {type(model).__name__}")
+    from ...model.families.encoder import is_encoder
+
+    if is_encoder(model.config.to_dict()):
+        raise TypeError(
+            f"model: {type(model).__name__} is an encoder; a model object is taken for causal LMs only: save it "
+            "(save_pretrained, with its tokenizer) and pass checkpoint=FOLDER"
+        )
     device = next(model.parameters()).device
     label = name or str(getattr(model.config, "name_or_path", "") or type(model).__name__)
     backend = _backend_class()(model, _tokenizer_from(tokenizer), device, name=Path(label).name or label)

@@ -165,9 +165,9 @@ class AttentionRequest(Subject):
         description="json: numbers; b64: every matrix a typed array {dtype, bdata (base64), shape} as Plotly.js reads",
     )
     precision: Literal["f4", "f2"] = Field("f4", description="float type of the b64 matrices (f2: half the bytes)")
-    causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
+    causal: bool = Field(True, description="false: a what-if with a decoder's mask removed in every layer")
     scale: Scale = "model"
-    top_k: int = Field(5, ge=0, le=TOP_K_MAX, description="next-token predictions per position")
+    top_k: int = Field(5, ge=0, le=TOP_K_MAX, description="predictions per position (decoder: next token)")
     temperature: float = Field(
         1.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, allow_inf_nan=False, description="for the predictions"
     )
@@ -239,8 +239,7 @@ class LayerView(ImplicitFields):
     layer: int
     divisor: float | None = optional_field("what this layer divided q·kᵀ by (absent in an implicit layer)")
     divisor_rule: str | None = Field(
-        None,
-        description="how that divisor came about: 'sqrt(head_dim)', 'sqrt(query_pre_attn_scalar)', "
+        None, description="how that divisor came about: 'sqrt(head_dim)', 'sqrt(query_pre_attn_scalar)', "
         "'sqrt(head_dim) * (layer + 1)', '1' (scale 'none'), 'scale' (the number asked) or "
         "'<value> (set by the model)'"
     )
@@ -249,8 +248,7 @@ class LayerView(ImplicitFields):
         description="attention logit softcap: attn_scores = softcap·tanh(q·kᵀ / divisor / softcap); null if none"
     )
     window: int | None = Field(
-        None,
-        description="the sliding window this layer's mask applied: a query sees itself and the window − 1 tokens "
+        None, description="the sliding window this layer's mask applied: a query sees itself and the window − 1 tokens "
         "before it; null if none (full causal, or causal false)"
     )
     chunk: int | None = optional_field(
@@ -333,7 +331,8 @@ class AttentionResponse(BaseModel):
     )
     image: ImageShown = None
     query_row: QueryRow | None = optional_field("when `query_row` was asked for")
-    causal: bool
+    stack: str = Field(description="the attention stack the layers are of: `decoder`, or an encoder's `encoder`")
+    causal: bool = Field(description="the request's `causal` on a decoder; false on an encoder (its mask is its own)")
     scale: str | float = Field(description="the request's scale option")
     divisor: float = Field(description="the number raw scores were divided by (the first returned layer's)")
     encoding: Literal["json", "b64"]
@@ -345,6 +344,7 @@ class AttentionResponse(BaseModel):
     thumbnail: ThumbnailInfo | None = optional_field("present when thumbnails were asked for and a head selected")
     layers: list[LayerView]
     focus: FocusView | None = optional_field("the focus head, when asked for")
-    predictions: list[list[Prediction]] = Field(description="top_k next tokens after each position")
+    predictions: list[list[Prediction]] = Field(description="per position its top_k: on a decoder the next token "
+                                                  "after it, on an encoder the masked-LM head's guesses at it")
     model: ModelInfo
     timing_ms: float = Field(description="server time for this request (always the last field)")

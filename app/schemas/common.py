@@ -74,9 +74,20 @@ def messages_field() -> Any:
     )
 
 
+Stack = Literal["encoder", "decoder", "cross"] | None
+
+
+def stack_field() -> Any:
+    return Field(
+        None,
+        description="the attention stack looked at (/api/model `stacks`); default: `decoder` where the model has "
+        "one, else `encoder`. A stack the model lacks is a 422 naming `stack`",
+    )
+
+
 class Subject(Strict):
     """What a request looks at, read the same way by every route (:mod:`attnscope.app.subject`
-    resolves it): ``text`` or ``messages`` (exactly one) and ``add_generation_prompt``. A route whose
+    resolves it): ``text`` or ``messages`` (exactly one), ``add_generation_prompt`` and ``stack``. A route whose
     request takes an image adds ``image``; a part a route does not take is refused as unknown."""
 
     messages: list[Message] | None = messages_field()  # before text: text's check sees it
@@ -86,6 +97,7 @@ class Subject(Strict):
         description="with `messages`: end the prompt with the template's opening of the assistant's turn; default: "
         "true unless the last message is the assistant's",
     )
+    stack: Stack = stack_field()
 
     @field_validator("text")
     @classmethod

@@ -22,7 +22,8 @@ class HeadEffectsRequest(Subject):
     )
     ablate: list[HeadRef] = ablate_field()
     position: Index | None = Field(
-        None, description="the query position whose prediction is measured; default the last"
+        None, description="the query position whose prediction is measured; default the last (an encoder's: its "
+        "first mask token)"
     )
     token_id: Index | None = Field(None, description="the target token; default the model's top prediction there")
     ablation: Literal["zero", "mean"] = Field(

@@ -36,7 +36,9 @@ class KnockoutRequest(Subject):
         },
     )
     edges: list[KnockoutEdge] = Field(min_length=1, max_length=MAX_EDGES)
-    position: Index | None = Field(None, description="the position whose log-probability is measured; default the last")
+    position: Index | None = Field(
+        None, description="the position whose log-probability is measured; default the last (an encoder's first mask)"
+    )
     token_id: Index | None = Field(
         None, description="the token measured; default the top guess there before the knockout"
     )

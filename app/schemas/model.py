@@ -98,8 +98,21 @@ class JLensInfo(BaseModel):
     n_prompts: int = Field(description="the prompts it was fitted over")
 
 
+class StackInfo(BaseModel):
+    name: Literal["encoder", "decoder", "cross"] = Field(description="the request's `stack` that picks it")
+    n_layer: int
+    n_head: int
+    query: Literal["source", "target"] = Field(description="whose tokens the queries are")
+    key: Literal["source", "target"] = Field(description="whose tokens the keys are")
+
+
 class ModelInfo(BaseModel):
     name: str
+    architecture: Literal["decoder", "encoder", "encoder-decoder"] = Field(
+        description="decoder: a causal LM (next-token predictions); encoder: a masked LM (BERT and its kin: every "
+        "row sees every key, predictions are guesses at each position)"
+    )
+    stacks: list[StackInfo] = Field(description="the attention stacks the model has; a request's `stack` names one")
     family: str = Field(description="'attnscope' (ours) or the transformers model_type: gpt2, gpt_neox, llama, ...")
     n_layer: int = Field(description="every layer of the model, with softmax attention or not")
     attention_layers: list[int] = Field(
@@ -123,8 +136,9 @@ class ModelInfo(BaseModel):
     )
     lambdas: list[float | None] = Field(description="per layer: differential attention's λ; empty for other models")
     score_parts: bool = Field(
-        description="true for multi-head latent attention: "
-        "attn_scores_content + attn_scores_position = attn_scores_raw can be asked for"
+        description="true where q·kᵀ comes in parts that can be asked for: multi-head latent attention's "
+        "attn_scores_content + attn_scores_position, DeBERTa's attn_scores_content + attn_scores_content_position "
+        "+ attn_scores_position_content (each = attn_scores_raw)"
     )
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
     chat: bool = Field(False, description="the model carries a chat template: `messages` may replace `text`")

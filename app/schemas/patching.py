@@ -11,10 +11,12 @@ from .common import (
     Index,
     Message,
     Spans,
+    Stack,
     Strict,
     messages_field,
     one_of,
     optional_field,
+    stack_field,
     text_field,
     usable_text,
 )
@@ -43,6 +45,7 @@ class PatchingRequest(Strict):
     corrupt_messages: list[Message] | None = messages_field()
     corrupt: str | None = text_field(required=False)
     add_generation_prompt: bool | None = Field(None, description="with messages: as on every route")
+    stack: Stack = stack_field()
     position: Index | None = Field(None, description="where the logit difference is read; default the last position")
     token_id: Index | None = Field(None, description="default the clean run's top guess at position")
     foil_id: Index | None = Field(

@@ -16,7 +16,6 @@ export function changeText(state, text) {
   if (text === state.text) return;
   state.text = text;
   state.position = null;
-  state.linesSelection = { queries: [], keys: [] }; // positions of the old text
 }
 
 /** The text box, the fit-the-text button of a refusal and the examples. */
@@ -124,7 +123,8 @@ export function installControls(app) {
     const next = parseHash(window.location.hash, VIEWS);
     if (toHash({ ...state, ...next }, VIEWS) === toHash(state, VIEWS)) return;
     // what a link leaves out is the default, not what the last link said
-    Object.assign(state, { notice: null, sampling: { on: false, top_k: null, top_p: null, seed: null } }, next);
+    const defaults = { notice: null, messages: [], sampling: { on: false, top_k: null, top_p: null, seed: null } };
+    Object.assign(state, defaults, next);
     data.fitToModel();
     els.textInput.value = state.text;
     data.forgetAsked(); // a link asks afresh

@@ -1,15 +1,16 @@
 // Asking the server for what the state needs, and storing the answers in it: the all-heads grid and the
 // chosen head for the current text (in one request or two at once, drawn at the next frame), the exact cells
 // of a zoomed block, the predictions at another temperature, the model and the head roles at start (asked in
-// modelload.js). Typing is debounced here; the views say what they need (views.js) and `ensureData` asks for
-// what is missing. Each answer is stored under the key of its text and what-ifs (state.js): a view never draws
-// an older text's numbers. A refusal of the image goes to the image field (cards/imagepick.js).
+// modelload.js). Typing is debounced here; the views say what they need (views.js: `needs`, and `need(state)`,
+// their own questions) and `ensureData` and `askNeeded` ask for what is missing, before each render (main.js).
+// Each answer is stored under the key of its subject (state.js, subject.js): a view never draws an older text's
+// numbers. A refusal of the image goes to the image field (cards/imagepick.js).
 
-import { errorText, isBlank, latestOnly, refusalOf } from "./api.js";
+import { askAll } from "./answers.js";
+import { errorText, latestOnly, refusalOf } from "./api.js";
 import { dropRefusedImage } from "./cards/imagepick.js";
 import { fitToModel, loadModel, loadRoles } from "./modelload.js";
 import { inputsFor } from "./measured.js";
-import { regionFits, regionKey } from "./draw/pooled.js";
 import {
   bothRequest,
   detailOf,
@@ -17,9 +18,9 @@ import {
   gridRequest,
   pooledFocus,
   predictionsRequest,
-  regionRequest,
 } from "./requests.js";
 import { FOCUS_MAX, currentDetail, currentGrid, gridKey, headKey } from "./state.js";
+import { blankSubject, subjectKey } from "./subject.js";
 import { VIEWS, viewById } from "./views.js";
 
 const DEBOUNCE_MS = 60;
@@ -45,7 +46,6 @@ function dataContext(app) {
     app,
     sendGrid: latestOnly("/api/attention"),
     sendDetail: latestOnly("/api/attention"),
-    sendRegion: latestOnly("/api/attention"),
     sendPredictions: latestOnly("/api/attention"),
     modelReady: null,
     // per request kind, the key a 4xx answered: the same question gets the same refusal, so a tab
@@ -80,23 +80,23 @@ function requestDone(ctx, kind, err, key = null) {
 
 async function fetchGrid(ctx) {
   const { state, update, updateSoon } = ctx.app;
-  if (isBlank(state.text)) return; // an empty box asks nothing (see refreshAll)
-  if (!state.model && state.ablate.length) {
-    // a link may switch off heads the model lacks: wait for the model, which drops them (fitToModel)
+  if (blankSubject(state)) return; // an empty box asks nothing (see refreshAll)
+  if (!state.model && (state.ablate.length || state.messages.length)) {
+    // a link may switch off heads the model lacks (fitToModel drops them), or hold a conversation (sent only to a
+    // chat model): wait for the model
     state.pending.grid = true;
     await ctx.modelReady;
   }
-  const key = gridKey(state);
-  const text = state.text;
+  const record = { key: gridKey(state), text: state.text, prompt: subjectKey(state, false) };
   state.pending.grid = true;
   update();
   try {
     const answer = await timed(ctx.sendGrid, gridRequest(state), "grid-request");
     if (answer === null) return;
-    state.grid = { key, text, response: answer };
+    state.grid = { ...record, response: answer };
     requestDone(ctx, "grid", null);
   } catch (err) {
-    requestDone(ctx, "grid", err, key);
+    requestDone(ctx, "grid", err, record.key);
   }
   state.pending.grid = false;
   updateSoon();
@@ -116,6 +116,7 @@ function measureDrawCells({ state, els }) {
 const detailRecord = (state) => ({
   key: headKey(state),
   text: state.text,
+  prompt: subjectKey(state, false),
   textKey: gridKey(state),
   temperature: state.temperature,
   inputs: inputsFor(state, ["text", "image", "ablate", "causal", "scaled"]),
@@ -124,7 +125,7 @@ const detailRecord = (state) => ({
 /** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */
 async function fetchDetail(ctx) {
   const { state, updateSoon } = ctx.app;
-  if (isBlank(state.text)) return;
+  if (blankSubject(state)) return;
   if (!state.model) {
     // a link may name a head the model lacks: wait for the model, which clamps it (fitToModel)
     state.pending.detail = true;
@@ -144,13 +145,6 @@ async function fetchDetail(ctx) {
   }
   state.pending.detail = false;
   updateSoon();
-  regionOfZoom(ctx, key);
-}
-
-/** Zoomed in on a long text's head whose answer (`key`) just landed: the exact cells of the same block. */
-function regionOfZoom(ctx, key) {
-  const { state } = ctx.app;
-  if (state.zoom && state.detail?.key === key && state.detail.response.focus?.thumbnail?.block > 1) fetchRegion(ctx);
 }
 
 /**
@@ -172,7 +166,7 @@ async function fetchBoth(ctx) {
   try {
     const answer = await timed(ctx.sendGrid, bothRequest(state), "grid-request", "detail-request");
     if (answer === null) return;
-    state.grid = { key: textKey, text: record.text, response: answer };
+    state.grid = { key: textKey, text: record.text, prompt: record.prompt, response: answer };
     requestDone(ctx, "grid", null);
     if (chosen()) {
       state.detail = { ...record, response: detailOf(answer) };
@@ -185,31 +179,6 @@ async function fetchBoth(ctx) {
   state.pending.grid = false;
   if (chosen()) state.pending.detail = false;
   updateSoon();
-  regionOfZoom(ctx, record.key);
-}
-
-/** Fetch the exact cells of the zoomed block of a pooled head (focus.region), when it fits. */
-async function fetchRegion(ctx) {
-  const { state, update } = ctx.app;
-  const zoom = state.zoom;
-  if (!regionFits(state, zoom) || isBlank(state.text)) return;
-  const T = currentDetail(state)?.tokens?.length ?? currentGrid(state)?.tokens?.length;
-  if (T !== undefined && (zoom.q1 > T || zoom.k1 > T)) {
-    state.zoom = null; // the text got shorter than the zoomed block
-    update();
-    return;
-  }
-  const key = regionKey(state, zoom);
-  if (state.region?.key === key) return;
-  try {
-    const result = await ctx.sendRegion(regionRequest(state, zoom));
-    if (result.stale) return;
-    state.region = { key, bounds: zoom, response: result.value.focus.region };
-  } catch (err) {
-    state.requestErrors.detail = `Exact cells of the zoomed block: ${errorText(err)}`;
-    state.error = state.requestErrors.detail;
-  }
-  update();
 }
 
 /** The temperature only changes the predictions: ask for those alone (no layer in the answer). */
@@ -240,7 +209,7 @@ async function fetchPredictions(ctx) {
  */
 async function refreshAll(ctx) {
   const { state, update } = ctx.app;
-  if (isBlank(state.text)) {
+  if (blankSubject(state)) {
     // an empty box is not an error: the empty state says what to do, nothing is asked, and
     // an error of an earlier text goes with it
     state.requestErrors = { grid: null, detail: null };
@@ -331,7 +300,7 @@ function ensureData(ctx) {
  */
 async function modelChanged(ctx, refreshNow) {
   const state = ctx.app.state;
-  Object.assign(state, { grid: null, detail: null, region: null, effects: null, generation: null, error: null });
+  Object.assign(state, { grid: null, detail: null, effects: null, generation: null, error: null });
   // the views' own answers (each view's `answers`, views.js)
   for (const view of VIEWS) for (const field of view.answers ?? []) state[field] = null;
   ctx.askedKey = null;
@@ -343,8 +312,8 @@ async function modelChanged(ctx, refreshNow) {
 
 /**
  * The page's requests over `app` ({state, els, update}). Returns the functions the rest of the
- * page calls: fetchGrid, fetchDetail, fetchRegion, fetchPredictions, scheduleRefresh,
- * refreshNow, ensureData, forgetAsked, loadModel, loadRoles, and `busy()` (whether anything is on its way).
+ * page calls: fetchGrid, fetchDetail, fetchPredictions, scheduleRefresh, refreshNow, ensureData, askNeeded,
+ * forgetAsked, loadModel, loadRoles, and `busy()` (whether anything is on its way).
  */
 export function createData(app) {
   const { state } = app;
@@ -354,11 +323,12 @@ export function createData(app) {
     modelChanged: () => modelChanged(ctx, typing.refreshNow),
     fetchGrid: () => fetchGrid(ctx),
     fetchDetail: () => fetchDetail(ctx),
-    fetchRegion: () => fetchRegion(ctx),
     fetchPredictions: () => fetchPredictions(ctx),
     scheduleRefresh: typing.scheduleRefresh,
     refreshNow: typing.refreshNow,
     ensureData: () => ensureData(ctx),
+    /** The data step before each render: the current view's own questions (its `need`), once the model is known. */
+    askNeeded: () => state.model && askAll(app, viewById(state.view).need?.(state) ?? []),
     fitToModel: () => fitToModel(state),
     /** A link asks afresh: Enter and the next refresh ask again even for the same intent. */
     forgetAsked: () => (ctx.askedKey = null),

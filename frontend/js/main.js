@@ -3,8 +3,9 @@
 // (controls.js), the requests (data.js), each view's own pointer (views.js), the export, and
 // the cards (switched-off heads, head effects, generation).
 
-import { isBlank } from "./api.js";
+import { blankSubject } from "./subject.js";
 import { installAblation } from "./cards/ablation.js";
+import { installChat } from "./cards/chat.js";
 import { installControls, changeText } from "./controls.js";
 import { createData } from "./data.js";
 import { installEffects } from "./cards/effects.js";
@@ -85,7 +86,8 @@ function createPage() {
   function update() {
     cancelAnimationFrame(page.frame); // an update asked for the next frame is this one
     page.frame = null;
-    const done = renderSafely(state, els, app);
+    app.data?.askNeeded(); // the data step: the view's own questions, asked before it draws from the answers
+    const done = renderSafely(state, els);
     if (done.failed) state.error = done.error; // and it stays in the banner
     page.renders += 1;
     clearTimeout(page.hashTimer);
@@ -110,13 +112,11 @@ function createPage() {
   Object.assign(app, {
     data,
     refreshNow: data.refreshNow,
-    fetchRegion: data.fetchRegion,
     changeText: (text) => changeText(state, text),
     selectHead(layer, head) {
       if (layer === state.layer && head === state.head) return;
       state.layer = layer;
       state.head = head;
-      state.region = null; // the exact cells were the other head's
       state.notice = null; // the user chose a head: the note about the link's head is done
       update(); // draws at once from the grid's pattern
       data.fetchDetail(); // then the scores and the per-head views
@@ -145,9 +145,14 @@ function installPage(app) {
   installExport(app);
   for (const view of VIEWS) view.install?.(app);
   // switching heads off, head effects, generation (issue 18): cards drawn by every render
-  els.cards.push(installModelPicker(app), installAblation(app), installEffects(app), installGenerate(app), {
-    draw: () => renderExport(state, els),
-  });
+  els.cards.push(
+    installChat(app),
+    installModelPicker(app),
+    installAblation(app),
+    installEffects(app),
+    installGenerate(app),
+    { draw: () => renderExport(state, els) },
+  );
   // the top bar grows a row for the picker or a long badge: the sticky view bar stays below it
   const topbar = document.querySelector(".topbar");
   new ResizeObserver(() =>
@@ -170,7 +175,7 @@ function startPage() {
     /** True when nothing is pending and the current text's answers (or an error) are shown. */
     get settled() {
       if (data.busy() || page.frame !== null) return false; // asked, or answered and not drawn yet
-      if (isBlank(state.text)) return true; // the empty state: nothing to ask
+      if (blankSubject(state)) return true; // the empty state: nothing to ask
       return state.error !== null || (!!currentGrid(state) && !!currentDetail(state));
     },
   };

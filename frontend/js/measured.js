@@ -3,14 +3,16 @@
 // with the inputs now and either follows (measures again by itself) or says in words what
 // changed since, so that no card describes a text that is no longer in the box.
 
-import { chosenPosition, imageId } from "./state.js";
+import { chosenPosition } from "./state.js";
+import { imageOf, messagesOf, messagesParam } from "./subject.js";
 import { offParam } from "./switchedoff.js";
 
 /** Every input a measured answer can depend on, as it is now. */
 export function inputsNow(state) {
   return {
-    text: state.text,
-    image: imageId(state),
+    // the conversation, where one is sent, stands for the text
+    text: messagesOf(state) ? messagesParam(state.messages) : state.text,
+    image: imageOf(state)?.id ?? null,
     position: chosenPosition(state),
     ablate: offParam(state.ablate),
     causal: state.causal,

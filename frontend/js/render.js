@@ -5,7 +5,7 @@
 // is touched (dom.js).
 
 import { divisorShort, divisorWords, num, softcapWords } from "./draw/captions.js";
-import { isBlank } from "./api.js";
+import { blankSubject } from "./subject.js";
 import { fillIndexSelect, setAttr, setHidden, setText } from "./dom.js";
 import { renderPredictions } from "./draw/predictions.js";
 import { attentionLayers, currentDetail, currentGrid } from "./state.js";
@@ -46,7 +46,7 @@ function renderModel(state, els) {
   const m = state.model;
   if (!m) return;
   const params = m.parameters >= 1e6 ? `${(m.parameters / 1e6).toFixed(2)} M` : `${Math.round(m.parameters / 1e3)} k`;
-  const sig = JSON.stringify([m.name, m.parameters, m.device, m.devices, m.dtype, m.family]);
+  const sig = JSON.stringify([m.name, m.parameters, m.device, m.devices, m.dtype, m.family, m.architecture]);
   if (els.modelBadge.dataset.signature === sig) return;
   els.modelBadge.dataset.signature = sig;
   els.modelBadge.replaceChildren();
@@ -60,6 +60,7 @@ function renderModel(state, els) {
   const parts = [
     ["name", m.name],
     ["family", m.family && m.family !== "attnscope" ? m.family : null],
+    ["architecture", m.architecture === "encoder" ? "encoder: every token sees every other, guesses at each" : null],
     ["size", `${params} parameters`],
     ["format", m.source_format === "gguf" ? `GGUF ${m.quantization ?? ""}`.trim() : null], // e.g. "GGUF Q4_K_M"
     [
@@ -94,6 +95,8 @@ function renderControls(state, els) {
   fillIndexSelect(els.layerSelect, attentionLayers(m), "Layer", state.layer);
   fillIndexSelect(els.headSelect, nHead, "Head", state.head);
   if (els.causalToggle.checked !== state.causal) els.causalToggle.checked = state.causal;
+  const encoder = m?.architecture === "encoder"; // no causal mask to switch off: the switch stands aside
+  if (els.causalToggle.disabled !== encoder) els.causalToggle.disabled = encoder;
   if (els.scaleToggle.checked !== state.scaled) els.scaleToggle.checked = state.scaled;
   if (els.aggregateToggle.checked !== state.aggregate) els.aggregateToggle.checked = state.aggregate;
   if (!els.temperature) return; // the widget has no temperature slider
@@ -126,7 +129,7 @@ function renderBanners(state, els) {
   if (fits !== undefined && els.errorFit) setText(els.errorFit, `Show what fits: the first ${state.refusal.ctx.limit}`);
   const notes = [];
   const m = state.model;
-  if (!state.causal) {
+  if (!state.causal && m?.architecture !== "encoder") {
     const windowed = (m?.sliding_window ?? []).some((w) => w !== null);
     notes.push(
       `Causal mask removed: every token also sees the tokens after ` +
@@ -180,14 +183,14 @@ function renderNotices(state, els) {
     setText(els.linkNoticeText, state.notice ?? "");
     setHidden(els.linkNotice, !state.notice);
   }
-  setHidden(els.emptyState, !isBlank(state.text));
+  setHidden(els.emptyState, !blankSubject(state));
 }
 
 /**
  * Draw everything the state calls for. Returns what was drawn from current data: `{view, text,
  * tokens, detail}` and the view's own answer (the head view: `head`, `grid`; another: its id).
  */
-export function render(state, els, app = null) {
+export function render(state, els) {
   renderNotices(state, els);
   renderModel(state, els);
   renderControls(state, els);
@@ -198,10 +201,10 @@ export function render(state, els, app = null) {
   renderPredictions(state, els);
   const view = viewById(state.view);
   const done = { view: state.view, text: state.text, head: false, grid: false, detail: !!currentDetail(state) };
-  const drawn = view.draw(state, els, app); // `app`: a view asks for its own answer through it
+  const drawn = view.draw(state, els); // from the answers in hand: the data step asked (data.js askNeeded)
   if (typeof drawn === "object") Object.assign(done, drawn);
   else done[view.id] = drawn;
-  drawTextOnly(state, els); // a view whose route takes no image says it runs on the text alone
+  drawTextOnly(state, els, view); // a view whose route takes no image says it runs on the text alone
   // after the view: the toggles of the switched-off heads sit on the grid it painted
   for (const part of els.cards ?? []) part.draw(state);
   const tokens = currentGrid(state)?.tokens ?? currentDetail(state)?.tokens;
@@ -213,9 +216,9 @@ export function render(state, els, app = null) {
  * `render`, except that a drawing bug does not blank the page: the error banner says what failed
  * and what is on screen stays. The answer then has `failed` and `error` (the words shown).
  */
-export function renderSafely(state, els, app = null) {
+export function renderSafely(state, els) {
   try {
-    return render(state, els, app);
+    return render(state, els);
   } catch (err) {
     const error = `Could not draw this view: ${err && err.message ? err.message : err}`;
     console.error("attnscope:", err);

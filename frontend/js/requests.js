@@ -1,10 +1,14 @@
 // The bodies of the requests to POST /api/attention, each a function of the state: the
-// all-heads grid, the chosen head (whole, or max-pooled for a long text), the exact cells of a
-// zoomed block, the predictions alone, and the JSON export. data.js and export.js send them.
+// all-heads grid, the chosen head (whole, or max-pooled for a long text), the predictions alone, and the
+// JSON export, each from the state's subject (subject.js). data.js and export.js send them; the exact cells
+// of a zoomed block are the head view's own question (views/head.js).
 
-import { attentionLayers, currentGrid, imageField, scaleParam } from "./state.js";
+import { attentionLayers, currentGrid } from "./state.js";
+import { messagesOf, subject } from "./subject.js";
 import { viewById } from "./views.js";
 import { copyFields } from "./wire.js";
+
+const URL = "/api/attention";
 
 /** Thumbnails of the grid are at most this many cells a side (max-pooled on the server). */
 export const GRID_THUMBNAIL = 64;
@@ -18,15 +22,11 @@ export const HALF_PRECISION_FROM = 257;
  */
 export function gridRequest(state) {
   return {
-    text: state.text,
-    ...imageField(state),
+    ...subject(state, URL),
     include: ["stats"],
     stats_rows: false,
     thumbnail: GRID_THUMBNAIL,
     encoding: "b64",
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
     top_k: 0,
   };
 }
@@ -35,12 +35,15 @@ export function gridRequest(state) {
 export const FEWER_PREDICTIONS_FROM = 2048;
 
 /**
- * The most tokens `text` can have: its UTF-8 bytes (a token covers at least one byte) plus a few
+ * The most tokens the text (or conversation) can have: its UTF-8 bytes (a token covers at least one byte) plus a few
  * special tokens; the exact count once the grid answer for this text is in.
  */
 export function tokenBound(state) {
   const grid = currentGrid(state);
   if (grid) return grid.tokens.length;
+  const messages = messagesOf(state);
+  // a conversation: its contents, and the template's markup around each turn (a generous bound per turn)
+  if (messages) return new TextEncoder().encode(messages.map((m) => m.content).join("")).length + 32 * messages.length;
   return new TextEncoder().encode(state.text).length + 8;
 }
 
@@ -63,8 +66,7 @@ export function focusFields(state) {
  */
 function pooledDetailRequest(state) {
   return {
-    text: state.text,
-    ...imageField(state),
+    ...subject(state, URL),
     layers: [state.layer],
     heads: [state.head],
     include: ["stats"],
@@ -72,9 +74,6 @@ function pooledDetailRequest(state) {
     focus: { layer: state.layer, head: state.head, include: focusFields(state), thumbnail: state.drawCells },
     encoding: "b64",
     precision: "f2",
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
     top_k: tokenBound(state) > FEWER_PREDICTIONS_FROM ? 5 : 10,
     temperature: state.temperature,
   };
@@ -111,35 +110,12 @@ export function detailOf(answer) {
   return Object.assign(copyFields(answer, ["layers"]), { layers: [oneLayer] });
 }
 
-/** Body of the zoomed head heatmap's request: the exact cells of one block of the chosen head. */
-export function regionRequest(state, { q0, q1, k0, k1 }) {
-  return {
-    text: state.text,
-    ...imageField(state),
-    layers: [],
-    include: [],
-    focus: {
-      layer: state.layer,
-      head: state.head,
-      include: ["pattern", "attn_scores_raw", "attn_scores"],
-      region: [q0, q1, k0, k1],
-    },
-    encoding: "b64",
-    precision: "f2",
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
-    top_k: 0,
-  };
-}
-
 /** Body of the chosen-head request: every per-head field, plus the predictions. */
 export function detailRequest(state) {
   if (pooledFocus(state)) return pooledDetailRequest(state);
   const T = state.grid?.response?.tokens?.length ?? 0;
   return {
-    text: state.text,
-    ...imageField(state),
+    ...subject(state, URL),
     layers: [state.layer],
     heads: [state.head],
     // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one); the parts of
@@ -157,9 +133,6 @@ export function detailRequest(state) {
     ],
     encoding: "b64",
     precision: T >= HALF_PRECISION_FROM ? "f2" : "f4",
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
     top_k: 10,
     temperature: state.temperature,
   };
@@ -168,16 +141,12 @@ export function detailRequest(state) {
 /** Body of the chosen head's exact matrices as float32, whatever the heatmap draws (the CSV export). */
 export function exactHeadRequest(state) {
   return {
-    text: state.text,
-    ...imageField(state),
+    ...subject(state, URL),
     layers: [state.layer],
     heads: [state.head],
     include: ["pattern", "pattern_unscaled", "attn_scores_raw", "attn_scores"],
     encoding: "b64",
     precision: "f4", // the plain JSON encoding rounds weights to 5 decimals: 3e-7 would be 0
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
     top_k: 0,
   };
 }
@@ -244,13 +213,9 @@ export function exportTitle(state) {
 /** Body of the temperature slider's request: predictions only, no layer computed into the answer. */
 export function predictionsRequest(state) {
   return {
-    text: state.text,
-    ...imageField(state),
+    ...subject(state, URL),
     layers: [],
     include: [],
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
     top_k: tokenBound(state) > FEWER_PREDICTIONS_FROM ? 5 : 10,
     temperature: state.temperature,
   };

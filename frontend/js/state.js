@@ -6,6 +6,7 @@
 // (controls.js, data.js, the cards), render.js reads it and redraws.
 
 import { offParam, parseOff } from "./switchedoff.js";
+import { messagesParam, parseMessages, subjectKey } from "./subject.js";
 
 export const EXAMPLES = [
   {
@@ -55,6 +56,8 @@ export function createState(views = []) {
   const shared = {
     // what the user chose
     text: DEFAULT_TEXT,
+    // the conversation on a chat model ([{role, content}], chat.js): sent instead of the text while it has turns
+    messages: [],
     layer: 0,
     head: 0,
     view: "head",
@@ -68,8 +71,8 @@ export function createState(views = []) {
     ablate: [],
     // what the server told us
     model: null, // GET /api/model
-    grid: null, // {key, text, response}: all layers and heads, pattern + stats
-    detail: null, // {key, text, textKey, temperature, response}: the chosen head with every field
+    grid: null, // {key, text, prompt, response}: all layers and heads, pattern + stats (prompt: subjectKey)
+    detail: null, // {key, text, prompt, textKey, temperature, response}: the chosen head with every field
     error: null, // text of the last error, shown in the banner
     // the server's refusal of the text (its 422 detail item: type and ctx, e.g. the token count),
     // so that the message and the token counter say the same number; null when it was accepted
@@ -79,6 +82,8 @@ export function createState(views = []) {
     // clear the other's error
     requestErrors: { grid: null, detail: null },
     pending: { grid: false, detail: false },
+    // cells a side the head heatmap can draw (measured by data.js alone, before it asks for the chosen head)
+    drawCells: FOCUS_MAX,
     // the cards' measured answers, each with the inputs it was measured for (measured.js):
     // {inputs, answer} once in, {inputs, pending: true} on its way, {inputs, error} when refused
     effects: null, // POST /api/head-effects (effects.js)
@@ -149,15 +154,6 @@ export function fitHead({ layer, head, ablate = [] }, model) {
   return { ...fit, ablate: ablate.filter(has), note: notes.join(" ") || null };
 }
 
-/** The image sent with the text: the one picked beside it, on an image-text model (`vision`); else null. */
-export const imageOf = (state) => (state.model?.vision && state.image ? state.image : null);
-
-/** The chosen image's identity in the answers' keys (each image taken has its own id), null without one. */
-export const imageId = (state) => imageOf(state)?.id ?? null;
-
-/** The `image` field of a request to a route that takes one: `{image}` with an image, `{}` without. */
-export const imageField = (state) => (imageOf(state) ? { image: imageOf(state).data } : {});
-
 /** The temperature slider's range (index.html `#temperature`): a link's temperature is clamped into it. */
 export const TEMPERATURE_RANGE = [0.1, 3];
 
@@ -169,6 +165,7 @@ export function parseHash(hash, views = []) {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const out = {};
   if (params.has("text")) out.text = params.get("text");
+  if (params.has("chat")) out.messages = parseMessages(params.get("chat"));
   // kept as asked: fitHead clamps them into the model once /api/model has answered, and says so
   if (params.has("layer")) out.layer = clampInt(params.get("layer"), 0, MAX_INDEX, 0);
   if (params.has("head")) out.head = clampInt(params.get("head"), 0, MAX_INDEX, 0);
@@ -260,6 +257,7 @@ export function checkSampling(raw) {
 export function toHash(state, views = []) {
   const params = new URLSearchParams();
   params.set("text", state.text);
+  if (state.messages.length) params.set("chat", messagesParam(state.messages));
   params.set("layer", String(state.layer));
   params.set("head", String(state.head));
   params.set("view", state.view);
@@ -285,16 +283,12 @@ export function toHash(state, views = []) {
 
 // ---------------------------------------------------------------- which answer is current
 
-/** The request's `scale`: the model's own divisor, or 1 as the what-if. */
-export const scaleParam = (state) => (state.scaled ? "model" : "none");
+/** Identifies the answer to a grid request: its subject (subject.js: the text or conversation, image, what-ifs). */
+export const gridKey = (state) => subjectKey(state);
 
-/** Identifies the answer to a grid request: text and what-ifs. */
-export const gridKey = (state) =>
-  JSON.stringify([state.text, imageId(state), state.causal, scaleParam(state), offParam(state.ablate)]);
-
-/** Identifies the answer to a chosen-head request (the temperature only moves the predictions). */
-export const headKey = (state) =>
-  JSON.stringify([gridKey(state), state.layer, state.head]);
+/** Identifies the answer to a chosen-head request: its subject and the head (the temperature only moves the
+ * predictions). */
+export const headKey = (state) => JSON.stringify([subjectKey(state), state.layer, state.head]);
 
 /** The grid answer if it belongs to the current text and what-ifs, else null. */
 export function currentGrid(state) {
@@ -308,7 +302,8 @@ export function currentDetail(state) {
 
 /** The tokens of the current text, from any answer for it (the what-ifs do not change them), or null. */
 export function textTokens(state) {
-  const answer = [state.grid, state.detail].find((a) => a?.response?.tokens && a.text === state.text);
+  const prompt = subjectKey(state, false);
+  const answer = [state.grid, state.detail].find((a) => a?.response?.tokens && a.prompt === prompt);
   return answer ? answer.response.tokens : null;
 }
 

@@ -1,12 +1,15 @@
 // The registry of views, grouped by the question a person asks: one line per tab. Each view
 // module exports its `id` (the tab, the panel `#view-<id>`, the link's `view=`), its `label`
 // (written here only: the tab is built from it, tabs.js), what it `needs` from the server
-// ("grid", "detail": data.js ensureData asks for what is missing), optionally `focus` (fields a
-// long text's head is asked with for it), `hidden` (its tab starts hidden), `state` (its own
-// fields and their defaults, merged into the page state by state.js createState) and `link`
-// ({read(params, out), write(state, params)}: its part of the URL hash), `draw(state, els, app)`
-// (render.js calls it for the visible view), `install(app)` (its own controls, wired once) and
-// `was` (ids it had before, which old links still name: state.js parseHash).
+// ("grid", "detail": data.js ensureData asks for what is missing), optionally `need(state)` (its
+// own questions, answers.js `question`: data.js askNeeded asks them before each render),
+// `focus` (fields a long text's head is asked with for it), `hidden` (its tab starts hidden),
+// `route` (the url of its own request where that route takes no image: textonly.js), `state`
+// (its own fields and their defaults, merged into the page state by state.js createState),
+// `link` ({read(params, out), write(state, params)}: its part of the URL hash), `draw(state, els)`
+// (render.js calls it for the visible view: it draws from the answers in hand and asks nothing),
+// `install(app)` (its own controls, wired once) and `was` (ids it had before, which old links
+// still name: state.js parseHash).
 //
 // A new view is its module (views/, named as its id), one line here, and its panel in index.html.
 

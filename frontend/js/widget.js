@@ -12,6 +12,7 @@ import { changeText } from "./controls.js";
 import { inputsFor } from "./measured.js";
 import { renderSafely } from "./render.js";
 import { createState, gridKey, headKey } from "./state.js";
+import { subjectKey } from "./subject.js";
 import { installGridPointer } from "./head/grid.js";
 import { VIEWS } from "./views.js";
 import { decodeResponse } from "./wire.js";
@@ -130,12 +131,19 @@ const keyState = (state, t) => ({
 /** Store the kernel's answers (the traitlets `grid` and `detail`) in the state, keyed as the page keys them. */
 function readAnswers(state, model) {
   const grid = answerOf(model.get("grid"));
-  state.grid = grid && { key: gridKey(keyState(state, grid.tag)), text: grid.tag.text, response: grid.response };
+  const gridAsked = grid && keyState(state, grid.tag);
+  state.grid = grid && {
+    key: gridKey(gridAsked),
+    text: gridAsked.text,
+    prompt: subjectKey(gridAsked, false),
+    response: grid.response,
+  };
   const detail = answerOf(model.get("detail"));
   const asked = detail && keyState(state, detail.tag);
   state.detail = detail && {
     key: headKey(asked),
     text: asked.text,
+    prompt: subjectKey(asked, false),
     textKey: gridKey(asked),
     temperature: state.temperature,
     inputs: inputsFor(asked, ["text", "ablate", "causal", "scaled"]),

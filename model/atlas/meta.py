@@ -75,6 +75,8 @@ def metadata(lm, corpus: Corpus, settings: dict, other=None) -> dict:
             "revision": name.split("@", 1)[1] if "@" in name else None,
             "path": str(lm.path),
             "family": facts.family,
+            "architecture": facts.architecture,  # decoder or encoder
+            "stack": facts.stacks[0]["name"],  # the attention stack measured: the model's one
             "dtype": facts.dtype,
             "device": facts.device,
             "attention_implementation": "model.gpt explicit path (eager arithmetic)"

@@ -26,7 +26,7 @@ def forward(backend, ids: np.ndarray, sink) -> None:
             from ..families.attention import recording
 
             with recording(sink, opts):
-                backend.trunk(input_ids=idx, use_cache=False)
+                backend.trunk(input_ids=idx, **getattr(backend, "calls", {"use_cache": False}))  # an encoder: none
         else:  # our GPT
             backend.model.hidden_states(idx, opts=opts, trace=sink)
 

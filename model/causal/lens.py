@@ -33,10 +33,17 @@ class Unsupported(ValueError):
 
 
 def blocks_and_norm(backend: Backend) -> tuple[torch.nn.ModuleList, torch.nn.Module]:
-    """The model's blocks (decoder layers) in order, and the norm between the last one and the LM head."""
+    """The model's blocks (decoder layers; an encoder's layers) in order, and the norm between the last one and
+    the LM head."""
     if isinstance(backend, OursBackend):
         tr = backend.model.transformer
         return tr.h, tr.ln_f
+    if hasattr(backend, "residual_blocks"):  # an encoder says where its layers are (model.families.encoder)
+        found = backend.residual_blocks()
+        if found is None:
+            raise Unsupported(f"the layers of this {backend.facts.family} model are one module used again and again: "
+                              "a layer's output cannot be told from another's")
+        return found
     trunk = getattr(backend, "decoder", backend.trunk)
     blocks = next(
         (m for m in (getattr(trunk, n, None) for n in ("layers", "h")) if isinstance(m, torch.nn.ModuleList)), None

@@ -10,6 +10,9 @@ a layer has puts its part:
 * :mod:`.gates` (Qwen3-Next): each head's output gate per query;
 * :mod:`.differential` (DiffLlama): pairs of softmaxes, recorded as one signed map per pair.
 
+DeBERTa-v2/v3 computes attention in its own module, not through these steps: :mod:`.deberta` records
+it, q·kᵀ in three terms, and :mod:`.encoder` opens the encoders (BERT and its kin).
+
 Each module's ``FIELDS`` are the steps it adds: the rows of :mod:`model.fields`' table whose
 ``layers`` name the module.
 """

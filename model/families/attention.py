@@ -49,6 +49,15 @@ class _Recording:
     later: list[tuple[torch.Tensor, bool]] = field(default_factory=list)  # (ours, whether it sees later keys)
     gate_inputs: dict[int, torch.Tensor] = field(default_factory=dict)  # id(attention module) -> its q_proj output
     first_calls: set[int] = field(default_factory=set)  # differential modules whose second call comes next
+    unnumbered: int = 0  # calls so far from modules without a layer_idx (DistilBERT; ALBERT's one shared layer)
+
+    def number(self, module: torch.nn.Module) -> int:
+        """The layer's number: its module's ``layer_idx``, else its place among this pass's calls."""
+        idx = getattr(module, "layer_idx", None)
+        if idx is not None:
+            return int(idx)
+        self.unnumbered += 1
+        return self.unnumbered - 1
 
     def second_call(self, module: torch.nn.Module) -> bool:
         """A differential module calls attention twice per forward pass: whether this is the second."""
@@ -85,6 +94,12 @@ def _bool_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 _ACTIVE: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar("attnscope_recording", default=None)
+
+
+def current() -> _Recording | None:
+    """The running :func:`recording` of this context (its sink, options and layer numbering), or None: for
+    a family that computes attention in its own module (:mod:`model.families.deberta`)."""
+    return _ACTIVE.get()
 
 
 def recording_active() -> bool:
@@ -126,7 +141,7 @@ def attnscope_attention(
     mask = _layer_mask(rec, opts, attention_mask, T, S, query.device)  # (T, S)
     model_scaling = hs**-0.5 if scaling is None else float(scaling)
     divisor = 1.0 / model_scaling if opts.divisor is None else float(opts.divisor)
-    layer = int(getattr(module, "layer_idx", 0) or 0)
+    layer = rec.number(module) if rec is not None else int(getattr(module, "layer_idx", 0) or 0)
     sink = rec.sink if rec is not None else None
     f = Features(
         softcap=softcap,

@@ -41,6 +41,10 @@ class _Probe(list):
 class TransformersBackend:
     """A transformers ``AutoModelForCausalLM`` with every attention layer recorded."""
 
+    architecture = "decoder"  # ModelFacts.architecture; an encoder: model.families.encoder.EncoderBackend
+    auto_class = "AutoModelForCausalLM"  # the transformers class that opens such a folder
+    calls = {"use_cache": False}  # what every forward pass of the trunk is also given
+
     def __init__(self, model: torch.nn.Module, tokenizer: BPETokenizer, device: torch.device, name: str):
         self.model = model.eval()
         # the decoder without its LM head: transformers' base_model, or ``model.model`` where the
@@ -109,6 +113,7 @@ class TransformersBackend:
             softcap=first.softcap,
             sliding_window=windows,
             bos_token=tokenizer.tk.id_to_token(tokenizer.bos_id) if tokenizer.bos_id is not None else None,
+            architecture=self.architecture,
         )
 
     def run_ids(self, ids: list[int], logits: bool) -> torch.Tensor | None:
@@ -116,9 +121,9 @@ class TransformersBackend:
         ``(T, V)``, or ``None`` with ``logits=False`` (the LM head skipped)."""
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
         if not logits:
-            self.trunk(input_ids=idx, use_cache=False)
+            self.trunk(input_ids=idx, **self.calls)
             return None
-        return self.model(input_ids=idx, use_cache=False).logits[0]  # (T, V)
+        return self.model(input_ids=idx, **self.calls).logits[0]  # (T, V)
 
     @torch.inference_mode()
     @exact_fp32()
@@ -135,12 +140,17 @@ class TransformersBackend:
         wanted = getattr(getattr(sink, "sel", None), "implicit", ())
         if not wanted:
             with recording(sink, opts):
-                return self.trunk(input_ids=idx, use_cache=False).last_hidden_state[0]
+                return self.trunk(input_ids=idx, **self.calls).last_hidden_state[0]
         with recording(sink, opts), recording_scans(self.model) as scans:
-            hidden = self.trunk(input_ids=idx, use_cache=False).last_hidden_state[0]
+            hidden = self.trunk(input_ids=idx, **self.calls).last_hidden_state[0]
         budget = sink.sel.budget_bytes or block_budget(self.device)
         sink.implicit = [implicit_layer(scans[layer], budget) for layer in wanted]
         return hidden
+
+    @classmethod
+    def tokenizer_of(cls, path: Path, cfg) -> BPETokenizer:
+        """The folder's tokenizer.json, with the BOS the model was trained with."""
+        return BPETokenizer.load(path / "tokenizer.json", bos_token=bos_token(path, cfg))
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
         """(n, C) -> logits (n, V), with the output scaling a family applies after its LM head."""
@@ -161,7 +171,7 @@ class TransformersBackend:
         """Token ids ``(B, T)`` -> the trained model's patterns ``(B, L, nh, T, T)`` on the CPU."""
         trace: list[AttentionTrace] = []
         with recording(trace, AttentionOptions()):
-            self.trunk(input_ids=idx.to(self.device), use_cache=False)
+            self.trunk(input_ids=idx.to(self.device), **self.calls)
         return torch.stack([t.pattern for t in trace], dim=1).float().cpu()  # (B, L, nh, T, T)
 
     @torch.inference_mode()
@@ -170,7 +180,7 @@ class TransformersBackend:
         """Token ids ``(B, T)`` -> the logits after the last position (or position ``at``) ``(B, V)``,
         float32 (head effects); ``inputs``: what else the model reads (an image-text model's ``pixel_values``)."""
         with recording(_Discard(), opts):
-            h = self.trunk(input_ids=idx.to(self.device), use_cache=False, **inputs).last_hidden_state
+            h = self.trunk(input_ids=idx.to(self.device), **self.calls, **inputs).last_hidden_state
         return self.head(h[:, at]).float()
 
     def start_generation(self) -> object:
@@ -230,21 +240,25 @@ def _probe_ids(tokenizer: BPETokenizer, T: int) -> list[int]:
     return (ids * T)[:T]
 
 
-def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32", placement=None) -> TransformersBackend:
+def load_transformers_dir(
+    path: Path, device: torch.device, dtype: str = "fp32", placement=None, kind: type[TransformersBackend] | None = None
+) -> TransformersBackend:
     """Open a local transformers causal-LM directory offline; :class:`CheckpointError` on anything it can't show.
-    ``placement`` (:class:`model.registry.Placement`): accelerate spreads the layers (``device`` is then unused)."""
+    ``placement`` (:class:`model.registry.Placement`): accelerate spreads the layers (``device`` is then unused).
+    ``kind``: the backend class, which names the transformers class that opens the folder (an encoder's)."""
+    kind = kind or TransformersBackend
     cfg = preflight(path)
-    from transformers import AutoModelForCausalLM
+    import transformers
 
     register()
-    tok_file = path / "tokenizer.json"
     placed = placement.kwargs() if placement is not None else {}
     try:
-        model = AutoModelForCausalLM.from_pretrained(
+        model = getattr(transformers, kind.auto_class).from_pretrained(
             path, local_files_only=True, attn_implementation=IMPLEMENTATION, dtype=DTYPES[dtype], **placed
         )
     except (ValueError, KeyError, RuntimeError) as e:
-        raise CheckpointError(f"cannot open {path} as a causal LM: {' '.join(str(e).split())[:300]}") from e
+        what = "a masked LM" if kind.architecture == "encoder" else "a causal LM"
+        raise CheckpointError(f"cannot open {path} as {what}: {' '.join(str(e).split())[:300]}") from e
     except OSError as e:
         raise CheckpointError(f"cannot read the weights in {path}: {' '.join(str(e).split())[:300]}") from e
     if placed:
@@ -257,8 +271,7 @@ def load_transformers_dir(path: Path, device: torch.device, dtype: str = "fp32",
         raise CheckpointError(
             f"the model ({gib:.1f} GiB in {dtype}) does not fit on {device}; try --dtype bf16 or --device cpu"
         ) from e
-    tokenizer = BPETokenizer.load(tok_file, bos_token=bos_token(path, cfg))
-    backend = TransformersBackend(model, tokenizer, device, name=path.name)
+    backend = kind(model, kind.tokenizer_of(path, cfg), device, name=path.name)
     backend.chat_template = with_chat(backend.facts, folder_template(path))
     if placed:
         backend.facts.devices = layer_devices(model, backend.facts.n_layer)

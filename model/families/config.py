@@ -76,12 +76,14 @@ def layer_divisor_rules(cfg, head_dim: int, divisors: list[float | None]) -> lis
     """How the model defines each layer's divisor, named from its config: the first of
     ``"sqrt(head_dim)"``, ``"sqrt(query_pre_attn_scalar)"`` (Gemma 2 and 3),
     ``"sqrt(head_dim) * (layer + 1)"`` (GPT-2's ``scale_attn_by_inverse_layer_idx``) and
-    ``"sqrt(head_dim) / mscale^2"`` (DeepSeek's MLA under YaRN, :func:`yarn_mscale`) whose value
+    ``"sqrt(head_dim) / mscale^2"`` (DeepSeek's MLA under YaRN, :func:`yarn_mscale`) and
+    ``"sqrt(3 * head_dim)"`` (DeBERTa with two relative-position terms) whose value
     is the divisor the layer applied (``divisors``, from the probe), else
     ``"<divisor> (set by the model)"``."""
     qpas = getattr(cfg, "query_pre_attn_scalar", None)
     by_layer = bool(getattr(cfg, "scale_attn_by_inverse_layer_idx", False))
     mscale = yarn_mscale(cfg)
+    terms = len(set(getattr(cfg, "pos_att_type", None) or []) & {"c2p", "p2c"})  # DeBERTa's position terms
     rules: list[str | None] = []
     for layer, divisor in enumerate(divisors):
         if divisor is None:  # no softmax attention in this layer
@@ -94,6 +96,8 @@ def layer_divisor_rules(cfg, head_dim: int, divisors: list[float | None]) -> lis
             candidates["sqrt(head_dim) * (layer + 1)"] = math.sqrt(head_dim) * (layer + 1)
         if mscale is not None:  # DeepSeek's MLA under YaRN: the scale folds in the attention factor, squared
             candidates["sqrt(head_dim) / mscale^2"] = math.sqrt(head_dim) / mscale**2
+        if terms:  # DeBERTa: content-to-content and each relative-position term, divided alike
+            candidates[f"sqrt({1 + terms} * head_dim)"] = math.sqrt((1 + terms) * head_dim)
         named = (rule for rule, value in candidates.items() if math.isclose(divisor, value, rel_tol=1e-6))
         rules.append(next(named, f"{divisor:g} (set by the model)"))
     return rules
@@ -133,7 +137,8 @@ def preflight(path: Path):
         raise CheckpointError(f"cannot read the model config in {path}: {' '.join(str(e).split())}") from e
     if getattr(cfg, "is_encoder_decoder", False):
         raise CheckpointError(
-            f"{path} holds an encoder-decoder model ({cfg.model_type}); attnscope shows decoder-only causal LMs"
+            f"{path} holds an encoder-decoder model ({cfg.model_type}); "
+            "attnscope shows decoder-only and encoder-only models"
         )
     if not (path / "tokenizer.json").is_file():
         raise CheckpointError(f"no tokenizer.json in {path}: attnscope needs the fast tokenizer file beside the model")

@@ -28,6 +28,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 EOT = "<|endoftext|>"  # document separator, also used as the beginning-of-text token
+TYPED_MASK = "[MASK]"  # what a person types for an encoder's mask token, whatever the tokenizer spells it
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,11 @@ class BPETokenizer:
     encoding, as the model saw in training. Our own model has none (``bos_id`` is ``None``).
     """
 
-    def __init__(self, tokenizer: Tokenizer, bos_token: str | None = None):
+    def __init__(self, tokenizer: Tokenizer, bos_token: str | None = None, specials: bool = False):
         self.tk = tokenizer
+        # an encoder's tokenizer adds its own special tokens ([CLS] ... [SEP], <s> ... </s>), as transformers does
+        self.specials = specials
+        self.mask_token: str | None = None  # an encoder's mask token: "[MASK]" typed in a text becomes it
         self.eot_id = tokenizer.token_to_id(EOT)
         self.bos_id = tokenizer.token_to_id(bos_token) if bos_token else None
         self.byte_level = _uses_byte_level(tokenizer)
@@ -100,12 +104,26 @@ class BPETokenizer:
         return self.tk.get_vocab_size()
 
     def _ids(self, text: str) -> list[int]:
-        ids = self.tk.encode(text, add_special_tokens=False).ids
+        ids = self.tk.encode(self._typed(text)[0], add_special_tokens=self.specials).ids
         return [self.bos_id, *ids] if self.bos_id is not None else list(ids)
 
+    def _typed(self, text: str) -> tuple[str, list[tuple[int, int]]]:
+        """``text`` with each ``[MASK]`` typed in it spelt as the mask token, and where each replacement
+        starts, ``(position in the new text, characters added before the next)``; unchanged without one."""
+        mask = self.mask_token
+        if not mask or mask == TYPED_MASK or TYPED_MASK not in text:
+            return text, []
+        parts, shifts, grown = text.split(TYPED_MASK), [], 0
+        for i in range(1, len(parts)):
+            at = sum(len(p) for p in parts[:i]) + (i - 1) * len(mask) + len(mask)
+            grown += len(mask) - len(TYPED_MASK)
+            shifts.append((at, grown))
+        return mask.join(parts), shifts
+
     def encode(self, text: str) -> Encoding:
-        enc = self.tk.encode(text, add_special_tokens=False)
-        ids, offsets = list(enc.ids), tile_offsets(enc.offsets, len(text))
+        typed, shifts = self._typed(text)
+        enc = self.tk.encode(typed, add_special_tokens=self.specials)
+        ids, offsets = list(enc.ids), tile_offsets(_back(enc.offsets, shifts), len(text))
         if self.bos_id is not None:  # the prefixed BOS is not in the text
             ids, offsets = [self.bos_id, *ids], [(0, 0), *offsets]
         return Encoding(ids=ids, tokens=[self._display[i] for i in ids], offsets=offsets)
@@ -129,8 +147,8 @@ class BPETokenizer:
         self.tk.save(str(path))
 
     @classmethod
-    def load(cls, path: str | Path, bos_token: str | None = None) -> BPETokenizer:
-        return cls(Tokenizer.from_file(str(path)), bos_token=bos_token)
+    def load(cls, path: str | Path, bos_token: str | None = None, specials: bool = False) -> BPETokenizer:
+        return cls(Tokenizer.from_file(str(path)), bos_token=bos_token, specials=specials)
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 4096) -> BPETokenizer:
@@ -145,6 +163,21 @@ class BPETokenizer:
         )
         tk.train_from_iterator(texts, trainer=trainer)
         return cls(tk)
+
+
+def _back(offsets: Iterable[tuple[int, int]], shifts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Offsets into a text whose typed masks were respelt (:meth:`BPETokenizer._typed`) -> into the text typed."""
+    if not shifts:
+        return list(offsets)
+
+    def at(i: int) -> int:
+        grown = 0
+        for start, total in shifts:
+            if i >= start:
+                grown = total
+        return max(0, i - grown)
+
+    return [(at(a), at(b)) for a, b in offsets]
 
 
 def _bytes_to_unicode() -> dict[int, str]:

@@ -10,7 +10,7 @@ opens like any other:
    safetensors weights, tokenizer files), unless ``HF_HUB_OFFLINE`` is set;
 3. else one line naming the model and what to do.
 
-:func:`cached_models` lists the causal LMs already in that cache (``attnscope models``,
+:func:`cached_models` lists the causal and masked LMs already in that cache (``attnscope models``,
 ``GET /api/models``). Nothing here runs at import: huggingface_hub is imported when called.
 """
 
@@ -129,7 +129,7 @@ def hub_name_of(path: Path) -> str | None:
 
 
 def cached_models() -> list[dict]:
-    """The causal LMs in the Hugging Face cache, one entry per repository at its ``main`` revision
+    """The causal and masked LMs in the Hugging Face cache, one entry per repository at its ``main`` revision
     (else its newest): ``{"name", "source": "hub-cache", "path", "size_bytes", "family"}``."""
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
@@ -161,12 +161,12 @@ def cached_models() -> list[dict]:
 
 
 def _causal_lm_family(snapshot: Path) -> str | None:
-    """The ``model_type`` of a snapshot whose config names a causal LM, else None."""
+    """The ``model_type`` of a snapshot whose config names a causal LM (or a masked LM: an encoder), else None."""
     try:
         cfg = json.loads((snapshot / "config.json").read_text())
     except (OSError, ValueError):
         return None
     architectures = cfg.get("architectures") or []
-    if not any(str(a).endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
+    if not any(str(a).endswith(("ForCausalLM", "LMHeadModel", "ForMaskedLM")) for a in architectures):
         return None
     return str(cfg.get("model_type") or "?")

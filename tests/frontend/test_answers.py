@@ -1,6 +1,7 @@
-"""The one layer of a view's own requests (frontend/js/answers.js, `askInto`): only the latest question
-of a slot is drawn, and a question the server refused is not sent again unchanged. First the layer
-alone, in the page, with the browser's fetch held by the test; then a view (Rollout) drawing through it."""
+"""The one layer of a view's own requests (frontend/js/answers.js, `ask`): a question is keyed by its url and
+body, only the latest question of a slot is drawn, and a question the server refused is not sent again
+unchanged. First the layer alone, in the page, with the browser's fetch held by the test; then a view (Rollout)
+drawing through it."""
 
 from __future__ import annotations
 
@@ -14,28 +15,30 @@ pytestmark = pytest.mark.browser
 
 TEXT = "The cat sat on the mat. The dog sat on the log."
 
-# askInto alone, on a slot of its own: two questions, their answers landing in the other order.
+# ask alone, on a slot of its own: two questions, their answers landing in the other order.
 TWO_QUESTIONS = """async () => {
-  const { askInto } = await import("/js/answers.js");
+  const { ask, questionKey } = await import("/js/answers.js");
   const app = { state: {}, updates: 0, update() { this.updates += 1; } };
-  const first = askInto(app, "slot", "a", "/api/rollout", { text: "one two three", position: 1 });
-  const second = askInto(app, "slot", "b", "/api/rollout", { text: "one two three", position: 2 });
+  const first = ask(app, "slot", "/api/rollout", { text: "one two three", position: 1 });
+  const second = ask(app, "slot", "/api/rollout", { text: "one two three", position: 2 });
   await window.__release(1);
   await second;
   const afterLatest = structuredClone(app.state.slot);
   await window.__release(0);
   await first;
-  return { afterLatest, final: app.state.slot, updates: app.updates };
+  const latestKey = questionKey("/api/rollout", { position: 2, text: "one two three" }); // keys in another order
+  return { afterLatest, final: app.state.slot, updates: app.updates, latestKey };
 }"""
 
-# askInto alone: a refused question asked three times more, then a changed one.
+# ask alone: a refused question asked three times more (its body's keys in any order), then a changed one.
 REFUSED = """async () => {
-  const { askInto } = await import("/js/answers.js");
+  const { ask } = await import("/js/answers.js");
   const app = { state: {}, update() {} };
   window.__answer = { status: 422, body: { detail: "position: at most 2" } };
-  for (let i = 0; i < 4; i++) await askInto(app, "slot", "p9", "/api/rollout", { text: "one two", position: 9 });
+  await ask(app, "slot", "/api/rollout", { text: "one two", position: 9 });
+  for (let i = 0; i < 3; i++) await ask(app, "slot", "/api/rollout", { position: 9, text: "one two" });
   const refused = structuredClone(app.state.slot);
-  await askInto(app, "slot", "p1", "/api/rollout", { text: "one two", position: 1 });
+  await ask(app, "slot", "/api/rollout", { text: "one two", position: 1 });
   return { refused, asked: window.__asked.map((a) => a.body.position) };
 }"""
 
@@ -44,7 +47,7 @@ def test_only_the_latest_question_of_a_slot_is_kept(tab):
     tab.open("/")
     tab.page.evaluate(HOLD_FETCH, "/api/rollout")
     got = tab.page.evaluate(TWO_QUESTIONS)
-    assert got["afterLatest"]["key"] == "b" and got["afterLatest"]["response"]["position"] == 2
+    assert got["afterLatest"]["key"] == got["latestKey"] and got["afterLatest"]["response"]["position"] == 2
     # the older answer landed last and was dropped: the slot still holds the latest question's answer
     assert got["final"] == got["afterLatest"]
     assert got["updates"] == 2
@@ -54,7 +57,7 @@ def test_a_refused_question_is_not_sent_again_unchanged(tab):
     tab.open("/")
     tab.page.evaluate(HOLD_FETCH, "/api/rollout")
     got = tab.page.evaluate(REFUSED)
-    assert got["refused"]["key"] == "p9" and got["refused"]["response"] is None
+    assert got["refused"]["body"]["position"] == 9 and got["refused"]["response"] is None
     assert "at most 2" in got["refused"]["error"]
     assert got["asked"] == [9, 1]  # asked once, however often a redraw asks; a changed question goes out
 

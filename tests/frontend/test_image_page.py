@@ -56,8 +56,7 @@ def wait_cells(page, query=None):
         "(q) => { const s = window.attnscope.state; const a = s.imageAnswer;"
         " return a?.response?.query_row && (q === null || a.response.query_row.query === q)"
         " && document.querySelectorAll('[data-testid=image-cell]').length > 0"
-        " && document.getElementById('image-stage').dataset.signature"
-        "?.startsWith(JSON.stringify([a.key]).slice(0, -1)); }",
+        " && document.getElementById('image-stage').drawnFrom === a.response; }",
         arg=query,
         timeout=120_000,
     )
@@ -98,7 +97,7 @@ def test_the_overlay_follows_the_token_head_and_mode_and_a_patch_becomes_the_que
                                                                                    width):
     page, png = open_with_image(tab, vision_servers["gemma3"], tmp_path, width)
     wait_cells(page)
-    T = page.evaluate("() => window.attnscope.state.imageLength.T")
+    T = page.evaluate("() => window.attnscope.state.imageAnswer.response.tokens.length")
     answer = served(tab, png, T - 1)
     check_weights(page, answer, lambda r: r["layers"][0]["heads"][0])
     caption = page.get_by_test_id("image-caption").inner_text()
@@ -159,7 +158,7 @@ def test_llava_says_causal_inside_the_image_and_the_what_if(tab, vision_servers,
     assert "causal inside the image too" in caption and "bidirectional" not in caption
     page.get_by_test_id("causal-toggle").uncheck(force=True)
     page.wait_for_function("() => document.getElementById('image-caption').textContent.includes('mask is off')")
-    T = page.evaluate("() => window.attnscope.state.imageLength.T")
+    T = page.evaluate("() => window.attnscope.state.imageAnswer.response.tokens.length")
     check_weights(page, served(tab, png, T - 1, causal=False), lambda r: r["layers"][0]["heads"][0])
 
 
@@ -228,7 +227,7 @@ def test_llava_says_which_part_it_saw_in_whole_pixels_and_the_chosen_band_reads(
     page.locator("#tab-image").click()
     page.wait_for_function("() => window.attnscope.state.imageAnswer?.response?.image?.width === 61")
     wait_cells(page)
-    T = page.evaluate("() => window.attnscope.state.imageLength.T")
+    T = page.evaluate("() => window.attnscope.state.imageAnswer.response.tokens.length")
     image = served(tab, png, T - 1)["image"]
     seen = image["seen"]
     for box in image["boxes"]:

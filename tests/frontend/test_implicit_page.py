@@ -55,7 +55,7 @@ def test_another_implicit_head_is_drawn_when_picked(family_tab):
     body = {"text": SENTENCE, "layers": [2], "include": ["pattern"], "top_k": 0}
     M = post_json(tab.base_url + "/api/attention", body)["layers"][0]["heads"][1]["pattern"]
     # only the chosen head's layer is asked for (a hybrid has dozens of implicit layers)
-    assert tab.page.evaluate("() => JSON.parse(window.attnscope.state.implicit.key).layers") == [2]
+    assert tab.page.evaluate("() => window.attnscope.state.implicit.body.layers") == [2]
     z = tab.figure("implicit-plot")["data"][0]["z"]
     assert z[-1][0] == pytest.approx(M[-1][0], abs=1e-6)
     chips = tab.page.locator("[data-testid=layer-ribbon] .layer-implicit")

@@ -71,7 +71,8 @@ def wait_drawn(page, layer, head):
     """The chosen head's three plots drawn from the answer for (layer, head)."""
     page.wait_for_function(
         "([l, h]) => { const m = window.attnscope.state.models; const gd = document.querySelector('#twomodels-diff');"
-        " return m?.response && m.key.endsWith(`,${l},${h}]`) && gd?.dataset.signature?.startsWith(m.key); }",
+        " return m?.response && m.body.layer === l && m.body.head === h && gd?.dataset.signature?.startsWith(m.key);"
+        " }",
         arg=[layer, head],
         timeout=180_000,  # the first ask loads model_b, on a machine shared with other tests
     )

@@ -1,5 +1,6 @@
 """What the page keys by a view's id names a view of the registry (views.js): a renamed view leaves no table
-behind that still knows it by its old id. Run in node on the page's own modules."""
+behind that still knows it by its old id; a view's own route is one the subject knows (subject.js ROUTES).
+Run in node on the page's own modules."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ JS = Path(__file__).resolve().parents[2] / "frontend" / "js"
 
 SCRIPT = """
 const views = await import(process.argv[1] + "/views.js");
-const textonly = await import(process.argv[1] + "/textonly.js");
+const subject = await import(process.argv[1] + "/subject.js");
 console.log(JSON.stringify({
   ids: views.VIEW_IDS,
   was: views.VIEWS.flatMap((v) => v.was ?? []),
-  textOnly: Object.keys(textonly.TEXT_ONLY),
+  routes: views.VIEWS.flatMap((v) => (v.route ? [v.route] : [])),
+  known: Object.keys(subject.ROUTES),
   grouped: views.GROUPS.flatMap((g) => g.views.map((v) => v.id)),
 }));
 """
@@ -36,6 +38,7 @@ def registry() -> dict:
 
 def test_every_view_id_keyed_elsewhere_is_a_view_and_no_old_id_is_one():
     got = registry()
-    assert got["textOnly"] and set(got["textOnly"]) <= set(got["ids"]), got["textOnly"]
+    # a view says its own route (textonly.js reads what it takes from subject.js ROUTES): no table keyed by ids
+    assert got["routes"] and set(got["routes"]) <= set(got["known"]), got["routes"]
     assert not set(got["was"]) & set(got["ids"]), "an old id of one view is the id of another"
     assert len(got["ids"]) == len(set(got["ids"])) == len(got["grouped"])

@@ -6,10 +6,10 @@
 // `state.ablationEffect` with the inputs it was measured for, and follows them: a render that
 // finds them changed measures again.
 
-import { errorText, isBlank, postJSON } from "../api.js";
+import { errorText, postJSON } from "../api.js";
 import { mount, setHidden } from "../dom.js";
 import { changedInputs, inputsFor } from "../measured.js";
-import { imageField, scaleParam } from "../state.js";
+import { blankSubject, subject } from "../subject.js";
 import { isOff, sortHeads, toggled } from "../switchedoff.js";
 
 /** Where each head's toggle sits over the grid canvas (CSS pixels): its tile's top-right corner. */
@@ -94,20 +94,13 @@ function drawList({ state, root, list, clear, setAblate }) {
 /** Before → after: the intact model's top guess at the chosen position, its probability in both, into `record`. */
 async function measure(app, record) {
   const state = app.state;
-  const body = {
-    text: state.text,
-    ...imageField(state),
-    layers: [],
-    include: [],
-    top_k: 50,
-    causal: state.causal,
-    scale: scaleParam(state),
-    temperature: state.temperature,
-  };
+  const url = "/api/attention";
+  const body = { ...subject(state, url), ablate: [], layers: [], include: [], top_k: 50 };
+  body.temperature = state.temperature;
   try {
     const [before, after] = await Promise.all([
-      postJSON("/api/attention", body),
-      postJSON("/api/attention", { ...body, ablate: state.ablate }),
+      postJSON(url, body),
+      postJSON(url, { ...body, ablate: state.ablate }),
     ]);
     const pos = state.position ?? before.predictions.length - 1;
     record.inputs.position = pos;
@@ -128,7 +121,7 @@ async function measure(app, record) {
 /** The card's before → after line; measures again when the inputs it was measured for changed. */
 function drawEffect({ app, state, effect }) {
   const r = state.ablationEffect;
-  if (!state.ablate.length || isBlank(state.text)) {
+  if (!state.ablate.length || blankSubject(state)) {
     state.ablationEffect = null;
     effect.textContent = "";
     for (const key of ["before", "after", "token"]) delete effect.dataset[key];

@@ -5,12 +5,12 @@
 // chosen token, the switched-off heads or the ablation changes, the card says it is out of
 // date and offers to measure again (measuring every head is too slow to follow each keystroke).
 
-import { errorText, isBlank, postJSON } from "../api.js";
+import { errorText, postJSON } from "../api.js";
 import { idOf, mount, onPlotClick, setHidden, setText } from "../dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "../measured.js";
 import { fmt } from "./ablation.js";
 import { SIGNED_SCALE } from "../draw/figures.js";
-import { imageField } from "../state.js";
+import { blankSubject, subject } from "../subject.js";
 
 /** Plotly figure of `delta[layer][head]` (nats; negative = the head helped the prediction). */
 export function effectsFigure(answer) {
@@ -66,11 +66,11 @@ function answerWords(answer) {
  */
 export async function measureEffects(app, token_id = null) {
   const { state } = app;
-  if (isBlank(state.text)) return;
+  if (blankSubject(state)) return;
   const record = { inputs: inputsFor(state, ["text", "image", "position", "ablate", "effectsMode"]), pending: true };
   state.effects = record;
   app.update();
-  const body = { text: state.text, ...imageField(state), ablate: state.ablate, ablation: state.effectsMode };
+  const body = { ...subject(state, "/api/head-effects"), ablation: state.effectsMode };
   if (state.position !== null) body.position = state.position;
   if (token_id !== null) body.token_id = token_id;
   try {

@@ -9,7 +9,8 @@ import { errorText, formatDetail, isBlank } from "../api.js";
 import { viridisLUT, weightColor, weightLegend } from "../draw/gridcanvas.js";
 import { mount, setHidden, setProp, setText } from "../dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "../measured.js";
-import { checkSampling, imageField, limitOf } from "../state.js";
+import { checkSampling, limitOf } from "../state.js";
+import { subject } from "../subject.js";
 
 /** Read an NDJSON body line by line; `onLine(obj)` for each. */
 export async function readLines(response, onLine) {
@@ -37,9 +38,13 @@ export function stripRow(step, layer, head, mode) {
   return step.attention[layer]?.[head] ?? first[0];
 }
 
-/** The body of POST /api/generate: greedy, or sampled as `state.sampling` says, at the page's temperature. */
+/**
+ * The body of POST /api/generate: greedy, or sampled as `state.sampling` says, at the page's temperature. It
+ * continues `text` (the text box's), so a conversation is not sent.
+ */
 export function generateBody(state, text, n) {
-  const body = { text, ...imageField(state), max_new_tokens: n, ablate: state.ablate, temperature: state.temperature };
+  const body = { ...subject(state, "/api/generate"), text, max_new_tokens: n, temperature: state.temperature };
+  delete body.messages;
   const s = state.sampling;
   if (!s.on) return body;
   body.do_sample = true;

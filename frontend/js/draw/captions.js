@@ -90,6 +90,12 @@ export function maskKinds(mask) {
 export function maskedWhy({ mask, i, j, window = null, chunk = null, block = 1 }) {
   if (mask[i][j]) return null;
   const one = block === 1;
+  // the first query sees a later key: no causal mask, so a masked cell is outside an encoder's local band
+  if (mask.length > 1 && mask[0][1]) {
+    return one
+      ? "masked: too far from the query for this local layer, which sees its neighbours on both sides"
+      : "masked: every key here too far from every query for this local layer's band";
+  }
   if (j > i) return one ? "masked: this key comes after the query" : "masked: every key here comes after every query";
   if (window) {
     return one
@@ -128,10 +134,12 @@ export function hatchMeaning(kinds, window, chunk = null) {
  * image in the prompt, from the answer's mask: imageband.js): `{open}` whether an image token sees the image tokens
  * after it, `{words}` what the mask does inside the image.
  */
-export function pipelineNotes({ causal, layer, kinds, headDim = null, image = null }) {
+export function pipelineNotes({ causal, layer, kinds, headDim = null, image = null, encoder = false }) {
   const d = divisorWords(layer, headDim);
   const notes = [
-    kinds.any
+    encoder && !kinds.any
+      ? "q·kᵀ: every query dotted with every key: an encoder lets each token see the whole text, the later tokens too."
+      : kinds.any
       ? "q·kᵀ: each query dotted with the keys it may see; " +
         "the scores of masked keys are never used and are left blank."
       : causal
@@ -150,7 +158,12 @@ export function pipelineNotes({ causal, layer, kinds, headDim = null, image = nu
     );
   }
   let masking;
-  if (kinds.any) {
+  if (encoder) {
+    masking = kinds.any
+      ? "masked_fill(−∞): keys outside this local layer's band, the nearest tokens on both sides, are set to −∞ " +
+        "(hatched): an encoder's local layer looks both ways, but not far."
+      : "masked_fill(−∞): an encoder masks nothing, so no score is set to −∞: every query sees every key.";
+  } else if (kinds.any) {
     const which = [];
     if (kinds.after) which.push("keys after the query");
     const earlier = earlierMasked(layer);

@@ -6,11 +6,8 @@
 import { maskedWhy } from "./captions.js";
 import { MASK_BG, WEIGHT_SCALE, lazyRows, shortToken } from "./figures.js";
 import { headLayout, heatmapArgs, weightColorbar, zoomedAxes } from "./headframe.js";
-import { currentDetail, headKey, limitOf } from "../state.js";
+import { currentDetail, limitOf } from "../state.js";
 import { copyFields } from "../wire.js";
-
-/** Identifies the exact cells of one block of the chosen head, for this text and what-ifs. */
-export const regionKey = (state, { q0, q1, k0, k1 }) => `${headKey(state)}|${q0},${q1},${k0},${k1}`;
 
 /** Whether the zoomed block is small enough for its exact cells (at most the server's `region_max` a side). */
 export function regionFits(state, zoom) {
@@ -18,14 +15,11 @@ export function regionFits(state, zoom) {
   return !!zoom && zoom.q1 - zoom.q0 <= most && zoom.k1 - zoom.k0 <= most;
 }
 
-/** The exact cells of the zoomed block, when they are in and belong to this text, head and zoom. */
-export function currentRegion(state) {
-  const r = state.region;
-  return r && state.zoom && r.key === regionKey(state, state.zoom) ? r.response : null;
-}
-
-/** The words under the head heatmap of a long text: what a cell is, and what zooming in gives. */
-export function zoomWords(state, T, block, size) {
+/**
+ * The words under the head heatmap of a long text: what a cell is, and what zooming in gives (`region`: the exact
+ * cells of the zoomed block once they are in, else null).
+ */
+export function zoomWords(state, T, block, size, region) {
   const pooled = pooledWords(T, block, size);
   const most = limitOf(state, "region_max");
   const z = state.zoom;
@@ -37,7 +31,7 @@ export function zoomWords(state, T, block, size) {
       `${block}×${block} block. Zoom to at most ${most}×${most} tokens for exact cells.`
     );
   }
-  if (!currentRegion(state)) return `Fetching the exact cells of ${where}…`;
+  if (!region) return `Fetching the exact cells of ${where}…`;
   return `Exact cells of ${where}: one query and key each (outside them, block maxima). Double-click to zoom out.`;
 }
 

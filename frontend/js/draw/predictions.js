@@ -1,6 +1,7 @@
 // The "Next token" card: the model's top guesses after the chosen token, from the chosen-head
 // answer (its `predictions` hold every position), each bar as long as its probability; and
-// under them what the text goes on with. An answer for another text, what-if or temperature
+// under them what the text goes on with. On an encoder (a masked LM) the guesses are at the chosen
+// token, not after it: the card says so and compares them with the token that is there. An answer for another text, what-if or temperature
 // is dimmed and says so until the new one is in.
 
 import { idOf, setText } from "../dom.js";
@@ -18,17 +19,23 @@ export function renderPredictions(state, els) {
   const { tokens, predictions } = d.response;
   const T = tokens.length;
   const p = selectedPosition(state, T);
-  const actual = p + 1 < T ? tokens[p + 1] : null;
+  const encoder = state.model?.architecture === "encoder";
+  const actual = encoder ? tokens[p] : p + 1 < T ? tokens[p + 1] : null;
+  setText(els.predictions.querySelector("h2"), encoder ? "Guesses at this position" : "Next token");
   const rows = predictions[p] ?? [];
   setText(
     els.predictionsActual,
-    changed.length ? outOfDateWords(changed, "these guesses were measured") : actualWords(rows, actual),
+    changed.length
+      ? outOfDateWords(changed, "these guesses were measured")
+      : encoder
+        ? atWords(rows, actual)
+        : actualWords(rows, actual),
   );
   const sig = `${idOf(d.response)}|${p}`;
   if (els.predictionsList.dataset.signature === sig) return;
   els.predictionsList.dataset.signature = sig;
   els.predictionsTitle.replaceChildren();
-  const lead = document.createTextNode("After ");
+  const lead = document.createTextNode(encoder ? "At " : "After ");
   const tok = document.createElement("code");
   tok.textContent = tokens[p];
   const where = document.createTextNode(` (position ${p})`);
@@ -54,6 +61,15 @@ export function renderPredictions(state, els) {
     list.append(li);
   });
   els.predictionsList.replaceChildren(list);
+}
+
+/** Under an encoder's list: the token that is there, and where that is among the masked LM's guesses. */
+function atWords(rows, actual) {
+  const rank = rows.findIndex((r) => r.token === actual);
+  const what = "The masked-LM head's guesses for the token at this position";
+  return rank >= 0
+    ? `${what}: “${actual}” is there, its #${rank + 1} guess.`
+    : `${what}: “${actual}” is there, not in its top ${rows.length}.`;
 }
 
 /** Under the list: what the text goes on with, and where that is among the guesses. */

@@ -5,7 +5,8 @@
 // lines either side, are in the DOM. Scrolling swaps them; the strip keeps its height, its wrap
 // and its look.
 
-import { countWords, isBlank } from "../api.js";
+import { countWords } from "../api.js";
+import { blankSubject, messagesOf } from "../subject.js";
 import { idOf, setAttr, setText } from "../dom.js";
 import { currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { bandLabel, imageRun } from "./imageband.js";
@@ -206,7 +207,7 @@ export function renderTokens(state, els) {
   if (!response) {
     // a text the server refused, no answer yet after an error, or no text: no chips of an older
     // text; the counter says the server's own count of a refused text (the message's number)
-    if (!state.error && !isBlank(state.text)) return;
+    if (!state.error && !blankSubject(state)) return;
     if (els.tokens.dataset.signature !== "none") {
       els.tokens.dataset.signature = "none";
       leaveVirtual(els.tokens);
@@ -223,6 +224,8 @@ export function renderTokens(state, els) {
   const named = tokenBands(state.model, response).filter((b) => !b.folds);
   const bandAt = (i) => named.find((b) => i >= b.from && i <= b.to);
   const title = (i) => {
+    // a conversation's offsets count the characters of the template's text, which the page does not hold
+    if (messagesOf(state)) return `position ${i} · id ${tokenIds[i]}`;
     chars ??= codePoints(state.text);
     const [start, end] = offsets?.[i] ?? [null, null];
     const source = start === null ? "" : chars.slice(start, end).join("");

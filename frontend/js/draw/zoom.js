@@ -1,23 +1,19 @@
 // Zooming in on the head heatmap: drag a box over its cells and the page shows that block of
 // tokens; over a long text's max-pooled cells (issue 16), then the exact cells of it once the
-// server sent them (data.js fetchRegion). A double-click shows the whole head again.
+// server sent them (the head view's `need` asks for them). A double-click shows the whole head again.
 
 import { visibleBlock } from "./pooled.js";
 
-/** Drag-to-zoom on `app.els.headHeatmap`; `app`: {state, els, update, fetchRegion}. Returns `{endedDrag()}`. */
+/** Drag-to-zoom on `app.els.headHeatmap`; `app`: {state, els, update}. Returns `{endedDrag()}`. */
 export function installZoom(app) {
   const { state, els } = app;
   const gd = els.headHeatmap;
-  let timer = null;
   let dragged = false;
 
   function setZoom(zoom) {
     if (JSON.stringify(zoom) === JSON.stringify(state.zoom)) return;
     state.zoom = zoom;
-    app.update();
-    clearTimeout(timer);
-    // a pooled head fetches the exact cells of the block; an exact one has them already
-    if (gd.layout?.meta?.block > 1) timer = setTimeout(app.fetchRegion, 120);
+    app.update(); // a pooled head then asks for the exact cells of the block; an exact one has them already
   }
 
   /** The heatmap's axes (a head heatmap's, whose layout.meta counts its tokens), else null. */

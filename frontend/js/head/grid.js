@@ -4,13 +4,18 @@
 // opens a head.
 
 import { earlierMasked, maskKinds } from "../draw/captions.js";
-import { idOf, setText } from "../dom.js";
+import { idOf, setHidden, setText } from "../dom.js";
 import { renderLayerRibbon } from "../draw/layerribbon.js";
 import { cellAt, gridTooltip, layerMask, paintGrid } from "../draw/gridcanvas.js";
 import { currentGrid, stepLayer } from "../state.js";
 import { bandLabel, imageRun } from "../draw/imageband.js";
 import { imageMask } from "../draw/imagemap.js";
 import { layersWords } from "../draw/quirks.js";
+import { paintSpanBars, spanSwitch } from "./spans.js";
+
+const SPAN_WORDS =
+  " The bar along the foot of each head: the last token's weight on each turn of the conversation, a segment per " +
+  "turn in its role's colour (system violet, user blue, assistant amber), as wide as its share.";
 
 /** What the grid shows, in words: how far the thumbnails are downsampled, what a cell is, what quirks change. */
 export function gridCaption(grid, aggregate, model = null) {
@@ -82,7 +87,9 @@ export function drawGrid(state, els) {
   const grid = currentGrid(state);
   if (!grid || !grid.thumbnail) return false;
   const width = Math.max(240, els.headsGrid.clientWidth || 560);
-  const sig = `${idOf(grid)}|${state.layer}|${state.head}|${state.aggregate}|${width}`;
+  const spans = Boolean(grid.span_mass); // a conversation's answer: the turns' bars may be shown
+  const bars = spans && state.gridSpans;
+  const sig = `${idOf(grid)}|${state.layer}|${state.head}|${state.aggregate}|${width}|${bars}`;
   if (els.headsGrid.dataset.signature !== sig) {
     const start = performance.now();
     const layout = paintGrid(els.gridCanvas, grid, {
@@ -90,12 +97,18 @@ export function drawGrid(state, els) {
       aggregate: state.aggregate,
       width,
     });
+    if (bars) paintSpanBars(els.gridCanvas, layout, grid);
     els.headsGrid.gridLayout = { grid, layout, aggregate: state.aggregate };
     els.headsGrid.dataset.signature = sig;
     els.headsGrid.classList.add("drawn");
     performance.measure("attnscope:draw:heads-grid", { start, end: performance.now() });
   }
-  setText(els.gridCaption, gridCaption(grid, state.aggregate, state.model));
+  const toggle = spanSwitch(); // none in the notebook widget
+  if (toggle) {
+    setHidden(toggle.closest(".control"), !spans);
+    if (toggle.checked !== state.gridSpans) toggle.checked = state.gridSpans;
+  }
+  setText(els.gridCaption, gridCaption(grid, state.aggregate, state.model) + (bars ? SPAN_WORDS : ""));
   renderLayerRibbon(els.layerRibbon, state.model);
   return true;
 }

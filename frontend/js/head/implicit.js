@@ -4,32 +4,40 @@
 // (red = positive), never the softmax colours: M is not a softmax, it can be negative and its rows need not
 // sum to 1. A per-channel mixer (Mamba-1, a short convolution) is drawn as the mean over channels of |M|.
 
-import { answerFor, askInto } from "../answers.js";
+import { answerIn, question } from "../answers.js";
 import { drawPlot, mount, setHidden, setText } from "../dom.js";
 import { SIGNED_SCALE, signedRange } from "../draw/figures.js";
 import { colorbarTitle, quirkWords } from "../draw/quirks.js";
-import { scaleParam } from "../state.js";
+import { blankSubject, subject } from "../subject.js";
 
 /** The model's value-linear layers, as GET /api/model lists them. */
 export const implicitLayers = (model) => (model?.layers ?? []).filter((l) => l.implicit);
 
-/** The request for every implicit layer's M under the state's text and what-ifs. */
-export function implicitRequest(state, numbers) {
-  return {
-    text: state.text,
-    layers: numbers,
-    include: ["pattern"],
-    encoding: "json",
-    causal: state.causal,
-    ablate: state.ablate,
-    scale: scaleParam(state),
-    top_k: 0,
-  };
+/** Every implicit head as `[value, layer, head]` (value "layer:head"), from GET /api/model. */
+const implicitHeads = (model) =>
+  implicitLayers(model).flatMap((l) => Array.from({ length: l.heads }, (_, h) => [`${l.index}:${h}`, l, h]));
+
+/** The chosen implicit head, `[value, layer, head]` (the first where none is chosen), or null. */
+export function chosenImplicit(state) {
+  const heads = implicitHeads(state.model);
+  return heads.find(([v]) => v === state.implicitHead) ?? heads[0] ?? null;
 }
 
 /**
- * What the drawn matrix is, in words: the mixer's and the skip's sentences of the field table (GET /api/model
- * `fields`), and the reconstruction the server holds exact.
+ * The chosen implicit head's layer asked of POST /api/attention (only that layer: a hybrid has dozens), under
+ * the subject and its what-ifs: its question, or null on a model without implicit layers or an empty box.
+ */
+export function implicitQuestion(state) {
+  const chosen = chosenImplicit(state);
+  if (!chosen || blankSubject(state)) return null;
+  const url = "/api/attention";
+  const body = { ...subject(state, url), layers: [chosen[1].index], include: ["pattern"], encoding: "json", top_k: 0 };
+  return question("implicit", url, body);
+}
+
+/**
+ * What the drawn matrix is, in words: the mixer's sentence of the field table (GET /api/model `fields`), the
+ * layer's skip, and the reconstruction the server holds exact.
  */
 export function implicitCaption(model, layer, head) {
   if (layer.per_channel)
@@ -37,8 +45,9 @@ export function implicitCaption(model, layer, head) {
       `Layer ${layer.layer}, ${layer.mixer}: one matrix per channel, each exact (o_t = Σ_s M[t,s] v_s + skip·v_t ` +
       "per channel); drawn: the mean over channels of |M[t,s]|, a size, not a reconstruction. Red = larger."
     );
+  const skip = layer.skip ? ` + skip·v_t (skip ${layer.skip[head]})` : "";
   return (
-    `Layer ${layer.layer}, head ${head}. ${quirkWords(model, "rows", { layer, head })}, exact: the layer's ` +
+    `Layer ${layer.layer}, head ${head}. ${quirkWords(model, "rows", { layer, head })}${skip}, exact: the layer's ` +
     "output before its gate, norm and projection. Red = positive, blue = negative, grey = 0; rows need not sum to 1."
   );
 }
@@ -78,51 +87,39 @@ const MARKUP =
   '<div class="implicit-plot" data-testid="implicit-plot" id="implicit-plot"></div>' +
   '<p class="implicit-caption" data-testid="implicit-caption"></p>';
 
-/** The section under the grid, made once. */
-function section(els, app) {
-  const found = document.querySelector("[data-testid=implicit-heads]");
-  if (found) return found.parts;
+/** The section under the grid, made once, its picker wired (`app`: {els, state, update}). */
+export function installImplicit(app) {
   const { root, parts } = mount("section", "implicit-heads", "implicit-heads", MARKUP);
-  root.parts = parts;
+  root.hidden = true;
   parts["implicit-pick"].addEventListener("change", (ev) => {
     app.state.implicitHead = ev.target.value;
     app.update();
   });
-  els.headsGrid.after(root);
-  return parts;
+  app.els.headsGrid.after(root);
 }
 
-/**
- * Ask for and draw the chosen implicit head (nothing on a model without implicit layers). The picker lists every
- * implicit head from GET /api/model; only the chosen head's layer is asked for (a hybrid has dozens of them).
- */
-export function drawImplicit(state, els, app) {
-  const layers = implicitLayers(state.model);
+/** Draw the chosen implicit head (the section hidden on a model without implicit layers). */
+export function drawImplicit(state) {
   const root = document.querySelector("[data-testid=implicit-heads]");
-  if (!layers.length || !app || !state.text) {
-    setHidden(root, true);
-    return;
-  }
-  const parts = section(els, app);
-  setHidden(parts["implicit-plot"].parentElement, false);
-  const choices = layers.flatMap((l) => Array.from({ length: l.heads }, (_, h) => [`${l.index}:${h}`, l, h]));
-  const pick = parts["implicit-pick"];
-  const values = choices.map(([v]) => v).join(",");
+  const q = implicitQuestion(state);
+  setHidden(root, !q);
+  if (!root || !q) return;
+  const part = (id) => root.querySelector(`[data-testid=${id}]`);
+  const pick = part("implicit-pick");
+  const heads = implicitHeads(state.model);
+  const values = heads.map(([v]) => v).join(",");
   if (pick.dataset.values !== values) {
-    pick.replaceChildren(...choices.map(([v, l, h]) => new Option(`L${l.index} · ${l.type} · head ${h}`, v)));
+    pick.replaceChildren(...heads.map(([v, l, h]) => new Option(`L${l.index} · ${l.type} · head ${h}`, v)));
     pick.dataset.values = values;
   }
-  const [value, chosen, h] = choices.find(([v]) => v === state.implicitHead) ?? choices[0];
+  const [value, chosen, h] = chosenImplicit(state);
   pick.value = value;
-  const body = implicitRequest(state, [chosen.index]);
-  const key = JSON.stringify(body);
-  const got = answerFor(state, "implicit", key, () => askInto(app, "implicit", key, "/api/attention", body));
-  if (got.error) return setText(parts["implicit-caption"], got.error);
-  if (!got.response) return setText(parts["implicit-caption"], "Computing the implicit attention…");
-  const layer = got.response.layers.find((l) => l.layer === chosen.index);
-  const head = layer.heads[h];
+  const { response, error } = answerIn(state, q);
+  if (error) return setText(part("implicit-caption"), `Could not compute the implicit attention: ${error}`);
+  if (!response) return setText(part("implicit-caption"), "Computing the implicit attention…");
+  const layer = response.layers.find((l) => l.layer === chosen.index);
   const title = layer.per_channel ? "mean |M|" : (colorbarTitle(state.model, layer, h) ?? "M");
-  const figure = () => implicitFigure(head.pattern, got.response.tokens, title);
-  drawPlot(parts["implicit-plot"], `${key}|${value}`, figure, `attnscope-implicit-L${layer.layer}H${h}`);
-  setText(parts["implicit-caption"], implicitCaption(state.model, layer, h));
+  const figure = () => implicitFigure(layer.heads[h].pattern, response.tokens, title);
+  drawPlot(part("implicit-plot"), `${q.key}|${value}`, figure, `attnscope-implicit-L${layer.layer}H${h}`);
+  setText(part("implicit-caption"), implicitCaption(state.model, layer, h));
 }

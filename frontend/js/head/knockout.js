@@ -4,10 +4,11 @@
 // and log p(token) before → after, all the server's numbers. The cells are marked on the heatmap
 // and kept in the link (`ko=21.10,3-5.0-2`: query.key, a range inclusive; `koall=1`).
 
-import { askInto } from "../answers.js";
+import { answerIn, question } from "../answers.js";
 import { byId, setHidden, setText } from "../dom.js";
 import { fmtFixed } from "../draw/figures.js";
-import { currentGrid, imageField, imageId, selectedPosition } from "../state.js";
+import { currentGrid, selectedPosition } from "../state.js";
+import { subject } from "../subject.js";
 
 /** Its part of the head view's slice: the cells ({query: [a, b], key: [c, d]}, half-open), the switch, the answer. */
 export const knockoutState = { knockout: [], knockoutAll: false, knockoutAnchor: null, knockoutAnswer: null };
@@ -117,16 +118,15 @@ const edgesOf = (state, cells) =>
     key: edgeSpan(c.key),
   }));
 
-const knockoutKey = (state, cells, position) =>
-  JSON.stringify([
-    state.model?.name,
-    state.text,
-    imageId(state),
-    state.layer,
-    state.knockoutAll ? null : state.head,
-    cells,
-    position,
-  ]);
+/** The knockout of the marked cells at the chosen position: its question, or null while no cell is marked. */
+export function knockoutQuestion(state) {
+  const tokens = currentGrid(state)?.tokens;
+  const cells = tokens ? cellsIn(state.knockout, tokens.length) : [];
+  if (!cells.length) return null;
+  const url = "/api/knockout";
+  const position = selectedPosition(state, tokens.length);
+  return question("knockoutAnswer", url, { ...subject(state, url), edges: edgesOf(state, cells), position });
+}
 
 /** The switch and the clear button; `app`: {state, update}. */
 export function installKnockout(app) {
@@ -174,8 +174,8 @@ function answerWords(state, tokens, cells, a) {
   );
 }
 
-/** Draw the knockout box: the hint, the refusal, or the answer; ask for it when the cells changed. */
-export function drawKnockout(state, app) {
+/** Draw the knockout box: the hint, the refusal, or the answer (asked by the head view's `need`). */
+export function drawKnockout(state) {
   const box = byId("knockout-box");
   if (!box) return; // the notebook widget has no knockout
   const all = byId("knockout-all");
@@ -191,13 +191,7 @@ export function drawKnockout(state, app) {
     drawTop(list, null);
     return;
   }
-  const position = selectedPosition(state, tokens.length);
-  const key = knockoutKey(state, cells, position);
-  if (state.knockoutAnswer?.key !== key && app) {
-    const body = { text: state.text, ...imageField(state), edges: edgesOf(state, cells), position };
-    askInto(app, "knockoutAnswer", key, "/api/knockout", body);
-  }
-  const { response, error } = state.knockoutAnswer?.key === key ? state.knockoutAnswer : {};
+  const { response, error } = answerIn(state, knockoutQuestion(state));
   let words = "computing…";
   if (error) words = `Not knocked out: ${error}`;
   else if (response) words = answerWords(state, tokens, cells, response) + asTrainedWords(state, "the knockout");

@@ -4,11 +4,12 @@
 // heatmap of the answer's `matrix` over its `components`, and the row and column sums of those
 // terms beside it. The cell is marked on the heatmap and kept in the link (`why=21.10`).
 
-import { askInto } from "../answers.js";
-import { byId, drawPlot, setHidden, setText } from "../dom.js";
+import { answerIn, question } from "../answers.js";
+import { byId, drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, SIGNED_SCALE, baseLayout, rowSums, signedRange } from "../draw/figures.js";
-import { currentGrid, imageField, imageId } from "../state.js";
-import { asTrainedWords } from "./knockout.js";
+import { currentGrid } from "../state.js";
+import { subject } from "../subject.js";
+import { asTrainedWords, cellsIn, drawKnockout, knockoutShapes } from "./knockout.js";
 
 /** Its part of the head view's slice: the clicked cell ({query, key} or null) and the answer. */
 export const whyState = { whyCell: null, qk: null };
@@ -39,8 +40,20 @@ export const whyShapes = (cell) =>
       ]
     : [];
 
-const whyKey = (state, cell) =>
-  JSON.stringify([state.model?.name, state.text, imageId(state), state.layer, state.head, cell.query, cell.key]);
+/** The clicked cell inside the current text, or null. */
+function cellOf(state) {
+  const T = currentGrid(state)?.tokens?.length ?? 0;
+  return state.whyCell && state.whyCell.query < T && state.whyCell.key < T ? state.whyCell : null;
+}
+
+/** The split of the clicked cell's raw score: its question, or null while no cell is clicked. */
+export function whyQuestion(state) {
+  const cell = cellOf(state);
+  if (!cell) return null;
+  const url = "/api/qk-attribution";
+  const { layer, head } = state;
+  return question("qk", url, { ...subject(state, url), layer, head, query: cell.query, key: cell.key });
+}
 
 /** The terms as a heatmap: query-side components down, key-side across, on a signed scale centred on 0. */
 export function whyFigure({ components, matrix }) {
@@ -131,28 +144,15 @@ function whyWords(state, a, cell) {
   return parts.join(" ") + asTrainedWords(state, "this split");
 }
 
-/** Draw the why box: the hint, the refusal, or the split; ask for it when the cell changed. */
-export function drawWhy(state, app) {
+/** Draw the why box: the hint, the refusal, or the split (asked by the head view's `need`). */
+export function drawWhy(state) {
   const box = byId("why-box");
   if (!box) return; // the notebook widget has no split
-  const T = currentGrid(state)?.tokens?.length ?? 0;
-  const cell = state.whyCell && state.whyCell.query < T && state.whyCell.key < T ? state.whyCell : null;
+  const cell = cellOf(state);
   setHidden(box, state.cellMode !== "why" && !cell);
   const caption = byId("why-caption");
   const plots = [byId("why-plot"), byId("why-sums")];
-  const key = cell ? whyKey(state, cell) : null;
-  if (cell && state.qk?.key !== key && app) {
-    const body = {
-      text: state.text,
-      ...imageField(state),
-      layer: state.layer,
-      head: state.head,
-      query: cell.query,
-      key: cell.key,
-    };
-    askInto(app, "qk", key, "/api/qk-attribution", body);
-  }
-  const { response, error } = cell && state.qk?.key === key ? state.qk : {};
+  const { response, error } = answerIn(state, whyQuestion(state));
   let words = "computing…";
   if (!cell) words = "Click a cell of the heatmap to see which earlier components write its query and its key.";
   else if (error) words = `Not split: ${error}`;
@@ -160,6 +160,21 @@ export function drawWhy(state, app) {
   setText(caption, words);
   for (const el of plots) setHidden(el, !response);
   if (!response) return;
+  const key = idOf(response);
   drawPlot(plots[0], `${key}|terms`, () => whyFigure(response), `attnscope-L${state.layer}H${state.head}-why`);
   drawPlot(plots[1], `${key}|sums`, () => whySumsFigure(response), `attnscope-L${state.layer}H${state.head}-sums`);
+}
+
+/** The shapes the cells' tools add to the heatmap: the knocked-out cells, the split cell's ring. */
+export const cellMarks = (state, T) => [
+  ...knockoutShapes(cellsIn(state.knockout, T)),
+  ...whyShapes(state.whyCell && state.whyCell.query < T && state.whyCell.key < T ? state.whyCell : null),
+];
+
+/** The mode picker and the two boxes under the heatmap (the page's; the notebook widget has none). */
+export function drawCellTools(state) {
+  const picked = document.querySelector(`input[name=cell-mode][value=${state.cellMode}]`);
+  if (picked && !picked.checked) picked.checked = true;
+  drawKnockout(state);
+  drawWhy(state);
 }

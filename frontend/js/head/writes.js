@@ -4,11 +4,12 @@
 // as the heatmap's rows: the token, then the top guesses of the head's write there (the answer's numbers).
 // The chosen token's row is marked. Nothing is drawn, and nothing asked, without a lens.
 
-import { answerFor, askInto } from "../answers.js";
+import { answerIn, question } from "../answers.js";
 import { idOf, mount, setHidden, setText } from "../dom.js";
 import { asTrainedWords } from "../draw/causal.js";
 import { shortToken } from "../draw/figures.js";
-import { imageField, imageId, selectedPosition } from "../state.js";
+import { selectedPosition } from "../state.js";
+import { blankSubject, subject } from "../subject.js";
 
 const SHOWN = 3; // guesses per row (the answer holds the Lens view's top k)
 
@@ -25,17 +26,22 @@ function box() {
   return el;
 }
 
+/** Every head's write read by the Jacobian lens: its question where the server loaded one, else null. */
+export function headWritesQuestion(state) {
+  if (!state.model?.jlens || blankSubject(state)) return null;
+  const url = "/api/lens";
+  return question("headWrites", url, { ...subject(state, url), top_k: state.lensTopK, lens: "jacobian", heads: true });
+}
+
 /** Draw the chosen head's column; returns whether it is drawn. */
-export function drawHeadWrites(state, app = null) {
+export function drawHeadWrites(state) {
   const lens = state.model?.jlens;
   const el = lens || document.getElementById("head-writes") ? box() : null;
   if (!el) return false;
-  setHidden(el, !lens || !state.text.trim());
-  if (!lens || !state.text.trim()) return false;
-  const body = { text: state.text, ...imageField(state), top_k: state.lensTopK, lens: "jacobian", heads: true };
-  const key = JSON.stringify([state.model?.name, imageId(state), body]);
-  const ask = app && (() => askInto(app, "headWrites", key, "/api/lens", body));
-  const { response, error } = answerFor(state, "headWrites", key, ask);
+  const q = headWritesQuestion(state);
+  setHidden(el, !q);
+  if (!q) return false;
+  const { response, error } = answerIn(state, q);
   const caption = el.querySelector("[data-testid=head-writes-caption]");
   const rows = el.querySelector("ol");
   const perHead = response?.heads?.[state.layer];

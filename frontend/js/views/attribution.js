@@ -4,13 +4,14 @@
 // head effects card's own request and figure) so a head's direct write and its total effect are
 // read together. The route runs the model as trained, the split's frozen norm said in words.
 
-import { answerFor, askInto } from "../answers.js";
+import { answerIn, question } from "../answers.js";
 import { effectsFigure, measureEffects } from "../cards/effects.js";
 import { byId, drawPlot, idOf, onPlotClick, setHidden, setText } from "../dom.js";
 import { asTrainedWords, layerHeadFigure } from "../draw/causal.js";
 import { fmtFixed } from "../draw/figures.js";
 import { changedInputs } from "../measured.js";
-import { imageField, imageId, selectedPosition, textTokens } from "../state.js";
+import { selectedPosition, textTokens } from "../state.js";
+import { blankSubject, subject } from "../subject.js";
 
 export const id = "attribution";
 export const label = "Attribution";
@@ -18,10 +19,19 @@ export const label = "Attribution";
 export const state = { attribution: null };
 export const answers = ["attribution"];
 export const link = { read() {}, write() {} };
-/** Its own request, asked for by draw when the view is shown (the tokens: any answer for the text). */
+/** Its own request (its `need`; the tokens: any answer for the text). */
 export const needs = [];
 
-const attributionKey = (state, position) => JSON.stringify([state.model?.name, state.text, imageId(state), position]);
+/** The split of the chosen token's top guess: its question, or null before the text's tokens are known. */
+function attributionQuestion(state) {
+  const tokens = textTokens(state);
+  if (!tokens || blankSubject(state)) return null;
+  const url = "/api/attribution";
+  return question("attribution", url, { ...subject(state, url), position: selectedPosition(state, tokens.length) });
+}
+
+/** What the view asks for (the data step asks it, answers.js). */
+export const need = (state) => [attributionQuestion(state)];
 
 /** The head effects' Measure button; a click on either map opens that head. */
 export function install(app) {
@@ -108,25 +118,23 @@ function drawEffects(state, answer, key) {
   setText(byId("attribution-effects-caption"), words);
 }
 
-export function draw(state, els, app = null) {
+export function draw(state) {
   const note = asTrainedWords(state, "The direct write shows");
   setText(byId("attribution-note"), note ?? "");
   setHidden(byId("attribution-note"), !note);
   const body = byId("attribution-body");
-  const tokens = textTokens(state);
-  if (!tokens || !state.text.trim()) {
+  const q = attributionQuestion(state);
+  if (!q) {
     setHidden(body, true);
     return false;
   }
-  const position = selectedPosition(state, tokens.length);
-  const key = attributionKey(state, position);
-  const asked = { text: state.text, ...imageField(state), position };
-  const ask = app && (() => askInto(app, "attribution", key, "/api/attribution", asked));
-  const { response, error } = answerFor(state, "attribution", key, ask);
+  const tokens = textTokens(state);
+  const { response, error } = answerIn(state, q);
   const caption = error ? `Could not split the logit: ${error}` : response ? attributionWords(response, tokens) : "";
   setText(byId("attribution-caption"), caption || "computing…");
   setHidden(body, !response); // nothing stale under a refusal
   if (!response) return false;
+  const key = idOf(response); // the answer's own id: what its plots are drawn from
   drawPlot(
     byId("attribution-heads"),
     key,

@@ -18,39 +18,43 @@ import {
   signedLayer,
 } from "../draw/quirks.js";
 import { bandWords, tokenBands, withBands } from "../draw/quirkbands.js";
-import { currentRegion, headData, pooledHeatmapFigure, zoomWords } from "../draw/pooled.js";
-import { FOCUS_MAX, currentDetail, currentGrid, selectedPosition } from "../state.js";
+import { headData, pooledHeatmapFigure, regionFits, zoomWords } from "../draw/pooled.js";
+import { currentDetail, currentGrid, selectedPosition } from "../state.js";
+import { answerIn, question } from "../answers.js";
+import { subject } from "../subject.js";
 import { drawGrid } from "../head/grid.js";
-import { drawImplicit } from "../head/implicit.js";
+import { drawImplicit, implicitQuestion, installImplicit } from "../head/implicit.js";
 import { isUndecoded } from "../wire.js";
 import { lazyRows } from "../draw/figures.js";
 import { installZoom } from "../draw/zoom.js";
 import { HEATMAP_DEFAULTS } from "../draw/headframe.js";
 import { bandLabel, imageMaskWords, imageRun } from "../draw/imageband.js";
-import { cellsIn, cellsParam, drawKnockout, installKnockout, knockoutShapes, knockoutState, parseCells, toggleCell }
+import { cellsParam, installKnockout, knockoutQuestion, knockoutState, parseCells, toggleCell }
   from "../head/knockout.js";
-import { drawWhy, parseWhy, whyParam, whyShapes, whyState } from "../head/why.js";
-import { drawHeadWrites } from "../head/writes.js";
+import { cellMarks, drawCellTools, parseWhy, whyParam, whyQuestion, whyState } from "../head/why.js";
+import { drawHeadWrites, headWritesQuestion } from "../head/writes.js";
+import { drawSpanBox, spanSwitch } from "../head/spans.js";
 
 export const id = "head";
 export const label = "Head & grid";
 /** Its slice of the page state: the grid's mean column, a long text's zoomed block and its exact cells. */
 export const state = {
   aggregate: false, // show the per-layer mean of the heads in the grid
-  // long texts (issue 16): cells a side the head heatmap can draw (data.js measures it); the
-  // zoomed token block ({q0, q1, k0, k1}, null = the whole head) and the exact cells of that
-  // block ({key, bounds, response}) once the server sent them
-  drawCells: FOCUS_MAX,
+  // long texts (issue 16): the zoomed token block ({q0, q1, k0, k1}, null = the whole head; draw/zoom.js) and
+  // the answer holding the exact cells of that block (its `focus.region`, answers.js)
   zoom: null,
   region: null,
+  gridSpans: false, // a conversation's grid: each head's shares of the turns as a bar (head/spans.js)
   // what a click on a cell does: "row" chooses its query, "knockout" knocks it out, "why" splits its score
   cellMode: "row",
   ...knockoutState,
   ...whyState,
   headWrites: null, // POST /api/lens (Jacobian, heads) under the heatmap: {key, response, error} (head/writes.js)
+  implicit: null, // POST /api/attention of a hybrid's chosen linear layer, under the grid (head/implicit.js)
+  implicitHead: null, // the implicit head drawn there, "layer:head" (null: the first)
 };
-/** The answers a new model makes stale: the knockout's, the split's and the head's writes. */
-export const answers = ["knockoutAnswer", "qk", "headWrites"];
+/** The answers a new model makes stale: the knockout's, the split's, the head's writes and the exact cells. */
+export const answers = ["knockoutAnswer", "qk", "headWrites", "region", "implicit"];
 const CELL_MODES = ["row", "knockout", "why"];
 /** `mean=1`: the grid's mean column; `click=`, `ko=`, `koall=1`, `why=`: the cells' mode, knockout and split. */
 export const link = {
@@ -71,6 +75,25 @@ export const link = {
 };
 /** The grid answer (its pattern draws the head at once); the chosen head's answer comes with every text. */
 export const needs = ["grid"];
+
+/** The zoomed block while it lies inside a text of `T` tokens, else null. */
+const zoomIn = (state, T) => (state.zoom && state.zoom.q1 <= T && state.zoom.k1 <= T ? state.zoom : null);
+
+/** The exact cells of a long text's zoomed block (`focus.region`), once its pooled head is in: its question. */
+function regionQuestion(state) {
+  const d = currentDetail(state);
+  const zoom = d?.focus?.thumbnail?.block > 1 ? zoomIn(state, d.tokens.length) : null;
+  if (!zoom || !regionFits(state, zoom)) return null;
+  const url = "/api/attention";
+  const include = ["pattern", "attn_scores_raw", "attn_scores"];
+  const focus = { layer: state.layer, head: state.head, include, region: [zoom.q0, zoom.q1, zoom.k0, zoom.k1] };
+  const body = { ...subject(state, url), layers: [], include: [], focus, encoding: "b64", precision: "f2", top_k: 0 };
+  return question("region", url, body);
+}
+
+/** What the view asks for besides the grid and the chosen head (the data step asks it, answers.js). */
+export const need = (state) => [knockoutQuestion(state), whyQuestion(state), headWritesQuestion(state),
+  regionQuestion(state), implicitQuestion(state)];
 
 /**
  * What the chosen head shows now: the chosen-head answer when it is current, else the head's
@@ -141,25 +164,26 @@ export function headFigure(state, { response, layer, mask, head, block = 1 }, ex
 }
 
 /** Draw the chosen head's heatmap and the grid; `{head, grid}` say which of them had current data. */
-export function drawHeadView(state, els, app = null) {
+export function drawHeadView(state, els) {
   const chosen = chosenHead(state);
   const zoomNote = document.getElementById("head-zoom");
   const hatch = document.getElementById("head-hatch");
   if (!chosen) return { head: false, grid: drawGrid(state, els) };
   const pooled = (chosen.block ?? 1) > 1;
   const n = chosen.response.tokens.length;
-  const zoomed = !pooled && state.zoom && state.zoom.q1 <= n && state.zoom.k1 <= n;
+  const zoom = zoomIn(state, n); // a zoom past the end of a shorter text is no zoom
+  const zoomed = !pooled && zoom;
   setHidden(zoomNote, !pooled && !zoomed);
   const { response, layer, mask, head: h, full, block } = chosen;
   const T = response.tokens.length;
   const p = selectedPosition(state, T);
   // a long text: the pooled cells, and the exact cells of the zoomed block once they are in
-  const region = pooled ? currentRegion(state) : null;
+  const region = pooled ? answerIn(state, regionQuestion(state)).response?.focus.region ?? null : null;
   const extra = pooled
-    ? { position: p, region, view: state.zoom }
-    : { position: p, view: state.zoom, ...(full ? {} : { raw: null, scaled: null }) };
+    ? { position: p, region, view: zoom }
+    : { position: p, view: zoom, ...(full ? {} : { raw: null, scaled: null }) };
   const marks = cellMarks(state, T);
-  const sig = (pooled ? `|${idOf(region)}` : "") + `|${JSON.stringify(state.zoom)}|${JSON.stringify(marks)}`;
+  const sig = (pooled ? `|${idOf(region)}` : "") + `|${JSON.stringify(zoom)}|${JSON.stringify(marks)}`;
   const band = {
     tokens: response.tokens,
     bands: tokenBands(state.model, response),
@@ -189,11 +213,12 @@ export function drawHeadView(state, els, app = null) {
   // masked blocks are solid grey in a pooled head, not hatched (pooled.js)
   renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
   hatch?.classList.toggle("solid", pooled);
-  if (pooled) setText(zoomNote, zoomWords(state, T, block, h.pattern.length));
-  else if (zoomed) setText(zoomNote, exactZoomWords(state.zoom));
-  drawCellTools(state, app);
-  drawHeadWrites(state, app);
-  drawImplicit(state, els, app);
+  if (pooled) setText(zoomNote, zoomWords({ ...state, zoom }, T, block, h.pattern.length, region));
+  else if (zoomed) setText(zoomNote, exactZoomWords(zoom));
+  drawCellTools(state);
+  drawHeadWrites(state);
+  drawSpanBox(state, currentGrid(state));
+  drawImplicit(state);
   return { head: true, grid: drawGrid(state, els) };
 }
 
@@ -214,24 +239,10 @@ function imageWords(state, { response, mask }, pooled) {
   return where + (pooled ? "" : ` ${imageMaskWords(mask, response.token_kinds, state.layer)}`);
 }
 
-/** The shapes the cells' tools add to the heatmap: the knocked-out cells, the split cell's ring. */
-const cellMarks = (state, T) => [
-  ...knockoutShapes(cellsIn(state.knockout, T)),
-  ...whyShapes(state.whyCell && state.whyCell.query < T && state.whyCell.key < T ? state.whyCell : null),
-];
-
 const withShapes = (fig, marks) => {
   fig.layout.shapes = [...(fig.layout.shapes ?? []), ...marks];
   return fig;
 };
-
-/** The mode picker and the two boxes under the heatmap (the page's; the notebook widget has none). */
-function drawCellTools(state, app) {
-  const picked = document.querySelector(`input[name=cell-mode][value=${state.cellMode}]`);
-  if (picked && !picked.checked) picked.checked = true;
-  drawKnockout(state, app);
-  drawWhy(state, app);
-}
 
 /** The head's parts (quirks.js `partPanels`) under its map; hidden for a head without, and for a pooled one. */
 function drawParts(state, { response, layer, mask, head }, pooled) {
@@ -266,7 +277,7 @@ export const draw = drawHeadView;
  * A click anywhere on the heatmap, the hatched (masked) cells too: the cell comes from the axes
  * under the pointer. By the mode picker it chooses that query
  * (its row), knocks the cell out (a shift-click: the box from the last clicked cell), or splits its
- * score. `app`: {els, selectPosition, fetchRegion, update, state}.
+ * score. `app`: {els, selectPosition, update, state}.
  */
 export function install(app) {
   const { els, state } = app;
@@ -288,6 +299,11 @@ export function install(app) {
       app.update();
     });
   installKnockout(app);
+  installImplicit(app);
+  spanSwitch()?.addEventListener("change", (ev) => {
+    state.gridSpans = ev.target.checked;
+    app.update();
+  });
 }
 
 /** The cell {query, key} of the heatmap `gd` under a mouse event (key null off the keys), or null off its rows. */
@@ -308,4 +324,15 @@ function cellAt(gd, ev) {
   const key = x >= 0 && x <= xa.length ? Math.round(xa.p2d(x)) : null;
   const ok = (i) => Number.isInteger(i) && i >= 0 && i < n;
   return ok(query) ? { query, key: ok(key) ? key : null } : null;
+}
+
+/** The parts a head's q·kᵀ adds up from, named for the hover: MLA's two halves, DeBERTa's three terms; else null. */
+function scoreParts(head) {
+  const named = [
+    ["content", head.attn_scores_content],
+    ["position", head.attn_scores_position],
+    ["content→position", head.attn_scores_content_position],
+    ["position→content", head.attn_scores_position_content],
+  ].filter(([, z]) => z);
+  return head.attn_scores_content && named.length > 1 ? named.map(([name, z]) => ({ name, z })) : null;
 }

@@ -7,12 +7,12 @@
 // the image's run of tokens one band that expands. It follows the text, the layer and head and the
 // what-ifs (the route takes them).
 
-import { postJSON, errorText } from "../api.js";
-import { byId, setHidden, setText } from "../dom.js";
+import { answerIn, question, questionKey } from "../answers.js";
+import { byId, idOf, setHidden, setText } from "../dom.js";
 import { MODES, cellWords, imageWords, overlayCells, rowOf, stripItems } from "../draw/imagemap.js";
 import { installImagePick } from "../cards/imagepick.js";
-import { currentDetail, currentGrid, scaleParam } from "../state.js";
-import { offParam } from "../switchedoff.js";
+import { currentDetail, currentGrid } from "../state.js";
+import { blankSubject, imageOf, subject, subjectKey } from "../subject.js";
 
 export const id = "image";
 export const label = "Image";
@@ -20,8 +20,9 @@ export const label = "Image";
 export const hidden = true;
 /**
  * Its slice: the image (never in the link), a refusal of the last one picked, the query token chosen in this
- * view ({prompt, position}: a token of the image's prompt; null: the page's chosen token, else the last), what is
- * drawn, whether the image's band is expanded, the answer, and the prompt's length, tokens' kinds and offsets.
+ * view ({tokens, position}: a token of the image's prompt; null: the page's chosen token, else the last), what is
+ * drawn, whether the image's band is expanded, and the answer (answers.js: it keeps the last prompt's answer as
+ * `previous`, whose tokens say where the query may be while the next one is asked).
  */
 export const state = {
   image: null,
@@ -30,9 +31,8 @@ export const state = {
   imageMode: "head",
   imageExpanded: false,
   imageAnswer: null,
-  imageLength: null,
 };
-export const answers = ["imageAnswer", "imageLength"];
+export const answers = ["imageAnswer"];
 /** `imgmode=layer|all` (the image itself is not in the link: the field says so). */
 export const link = {
   read(params, out) {
@@ -60,23 +60,34 @@ const PANEL = `
     <div id="image-tokens" class="image-tokens" data-testid="image-tokens" role="group"></div>
   </article>`;
 
-/** What the prompt is: its answer's tokens and mask depend on these (the head and the query do not). */
-const promptKey = (s) =>
-  JSON.stringify([s.model?.name, s.text, s.image?.id, s.layer, s.causal, scaleParam(s), offParam(s.ablate)]);
+const URL = "/api/attention";
 
-/** The prompt's tokens depend on these alone: a query chosen in the view holds while they stay. */
-const tokensKey = (s) => JSON.stringify([s.model?.name, s.text, s.image?.id]);
+/** The prompt's body, without the query: the subject (text, image, what-ifs) and the chosen layer. */
+const promptBody = (s) => ({ ...subject(s, URL), layers: [s.layer], heads: [], include: [], top_k: 0 });
+
+/** An answer held for this prompt (the slot's current one or the one before it), or null. */
+function promptAnswer(s) {
+  const key = questionKey(URL, promptBody(s));
+  const held = s.imageAnswer;
+  for (const got of [held, held?.previous]) {
+    if (!got?.response) continue;
+    const { query_row, ...prompt } = got.body;
+    if (questionKey(URL, prompt) === key) return got.response;
+  }
+  return null;
+}
 
 /**
  * The query token of the image's prompt: the one chosen in this view, else the page's chosen token (a position of
  * this prompt once the page's answers carry the image, else the token with its characters of the text), else the
  * last; null before the prompt's tokens are known.
  */
-function queryOf(s, pk) {
-  const known = s.imageLength?.pk === pk ? s.imageLength : null;
+function queryOf(s) {
+  const known = promptAnswer(s);
   if (!known) return null;
-  const { T, offsets, kinds } = known;
-  if (s.imageQuery?.tokens === tokensKey(s)) return Math.min(s.imageQuery.position, T - 1);
+  const T = known.tokens.length;
+  const { offsets, token_kinds: kinds } = known;
+  if (s.imageQuery?.tokens === subjectKey(s, false)) return Math.min(s.imageQuery.position, T - 1);
   const page = currentGrid(s) ?? currentDetail(s);
   // the page's answers are this prompt's (they carry the image: token_kinds): its chosen token is a position here
   if (page?.token_kinds && s.position !== null) return Math.min(s.position, T - 1);
@@ -84,6 +95,16 @@ function queryOf(s, pk) {
   const same = span ? offsets.findIndex((o, i) => kinds[i] === "text" && o[0] === span[0] && o[1] === span[1]) : -1;
   return same >= 0 ? same : T - 1;
 }
+
+/** The prompt's answer with the row of the query (without one while the prompt's length is not known): or null. */
+function imageQuestion(s) {
+  if (!imageOf(s) || blankSubject(s)) return null;
+  const query = queryOf(s);
+  return question("imageAnswer", URL, { ...promptBody(s), ...(query === null ? {} : { query_row: query }) });
+}
+
+/** What the view asks for (the data step asks it, answers.js). */
+export const need = (s) => [imageQuestion(s)];
 
 export function install(app) {
   byId("view-image").innerHTML = PANEL;
@@ -121,33 +142,7 @@ export function install(app) {
 }
 
 function choose(app, position) {
-  app.state.imageQuery = { tokens: tokensKey(app.state), position };
-  app.update();
-}
-
-/** Ask for the prompt's answer with the row of `query` (null: the prompt's length is not known yet). */
-async function ask(app, s, query, key, pk) {
-  const body = {
-    text: s.text,
-    image: s.image.data,
-    layers: [s.layer],
-    heads: [],
-    include: [],
-    causal: s.causal,
-    scale: scaleParam(s),
-    ablate: s.ablate,
-    top_k: 0,
-    ...(query === null ? {} : { query_row: query }),
-  };
-  s.imageAnswer = { key, response: null, error: null };
-  try {
-    const response = await postJSON("/api/attention", body);
-    if (s.imageAnswer?.key !== key) return;
-    s.imageAnswer = { key, response, error: null };
-    s.imageLength = { pk, T: response.tokens.length, offsets: response.offsets, kinds: response.token_kinds };
-  } catch (err) {
-    if (s.imageAnswer?.key === key) s.imageAnswer = { key, response: null, error: errorText(err) };
-  }
+  app.state.imageQuery = { tokens: subjectKey(app.state, false), position };
   app.update();
 }
 
@@ -163,24 +158,17 @@ function empty(words, error = null) {
   return false;
 }
 
-export function draw(s, els, app = null) {
+export function draw(s) {
   const mode = byId("image-mode");
   if (mode.value !== s.imageMode) mode.value = s.imageMode;
   if (!s.model?.vision)
     return empty(`${s.model?.name ?? "This model"} reads text only: open an image-text model (LLaVA, Gemma 3).`);
   if (!s.image) return empty("Drop, paste or pick an image beside the text to see where each token looks in it.");
-  if (!s.text.trim()) return empty("Type a text to go with the image.");
-  const pk = promptKey(s);
-  const query = queryOf(s, pk);
-  const key = JSON.stringify([pk, query]);
-  const got = s.imageAnswer;
-  if (got?.key !== key) {
-    if (app) ask(app, s, query, key, pk);
-    return empty("computing…");
-  }
+  if (blankSubject(s)) return empty("Type a text to go with the image.");
+  const got = answerIn(s, imageQuestion(s));
   if (got.error) return empty("", `Could not compute the image's attention: ${got.error}`);
   if (!got.response?.query_row) return empty("computing…");
-  return drawAnswer(s, got.response, query, key);
+  return drawAnswer(s, got.response, got.body.query_row, idOf(got.response));
 }
 
 function drawAnswer(s, response, query, key) {
@@ -196,6 +184,7 @@ function drawAnswer(s, response, query, key) {
   const signature = JSON.stringify([key, s.imageMode, s.head]);
   if (stage.dataset.signature !== signature) {
     stage.dataset.signature = signature;
+    stage.drawnFrom = response; // the answer its cells show (read by the tests)
     const cells = overlayCells(response, weights);
     byId("image-cells").replaceChildren(...cells.map((c) => cellElement(c, cells.length, query)));
     setText(byId("image-hover"), "Hover a region for its weight and token; click one to make it the query.");

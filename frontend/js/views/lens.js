@@ -7,12 +7,13 @@
 // other; "each head's write" adds a layer × head table of what every head's write says at the
 // chosen token (the answer's `heads`), read by the same lens.
 
-import { answerFor, askInto } from "../answers.js";
+import { answerIn, question } from "../answers.js";
 import { headWritesTable, HEADS_ABOUT, JACOBIAN_ABOUT } from "../draw/lensheads.js";
 import { byId, idOf, setHidden, setText } from "../dom.js";
 import { asTrainedWords } from "../draw/causal.js";
 import { shortToken } from "../draw/figures.js";
-import { imageField, imageId, selectedPosition, textTokens } from "../state.js";
+import { selectedPosition, textTokens } from "../state.js";
+import { blankSubject, subject } from "../subject.js";
 
 export const id = "lens";
 export const label = "Lens";
@@ -48,7 +49,7 @@ export const link = {
     if (s.lensShade !== "own") params.set("lensshade", s.lensShade);
   },
 };
-/** Its own request, asked for by draw when the view is shown. */
+/** Its own requests (its `need`), one per lens drawn. */
 export const needs = [];
 
 /** The lenses drawn: the logit lens alone unless the server loaded a Jacobian lens. */
@@ -169,6 +170,10 @@ const ABOUT =
   "stream after the embeddings and after each block (the logit lens). Each cell is the top guess for the " +
   "token after the one above it, darker the more probable; hover a cell for the top guesses. The last row " +
   "is the model's own prediction.";
+const ENCODER_ABOUT =
+  "What the model would guess if it stopped early: its masked-LM head applied to the output of the embeddings " +
+  "and of each layer. Each cell is the top guess for the token at that position (an encoder guesses every " +
+  "position, a [MASK] included), darker the more probable; the last row is the model's own guesses.";
 
 /** The controls as the state has them. */
 function syncControls(state) {
@@ -181,16 +186,19 @@ function syncControls(state) {
   if (byId("lens-shade").value !== state.lensShade) byId("lens-shade").value = state.lensShade;
 }
 
-/** Each lens's answer for the current text: `{kind, response, error}` (asking for what is missing). */
-function answersOf(state, app) {
+/** Each lens drawn, with its question for the current text (none for an empty one). */
+function questionsOf(state) {
+  if (blankSubject(state)) return [];
+  const url = "/api/lens";
   return kindsOf(state).map((kind) => {
-    const body = { text: state.text, ...imageField(state), top_k: state.lensTopK, lens: kind };
+    const body = { ...subject(state, url), top_k: state.lensTopK, lens: kind };
     if (state.lensHeads) body.heads = true;
-    const key = JSON.stringify([state.model?.name, imageId(state), body]);
-    const ask = app && (() => askInto(app, SLOT[kind], key, "/api/lens", body));
-    return { kind, ...answerFor(state, SLOT[kind], key, ask) };
+    return { kind, q: question(SLOT[kind], url, body) };
   });
 }
+
+/** What the view asks for (the data step asks it, answers.js). */
+export const need = (state) => questionsOf(state).map((l) => l.q);
 
 /** One lens's part of the box: a heading where both are shown, its table, and its heads' table. */
 function part(got, both, position, shade) {
@@ -206,23 +214,24 @@ function part(got, both, position, shade) {
   return div;
 }
 
-export function draw(state, els, app = null) {
+export function draw(state) {
   syncControls(state);
   const note = asTrainedWords(state, "The lens shows");
   setText(byId("lens-note"), note ?? "");
   setHidden(byId("lens-note"), !note);
   const box = byId("lens-box");
-  if (!state.text.trim()) {
+  if (blankSubject(state)) {
     setHidden(box, true);
     setText(byId("lens-caption"), "Type a text to see what the model would guess after each block.");
     return false;
   }
-  const got = answersOf(state, app);
+  const got = questionsOf(state).map(({ kind, q }) => ({ kind, ...answerIn(state, q) }));
   const names = got.map((g) => (g.kind === "logit" ? "logit" : "Jacobian")).join(" and ");
   setText(byId("lens-k").closest("header").querySelector("h2"), `The guess after each block (${names} lens)`);
   const error = got.find((g) => g.error)?.error;
   const ready = got.every((g) => g.response);
-  const about = [got.some((g) => g.kind === "logit") ? ABOUT : "", got.some((g) => g.kind === "jacobian") ?
+  const logit = state.model?.architecture === "encoder" ? ENCODER_ABOUT : ABOUT;
+  const about = [got.some((g) => g.kind === "logit") ? logit : "", got.some((g) => g.kind === "jacobian") ?
     JACOBIAN_ABOUT(state.model.jlens) : "", state.lensHeads ? HEADS_ABOUT : ""].filter(Boolean).join(" ");
   setText(byId("lens-caption"), error ? `Could not compute the lens: ${error}` : ready ? about : "computing…");
   setHidden(box, !ready || Boolean(error)); // nothing stale under a refusal

@@ -7,12 +7,11 @@
 // attention of the selection, summed or averaged by the server (POST /api/selection), is drawn
 // below: where the selected queries look, and who looks at the selected keys.
 
-import { answerFor, askInto } from "../answers.js";
-import { byId, drawPlot, setHidden, setText } from "../dom.js";
+import { answerIn, question } from "../answers.js";
+import { byId, drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, QUALITATIVE, baseLayout } from "../draw/figures.js";
 import { quirkWords } from "../draw/quirks.js";
-import { imageField, imageId, imageOf, scaleParam } from "../state.js";
-import { offParam } from "../switchedoff.js";
+import { blankSubject, imageOf, subject, subjectKey } from "../subject.js";
 
 export const id = "lines";
 export const label = "Lines";
@@ -21,12 +20,12 @@ export const state = {
   lines: null,
   linesHidden: [], // heads whose lines are hidden
   linesFocus: null, // {side: "query" | "key", index}: the hovered token whose lines alone are shown
-  linesSelection: { queries: [], keys: [] }, // tokens clicked
+  linesSelection: { prompt: null, queries: [], keys: [] }, // tokens clicked, in the prompt they were clicked in
   linesReduce: "mean", // how the selected rows and columns are combined: "mean" or "sum"
   linesSelected: null, // POST /api/selection
 };
 export const answers = ["lines", "linesSelected"];
-/** Its own request (the layer's patterns), asked for by draw when the view is shown. */
+/** Its own requests (the layer's patterns, the selection's rows and columns): its `need`. */
 export const needs = [];
 
 const ALL_KEYS_UP_TO = 24; // texts this short draw every weight; longer ones the heaviest of each query
@@ -35,16 +34,33 @@ const MIN_WEIGHT = 0.01; // lighter lines would not be seen
 
 const SVG = "http://www.w3.org/2000/svg";
 
-const linesKey = (state) =>
-  JSON.stringify([
-    state.model?.name,
-    state.text,
-    imageId(state),
-    state.layer,
-    state.causal,
-    scaleParam(state),
-    offParam(state.ablate),
-  ]);
+/** The tokens clicked, while the prompt is the one they were clicked in (another text's positions are not kept). */
+const selectionOf = (state) =>
+  state.linesSelection.prompt === subjectKey(state, false) ? state.linesSelection : { queries: [], keys: [] };
+
+/** The chosen layer's patterns, every head (float32 typed arrays, not JSON numbers): its question, or null. */
+function linesQuestion(state) {
+  if (blankSubject(state)) return null;
+  const url = "/api/attention";
+  const body = { ...subject(state, url), layers: [state.layer], include: ["pattern"], top_k: 0, encoding: "b64" };
+  return question("lines", url, body);
+}
+
+/**
+ * The selected tokens' rows and columns of the chosen head, combined: its question once the lines are drawn and a
+ * token is selected (none with an image: the route reads the text alone, whose positions differ), else null.
+ */
+function selectionQuestion(state) {
+  const { queries, keys } = selectionOf(state);
+  if (!queries.length && !keys.length) return null;
+  if (imageOf(state) || !answerIn(state, linesQuestion(state)).response) return null;
+  const url = "/api/selection";
+  const { layer, head, linesReduce: reduce } = state;
+  return question("linesSelected", url, { ...subject(state, url), layer, head, queries, keys, reduce });
+}
+
+/** What the view asks for (the data step asks it, answers.js). */
+export const need = (state) => [linesQuestion(state), selectionQuestion(state)];
 
 export function install(app) {
   const svg = byId("lines-svg");
@@ -65,10 +81,11 @@ export function install(app) {
     if (!token) return;
     const side = token.dataset.side === "query" ? "queries" : "keys";
     const i = Number(token.dataset.index);
-    const chosen = new Set(app.state.linesSelection[side]);
+    const chosen = new Set(selectionOf(app.state)[side]);
     if (chosen.has(i)) chosen.delete(i);
     else chosen.add(i);
-    app.state.linesSelection = { ...app.state.linesSelection, [side]: [...chosen].sort((x, y) => x - y) };
+    const selection = { ...selectionOf(app.state), prompt: subjectKey(app.state, false) };
+    app.state.linesSelection = { ...selection, [side]: [...chosen].sort((x, y) => x - y) };
     app.update();
   });
   byId("lines-reduce").addEventListener("change", (ev) => {
@@ -85,23 +102,6 @@ export function install(app) {
     app.state.linesHidden = [...hidden].sort((x, y) => x - y);
     app.update();
   });
-}
-
-/** Ask for the chosen layer's patterns, every head. */
-function ask(app, state, key) {
-  // every head's T×T weights: float32 typed arrays, not JSON numbers
-  const body = {
-    text: state.text,
-    ...imageField(state),
-    layers: [state.layer],
-    include: ["pattern"],
-    top_k: 0,
-    encoding: "b64",
-    causal: state.causal,
-    scale: scaleParam(state),
-    ablate: state.ablate,
-  };
-  askInto(app, "lines", key, "/api/attention", body);
 }
 
 /**
@@ -197,25 +197,6 @@ function drawHeads(box, heads, hidden) {
   );
 }
 
-const selectionKey = (state) => JSON.stringify([linesKey(state), state.head, state.linesSelection, state.linesReduce]);
-
-/** Ask for the selected tokens' rows and columns of the chosen head, combined. */
-function askSelection(app, state, key) {
-  const { queries, keys } = state.linesSelection;
-  const body = {
-    text: state.text,
-    layer: state.layer,
-    head: state.head,
-    queries,
-    keys,
-    reduce: state.linesReduce,
-    causal: state.causal,
-    scale: scaleParam(state),
-    ablate: state.ablate,
-  };
-  askInto(app, "linesSelected", key, "/api/selection", body);
-}
-
 /**
  * The selection's two bar charts: where the selected queries look (over keys), who looks at the selected keys
  * (over queries).
@@ -257,9 +238,9 @@ const TEXT_ONLY_SELECTION =
   "The selection is combined on the text alone (POST /api/selection takes no image), whose positions are not " +
   "those of these lines with the image: remove the image to combine a selection.";
 
-function drawSelection(state, app) {
+function drawSelection(state) {
   const box = byId("lines-selection");
-  const { queries, keys } = state.linesSelection;
+  const { queries, keys } = selectionOf(state);
   const any = queries.length + keys.length > 0;
   setHidden(box, !any);
   for (const text of byId("lines-svg").querySelectorAll("text[data-side]")) {
@@ -276,12 +257,7 @@ function drawSelection(state, app) {
     setText(byId("lines-selection-caption"), TEXT_ONLY_SELECTION);
     return;
   }
-  const key = selectionKey(state);
-  if (state.linesSelected?.key !== key) {
-    if (app) askSelection(app, state, key);
-    return;
-  }
-  const { response, error } = state.linesSelected;
+  const { response, error } = answerIn(state, selectionQuestion(state));
   const words = error
     ? `Could not combine the selection: ${error}`
     : response
@@ -292,13 +268,13 @@ function drawSelection(state, app) {
         `${response.reduce === "mean" ? "averaged" : "summed"}. Click a token again to let it go.`
       : "combining…";
   setText(byId("lines-selection-caption"), words);
-  if (response) drawPlot(plot, key, () => selectionFigure(response), "attnscope-selection");
+  if (response) drawPlot(plot, idOf(response), () => selectionFigure(response), "attnscope-selection");
 }
 
-export function draw(state, els, app = null) {
-  if (!state.text.trim()) return false;
-  const key = linesKey(state);
-  const { response, error } = answerFor(state, "lines", key, app && (() => ask(app, state, key)));
+export function draw(state) {
+  const q = linesQuestion(state);
+  if (!q) return false;
+  const { response, error } = answerIn(state, q);
   if (error) setText(byId("lines-caption"), `Could not draw the lines: ${error}`);
   if (!response) return false;
   const layer = response.layers[0];
@@ -306,13 +282,13 @@ export function draw(state, els, app = null) {
   drawHeads(byId("lines-heads"), layer.heads, hidden);
   const lines = linesOf(layer.heads, hidden);
   const svg = byId("lines-svg");
-  const sig = JSON.stringify([key, hidden, svg.parentElement.clientWidth]);
+  const sig = JSON.stringify([idOf(response), hidden, svg.parentElement.clientWidth]);
   if (svg.dataset.signature !== sig) {
     svg.dataset.signature = sig;
     drawSvg(svg, response.tokens, lines);
     showFocus(state);
   }
-  drawSelection(state, app);
+  drawSelection(state);
   const T = response.tokens.length;
   setText(
     byId("lines-caption"),

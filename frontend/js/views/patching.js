@@ -7,8 +7,8 @@
 // (`ptoken=`, `pfoil=`). The route runs the model as trained; a refusal (texts of different token
 // counts: a 422 naming `corrupt`) is said in one line with nothing drawn under it.
 
-import { answerFor, askInto } from "../answers.js";
-import { byId, drawPlot, setHidden, setText } from "../dom.js";
+import { answerIn, question } from "../answers.js";
+import { byId, drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { asTrainedWords, colorBar, layerHeadFigure, layerTokenGrid, signedPeak } from "../draw/causal.js";
 import { SIGNED_SCALE, baseLayout, fmtFixed, tokenAxis, tokenMargins } from "../draw/figures.js";
 import { selectedPosition, textTokens } from "../state.js";
@@ -17,6 +17,9 @@ import { bindSecondText, showSecondText } from "./twotexts.js";
 
 export const id = "patching";
 export const label = "Patching";
+/** Its route, which takes no image (textonly.js), and it reads the chosen token. */
+export const route = "/api/patching";
+export const readsToken = true;
 /**
  * Its slice: what is patched (heads | residual), the token and the foil picked (token ids; null: the server's
  * default, the clean run's top guess and the corrupt run's best guess other than the token), and POST
@@ -42,11 +45,8 @@ export const link = {
     for (const [field, param] of PICKS) if (s[field] !== null) params.set(param, String(s[field]));
   },
 };
-/** Its own request, asked for by draw when the view is shown. */
+/** Its own request (its `need`). */
 export const needs = [];
-
-const patchingKey = (state, position) =>
-  JSON.stringify([state.model?.name, state.text, state.textB, position, state.patchWhat, ...picked(state)]);
 
 const picked = (state) => PICKS.map(([field]) => state[field]);
 
@@ -170,28 +170,37 @@ function setWords(caption, plot) {
   setHidden(byId("patch-plot"), !plot); // nothing stale under a refusal
 }
 
-export function draw(state, els, app = null) {
+/** The corrupt run patched from the clean one: its question, or null before both texts and the tokens are in. */
+function patchingQuestion(state) {
+  const tokens = textTokens(state);
+  if (!state.textB.trim() || !tokens || !state.text.trim()) return null;
+  const url = "/api/patching";
+  // its subject is two texts: the clean one (the page's) and the corrupt one
+  const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat };
+  // with an image the chosen token counts the image's prompt: the text alone is read at its own last token
+  if (!textOnlyNow(state, { route })) body.position = selectedPosition(state, tokens.length);
+  for (const [field, , name] of PICKS) if (state[field] !== null) body[name] = state[field];
+  return question("patching", url, body);
+}
+
+/** What the view asks for (the data step asks it, answers.js). */
+export const need = (state) => [patchingQuestion(state)];
+
+export function draw(state) {
   const what = byId("patch-what");
   if (what.value !== state.patchWhat) what.value = state.patchWhat;
   showSecondText(byId("patch-corrupt"), state);
   const note = asTrainedWords(state, "Patching shows");
   setText(byId("patch-note"), note ?? "");
   setHidden(byId("patch-note"), !note);
-  const tokens = textTokens(state);
   if (!state.textB.trim()) {
     setHidden(byId("patch-pick"), true);
     setWords("Type a corrupt text: the clean one (the text above) with a word changed, in as many tokens.", false);
     return false;
   }
-  if (!tokens || !state.text.trim()) return false;
-  // with an image the chosen token counts the image's prompt: the text alone is read at its own last token
-  const position = textOnlyNow(state, id) ? null : selectedPosition(state, tokens.length);
-  const key = patchingKey(state, position);
-  const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat };
-  if (position !== null) body.position = position;
-  for (const [field, , name] of PICKS) if (state[field] !== null) body[name] = state[field];
-  const ask = app && (() => askInto(app, "patching", key, "/api/patching", body));
-  const { response, error } = answerFor(state, "patching", key, ask);
+  const q = patchingQuestion(state);
+  if (!q) return false;
+  const { response, error } = answerIn(state, q);
   drawPicks(state, response);
   if (!response) {
     setWords(error ? `Could not patch: ${error}` : "patching…", false);
@@ -200,7 +209,7 @@ export function draw(state, els, app = null) {
   setWords(patchingWords(response), true);
   drawPlot(
     byId("patch-plot"),
-    key,
+    idOf(response),
     () =>
       response.what === "heads"
         ? layerHeadFigure(response.heads, { label: "restored", hover: "restores", peak: signedPeak(response.heads, 1) })

@@ -71,14 +71,15 @@ export function draw(state) {
         pattern,
         layer,
         kinds,
-        causal: detail.causal,
+        causal: detail.causal || encoderOf(state),
         cells,
         columns,
       })),
     "attnscope-mask-steps",
   );
   const image = imageNotes(detail, d, layer.layer);
-  const notes = pipelineNotes({ causal: detail.causal, layer, kinds, headDim: headDim(state), image });
+  const encoder = encoderOf(state);
+  const notes = pipelineNotes({ causal: detail.causal, layer, kinds, headDim: headDim(state), image, encoder });
   const list = byId("pipeline-notes");
   if (list.children.length !== notes.length) {
     list.replaceChildren(...notes.map(() => document.createElement("li")));
@@ -144,6 +145,11 @@ function valueRange(m) {
     if (v > hi) hi = v;
   }
   return vals.length ? [lo, hi] : [0, 1];
+}
+
+/** Whether the loaded model is an encoder: its mask is its own (all visible, or a local band), never a what-if. */
+function encoderOf(state) {
+  return state.model?.architecture === "encoder";
 }
 
 /**

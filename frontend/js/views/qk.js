@@ -3,34 +3,24 @@
 // then the score softmax saw and the weight, every number the server's (POST /api/neuron). The
 // lessons page makes the point on random vectors; here it is the model's own.
 
-import { askInto } from "../answers.js";
-import { byId, drawPlot, setText } from "../dom.js";
+import { answerIn, question } from "../answers.js";
+import { byId, drawPlot, idOf, setText } from "../dom.js";
 import { BLUE, MUTED, ORANGE, baseLayout } from "../draw/figures.js";
-import { currentGrid, scaleParam, selectedPosition } from "../state.js";
+import { currentGrid, selectedPosition } from "../state.js";
+import { subject } from "../subject.js";
 import { textOnlyNow } from "../textonly.js";
-import { offParam } from "../switchedoff.js";
 
 export const id = "qk";
 export const was = ["neuron"]; // the id of old links
 export const label = "q · k";
+/** Its route, which takes no image (textonly.js), and it reads the chosen token. */
+export const route = "/api/neuron";
+export const readsToken = true;
 /** Its slice: the key position (null: the one the query weighs most), and POST /api/neuron {key, response, error}. */
 export const state = { neuronKey: null, neuron: null };
 export const answers = ["neuron"];
-/** Its own request (POST /api/neuron), asked for by draw when the view is shown. */
+/** The grid (its tokens), and its own request (POST /api/neuron: its `need`). */
 export const needs = ["grid"];
-
-const neuronKey = (state, query, key) =>
-  JSON.stringify([
-    state.model?.name,
-    state.text,
-    state.layer,
-    state.head,
-    query,
-    key,
-    state.causal,
-    scaleParam(state),
-    offParam(state.ablate),
-  ]);
 
 /** The chosen key inside a text of `T` tokens: past its end, the last token (as the query is); null: the heaviest. */
 export const chosenKey = (state, T) => (state.neuronKey === null ? null : Math.min(state.neuronKey, T - 1));
@@ -43,20 +33,36 @@ export function install(app) {
   });
 }
 
-/** Ask for q, k and q ⊙ k of the chosen head, `query` and `keyPos` (null: the heaviest); `key` names the answer. */
-function ask(app, state, query, keyPos, key) {
-  const pair = { ...(query === null ? {} : { query }), ...(keyPos === null ? {} : { key: keyPos }) };
-  const body = {
-    text: state.text,
-    layer: state.layer,
-    head: state.head,
-    ...pair,
-    causal: state.causal,
-    scale: scaleParam(state),
-    ablate: state.ablate,
+/**
+ * Where the view reads the head: `{tokens, alone, query, keyPos}` (query and key null: the server's defaults, the last
+ * token and the key it weighs most), or null before the grid's tokens are in. With an image the grid's tokens are
+ * the image's prompt's: the text alone is read at its last token.
+ */
+function pairOf(state) {
+  const tokens = currentGrid(state)?.tokens; // the current text's, never the last text's
+  if (!tokens?.length) return null;
+  const alone = textOnlyNow(state, { route });
+  return {
+    tokens,
+    alone,
+    query: alone ? null : selectedPosition(state, tokens.length),
+    keyPos: alone ? null : chosenKey(state, tokens.length),
   };
-  askInto(app, "neuron", key, "/api/neuron", body);
 }
+
+/** q, k and q ⊙ k of the chosen head at the pair: its question, or null. */
+function neuronQuestion(state) {
+  const pair = pairOf(state);
+  if (!pair) return null;
+  const url = "/api/neuron";
+  const body = { ...subject(state, url), layer: state.layer, head: state.head };
+  if (pair.query !== null) body.query = pair.query;
+  if (pair.keyPos !== null) body.key = pair.keyPos;
+  return question("neuron", url, body);
+}
+
+/** What the view asks for (the data step asks it, answers.js). */
+export const need = (state) => [neuronQuestion(state)];
 
 /** q, k and q ⊙ k as three rows of bars over the head's dimensions. */
 export function neuronFigure({ q, k, q_times_k: product }) {
@@ -139,21 +145,11 @@ function fillKeys(tokens, chosen) {
   if (select.value !== value) select.value = value;
 }
 
-export function draw(state, els, app = null) {
-  const tokens = currentGrid(state)?.tokens; // the current text's, never the last text's
-  if (!tokens?.length) return false;
-  // with an image the grid's tokens are the image's prompt's: the text alone is read at its last token, its key
-  // the one it weighs most (the server's defaults)
-  const alone = textOnlyNow(state, id);
-  const keyPos = alone ? null : chosenKey(state, tokens.length);
-  fillKeys(alone ? [] : tokens, keyPos);
-  const query = alone ? null : selectedPosition(state, tokens.length);
-  const key = neuronKey(state, query, keyPos);
-  if (state.neuron?.key !== key) {
-    if (app) ask(app, state, query, keyPos, key);
-    return false;
-  }
-  const { response, error } = state.neuron;
+export function draw(state) {
+  const pair = pairOf(state);
+  if (!pair) return false;
+  fillKeys(pair.alone ? [] : pair.tokens, pair.keyPos);
+  const { response, error } = answerIn(state, neuronQuestion(state));
   setText(
     byId("qk-caption"),
     error ? `Could not compute: ${error}` : response ? neuronWords(response) : "computing…",
@@ -166,6 +162,6 @@ export function draw(state, els, app = null) {
     }
     return false;
   }
-  drawPlot(plot, key, () => neuronFigure(response), "attnscope-q-k");
+  drawPlot(plot, idOf(response), () => neuronFigure(response), "attnscope-q-k");
   return true;
 }

@@ -2,14 +2,14 @@
 // numbers (POST /api/rollout): one row per attention layer, how much the token's representation
 // after that layer draws on each input token, the layers' head-averaged attention multiplied
 // through, with the residual (0.5·A + 0.5·I, the paper's) or without. It follows the text, the
-// chosen token and the what-ifs; its answer is asked for when the view is shown.
+// chosen token and the what-ifs; its answer is asked for while the view is shown (`need`).
 
-import { askInto } from "../answers.js";
-import { byId, drawPlot, setText } from "../dom.js";
+import { answerIn, question } from "../answers.js";
+import { byId, drawPlot, idOf, setText } from "../dom.js";
 import { colorBar, layerTokenGrid } from "../draw/causal.js";
 import { WEIGHT_SCALE, baseLayout, tokenAxis } from "../draw/figures.js";
-import { currentGrid, imageField, imageId, scaleParam, selectedPosition } from "../state.js";
-import { offParam } from "../switchedoff.js";
+import { currentGrid, selectedPosition } from "../state.js";
+import { blankSubject, subject } from "../subject.js";
 
 export const id = "rollout";
 export const label = "Rollout";
@@ -26,21 +26,20 @@ export const link = {
     if (!s.rolloutResidual) params.set("rollres", "0");
   },
 };
-/** Its own request (POST /api/rollout), asked for by draw when the view is shown. */
+/** Its own request (POST /api/rollout): its `need`. */
 export const needs = [];
 
-/** What the answer must have been asked with to be the current one. */
-const rolloutKey = (state, position) =>
-  JSON.stringify([
-    state.model?.name,
-    state.text,
-    imageId(state),
-    position,
-    state.rolloutResidual,
-    state.causal,
-    scaleParam(state),
-    offParam(state.ablate),
-  ]);
+/** The rollout of the chosen token under the subject (the text, image and what-ifs): its question, or null. */
+function rolloutQuestion(state) {
+  const T = currentGrid(state)?.tokens?.length ?? 0; // the current text's, never the last text's
+  if (!T || blankSubject(state)) return null;
+  const url = "/api/rollout";
+  const body = { ...subject(state, url), position: selectedPosition(state, T), residual: state.rolloutResidual };
+  return question("rollout", url, body);
+}
+
+/** What the view asks for (the data step asks it, answers.js). */
+export const need = (state) => [rolloutQuestion(state)];
 
 /** The residual switch; `app`: {state, update}. */
 export function install(app) {
@@ -49,20 +48,6 @@ export function install(app) {
     app.state.rolloutResidual = toggle.checked;
     app.update();
   });
-}
-
-/** Ask for the rollout of `position` under the state's text and what-ifs. */
-function ask(app, state, position, key) {
-  const body = {
-    text: state.text,
-    ...imageField(state),
-    position,
-    residual: state.rolloutResidual,
-    causal: state.causal,
-    scale: scaleParam(state),
-    ablate: state.ablate,
-  };
-  askInto(app, "rollout", key, "/api/rollout", body);
 }
 
 /** Layers × input tokens: the chosen token's rollout after each attention layer. */
@@ -117,23 +102,17 @@ export function rolloutWords({ tokens, position, residual, layers }, model) {
   return parts.join(" ");
 }
 
-export function draw(state, els, app = null) {
+export function draw(state) {
   const toggle = byId("rollout-residual");
   if (toggle.checked !== state.rolloutResidual) toggle.checked = state.rolloutResidual;
-  const T = currentGrid(state)?.tokens?.length ?? 0; // the current text's, never the last text's
-  if (!T || !state.text.trim()) return false;
-  const position = selectedPosition(state, T);
-  const key = rolloutKey(state, position);
-  if (state.rollout?.key !== key) {
-    if (app) ask(app, state, position, key);
-    return false;
-  }
-  const { response, error } = state.rollout;
+  const q = rolloutQuestion(state);
+  if (!q) return false;
+  const { response, error } = answerIn(state, q);
   setText(
     byId("rollout-caption"),
     error ? `Could not compute the rollout: ${error}` : response ? rolloutWords(response, state.model) : "computing…",
   );
   if (!response) return false;
-  drawPlot(byId("rollout-plot"), key, () => rolloutFigure(response), "attnscope-rollout");
+  drawPlot(byId("rollout-plot"), idOf(response), () => rolloutFigure(response), "attnscope-rollout");
   return true;
 }

@@ -5,18 +5,22 @@
 // `difference`, b − a) on a diverging scale. The second model lives in the link (`modelb=`).
 // The route runs both models as trained: the what-ifs are said not to apply, never mixed in.
 
-import { errorText, getJSON, postJSON } from "../api.js";
+import { question, questionKey } from "../answers.js";
+import { getJSON } from "../api.js";
 import { fillModelOptions, pickerOptions } from "../cards/modelpicker.js";
-import { byId, drawPlot, onPlotClick, setText } from "../dom.js";
+import { byId, drawPlot, idOf, onPlotClick, setText } from "../dom.js";
 import { ACCENT, WEIGHT_SCALE, baseLayout } from "../draw/figures.js";
 import { headHeatmapFigure } from "../draw/heatmap.js";
 import { signedModel } from "../draw/quirks.js";
 import { paramLink } from "../state.js";
+import { blankSubject, subject } from "../subject.js";
 import { differenceFigure } from "./twotexts.js";
 
 export const id = "twomodels";
 export const was = ["models"]; // the id of old links
 export const label = "Two models";
+/** Its route (it takes no image: textonly.js). */
+export const route = "/api/compare-models";
 /**
  * Its slice: the second model's name, POST /api/compare-models {key, response, error, loading}, and the models
  * its picker lists (GET /api/models, asked once when the view is installed).
@@ -25,19 +29,34 @@ export const state = { modelB: "", models: null, modelListing: null };
 export const answers = ["models"];
 /** `modelb=`: the second model. */
 export const link = paramLink("modelb", "modelB");
-/** Its own request, asked for by draw when the view is shown. */
+/** Its own request (its `need`; a 202 while the second model loads is asked again every second, answers.js). */
 export const needs = [];
 /** Said instead of the what-if notes: the route compares the two models as trained. */
 export const whatIfNote =
   "Two models compares both models as trained (causal mask on, trained scaling, every head on): the what-if " +
   "switches do not change these numbers.";
 
-const POLL_MS = 1000; // while model_b loads (202), asked again this often
-const WAIT_MS = 20 * 60 * 1000; // a load taking longer than this is not waited for
+const URL = "/api/compare-models";
 
-/** What the map was asked with (any head's answer holds the same map), and the whole answer. */
-const mapKey = (state) => JSON.stringify([state.model?.name, state.text, state.modelB]);
-const modelsKey = (state) => JSON.stringify([mapKey(state), state.layer, state.head]);
+/** The map's body: the subject and the second model (any head's answer holds the same map). */
+const mapBody = (state) => ({ ...subject(state, URL), model_b: state.modelB });
+
+/** The comparison at the chosen head: its question, or null without a second model or a text. */
+function modelsQuestion(state) {
+  if (!state.modelB || blankSubject(state)) return null;
+  return question("models", URL, { ...mapBody(state), layer: state.layer, head: state.head });
+}
+
+/** What the view asks for (the data step asks it, answers.js). */
+export const need = (state) => [modelsQuestion(state)];
+
+/** The map of the slot's last answer when it is the same comparison at another head (drawn meanwhile), or null. */
+function previousMap(state, held) {
+  const prev = held.previous;
+  if (!prev || held.error) return null; // nothing stale stays drawn under a refusal
+  const { layer, head, ...map } = prev.body;
+  return questionKey(URL, map) === questionKey(URL, mapBody(state)) ? prev.response : null;
+}
 
 /** The second model's picker (the names the model picker lists) and a click on the map choosing a head. */
 export function install(app) {
@@ -55,40 +74,6 @@ export function install(app) {
     .then((answer) => (app.state.modelListing = answer))
     .catch(() => (app.state.modelListing = { models: [] }))
     .finally(() => app.update());
-}
-
-/**
- * Ask until model_b is loaded: a 202 says "loading" and is asked again politely, while the key still
- * holds. Another head of the same comparison keeps the map drawn meanwhile (`previous`: the last answer
- * with the same `map` key; the map does not depend on the head).
- */
-async function ask(app, state) {
-  const [key, map] = [modelsKey(state), mapKey(state)];
-  const body = { text: state.text, model_b: state.modelB, layer: state.layer, head: state.head };
-  const old = state.models?.map === map ? state.models : null;
-  const slot = { key, map, response: null, error: null, loading: false, previous: old?.response ?? old?.previous };
-  state.models = slot;
-  try {
-    for (let waited = 0; ; waited += POLL_MS) {
-      const answer = await postJSON("/api/compare-models", body);
-      if (state.models !== slot) return;
-      if (answer?.status !== "loading") {
-        slot.response = answer;
-        break;
-      }
-      if (waited > WAIT_MS) throw new Error(`${body.model_b} is still loading after ${WAIT_MS / 60000} minutes`);
-      slot.loading = true;
-      app.update();
-      await new Promise((r) => setTimeout(r, POLL_MS));
-      if (state.models !== slot) return;
-    }
-  } catch (err) {
-    if (state.models !== slot) return;
-    slot.error = errorText(err);
-    slot.previous = null; // nothing stale stays drawn under a refusal
-  }
-  slot.loading = false;
-  app.update();
 }
 
 /** Layers × heads: the divergence of each head (rows of a layer without softmax attention left out). */
@@ -183,13 +168,13 @@ function modelsWords(r, state) {
   );
 }
 
-export function draw(state, els, app = null) {
+export function draw(state) {
   fillPicker(state);
   const caption = byId("twomodels-caption");
-  const asked = Boolean(state.modelB && state.text.trim());
-  if (asked && state.models?.key !== modelsKey(state) && app) ask(app, state);
-  const current = asked && state.models?.key === modelsKey(state) ? state.models : null;
-  const shown = current?.response ?? current?.previous ?? null; // the map: the same for every head
+  const q = modelsQuestion(state);
+  const asked = Boolean(q);
+  const current = q && state.models?.key === q.key ? state.models : null;
+  const shown = current?.response ?? (current && previousMap(state, current)); // the map: the same for every head
   byId("twomodels-map").hidden = !shown;
   byId("twomodels-plots").hidden = !current?.response;
   if (!asked) {
@@ -205,7 +190,7 @@ export function draw(state, els, app = null) {
   let words = r ? modelsWords(r, state) : error ? `Could not compare: ${error}` : "comparing…";
   if (loading) words = `loading ${state.modelB}… (asked again every second)`;
   setText(caption, words);
-  const mapSig = `${mapKey(state)}|${state.layer}|${state.head}|${shown === r}`;
+  const mapSig = `${idOf(shown)}|${state.layer}|${state.head}|${shown === r}`;
   if (shown) {
     const map = byId("twomodels-map");
     const height = `${mapHeight(shown.divergence.filter((row) => row).length)}px`;
@@ -214,13 +199,12 @@ export function draw(state, els, app = null) {
     drawPlot(map, mapSig, () => divergenceFigure(shown, state, cellPx), "attnscope-twomodels-map");
   }
   if (!r) return false;
-  drawParts(r, state);
+  drawParts(r, state, current.key);
   return true;
 }
 
-/** The chosen head: its pattern in each model and their difference (the answer's `difference`, B − A). */
-function drawParts(r, state) {
-  const key = modelsKey(state);
+/** The chosen head: its pattern in each model and their difference (`difference`, B − A); `key`: its question's. */
+function drawParts(r, state, key) {
   const head = { layer: state.layer, head: state.head, signed: signedModel(state.model) };
   const one = (pattern, title) =>
     titled(headHeatmapFigure({ tokens: r.tokens, pattern, mask: r.mask, ...head, title }));

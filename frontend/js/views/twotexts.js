@@ -3,39 +3,39 @@
 // their difference cell by cell on a diverging scale. Every number is the server's
 // (POST /api/compare-texts); the second text lives in the link (`textb=`).
 
-import { answerFor, askInto } from "../answers.js";
-import { byId, drawPlot, setText } from "../dom.js";
+import { answerIn, question } from "../answers.js";
+import { byId, drawPlot, idOf, setText } from "../dom.js";
 import { SIGNED_SCALE, baseLayout, maskNull, tokenAxis, tokenMargins } from "../draw/figures.js";
 import { heatmapTitle } from "../draw/headframe.js";
 import { headHeatmapFigure } from "../draw/heatmap.js";
 import { signedModel } from "../draw/quirks.js";
-import { paramLink, scaleParam } from "../state.js";
-import { offParam } from "../switchedoff.js";
+import { paramLink } from "../state.js";
+import { subject } from "../subject.js";
 
 export const id = "twotexts";
 export const was = ["texts"]; // the id of old links
 export const label = "Two texts";
+/** Its route (it takes no image: textonly.js). */
+export const route = "/api/compare-texts";
 /** Its slice: the second text, and POST /api/compare-texts {key, response, error}. */
 export const state = { textB: "", texts: null };
 export const answers = ["texts"];
 /** `textb=`: the second text. */
 export const link = paramLink("textb", "textB");
-/** Its own request (POST /api/compare-texts), asked for by draw when the view is shown. */
+/** Its own request (POST /api/compare-texts: its `need`). */
 export const needs = [];
 
 const DEBOUNCE_MS = 300;
 
-const textsKey = (state) =>
-  JSON.stringify([
-    state.model?.name,
-    state.text,
-    state.textB,
-    state.layer,
-    state.head,
-    state.causal,
-    scaleParam(state),
-    offParam(state.ablate),
-  ]);
+/** The chosen head on both texts: its question, or null while either text is empty. */
+function textsQuestion(state) {
+  if (!state.text.trim() || !state.textB.trim()) return null;
+  const url = "/api/compare-texts";
+  return question("texts", url, { ...subject(state, url), text_b: state.textB, layer: state.layer, head: state.head });
+}
+
+/** What the view asks for (the data step asks it, answers.js). */
+export const need = (state) => [textsQuestion(state)];
 
 /** A box that writes `state.textB` (and so the link): this view's, and Patching's corrupt text. */
 export function bindSecondText(box, app) {
@@ -56,20 +56,6 @@ export function showSecondText(box, state) {
 /** The second text's box. */
 export function install(app) {
   bindSecondText(byId("text-b"), app);
-}
-
-/** Ask for the head on both texts. */
-function ask(app, state, key) {
-  const body = {
-    text: state.text,
-    text_b: state.textB,
-    layer: state.layer,
-    head: state.head,
-    causal: state.causal,
-    scale: scaleParam(state),
-    ablate: state.ablate,
-  };
-  askInto(app, "texts", key, "/api/compare-texts", body);
 }
 
 /** A heatmap with its title in a band of its own above the key axis's title (at 390 px they overlapped). */
@@ -118,22 +104,22 @@ export function differenceFigure({ tokens, difference, mask, range, layer, head,
   };
 }
 
-export function draw(state, els, app = null) {
+export function draw(state) {
   const plots = byId("twotexts-plots");
-  // no empty frames while there is nothing to draw
-  plots.hidden = !(state.texts?.response && state.texts.key === textsKey(state));
+  const q = textsQuestion(state);
+  const { response, error } = answerIn(state, q);
+  plots.hidden = !response; // no empty frames while there is nothing to draw
   showSecondText(byId("text-b"), state);
-  if (!state.text.trim() || !state.textB.trim()) {
+  if (!q) {
     setText(
       byId("twotexts-caption"),
       "Type a second text to see the chosen head on both, for instance the first with one word changed.",
     );
     return false;
   }
-  const key = textsKey(state);
-  const { response, error } = answerFor(state, "texts", key, app && (() => ask(app, state, key)));
   if (error) setText(byId("twotexts-caption"), `Could not compare: ${error}`);
   if (!response) return false;
+  const key = idOf(response);
   const [a, b] = response.texts;
   // a model whose maps are signed (a quirk says so): the diverging scale
   const head = { layer: response.layer, head: response.head, signed: signedModel(state.model) };

@@ -13,7 +13,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from attnscope.model.families import Features  # noqa: E402
+from attnscope.model.families import Features, deberta  # noqa: E402
 from attnscope.model.fields import HEAD_FIELDS, LAYER_DEPENDENT  # noqa: E402
 from attnscope.model.inspection import head_stats, inspect  # noqa: E402
 from attnscope.model.ours.checkpoint import SHIPPED, CheckpointError  # noqa: E402
@@ -96,7 +96,7 @@ def test_the_record_holds_every_step_its_layers_compute_by_the_field_tables_name
     facts = lm.facts
     tr = inspect(lm.backend, None, TEXT)
     has = {"all": True, "softcap": bool(facts.softcap), "sinks": tr.sink_logit is not None, "mla": facts.score_parts}
-    has |= {"gates": facts.output_gates, "differential": facts.differential}
+    has |= {"gates": facts.output_gates, "differential": facts.differential, "deberta": False}  # no decoder's
     for f in HEAD_FIELDS:
         if f.kind != "stats":
             assert (getattr(tr, f.name) is not None) == has[f.layers], f.name
@@ -113,7 +113,8 @@ def test_the_record_holds_every_step_its_layers_compute_by_the_field_tables_name
 
 def test_what_only_some_layers_compute_is_what_the_features_add():
     everything = Features(softcap=1.0, sink_logit=torch.zeros(1), nope=1, gate=torch.zeros(1), differential=True)
-    assert everything.extras == set(LAYER_DEPENDENT) and Features().extras == set()
+    # DeBERTa's terms come from its own module's steps (model/families/deberta.py), not from a feature
+    assert everything.extras == set(LAYER_DEPENDENT) - set(deberta.FIELDS) and Features().extras == set()
 
 
 @pytest.mark.parametrize("family", FAMILIES)

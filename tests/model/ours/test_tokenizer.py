@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from attnscope.model.ours.tokenizer import EOT, BPETokenizer, display_token, tile_offsets
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -196,3 +197,21 @@ def test_added_special_tokens_are_shown_as_text(tokenizer):
     pad = tk.token_to_id("<pad>")
     assert with_pad.token_bytes(pad) == b"<pad>" and with_pad.display(pad) == "<pad>"
     assert with_pad.decode(with_pad.encode_ids("a<pad>b")) == "a<pad>b"
+
+
+@pytest.mark.parametrize("spelt", ["[UNK]", "<the-mask>"])
+def test_a_typed_mask_is_the_tokenizers_mask_token_with_offsets_into_the_typed_text(spelt):
+    from tests.kit.encoders import BERT_SPECIALS, tokenizer
+
+    tk = tokenizer("wordpiece", BERT_SPECIALS)
+    tk.add_special_tokens([spelt])
+    tok = BPETokenizer(tk, specials=True)
+    tok.mask_token = spelt  # a mask token spelt unlike "[MASK]", shorter or longer
+    text = "the cat [MASK] on the [MASK]."
+    enc = tok.encode(text)
+    assert enc.ids == tk.encode(text.replace("[MASK]", spelt)).ids  # the special tokens added as the tokenizer does
+    assert enc.ids.count(tk.token_to_id(spelt)) == 2
+    assert "".join(text[a:b] for a, b in enc.offsets) == text  # spans into the text as typed
+    covered = [text[a:b].strip() for (a, b), i in zip(enc.offsets, enc.ids) if i == tk.token_to_id(spelt)]
+    assert covered == ["[MASK]", "[MASK]"]
+    assert tok.encode_ids(text) == enc.ids

@@ -62,12 +62,19 @@ def test_a_model_neither_cached_nor_downloadable_is_one_line(cache, monkeypatch)
 
 
 def test_the_cache_lists_its_causal_lms(cache, tmp_path):
-    # a repository that is not a causal LM (no ForCausalLM architecture) is left out
+    # a repository that is neither a causal LM nor a masked LM (no ForCausalLM, no ForMaskedLM head) is left out
     other = tmp_path / "encoder"
     other.mkdir()
     (other / "config.json").write_text('{"model_type": "bert", "architectures": ["BertModel"]}')
     put_in_cache(cache, "tiny-org/an-encoder", other)
-    (listed,) = cached_models()
+    masked = tmp_path / "masked"
+    masked.mkdir()
+    (masked / "config.json").write_text('{"model_type": "bert", "architectures": ["BertForMaskedLM"]}')
+    put_in_cache(cache, "tiny-org/a-masked-lm", masked)  # an encoder with its masked-LM head: listed
+    found = {m["name"]: m for m in cached_models()}
+    assert set(found) == {"tiny-org/tiny-llama", "tiny-org/a-masked-lm"}
+    assert found["tiny-org/a-masked-lm"]["family"] == "bert"
+    listed = found["tiny-org/tiny-llama"]
     assert listed["name"] == "tiny-org/tiny-llama" and listed["source"] == "hub-cache"
     assert listed["family"] == "llama" and listed["size_bytes"] > 0
     assert listed["path"].endswith("0123456789abcdef0123456789abcdef01234567")

@@ -1,0 +1,103 @@
+// What every request looks at, built in one place: its *subject* (docs/API.md "One subject on every route"):
+// the text, or the conversation (`messages`) on a chat model, the image when one is loaded, and the what-ifs the
+// route takes. Every body the page sends starts from `subject(state, url)`, and every answer is keyed by its body
+// (answers.js `questionKey`), so a part added here is both sent and keyed. `ROUTES` is the one list of the parts
+// each route takes beyond the text; GET /api/model's `subject` says which parts the model takes.
+
+import { isBlank } from "./api.js";
+
+const WHAT_IFS = ["causal", "scale", "ablate"];
+
+/**
+ * Each route the page asks, by its url: the parts of the subject it takes besides the text (the conversation,
+ * `messages`; the image; the what-ifs). Patching's subject is two texts (`clean`, `corrupt`): the page sends texts.
+ */
+export const ROUTES = {
+  "/api/attention": ["messages", "image", ...WHAT_IFS],
+  "/api/rollout": ["messages", "image", ...WHAT_IFS],
+  "/api/selection": ["messages", ...WHAT_IFS],
+  "/api/compare-texts": ["messages", ...WHAT_IFS],
+  "/api/neuron": ["messages", ...WHAT_IFS],
+  "/api/head-effects": ["messages", "image", "ablate"],
+  "/api/generate": ["messages", "image", "ablate"],
+  "/api/attribution": ["messages", "image"],
+  "/api/knockout": ["messages", "image"],
+  "/api/lens": ["messages", "image"],
+  "/api/qk-attribution": ["messages", "image"],
+  "/api/compare-models": ["messages"],
+  "/api/patching": [],
+};
+
+/** Whether the model takes `part` of a subject: as GET /api/model `subject` lists them, else by its own flags. */
+export function modelTakes(state, part) {
+  const m = state.model;
+  if (Array.isArray(m?.subject)) return m.subject.includes(part);
+  if (part === "image") return Boolean(m?.vision);
+  if (part === "messages") return Boolean(m?.chat);
+  return part === "text";
+}
+
+/** Whether the route `url` takes `part` of a subject ("messages", "image", "causal", "scale", "ablate"). */
+export const routeTakes = (url, part) => (ROUTES[url] ?? []).includes(part);
+
+/** The image sent with the text: the one picked beside it, where the model takes one; else null. */
+export const imageOf = (state) => (state.image && modelTakes(state, "image") ? state.image : null);
+
+/** The conversation sent instead of the text: the turns of the editor on a chat model; else null. */
+export const messagesOf = (state) => (state.messages?.length && modelTakes(state, "messages") ? state.messages : null);
+
+/** Whether there is nothing to ask about: an empty text box, or a conversation whose turns are all empty. */
+export function blankSubject(state) {
+  const messages = messagesOf(state);
+  return messages ? messages.every((m) => isBlank(m.content)) : isBlank(state.text);
+}
+
+/** The request's `scale`: the model's own divisor, or 1 as the what-if. */
+export const scaleParam = (state) => (state.scaled ? "model" : "none");
+
+/**
+ * The subject part of a body to `url`: `text` (or `messages` with a conversation), `image` when one is loaded
+ * and the route takes it, and the what-ifs the route takes (`causal`, `scale`, `ablate`).
+ */
+export function subject(state, url) {
+  const messages = routeTakes(url, "messages") ? messagesOf(state) : null;
+  const out = messages ? { messages: messages.map(({ role, content }) => ({ role, content })) } : { text: state.text };
+  const image = imageOf(state);
+  if (image && routeTakes(url, "image")) out.image = image.data;
+  if (routeTakes(url, "causal")) out.causal = state.causal;
+  if (routeTakes(url, "scale")) out.scale = scaleParam(state);
+  if (routeTakes(url, "ablate")) out.ablate = state.ablate;
+  return out;
+}
+
+/**
+ * The key of what `/api/attention` answers about (the grid, the chosen head): its subject, the image named by its
+ * id (each image taken has its own) rather than its bytes; without the what-ifs when `whatIfs` is false (what the
+ * tokens depend on).
+ */
+export function subjectKey(state, whatIfs = true) {
+  const body = subject(state, "/api/attention");
+  if (body.image) body.image = imageOf(state).id;
+  if (!whatIfs) for (const part of WHAT_IFS) delete body[part];
+  return JSON.stringify(body);
+}
+
+/** The roles a turn of a conversation may have (docs/API.md "Conversations"). */
+export const ROLES = ["system", "user", "assistant"];
+
+/** A conversation in a link (`chat=`): its turns as JSON `[[role, content], ...]`. */
+export const messagesParam = (messages) => JSON.stringify(messages.map((m) => [m.role, m.content]));
+
+/** A link's `chat=` read back: its turns whose role is one of ROLES and content a string (others left out). */
+export function parseMessages(param) {
+  let turns;
+  try {
+    turns = JSON.parse(param);
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(turns)) return [];
+  return turns
+    .filter((t) => Array.isArray(t) && ROLES.includes(t[0]) && typeof t[1] === "string")
+    .map(([role, content]) => ({ role, content }));
+}

@@ -1,0 +1,128 @@
+"""The page on an encoder (a tiny BERT built in the test, served by the real server): the badge
+says encoder, the guesses are at the chosen position, no causal triangle is assumed, and the
+lessons point at the loaded model."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from tests.kit.live import serving
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.browser
+
+from tests.kit.encoders import build_encoder  # noqa: E402
+
+SENTENCE = "The cat [MASK] on the mat, and the dog saw the cat."
+
+
+@pytest.fixture(scope="module")
+def encoder_server(tmp_path_factory, server):
+    with serving(build_encoder("bert", tmp_path_factory.mktemp("bert") / "bert"), "bert") as s:
+        yield s
+
+
+@pytest.fixture
+def encoder_tab(tab, encoder_server):
+    tab.base_url = encoder_server.url
+    return tab
+
+
+def test_the_page_says_encoder_and_guesses_at_the_position(encoder_tab):
+    tab = encoder_tab
+    tab.open("/#text=" + quote(SENTENCE))
+    assert "encoder" in tab.page.locator("#model-badge").inner_text()
+    tokens = tab.tokens()
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"  # the tokenizer's own special tokens
+    at = tokens.index("[MASK]")
+    tab.page.locator("[data-testid=tokens] .chip").nth(at).click()
+    tab.settle()
+    card = tab.page.get_by_test_id("predictions")
+    assert card.locator("h2").inner_text() == "Guesses at this position"
+    assert tab.page.locator("#predictions-title").inner_text().startswith("At [MASK]")
+    assert "at this position" in tab.page.locator("#predictions-actual").inner_text()
+    # the served guesses at the mask are the ones listed
+    served = tab.page.evaluate(f"() => window.attnscope.state.detail.response.predictions[{at}].map(p => p.token)")
+    listed = card.locator(".pred-token").all_inner_texts()
+    assert listed == served
+    # no causal mask to switch off on an encoder
+    assert tab.page.get_by_test_id("causal-toggle").is_disabled()
+    assert not tab.unexpected_console_errors()
+
+
+def test_the_pipeline_says_every_key_is_seen(encoder_tab):
+    tab = encoder_tab
+    tab.open("/#view=pipeline&text=" + quote(SENTENCE))
+    notes = tab.page.locator("#pipeline-notes").inner_text()
+    assert "encoder masks nothing" in notes and "what-if" not in notes
+    assert "look ahead" not in notes
+    assert not tab.unexpected_console_errors()
+
+
+def test_the_lens_reads_each_layer_as_guesses_at_each_position(encoder_tab):
+    tab = encoder_tab
+    tab.open("/#view=lens&text=" + quote(SENTENCE))
+    tab.page.wait_for_function("() => !document.getElementById('lens-caption').textContent.includes('computing')")
+    caption = tab.page.locator("#lens-caption").inner_text()
+    assert "masked-LM head" in caption and "token after" not in caption
+    assert not tab.unexpected_console_errors()
+
+
+def test_the_lesson_points_at_the_loaded_encoder(encoder_tab):
+    tab = encoder_tab
+    tab.open("/lessons.html")
+    note = tab.page.get_by_test_id("lesson-model")
+    note.wait_for(state="visible")
+    assert "is an encoder" in note.inner_text()
+    assert not tab.unexpected_console_errors()
+
+
+@pytest.fixture(scope="module")
+def modernbert_server(tmp_path_factory, server):
+    with serving(build_encoder("modernbert", tmp_path_factory.mktemp("mb") / "modernbert"), "modernbert") as s:
+        yield s
+
+
+def test_a_local_layer_is_a_band_on_both_sides(tab, modernbert_server):
+    tab.base_url = modernbert_server.url
+    tab.open("/#view=pipeline&layer=1&text=" + quote(SENTENCE))
+    notes = tab.page.locator("#pipeline-notes").inner_text()
+    assert "local layer's band" in notes and "look ahead" not in notes
+    # the served mask of the local layer: a band around the diagonal, seen on both sides
+    mask = tab.page.evaluate(
+        "() => { const d = window.attnscope.state.detail.response;"
+        " const l = d.layers[0]; return Array.from(l.mask ?? d.mask, r => Array.from(r)); }"
+    )
+    T = len(mask)
+    assert all(mask[i][j] == (abs(i - j) <= 2) for i in range(T) for j in range(T))
+    assert not tab.unexpected_console_errors()
+
+
+@pytest.fixture(scope="module")
+def deberta_server(tmp_path_factory, server):
+    with serving(build_encoder("deberta-v2", tmp_path_factory.mktemp("db") / "deberta"), "deberta-v2") as s:
+        yield s
+
+
+def test_deberta_hover_splits_each_raw_score_into_its_three_terms(tab, deberta_server):
+    tab.base_url = deberta_server.url
+    tab.open("/#text=" + quote(SENTENCE))
+    assert "deberta-v2" in tab.page.locator("#model-badge").inner_text()
+    head = tab.page.evaluate(
+        "() => { const h = window.attnscope.state.detail.response.layers[0].heads[0]; return Object.keys(h); }"
+    )
+    assert "attn_scores_content" in head and "pattern" in head
+    trace = tab.figure("head-heatmap")["data"][0]
+    assert "= content %{customdata[4]:.3f} + content→position %{customdata[5]:.3f} + position→content" in (
+        trace["hovertemplate"]
+    )
+    for row in trace["customdata"][:4]:
+        for cell in row:  # each cell's raw score and its three terms, as the server sent them
+            _, _, raw, _, *terms = cell
+            if raw is not None:
+                assert abs(sum(terms) - raw) < 2e-3
+    box = tab.page.get_by_test_id("head-heatmap").bounding_box()
+    tab.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    assert not tab.unexpected_console_errors()
