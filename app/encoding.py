@@ -127,7 +127,10 @@ def encode_answer(
         about = enc.with_levels({k: v for k, v in layer.items() if k != "heads"}, "mask", "thumbnail_mask")
         parts.append((b"," if i else b"") + dumps(about)[:-1] + b',"heads":[')
         for j, h in enumerate(layer["heads"]):
-            fields = {name: _head_field(enc, name, value, mask) for name, value in h.items() if name != "head"}
+            if layer.get("implicit"):  # M, signed: as numbers rounded like weights
+                fields = {"pattern": enc.matrix(h["pattern"], DECIMALS["pattern"])}
+            else:
+                fields = {name: _head_field(enc, name, value, mask) for name, value in h.items() if name != "head"}
             parts.append(b'%s{"head":%d' % (b"," if j else b"", h["head"]))
             parts += _pieces(fields)
             parts.append(b"}")

@@ -55,6 +55,7 @@ class CapturePlan:
     focus_region: tuple[int, int, int, int] | None = None  # [q0, q1) × [k0, k1): exact cells of the focus head
     budget_bytes: int | None = None  # a block's temporaries; None: :func:`block_budget` of the layer's device
     fuse: bool = False  # the statistics' block passes compiled (:func:`model.stats.fused_block_terms`)
+    implicit: tuple[int, ...] = ()  # value-linear layers whose M the answer holds (model.families.implicit)
 
     @property
     def needs_unscaled(self) -> bool:
@@ -85,6 +86,7 @@ class Capture:
         self.sel = sel
         self.needs_unscaled = sel.needs_unscaled
         self.layers: list[LayerCapture] = []
+        self.implicit: list = []  # model.families.implicit.ImplicitLayer of sel.implicit, set by the backend
         self.focus: dict[str, np.ndarray] | None = None
         self.focus_stats: dict[str, np.ndarray] | None = None
         self.focus_pooled: dict[str, np.ndarray] | None = None  # name -> (m, m) float32, with focus_thumbnail

@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-Kind = Literal["weights", "scores", "vectors", "rows", "parts", "stats", "number", "heads", "kinds", "spans", "shares"]
+Kind = Literal["weights", "scores", "vectors", "rows", "parts", "stats", "number", "heads", "kinds", "spans", "shares",
+               "word"]
 At = Literal["head", "layer", "answer"]
 Sits = Literal["row", "head", "parts", "band"]
 Scale = Literal["weights", "share", "signed", "scores", "band"]
@@ -297,6 +298,10 @@ OTHER_FIELDS = (
         at="answer",
         drawn=Drawn("head", "last row on", "share", {"head": "{role} {value}"}, flag="chat"),
     ),
+    HeadField("mixer", "word", None, "a value-linear layer's mixer (POST /api/attention, `layers` naming it): each "
+              "head's pattern is M, o_t = Σ_s M[t, s] v_s + skip · v_t, not a softmax", layers="implicit", at="layer",
+              drawn=Drawn("head", "mixer", "signed", {"rows": "Implicit attention of a {mixer} layer, not a softmax: "
+                          "o_t = Σ_s M[t,s] v_s", "colorbar": "M"}, signed=True)),
 )
 
 FIELD_NAMES = tuple(f.name for f in HEAD_FIELDS)  # the order of the answer's keys

@@ -224,10 +224,25 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
                 layer["thumbnail_mask"] = lc.thumbnail_mask
         layer["heads"] = _heads(lc, sel.heads, req.stats_rows)
         answer["layers"].append(layer)
+    answer["layers"] += [_implicit_layer(il) for il in getattr(cap, "implicit", [])]
+    answer["layers"].sort(key=lambda layer: layer["layer"])
     if sel.focus is not None and cap.focus is not None:
         answer["focus"] = _focus(cap, sel, len(result.token_ids))
     answer["predictions"] = result.predictions
     return answer
+
+
+def _implicit_layer(il) -> dict[str, Any]:
+    """A value-linear layer: each head's ``pattern`` is M (o_t = Σ_s M[t, s] v_s + skip · v_t), not a
+    softmax; a per-channel mixer's one head is the mean over channels of |M| (``per_channel``)."""
+    return {
+        "layer": il.layer,
+        "implicit": True,
+        "mixer": il.mixer,
+        "per_channel": il.per_channel,
+        "skip": None if il.skip is None else il.skip.tolist(),
+        "heads": [{"head": h, "pattern": il.pattern[h]} for h in range(il.pattern.shape[0])],
+    }
 
 
 def _heads(lc, heads: list[int], stats_rows: bool) -> list[dict[str, Any]]:
@@ -295,8 +310,10 @@ def attention_json(svc: Service, req: AttentionRequest, started: float | None = 
     result = compute_attention(svc, req)
     t2 = time.perf_counter()
     facts = svc.loaded.facts
-    masks = [lc.mask for lc in result.capture.layers]
+    by_layer = {lc.layer: lc.mask for lc in result.capture.layers}
+    causal = np.tril(np.ones((len(result.token_ids),) * 2, dtype=bool))  # M is 0 after each query
     answer = answer_of(result, req, facts)
+    masks = [by_layer.get(layer["layer"], causal) for layer in answer["layers"]]
     parts = encode_answer(answer, req.precision, masks, result.capture.focus_mask, signed=facts.differential)
     t3 = time.perf_counter()
     total = (t3 - t0) * 1000

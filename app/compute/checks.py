@@ -111,6 +111,10 @@ def indices(values: list[int] | None, n: int, name: str, unit: str) -> list[int]
     return sorted(set(values))
 
 
+# what a refusal adds for a value-linear mixer's layer
+IMPLICIT_NOTE = "; its implicit attention M comes from POST /api/attention with the layer named in layers"
+
+
 def check_attention_layer(layer: int, loc: Sequence[str | int], name: str, facts: ModelFacts) -> None:
     """``layer`` is one of the model's layers and has softmax attention (a hybrid's other layers
     have no heads to draw); else a 422 naming the field, the layer's type and the attention layers."""
@@ -120,8 +124,8 @@ def check_attention_layer(layer: int, loc: Sequence[str | int], name: str, facts
         shown = ", ".join(map(str, facts.attention_layers))
         raise ApiError(
             422,
-            f"{name} is {layer}: a {kind} layer, without softmax attention, so it has no heads to draw "
-            f"(this model's attention layers: {shown})",
+            f"{name} is {layer}: a {kind} layer, without softmax attention, so it has no heads to draw here "
+            f"(this model's attention layers: {shown}){IMPLICIT_NOTE if facts.layers[layer].get('implicit') else ''}",
             loc=loc,
             type_="not_an_attention_layer",
             ctx={"value": layer, "attention_layers": facts.attention_layers},

@@ -16,7 +16,8 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int) -> CaptureP
     """The request checked against the model: a :class:`CapturePlan`, or an :class:`ApiError` naming the field."""
     facts = svc.loaded.facts
     check_token_count(n_tokens, facts)
-    layers = layer_indices(req.layers, facts)
+    implicit = _implicit_layers(req, facts)
+    layers = layer_indices(None if req.layers is None else [v for v in req.layers if v not in implicit], facts)
     heads = indices(req.heads, facts.n_head, "heads", "heads per layer")
     focus = None
     focus_fields: frozenset[str] = frozenset()
@@ -27,7 +28,8 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int) -> CaptureP
         focus_fields = frozenset(req.focus.include)
         focus_region = _region(req.focus.region, n_tokens)
     include = set(req.include)
-    _check_cells(svc, req, include, len(layers) * len(heads), n_tokens)
+    implicit_heads = sum(facts.layers[i]["heads"] for i in implicit)
+    _check_cells(svc, req, include, len(layers) * len(heads) + implicit_heads, n_tokens)
     return CapturePlan(
         layers=layers,
         heads=heads,
@@ -39,7 +41,22 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int) -> CaptureP
         focus_thumbnail=req.focus.thumbnail if req.focus is not None else None,
         focus_region=focus_region,
         fuse=svc.fuse,
+        implicit=implicit,
     )
+
+
+def _implicit_layers(req: AttentionRequest, facts) -> tuple[int, ...]:
+    """The value-linear layers ``req.layers`` names (never by default: the page asks for them by number);
+    each is sent as its ``pattern``, M, so ``include`` must hold it."""
+    named = tuple(sorted({v for v in req.layers or () if 0 <= v < facts.n_layer and facts.layers[v].get("implicit")}))
+    if named and "pattern" not in req.include:
+        raise ApiError(
+            422,
+            f"layers {list(named)} are value-linear mixers, sent as their matrices M: include needs pattern",
+            loc=("body", "include"),
+            type_="implicit_needs_pattern",
+        )
+    return named
 
 
 def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads: int, T: int) -> None:

@@ -20,6 +20,7 @@ from .common import (
     TEMPERATURE_MIN,
     HeadRef,
     ImageUpload,
+    ImplicitFields,
     Index,
     Matrix,
     Prediction,
@@ -135,7 +136,8 @@ class AttentionRequest(Subject):
     layers: list[Index] | None = Field(
         None,
         max_length=MAX_INDICES,
-        description="layers to return (0-based, ascending, duplicates ignored); all if absent",
+        description="layers to return (0-based, ascending, duplicates ignored); every softmax layer if absent; "
+        "a value-linear mixer's layer only when named here (`implicit`)",
     )
     heads: list[Index] | None = Field(
         None, max_length=MAX_INDICES, description="heads to return in each layer (0-based); all if absent"
@@ -231,19 +233,20 @@ class HeadView(HeadFields):
     )
 
 
-class LayerView(BaseModel):
+class LayerView(ImplicitFields):
     layer: int
-    divisor: float = Field(description="what this layer divided q·kᵀ by")
-    divisor_rule: str = Field(
-        description="how that divisor came about: 'sqrt(head_dim)', 'sqrt(query_pre_attn_scalar)', "
+    divisor: float | None = optional_field("what this layer divided q·kᵀ by (absent in an implicit layer)")
+    divisor_rule: str | None = Field(
+        None, description="how that divisor came about: 'sqrt(head_dim)', 'sqrt(query_pre_attn_scalar)', "
         "'sqrt(head_dim) * (layer + 1)', '1' (scale 'none'), 'scale' (the number asked) or "
         "'<value> (set by the model)'"
     )
     softcap: float | None = Field(
+        None,
         description="attention logit softcap: attn_scores = softcap·tanh(q·kᵀ / divisor / softcap); null if none"
     )
     window: int | None = Field(
-        description="the sliding window this layer's mask applied: a query sees itself and the window − 1 tokens "
+        None, description="the sliding window this layer's mask applied: a query sees itself and the window − 1 tokens "
         "before it; null if none (full causal, or causal false)"
     )
     chunk: int | None = optional_field(

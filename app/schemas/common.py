@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 from pydantic_core import PydanticCustomError
 
+from ...model.families.mixers import MEANINGS
+
 TEXT_CHARS = 16000  # the longest text when the server's settings do not say otherwise
 TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
 MAX_ABLATE = 1024  # longest `ablate` list
@@ -278,3 +280,12 @@ class SubjectAnswer(BaseModel):
     token_kinds: TokenKinds = None
     spans: Spans = None
     image: ImageShown = None
+
+
+class ImplicitFields(BaseModel):
+    """What an answer's layer adds when it is a value-linear mixer's (:mod:`model.families.mixers`)."""
+
+    implicit: bool | None = optional_field(MEANINGS["implicit"])
+    mixer: str | None = optional_field(MEANINGS["mixer"])
+    per_channel: bool | None = optional_field(MEANINGS["per_channel"])
+    skip: list[float] | None = optional_field(MEANINGS["skip"])

@@ -36,7 +36,7 @@ class FieldInfo(BaseModel):
         "rows: one number per query; parts: two T×T softmax matrices (differential attention); stats; "
         "number: one number a layer; heads: one number a head of the layer; kinds: one word a token; "
         "spans: [{message, role, start, end}], half-open token ranges; shares: [layer][head][span], a share "
-        "a message"
+        "a message; word: one word a layer (an implicit layer's mixer)"
     )
     decimals: int | None = Field(description="decimals kept in JSON; null for the statistics (significant digits)")
     meaning: str
@@ -72,10 +72,21 @@ class LayerInfo(BaseModel):
     """One of the model's layers, numbered as the model numbers them."""
 
     index: int
-    type: Literal["full", "sliding", "chunked", "nope", "linear", "conv", "ssm"] = Field(
+    type: Literal[
+        "full", "sliding", "chunked", "nope", "linear", "conv", "ssm", "gated_deltanet", "kimi_delta", "mamba2",
+        "lightning", "mamba1", "short_conv",
+    ] = Field(
         description="full: softmax attention over every earlier token; sliding: over a window (`window`); "
         "chunked: inside the query's chunk (`chunk`); nope: full, without rotary positions; "
-        "linear, conv, ssm: no softmax attention (linear attention, a convolution, a state-space model): no heads"
+        "gated_deltanet, kimi_delta, mamba2, lightning, mamba1, short_conv: a mixer linear in its values, drawn "
+        "as implicit attention (`implicit`); linear, conv, ssm: no softmax attention and no mixer attnscope can "
+        "draw: no heads"
+    )
+    implicit: bool | None = optional_field(
+        "true where the layer's mixer is linear in its values: POST /api/attention sends its M when `layers` names it"
+    )
+    heads: int | None = optional_field(
+        "implicit layers: the heads of M (1 for mamba1, short_conv: the mean |M| over channels)"
     )
     window: int | None = optional_field("sliding: the window in tokens (the query and the window − 1 before it)")
     chunk: int | None = optional_field("chunked: the chunk in tokens; a query sees the earlier tokens of its own chunk")

@@ -137,9 +137,10 @@ export function fitHead({ layer, head, ablate = [] }, model) {
   const notes = [];
   const kind = model.layers?.[layer]?.type;
   if (layer < model.n_layer && !layers.includes(layer) && head < model.n_head) {
+    const drawn = model.layers?.[layer]?.implicit ? " here; its implicit attention is drawn under the grid" : "";
     notes.push(
-      `Layer ${layer} is a ${kind} layer, without softmax attention: it has no heads to draw. Showing layer ` +
-        `${fit.layer}, head ${fit.head}.`,
+      `Layer ${layer} is a ${kind} layer, without softmax attention: it has no heads to draw${drawn}. Showing ` +
+        `layer ${fit.layer}, head ${fit.head}.`,
     );
   } else if (fit.layer !== layer || fit.head !== head) {
     notes.push(`This link names layer ${layer}, head ${head}; ${shape}: showing layer ${fit.layer}, head ${fit.head}.`);

@@ -17,6 +17,7 @@ import torch
 from torch.nn import functional as F
 
 from ..backends import DTYPES, ModelFacts, parameter_count
+from ..blocks import block_budget
 from ..chat import folder_template, with_chat
 from ..options import AttentionOptions
 from ..ours.checkpoint import CheckpointError
@@ -27,6 +28,7 @@ from ..trace import AttentionTrace
 from .attention import IMPLEMENTATION, recording, register, watch_output_gates
 from .config import bos_token, layer_divisor_rules, layer_types, position_encoding, preflight, sliding_windows
 from .differential import differential_lambda, is_differential
+from .implicit import implicit_layer, mark_mixers, recording_scans
 from .mrope import mrope_positions
 
 
@@ -91,7 +93,7 @@ class TransformersBackend:
             family=self.family,
             n_layer=n_layer,
             attention_layers=numbers,
-            layers=layer_types(cfg, n_layer, numbers, windows),
+            layers=mark_mixers(model, layer_types(cfg, n_layer, numbers, windows), numbers),
             n_head=n_head,
             n_kv_head=n_kv,
             head_dim=head_dim,
@@ -135,8 +137,15 @@ class TransformersBackend:
     def hidden(self, ids: list[int], opts: AttentionOptions, sink) -> torch.Tensor:
         """Like :meth:`run`, but returns what the LM head reads, ``(T, C)``."""
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
-        with recording(sink, opts):
-            return self.trunk(input_ids=idx, **self.calls).last_hidden_state[0]
+        wanted = getattr(getattr(sink, "sel", None), "implicit", ())
+        if not wanted:
+            with recording(sink, opts):
+                return self.trunk(input_ids=idx, **self.calls).last_hidden_state[0]
+        with recording(sink, opts), recording_scans(self.model) as scans:
+            hidden = self.trunk(input_ids=idx, **self.calls).last_hidden_state[0]
+        budget = sink.sel.budget_bytes or block_budget(self.device)
+        sink.implicit = [implicit_layer(scans[layer], budget) for layer in wanted]
+        return hidden
 
     @classmethod
     def tokenizer_of(cls, path: Path, cfg) -> BPETokenizer:

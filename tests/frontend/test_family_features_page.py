@@ -7,7 +7,7 @@ parameter (conftest's ``family_server``, built in the test by tests/kit/family.p
   hover splits each raw score into its content (no-RoPE) and position (RoPE) parts, the server's;
 * DiffLlama (differential attention): a head's map, first − λ × second, is signed: drawn on a
   diverging scale centred on 0 with λ named, both softmaxes beneath it;
-* Qwen3-Next (linear attention in layers 0 and 2) and Llama 4 (a chunked layer, then one without
+* Qwen3-Next (Gated DeltaNet in layers 0 and 2, drawn as implicit attention: test_implicit_page.py) and Llama 4 (a chunked layer, then one without
   RoPE): the ribbon names every layer as the model numbers it, only layers with heads are offered,
   a link to a layer without heads says so, a chunked layer's masked cells say why.
 """
@@ -173,10 +173,10 @@ def test_the_ribbon_names_every_layer_and_only_attention_layers_have_heads(famil
         "() => document.querySelector('[data-testid=heads-grid]').gridLayout.grid.layers.map((l) => l.layer)"
     )
     if tab.kind == "qwen3_next":
-        assert types == ["linear", "full", "linear", "full"]
+        assert types == ["gated_deltanet", "full", "gated_deltanet", "full"]
         assert picker == ["1", "3"] and rows == [1, 3]
-        no_heads = page.locator("[data-testid=layer-ribbon] .layer-no-heads")
-        assert no_heads.count() == 2 and "no heads to draw" in no_heads.first.get_attribute("title")
+        implicit = page.locator("[data-testid=layer-ribbon] .layer-implicit")  # drawn under the grid instead
+        assert implicit.count() == 2 and "implicit attention" in implicit.first.get_attribute("title")
     else:
         assert types == ["chunked", "nope"]
         assert chips.first.inner_text() == "L0 chunked 4" and "floor_scale" in chips.nth(1).get_attribute("title")
@@ -191,7 +191,8 @@ def test_a_link_to_a_layer_without_heads_says_what_it_is(family_tab):
     page = tab.page
     notice = page.get_by_test_id("link-notice")
     assert notice.is_visible()
-    assert "Layer 2 is a linear layer, without softmax attention" in notice.inner_text()
+    assert "Layer 2 is a gated_deltanet layer, without softmax attention" in notice.inner_text()
+    assert "implicit attention is drawn under the grid" in notice.inner_text()
     assert page.evaluate("() => [window.attnscope.state.layer, window.attnscope.state.head]") == [1, 1]
     # the head drawn is layer 1's, as the server numbers it
     fig = tab.figure("head-heatmap")

@@ -15,6 +15,12 @@ export const LAYER_WORDS = {
   linear: "linear attention: no softmax, no attention map, so no heads to draw",
   conv: "a short convolution: no attention map, so no heads to draw",
   ssm: "a state-space model (Mamba): no attention map, so no heads to draw",
+  gated_deltanet: "Gated DeltaNet, linear in its values: its implicit attention M is drawn under the grid",
+  kimi_delta: "Kimi Delta Attention, linear in its values: its implicit attention M is drawn under the grid",
+  mamba2: "Mamba-2, linear in its values: its implicit attention M is drawn under the grid",
+  lightning: "lightning attention, linear in its values: its implicit attention M is drawn under the grid",
+  mamba1: "Mamba-1, linear in its values: the mean over channels of its |M| is drawn under the grid",
+  short_conv: "a short convolution, linear in its values: the mean over channels of its |M| is drawn under the grid",
 };
 
 /** One chip per layer: `{index, type, text, title, attends}`; an empty list where every layer is full attention. */
@@ -27,7 +33,8 @@ export function ribbonChips(model) {
     const title = `Layer ${l.index}: ${LAYER_WORDS[l.type] ?? l.type}${l.window ? ` of ${l.window} tokens` : ""}${
       l.chunk ? ` (chunks of ${l.chunk} tokens)` : ""
     }${l.note ? `. ${l.note}` : ""}`;
-    return { index: l.index, type: l.type, text: `L${l.index} ${l.type}${size}`, title, attends };
+    const implicit = !!l.implicit;
+    return { index: l.index, type: l.type, text: `L${l.index} ${l.type}${size}`, title, attends, implicit };
   });
 }
 
@@ -42,7 +49,8 @@ export function renderLayerRibbon(el, model) {
   el.replaceChildren(
     ...chips.map((c) => {
       const span = document.createElement("span");
-      span.className = `layer-chip layer-${c.type}${c.attends ? "" : " layer-no-heads"}`;
+      const kind = c.attends ? "" : c.implicit ? " layer-implicit" : " layer-no-heads";
+      span.className = `layer-chip layer-${c.type}${kind}`;
       span.textContent = c.text;
       span.title = c.title;
       span.dataset.layer = String(c.index);

@@ -23,6 +23,7 @@ import { currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { answerIn, question } from "../answers.js";
 import { subject } from "../subject.js";
 import { drawGrid } from "../head/grid.js";
+import { drawImplicit, implicitQuestion, installImplicit } from "../head/implicit.js";
 import { isUndecoded } from "../wire.js";
 import { lazyRows } from "../draw/figures.js";
 import { installZoom } from "../draw/zoom.js";
@@ -49,9 +50,11 @@ export const state = {
   ...knockoutState,
   ...whyState,
   headWrites: null, // POST /api/lens (Jacobian, heads) under the heatmap: {key, response, error} (head/writes.js)
+  implicit: null, // POST /api/attention of a hybrid's chosen linear layer, under the grid (head/implicit.js)
+  implicitHead: null, // the implicit head drawn there, "layer:head" (null: the first)
 };
 /** The answers a new model makes stale: the knockout's, the split's, the head's writes and the exact cells. */
-export const answers = ["knockoutAnswer", "qk", "headWrites", "region"];
+export const answers = ["knockoutAnswer", "qk", "headWrites", "region", "implicit"];
 const CELL_MODES = ["row", "knockout", "why"];
 /** `mean=1`: the grid's mean column; `click=`, `ko=`, `koall=1`, `why=`: the cells' mode, knockout and split. */
 export const link = {
@@ -90,7 +93,7 @@ function regionQuestion(state) {
 
 /** What the view asks for besides the grid and the chosen head (the data step asks it, answers.js). */
 export const need = (state) => [knockoutQuestion(state), whyQuestion(state), headWritesQuestion(state),
-  regionQuestion(state)];
+  regionQuestion(state), implicitQuestion(state)];
 
 /**
  * What the chosen head shows now: the chosen-head answer when it is current, else the head's
@@ -215,6 +218,7 @@ export function drawHeadView(state, els) {
   drawCellTools(state);
   drawHeadWrites(state);
   drawSpanBox(state, currentGrid(state));
+  drawImplicit(state);
   return { head: true, grid: drawGrid(state, els) };
 }
 
@@ -295,6 +299,7 @@ export function install(app) {
       app.update();
     });
   installKnockout(app);
+  installImplicit(app);
   spanSwitch()?.addEventListener("change", (ev) => {
     state.gridSpans = ev.target.checked;
     app.update();

@@ -248,13 +248,14 @@ def test_a_model_with_learned_sinks_sends_each_rows_sink_share(encoding, family_
 
 
 def test_a_hybrid_is_numbered_as_the_model_numbers_it(family_dirs, clients):
-    """Qwen3-Next: linear attention in layers 0 and 2, softmax attention in 1 and 3. Every answer
-    names the softmax layers by those numbers; a linear layer asked for is a 422 that says what it
-    is; head effects, roles and generation carry null for the layers without heads."""
+    """Qwen3-Next: Gated DeltaNet in layers 0 and 2, softmax attention in 1 and 3. Every answer
+    names the softmax layers by those numbers; a Gated DeltaNet layer is sent only when asked for by
+    number (as implicit attention, tests/app/routes/test_attention_implicit.py); head effects, roles and
+    generation carry null for the layers without softmax heads."""
     c = clients["qwen3_next"]
     info = c.get("/api/model").json()
     assert info["n_layer"] == 4 and info["attention_layers"] == [1, 3]
-    assert [layer["type"] for layer in info["layers"]] == ["linear", "full", "linear", "full"]
+    assert [layer["type"] for layer in info["layers"]] == ["gated_deltanet", "full", "gated_deltanet", "full"]
     data = attention(c, text=TEXT, include=["pattern"], top_k=0, focus={"layer": 3, "head": 0, "include": ["pattern"]})
     assert [lv["layer"] for lv in data["layers"]] == [1, 3]
     ref = AutoModelForCausalLM.from_pretrained(family_dirs["qwen3_next"], attn_implementation="eager")
@@ -278,10 +279,10 @@ def test_a_hybrid_is_numbered_as_the_model_numbers_it(family_dirs, clients):
         for hv in lv["heads"]:
             np.testing.assert_allclose(hv["gate"], gates[hv["head"]], atol=1e-5)
     assert data["focus"]["gate"] == data["layers"][1]["heads"][0]["gate"]
-    r = c.post("/api/attention", json={"text": TEXT, "layers": [2]})
-    assert r.status_code == 422
-    item = r.json()["detail"][0]
-    assert item["loc"] == ["body", "layers", 0] and "linear layer" in item["msg"] and "1, 3" in item["msg"]
+    asked = attention(c, text=TEXT, layers=[2], include=["pattern"], top_k=0)["layers"]
+    assert [(lv["layer"], lv["implicit"], lv["mixer"]) for lv in asked] == [(2, True, "gated_deltanet")]
+    r = c.post("/api/attention", json={"text": TEXT, "layers": [4]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "layers", 0]
     r = c.post("/api/head-effects", json={"text": TEXT, "ablate": [{"layer": 0, "head": 0}]})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ablate", 0, "layer"]
     effects = c.post("/api/head-effects", json={"text": TEXT, "ablate": [{"layer": 1, "head": 0}]}).json()

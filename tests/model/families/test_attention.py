@@ -401,8 +401,9 @@ def test_the_boolean_mask_is_eagers_mask_before_its_floats(window, q_offset, q_l
 
 # what each layer is (ModelFacts.layers), from the config and from which layers called the attention function
 LAYER_TYPES = {
-    "qwen3_next": ["linear", "full", "linear", "full"],
-    "lfm2": ["conv", "full", "conv", "full"],
+    # value-linear mixers are named by their mixer (model/families/implicit.py mark_mixers)
+    "qwen3_next": ["gated_deltanet", "full", "gated_deltanet", "full"],
+    "lfm2": ["short_conv", "full", "short_conv", "full"],
     "falcon_h1": ["full", "full"],
     "llama4_text": ["chunked", "nope"],
     "gpt_oss": ["sliding", "full"],

@@ -1,0 +1,310 @@
+"""A hybrid's mixers that are linear in their values, recorded from the tensors each feeds its own scan.
+
+:func:`recording_scans` watches one forward pass of a transformers model and keeps, per layer, a
+:class:`Scan`: the mixer's name, what its scan read (after the layer's convolution, activation,
+norms and gates), its values ``v`` and the scan's own output ``out``, so that ``o_t = Σ_s M[t, s]
+v_s (+ skip · v_t)`` can be held exactly (:meth:`Scan.rows` gives M a block of query rows at a time,
+:mod:`model.families.mixers` the arithmetic). How each mixer is watched in transformers 5.23:
+
+* ``gated_deltanet`` (Qwen3-Next, Qwen3.5, OLMo hybrid): the module-level ``torch_chunk_gated_delta_rule``
+  the layer calls, wrapped; q and k are l2-normalised and q scaled by ``d_k^-1/2`` here as that function does.
+* ``kimi_delta`` (Kimi Linear): ``chunk_kimi_delta_attention``, wrapped, the same with its decay per channel.
+* ``mamba2`` (Bamba, Granite 4.0-H, Nemotron-H, Falcon-H1, Zamba2, Mamba-2): ``mamba2_chunk_scan``,
+  wrapped; Δ gets its bias, softplus and limits here as the scan does; ``skip`` is D.
+* ``lightning`` (MiniMax): the layer's ``qkv_proj`` output (then its activation) and its ``norm``'s input.
+* ``short_conv`` (LFM2): the layer's ``in_proj`` output (B, C, x) and its ``out_proj``'s input;
+  per channel, exact only without a convolution bias (a bias adds a term no value carries).
+
+A wrapper or hook records only inside :func:`recording_scans` of the same context (a context
+variable), so concurrent forward passes through one model never share a record. Batch row 0 is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ..blocks import query_blocks
+from . import mixers
+
+# the module-level scan function each mixer's layer calls, by mixer
+SCAN_FUNCTIONS = {
+    "gated_deltanet": "torch_chunk_gated_delta_rule",
+    "kimi_delta": "chunk_kimi_delta_attention",
+    "mamba2": "mamba2_chunk_scan",
+    "mamba1": "mamba_selective_scan",
+}
+MIXERS = ("gated_deltanet", "kimi_delta", "mamba2", "lightning", "mamba1", "short_conv")
+PER_CHANNEL = ("mamba1", "short_conv")  # one M per channel, not per head
+
+
+@dataclass
+class Scan:
+    """One layer's scan: ``parts`` per head as :mod:`model.families.mixers` reads them, ``v`` and
+    ``out`` (heads, T, dv) (channels: (channels, T, 1)), ``skip`` (heads,) or None, and ``gate``
+    (like ``out``) where the scan itself multiplies by its output gate (Mamba-1's silu(z)):
+    ``out = (Σ_s M v + skip · v) · gate``."""
+
+    layer: int
+    mixer: str
+    parts: dict[str, torch.Tensor]
+    v: torch.Tensor
+    out: torch.Tensor
+    skip: torch.Tensor | None = None
+    gate: torch.Tensor | None = None
+
+    @property
+    def per_channel(self) -> bool:
+        """Whether M is one matrix per channel (Mamba-1, short convolutions), not per head."""
+        return self.mixer in PER_CHANNEL
+
+    def rows(self, r0: int, r1: int) -> torch.Tensor:
+        """M for queries ``r0 .. r1 - 1``: (heads, r1 - r0, T)."""
+        p = self.parts
+        if self.mixer in ("gated_deltanet", "kimi_delta"):
+            if "U" not in p:  # the chunks' operators, once for every block of rows
+                p["U"], p["P"] = mixers.delta_chunks(p["k"], p["g"], p["beta"])
+            return mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1, (p["U"], p["P"]))
+        if self.mixer == "mamba2":
+            return mixers.mamba2_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
+        if self.mixer == "lightning":
+            return mixers.lightning_rows(p["q"], p["k"], p["slope"], r0, r1)
+        if self.mixer == "mamba1":
+            return mixers.mamba1_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
+        return mixers.short_conv_rows(p["B"], p["C"], p["weight"], r0, r1)
+
+
+@dataclass
+class _Scans:
+    layer: int | None = None  # the mixer running now (its forward pre-hook sets it)
+    scans: dict[int, Scan] = field(default_factory=dict)
+    pending: dict[int, dict] = field(default_factory=dict)  # module-hooked mixers: layer -> parts so far
+
+
+_ACTIVE: contextvars.ContextVar[_Scans | None] = contextvars.ContextVar("attnscope_scans", default=None)
+
+
+def mixer_of(module: torch.nn.Module) -> str | None:
+    """The mixer a transformers module is, by its class and parameters, or None."""
+    name = type(module).__name__
+    if name.endswith("GatedDeltaNet"):
+        return "gated_deltanet"
+    if name.endswith("DeltaAttention") and hasattr(module, "forget_gate"):
+        return "kimi_delta"
+    if name.endswith("LightningAttention"):
+        return "lightning"
+    if name.endswith("ShortConv"):
+        return "short_conv"
+    if name.endswith("Mixer") and getattr(module, "A_log", None) is not None:
+        return "mamba2" if module.A_log.dim() == 1 else "mamba1"
+    return None
+
+
+def _heads_first(x: torch.Tensor) -> torch.Tensor:
+    """(batch, T, heads, ...) -> (heads, T, ...) of batch row 0, in float32."""
+    return x[0].transpose(0, 1).float()
+
+
+def _l2norm(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + 1e-6)
+
+
+def _delta_scan(args, kwargs, result) -> Scan:
+    names = ("query", "key", "value", "g", "beta")
+    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
+    q, k, v = (_heads_first(got[n]) for n in ("query", "key", "value"))
+    per = v.shape[0] // q.shape[0]  # grouped heads: each q/k head serves `per` value heads
+    q, k = q.repeat_interleave(per, dim=0), k.repeat_interleave(per, dim=0)
+    if kwargs.get("use_qk_l2norm_in_kernel", False):
+        q, k = _l2norm(q), _l2norm(k)
+    q = q * q.shape[-1] ** -0.5
+    g, beta = got["g"][0].transpose(0, 1).float(), got["beta"][0].transpose(0, 1).float()
+    out = result[0] if isinstance(result, tuple) else result
+    mixer = "kimi_delta" if got["g"].dim() == 4 else "gated_deltanet"  # a decay per channel: Kimi's
+    return Scan(-1, mixer, {"q": q, "k": k, "g": g, "beta": beta}, v, _heads_first(out))
+
+
+def _mamba2_scan(args, kwargs, result) -> Scan:
+    names = ("hidden_states", "dt", "A", "B", "C")
+    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
+    x = got["hidden_states"]
+    heads = x.shape[2]
+    dt = got["dt"]
+    if kwargs.get("dt_bias") is not None:
+        dt = dt + kwargs["dt_bias"].to(dt.dtype)
+    if kwargs.get("dt_softplus", False):
+        dt = F.softplus(dt)
+    low, high = kwargs.get("dt_limit", (0.0, float("inf")))
+    dt = torch.clamp(dt, min=low, max=high)
+    B, C = (_heads_first(got[n].float().repeat_interleave(heads // got[n].shape[2], dim=2)) for n in ("B", "C"))
+    parts = {"B": B, "C": C, "dt": dt[0].transpose(0, 1).float(), "A": got["A"].float()}
+    out = result[0] if isinstance(result, tuple) else result
+    skip = None if kwargs.get("D") is None else kwargs["D"].detach().float()
+    return Scan(-1, "mamba2", parts, _heads_first(x), _heads_first(out), skip)
+
+
+def _mamba1_scan(args, kwargs, result) -> Scan:
+    names = ("hidden_states", "dt", "A", "B", "C", "D", "z")
+    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
+    dt = got["dt"]
+    if kwargs.get("delta_bias") is not None:
+        dt = dt + kwargs["delta_bias"].to(dt.dtype)[..., None]
+    if kwargs.get("delta_softplus", False):
+        dt = F.softplus(dt)
+    # (batch, channels, T) and (batch, state, T), as the layer hands them over
+    B, C = got["B"][0].T.float(), got["C"][0].T.float()
+    parts = {"dt": dt[0].float(), "A": got["A"].detach().float(), "B": B, "C": C}
+    x = got["hidden_states"][0].float()[..., None]
+    out = (result[0] if isinstance(result, tuple) else result)[0].float()[..., None]
+    skip = None if got.get("D") is None else got["D"].detach().float()
+    gate = None if got.get("z") is None else F.silu(got["z"][0].float())[..., None]
+    return Scan(-1, "mamba1", parts, x, out, skip, gate)
+
+
+SCAN_RECORDS = {
+    "gated_deltanet": _delta_scan,
+    "kimi_delta": _delta_scan,
+    "mamba2": _mamba2_scan,
+    "mamba1": _mamba1_scan,
+}
+
+
+def _wrap(namespace, fname: str, mixer: str) -> None:
+    """Replace ``namespace.fname`` by a recording wrapper, once."""
+    original = getattr(namespace, fname)
+    if getattr(original, "_attnscope_original", None) is not None:
+        return
+
+    def wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        active = _ACTIVE.get()
+        if active is not None and active.layer is not None:
+            scan = SCAN_RECORDS[mixer](args, kwargs, result)
+            scan.layer = active.layer
+            active.scans[active.layer] = scan
+        return result
+
+    wrapper._attnscope_original = original
+    setattr(namespace, fname, wrapper)
+
+
+def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scans) -> list:
+    """Forward hooks that record a lightning or short-convolution layer from its own submodules."""
+    if mixer == "lightning":
+
+        def take_qkv(_m, _inp, output):
+            if _ACTIVE.get() is not active:  # another call's forward pass through the same model
+                return
+            qkv = module.act_fn(output)[0].reshape(output.shape[1], module.num_attention_heads, -1)
+            q, k, v = torch.split(qkv.transpose(0, 1).float(), module.head_dim, dim=-1)
+            active.pending[layer] = {"q": q, "k": k, "v": v}
+
+        def take_out(_m, inp):
+            if _ACTIVE.get() is not active:
+                return
+            got = active.pending.pop(layer)
+            out = inp[0][0].reshape(inp[0].shape[1], module.num_attention_heads, -1).transpose(0, 1).float()
+            slope = module.slope_rate.reshape(-1).float()
+            active.scans[layer] = Scan(layer, mixer, {"q": got["q"], "k": got["k"], "slope": slope}, got["v"], out)
+
+        return [module.qkv_proj.register_forward_hook(take_qkv), module.norm.register_forward_pre_hook(take_out)]
+
+    def take_bcx(_m, _inp, output):
+        if _ACTIVE.get() is not active:
+            return
+        B, C, x = output[0].float().transpose(0, 1).chunk(3, dim=0)
+        active.pending[layer] = {"B": B, "C": C, "x": x}
+
+    def take_y(_m, inp):
+        if _ACTIVE.get() is not active:
+            return
+        got = active.pending.pop(layer)
+        weight = module.conv.weight.detach().squeeze(1).float()
+        out = inp[0][0].float().transpose(0, 1)[..., None]
+        parts = {"B": got["B"], "C": got["C"], "weight": weight}
+        active.scans[layer] = Scan(layer, mixer, parts, got["x"][..., None], out)
+
+    return [module.in_proj.register_forward_hook(take_bcx), module.out_proj.register_forward_pre_hook(take_y)]
+
+
+@contextlib.contextmanager
+def recording_scans(model: torch.nn.Module):
+    """Record every value-linear mixer's scan in forward passes of ``model`` inside the block:
+    yields a dict, layer -> :class:`Scan` (the last pass's)."""
+    active = _Scans()
+    handles = []
+    for module in model.modules():
+        mixer = mixer_of(module)
+        if mixer is None:
+            continue
+        layer = int(module.layer_idx)
+        if mixer in SCAN_FUNCTIONS:
+            _wrap(sys.modules[type(module).__module__], SCAN_FUNCTIONS[mixer], mixer)
+
+            def enter(_m, _inp, layer=layer):
+                if _ACTIVE.get() is active:  # hooks of concurrent calls on one model each keep their own
+                    active.layer = layer
+
+            handles.append(module.register_forward_pre_hook(enter))
+        else:
+            handles += _module_hooks(module, mixer, layer, active)
+    token = _ACTIVE.set(active)
+    try:
+        yield active.scans
+    finally:
+        _ACTIVE.reset(token)
+        for h in handles:
+            h.remove()
+
+
+@dataclass
+class ImplicitLayer:
+    """What an answer holds of one value-linear layer: ``pattern`` (heads, T, T) float32 M per head,
+    or for a per-channel mixer one "head", the mean over channels of |M|; ``skip`` (heads,) or None."""
+
+    layer: int
+    mixer: str
+    per_channel: bool
+    skip: np.ndarray | None
+    pattern: np.ndarray
+
+
+def implicit_layer(scan: Scan, budget: int) -> ImplicitLayer:
+    """``scan``'s matrices, computed a block of query rows at a time within ``budget`` bytes of temporaries."""
+    heads, T = scan.v.shape[0], scan.v.shape[1]
+    out = np.zeros((1 if scan.per_channel else heads, T, T), dtype=np.float32)
+    state = scan.parts["A"].shape[-1] if scan.mixer == "mamba1" else 1  # Mamba-1's rows hold (heads, R, T, state)
+    for r0, r1 in query_blocks(T, T, heads * state, budget):
+        rows = scan.rows(r0, r1)
+        if scan.per_channel:
+            rows = rows.abs().mean(dim=0, keepdim=True)
+        out[:, r0:r1] = rows.float().cpu().numpy()
+    # a per-channel skip (Mamba-1's D over thousands of channels) is not sent
+    skip = None if scan.skip is None or scan.per_channel else scan.skip.cpu().numpy().astype(np.float32)
+    return ImplicitLayer(scan.layer, scan.mixer, scan.per_channel, skip, out)
+
+
+def mark_mixers(model: torch.nn.Module, layers: list[dict], attention_layers: list[int]) -> list[dict]:
+    """``layers`` (``/api/model``'s) with each value-linear layer's ``type`` its mixer, ``implicit``
+    true and ``heads`` (its M heads; 1 for a per-channel mixer, the mean of |M|). A layer that also
+    has softmax attention (Falcon-H1 runs Mamba-2 beside it) keeps its attention type and note."""
+    for module in model.modules():
+        mixer = mixer_of(module)
+        if mixer is None or int(module.layer_idx) in attention_layers:
+            continue
+        heads = 1 if mixer in PER_CHANNEL else _mixer_heads(module)
+        layers[int(module.layer_idx)] |= {"type": mixer, "implicit": True, "heads": heads}
+    return layers
+
+
+def _mixer_heads(module: torch.nn.Module) -> int:
+    for name in ("num_v_heads", "num_heads", "num_attention_heads"):
+        if getattr(module, name, None):
+            return int(getattr(module, name))
+    raise ValueError(f"cannot tell the heads of {type(module).__name__}")

@@ -1,0 +1,145 @@
+"""A hybrid's value-linear layers in POST /api/attention and /api/model: M, exact, under the model's numbers.
+
+The served M of each implicit head equals M recomputed from a separate transformers load of the same
+checkpoint (its scans recorded, model/families/implicit.py), whose Σ_s M v (+ skip · v) the model
+tests hold equal to each scan's own output (tests/model/families/test_implicit.py).
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+import torch
+
+from tests.kit.app import attention
+
+pytest.importorskip("transformers")
+
+from attnscope.model.families.implicit import recording_scans  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from tests.kit.family import build, random_download  # noqa: E402
+
+TEXT = "The cat sat on the mat. Then the dog saw the cat."
+BAMBA = dict(
+    num_hidden_layers=2,
+    hidden_size=32,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=64,
+    attn_layer_indices=[1],
+    mamba_n_heads=4,
+    mamba_d_head=16,
+    mamba_n_groups=2,
+    mamba_d_state=8,
+    mamba_chunk_size=8,
+    mamba_expand=2,
+)
+JAMBA = dict(
+    num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+    attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1, num_experts=2,
+    num_experts_per_tok=1, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=8, use_mamba_kernels=False,
+)
+MINIMAX = dict(
+    num_hidden_layers=2, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+    intermediate_size=64, block_size=8, num_local_experts=2, num_experts_per_tok=1,
+    layer_types=["linear_attention", "full_attention"],
+)
+KIMI = dict(
+    hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16, qk_rope_head_dim=4,
+    qk_nope_head_dim=8, v_head_dim=8, moe_intermediate_size=16, intermediate_size=64, num_hidden_layers=2,
+    layer_types=["linear_attention", "full_attention"], mlp_layer_types=["dense", "dense"],
+    linear_attn_config={"head_dim": 8, "num_heads": 4, "short_conv_kernel_size": 4}, pad_token_id=0,
+)
+FAMILIES = ["qwen3_next", "lfm2", "bamba", "jamba", "minimax", "kimi_linear"]
+MIXERS = {
+    "qwen3_next": "gated_deltanet", "lfm2": "short_conv", "bamba": "mamba2", "jamba": "mamba1", "minimax": "lightning",
+    "kimi_linear": "kimi_delta",
+}
+PER_CHANNEL = ("lfm2", "jamba")
+
+
+@pytest.fixture(scope="module")
+def family_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("implicit")
+    return {
+        "qwen3_next": build("qwen3_next", root / "qwen3_next"),
+        "lfm2": build("lfm2", root / "lfm2"),
+        "bamba": random_download(root / "bamba", "bamba", **BAMBA),
+        "jamba": random_download(root / "jamba", "jamba", **JAMBA),
+        "minimax": random_download(root / "minimax", "minimax", **MINIMAX),
+        "kimi_linear": random_download(root / "kimi_linear", "kimi_linear", **KIMI),
+    }
+
+
+def reference(path, ids: list[int]) -> dict:
+    """layer -> (heads, T, T) M from transformers' own model of the checkpoint, recorded here."""
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+    with torch.no_grad(), recording_scans(model) as scans:
+        model(torch.tensor([ids]))
+    T = len(ids)
+    out = {}
+    for layer, scan in scans.items():
+        rows = scan.rows(0, T)
+        skip = None if scan.per_channel else scan.skip  # a per-channel skip is not sent
+        out[layer] = (rows.abs().mean(0, keepdim=True) if scan.per_channel else rows).numpy(), skip
+    return out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_model_names_each_layers_mixer(family, clients):
+    info = clients[family].get("/api/model").json()
+    implicit = [layer for layer in info["layers"] if layer.get("implicit")]
+    assert implicit
+    for layer in implicit:
+        assert layer["type"] == MIXERS[family]
+        assert layer["index"] not in info["attention_layers"]
+        assert layer["heads"] >= 1
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_served_m_equals_the_layers_own_scan(family, clients, family_dirs):
+    info = clients[family].get("/api/model").json()
+    numbers = [layer["index"] for layer in info["layers"] if layer.get("implicit")]
+    asked = sorted([*numbers, info["attention_layers"][0]])
+    data = attention(clients[family], text=TEXT, include=["pattern"], layers=asked, top_k=0)
+    assert [lv["layer"] for lv in data["layers"]] == asked  # the model's own numbers, in order
+    expected = reference(family_dirs[family], data["token_ids"])
+    for lv in data["layers"]:
+        if lv["layer"] not in numbers:
+            assert "implicit" not in lv
+            continue
+        M, skip = expected[lv["layer"]]
+        assert lv["implicit"] is True and lv["mixer"] == MIXERS[family]
+        assert lv["per_channel"] == (family in PER_CHANNEL)
+        assert (lv["skip"] is None) == (skip is None)
+        if skip is not None:
+            np.testing.assert_allclose(lv["skip"], skip.numpy(), rtol=1e-6)
+        served = np.array([hv["pattern"] for hv in lv["heads"]])
+        assert served.shape == M.shape
+        assert np.abs(served - M).max() <= 1e-5 + 1e-5 * np.abs(M).max()
+        assert np.all(np.triu(served, 1) == 0)  # nothing after the query
+
+
+def test_b64_is_the_json_numbers(clients):
+    body = dict(text=TEXT, include=["pattern"], layers=[0], top_k=0)
+    as_json = attention(clients["qwen3_next"], **body)["layers"][0]["heads"]
+    as_b64 = attention(clients["qwen3_next"], encoding="b64", **body)["layers"][0]["heads"]
+    for a, b in zip(as_json, as_b64, strict=True):
+        x = b["pattern"]
+        typed = np.frombuffer(base64.b64decode(x["bdata"]), dtype=x["dtype"]).reshape(np.array(a["pattern"]).shape)
+        assert np.abs(typed - np.array(a["pattern"])).max() <= 1e-5
+
+
+def test_default_layers_stay_the_attention_layers(clients):
+    info = clients["qwen3_next"].get("/api/model").json()
+    data = attention(clients["qwen3_next"], text=TEXT, include=["pattern"], top_k=0)
+    assert [lv["layer"] for lv in data["layers"]] == info["attention_layers"]
+
+
+def test_an_implicit_layer_without_pattern_is_a_422(clients):
+    r = clients["qwen3_next"].post("/api/attention", json={"text": TEXT, "include": ["stats"], "layers": [0]})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "include"]
