@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..model.backends import LoadedModel
-from ..model.fields import field_table
+from ..model.fields.table import field_table
 from ..model.heads import ROLES, role_scores
 from ..model.jlens.lensfile import JacobianLens
 from .responses import dumps

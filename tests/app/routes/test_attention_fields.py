@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from attnscope.model.fields import DECIMALS, FIELD_NAMES, HEAD_FIELDS, LAYER_DEPENDENT, MATRIX_FIELDS, OTHER_FIELDS
+from attnscope.model.fields import DECIMALS, FIELD_NAMES, HEAD_FIELDS, LAYER_DEPENDENT, MATRIX_FIELDS
+from attnscope.model.fields.table import OTHER_FIELDS
 
 from tests.kit.app import attention
 
