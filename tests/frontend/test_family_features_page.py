@@ -8,8 +8,9 @@ parameter (conftest's ``family_server``, built in the test by tests/kit/family.p
 * DiffLlama (differential attention): a head's map, first − λ × second, is signed: drawn on a
   diverging scale centred on 0 with λ named, both softmaxes beneath it;
 * Qwen3-Next (Gated DeltaNet in layers 0 and 2, drawn as implicit attention: test_implicit_page.py) and
-  Llama 4 (a chunked layer, then one without RoPE): the ribbon names every layer as the model numbers it, only layers with heads are offered,
-  a link to a layer without heads says so, a chunked layer's masked cells say why.
+  Llama 4 (a chunked layer, then one without RoPE): the ribbon names every layer as the model numbers it,
+  only layers with heads are offered, a link to a layer without heads says so, a chunked layer's masked
+  cells say why.
 """
 
 from __future__ import annotations
