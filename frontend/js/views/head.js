@@ -325,14 +325,3 @@ function cellAt(gd, ev) {
   const ok = (i) => Number.isInteger(i) && i >= 0 && i < n;
   return ok(query) ? { query, key: ok(key) ? key : null } : null;
 }
-
-/** The parts a head's q·kᵀ adds up from, named for the hover: MLA's two halves, DeBERTa's three terms; else null. */
-function scoreParts(head) {
-  const named = [
-    ["content", head.attn_scores_content],
-    ["position", head.attn_scores_position],
-    ["content→position", head.attn_scores_content_position],
-    ["position→content", head.attn_scores_position_content],
-  ].filter(([, z]) => z);
-  return head.attn_scores_content && named.length > 1 ? named.map(([name, z]) => ({ name, z })) : null;
-}
