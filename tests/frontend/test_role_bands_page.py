@@ -77,11 +77,14 @@ def test_each_message_is_a_band_in_its_roles_colour_on_every_token_axis(chat_tab
         fill = next(b["fillcolor"] for b in drawn if b["name"].startswith(f"message {s['message']}:"))
         assert colour.setdefault(s["role"], fill) == fill
     assert len(set(colour.values())) == len(colour) == len(set(row["values"]) & {s["role"] for s in spans})
-    # beside the head, the share of its last row each message took: the server's span_mass, by role
-    title = page.locator("#head-title").inner_text()
+    # under the head, the share of its last row each message took: the server's span_mass, by role, said once
     shares = served["span_mass"][1][0]  # layer 1, head 0
-    assert title.startswith("Layer 1 · head 0 · last row on ")
-    assert ", ".join(f"{s['role']} {m:.3f}" for s, m in zip(spans, shares)) in title
+    rows = page.locator("[data-testid=span-mass-rows] li")
+    rows.first.wait_for()
+    assert [float(rows.nth(i).get_attribute("data-share")) for i in range(rows.count())] == shares
+    assert [rows.nth(i).get_attribute("data-role") for i in range(rows.count())] == [s["role"] for s in spans]
+    title = page.locator("#head-title").inner_text()
+    assert title.startswith("Layer 1 · head 0") and not any(f"{m:.3f}" in title for m in shares)
     # the caption names each message's role and tokens, the strip underlines each message's chips
     words = page.locator("#head-rows").inner_text()
     for s in spans:

@@ -87,21 +87,15 @@ export const extraKeys = (model, layer) =>
     .filter(Boolean);
 
 /**
- * The head's quirk numbers as its title writes them: the layer's ("label 0.812"), and an answer's
- * share a message of this head (`shares`, one a band of `spans`: "last row on system 0.012, user 0.800").
+ * The head's quirk numbers as its title writes them: the layer's ("label 0.812"). An answer's own numbers beside
+ * the head (a conversation's share of each message, `span_mass`) are not repeated here: head/spans.js draws them in
+ * their box under the map, in their roles' colours.
  */
-export function headNumbers(model, layer, head, answer = null) {
+export function headNumbers(model, layer, head) {
   const numbers = layerNumbers(model, layer, head);
-  const spans = answer?.spans ?? [];
   return quirks(model)
-    .filter((f) => f.sits === "head")
-    .map((f) => {
-      if (f.at === "layer") return numbers[f.name] == null ? null : `${f.label} ${fill("{v}", { v: numbers[f.name] })}`;
-      const shares = answer?.[f.name]?.[layer?.layer]?.[head];
-      if (!shares || shares.length !== spans.length) return null;
-      return `${f.label} ${spans.map((s, n) => fill(f.words.head, { role: s.role, value: shares[n] })).join(", ")}`;
-    })
-    .filter(Boolean);
+    .filter((f) => f.sits === "head" && f.at === "layer" && numbers[f.name] != null)
+    .map((f) => `${f.label} ${fill("{v}", { v: numbers[f.name] })}`);
 }
 
 /**

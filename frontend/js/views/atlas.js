@@ -41,8 +41,41 @@ export const state = {
 /** Its own requests (GET /api/atlas, a head's card), asked for when the view is shown. */
 export const needs = [];
 
+/** The view's markup, set into its panel when it is installed (the page holds only the empty panel). */
+const PANEL = `
+  <div class="card">
+    <div class="card-head">
+      <h2>Head atlas over a corpus</h2>
+      <label class="small">metric <select id="atlas-metric" data-testid="atlas-metric"></select></label>
+      <span id="atlas-two" class="small" hidden>
+        <label>atlas <select id="atlas-which" data-testid="atlas-which"></select></label>
+        <label><input type="checkbox" id="atlas-difference" data-testid="atlas-difference" />
+          minus the other</label>
+      </span>
+    </div>
+    <p id="atlas-caption" class="muted small" data-testid="atlas-caption"></p>
+    <div id="atlas-map" class="plot plot-atlas" data-testid="atlas-map" role="img"
+      aria-label="A metric's mean for every layer and head over the corpus"></div>
+  </div>
+  <div id="atlas-card" class="card" data-testid="atlas-card" hidden>
+    <h2 id="atlas-card-title"></h2>
+    <div id="atlas-hist" class="plot plot-atlas-hist" data-testid="atlas-hist" role="img"
+      aria-label="The head's histograms, one per metric"></div>
+    <p id="atlas-card-caption" class="muted small"></p>
+    <ol id="atlas-exemplars" class="atlas-exemplars" data-testid="atlas-exemplars"></ol>
+    <h3 class="small">Queries and keys
+      <label class="small muted">colour by <select id="atlas-qk-colour" data-testid="atlas-qk-colour">
+          <option value="position">position</option><option value="token">token</option>
+        </select></label>
+    </h3>
+    <p id="atlas-qk-caption" class="muted small" data-testid="atlas-qk-caption"></p>
+    <div id="atlas-qk" class="plot plot-atlas-qk" data-testid="atlas-qk" role="img"
+      aria-label="The head's queries and keys projected together"></div>
+  </div>`;
+
 /** Ask for the atlas index once: the tab shows only where the server has an atlas. */
 export function install(app) {
+  byId("view-atlas").innerHTML = PANEL;
   byId("atlas-qk-colour").addEventListener("change", (e) => {
     app.state.atlasView.qkColour = e.target.value;
     app.update();

@@ -33,8 +33,29 @@ function attributionQuestion(state) {
 /** What the view asks for (the data step asks it, answers.js). */
 export const need = (state) => [attributionQuestion(state)];
 
+/** The view's markup, set into its panel when it is installed (the page holds only the empty panel). */
+const PANEL = `
+  <article class="card fig-card">
+    <header class="card-head"><h2>What each part writes into the chosen token's guess</h2></header>
+    <p id="attribution-note" class="effects-note small" data-testid="attribution-note" role="status" hidden></p>
+    <p id="attribution-caption" class="muted small" data-testid="attribution-caption"></p>
+    <div id="attribution-body" class="causal-pair" hidden>
+      <div><h3 class="small">Direct write into the logit</h3>
+        <div id="attribution-heads" class="plot plot-causal" data-testid="attribution-heads" role="img"
+          aria-label="Each head's direct write into the logit, layer by head"></div>
+        <table id="attribution-parts" class="causal-parts small" data-testid="attribution-parts"></table></div>
+      <div><h3 class="small">Head effects
+          <button type="button" id="attribution-measure" class="btn" data-testid="attribution-measure"
+            >Measure</button></h3>
+        <p id="attribution-effects-caption" class="muted small" data-testid="attribution-effects-caption"></p>
+        <div id="attribution-effects" class="plot plot-causal" data-testid="attribution-effects" role="img"
+          aria-label="Each head's effect when switched off alone" hidden></div></div>
+    </div>
+  </article>`;
+
 /** The head effects' Measure button; a click on either map opens that head. */
 export function install(app) {
+  byId("view-attribution").innerHTML = PANEL;
   byId("attribution-measure").addEventListener("click", () => {
     const answer = app.state.attribution?.response;
     if (answer) measureEffects(app, answer.token_id);

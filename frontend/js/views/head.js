@@ -197,7 +197,7 @@ export function drawHeadView(state, els) {
     `attnscope-L${state.layer}H${state.head}`,
   );
   // the layer's quirk numbers beside the head (quirks.js: each quirk's label and number)
-  const numbers = headNumbers(state.model, layer, state.head, response);
+  const numbers = headNumbers(state.model, layer, state.head);
   setText(els.headTitle, [`Layer ${state.layer} · head ${state.head}`, ...numbers].join(" · "));
   const rows = document.getElementById("head-rows");
   if (rows)

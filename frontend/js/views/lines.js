@@ -62,7 +62,32 @@ function selectionQuestion(state) {
 /** What the view asks for (the data step asks it, answers.js). */
 export const need = (state) => [linesQuestion(state), selectionQuestion(state)];
 
+/** The view's markup, set into its panel when it is installed (the page holds only the empty panel). */
+const PANEL = `
+  <article class="card fig-card">
+    <header class="card-head row">
+      <h2>The chosen layer as lines</h2>
+      <div id="lines-heads" class="lines-heads" data-testid="lines-heads"
+        aria-label="Heads: click to hide or show"></div>
+    </header>
+    <p id="lines-caption" class="muted small" data-testid="lines-caption"></p>
+    <div class="lines-box">
+      <svg id="lines-svg" data-testid="lines-svg" role="img"
+        aria-label="Attention of every head of the layer as lines from query tokens to key tokens"></svg>
+    </div>
+    <div id="lines-selection" class="lines-selection" data-testid="lines-selection" hidden>
+      <label class="small">selected tokens, the chosen head:
+        <select id="lines-reduce" data-testid="lines-reduce">
+          <option value="mean">averaged</option><option value="sum">summed</option>
+        </select></label>
+      <p id="lines-selection-caption" class="muted small" data-testid="lines-selection-caption"></p>
+      <div id="lines-selection-plot" class="plot plot-selection" data-testid="lines-selection-plot" role="img"
+        aria-label="The selected tokens' attention, combined"></div>
+    </div>
+  </article>`;
+
 export function install(app) {
+  byId("view-lines").innerHTML = PANEL;
   const svg = byId("lines-svg");
   // hovering a token keeps its lines; leaving the picture shows them all again
   svg.addEventListener("mouseover", (ev) => {

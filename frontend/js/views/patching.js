@@ -55,8 +55,25 @@ const PICK = `
   <label>token <select id="patch-token" data-testid="patch-token"></select></label>
   <label>foil <select id="patch-foil" data-testid="patch-foil"></select></label>`;
 
+/** The view's markup, set into its panel when it is installed (the page holds only the empty panel). */
+const PANEL = `
+  <article class="card fig-card">
+    <header class="card-head row"><h2>Which pieces carry the difference (activation patching)</h2>
+      <label class="small">patch <select id="patch-what" data-testid="patch-what">
+          <option value="heads">each head</option><option value="residual">the residual stream</option>
+        </select></label></header>
+    <p id="patch-note" class="effects-note small" data-testid="patch-note" role="status" hidden></p>
+    <label class="small" for="patch-corrupt">Corrupt text (the clean one is the text above)</label>
+    <textarea id="patch-corrupt" class="text-b" data-testid="patch-corrupt" rows="2"
+      placeholder="The text above with one word changed, as many tokens"></textarea>
+    <p id="patch-caption" class="muted small" data-testid="patch-caption" role="status"></p>
+    <div id="patch-plot" class="plot plot-causal" data-testid="patch-plot" role="img"
+      aria-label="Share of the logit difference restored by each patched piece" hidden></div>
+  </article>`;
+
 /** The corrupt text's box (the second text's handling), the heads | residual select, the token and the foil. */
 export function install(app) {
+  byId("view-patching").innerHTML = PANEL;
   bindSecondText(byId("patch-corrupt"), app);
   const pick = Object.assign(document.createElement("div"), { id: "patch-pick", className: "patch-pick small" });
   pick.hidden = true;

@@ -25,8 +25,23 @@ export const needs = ["grid"];
 /** The chosen key inside a text of `T` tokens: past its end, the last token (as the query is); null: the heaviest. */
 export const chosenKey = (state, T) => (state.neuronKey === null ? null : Math.min(state.neuronKey, T - 1));
 
+/** The view's markup, set into its panel when it is installed (the page holds only the empty panel). */
+const PANEL = `
+  <article class="card fig-card">
+    <header class="card-head row">
+      <h2>q · k, element by element</h2>
+      <label class="small">key <select id="qk-key" data-testid="qk-key"></select></label>
+    </header>
+    <p class="muted small">The chosen head, the chosen token as the query (click a token above to change it),
+      and one key: the score is the sum of these products.</p>
+    <p id="qk-caption" class="summary" data-testid="qk-caption"></p>
+    <div id="qk-plot" class="plot plot-qk" data-testid="qk-plot" role="img"
+      aria-label="q, k and their product, dimension by dimension"></div>
+  </article>`;
+
 /** The key picker: a token, or "the heaviest" (the server's choice). */
 export function install(app) {
+  byId("view-qk").innerHTML = PANEL;
   byId("qk-key").addEventListener("change", (ev) => {
     app.state.neuronKey = ev.target.value === "" ? null : Number(ev.target.value);
     app.update();

@@ -43,8 +43,31 @@ function fillRoles(state) {
   if (picker.value !== state.role && [...picker.options].some((o) => o.value === state.role)) picker.value = state.role;
 }
 
+/** The view's markup, set into its panel when it is installed (the page holds only the empty panel). */
+const PANEL = `
+  <article class="card fig-card">
+    <header class="card-head row">
+      <h2>What each head does</h2>
+      <div class="control">
+        <label for="role-select">Role</label>
+        <select id="role-select" data-testid="role-select"><option value="induction">induction</option></select>
+      </div>
+    </header>
+    <div id="head-roles" class="plot plot-roles" data-testid="head-roles" role="img"
+      aria-label="Role score of every head"></div>
+  </article>
+  <article class="card">
+    <header class="card-head"><h2>About the scores</h2></header>
+    <p id="role-info"></p>
+    <p id="role-best" class="summary"></p>
+    <p class="muted small">Scores are measured by the server on built-in probe inputs, not on your text: the
+      mean weight a head puts where the role says it should. 1 would be a perfect head of that kind. Click a
+      cell to open that head.</p>
+  </article>`;
+
 /** The role picker chooses the role; a click on a cell opens that head in the head view. */
 export function install(app) {
+  byId("view-roles").innerHTML = PANEL;
   const picker = byId("role-select");
   picker.addEventListener("change", () => {
     app.state.role = picker.value;

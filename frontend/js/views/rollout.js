@@ -41,8 +41,23 @@ function rolloutQuestion(state) {
 /** What the view asks for (the data step asks it, answers.js). */
 export const need = (state) => [rolloutQuestion(state)];
 
+/** The view's markup, set into its panel when it is installed (the page holds only the empty panel). */
+const PANEL = `
+  <article class="card fig-card">
+    <header class="card-head row">
+      <h2>Attention rollout for the chosen token</h2>
+      <label class="small">
+        <input type="checkbox" id="rollout-residual" data-testid="rollout-residual" checked /> with the residual
+      </label>
+    </header>
+    <p id="rollout-caption" class="muted small" data-testid="rollout-caption"></p>
+    <div id="rollout-plot" class="plot plot-rollout" data-testid="rollout-plot" role="img"
+      aria-label="Attention rollout of the chosen token, layer by layer"></div>
+  </article>`;
+
 /** The residual switch; `app`: {state, update}. */
 export function install(app) {
+  byId("view-rollout").innerHTML = PANEL;
   const toggle = byId("rollout-residual");
   toggle.addEventListener("change", () => {
     app.state.rolloutResidual = toggle.checked;

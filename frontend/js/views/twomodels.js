@@ -58,8 +58,32 @@ function previousMap(state, held) {
   return questionKey(URL, map) === questionKey(URL, mapBody(state)) ? prev.response : null;
 }
 
+/** The view's markup, set into its panel when it is installed (the page holds only the empty panel). */
+const PANEL = `
+  <article class="card fig-card">
+    <header class="card-head row">
+      <h2>Which heads changed between two models</h2>
+      <div class="control">
+        <label for="model-b">Second model</label>
+        <select id="model-b" data-testid="model-b"></select>
+      </div>
+    </header>
+    <p id="twomodels-caption" class="muted small" data-testid="twomodels-caption" aria-live="polite"></p>
+    <div id="twomodels-map" class="plot plot-twomodels-map" data-testid="twomodels-map" role="img"
+      aria-label="Divergence of every head between the two models" hidden></div>
+    <div id="twomodels-plots" class="pair-plots" data-testid="twomodels-plots" hidden>
+      <div id="twomodels-a" class="plot plot-text" data-testid="twomodels-a" role="img"
+        aria-label="The chosen head in the served model"></div>
+      <div id="twomodels-b" class="plot plot-text" data-testid="twomodels-b" role="img"
+        aria-label="The chosen head in the second model"></div>
+      <div id="twomodels-diff" class="plot plot-text" data-testid="twomodels-diff" role="img"
+        aria-label="The second model's weights minus the served model's"></div>
+    </div>
+  </article>`;
+
 /** The second model's picker (the names the model picker lists) and a click on the map choosing a head. */
 export function install(app) {
+  byId("view-twomodels").innerHTML = PANEL;
   const select = byId("model-b");
   select.addEventListener("change", () => {
     app.state.modelB = select.value;

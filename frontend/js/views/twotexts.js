@@ -53,8 +53,27 @@ export function showSecondText(box, state) {
   if (box.value !== state.textB && document.activeElement !== box) box.value = state.textB;
 }
 
+/** The view's markup, set into its panel when it is installed (the page holds only the empty panel). */
+const PANEL = `
+  <article class="card fig-card">
+    <header class="card-head"><h2>The chosen head on two texts</h2></header>
+    <label class="small" for="text-b">Second text</label>
+    <textarea id="text-b" class="text-b" data-testid="text-b" rows="2"
+      placeholder="The first text with one word changed, e.g. “she” → “he”"></textarea>
+    <p id="twotexts-caption" class="muted small" data-testid="twotexts-caption"></p>
+    <div id="twotexts-plots" class="pair-plots" data-testid="twotexts-plots" hidden>
+      <div id="twotexts-a" class="plot plot-text" data-testid="twotexts-a" role="img"
+        aria-label="The chosen head on the first text"></div>
+      <div id="twotexts-b" class="plot plot-text" data-testid="twotexts-b" role="img"
+        aria-label="The chosen head on the second text"></div>
+      <div id="twotexts-diff" class="plot plot-text" data-testid="twotexts-diff" role="img"
+        aria-label="Second text's weights minus the first's" hidden></div>
+    </div>
+  </article>`;
+
 /** The second text's box. */
 export function install(app) {
+  byId("view-twotexts").innerHTML = PANEL;
   bindSecondText(byId("text-b"), app);
 }
 
