@@ -79,7 +79,7 @@ def test_our_gpt_and_the_transformers_backend_answer_alike(family_dirs, loaded):
 
 @pytest.mark.parametrize(
     "family, names",
-    [("diffllama", "differential attention"), ("qwen3_next", "layer 0 (linear)"), ("deepseek_v3", "latent")],
+    [("diffllama", "differential attention"), ("qwen3_next", "layer 0 (gated_deltanet)"), ("deepseek_v3", "latent")],
 )
 def test_what_cannot_be_split_is_refused_by_name(family, names, tmp_path):
     backend = load_model(build(family, tmp_path / family), "cpu").backend
