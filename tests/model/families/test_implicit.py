@@ -20,6 +20,7 @@ from attnscope.model.families.implicit import implicit_layer, recording_scans  #
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from tests.kit.family import QK_GAIN, family_configs  # noqa: E402
+from tests.kit.implicit import BAMBA, JAMBA, KIMI, MINIMAX  # noqa: E402
 
 T = 21  # tokens: more than one scan chunk for the tiny chunk sizes below, not a multiple of them
 
@@ -30,90 +31,13 @@ HYBRIDS = {
         {**family_configs()["qwen3_next"], "linear_num_value_heads": 4},
         "gated_deltanet",
     ),
-    "bamba": (
-        dict(
-            model_type="bamba",
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=64,
-            vocab_size=256,
-            attn_layer_indices=[1],
-            mamba_n_heads=4,
-            mamba_d_head=16,
-            mamba_n_groups=2,
-            mamba_d_state=8,
-            mamba_chunk_size=8,
-            mamba_expand=2,
-        ),
-        "mamba2",
-    ),
+    "bamba": (dict(model_type="bamba", **BAMBA), "mamba2"),
     "falcon_h1": (family_configs()["falcon_h1"], "mamba2"),
-    "minimax": (
-        dict(
-            model_type="minimax",
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=8,
-            intermediate_size=64,
-            vocab_size=256,
-            block_size=8,
-            num_local_experts=2,
-            num_experts_per_tok=1,
-            layer_types=["linear_attention", "full_attention"],
-        ),
-        "lightning",
-    ),
+    "minimax": (dict(model_type="minimax", **MINIMAX), "lightning"),
     "lfm2": (family_configs()["lfm2"], "short_conv"),
     # Kimi Delta Attention (a decay per channel) beside MLA
-    "kimi_linear": (
-        dict(
-            model_type="kimi_linear",
-            hidden_size=32,
-            num_attention_heads=4,
-            num_key_value_heads=4,
-            kv_lora_rank=16,
-            qk_rope_head_dim=4,
-            qk_nope_head_dim=8,
-            v_head_dim=8,
-            moe_intermediate_size=16,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            layer_types=["linear_attention", "full_attention"],
-            mlp_layer_types=["dense", "dense"],
-            linear_attn_config={"head_dim": 8, "num_heads": 4, "short_conv_kernel_size": 4},
-            pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
-        ),
-        "kimi_delta",
-    ),
-    "jamba": (
-        dict(
-            model_type="jamba",
-            num_hidden_layers=2,
-            hidden_size=32,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=64,
-            vocab_size=256,
-            attn_layer_period=2,
-            attn_layer_offset=1,
-            expert_layer_period=2,
-            expert_layer_offset=1,
-            num_experts=2,
-            num_experts_per_tok=1,
-            mamba_d_state=4,
-            mamba_d_conv=4,
-            mamba_expand=2,
-            mamba_dt_rank=8,
-            use_mamba_kernels=False,
-        ),
-        "mamba1",
-    ),
+    "kimi_linear": (dict(model_type="kimi_linear", **KIMI, bos_token_id=1, eos_token_id=2), "kimi_delta"),
+    "jamba": (dict(model_type="jamba", **JAMBA), "mamba1"),
 }
 
 
