@@ -19,7 +19,7 @@ from ...model.options import AttentionOptions
 from ..responses import dumps
 from ..schemas.generation import TOP_GUESSES, GenerateRequest
 from ..service import Service
-from ..subject import Prompt, decoder_only, subject_of
+from ..subject import Prompt, decoder_only, single_stack, subject_of
 from .checks import ablate_set
 from .rounding import PATTERN_DECIMALS, floor_sig, round_fixed
 
@@ -49,6 +49,7 @@ def start_generation(svc: Service, req: GenerateRequest) -> Iterator[bytes]:
     one JSON object per new token, then ``{"done": true, ...}``, each ending in a newline."""
     facts = svc.loaded.facts
     decoder_only(svc, "writing tokens", "max_new_tokens")
+    single_stack(svc, "streaming generation")
     prompt = subject_of(svc, req)
     opts = AttentionOptions(ablate=ablate_set(req.ablate, facts))
     seed = None
