@@ -103,3 +103,21 @@ def test_target_and_stack_are_refused_naming_the_field(clients):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"]
     r = clients["t5"].post("/api/attention", json={"text": SOURCE, "target": "   "})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "target"]
+
+
+def test_a_long_source_pools_every_stack_with_one_block_for_both_axes(clients):
+    """The level-of-detail path on a cross map of T_target × S_source: one k for both axes, each pooled
+    cell the maximum of its k×k block of the full pattern."""
+    source = " ".join([SOURCE] * 6)
+    for stack in ("encoder", "decoder", "cross"):
+        body = dict(text=source, target=TARGET, stack=stack, layers=[1], heads=[2])
+        full = np.array(attention(clients["t5"], **body, include=["pattern"])["layers"][0]["heads"][0]["pattern"])
+        pooled = attention(clients["t5"], **body, include=[], thumbnail=16)
+        k = pooled["thumbnail"]["block"]
+        T, S = full.shape
+        assert k == -(-max(T, S) // 16)
+        thumb = np.array(pooled["layers"][0]["heads"][0]["thumbnail"]) / 255
+        assert thumb.shape == np.array(pooled["thumbnail"]["mask"]).shape == (-(-T // k), -(-S // k))
+        for i in range(thumb.shape[0]):
+            for j in range(thumb.shape[1]):
+                assert abs(thumb[i, j] - full[i * k : (i + 1) * k, j * k : (j + 1) * k].max()) <= 0.5 / 255 + 1e-5
