@@ -127,7 +127,8 @@ class StatsAccumulator:
       keys and ``Z = Σ e``, its row maximum is ``1 / Z`` and its entropy ``log Z - Σ e·(raw - c) / Z``.
 
     With ``softcap`` (Gemma 2), or ``shifted`` (T5's position bias added to them), the scores are not
-    a multiple of the raw ones: their moments and the entropies are taken from the scores themselves. With learned sinks (gpt-oss, ``sink_logit``
+    a multiple of the raw ones: their moments and the entropies are taken from the scores themselves.
+    With learned sinks (gpt-oss, ``sink_logit``
     (...,) one per head) a row's softmax has one more column, the sink's, then dropped: the
     entropies and the unscaled row maximum are those of the whole softmax, sink included
     (``H - m·(s_sink - max s)`` with the sink's share ``m = p_max·exp(s_sink - max s)``). Everything
