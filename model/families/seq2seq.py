@@ -100,6 +100,7 @@ class Seq2SeqBackend(TransformersBackend):
         self.places = Places(model)
         self.start_ids = [int(model.config.decoder_start_token_id)]
         super().__init__(model, tokenizer, device, name)  # probes the decoder stack (run_ids)
+        self.family = self.facts.family = str(model.config.model_type)  # T5Gemma's, not its decoder module's
         self.facts.stacks = [self._probe_stack(stack) for stack in STACKS]
         self.facts.positions = "relative" if self.family in ("t5", "mt5", "umt5") else self.facts.positions
         n = max(s["n_layer"] for s in self.facts.stacks)
