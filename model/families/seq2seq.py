@@ -170,6 +170,14 @@ class Seq2SeqBackend(TransformersBackend):
             logits = torch.tanh(logits / cap) * cap
         return logits
 
+    def residual_blocks(self) -> tuple[torch.nn.ModuleList, torch.nn.Module]:
+        """The decoder's layers in order and its norm before the LM head (an identity where there is none:
+        BART's and Marian's layers end in their own norm), for the lens over the decoder's residual stream."""
+        dec = self.model.get_decoder()
+        blocks = dec.block if hasattr(dec, "block") else dec.layers  # T5's "block"
+        found = (getattr(dec, n, None) for n in ("final_layer_norm", "layer_norm", "norm"))
+        return blocks, next((m for m in found if isinstance(m, torch.nn.Module)), torch.nn.Identity())
+
     # ------------------------------------------------------------ passes
 
     def decode(self, target: torch.Tensor, encoded: torch.Tensor) -> torch.Tensor:
