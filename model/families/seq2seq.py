@@ -40,7 +40,7 @@ from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer, tile_offsets
 from ..precision import exact_fp32
 from .attention import recording, stacked
-from .backend import TransformersBackend, _Probe, _Rows, load_transformers_dir
+from .backend import TransformersBackend, _Discard, _Probe, _Rows, load_transformers_dir
 
 STACKS = ("encoder", "decoder", "cross")
 SIDES = {"encoder": ("source", "source"), "decoder": ("target", "target"), "cross": ("target", "source")}
@@ -187,14 +187,14 @@ class Seq2SeqBackend(TransformersBackend):
 
     @torch.inference_mode()
     def _pass(self, source: list[int], target: list[int], stack: str, sink, opts, rows: int = 1) -> torch.Tensor:
-        """Source and target through the model, ``stack``'s calls into ``sink`` with ``opts`` (None: no
-        recording of its own, the caller's); the decoder's states ``(rows, T, C)``."""
+        """Source and target through the model, ``stack``'s calls into ``sink`` (None: kept nowhere) with
+        ``opts`` (None: no recording of its own, the caller's); the decoder's states ``(rows, T, C)``."""
         src = torch.tensor([source], dtype=torch.long, device=self.device).expand(rows, -1)
         tgt = torch.tensor([target], dtype=torch.long, device=self.device).expand(rows, -1)
-        if sink is None:
+        if opts is None:
             with stacked(self.places, stack):
                 return self.decode(tgt, self.encode(src))
-        with recording(sink, opts), stacked(self.places, stack):
+        with recording(sink if sink is not None else _Discard(), opts), stacked(self.places, stack):
             return self.decode(tgt, self.encode(src))
 
     def run_ids(self, ids: list[int], logits: bool) -> torch.Tensor | None:
