@@ -33,6 +33,11 @@ class Prompt:
     stack: str = "decoder"  # the attention stack looked at: the model's "decoder", or an encoder's "encoder"
 
     @property
+    def n_keys(self) -> int:
+        """How many keys the stack's rows have: the source's on an encoder-decoder's cross stack, else the ids'."""
+        return len(self.adds["source_ids"]) if self.stack == "cross" else len(self.ids)
+
+    @property
     def kinds(self) -> list[str] | None:
         return self.adds.get("token_kinds")
 

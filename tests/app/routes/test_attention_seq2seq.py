@@ -244,3 +244,29 @@ def test_head_effects_switch_heads_off_in_the_stack_and_read_a_target_position(s
     )
     prob = next(p["prob"] for p in ablated["predictions"][position] if p["id"] == guess["id"])
     assert np.log(prob) - got["logprob"] == pytest.approx(delta[layer, head], abs=2e-3)
+
+
+def test_the_cross_stack_takes_source_positions_on_its_key_side(clients):
+    """A cross map's columns are the source's: a focus region and a selection's keys past the target's length."""
+    c = clients["bart"]
+    full = attention(c, text=SOURCE, target="A dog", stack="cross", layers=[0], heads=[1], include=["pattern"])
+    pattern = np.array(full["layers"][0]["heads"][0]["pattern"])
+    T, S = pattern.shape
+    assert S > T + 4
+    region = [0, T, T + 1, S]
+    got = attention(
+        c, text=SOURCE, target="A dog", stack="cross", layers=[0], heads=[1], include=[],
+        focus={"layer": 0, "head": 1, "region": region, "include": ["pattern"]},
+    )
+    np.testing.assert_allclose(got["focus"]["region"]["pattern"], pattern[:, T + 1 : S], atol=1e-5)
+    keys = [T + 1, S - 1]
+    r = c.post("/api/selection", json={
+        "text": SOURCE, "target": "A dog", "stack": "cross", "layer": 0, "head": 1, "queries": [1], "keys": keys,
+    })
+    assert r.status_code == 200, r.text
+    np.testing.assert_allclose(r.json()["to_keys"], pattern[:, keys].mean(1), atol=1e-4)
+    np.testing.assert_allclose(r.json()["from_queries"], pattern[1], atol=1e-4)
+    r = c.post("/api/selection", json={
+        "text": SOURCE, "target": "A dog", "stack": "cross", "layer": 0, "head": 1, "queries": [T], "keys": [0],
+    })
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "queries", 0]
