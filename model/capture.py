@@ -48,6 +48,7 @@ class CapturePlan:
     heads: list[int]  # per selected layer
     fields: frozenset[str] = frozenset()  # full matrices of every selected head
     stats: bool = False
+    stats_unscaled: bool = True  # False: the selected heads' statistics leave the unscaled softmax out (the grid)
     thumbnail: int | None = None  # n: each selected head's pattern max-pooled to at most n×n
     focus: tuple[int, int] | None = None  # (layer, head) sent beside the selection
     focus_fields: frozenset[str] = frozenset()
@@ -146,7 +147,7 @@ class Capture:
             if sel.stats and heads:
                 sinks = None if sink_logit is None else pick(sink_logit, st.head_index)
                 qk = pick(st.q, st.head_index), pick(st.k, st.head_index)
-                st.stats = StatsAccumulator(*qk, divisor, softcap, sinks, fuse=sel.fuse)
+                st.stats = StatsAccumulator(*qk, divisor, softcap, sinks, fuse=sel.fuse, unscaled=sel.stats_unscaled)
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
@@ -179,10 +180,14 @@ class Capture:
         st.n_blocks += 1
         if st.cap is not None and st.heads:
             picked = {n: pick(t[0], st.head_index) for n, t in steps.items() if t is not None}  # (H, t, s)
+            weights, grouped = softmax_of(picked), None
+            if st.pool is not None:  # the pattern read once for the thumbnail and the statistics' row maxima
+                shown = thumbnailed(picked)
+                runs = st.pool.keys(shown)  # (H, t, ceil(s/k))
+                st.pool.add(shown, q0, runs)
+                grouped = (runs, st.pool.k) if shown is weights and st.pool.k > 1 else None
             if st.stats is not None:
-                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], softmax_of(picked), mask)
-            if st.pool is not None:
-                st.pool.add(thumbnailed(picked), q0)
+                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], weights, mask, grouped)
             write_block(st.full, picked, q0, q1, s, masked)
         if st.focus is not None:
             st.focus.block(q0, q1, steps, mask)

@@ -67,16 +67,24 @@ def group_max(x: torch.Tensor, k: int) -> torch.Tensor:
     return torch.cat([pooled, x[..., full:].amax(-1, keepdim=True)], dim=-1)
 
 
-def row_max(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def row_max(x: torch.Tensor, grouped: tuple[torch.Tensor, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``x.max(-1)``: each row's largest value and its index. On the CPU ``max`` with indices is
-    5-7× slower than ``amax`` (torch 2.13), so the maximum of each group of :data:`GROUP` keys
-    comes first, then the index inside the winning group; a GPU and compiled code take the one kernel."""
+    5-7× slower than ``amax`` (torch 2.13), so the maximum of each group of about :data:`GROUP` keys
+    comes first, then the index inside the winning group; a GPU and compiled code take the one kernel.
+    ``grouped``: ``(group_max(x, k), k)`` where the caller has it (the thumbnail's keys): the groups
+    are then runs of that, k·⌈GROUP / k⌉ keys each, and x is read once more only inside the winning group."""
     if torch.compiler.is_compiling() or x.device.type != "cpu" or x.shape[-1] <= 2 * GROUP:
         return x.max(-1)
     s = x.shape[-1]
-    value, group = group_max(x, GROUP).max(-1)  # (...,) the winning group
-    start = group * GROUP
-    index = (start[..., None] + torch.arange(GROUP, device=x.device)).clamp_max_(s - 1)  # (..., GROUP)
+    if grouped is None:
+        size = GROUP
+        value, group = group_max(x, GROUP).max(-1)  # (...,) the winning group
+    else:
+        runs, k = grouped
+        size = k * max(1, -(-GROUP // k))
+        value, group = group_max(runs, size // k).max(-1)
+    start = group * size
+    index = (start[..., None] + torch.arange(size, device=x.device)).clamp_max_(s - 1)  # (..., size)
     _, inside = x.gather(-1, index).max(-1)
     return value, (start + inside).clamp_max_(s - 1)
 
@@ -148,8 +156,10 @@ class StatsAccumulator:
         softcap: float | None = None,
         sink_logit=None,
         fuse: bool = False,
+        unscaled: bool = True,
     ) -> None:
         self.divisor, self.softcap = float(divisor), softcap
+        self.unscaled = unscaled  # False: no statistics of the unscaled softmax (one exp of each score less)
         self.sink = None if sink_logit is None else sink_logit.float()[..., None]  # (..., 1): against each row
         # compiled where asked, except for a one-token text: to the compiler a size of 1 is a shape of its own
         self.fuse = fuse and q.shape[-2] > 1
@@ -165,24 +175,28 @@ class StatsAccumulator:
         self._divisor = torch.full((), self.divisor, device=q.device) if self.fuse else self.divisor
 
     def add(
-        self, raw: torch.Tensor, scores: torch.Tensor, pattern: torch.Tensor, mask: torch.Tensor
+        self, raw: torch.Tensor, scores: torch.Tensor, pattern: torch.Tensor, mask: torch.Tensor, grouped=None
     ) -> None:
         """The next ``t`` rows over the first ``s`` keys: ``raw``, ``scores``, ``pattern`` (..., t, s),
-        ``mask`` (t, s)."""
+        ``mask`` (t, s); ``grouped``, the pattern's maxima over runs of k keys and k, where the caller
+        took them (:func:`row_max`)."""
         terms = self._terms
+        if self.fuse:
+            grouped = None  # compiled: row_max is the one kernel
         if self.fuse and min(raw.shape[-2:]) == 1:  # a block of one row (or one key): eager, as above
             terms = block_terms
         elif self.fuse:  # a slice's strides, or a view's base, would be one more kind of input to compile for
             raw, scores, pattern = (x.contiguous() for x in (raw, scores, pattern))
             mask = mask.clone(memory_format=torch.contiguous_format)  # (t, s) bool: small
         self.raw, self.scaled, rows = terms(
-            raw, scores, pattern, mask, self.raw, self.scaled, self._divisor, self.from_raw, self.softcap, self.sink
+            raw, scores, pattern, mask, self.raw, self.scaled, self._divisor, self.from_raw, self.softcap, self.sink,
+            self.unscaled, grouped,
         )
         for name, value in zip(ROW_TERMS, rows, strict=True):
             self.rows[name].append(value)
 
     def result(self) -> dict[str, torch.Tensor]:
-        rows = [torch.cat(self.rows[name], dim=-1) for name in ROW_TERMS]  # (..., T) each
+        rows = [torch.cat(self.rows[name], dim=-1) if self.rows[name][0] is not None else None for name in ROW_TERMS]
         return self._summary(self.var_q, self.var_k, self.raw, self.scaled, self._divisor, *rows)
 
 
@@ -208,7 +222,7 @@ def summary(var_q, var_k, moments_raw, moments_scaled, divisor, ent, ent_u, p_ma
         mean_scaled, var_scaled = moments_scaled[1], (moments_scaled[2] / moments_scaled[0]).clamp_min(0)
     # 0 / 0 (or x / 0) where the scaled scores do not vary: undefined, NaN
     ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, float("nan")))
-    return {
+    out = {
         "var_q": var_q,
         "var_k": var_k,
         "mean_scores_raw": mean_raw.float(),
@@ -217,18 +231,22 @@ def summary(var_q, var_k, moments_raw, moments_scaled, divisor, ent, ent_u, p_ma
         "var_scores": var_scaled.float(),
         "variance_ratio": ratio.float(),
         "entropy": ent.mean(-1),
-        "entropy_unscaled": ent_u.mean(-1),
+        "entropy_unscaled": None if ent_u is None else ent_u.mean(-1),
         "max_weight": p_max.mean(-1),
-        "max_weight_unscaled": pu_max.mean(-1),
+        "max_weight_unscaled": None if pu_max is None else pu_max.mean(-1),
         "row_entropy": ent,
         "row_entropy_unscaled": ent_u,
     }
+    return {name: value for name, value in out.items() if value is not None}  # without the unscaled: no such keys
 
 
 ROW_TERMS = ("ent", "ent_u", "p_max", "pu_max")  # per row: entropy and top weight, scaled and unscaled
 
 
-def block_terms(raw, scores, pattern, mask, moments_raw, moments_scaled, divisor, from_raw: bool, softcap, sink):
+def block_terms(
+    raw, scores, pattern, mask, moments_raw, moments_scaled, divisor, from_raw: bool, softcap, sink, unscaled=True,
+    grouped=None,
+):
     """One block of :class:`StatsAccumulator`: the running moments with the block's rows merged
     (:func:`merge_rows`), and the rows' :data:`ROW_TERMS`, each (..., t).
 
@@ -241,7 +259,7 @@ def block_terms(raw, scores, pattern, mask, moments_raw, moments_scaled, divisor
     visible = mask.to(raw.dtype)  # (t, s) 1 where the query sees the key
     n_row = visible.sum(-1)  # (t,)
 
-    p_max, top = row_max(pattern)  # (..., t) the row's largest weight and its key: the top score's
+    p_max, top = row_max(pattern, grouped)  # (..., t) the row's largest weight and its key: the top score's
     c = raw.gather(-1, top[..., None])  # (..., t, 1) the raw score of the row's top key
     s_max = scores.gather(-1, top[..., None])[..., 0]  # (..., t)
     y = _zero_masked(raw - c, mask, visible)  # (..., t, s) centred on the top key, 0 where masked
@@ -253,18 +271,9 @@ def block_terms(raw, scores, pattern, mask, moments_raw, moments_scaled, divisor
         )
         del ys
 
-    # the unscaled softmax, from its normaliser: e = exp(u) with u <= 0 on the visible keys;
-    # u = 0 where masked, so e = 1 there: left out of Z by the mask, and of Σ e·u as 1 · 0
-    u = y if softcap is None else _zero_masked(_capped(raw, softcap, top), mask, visible)
-    e = u.exp()  # (..., t, s)
-    z = _dot(e, visible)  # (..., t) >= 1: the top key contributes exp(0)
-    e_u = _dot(e, u)
-    if sink is not None:  # the sink's column of the unscaled softmax, against the top key's raw score
-        s_u = sink - c[..., 0]  # (..., t)
-        z, e_u = z + s_u.exp(), e_u + s_u.exp() * s_u
-    pu_max = 1.0 / z
-    ent_u = (z.log() - e_u / z).clamp_min(0)
-    del e, u
+    ent_u = pu_max = None
+    if unscaled:
+        ent_u, pu_max = _unscaled_terms(raw, y, mask, visible, c, top, softcap, sink)
     if from_raw:
         # Σ p·(s - max s) = Σ p·(raw - c) / divisor, from the centred raw scores: 0 at the top
         # key, so that a one-hot row gives exactly 0
@@ -278,6 +287,20 @@ def block_terms(raw, scores, pattern, mask, moments_raw, moments_scaled, divisor
         gap = sink - s_max
         ent = ent - p_max * gap.exp() * gap
     return moments_raw, moments_scaled, (ent.clamp_min(0), ent_u, p_max, pu_max)
+
+
+def _unscaled_terms(raw, y, mask, visible, c, top, softcap, sink):
+    """The unscaled softmax's row entropy and row maximum (..., t), from its normaliser: e = exp(u)
+    with u <= 0 on the visible keys; u = 0 where masked, so e = 1 there: left out of Z by the mask,
+    and of Σ e·u as 1 · 0."""
+    u = y if softcap is None else _zero_masked(_capped(raw, softcap, top), mask, visible)
+    e = u.exp()  # (..., t, s)
+    z = _dot(e, visible)  # (..., t) >= 1: the top key contributes exp(0)
+    e_u = _dot(e, u)
+    if sink is not None:  # the sink's column of the unscaled softmax, against the top key's raw score
+        s_u = sink - c[..., 0]  # (..., t)
+        z, e_u = z + s_u.exp(), e_u + s_u.exp() * s_u
+    return (z.log() - e_u / z).clamp_min(0), 1.0 / z
 
 
 @functools.cache

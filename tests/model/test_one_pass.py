@@ -1,0 +1,90 @@
+"""One read of each block for the thumbnail and the statistics (issue 47): the capture's statistics,
+taken with the thumbnail's maxima over runs of keys, equal the statistics taken alone on every
+family's tiny model; the grid's statistics without the unscaled softmax are the same numbers less
+those of the unscaled softmax; a thumbnail filled a few rows at a time is the max-pool of the whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from attnscope.model import stats as stats_module
+from attnscope.model.capture import Capture, CapturePlan
+from attnscope.model.ours.gpt import AttentionOptions
+from attnscope.model.pooling import Pool, thumbnail_block, thumbnails
+from attnscope.model.stats import STAT_ROWS, STAT_SCALARS, group_max, row_max
+from torch.nn import functional as F
+
+pytest.importorskip("transformers")
+
+from attnscope.model.registry import load_model  # noqa: E402
+
+from tests.kit.family import build, family_configs  # noqa: E402
+
+FAMILIES = list(family_configs())
+TEXT = "The cat sat on the mat. Then the cat saw the dog, and the dog sat on the log by the door of the house."
+UNSCALED = ("entropy_unscaled", "max_weight_unscaled", "row_entropy_unscaled")
+BUDGETS = [3000, 1 << 40]  # a few rows a block (blocks that start inside a thumbnail row), and one block
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("one-pass")
+    return {name: load_model(build(name, root / name), "cpu") for name in FAMILIES}
+
+
+def run(lm, ids, **plan) -> Capture:
+    facts = lm.backend.facts
+    cap = Capture(CapturePlan(layers=list(range(facts.n_layer)), heads=list(range(facts.n_head)), **plan))
+    lm.backend.hidden(ids, AttentionOptions(), cap)
+    cap.finish()
+    return cap
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_one_pass_statistics_equal_the_separate_passes(family, budget, loaded, monkeypatch):
+    """Runs of 4 keys (``GROUP``), so that even a short text's row maxima come from the thumbnail's
+    runs: every statistic equals the one taken alone, the unscaled ones left out where not asked for,
+    and the thumbnail is the max-pool of the pattern the same pass kept."""
+    monkeypatch.setattr(stats_module, "GROUP", 4)
+    lm = loaded[family]
+    ids = lm.tokenizer.encode_ids(TEXT)
+    common = dict(stats=True, budget_bytes=budget)
+    one = run(lm, ids, **common, thumbnail=8, stats_unscaled=False, fields=frozenset({"pattern"}))
+    alone = run(lm, ids, **common)
+    assert len(one.layers) == len(alone.layers) > 0
+    for lo, la in zip(one.layers, alone.layers):
+        assert set(la.stats) - set(lo.stats) == set(UNSCALED)
+        for name in set(STAT_SCALARS + STAT_ROWS) - set(UNSCALED):
+            np.testing.assert_array_equal(lo.stats[name], la.stats[name], err_msg=f"{family} {name}")
+        shown = torch.from_numpy(lo.fields["pattern"])
+        if "pattern_parts" in lo.fields:  # a differential pair's thumbnail is of |pattern|
+            shown = shown.abs()
+        assert np.array_equal(lo.thumbnail, thumbnails(shown.clamp(0, 1), 8).numpy())
+
+
+@pytest.mark.parametrize("s", [9, 130, 257, 1000])
+@pytest.mark.parametrize("k", [2, 3, 5, 64, 100])
+def test_row_max_from_runs_of_keys_is_the_row_max(s, k):
+    x = torch.randn(3, 6, s, generator=torch.Generator().manual_seed(s * 7 + k)).softmax(-1)
+    value, index = row_max(x, (group_max(x, k), k))
+    expected = x.max(-1).values
+    assert torch.equal(value, expected)
+    assert torch.equal(x.gather(-1, index[..., None])[..., 0], expected)
+    assert torch.equal(index, x.argmax(-1))  # random rows: one maximum
+
+
+@pytest.mark.parametrize("rows", [1, 3, 5, 8, 37])
+@pytest.mark.parametrize("T,n", [(37, 8), (64, 64), (100, 6)])
+def test_a_pool_filled_a_few_rows_at_a_time_is_the_max_pool_of_the_whole(T, n, rows):
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    x = torch.randn(2, T, T, generator=torch.Generator().manual_seed(T + rows)).masked_fill(~causal, -torch.inf)
+    x = x.softmax(-1)  # 0 after each query, as a causal pattern
+    k = thumbnail_block(T, n)
+    pool = Pool(2, T, T, k, "cpu")
+    for q0 in range(0, T, rows):
+        q1 = min(T, q0 + rows)
+        pool.add(x[:, q0:q1, :q1], q0)  # causal blocks: keys up to the last query
+    expected = F.max_pool2d(x, k, ceil_mode=True) if k > 1 else x
+    assert torch.equal(pool.acc, expected)
