@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  server {key:<5} new {new:7.1f} ms  old {old:7.1f} ms  new/old {new / old:5.2f}")
     if args.browser:
         new, old = statistics.median(browser["new"]), statistics.median(browser["old"])
-        print(f"  page keystroke (median of round medians) new {new:7.1f} ms  old {old:7.1f} ms  new/old {new / old:5.2f}")
+        print(f"  page keystroke (median of round medians) new {new:7.1f} ms  old {old:7.1f} ms  "
+              f"new/old {new / old:5.2f}")
     return 0
 
 

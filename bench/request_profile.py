@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from api_bench import text_of  # noqa: E402
 import zstandard  # noqa: E402
+from api_bench import text_of  # noqa: E402
 from attnscope.app.compression import ZSTD_LEVEL  # noqa: E402
 from attnscope.app.compute import attention as compute  # noqa: E402
 from attnscope.app.compute.plan import plan_capture  # noqa: E402
