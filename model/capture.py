@@ -180,14 +180,10 @@ class Capture:
         st.n_blocks += 1
         if st.cap is not None and st.heads:
             picked = {n: pick(t[0], st.head_index) for n, t in steps.items() if t is not None}  # (H, t, s)
-            weights, grouped = softmax_of(picked), None
-            if st.pool is not None:  # the pattern read once for the thumbnail and the statistics' row maxima
-                shown = thumbnailed(picked)
-                runs = st.pool.keys(shown)  # (H, t, ceil(s/k))
-                st.pool.add(shown, q0, runs)
-                grouped = (runs, st.pool.k) if shown is weights and st.pool.k > 1 else None
             if st.stats is not None:
-                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], weights, mask, grouped)
+                st.stats.add(picked["attn_scores_raw"], picked["attn_scores"], softmax_of(picked), mask)
+            if st.pool is not None:
+                st.pool.add(thumbnailed(picked), q0)
             write_block(st.full, picked, q0, q1, s, masked)
         if st.focus is not None:
             st.focus.block(q0, q1, steps, mask)

@@ -42,17 +42,12 @@ class Pool:
         self.k = k
         self.acc = torch.full((H, math.ceil(T / k), math.ceil(S / k)), fill, device=device)
 
-    def keys(self, rows: torch.Tensor) -> torch.Tensor:
-        """(H, t, s) -> (H, t, ceil(s/k)): each row's maximum over each run of k keys, the first half of
-        :meth:`add` (the capture's statistics take the row maxima from it: one read of the pattern for both)."""
-        return group_max(rows.float(), self.k) if self.k > 1 else rows.float()
-
-    def add(self, rows: torch.Tensor, q0: int, pooled: torch.Tensor | None = None) -> None:
-        """``rows`` (H, t, s): rows ``q0 .. q0 + t`` of the matrix over its first s keys (``pooled``: their
-        :meth:`keys`, where already taken). The rows before the block's first thumbnail-row boundary
-        merge into the row they share with the block before; the rest go k rows at a time."""
+    def add(self, rows: torch.Tensor, q0: int) -> None:
+        """``rows`` (H, t, s): rows ``q0 .. q0 + t`` of the matrix over its first s keys. The rows before
+        the block's first thumbnail-row boundary merge into the row they share with the block before; the
+        rest go k rows at a time (a strided maximum: ``scatter_reduce`` costs several times that on the CPU)."""
         k = self.k
-        pooled = self.keys(rows) if pooled is None else pooled  # (H, t, c)
+        pooled = group_max(rows.float(), k) if k > 1 else rows.float()  # (H, t, ceil(s/k))
         t, c = pooled.shape[1], pooled.shape[2]
         lead = min(t, -q0 % k)  # rows before the next boundary
         if lead:

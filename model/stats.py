@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.nn import functional as F
 
 STAT_SCALARS = (
     "var_q",
@@ -54,12 +55,19 @@ def _zero_masked(x: torch.Tensor, mask: torch.Tensor, visible: torch.Tensor) -> 
 GROUP = 64  # keys per group in group_max
 
 
+POOL_BELOW = 32  # runs shorter than this: max_pool1d on the CPU
+
+
 def group_max(x: torch.Tensor, k: int) -> torch.Tensor:
     """(..., s) -> (..., ceil(s / k)): the maximum of each run of k keys (the last run may be shorter).
 
     A view and ``amax``: on the CPU 5× faster than ``max_pool2d`` over (1, k), which also
-    writes the index of every maximum (torch 2.13)."""
+    writes the index of every maximum; but ``amax`` over runs shorter than :data:`POOL_BELOW` is
+    2-4× slower there than ``max_pool1d`` (torch 2.13: 400 against 140 µs for runs of 4 over a
+    4 × 256 × 256 pattern), so short runs take that."""
     s = x.shape[-1]
+    if 1 < k < POOL_BELOW and x.device.type == "cpu" and not torch.compiler.is_compiling():
+        return F.max_pool1d(x.reshape(-1, 1, s), k, ceil_mode=True).view(*x.shape[:-1], -1)
     full = s - s % k
     pooled = x[..., :full].unflatten(-1, (full // k, k)).amax(-1)
     if full == s:
@@ -67,24 +75,16 @@ def group_max(x: torch.Tensor, k: int) -> torch.Tensor:
     return torch.cat([pooled, x[..., full:].amax(-1, keepdim=True)], dim=-1)
 
 
-def row_max(x: torch.Tensor, grouped: tuple[torch.Tensor, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def row_max(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``x.max(-1)``: each row's largest value and its index. On the CPU ``max`` with indices is
-    5-7× slower than ``amax`` (torch 2.13), so the maximum of each group of about :data:`GROUP` keys
-    comes first, then the index inside the winning group; a GPU and compiled code take the one kernel.
-    ``grouped``: ``(group_max(x, k), k)`` where the caller has it (the thumbnail's keys): the groups
-    are then runs of that, k·⌈GROUP / k⌉ keys each, and x is read once more only inside the winning group."""
+    5-7× slower than ``amax`` (torch 2.13), so the maximum of each group of :data:`GROUP` keys
+    comes first, then the index inside the winning group; a GPU and compiled code take the one kernel."""
     if torch.compiler.is_compiling() or x.device.type != "cpu" or x.shape[-1] <= 2 * GROUP:
         return x.max(-1)
     s = x.shape[-1]
-    if grouped is None:
-        size = GROUP
-        value, group = group_max(x, GROUP).max(-1)  # (...,) the winning group
-    else:
-        runs, k = grouped
-        size = k * max(1, -(-GROUP // k))
-        value, group = group_max(runs, size // k).max(-1)
-    start = group * size
-    index = (start[..., None] + torch.arange(size, device=x.device)).clamp_max_(s - 1)  # (..., size)
+    value, group = group_max(x, GROUP).max(-1)  # (...,) the winning group
+    start = group * GROUP
+    index = (start[..., None] + torch.arange(GROUP, device=x.device)).clamp_max_(s - 1)  # (..., GROUP)
     _, inside = x.gather(-1, index).max(-1)
     return value, (start + inside).clamp_max_(s - 1)
 
@@ -175,14 +175,11 @@ class StatsAccumulator:
         self._divisor = torch.full((), self.divisor, device=q.device) if self.fuse else self.divisor
 
     def add(
-        self, raw: torch.Tensor, scores: torch.Tensor, pattern: torch.Tensor, mask: torch.Tensor, grouped=None
+        self, raw: torch.Tensor, scores: torch.Tensor, pattern: torch.Tensor, mask: torch.Tensor
     ) -> None:
         """The next ``t`` rows over the first ``s`` keys: ``raw``, ``scores``, ``pattern`` (..., t, s),
-        ``mask`` (t, s); ``grouped``, the pattern's maxima over runs of k keys and k, where the caller
-        took them (:func:`row_max`)."""
+        ``mask`` (t, s)."""
         terms = self._terms
-        if self.fuse:
-            grouped = None  # compiled: row_max is the one kernel
         if self.fuse and min(raw.shape[-2:]) == 1:  # a block of one row (or one key): eager, as above
             terms = block_terms
         elif self.fuse:  # a slice's strides, or a view's base, would be one more kind of input to compile for
@@ -190,7 +187,7 @@ class StatsAccumulator:
             mask = mask.clone(memory_format=torch.contiguous_format)  # (t, s) bool: small
         self.raw, self.scaled, rows = terms(
             raw, scores, pattern, mask, self.raw, self.scaled, self._divisor, self.from_raw, self.softcap, self.sink,
-            self.unscaled, grouped,
+            self.unscaled,
         )
         for name, value in zip(ROW_TERMS, rows, strict=True):
             self.rows[name].append(value)
@@ -244,8 +241,7 @@ ROW_TERMS = ("ent", "ent_u", "p_max", "pu_max")  # per row: entropy and top weig
 
 
 def block_terms(
-    raw, scores, pattern, mask, moments_raw, moments_scaled, divisor, from_raw: bool, softcap, sink, unscaled=True,
-    grouped=None,
+    raw, scores, pattern, mask, moments_raw, moments_scaled, divisor, from_raw: bool, softcap, sink, unscaled=True
 ):
     """One block of :class:`StatsAccumulator`: the running moments with the block's rows merged
     (:func:`merge_rows`), and the rows' :data:`ROW_TERMS`, each (..., t).
@@ -259,7 +255,7 @@ def block_terms(
     visible = mask.to(raw.dtype)  # (t, s) 1 where the query sees the key
     n_row = visible.sum(-1)  # (t,)
 
-    p_max, top = row_max(pattern, grouped)  # (..., t) the row's largest weight and its key: the top score's
+    p_max, top = row_max(pattern)  # (..., t) the row's largest weight and its key: the top score's
     c = raw.gather(-1, top[..., None])  # (..., t, 1) the raw score of the row's top key
     s_max = scores.gather(-1, top[..., None])[..., 0]  # (..., t)
     y = _zero_masked(raw - c, mask, visible)  # (..., t, s) centred on the top key, 0 where masked

@@ -1,18 +1,17 @@
-"""One read of each block for the thumbnail and the statistics (issue 47): the capture's statistics,
-taken with the thumbnail's maxima over runs of keys, equal the statistics taken alone on every
-family's tiny model; the grid's statistics without the unscaled softmax are the same numbers less
-those of the unscaled softmax; a thumbnail filled a few rows at a time is the max-pool of the whole."""
+"""The grid's pass over each block (issue 47): its statistics, taken beside the thumbnail and without the
+unscaled softmax, equal the statistics taken alone on every family's tiny model, less the unscaled
+softmax's; its thumbnail is the max-pool of the pattern the same pass kept, filled a few rows at a time
+or all at once; the maxima over runs of keys (max_pool1d for short runs) are torch's max-pool."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from attnscope.model import stats as stats_module
 from attnscope.model.capture import Capture, CapturePlan
 from attnscope.model.ours.gpt import AttentionOptions
 from attnscope.model.pooling import Pool, thumbnail_block, thumbnails
-from attnscope.model.stats import STAT_ROWS, STAT_SCALARS, group_max, row_max
+from attnscope.model.stats import POOL_BELOW, STAT_ROWS, STAT_SCALARS, group_max
 from torch.nn import functional as F
 
 pytest.importorskip("transformers")
@@ -43,11 +42,9 @@ def run(lm, ids, **plan) -> Capture:
 
 @pytest.mark.parametrize("budget", BUDGETS)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_one_pass_statistics_equal_the_separate_passes(family, budget, loaded, monkeypatch):
-    """Runs of 4 keys (``GROUP``), so that even a short text's row maxima come from the thumbnail's
-    runs: every statistic equals the one taken alone, the unscaled ones left out where not asked for,
-    and the thumbnail is the max-pool of the pattern the same pass kept."""
-    monkeypatch.setattr(stats_module, "GROUP", 4)
+def test_the_grids_statistics_equal_the_separate_passes(family, budget, loaded):
+    """Every statistic equals the one taken alone, the unscaled ones left out where not asked for, and
+    the thumbnail is the max-pool of the pattern the same pass kept."""
     lm = loaded[family]
     ids = lm.tokenizer.encode_ids(TEXT)
     common = dict(stats=True, budget_bytes=budget)
@@ -64,15 +61,13 @@ def test_one_pass_statistics_equal_the_separate_passes(family, budget, loaded, m
         assert np.array_equal(lo.thumbnail, thumbnails(shown.clamp(0, 1), 8).numpy())
 
 
-@pytest.mark.parametrize("s", [9, 130, 257, 1000])
-@pytest.mark.parametrize("k", [2, 3, 5, 64, 100])
-def test_row_max_from_runs_of_keys_is_the_row_max(s, k):
-    x = torch.randn(3, 6, s, generator=torch.Generator().manual_seed(s * 7 + k)).softmax(-1)
-    value, index = row_max(x, (group_max(x, k), k))
-    expected = x.max(-1).values
-    assert torch.equal(value, expected)
-    assert torch.equal(x.gather(-1, index[..., None])[..., 0], expected)
-    assert torch.equal(index, x.argmax(-1))  # random rows: one maximum
+@pytest.mark.parametrize("s", [1, 9, 130, 257])
+@pytest.mark.parametrize("k", [2, 3, 5, POOL_BELOW - 1, POOL_BELOW, 100])
+def test_the_maxima_of_runs_of_keys_are_a_max_pool_by_either_kernel(s, k):
+    x = torch.randn(3, 6, s, generator=torch.Generator().manual_seed(s * 7 + k))
+    assert torch.equal(group_max(x, k), F.max_pool2d(x, (1, k), ceil_mode=True))
+    strided = x.transpose(1, 2)  # not contiguous: as the pool's rows are grouped
+    assert torch.equal(group_max(strided, k), F.max_pool2d(strided, (1, k), ceil_mode=True))
 
 
 @pytest.mark.parametrize("rows", [1, 3, 5, 8, 37])
