@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     svc = build_service(lm, with_heads=False)
     model_cls = with_text_limit(AttentionRequest, 200_000)
     names = args.views.split(",")
-    print(f"{lm.facts.name}: {lm.facts.n_layer} layers × {lm.facts.n_head} heads; {args.threads} torch threads, {args.clock} ms")
+    shape = f"{lm.facts.n_layer} layers × {lm.facts.n_head} heads"
+    print(f"{lm.facts.name}: {shape}; {args.threads} torch threads, {args.clock} ms")
     print(f"{'T':>5} {'view':<10}" + "".join(f"{s:>9}" for s in (*STAGES, "total", "bare")) + f"{'bytes':>11}")
     for T in (int(x) for x in args.lengths.split(",")):
         text = text_of(lm.tokenizer, T)
