@@ -112,6 +112,14 @@ class Capture:
         """Whether this layer runs the explicit path: it or a later layer is asked for (else: the fused fast path)."""
         return layer <= self._last
 
+    def needs_unscaled_at(self, layer: int) -> bool:
+        """Whether this layer's steps build the unscaled softmax: only where it is kept (a selected layer's
+        ``pattern_unscaled``, the focus layer's), not in the layers before it that only feed it."""
+        sel = self.sel
+        return (layer in self._want and "pattern_unscaled" in sel.fields) or (
+            sel.focus is not None and sel.focus[0] == layer and "pattern_unscaled" in sel.focus_fields
+        )
+
     def blocks(self, T: int, S: int, nh: int) -> list[tuple[int, int]]:
         """The query blocks ``[(q0, q1), ...]`` a layer of ``nh`` heads over ``S`` keys is computed in
         (called after :meth:`begin`, on the layer's device)."""

@@ -83,3 +83,34 @@ def test_a_pool_filled_a_few_rows_at_a_time_is_the_max_pool_of_the_whole(T, n, r
         pool.add(x[:, q0:q1, :q1], q0)  # causal blocks: keys up to the last query
     expected = F.max_pool2d(x, k, ceil_mode=True) if k > 1 else x
     assert torch.equal(pool.acc, expected)
+
+
+class _Seen(Capture):
+    """A capture that notes which layers' steps held the unscaled softmax."""
+
+    def __init__(self, plan):
+        super().__init__(plan)
+        self.unscaled_in: set[int] = set()
+
+    def block(self, q0, q1, steps):
+        if steps.get("pattern_unscaled") is not None:
+            self.unscaled_in.add(self._layer.layer)
+        super().block(q0, q1, steps)
+
+
+def test_the_unscaled_softmax_is_built_only_in_the_layer_that_keeps_it():
+    """Our GPT builds it in the focus layer alone (the layers before it only feed it), and its numbers are
+    those of the same layer captured with every layer asking for it."""
+    from attnscope.model.ours.checkpoint import SHIPPED
+
+    lm = load_model(SHIPPED, "cpu")
+    ids = lm.tokenizer.encode_ids(TEXT)
+    layer = lm.facts.n_layer - 2
+    focus = dict(focus=(layer, 1), focus_fields=frozenset({"pattern_unscaled"}))
+    one = _Seen(CapturePlan(layers=[], heads=[], **focus))
+    every = _Seen(CapturePlan(layers=list(range(layer + 1)), heads=[1], fields=frozenset({"pattern_unscaled"})))
+    for cap in (one, every):
+        lm.backend.hidden(ids, AttentionOptions(), cap)
+        cap.finish()
+    assert one.unscaled_in == {layer} and every.unscaled_in == set(range(layer + 1))
+    assert np.array_equal(one.focus["pattern_unscaled"], every.layers[layer].fields["pattern_unscaled"][0])
