@@ -48,6 +48,7 @@ class CapturePlan:
     heads: list[int]  # per selected layer
     fields: frozenset[str] = frozenset()  # full matrices of every selected head
     stats: bool = False
+    stats_unscaled: bool = True  # False: the selected heads' statistics leave the unscaled softmax out (the grid)
     thumbnail: int | None = None  # n: each selected head's pattern max-pooled to at most n×n
     focus: tuple[int, int] | None = None  # (layer, head) sent beside the selection
     focus_fields: frozenset[str] = frozenset()
@@ -111,6 +112,14 @@ class Capture:
         """Whether this layer runs the explicit path: it or a later layer is asked for (else: the fused fast path)."""
         return layer <= self._last
 
+    def needs_unscaled_at(self, layer: int) -> bool:
+        """Whether this layer's steps build the unscaled softmax: only where it is kept (a selected layer's
+        ``pattern_unscaled``, the focus layer's), not in the layers before it that only feed it."""
+        sel = self.sel
+        return (layer in self._want and "pattern_unscaled" in sel.fields) or (
+            sel.focus is not None and sel.focus[0] == layer and "pattern_unscaled" in sel.focus_fields
+        )
+
     def blocks(self, T: int, S: int, nh: int) -> list[tuple[int, int]]:
         """The query blocks ``[(q0, q1), ...]`` a layer of ``nh`` heads over ``S`` keys is computed in
         (called after :meth:`begin`, on the layer's device)."""
@@ -147,7 +156,9 @@ class Capture:
                 sinks = None if sink_logit is None else pick(sink_logit, st.head_index)
                 qk = pick(st.q, st.head_index), pick(st.k, st.head_index)
                 shifted = "position_bias" in extras  # T5: scores = q·kᵀ / divisor + bias
-                st.stats = StatsAccumulator(*qk, divisor, softcap, sinks, fuse=sel.fuse, shifted=shifted)
+                st.stats = StatsAccumulator(
+                    *qk, divisor, softcap, sinks, fuse=sel.fuse, shifted=shifted, unscaled=sel.stats_unscaled
+                )
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail, S), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)

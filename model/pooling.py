@@ -44,11 +44,25 @@ class Pool:
         self.acc = torch.full((H, math.ceil(T / k), math.ceil(S / k)), fill, device=device)
 
     def add(self, rows: torch.Tensor, q0: int) -> None:
-        """``rows`` (H, t, s): rows ``q0 .. q0 + t`` of the matrix over its first s keys."""
+        """``rows`` (H, t, s): rows ``q0 .. q0 + t`` of the matrix over its first s keys. The rows before
+        the block's first thumbnail-row boundary merge into the row they share with the block before; the
+        rest go k rows at a time (a strided maximum: ``scatter_reduce`` costs several times that on the CPU)."""
         k = self.k
         pooled = group_max(rows.float(), k) if k > 1 else rows.float()  # (H, t, ceil(s/k))
-        index = (torch.arange(q0, q0 + rows.shape[1], device=rows.device) // k)[None, :, None]  # its thumbnail row
-        self.acc[:, :, : pooled.shape[-1]].scatter_reduce_(1, index.expand_as(pooled), pooled, "amax")
+        t, c = pooled.shape[1], pooled.shape[2]
+        lead = min(t, -q0 % k)  # rows before the next boundary
+        if lead:
+            self._merge(q0 // k, pooled[:, :lead].amax(1, keepdim=True), c)
+        if t > lead:
+            rest = pooled[:, lead:]
+            if k > 1:  # k rows at a time, the last run maybe shorter: group_max over the rows
+                rest = group_max(rest.transpose(1, 2), k).transpose(1, 2)
+            self._merge((q0 + lead) // k, rest, c)
+
+    def _merge(self, r0: int, rows: torch.Tensor, c: int) -> None:
+        """Thumbnail rows ``r0 ..`` (their first c cells) become the larger of what they hold and ``rows``."""
+        part = self.acc[:, r0 : r0 + rows.shape[1], :c]
+        part.copy_(torch.maximum(part, rows))
 
 
 def pool_fill(name: str) -> float:

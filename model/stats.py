@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.nn import functional as F
 
 STAT_SCALARS = (
     "var_q",
@@ -54,12 +55,19 @@ def _zero_masked(x: torch.Tensor, mask: torch.Tensor, visible: torch.Tensor) -> 
 GROUP = 64  # keys per group in group_max
 
 
+POOL_BELOW = 32  # runs shorter than this: max_pool1d on the CPU
+
+
 def group_max(x: torch.Tensor, k: int) -> torch.Tensor:
     """(..., s) -> (..., ceil(s / k)): the maximum of each run of k keys (the last run may be shorter).
 
     A view and ``amax``: on the CPU 5× faster than ``max_pool2d`` over (1, k), which also
-    writes the index of every maximum (torch 2.13)."""
+    writes the index of every maximum; but ``amax`` over runs shorter than :data:`POOL_BELOW` is
+    2-4× slower there than ``max_pool1d`` (torch 2.13: 400 against 140 µs for runs of 4 over a
+    4 × 256 × 256 pattern), so short runs take that."""
     s = x.shape[-1]
+    if 1 < k < POOL_BELOW and x.device.type == "cpu" and not torch.compiler.is_compiling():
+        return F.max_pool1d(x.reshape(-1, 1, s), k, ceil_mode=True).view(*x.shape[:-1], -1)
     full = s - s % k
     pooled = x[..., :full].unflatten(-1, (full // k, k)).amax(-1)
     if full == s:
@@ -150,8 +158,10 @@ class StatsAccumulator:
         sink_logit=None,
         fuse: bool = False,
         shifted: bool = False,
+        unscaled: bool = True,
     ) -> None:
         self.divisor, self.softcap = float(divisor), softcap
+        self.unscaled = unscaled  # False: no statistics of the unscaled softmax (one exp of each score less)
         self.sink = None if sink_logit is None else sink_logit.float()[..., None]  # (..., 1): against each row
         # compiled where asked, except for a one-token text: to the compiler a size of 1 is a shape of its own
         self.fuse = fuse and q.shape[-2] > 1
@@ -179,13 +189,14 @@ class StatsAccumulator:
             raw, scores, pattern = (x.contiguous() for x in (raw, scores, pattern))
             mask = mask.clone(memory_format=torch.contiguous_format)  # (t, s) bool: small
         self.raw, self.scaled, rows = terms(
-            raw, scores, pattern, mask, self.raw, self.scaled, self._divisor, self.from_raw, self.softcap, self.sink
+            raw, scores, pattern, mask, self.raw, self.scaled, self._divisor, self.from_raw, self.softcap, self.sink,
+            self.unscaled,
         )
         for name, value in zip(ROW_TERMS, rows, strict=True):
             self.rows[name].append(value)
 
     def result(self) -> dict[str, torch.Tensor]:
-        rows = [torch.cat(self.rows[name], dim=-1) for name in ROW_TERMS]  # (..., T) each
+        rows = [torch.cat(self.rows[name], dim=-1) if self.rows[name][0] is not None else None for name in ROW_TERMS]
         return self._summary(self.var_q, self.var_k, self.raw, self.scaled, self._divisor, *rows)
 
 
@@ -211,7 +222,7 @@ def summary(var_q, var_k, moments_raw, moments_scaled, divisor, ent, ent_u, p_ma
         mean_scaled, var_scaled = moments_scaled[1], (moments_scaled[2] / moments_scaled[0]).clamp_min(0)
     # 0 / 0 (or x / 0) where the scaled scores do not vary: undefined, NaN
     ratio = torch.where(var_scaled > 0, var_raw / var_scaled.clamp_min(1e-300), torch.full_like(var_raw, float("nan")))
-    return {
+    out = {
         "var_q": var_q,
         "var_k": var_k,
         "mean_scores_raw": mean_raw.float(),
@@ -220,18 +231,21 @@ def summary(var_q, var_k, moments_raw, moments_scaled, divisor, ent, ent_u, p_ma
         "var_scores": var_scaled.float(),
         "variance_ratio": ratio.float(),
         "entropy": ent.mean(-1),
-        "entropy_unscaled": ent_u.mean(-1),
+        "entropy_unscaled": None if ent_u is None else ent_u.mean(-1),
         "max_weight": p_max.mean(-1),
-        "max_weight_unscaled": pu_max.mean(-1),
+        "max_weight_unscaled": None if pu_max is None else pu_max.mean(-1),
         "row_entropy": ent,
         "row_entropy_unscaled": ent_u,
     }
+    return {name: value for name, value in out.items() if value is not None}  # without the unscaled: no such keys
 
 
 ROW_TERMS = ("ent", "ent_u", "p_max", "pu_max")  # per row: entropy and top weight, scaled and unscaled
 
 
-def block_terms(raw, scores, pattern, mask, moments_raw, moments_scaled, divisor, from_raw: bool, softcap, sink):
+def block_terms(
+    raw, scores, pattern, mask, moments_raw, moments_scaled, divisor, from_raw: bool, softcap, sink, unscaled=True
+):
     """One block of :class:`StatsAccumulator`: the running moments with the block's rows merged
     (:func:`merge_rows`), and the rows' :data:`ROW_TERMS`, each (..., t).
 
@@ -256,18 +270,9 @@ def block_terms(raw, scores, pattern, mask, moments_raw, moments_scaled, divisor
         )
         del ys
 
-    # the unscaled softmax, from its normaliser: e = exp(u) with u <= 0 on the visible keys;
-    # u = 0 where masked, so e = 1 there: left out of Z by the mask, and of Σ e·u as 1 · 0
-    u = y if softcap is None else _zero_masked(_capped(raw, softcap, top), mask, visible)
-    e = u.exp()  # (..., t, s)
-    z = _dot(e, visible)  # (..., t) >= 1: the top key contributes exp(0)
-    e_u = _dot(e, u)
-    if sink is not None:  # the sink's column of the unscaled softmax, against the top key's raw score
-        s_u = sink - c[..., 0]  # (..., t)
-        z, e_u = z + s_u.exp(), e_u + s_u.exp() * s_u
-    pu_max = 1.0 / z
-    ent_u = (z.log() - e_u / z).clamp_min(0)
-    del e, u
+    ent_u = pu_max = None
+    if unscaled:
+        ent_u, pu_max = _unscaled_terms(raw, y, mask, visible, c, top, softcap, sink)
     if from_raw:
         # Σ p·(s - max s) = Σ p·(raw - c) / divisor, from the centred raw scores: 0 at the top
         # key, so that a one-hot row gives exactly 0
@@ -281,6 +286,20 @@ def block_terms(raw, scores, pattern, mask, moments_raw, moments_scaled, divisor
         gap = sink - s_max
         ent = ent - p_max * gap.exp() * gap
     return moments_raw, moments_scaled, (ent.clamp_min(0), ent_u, p_max, pu_max)
+
+
+def _unscaled_terms(raw, y, mask, visible, c, top, softcap, sink):
+    """The unscaled softmax's row entropy and row maximum (..., t), from its normaliser: e = exp(u)
+    with u <= 0 on the visible keys; u = 0 where masked, so e = 1 there: left out of Z by the mask,
+    and of Σ e·u as 1 · 0."""
+    u = y if softcap is None else _zero_masked(_capped(raw, softcap, top), mask, visible)
+    e = u.exp()  # (..., t, s)
+    z = _dot(e, visible)  # (..., t) >= 1: the top key contributes exp(0)
+    e_u = _dot(e, u)
+    if sink is not None:  # the sink's column of the unscaled softmax, against the top key's raw score
+        s_u = sink - c[..., 0]  # (..., t)
+        z, e_u = z + s_u.exp(), e_u + s_u.exp() * s_u
+    return (z.log() - e_u / z).clamp_min(0), 1.0 / z
 
 
 @functools.cache

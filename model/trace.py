@@ -60,8 +60,12 @@ class AttentionTrace(HeadFields):
     sink_logit: torch.Tensor | None = None  # (nh,) each head's learned sink logit; None: no sinks
 
 
-def needs_unscaled(sink) -> bool:
-    """Whether a trace sink wants ``pattern_unscaled`` (a plain list does)."""
+def needs_unscaled(sink, layer: int | None = None) -> bool:
+    """Whether a trace sink wants ``pattern_unscaled`` (a plain list does); with ``layer``, in that layer,
+    where the sink says so layer by layer (``needs_unscaled_at``: :class:`model.capture.Capture`)."""
+    at = getattr(sink, "needs_unscaled_at", None)
+    if layer is not None and at is not None:
+        return at(layer)
     return getattr(sink, "needs_unscaled", True)
 
 

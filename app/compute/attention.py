@@ -265,12 +265,13 @@ def _heads(lc, heads: list[int], stats_rows: bool) -> list[dict[str, Any]]:
 def _stats(stats: dict[str, np.ndarray], rows: bool) -> list[dict[str, Any]]:
     """Per head its statistics: the scalars to 6 significant digits (``None`` where not finite, as
     JSON's ``null``), then the per-row arrays when ``rows``."""
-    scalars = round_sig(np.stack([stats[name] for name in STAT_SCALARS])).tolist()  # (S, H)
+    names = [name for name in STAT_SCALARS if name in stats]  # the unscaled ones only where asked for
+    scalars = round_sig(np.stack([stats[name] for name in names])).tolist()  # (S, H)
     out = []
     for j in range(len(scalars[0])):
-        head = {name: v if math.isfinite(v) else None for name, v in zip(STAT_SCALARS, (s[j] for s in scalars))}
+        head = {name: v if math.isfinite(v) else None for name, v in zip(names, (s[j] for s in scalars))}
         if rows:
-            head.update({name: stats[name][j] for name in STAT_ROWS})
+            head.update({name: stats[name][j] for name in STAT_ROWS if name in stats})
         out.append(head)
     return out
 

@@ -38,6 +38,7 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int, n_keys: int
         heads=heads,
         fields=frozenset(include - {"stats"}),
         stats="stats" in include,
+        stats_unscaled=req.stats_unscaled,
         thumbnail=req.thumbnail,
         focus=focus,
         focus_fields=focus_fields,

@@ -95,9 +95,8 @@ class AttnScope(anywidget.AnyWidget):
             else:
                 grid = None
                 if not head_only:
-                    body = answer_bytes(
-                        self._svc, **common, include=["stats"], stats_rows=False, thumbnail=GRID_THUMBNAIL, top_k=0
-                    )
+                    grid_stats = dict(include=["stats"], stats_rows=False, stats_unscaled=False)  # as the page's grid
+                    body = answer_bytes(self._svc, **common, **grid_stats, thumbnail=GRID_THUMBNAIL, top_k=0)
                     grid = self._tagged(body, head=False)
                 body = answer_bytes(
                     self._svc,

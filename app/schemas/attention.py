@@ -158,6 +158,7 @@ class AttentionRequest(Subject):
     stats_rows: bool = Field(
         True, description="false: `stats` without the per-row arrays row_entropy* (the all-heads grid draws none)"
     )
+    stats_unscaled: bool = Field(True, description="false: `stats` without the unscaled softmax's (the grid's)")
     encoding: Literal["json", "b64"] = Field(
         "json",
         description="json: numbers; b64: every matrix a typed array {dtype, bdata (base64), shape} as Plotly.js reads",
@@ -197,9 +198,9 @@ class HeadStats(BaseModel):
         "null where var_scores is 0 (a one-token text: 0 / 0 has no value)"
     )
     entropy: float = Field(description="mean row entropy of pattern, nats")
-    entropy_unscaled: float = Field(description="mean row entropy of pattern_unscaled, nats")
+    entropy_unscaled: float | None = optional_field("mean row entropy of pattern_unscaled, nats (or stats_unscaled)")
     max_weight: float = Field(description="mean of the row maxima of pattern")
-    max_weight_unscaled: float
+    max_weight_unscaled: float | None = optional_field("mean of the row maxima of pattern_unscaled")
     row_entropy: list[float] | TypedArray | None = optional_field("per query row (absent with stats_rows false)")
     row_entropy_unscaled: list[float] | TypedArray | None = optional_field("per query row")
 

@@ -18,13 +18,15 @@ export const HALF_PRECISION_FROM = 257;
 
 /**
  * Body of the all-heads request: every layer and head as a max-pooled thumbnail (u1) with
- * its statistics, no per-row arrays and no predictions: small at any length.
+ * its statistics, no per-row arrays, none of the unscaled softmax (the grid draws none) and no predictions:
+ * small at any length.
  */
 export function gridRequest(state) {
   return {
     ...subject(state, URL),
     include: ["stats"],
     stats_rows: false,
+    stats_unscaled: false,
     thumbnail: GRID_THUMBNAIL,
     encoding: "b64",
     top_k: 0,
@@ -193,6 +195,7 @@ export function exportRequest(state) {
   return {
     ...gridRequest(state),
     stats_rows: true,
+    stats_unscaled: true,
     encoding: "json",
     focus,
     top_k: detail.top_k,

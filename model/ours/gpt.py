@@ -104,7 +104,7 @@ class CausalSelfAttention(nn.Module):
             )  # (B, nh, T, hs)
         else:
             # explicit path: the same computation, one named tensor per step
-            unscaled = needs_unscaled(trace)
+            unscaled = needs_unscaled(trace, self.layer_idx)  # only in a layer that keeps it
             # the divisor as a tensor of the model's dtype, as GPT-2's eager attention holds its own
             divisor_t = torch.full((), divisor, dtype=q.dtype, device=q.device)
 

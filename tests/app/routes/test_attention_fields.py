@@ -91,3 +91,19 @@ def test_every_field_arrives_masked_and_rounded_as_its_kind_says(client):
                 shown = a[~np.isnan(a)]
                 assert 0 < decimals_of(shown) <= DECIMALS[name], name
     assert seen == set(everything)
+
+
+def test_stats_without_the_unscaled_softmax_are_the_same_numbers_less_its_own(client):
+    """The grid's body (``stats_unscaled`` false): every statistic of the scaled softmax and the scores as
+    with the unscaled ones, which are absent (not null); per-row arrays too, where asked for."""
+    unscaled = {"entropy_unscaled", "max_weight_unscaled", "row_entropy_unscaled"}
+    body = dict(text="The cat sat on the mat. The cat sat on the", include=["stats"], thumbnail=8, top_k=0)
+    for rows in (True, False):
+        full = attention(client, **body, stats_rows=rows)
+        grid = attention(client, **body, stats_rows=rows, stats_unscaled=False)
+        for lf, lg in zip(full["layers"], grid["layers"], strict=True):
+            for hf, hg in zip(lf["heads"], lg["heads"], strict=True):
+                left_out = unscaled if rows else unscaled - {"row_entropy_unscaled"}
+                assert set(hf["stats"]) - set(hg["stats"]) == left_out
+                assert all(hg["stats"][name] == value for name, value in hf["stats"].items() if name not in unscaled)
+                assert hg["thumbnail"] == hf["thumbnail"]
