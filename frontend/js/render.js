@@ -13,6 +13,7 @@ import { renderTokens } from "./draw/tokenstrip.js";
 import { headsNoun } from "./draw/quirks.js";
 import { VIEWS, viewById } from "./views.js";
 import { drawTextOnly } from "./textonly.js";
+import { stackModel } from "./stacks.js";
 
 /** The model's own divisor (GET /api/model) as the layer-like object captions.js reads. */
 const modelDivisor = (m) => ({ divisor: m.divisor, divisor_rule: m.divisor_rule, softcap: m.softcap });
@@ -90,7 +91,7 @@ function renderModel(state, els) {
 
 /** The head pickers and the switches, as the state has them. */
 function renderControls(state, els) {
-  const m = state.model;
+  const m = stackModel(state); // an encoder–decoder's chosen stack: its own layers and heads
   const nHead = m?.n_head ?? 4;
   fillIndexSelect(els.layerSelect, attentionLayers(m), "Layer", state.layer);
   fillIndexSelect(els.headSelect, nHead, "Head", state.head);
