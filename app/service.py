@@ -58,7 +58,12 @@ def model_info(lm: LoadedModel) -> dict[str, Any]:
     facts = lm.facts
     return {
         **facts.to_dict(),
-        "subject": ["text", *(["messages"] if facts.chat else []), *(["image"] if facts.vision else [])],
+        "subject": [
+            "text",
+            *(["messages"] if facts.chat else []),
+            *(["image"] if facts.vision else []),
+            *(["target"] if facts.architecture == "encoder-decoder" else []),
+        ],
         "checkpoint": checkpoint_label(lm.path),
         "training": lm.training or {},
         "fields": field_table(),
