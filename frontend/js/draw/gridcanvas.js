@@ -215,6 +215,8 @@ export function gridTooltip({ grid, hit, aggregate = false, model = null, keys =
   const q1 = Math.min(T, q0 + k);
   const k1 = Math.min(keys.length, k0 + k);
   const name = head === -1 ? `Layer ${layer.layer} · mean of the heads` : `Layer ${layer.layer} · head ${head}`;
+  const first = layer.heads[0].thumbnail; // a tile's cells past a cross stack's rows or columns hold nothing
+  if (hit.i >= first.length || hit.j >= first[hit.i].length) return [name, "click to open this head"];
   const tok = (i) => grid.tokens[i];
   const lines = [
     name,
@@ -243,9 +245,16 @@ export function gridTooltip({ grid, hit, aggregate = false, model = null, keys =
   return lines.filter(Boolean);
 }
 
+/**
+ * A tile's side in cells: the thumbnails' `size` (their rows), or their columns where those are more (a cross
+ * stack's thumbnails: fewer target rows than source columns, drawn in the tile's top rows).
+ */
+export const tileSize = (grid) =>
+  Math.max(grid.thumbnail.size, grid.layers[0]?.heads[0]?.thumbnail?.[0]?.length ?? 0);
+
 /** Paint `grid` (a b64 grid answer, decoded) into `canvas`, the chosen head outlined. */
 export function paintGrid(canvas, grid, { selected, aggregate = false, width }) {
-  const size = grid.thumbnail.size;
+  const size = tileSize(grid);
   const img = gridImage({ layers: grid.layers, size, mask: grid.thumbnail.mask, aggregate });
   const nRows = grid.layers.length;
   const nCols = img.cols.length;
