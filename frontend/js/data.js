@@ -334,7 +334,8 @@ export function createData(app) {
     forgetAsked: () => (ctx.askedKey = null),
     /** Start loading the model and the head roles (the chosen head's request waits for the model). */
     start() {
-      ctx.modelReady = loadModel(app);
+      // the model's stacks are part of the subject (subject.js `stackOf`): once it is known, ask what changed
+      ctx.modelReady = loadModel(app).then(typing.refreshNow);
       loadRoles(app);
     },
     /** Whether a request is planned or on its way. */
