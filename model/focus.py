@@ -50,7 +50,7 @@ class FocusHead:
         self.pools: dict[str, Pool] = {}
         self.region: dict[str, torch.Tensor] = {}  # name -> (1, q1 - q0, k1 - k0)
         if thumbnail:
-            kf = thumbnail_block(T, thumbnail)
+            kf = thumbnail_block(T, thumbnail, S)
             # a differential pair's signed pattern starts from -inf: a max from 0 would hide its negative cells
             signed = "pattern_parts" in extras
             fill = {n: float("-inf") if signed and n == "pattern" else pool_fill(n) for n in names}
@@ -68,7 +68,8 @@ class FocusHead:
         self.stats: StatsAccumulator | None = None
         if "stats" in fields:
             sink = None if sink_logit is None else pick(sink_logit, self.index)
-            self.stats = StatsAccumulator(pick(q, self.index), pick(k, self.index), divisor, softcap, sink, fuse=fuse)
+            qk = pick(q, self.index), pick(k, self.index)
+            self.stats = StatsAccumulator(*qk, divisor, softcap, sink, fuse=fuse, shifted="position_bias" in extras)
 
     def block(self, q0: int, q1: int, steps: dict[str, torch.Tensor | None], mask: torch.Tensor) -> None:
         """Rows ``q0 .. q1`` of the layer's named steps ``(1, nh, q1 - q0, s)``; ``mask`` the block's ``(t, s)``."""
