@@ -15,7 +15,7 @@ const SEQ2SEQ = ["stack", "target"];
 /**
  * Each route the page asks, by its url: the parts of the subject it takes besides the text (the conversation,
  * `messages`; the image; the stack and the target; the what-ifs). Patching's subject is two texts (`clean`,
- * `corrupt`): the page sends texts. Generation writes the target itself: it takes the stack alone.
+ * `corrupt`): the page sends texts.
  */
 export const ROUTES = {
   "/api/attention": ["messages", "image", ...SEQ2SEQ, ...WHAT_IFS],
@@ -24,7 +24,7 @@ export const ROUTES = {
   "/api/compare-texts": ["messages", ...SEQ2SEQ, ...WHAT_IFS],
   "/api/neuron": ["messages", ...SEQ2SEQ, ...WHAT_IFS],
   "/api/head-effects": ["messages", "image", ...SEQ2SEQ, "ablate"],
-  "/api/generate": ["messages", "image", "stack", "ablate"],
+  "/api/generate": ["messages", "image", ...SEQ2SEQ, "ablate"],
   "/api/attribution": ["messages", "image", ...SEQ2SEQ],
   "/api/knockout": ["messages", "image", ...SEQ2SEQ],
   "/api/lens": ["messages", "image", ...SEQ2SEQ],

@@ -1,8 +1,8 @@
 """The page on an encoder–decoder (a tiny BART built in the test, served by the real server): the stack
 picker (Encoder · Decoder · Cross, frontend/js/cards/stacks.js), the target beside the text with "Write it"
 (frontend/js/cards/target.js), the cross heatmap with the source on the key axis and the target on the query
-axis, the encoder's and the decoder's own masks, and the Lines view's two columns; the link keeps the stack
-and the target. At 1280 and 390 px, in one page per width."""
+axis, the encoder's and the decoder's own masks, the Lines view's two columns, and Continue writing on the
+target; the link keeps the stack and the target. At 1280 and 390 px, in one page per width."""
 
 from __future__ import annotations
 
@@ -117,4 +117,16 @@ def test_stacks_target_cross_map_and_lines(tab, s2s_server, width):
     tab.open_at(width, "/" + hash_)
     assert page.get_by_test_id("stack-picker").locator("[aria-pressed=true]").inner_text() == "Cross"
     assert page.get_by_test_id("target-input").input_value() == TARGET
+    # Continue writes on the target (the text stays the source), its strip the new tokens' cross rows
+    page.get_by_test_id("generate-count").fill("3")
+    page.get_by_test_id("generate-run").click()
+    page.wait_for_function("() => window.attnscope.state.generation?.running === false")
+    wait_settled(page)
+    got = page.evaluate(
+        """() => { const s = window.attnscope.state; const l = s.layer, h = s.head;
+        return { text: s.text, target: s.target, rows: s.generation.steps.map((st) => st.cross[l][h].length),
+                 answered: s.detail.response.target, source: s.detail.response.source_tokens.length }; }"""
+    )
+    assert got["text"] == TEXT and got["target"] == page.get_by_test_id("target-input").input_value()
+    assert got["rows"] and all(n == got["source"] for n in got["rows"]) and got["answered"] == got["target"]
     assert not tab.unexpected_console_errors()
