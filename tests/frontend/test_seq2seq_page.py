@@ -19,6 +19,7 @@ from tests.kit.seq2seq import build_seq2seq  # noqa: E402
 
 TEXT = "The cat sat on the mat, and the dog saw the cat."
 TARGET = "The dog sat on the mat."
+STACKS = ("encoder", "decoder", "cross")
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +131,9 @@ def test_stacks_target_cross_map_and_lines(tab, s2s_server, width):
     assert got["text"] == TEXT and got["target"] == page.get_by_test_id("target-input").input_value()
     assert got["rows"] and all(n == got["source"] for n in got["rows"]) and got["answered"] == got["target"]
     assert not tab.unexpected_console_errors()
+    # lesson 1: encoder vs decoder, self vs cross, each a link to the loaded model's own stack
+    tab.open("/lessons.html")
+    note = page.get_by_test_id("lesson-model")
+    note.wait_for(state="visible")
+    assert "Encoder vs decoder" in note.inner_text() and "Self vs cross" in note.inner_text()
+    assert [a.get_attribute("href") for a in note.locator("a").all()] == [f"./#stack={s}" for s in STACKS]
