@@ -129,7 +129,7 @@ def single_stack(svc: Service, what: str) -> None:
     if facts.architecture != "encoder-decoder":
         return
     msg = (f"{what} is not shown for an encoder-decoder yet ({facts.name}): attention, the heads grid, head effects, "
-           "rollout, selection and generation are")
+           "rollout, selection, generation and the lens are")
     raise ApiError(422, msg, loc=("body", "stack"), type_="seq2seq_unsupported")
 
 

@@ -100,6 +100,7 @@ class Seq2SeqBackend(TransformersBackend):
         self.places = Places(model)
         self.start_ids = [int(model.config.decoder_start_token_id)]
         super().__init__(model, tokenizer, device, name)  # probes the decoder stack (run_ids)
+        self.family = self.facts.family = str(model.config.model_type)  # T5Gemma's, not its decoder module's
         self.facts.stacks = [self._probe_stack(stack) for stack in STACKS]
         self.facts.positions = "relative" if self.family in ("t5", "mt5", "umt5") else self.facts.positions
         n = max(s["n_layer"] for s in self.facts.stacks)
@@ -168,6 +169,14 @@ class Seq2SeqBackend(TransformersBackend):
         if cap:
             logits = torch.tanh(logits / cap) * cap
         return logits
+
+    def residual_blocks(self) -> tuple[torch.nn.ModuleList, torch.nn.Module]:
+        """The decoder's layers in order and its norm before the LM head (an identity where there is none:
+        BART's and Marian's layers end in their own norm), for the lens over the decoder's residual stream."""
+        dec = self.model.get_decoder()
+        blocks = dec.block if hasattr(dec, "block") else dec.layers  # T5's "block"
+        found = (getattr(dec, n, None) for n in ("final_layer_norm", "layer_norm", "norm"))
+        return blocks, next((m for m in found if isinstance(m, torch.nn.Module)), torch.nn.Identity())
 
     # ------------------------------------------------------------ passes
 

@@ -150,7 +150,7 @@ def test_generate_streams_generates_tokens_with_their_cross_rows(family, folders
 
 def test_views_not_worked_out_over_two_sides_say_so_naming_stack(clients):
     c = clients["bart"]
-    for route, extra in [("/api/lens", {}), ("/api/attribution", {}), ("/api/rollout", {"stack": "cross"})]:
+    for route, extra in [("/api/attribution", {}), ("/api/rollout", {"stack": "cross"})]:
         r = c.post(route, json={"text": SOURCE, "target": TARGET, **extra})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"], (route, r.text)
     for stack in ("encoder", "decoder"):  # rollout over a square stack answers
@@ -177,3 +177,30 @@ def test_t5_statistics_are_those_of_its_biased_scores(stack, clients):
     logs = np.where(pattern > 0, np.log(np.where(pattern > 0, pattern, 1)), 0)
     row_entropy = -(pattern * logs).sum(-1)
     np.testing.assert_allclose(stats["row_entropy"], row_entropy, atol=1e-3)  # the pattern sent to 5 decimals
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_lens_reads_the_decoders_residual_stream(family, folders, clients):
+    """After the embeddings and after each decoder layer, the lens's top token is the LM head's (the final
+    norm first) on eager's decoder hidden state there; after the last layer, the model's own guess."""
+    c = clients[family]
+    data = c.post("/api/lens", json={"text": SOURCE, "target": TARGET, "top_k": 3}).json()
+    served = attention(c, text=SOURCE, target=TARGET, include=[])
+    assert data["tokens"] == served["target_tokens"] and len(data["residuals"]) == 3  # embed, layer 0, layer 1
+    ref = AutoModelForSeq2SeqLM.from_pretrained(folders[family], attn_implementation="eager")
+    with torch.no_grad():
+        out = ref(
+            input_ids=torch.tensor([served["source_ids"]]), decoder_input_ids=torch.tensor([served["target_ids"]]),
+            output_hidden_states=True,
+        )
+        dec = ref.get_decoder()
+        norm = getattr(dec, "final_layer_norm", None) or getattr(dec, "layer_norm", None) or torch.nn.Identity()
+        for i, residual in enumerate(data["residuals"][:-1]):
+            h = norm(out.decoder_hidden_states[i][0])
+            if family == "t5" and ref.config.tie_word_embeddings:
+                h = h * ref.config.d_model**-0.5
+            logits = ref.lm_head(h) + getattr(ref, "final_logits_bias", torch.zeros(1))[0]
+            assert [row[0]["id"] for row in residual["top"]] == logits.argmax(-1).tolist()
+    assert [row[0]["id"] for row in data["residuals"][-1]["top"]] == out.logits[0].argmax(-1).tolist()
+    r = c.post("/api/lens", json={"text": SOURCE, "target": TARGET, "stack": "encoder"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"]
