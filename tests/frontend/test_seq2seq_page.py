@@ -96,7 +96,9 @@ def test_stacks_target_cross_map_and_lines(tab, s2s_server, width):
     # the encoder's map: source × source, nothing masked; the decoder's: target × target, a triangle
     assert "masked" not in [t.get("name") for t in check_map(tab, pick(tab, "encoder"), "encoder")["data"]]
     assert "masked" in [t.get("name") for t in check_map(tab, pick(tab, "decoder"), "decoder")["data"]]
+    assert not page.get_by_test_id("causal-toggle").is_disabled()  # only the decoder has a causal mask
     sides = pick(tab, "cross")
+    assert page.get_by_test_id("causal-toggle").is_disabled()
     # the link keeps the stack and the target
     page.wait_for_function("() => location.hash.includes('stack=cross') && location.hash.includes('target=')")
     assert f"target={quote(TARGET)}" in page.evaluate("() => location.hash").replace("+", "%20")
