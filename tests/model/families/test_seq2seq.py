@@ -126,3 +126,20 @@ def test_t5gemma2_is_refused_in_one_line(tmp_path):
     with pytest.raises(CheckpointError, match="one softmax") as e:
         check_seq2seq({"model_type": "t5gemma2", "is_encoder_decoder": True}, tmp_path)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("stack", ["decoder", "cross"])
+def test_knocked_out_edges_leave_the_stack_looked_at(stack, loaded):
+    """Edges knocked out in a stack's first layer: its pattern there is the plain one with those weights
+    taken out and each row renormalised (that layer's inputs are unchanged: nothing before it is knocked)."""
+    lm = loaded["bart"]
+    source = lm.tokenizer.encode_ids(SOURCE)
+    target, _ = lm.backend.read_target(TARGET)
+    plain = _patterns(lm, source, target, stack, AttentionOptions())[0][0]  # (nh, T, S)
+    edge = (0, 1, 2, 5, 0, 2)  # layer 0, head 1, queries 2..4, keys 0..1
+    knocked = _patterns(lm, source, target, stack, AttentionOptions(knockout=(edge,)))[0][0]
+    expected = plain.clone()
+    expected[1, 2:5, 0:2] = 0
+    expected[1] = expected[1] / expected[1].sum(-1, keepdim=True)
+    torch.testing.assert_close(knocked, expected, atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(knocked[1], plain[1])
