@@ -5,13 +5,15 @@
 // heaviest keys. The weights are the server's (POST /api/attention, the layer's patterns).
 // Click tokens to select several (queries on the left, keys on the right): the chosen head's
 // attention of the selection, summed or averaged by the server (POST /api/selection), is drawn
-// below: where the selected queries look, and who looks at the selected keys.
+// below: where the selected queries look, and who looks at the selected keys. On an encoder–decoder's cross
+// stack the two columns are BertViz's: the target's tokens (the decoder's queries) left, the source's right.
 
 import { answerIn, question } from "../answers.js";
 import { byId, drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, QUALITATIVE, baseLayout } from "../draw/figures.js";
 import { quirkWords } from "../draw/quirks.js";
 import { blankSubject, imageOf, subject, subjectKey } from "../subject.js";
+import { keyTokens, stackSides } from "../stacks.js";
 
 export const id = "lines";
 export const label = "Lines";
@@ -156,15 +158,26 @@ function showFocus(state) {
   }
 }
 
-function drawSvg(svg, tokens, lines) {
+/** An SVG text at (x, y) anchored at `anchor`, of class `cls`, with `data` in its dataset. */
+function svgText(x, y, anchor, cls, words, data) {
+  const text = document.createElementNS(SVG, "text");
+  for (const [k, v] of [["x", x], ["y", y], ["text-anchor", anchor], ["class", cls]]) text.setAttribute(k, String(v));
+  Object.assign(text.dataset, data);
+  text.textContent = words;
+  return text;
+}
+
+/** The columns: queries left, keys right; `sides` (stacks.js `stackSides`) heads them "target" and "source". */
+function drawSvg(svg, tokens, lines, keys = tokens, sides = null) {
   const rowH = 18;
   const width = Math.min(520, svg.parentElement.clientWidth || 520);
-  const height = tokens.length * rowH + 10;
+  const top = sides ? 18 : 0; // room for the columns' heads
+  const height = Math.max(tokens.length, keys.length) * rowH + 10 + top;
   const colW = Math.min(130, width * 0.3);
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", String(width));
   svg.setAttribute("height", String(height));
-  const y = (i) => 5 + i * rowH + rowH / 2;
+  const y = (i) => top + 5 + i * rowH + rowH / 2;
   const parts = [];
   for (const l of lines) {
     const line = document.createElementNS(SVG, "line");
@@ -183,20 +196,14 @@ function drawSvg(svg, tokens, lines) {
     });
     parts.push(line);
   }
-  for (const [side, x, anchor] of [
-    ["query", colW - 6, "end"],
-    ["key", width - colW + 6, "start"],
+  for (const [side, x, anchor, names] of [
+    ["query", colW - 6, "end", tokens],
+    ["key", width - colW + 6, "start", keys],
   ]) {
-    tokens.forEach((t, i) => {
-      const text = document.createElementNS(SVG, "text");
-      text.setAttribute("x", String(x));
-      text.setAttribute("y", String(y(i) + 4));
-      text.setAttribute("text-anchor", anchor);
-      text.setAttribute("class", "lines-token");
-      text.dataset.side = side;
-      text.dataset.index = String(i);
-      text.textContent = t.length > 14 ? `${t.slice(0, 13)}…` : t;
-      parts.push(text);
+    if (sides) parts.push(svgText(x, 12, anchor, "lines-column", sides[side], { column: side }));
+    names.forEach((t, i) => {
+      const words = t.length > 14 ? `${t.slice(0, 13)}…` : t;
+      parts.push(svgText(x, y(i) + 4, anchor, "lines-token", words, { side, index: String(i) }));
     });
   }
   svg.replaceChildren(...parts);
@@ -226,18 +233,20 @@ function drawHeads(box, heads, hidden) {
  * The selection's two bar charts: where the selected queries look (over keys), who looks at the selected keys
  * (over queries).
  */
-export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, reduce }) {
-  const x = tokens.map((t, i) => `${i} ${t}`);
+export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, reduce }, keys = tokens) {
+  const labels = (names) => names.map((t, i) => `${i} ${t}`);
   const rows = [
-    fromQ && { y: fromQ, name: `where the selected queries look (${reduce})`, color: BLUE },
-    toK && { y: toK, name: `who looks at the selected keys (${reduce})`, color: ORANGE },
+    fromQ && { x: labels(keys), y: fromQ, name: `where the selected queries look (${reduce})`, color: BLUE },
+    toK && { x: labels(tokens), y: toK, name: `who looks at the selected keys (${reduce})`, color: ORANGE },
   ].filter(Boolean);
+  const two = keys !== tokens && rows.length === 2; // a cross stack's keys (the source) and queries (the target)
   const data = rows.map((r, i) => ({
     type: "bar",
-    x,
+    x: r.x,
     y: r.y,
     name: r.name,
     marker: { color: r.color },
+    xaxis: two && i === 1 ? "x2" : "x",
     yaxis: i === 0 ? "y" : "y2",
     hovertemplate: `%{x}: %{y:.4f}<extra>${r.name}</extra>`,
   }));
@@ -250,12 +259,13 @@ export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, red
   rows.forEach((_, i) => {
     const key = i === 0 ? "yaxis" : "yaxis2";
     layout[key] = {
-      domain: rows.length === 2 ? (i === 0 ? [0.55, 1] : [0, 0.45]) : [0, 1],
+      domain: rows.length === 2 ? (i === 0 ? [two ? 0.68 : 0.55, 1] : [0, two ? 0.32 : 0.45]) : [0, 1],
       fixedrange: true,
       rangemode: "tozero",
     };
   });
-  if (rows.length === 2) layout.xaxis.anchor = "y2";
+  if (two) layout.xaxis2 = { tickangle: -55, fixedrange: true, anchor: "y2" };
+  else if (rows.length === 2) layout.xaxis.anchor = "y2";
   return { data, layout };
 }
 
@@ -293,7 +303,10 @@ function drawSelection(state) {
         `${response.reduce === "mean" ? "averaged" : "summed"}. Click a token again to let it go.`
       : "combining…";
   setText(byId("lines-selection-caption"), words);
-  if (response) drawPlot(plot, idOf(response), () => selectionFigure(response), "attnscope-selection");
+  // a cross stack's columns are the source's tokens, which the layer's answer (same subject) names
+  const layer = answerIn(state, linesQuestion(state)).response;
+  const columns = layer && keyTokens(state, layer) !== layer.tokens ? keyTokens(state, layer) : undefined;
+  if (response) drawPlot(plot, idOf(response), () => selectionFigure(response, columns), "attnscope-selection");
 }
 
 export function draw(state) {
@@ -310,14 +323,16 @@ export function draw(state) {
   const sig = JSON.stringify([idOf(response), hidden, svg.parentElement.clientWidth]);
   if (svg.dataset.signature !== sig) {
     svg.dataset.signature = sig;
-    drawSvg(svg, response.tokens, lines);
+    drawSvg(svg, response.tokens, lines, keyTokens(state, response), stackSides(state, response));
     showFocus(state);
   }
   drawSelection(state);
   const T = response.tokens.length;
+  const s = stackSides(state, response);
   setText(
     byId("lines-caption"),
-    `Layer ${layer.layer}: each query token (left) to the keys it attends (right), a colour per head, each line ` +
+    `Layer ${layer.layer}: each ${s ? `${s.query} token (left, the queries) to the ${s.key} tokens` : "query " +
+      "token (left) to the keys"} it attends (right), a colour per head, each line ` +
       `as opaque as its weight` +
       (T > ALL_KEYS_UP_TO
         ? `; ${T} tokens, so each query shows its ${HEAVIEST} heaviest keys (weights from ${MIN_WEIGHT})`
