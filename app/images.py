@@ -22,7 +22,7 @@ DATA_URL = re.compile(r"data:[\w.+/-]*(;[\w=.+-]+)*;base64,", re.ASCII)
 WHITESPACE = str.maketrans("", "", " \t\n\r\v\f")  # ASCII whitespace: base64 wrapped in lines, as GNU base64 writes it
 
 
-def image_bytes(value: str, max_bytes: int, part: str = "image") -> bytes:
+def upload_bytes(value: str, max_bytes: int, part: str = "image") -> bytes:
     """``image`` (base64, or a ``data:`` URL holding base64) -> its bytes; 413 above ``max_bytes``.
     Whitespace in the base64 (lines of 76, as ``base64`` and ``base64.encodebytes`` wrap it) is
     dropped; any other character outside the alphabet is a 422. ``part``: the field's name (``audio``
@@ -54,7 +54,7 @@ def image_prompt(svc: Service, text: str, value: str):
         msg = f"image was sent, but {facts.name} ({facts.family}) reads text only; open an image-text model"
         raise ApiError(422, msg, loc=LOC, type_="image_unsupported")
     limits = svc.info["image_limits"]
-    data = image_bytes(value, limits["max_bytes"])
+    data = upload_bytes(value, limits["max_bytes"])
     try:
         image = decode_image(data, limits["max_pixels"])
     except ImageError as e:

@@ -15,6 +15,7 @@ import numpy as np
 
 FORMATS = {"WAV": "WAV", "WAVEX": "WAV", "RF64": "WAV", "FLAC": "FLAC", "OGG": "OGG", "MP3": "MP3"}
 LISTED = "WAV, FLAC, OGG/Vorbis or MP3"
+SPEECH_TYPES = ("whisper",)  # the config model_types opened as speech-to-text encoder–decoders
 # libsndfile's log (SoundFile.extra_info) on a file cut short: a WAV's chunk sizes, an Ogg stream's last page
 TRUNCATION_SIGNS = ("(should be", "lacks an end-of-stream bit")
 
@@ -41,6 +42,11 @@ class Recording:
     @property
     def duration(self) -> float:
         return len(self.samples) / self.sample_rate
+
+
+def hears(config: dict) -> bool:
+    """Whether a checkpoint's ``config.json`` is a speech-to-text model's (Whisper, Distil-Whisper)."""
+    return config.get("model_type") in SPEECH_TYPES
 
 
 def _libraries():

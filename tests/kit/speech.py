@@ -51,8 +51,13 @@ def whisper_tokenizer():
 
 def build_whisper(out: Path, seed: int = 0, multilingual: bool = False) -> Path:
     """Write a tiny random Whisper, its processor and its generation config to ``out``; returns ``out``."""
-    from transformers import GenerationConfig, WhisperConfig, WhisperFeatureExtractor
-    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+    )
 
     tok = whisper_tokenizer()
     out.mkdir(parents=True, exist_ok=True)
