@@ -148,7 +148,8 @@ class ModelInfo(BaseModel):
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
     chat: bool = Field(False, description="the model carries a chat template: `messages` may replace `text`")
     subject: list[str] = Field(
-        description='the parts of a request\'s subject this model takes, e.g. ["text", "messages", "image"], ["audio", "target"]'
+        description='the parts of a request\'s subject this model takes, e.g. ["text", "messages", "image"]; '
+        'a speech model\'s ["audio", "target"]'
     )
     image_limits: ImageLimits | None = Field(None, description="the image limits, on an image-text model; else null")
     audio: bool = Field(False, description="a speech-to-text model: `audio` is its source (Whisper)")
