@@ -25,12 +25,13 @@ def token_timestamps(
 ) -> list[float]:
     """``[len(ids)]`` seconds: transformers' ``_extract_token_timestamps`` over ``cross`` (per decoder layer,
     ``(1, n_head, len(ids), frames)``), the first ``prompt`` tokens (the decoder start and task tokens) at 0,
-    cropped to the audio's own ``num_frames`` (mel frames; the encoder's are half as many)."""
+    cropped to the audio's own ``num_frames`` (mel frames; the encoder's are half as many). As in
+    ``generate()``, whose last token is never fed back, the last position's row takes no part: the last token
+    keeps the time before it, and a generated target's times are generate(return_token_timestamps=True)'s."""
     from transformers.generation.utils import GenerateEncoderDecoderOutput
 
-    out = GenerateEncoderDecoderOutput(
-        sequences=torch.tensor([ids], device=cross[0].device), cross_attentions=(tuple(cross),)
-    )
+    fed = tuple(c[:, :, : len(ids) - 1] for c in cross)  # (1, nh, T - 1, frames): the rows generate() has
+    out = GenerateEncoderDecoderOutput(sequences=torch.tensor([ids], device=cross[0].device), cross_attentions=(fed,))
     got = type(model)._extract_token_timestamps(
         model, out, heads, time_precision=seconds_per_frame, num_frames=num_frames, num_input_ids=prompt
     )
