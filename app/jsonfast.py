@@ -45,7 +45,7 @@ def _zero_tail(m: int) -> bytes:
 
 
 def visible_prefix(mask: np.ndarray) -> np.ndarray | None:
-    """For a (T, T) mask whose rows are prefixes (causal or none), each row's visible count."""
+    """For a (T, S) mask whose rows are prefixes (causal or none), each row's visible count."""
     counts = mask.sum(axis=1)
     prefix = np.arange(mask.shape[1])[None, :] < counts[:, None]
     return counts if np.array_equal(prefix, mask) else None
@@ -55,24 +55,24 @@ class WeightLayout:
     """How the rows of one mask are written; build once per request, reuse for every layer."""
 
     def __init__(self, mask: np.ndarray) -> None:
-        T = mask.shape[0]
+        T, S = mask.shape  # queries, keys (an encoder-decoder's cross stack: S source tokens)
         counts = visible_prefix(mask)
         if counts is None:  # not a prefix mask: every entry written in full
-            counts = np.full(T, T)
-            mask = np.ones((T, T), dtype=bool)
+            counts = np.full(T, S)
+            mask = np.ones((T, S), dtype=bool)
         self.T = T
         self.mask = mask
         ends = np.cumsum(counts)
-        self.row_ends = ends[counts == T] - 1  # visible cells that close a row without a masked tail
+        self.row_ends = ends[counts == S] - 1  # visible cells that close a row without a masked tail
         self.spans = [(8 * int(a), 8 * int(b)) for a, b in zip([0, *ends[:-1]], ends)]
         template: list = [b"["]
         for n in counts:
-            template += (b"[", None, _zero_tail(T - int(n)), b",")
+            template += (b"[", None, _zero_tail(S - int(n)), b",")
         template[-1] = b"]"  # the last row's separator closes the matrix
         self.template = template
 
     def write(self, weights: np.ndarray) -> list[bytes]:
-        """``weights (H, T, T)`` in [0, 1] (masked entries 0) -> per head the JSON of its T×T matrix."""
+        """``weights (H, T, S)`` in [0, 1] (masked entries 0) -> per head the JSON of its T×S matrix."""
         visible = weights[:, self.mask]  # (H, n): each head's visible weights, row after row
         # round half up to 5 decimals, clipped to the table (NaN would become 0)
         k = np.clip(visible * np.float32(_ONE) + np.float32(0.5), 0, _ONE).astype(np.int32)

@@ -68,7 +68,12 @@ def subject_parts(facts, audio: bool) -> list[str]:
     """The parts of a request's subject the model takes (/api/model ``subject``)."""
     if audio:
         return ["audio", "target"]
-    return ["text", *(["messages"] if facts.chat else []), *(["image"] if facts.vision else [])]
+    return [
+        "text",
+        *(["messages"] if facts.chat else []),
+        *(["image"] if facts.vision else []),
+        *(["target"] if facts.architecture == "encoder-decoder" else []),
+    ]
 
 
 def head_roles(lm: LoadedModel) -> dict[str, Any]:

@@ -46,6 +46,10 @@ def subject_of(svc: Service, req, text: str = "text", messages: str = "messages"
     resolved against the model. ``text``, ``messages``: the fields' names in a request with two
     subjects (patching's ``clean`` / ``clean_messages`` and ``corrupt`` / ``corrupt_messages``)."""
     stack = stack_of(svc, getattr(req, "stack", None))
+    target = getattr(req, "target", None)
+    if target is not None and svc.loaded.facts.architecture != "encoder-decoder":
+        msg = f"target is the text of a decoder over a source; {svc.loaded.facts.name} has none (send text only)"
+        raise ApiError(422, msg, loc=("body", "target"), type_="target_unsupported")
     got = prompt_of(
         svc,
         text=getattr(req, text),
@@ -55,7 +59,36 @@ def subject_of(svc: Service, req, text: str = "text", messages: str = "messages"
         names=(text, messages),
     )
     got.stack = stack
+    if svc.loaded.facts.architecture == "encoder-decoder":
+        return with_target(svc, got, target)
     return got
+
+
+def with_target(svc: Service, source: Prompt, target: str | None) -> Prompt:
+    """An encoder-decoder's subject: ``source`` (the text) and the decoder's target, typed (teacher-forced
+    after the decoder start) or, without one, written by the model greedily; the prompt's ids are the
+    stack's query side and its backend the model with both bound (:class:`~attnscope.model.families.target.
+    TargetBound`)."""
+    backend = svc.loaded.backend
+    generated = target is None
+    if generated:
+        ids = backend.write(source.ids)
+        target, offsets = written_text(svc, ids, len(backend.decoder_start()))
+    else:
+        ids, offsets = backend.read_target(target)
+    tokens = [svc.displays[i] for i in ids]
+    adds = dict(source.adds) | {
+        "source_tokens": source.tokens,
+        "target_tokens": tokens,
+        "source_ids": source.ids,
+        "target_ids": ids,
+        "target": target,
+        "target_generated": generated,
+    }
+    bound = backend.with_target(source.ids, ids, source.stack)
+    if source.stack == "encoder":
+        return Prompt(source.ids, source.tokens, source.offsets, bound, adds, source.stack)
+    return Prompt(ids, tokens, [list(o) for o in offsets], bound, adds, source.stack)
 
 
 def stack_of(svc: Service, asked: str | None) -> str:
@@ -147,6 +180,19 @@ def _conversation(svc: Service, messages: list, add_generation_prompt: bool | No
         raise ApiError(422, msg, loc=loc, type_="too_many_tokens", ctx={"limit": limit, "count": n})
     adds = {"token_kinds": chat.kinds, "spans": chat.spans}
     return Prompt(chat.ids, chat.tokens, chat.offsets, lm.backend, adds)
+
+
+def written_text(svc: Service, ids: list[int], start: int) -> tuple[str, list[tuple[int, int]]]:
+    """A written target's text (its tokens after the decoder start, decoded) and each token's character range
+    in it: the text grows by the decoding of one more token at a time (the start and special tokens: empty)."""
+    tokenizer = svc.loaded.tokenizer
+    offsets, text = [(0, 0)] * start, ""
+    for n in range(start + 1, len(ids) + 1):
+        now = tokenizer.decode(ids[start:n])
+        grown = now if now.startswith(text) else text  # a piece that changes the text before it: shown empty
+        offsets.append((len(text), len(grown)))
+        text = grown
+    return text, offsets
 
 
 def target_of(svc: Service, req) -> tuple[Prompt, int]:

@@ -9,6 +9,8 @@ any other ``model_type``, or a GPT-2   GPT-NeoX/Pythia, Llama, Qwen2, Mistral,  
 our GPT cannot run exactly             Gemma 2, ... (``AutoModelForCausalLM``)
 an encoder ``model_type``              BERT, RoBERTa, XLM-R, DistilBERT, ALBERT,   transformers
                                        ELECTRA, ModernBERT (``AutoModelForMaskedLM``)
+``is_encoder_decoder``                 T5, mT5, UMT5, BART, mBART, Marian,         transformers
+                                       Pegasus, T5Gemma (``AutoModelForSeq2SeqLM``)
 a ``vision_config``                    LLaVA, Gemma 3 (``AutoModelForImageText``   transformers
                                        ``ToText`` + ``AutoProcessor``)
 =====================================  ==========================================  ============
@@ -104,6 +106,10 @@ def load_model(
         backend = OursBackend(model, tokenizer, dev, DTYPES[dtype])
     elif is_encoder(cfg):  # BERT and its kin: a masked LM, every row sees every key
         backend = load_encoder_dir(path, dev, dtype, placement if mapped else None)
+    elif cfg.get("is_encoder_decoder"):  # T5, BART and their kin: encoder, decoder and cross attention
+        from .families.seq2seq import load_seq2seq_dir
+
+        backend = load_seq2seq_dir(path, dev, dtype, placement if mapped else None)
     elif "vision_config" in cfg:  # an image-text-to-text model: its language model and its processor
         from .vision.backend import load_vision_dir
 

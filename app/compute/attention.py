@@ -118,7 +118,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         token_ids=ids,
         offsets=prompt.offsets,
         stack=prompt.stack,
-        causal=req.causal and lm.facts.architecture != "encoder",  # an encoder's mask is its own
+        causal=req.causal and prompt.stack == "decoder",  # an encoder's mask, and a cross stack's, are all True
         divisor=divisor,
         sel=sel,
         capture=capture,

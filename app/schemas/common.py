@@ -101,6 +101,14 @@ class Subject(Strict):
         "true unless the last message is the assistant's",
     )
     stack: Stack = stack_field()
+    target: str | None = Field(
+        None,
+        min_length=1,
+        max_length=TEXT_CHARS,
+        description="an encoder-decoder's target: the decoder's text, teacher-forced after the model's decoder "
+        "start; left out, the model writes one greedily (at most 32 tokens, as `generate()`) and the answer says "
+        "`target_generated`. A 422 naming `target` on a model without a decoder over a source",
+    )
 
     @field_validator("text")
     @classmethod
@@ -111,6 +119,11 @@ class Subject(Strict):
             return None
         value = one_of(value, info, "text", "messages")
         return None if value is None else usable_text(value, "text")
+
+    @field_validator("target")
+    @classmethod
+    def _target_is_usable(cls, value: str | None) -> str | None:
+        return None if value is None else usable_text(value, "target")
 
 
 def one_of(value: Any, info: ValidationInfo, name: str, other: str) -> Any:
@@ -290,6 +303,13 @@ class SubjectAnswer(BaseModel):
     audio: AudioShown = None
     token_timestamps: TokenTimestamps = None
     words: Words = None
+    # an encoder-decoder's two sides (`tokens` / `token_ids` are the stack's query side)
+    source_tokens: list[str] | None = optional_field("an encoder-decoder: the source's (the text's) tokens")
+    target_tokens: list[str] | None = optional_field("an encoder-decoder: the target's tokens, the decoder start first")
+    source_ids: list[int] | None = optional_field("an encoder-decoder: the source's token ids")
+    target_ids: list[int] | None = optional_field("an encoder-decoder: the target's token ids")
+    target: str | None = optional_field("an encoder-decoder: the target's text, as sent or as the model wrote it")
+    target_generated: bool | None = optional_field("an encoder-decoder: whether the model wrote the target")
 
 
 class ImplicitFields(BaseModel):

@@ -36,6 +36,7 @@ class Features:
     nope: int | None = None  # MLA: the width of the no-RoPE part of q and k
     gate: torch.Tensor | None = None  # (B, nh, T)
     differential: bool = False
+    bias: torch.Tensor | None = None  # (B|1, nh, T, S): T5's relative position bias, added to the scaled scores
 
     @property
     def extras(self) -> frozenset[str]:
@@ -68,8 +69,11 @@ def eager_steps(query, k, v, mask, f: Features, scaling: float | None, divisor: 
         st: dict[str, torch.Tensor | None] = dict(attn_scores_raw=attn_scores_raw)
         if f.nope is not None:  # the same product, its two halves apart: content + position = raw
             st.update(mla.score_parts(query, k, q0, q1, s, f.nope))
+        bias = None if f.bias is None else f.bias[..., q0:q1, :s]  # T5: (B|1, nh, t, s)
         if f.softcap is None:
             st["attn_scores"] = masked_scores(attn_scores_raw, m, divisor=divisor, scaling=scaling)  # (B, nh, t, s)
+            if bias is not None:  # eager's order: the scaled product, then the bias (then the mask: -inf stays)
+                st["attn_scores"] = st["attn_scores"] + bias
         else:
             st["attn_scores"], st["attn_scores_uncapped"] = softcap.scores(
                 attn_scores_raw, m, f.softcap, scaling, divisor
@@ -79,7 +83,8 @@ def eager_steps(query, k, v, mask, f: Features, scaling: float | None, divisor: 
         st["pattern_unscaled"] = None
         if unscaled:
             raw = attn_scores_raw if f.softcap is None else softcap.capped(attn_scores_raw, f.softcap)
-            st["pattern_unscaled"] = sinks.softmax(masked_scores(raw, m), f.sink_logit)[0]
+            unscaled_scores = masked_scores(raw, m) if bias is None else masked_scores(raw, m) + bias
+            st["pattern_unscaled"] = sinks.softmax(unscaled_scores, f.sink_logit)[0]
         if sink_mass is not None:
             st["sink_mass"] = sink_mass
         if f.gate is not None:

@@ -50,9 +50,20 @@ class _Recording:
     gate_inputs: dict[int, torch.Tensor] = field(default_factory=dict)  # id(attention module) -> its q_proj output
     first_calls: set[int] = field(default_factory=set)  # differential modules whose second call comes next
     unnumbered: int = 0  # calls so far from modules without a layer_idx (DistilBERT; ALBERT's one shared layer)
+    # an encoder-decoder's stacks (model.families.seq2seq.Places): which stack and layer each attention
+    # module is; only the calls of ``stack`` are recorded and take the what-ifs, the others run as trained
+    places: object | None = None
+    stack: str | None = None
+
+    def records(self, module: torch.nn.Module) -> bool:
+        """Whether this module's call is of the stack looked at (every call, in a model of one stack)."""
+        return self.places is None or self.places.stack_of(module) == self.stack
 
     def number(self, module: torch.nn.Module) -> int:
-        """The layer's number: its module's ``layer_idx``, else its place among this pass's calls."""
+        """The layer's number: its place in its stack, else its module's ``layer_idx``, else its place among
+        this pass's calls."""
+        if self.places is not None:
+            return self.places.layer_of(module)
         idx = getattr(module, "layer_idx", None)
         if idx is not None:
             return int(idx)
@@ -118,6 +129,22 @@ def recording(sink, opts: AttentionOptions):
         _ACTIVE.reset(token)
 
 
+@contextlib.contextmanager
+def stacked(places, stack: str):
+    """Within a :func:`recording`, only the calls of ``stack`` (by ``places``, an encoder-decoder's
+    :class:`~model.families.seq2seq.Places`) are recorded and take the what-ifs; outside one, nothing."""
+    rec = _ACTIVE.get()
+    if rec is None:
+        yield
+        return
+    before = rec.places, rec.stack
+    rec.places, rec.stack = places, stack
+    try:
+        yield
+    finally:
+        rec.places, rec.stack = before
+
+
 def attnscope_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -132,7 +159,8 @@ def attnscope_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eager attention, one named step at a time; the signature transformers calls."""
     rec = _ACTIVE.get()
-    opts = rec.opts if rec is not None else AttentionOptions()
+    own = rec is not None and rec.records(module)  # a call of the stack looked at
+    opts = rec.opts if own else AttentionOptions()
     B, nh, T, hs = query.shape  # (B, nh, T, hs)
     n_rep = nh // key.shape[1]
     k = key.repeat_interleave(n_rep, dim=1) if n_rep > 1 else key  # (B, n_kv, S, hs) -> (B, nh, S, hs)
@@ -142,13 +170,14 @@ def attnscope_attention(
     model_scaling = hs**-0.5 if scaling is None else float(scaling)
     divisor = 1.0 / model_scaling if opts.divisor is None else float(opts.divisor)
     layer = rec.number(module) if rec is not None else int(getattr(module, "layer_idx", 0) or 0)
-    sink = rec.sink if rec is not None else None
+    sink = rec.sink if own else None
     f = Features(
         softcap=softcap,
         sink_logit=kwargs.get("s_aux"),  # (nh,) gpt-oss: a learned logit per head
         nope=mla.nope_dim(module),
         gate=output_gate(module, B, T, nh, hs),  # (B, nh, T) or None
         differential=differential.is_differential(module),  # DiffLlama: pairs of query heads h, h + nh/2
+        bias=_bias(kwargs.get("position_bias"), T, S),  # T5: a learned bias per head and relative position
     )
     if f.differential:
         opts = differential.pair_options(opts, nh // 2)
@@ -159,7 +188,8 @@ def attnscope_attention(
     edited = opts.knocked_mask(layer, mask, nh)  # (T, S), or (nh, T, S) with edges knocked out
     if not f.eager_only and not wants(sink, layer):  # (MLA's parts come only with the steps)
         # fast path: nothing of this layer is kept, so one fused kernel with the same mask and scale
-        z = F.scaled_dot_product_attention(query, k, v, attn_mask=edited, scale=1.0 / divisor)  # (B, nh, T, hs)
+        allowed = edited if f.bias is None else f.bias.masked_fill(~edited, float("-inf"))  # (B|1, nh, T, S)
+        z = F.scaled_dot_product_attention(query, k, v, attn_mask=allowed, scale=1.0 / divisor)  # (B, nh, T, hs)
     else:
         # the model's own scale: exactly eager's multiplication; a what-if divisor: a division
         scale = (
@@ -183,6 +213,14 @@ def attnscope_attention(
 
     z = ablate_heads(z, layer, opts)  # switched-off heads, before o_proj
     return z.transpose(1, 2).contiguous(), pattern  # (B, T, nh, hs), as transformers expects
+
+
+def _bias(position_bias: torch.Tensor | None, T: int, S: int) -> torch.Tensor | None:
+    """T5's position bias ``(B|1, nh, T, S)`` added to the scaled scores; None where a layer has none or it is
+    all zeros (T5's cross-attention and its layers without a bias of their own pass zeros)."""
+    if position_bias is None or not position_bias.any():
+        return None
+    return position_bias[..., -T:, -S:]
 
 
 def _layer_mask(rec, opts: AttentionOptions, attention_mask, T: int, S: int, device) -> torch.Tensor:

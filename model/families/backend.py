@@ -247,7 +247,7 @@ def load_transformers_dir(
     ``placement`` (:class:`model.registry.Placement`): accelerate spreads the layers (``device`` is then unused).
     ``kind``: the backend class, which names the transformers class that opens the folder (an encoder's)."""
     kind = kind or TransformersBackend
-    cfg = preflight(path)
+    cfg = preflight(path, seq2seq=kind.architecture == "encoder-decoder")
     import transformers
 
     register()
@@ -257,7 +257,7 @@ def load_transformers_dir(
             path, local_files_only=True, attn_implementation=IMPLEMENTATION, dtype=DTYPES[dtype], **placed
         )
     except (ValueError, KeyError, RuntimeError) as e:
-        what = "a masked LM" if kind.architecture == "encoder" else "a causal LM"
+        what = {"encoder": "a masked LM", "encoder-decoder": "an encoder-decoder"}.get(kind.architecture, "a causal LM")
         raise CheckpointError(f"cannot open {path} as {what}: {' '.join(str(e).split())[:300]}") from e
     except OSError as e:
         raise CheckpointError(f"cannot read the weights in {path}: {' '.join(str(e).split())[:300]}") from e

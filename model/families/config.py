@@ -122,9 +122,10 @@ def position_encoding(cfg) -> str:
     return "other"
 
 
-def preflight(path: Path):
+def preflight(path: Path, seq2seq: bool = False):
     """What can be told without loading the weights: transformers present, a readable config of a
-    decoder-only model, a tokenizer.json. Returns the config; :class:`CheckpointError` otherwise."""
+    decoder-only model (or, with ``seq2seq``, an encoder-decoder), a tokenizer.json. Returns the config;
+    :class:`CheckpointError` otherwise."""
     try:
         from transformers import AutoConfig
     except ImportError as e:
@@ -135,10 +136,10 @@ def preflight(path: Path):
         cfg = AutoConfig.from_pretrained(path, local_files_only=True)
     except Exception as e:
         raise CheckpointError(f"cannot read the model config in {path}: {' '.join(str(e).split())}") from e
-    if getattr(cfg, "is_encoder_decoder", False):
+    if getattr(cfg, "is_encoder_decoder", False) and not seq2seq:
         raise CheckpointError(
             f"{path} holds an encoder-decoder model ({cfg.model_type}); "
-            "attnscope shows decoder-only and encoder-only models"
+            "attnscope opens it as an encoder-decoder only"
         )
     if not (path / "tokenizer.json").is_file():
         raise CheckpointError(f"no tokenizer.json in {path}: attnscope needs the fast tokenizer file beside the model")

@@ -276,12 +276,12 @@ def test_the_output_gate_is_the_models_sigmoid_gate_of_each_head_and_query(famil
             torch.testing.assert_close(gate, alone[text])
 
 
-def test_not_supported_models_say_why(tmp_path):
+def test_an_encoder_decoder_without_its_tokenizer_says_why(tmp_path):
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
     cfg = AutoConfig.for_model("t5", vocab_size=64, d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
     AutoModelForSeq2SeqLM.from_config(cfg).save_pretrained(tmp_path)
-    with pytest.raises(CheckpointError, match="encoder-decoder"):
+    with pytest.raises(CheckpointError, match="tokenizer.json"):
         load_model(tmp_path, "cpu")
 
 

@@ -1,0 +1,67 @@
+"""A :class:`~.seq2seq.Seq2SeqBackend` with one request's source and target bound to it, looking at one
+stack: the backend the model code (head effects, rollout, the lens, ...) is handed for an
+encoder-decoder. That code calls the backend with token ids alone, the ids of the answer's
+``tokens``: the query side of the stack (the source for ``encoder``, the target for ``decoder`` and
+``cross``); each pass here runs the whole source and target, records the stack looked at, and
+returns what the decoder computed: its states and logits at each target position (the next-token
+guesses), whichever the stack.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..options import AttentionOptions
+from .backend import _Discard
+
+
+class TargetBound:
+    """``backend`` with ``source`` and ``target`` in every pass, recording ``stack``; anything else is the
+    backend's own."""
+
+    def __init__(self, backend, source: list[int], target: list[int], stack: str) -> None:
+        self._backend = backend
+        self.source = list(source)
+        self.target = list(target)
+        self.stack = stack
+
+    def __getattr__(self, name: str):
+        return getattr(self._backend, name)
+
+    @property
+    def ids(self) -> list[int]:
+        """The query side's ids: the answer's ``token_ids``."""
+        return self.source if self.stack == "encoder" else self.target
+
+    def _check(self, ids) -> None:
+        if list(ids) != self.ids:
+            raise ValueError("an encoder-decoder's bound pass runs its own source and target only")
+
+    def run_length(self, ids) -> int:
+        """How many tokens a pass runs: the source's and the target's (head effects size their batches by it)."""
+        self._check(ids)
+        return len(self.source) + len(self.target)
+
+    def hidden(self, ids: list[int], opts: AttentionOptions, sink) -> torch.Tensor:
+        """The stack's calls into ``sink``; the decoder's states at each target position ``(T_target, C)``."""
+        self._check(ids)
+        return self._backend.run_pair(self.source, self.target, self.stack, opts, sink)[0]
+
+    def run(self, ids: list[int], opts: AttentionOptions, sink, logits: bool = True) -> torch.Tensor | None:
+        h = self.hidden(ids, opts, sink)
+        if not logits:
+            return None
+        with torch.inference_mode():
+            return self._backend.head(h)
+
+    def last_logits(self, idx: torch.Tensor, opts: AttentionOptions, at: int = -1) -> torch.Tensor:
+        """``idx`` (B, T) rows of the bound ids -> the decoder's logits ``(B, V)`` at target position ``at``
+        (the last where the stack's queries are the source), float32."""
+        self._check(idx[0].tolist())
+        where = at if self.stack != "encoder" else -1
+        h = self._backend.run_pair(self.source, self.target, self.stack, opts, _Discard(), rows=len(idx))
+        with torch.inference_mode():
+            return self._backend.head(h[:, where]).float()
+
+    def patterns(self, idx: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("patterns over a batch of texts: not with one source and target")

@@ -1,0 +1,105 @@
+"""The API over encoder-decoders (T5, BART): what /api/model says, each stack's answer (its tokens,
+mask and patterns against transformers eager on the ids the server reports), a target typed or
+written by the model, and the 422s naming ``target`` and ``stack``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.kit.app import attention, served
+
+pytest.importorskip("transformers")
+
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer  # noqa: E402
+
+from tests.kit.encoders import build_encoder  # noqa: E402
+from tests.kit.seq2seq import build_seq2seq  # noqa: E402
+
+FAMILIES = ["t5", "bart"]
+SOURCE = "The cat sat on the mat, and the dog saw the cat."
+TARGET = "A dog sat on the log."
+EAGER = {"encoder": "encoder_attentions", "decoder": "decoder_attentions", "cross": "cross_attentions"}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("seq2seq")
+    return {f: build_seq2seq(f, root / f) for f in FAMILIES} | {"bert": build_encoder("bert", root / "bert")}
+
+
+@pytest.fixture(scope="module")
+def clients(folders, checkpoint_dir):
+    with served({**folders, "ours": checkpoint_dir}) as out:
+        yield out
+
+
+def eager(folder, source, target):
+    ref = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager")
+    with torch.no_grad():
+        return ref(input_ids=torch.tensor([source]), decoder_input_ids=torch.tensor([target]), output_attentions=True)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_model_says_encoder_decoder_with_three_stacks(family, clients):
+    info = clients[family].get("/api/model").json()
+    assert info["architecture"] == "encoder-decoder" and "target" in info["subject"]
+    assert [(s["name"], s["query"], s["key"]) for s in info["stacks"]] == [
+        ("encoder", "source", "source"), ("decoder", "target", "target"), ("cross", "target", "source")
+    ]
+    assert all(s["n_layer"] == 2 and s["n_head"] == 4 for s in info["stacks"])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("stack", ["encoder", "decoder", "cross"])
+def test_each_stack_equals_eager_on_the_ids_served(family, stack, folders, clients):
+    data = attention(clients[family], text=SOURCE, target=TARGET, stack=stack, include=["pattern"], top_k=3)
+    reference = AutoTokenizer.from_pretrained(folders[family])
+    assert data["source_ids"] == reference(SOURCE)["input_ids"]
+    assert data["target_generated"] is False and data["target"] == TARGET
+    assert data["target_ids"][1:] == reference(TARGET, add_special_tokens=False)["input_ids"]
+    query = data["source_ids"] if stack == "encoder" else data["target_ids"]
+    keys = data["target_ids"] if stack == "decoder" else data["source_ids"]
+    assert data["stack"] == stack and data["token_ids"] == query
+    assert data["tokens"] == (data["source_tokens"] if stack == "encoder" else data["target_tokens"])
+    assert data["causal"] is (stack == "decoder")
+    mask = np.array(data["mask"], dtype=bool)
+    assert mask.shape == (len(query), len(keys))
+    assert np.array_equal(mask, np.tril(np.ones_like(mask)) if stack == "decoder" else np.ones_like(mask))
+    out = eager(folders[family], data["source_ids"], data["target_ids"])
+    for layer, expected in zip(data["layers"], getattr(out, EAGER[stack]), strict=True):
+        for head in layer["heads"]:
+            np.testing.assert_allclose(head["pattern"], expected[0, head["head"]].numpy(), atol=2e-5)
+    # the decoder's next-token guesses at each target position, whichever the stack
+    assert len(data["predictions"]) == len(data["target_ids"])
+    for row, logits in zip(data["predictions"], out.logits[0]):
+        assert row[0]["id"] == int(logits.argmax())
+
+
+def test_t5_answers_divisor_one(clients):
+    for stack in ("encoder", "decoder", "cross"):
+        data = attention(clients["t5"], text=SOURCE, target=TARGET, stack=stack, include=["pattern"])
+        assert data["divisor"] == 1.0 and {layer["divisor"] for layer in data["layers"]} == {1.0}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_without_a_target_the_model_writes_one_as_generate_does(family, folders, clients):
+    data = attention(clients[family], text=SOURCE, include=["pattern"])
+    assert data["stack"] == "decoder" and data["target_generated"] is True
+    ref = AutoModelForSeq2SeqLM.from_pretrained(folders[family], attn_implementation="eager")
+    with torch.no_grad():
+        expected = ref.generate(torch.tensor([data["source_ids"]]), do_sample=False, max_new_tokens=32)
+    assert data["target_ids"] == expected[0].tolist() == data["token_ids"]
+    assert len(data["offsets"]) == len(data["target_ids"])
+    assert all(0 <= a <= b <= len(data["target"]) for a, b in data["offsets"])
+
+
+def test_target_and_stack_are_refused_naming_the_field(clients):
+    for name in ("ours", "bert"):
+        r = clients[name].post("/api/attention", json={"text": SOURCE, "target": TARGET})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "target"]
+    r = clients["ours"].post("/api/attention", json={"text": SOURCE, "stack": "cross"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"]
+    r = clients["t5"].post("/api/attention", json={"text": SOURCE, "target": "   "})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "target"]
