@@ -4,7 +4,9 @@ then soxr to the model's rate) and heard through the model's feature extractor, 
 
 from __future__ import annotations
 
+from ..model.options import AttentionOptions
 from ..model.speech.audio import AudioError, Recording, decode_audio
+from .compute.checks import ablate_set
 from .errors import ApiError
 from .images import upload_bytes
 from .service import Service
@@ -32,3 +34,14 @@ def no_audio(svc: Service) -> None:
     if svc.info["audio"]:
         msg = f"{svc.loaded.facts.name} hears audio: send `audio` (WAV, FLAC, OGG/Vorbis or MP3, base64)"
         raise ApiError(422, msg, loc=LOC, type_="audio_missing")
+
+
+def with_timing(svc: Service, prompt, req) -> None:
+    """Add ``token_timestamps`` and ``words`` to a heard subject's answer: from the cross stack of its bound
+    target, with the request's switched-off heads where the stack looked at is ``cross`` (does the timing
+    survive without a head?), else the model as trained."""
+    bound = prompt.backend  # a TargetBound over the backend hearing the recording
+    ablate = getattr(req, "ablate", None) if prompt.stack == "cross" else None
+    opts = AttentionOptions(ablate=ablate_set(ablate, svc.loaded.facts)) if ablate else None
+    times, words = bound.timing(bound.target, opts)
+    prompt.adds |= {"token_timestamps": times, "words": words}

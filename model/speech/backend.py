@@ -64,11 +64,12 @@ class WhisperBackend(Seq2SeqBackend):
         """The source's "ids": the encoder's frame numbers (its tokens are their times)."""
         return list(range(self.frames))
 
-    def target_ids(self, text: str | None) -> list[int]:
-        """``text`` teacher-forced after the task tokens, ended as generate() ends it; ``None``: the model's own."""
-        if text is None:
-            return self.write(self.source_ids())
-        return self.decoder_start() + self.tokenizer.encode_ids(text) + [int(self.model.generation_config.eos_token_id)]
+    def read_target(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """``text`` teacher-forced after the task tokens, ended by the end of text as generate() ends a transcript
+        (so that its last word is timed too); its tokens' character ranges (the specials': empty)."""
+        ids, offsets = super().read_target(text)
+        end = int(self.model.generation_config.eos_token_id)
+        return ids + [end], offsets + [(len(text), len(text))]
 
     # ------------------------------------------------------------ Seq2SeqBackend's parts
 
