@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.chat import ChatError
-from .compute.checks import check_token_count, check_token_id, position_of
 from .audio import no_audio, recording_of, with_timing
+from .compute.checks import check_token_count, check_token_id, position_of
 from .errors import ApiError
 from .images import image_answer, image_prompt
 from .service import Service
