@@ -77,9 +77,10 @@ def heard_prompt(svc: Service, value: str | None, spectrogram: bool = False) -> 
     frames' times, and the answer adds ``audio``."""
     if value is None:
         no_audio(svc)
+    recording = recording_of(svc, value)  # a 422 naming audio first, on a model that does not hear
     backend = svc.loaded.backend
     ear = backend.ear
-    heard = ear.hear(recording_of(svc, value), next(backend.model.parameters()).dtype, backend.device)
+    heard = ear.hear(recording, next(backend.model.parameters()).dtype, backend.device)
     bound = backend.hearing(heard)
     ids = bound.source_ids()
     return Prompt(ids, ear.source_tokens(), [[0, 0]] * len(ids), bound, {"audio": ear.about(heard, spectrogram)})
