@@ -144,6 +144,17 @@ def decoder_only(svc: Service, what: str, name: str) -> None:
     raise ApiError(422, msg, loc=("body", name), type_="encoder_unsupported")
 
 
+def single_stack(svc: Service, what: str) -> None:
+    """A 422 naming ``stack`` where ``what`` (a view not worked out over two sides yet) is asked of an
+    encoder-decoder."""
+    facts = svc.loaded.facts
+    if facts.architecture != "encoder-decoder":
+        return
+    msg = (f"{what} is not shown for an encoder-decoder yet ({facts.name}): attention, the heads grid, head effects, "
+           "rollout, selection and generation are")
+    raise ApiError(422, msg, loc=("body", "stack"), type_="seq2seq_unsupported")
+
+
 def prompt_of(
     svc: Service,
     text: str | None,

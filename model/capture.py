@@ -148,7 +148,7 @@ class Capture:
                 qk = pick(st.q, st.head_index), pick(st.k, st.head_index)
                 st.stats = StatsAccumulator(*qk, divisor, softcap, sinks, fuse=sel.fuse)
             if sel.thumbnail and heads:
-                st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail), q.device)
+                st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail, S), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)
             for name in matrices_kept(sel.fields, extras):
                 st.full[name] = blank(name, len(heads), T, S, q.device)

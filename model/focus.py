@@ -50,7 +50,7 @@ class FocusHead:
         self.pools: dict[str, Pool] = {}
         self.region: dict[str, torch.Tensor] = {}  # name -> (1, q1 - q0, k1 - k0)
         if thumbnail:
-            kf = thumbnail_block(T, thumbnail)
+            kf = thumbnail_block(T, thumbnail, S)
             # a differential pair's signed pattern starts from -inf: a max from 0 would hide its negative cells
             signed = "pattern_parts" in extras
             fill = {n: float("-inf") if signed and n == "pattern" else pool_fill(n) for n in names}

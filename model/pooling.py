@@ -17,9 +17,10 @@ from .fields import SCORE_FIELDS
 from .stats import group_max
 
 
-def thumbnail_block(T: int, n: int) -> int:
-    """Tokens per thumbnail cell: the smallest k with ceil(T / k) <= n."""
-    return max(1, math.ceil(T / n))
+def thumbnail_block(T: int, n: int, S: int | None = None) -> int:
+    """Tokens per thumbnail cell: the smallest k with ceil(T / k) <= n (and ceil(S / k) <= n for a T×S
+    matrix, an encoder-decoder's cross stack: one k for both axes)."""
+    return max(1, math.ceil(max(T, S or T) / n))
 
 
 def thumbnails(pattern: torch.Tensor, n: int) -> torch.Tensor:
@@ -30,7 +31,7 @@ def thumbnails(pattern: torch.Tensor, n: int) -> torch.Tensor:
     Max-pooling keeps a one-cell diagonal visible at any reduction (an average would fade it);
     cell (i, j) covers queries ``i·k ..`` and keys ``j·k ..``, up to k of each.
     """
-    k = thumbnail_block(pattern.shape[-1], n)
+    k = thumbnail_block(pattern.shape[-2], n, pattern.shape[-1])
     pooled = F.max_pool2d(pattern.float(), k, ceil_mode=True) if k > 1 else pattern.float()
     return (pooled * 255).round_().to(torch.uint8)
 

@@ -199,7 +199,7 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
     if first is not None and full_masks:
         answer["mask"] = first.mask.astype(np.uint8)
     if pooled and first is not None:
-        block = thumbnail_block(len(result.token_ids), sel.thumbnail)
+        block = thumbnail_block(first.mask.shape[0], sel.thumbnail, first.mask.shape[1])  # T×S: one k for both
         answer["thumbnail"] = {"size": first.thumbnail_mask.shape[0], "block": block, "mask": first.thumbnail_mask}
     answer["layers"] = []
     for lc in cap.layers:
@@ -281,7 +281,7 @@ def _focus(cap: Capture, sel: CapturePlan, T: int) -> dict[str, Any]:
     focus: dict[str, Any] = {"layer": layer, "head": h}
     if cap.focus_pooled is not None:
         pooled_mask = cap.focus_pooled_mask
-        block = thumbnail_block(T, sel.focus_thumbnail)
+        block = thumbnail_block(T, sel.focus_thumbnail, cap.focus_mask.shape[1])
         focus["thumbnail"] = {"size": pooled_mask.shape[0], "block": block, "mask": pooled_mask}
     for name in FIELDS:
         if name == "stats" and cap.focus_stats is not None:

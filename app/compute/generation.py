@@ -13,13 +13,14 @@ import os
 from collections.abc import Iterator
 
 import numpy as np
+import torch
 
 from ...model.ablation import Done, eos_ids, generate
 from ...model.options import AttentionOptions
 from ..responses import dumps
 from ..schemas.generation import TOP_GUESSES, GenerateRequest
 from ..service import Service
-from ..subject import Prompt, decoder_only, subject_of
+from ..subject import Prompt, decoder_only, prompt_of, subject_of
 from .checks import ablate_set
 from .rounding import PATTERN_DECIMALS, floor_sig, round_fixed
 
@@ -49,12 +50,22 @@ def start_generation(svc: Service, req: GenerateRequest) -> Iterator[bytes]:
     one JSON object per new token, then ``{"done": true, ...}``, each ending in a newline."""
     facts = svc.loaded.facts
     decoder_only(svc, "writing tokens", "max_new_tokens")
-    prompt = subject_of(svc, req)
+    prompt = subject_of(svc, req) if facts.architecture != "encoder-decoder" else target_start(svc, req)
     opts = AttentionOptions(ablate=ablate_set(req.ablate, facts))
     seed = None
     if req.do_sample:
         seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(4), "little")
     return _lines(svc, req, prompt, opts, seed)
+
+
+def target_start(svc: Service, req: GenerateRequest) -> Prompt:
+    """An encoder-decoder's generation: the text is the source, and the target starts from the decoder start
+    token (and ``target``, teacher-forced, when given); each line then adds the new token's cross rows."""
+    source = prompt_of(svc, req.text, req.messages, req.add_generation_prompt)
+    backend = svc.loaded.backend
+    ids = backend.read_target(req.target)[0] if req.target is not None else backend.decoder_start()
+    adds = {"source_tokens": source.tokens, "source_ids": source.ids, "target_ids": ids}
+    return Prompt(ids, [svc.displays[i] for i in ids], [], backend.with_target(source.ids, ids, "decoder"), adds)
 
 
 def _lines(svc: Service, req: GenerateRequest, prompt: Prompt, opts: AttentionOptions, seed: int | None):
@@ -77,7 +88,8 @@ def _lines(svc: Service, req: GenerateRequest, prompt: Prompt, opts: AttentionOp
         if isinstance(item, Done):
             line = {
                 "done": True,
-                "text": (req.text or "") + pieces.rest(),  # a conversation: the reply alone
+                # a conversation: the reply alone; an encoder-decoder: the target
+                "text": ((req.target or "") if prompt.adds.get("source_ids") else (req.text or "")) + pieces.rest(),
                 "reason": item.reason,
                 "tokens": len(item.generated),
                 "seed": seed,
@@ -100,6 +112,9 @@ def _lines(svc: Service, req: GenerateRequest, prompt: Prompt, opts: AttentionOp
             # the mean over every attention layer and head, from the unrounded rows: the page's "mean of all heads"
             "attention_mean": round_fixed(item.attention.double().mean((0, 1)), PATTERN_DECIMALS),
         }
+        cross = getattr(prompt.backend, "cross_rows", None)
+        if cross:  # an encoder-decoder: the new token's row of each cross layer over the source, [layer][head][source]
+            line["cross"] = round_fixed(torch.stack(cross).cpu(), PATTERN_DECIMALS)
         if item.step == 1:  # the subject's token kinds, image or spans, once
             line |= prompt.adds
         yield dumps(line) + b"\n"

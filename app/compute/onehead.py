@@ -22,6 +22,7 @@ def one_head(svc: Service, req, include: list[str], text: str | None = None, fie
     body = AttentionRequest.model_construct(
         **subject,
         stack=req.stack,
+        target=req.target,  # an encoder-decoder's: one target for each text
         layers=[req.layer],
         heads=[req.head],
         include=include,

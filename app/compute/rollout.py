@@ -22,6 +22,9 @@ def rollout_json(svc: Service, req: RolloutRequest, started: float | None = None
     facts = svc.loaded.facts
     prompt = subject_of(svc, req)
     ids = prompt.ids
+    if prompt.stack == "cross":  # T×S matrices: no product of one layer's with the next's
+        msg = "rollout multiplies a stack's T×T matrices layer by layer: ask the encoder or decoder stack, not cross"
+        raise ApiError(422, msg, loc=("body", "stack"), type_="stack_not_square")
     if len(ids) > ROLLOUT_MAX_TOKENS:
         raise ApiError(
             422,

@@ -19,7 +19,7 @@ from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.two_models import TwoModelsRequest
 from ..service import Service
-from ..subject import subject_of
+from ..subject import single_stack, subject_of
 from .checks import check_attention_layer, check_index
 from .switch import check_memory, find_local, free_bytes, start_switch
 
@@ -80,6 +80,7 @@ def same_shape(a: Service, b: Service) -> None:
 def same_ids(a: Service, b: Service, req: TwoModelsRequest):
     """The subject's prompt in the served model, its ids the same in model_b; else a 422 naming ``model_b``
     and the first difference."""
+    single_stack(a, "comparing two models")
     prompt = subject_of(a, req)
     ids = prompt.ids
     try:

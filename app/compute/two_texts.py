@@ -27,12 +27,13 @@ def two_texts_json(svc: Service, req: TwoTextsRequest, started: float | None = N
     a = _one(svc, req, None, "text")  # the subject: text or messages
     b = _one(svc, req, req.text_b, "text_b")
     difference = max_abs = why = None
-    if len(a[0]) == len(b[0]):
+    if a[2].shape == b[2].shape:  # as many tokens (an encoder-decoder's cross stack: on both sides)
         diff = np.round(b[2].astype(np.float64) - a[2].astype(np.float64), PATTERN_DECIMALS)
         difference, max_abs = diff, float(np.abs(diff).max())
     else:
+        sizes = " and ".join("×".join(str(n) for n in p.shape) for p in (a[2], b[2]))
         why = (
-            f"the texts have {len(a[0])} and {len(b[0])} tokens: a cell of one is no cell of the other "
+            f"the texts' patterns are {sizes} tokens: a cell of one is no cell of the other "
             "(texts of the same length in tokens, such as one word changed, compare cell by cell)"
         )
     body = {

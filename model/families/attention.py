@@ -54,10 +54,17 @@ class _Recording:
     # module is; only the calls of ``stack`` are recorded and take the what-ifs, the others run as trained
     places: object | None = None
     stack: str | None = None
+    others: dict = field(default_factory=dict)  # another stack's name -> a sink its calls go to, as trained
 
     def records(self, module: torch.nn.Module) -> bool:
         """Whether this module's call is of the stack looked at (every call, in a model of one stack)."""
         return self.places is None or self.places.stack_of(module) == self.stack
+
+    def sink_of(self, module: torch.nn.Module):
+        """Where this module's call goes: the sink, or (another stack's) its own sink in ``others``, or None."""
+        if self.records(module):
+            return self.sink
+        return self.others.get(self.places.stack_of(module))
 
     def number(self, module: torch.nn.Module) -> int:
         """The layer's number: its place in its stack, else its module's ``layer_idx``, else its place among
@@ -130,19 +137,20 @@ def recording(sink, opts: AttentionOptions):
 
 
 @contextlib.contextmanager
-def stacked(places, stack: str):
+def stacked(places, stack: str, others: dict | None = None):
     """Within a :func:`recording`, only the calls of ``stack`` (by ``places``, an encoder-decoder's
-    :class:`~model.families.seq2seq.Places`) are recorded and take the what-ifs; outside one, nothing."""
+    :class:`~model.families.seq2seq.Places`) are recorded and take the what-ifs; ``others``: another
+    stack's sink, which its calls (run as trained) go to (generation's cross rows); outside one, nothing."""
     rec = _ACTIVE.get()
     if rec is None:
         yield
         return
-    before = rec.places, rec.stack
-    rec.places, rec.stack = places, stack
+    before = rec.places, rec.stack, rec.others
+    rec.places, rec.stack, rec.others = places, stack, others or {}
     try:
         yield
     finally:
-        rec.places, rec.stack = before
+        rec.places, rec.stack, rec.others = before
 
 
 def attnscope_attention(
@@ -170,7 +178,7 @@ def attnscope_attention(
     model_scaling = hs**-0.5 if scaling is None else float(scaling)
     divisor = 1.0 / model_scaling if opts.divisor is None else float(opts.divisor)
     layer = rec.number(module) if rec is not None else int(getattr(module, "layer_idx", 0) or 0)
-    sink = rec.sink if own else None
+    sink = rec.sink_of(module) if rec is not None else None
     f = Features(
         softcap=softcap,
         sink_logit=kwargs.get("s_aux"),  # (nh,) gpt-oss: a learned logit per head

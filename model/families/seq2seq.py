@@ -40,7 +40,7 @@ from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer, tile_offsets
 from ..precision import exact_fp32
 from .attention import recording, stacked
-from .backend import TransformersBackend, _Probe, load_transformers_dir
+from .backend import TransformersBackend, _Probe, _Rows, load_transformers_dir
 
 STACKS = ("encoder", "decoder", "cross")
 SIDES = {"encoder": ("source", "source"), "decoder": ("target", "target"), "cross": ("target", "source")}
@@ -210,6 +210,32 @@ class Seq2SeqBackend(TransformersBackend):
         with recording(trace, AttentionOptions()), stacked(self.places, "decoder"):
             self.decode(idx, self.encode(idx))
         return torch.stack([t.pattern for t in trace], dim=1).float().cpu()
+
+    def start_generation(self) -> dict:
+        """What :meth:`step_pair` carries from one step to the next: the encoder's states (made at the first
+        step) and transformers' cache of the decoder's own keys and of the cross keys."""
+        from transformers import DynamicCache, EncoderDecoderCache
+
+        cache = EncoderDecoderCache(DynamicCache(config=self.model.config), DynamicCache(config=self.model.config))
+        return {"cache": cache, "encoded": None}
+
+    @torch.inference_mode()
+    @exact_fp32()
+    def step_pair(self, source: list[int], ids: list[int], state: dict, opts) -> tuple[torch.Tensor, list, list]:
+        """Generation: the target tokens after those in ``state``'s cache -> the logits after the last one
+        ``(V,)``, each decoder layer's row of that token over the target so far ``(nh, T)`` and each cross
+        layer's row over the source ``(nh, S)`` (the what-ifs ``opts`` in the decoder stack)."""
+        if state["encoded"] is None:
+            src = torch.tensor([source], dtype=torch.long, device=self.device)
+            with stacked(self.places, "encoder"):
+                state["encoded"] = self.encode(src)
+        idx = torch.tensor([ids], dtype=torch.long, device=self.device)
+        rows, cross = _Rows(), _Rows()
+        with recording(rows, opts), stacked(self.places, "decoder", {"cross": cross}):
+            out = self.model.get_decoder()(
+                input_ids=idx, encoder_hidden_states=state["encoded"], past_key_values=state["cache"], use_cache=True
+            )
+        return self.head(out.last_hidden_state[0, -1:])[0].float(), list(rows), list(cross)
 
     def with_target(self, source: list[int], target: list[int], stack: str):
         """This backend with one source and target bound, looking at ``stack``

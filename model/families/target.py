@@ -24,6 +24,7 @@ class TargetBound:
         self.source = list(source)
         self.target = list(target)
         self.stack = stack
+        self.cross_rows: list[torch.Tensor] = []  # generation: the last step's cross rows
 
     def __getattr__(self, name: str):
         return getattr(self._backend, name)
@@ -62,6 +63,16 @@ class TargetBound:
         h = self._backend.run_pair(self.source, self.target, self.stack, opts, _Discard(), rows=len(idx))
         with torch.inference_mode():
             return self._backend.head(h[:, where]).float()
+
+    def start_generation(self) -> dict:
+        return self._backend.start_generation()
+
+    def step(self, ids: list[int], state: dict, opts: AttentionOptions) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Generation (:func:`model.ablation.generate`): the new target tokens -> the logits after the last
+        ``(V,)`` and each decoder layer's row of it; each cross layer's row over the source is kept in
+        :attr:`cross_rows` (L × (nh, S)) for the caller's line."""
+        logits, rows, self.cross_rows = self._backend.step_pair(self.source, ids, state, opts)
+        return logits, rows
 
     def patterns(self, idx: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("patterns over a batch of texts: not with one source and target")

@@ -11,7 +11,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.attribution import AttributionRequest
 from ...service import Service
-from ...subject import target_of
+from ...subject import single_stack, target_of
 from ..rounding import round_sig
 
 
@@ -24,6 +24,7 @@ def attribution_json(svc: Service, req: AttributionRequest, started: float | Non
     """The POST /api/attribution answer: each component's direct contribution to one logit."""
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
+    single_stack(svc, "direct attribution")
     prompt, position = target_of(svc, req)
     ids = prompt.ids
     try:

@@ -12,7 +12,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.knockout import KnockoutRequest
 from ...service import Service
-from ...subject import target_of
+from ...subject import single_stack, target_of
 from ..attention import top_predictions
 from ..checks import check_attention_layer, check_index, check_span
 from ..rounding import round_sig
@@ -41,6 +41,7 @@ def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = No
     """The POST /api/knockout answer: the predictions with the edges knocked out, and one
     log-probability before and after."""
     t0 = time.perf_counter() if started is None else started
+    single_stack(svc, "attention knockout")
     prompt, position = target_of(svc, req)
     edges = _edges(req, len(prompt.ids), svc)
     backend = prompt.backend

@@ -12,7 +12,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.lens import LensRequest
 from ...service import Service
-from ...subject import subject_of
+from ...subject import single_stack, subject_of
 from ..attention import top_predictions
 from ..rounding import floor_sig
 from . import elapsed_ms, not_exact
@@ -24,6 +24,7 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
     if req.lens == "jacobian" and svc.jlens is None:
         raise ApiError(422, "no Jacobian lens is loaded: start the server with --jlens FILE (attnscope jlens "
                        "fits one), or ask for the logit lens", loc=("body", "lens"), type_="no_jacobian_lens")
+    single_stack(svc, "the logit lens")
     prompt = subject_of(svc, req)
     if req.heads:
         _check_heads_size(svc, len(prompt.ids))

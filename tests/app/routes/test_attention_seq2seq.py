@@ -103,3 +103,56 @@ def test_target_and_stack_are_refused_naming_the_field(clients):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"]
     r = clients["t5"].post("/api/attention", json={"text": SOURCE, "target": "   "})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "target"]
+
+
+def test_a_long_source_pools_every_stack_with_one_block_for_both_axes(clients):
+    """The level-of-detail path on a cross map of T_target × S_source: one k for both axes, each pooled
+    cell the maximum of its k×k block of the full pattern."""
+    source = " ".join([SOURCE] * 6)
+    for stack in ("encoder", "decoder", "cross"):
+        body = dict(text=source, target=TARGET, stack=stack, layers=[1], heads=[2])
+        full = np.array(attention(clients["t5"], **body, include=["pattern"])["layers"][0]["heads"][0]["pattern"])
+        pooled = attention(clients["t5"], **body, include=[], thumbnail=16)
+        k = pooled["thumbnail"]["block"]
+        T, S = full.shape
+        assert k == -(-max(T, S) // 16)
+        thumb = np.array(pooled["layers"][0]["heads"][0]["thumbnail"]) / 255
+        assert thumb.shape == np.array(pooled["thumbnail"]["mask"]).shape == (-(-T // k), -(-S // k))
+        for i in range(thumb.shape[0]):
+            for j in range(thumb.shape[1]):
+                assert abs(thumb[i, j] - full[i * k : (i + 1) * k, j * k : (j + 1) * k].max()) <= 0.5 / 255 + 1e-5
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generate_streams_generates_tokens_with_their_cross_rows(family, folders, clients):
+    import json
+
+    r = clients[family].post("/api/generate", json={"text": SOURCE, "max_new_tokens": 5})
+    assert r.status_code == 200
+    lines = [json.loads(line) for line in r.text.splitlines()]
+    steps, done = lines[:-1], lines[-1]
+    source, start = steps[0]["source_ids"], steps[0]["target_ids"]
+    assert done["done"] is True and done["tokens"] == len(steps)
+    ref = AutoModelForSeq2SeqLM.from_pretrained(folders[family], attn_implementation="eager")
+    with torch.no_grad():
+        expected = ref.generate(torch.tensor([source]), do_sample=False, max_new_tokens=5)[0].tolist()
+    target = start + [s["token_id"] for s in steps]
+    assert target == expected
+    out = eager(folders[family], source, target[:-1])  # each step's query: the token before the new one
+    for t, step in enumerate(steps):
+        assert np.array(step["cross"]).shape == (2, 4, len(source))
+        for layer, rows in enumerate(step["cross"]):
+            np.testing.assert_allclose(rows, out.cross_attentions[layer][0, :, t].numpy(), atol=2e-5)
+            np.testing.assert_allclose(
+                step["attention"][layer], out.decoder_attentions[layer][0, :, t, : t + 1].numpy(), atol=2e-5
+            )
+
+
+def test_views_not_worked_out_over_two_sides_say_so_naming_stack(clients):
+    c = clients["bart"]
+    for route, extra in [("/api/lens", {}), ("/api/attribution", {}), ("/api/rollout", {"stack": "cross"})]:
+        r = c.post(route, json={"text": SOURCE, "target": TARGET, **extra})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"], (route, r.text)
+    for stack in ("encoder", "decoder"):  # rollout over a square stack answers
+        r = c.post("/api/rollout", json={"text": SOURCE, "target": TARGET, "stack": stack})
+        assert r.status_code == 200, r.text
