@@ -98,6 +98,11 @@ def with_target(svc: Service, source: Prompt, target: str | None) -> Prompt:
         target, offsets = written_text(svc, ids, len(backend.decoder_start()))
     else:
         ids, offsets = backend.read_target(target)
+    limit = getattr(backend, "target_limit", None)  # a decoder shorter than the source (Whisper's 448 tokens)
+    if limit is not None and len(ids) > limit:
+        msg = f"target is {len(ids)} tokens with the decoder's start; the decoder's context is {limit} tokens"
+        ctx = {"limit": limit, "count": len(ids)}
+        raise ApiError(422, msg, loc=("body", "target"), type_="too_many_tokens", ctx=ctx)
     tokens = [svc.displays[i] for i in ids]
     adds = dict(source.adds) | {
         "source_tokens": source.tokens,

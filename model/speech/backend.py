@@ -34,7 +34,8 @@ class WhisperBackend(Seq2SeqBackend):
         super().__init__(model, tokenizer, device, name)
         cfg = model.config
         self.frames = int(cfg.max_source_positions)
-        self.facts.block_size = int(cfg.max_target_positions)  # the decoder's context, in tokens
+        self.target_limit = int(cfg.max_target_positions)  # the decoder's context, in tokens
+        self.facts.block_size = max(self.frames, self.target_limit)  # the longer side: the encoder's frames
         self.ear: Ear | None = None  # set by load_speech_dir from the folder's feature extractor
         self.hf_tokenizer = None  # transformers' WhisperTokenizer: the words, as its pipeline groups them
         named = getattr(model.generation_config, "alignment_heads", None)

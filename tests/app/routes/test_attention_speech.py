@@ -175,3 +175,24 @@ def test_bad_recordings_are_refused_naming_audio(clients, folder):
         assert r.json()["detail"][0]["ctx"]["max_bytes"] == 20000
         r = limited.post("/api/attention", json={"audio": b64(audio_file(0.1, "WAV", channels=1)) + "A" * 20})
         assert r.status_code in (413, 422) and r.json()["detail"][0]["loc"] == ["body", "audio"]
+
+
+def test_the_encoder_stack_is_the_frames_over_the_frames(clients, reference):
+    model, processor = reference
+    data = audio_file(1.0, "WAV", seed=13)
+    body = dict(audio=b64(data), target=TARGET, stack="encoder", encoding="b64")
+    got = attention(clients["whisper"], layers=[1], heads=[2], include=["pattern"], **body)
+    assert got["tokens"] == got["source_tokens"] and len(got["tokens"]) == 1500
+    assert got["tokens"][-1] == "29.98s" and got["token_ids"] == list(range(1500))
+    feats = features(processor, data)
+    with torch.no_grad():
+        out = model.model.encoder(feats.input_features, output_attentions=True)
+    np.testing.assert_allclose(typed(got["layers"][0]["heads"][0]["pattern"]), out.attentions[1][0, 2], atol=2e-5)
+    grid = attention(clients["whisper"], include=["stats"], stats_rows=False, thumbnail=64, top_k=0, **body)
+    assert [len(layer["heads"]) for layer in grid["layers"]] == [4, 4]
+
+
+def test_a_target_longer_than_the_decoder_is_refused_naming_target(clients):
+    r = clients["whisper"].post("/api/attention", json={"audio": b64(audio_file(0.5, "WAV")), "target": " cat" * 200})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "target"]
+    assert r.json()["detail"][0]["ctx"]["limit"] == 128
