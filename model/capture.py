@@ -146,7 +146,8 @@ class Capture:
             if sel.stats and heads:
                 sinks = None if sink_logit is None else pick(sink_logit, st.head_index)
                 qk = pick(st.q, st.head_index), pick(st.k, st.head_index)
-                st.stats = StatsAccumulator(*qk, divisor, softcap, sinks, fuse=sel.fuse)
+                shifted = "position_bias" in extras  # T5: scores = q·kᵀ / divisor + bias
+                st.stats = StatsAccumulator(*qk, divisor, softcap, sinks, fuse=sel.fuse, shifted=shifted)
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail, S), q.device)
                 st.cap.thumbnail_mask = self._thumbnail_mask(mask)

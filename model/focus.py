@@ -68,7 +68,8 @@ class FocusHead:
         self.stats: StatsAccumulator | None = None
         if "stats" in fields:
             sink = None if sink_logit is None else pick(sink_logit, self.index)
-            self.stats = StatsAccumulator(pick(q, self.index), pick(k, self.index), divisor, softcap, sink, fuse=fuse)
+            qk = pick(q, self.index), pick(k, self.index)
+            self.stats = StatsAccumulator(*qk, divisor, softcap, sink, fuse=fuse, shifted="position_bias" in extras)
 
     def block(self, q0: int, q1: int, steps: dict[str, torch.Tensor | None], mask: torch.Tensor) -> None:
         """Rows ``q0 .. q1`` of the layer's named steps ``(1, nh, q1 - q0, s)``; ``mask`` the block's ``(t, s)``."""

@@ -126,8 +126,9 @@ class StatsAccumulator:
     * The unscaled softmax (divisor 1) is never built: with ``e = exp(raw - c)`` over the visible
       keys and ``Z = Σ e``, its row maximum is ``1 / Z`` and its entropy ``log Z - Σ e·(raw - c) / Z``.
 
-    With ``softcap`` (Gemma 2) the scores are not a multiple of the raw ones: their moments and
-    the entropies are taken from the scores themselves. With learned sinks (gpt-oss, ``sink_logit``
+    With ``softcap`` (Gemma 2), or ``shifted`` (T5's position bias added to them), the scores are not
+    a multiple of the raw ones: their moments and the entropies are taken from the scores themselves.
+    With learned sinks (gpt-oss, ``sink_logit``
     (...,) one per head) a row's softmax has one more column, the sink's, then dropped: the
     entropies and the unscaled row maximum are those of the whole softmax, sink included
     (``H - m·(s_sink - max s)`` with the sink's share ``m = p_max·exp(s_sink - max s)``). Everything
@@ -148,6 +149,7 @@ class StatsAccumulator:
         softcap: float | None = None,
         sink_logit=None,
         fuse: bool = False,
+        shifted: bool = False,
     ) -> None:
         self.divisor, self.softcap = float(divisor), softcap
         self.sink = None if sink_logit is None else sink_logit.float()[..., None]  # (..., 1): against each row
@@ -157,10 +159,11 @@ class StatsAccumulator:
         # q, k (..., T, hs); running (count, mean, squared deviations) of the raw scores, and of the
         # scores themselves when softcapped
         start = fused("opening") if self.fuse else opening
-        self.var_q, self.var_k, self.raw, self.scaled = start(q, k, softcap is not None)
+        # softcapped, or shifted by a position bias (T5): the scores are no multiple of the raw ones
+        self.var_q, self.var_k, self.raw, self.scaled = start(q, k, softcap is not None or shifted)
         self.rows: dict[str, list[torch.Tensor]] = {name: [] for name in ROW_TERMS}
         # from the centred raw scores where the divisor is at least 1 and nothing caps the scores
-        self.from_raw = self.divisor >= 1 and softcap is None
+        self.from_raw = self.divisor >= 1 and softcap is None and not shifted
         # compiled, the divisor is a tensor: any value (a what-if's scale) runs the same kernels
         self._divisor = torch.full((), self.divisor, device=q.device) if self.fuse else self.divisor
 

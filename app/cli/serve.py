@@ -125,7 +125,7 @@ def preflight(settings: Settings) -> None:
         else:
             from ...model.families.config import preflight as hf_preflight
 
-            hf_preflight(Path(settings.checkpoint_path))
+            hf_preflight(Path(settings.checkpoint_path), seq2seq=True)  # encoder-decoders are served too
     except CheckpointError as e:
         raise Failure(f"{REFUSED}{e}") from None
     if settings.compile and not c_compiler():

@@ -5,6 +5,7 @@
 
 import { attentionLayers, EXAMPLES, parseHash, toHash } from "./state.js";
 import { codePoints } from "./draw/tokenstrip.js";
+import { stackModel } from "./stacks.js";
 import { VIEWS } from "./views.js";
 
 /**
@@ -62,8 +63,8 @@ function wireHeadKeys(app) {
     if (ev.target.closest("textarea, input, select") || ev.altKey || ev.ctrlKey || ev.metaKey) return;
     if (ev.key !== "]" && ev.key !== "[") return;
     // heads in reading order over the attention layers: past a layer's last head, the next layer's first
-    const nHead = state.model?.n_head ?? 4;
-    const layers = attentionLayers(state.model);
+    const nHead = stackModel(state)?.n_head ?? 4;
+    const layers = attentionLayers(stackModel(state));
     const flat = Math.max(0, layers.indexOf(state.layer)) * nHead + state.head;
     const next = (flat + (ev.key === "]" ? 1 : -1) + nHead * layers.length) % (nHead * layers.length);
     app.selectHead(layers[Math.floor(next / nHead)], next % nHead);
@@ -123,7 +124,8 @@ export function installControls(app) {
     const next = parseHash(window.location.hash, VIEWS);
     if (toHash({ ...state, ...next }, VIEWS) === toHash(state, VIEWS)) return;
     // what a link leaves out is the default, not what the last link said
-    const defaults = { notice: null, messages: [], sampling: { on: false, top_k: null, top_p: null, seed: null } };
+    const sampling = { on: false, top_k: null, top_p: null, seed: null };
+    const defaults = { notice: null, messages: [], stack: null, target: "", sampling };
     Object.assign(state, defaults, next);
     data.fitToModel();
     els.textInput.value = state.text;

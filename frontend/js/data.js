@@ -81,9 +81,9 @@ function requestDone(ctx, kind, err, key = null) {
 async function fetchGrid(ctx) {
   const { state, update, updateSoon } = ctx.app;
   if (blankSubject(state)) return; // an empty box asks nothing (see refreshAll)
-  if (!state.model && (state.ablate.length || state.messages.length)) {
+  if (!state.model && (state.ablate.length || state.messages.length || state.stack || state.target)) {
     // a link may switch off heads the model lacks (fitToModel drops them), or hold a conversation (sent only to a
-    // chat model): wait for the model
+    // chat model), a stack or a target (sent only to an encoder–decoder): wait for the model
     state.pending.grid = true;
     await ctx.modelReady;
   }
@@ -334,7 +334,8 @@ export function createData(app) {
     forgetAsked: () => (ctx.askedKey = null),
     /** Start loading the model and the head roles (the chosen head's request waits for the model). */
     start() {
-      ctx.modelReady = loadModel(app);
+      // the model's stacks are part of the subject (subject.js `stackOf`): once it is known, ask what changed
+      ctx.modelReady = loadModel(app).then(typing.refreshNow);
       loadRoles(app);
     },
     /** Whether a request is planned or on its way. */

@@ -6,6 +6,8 @@
 import { blankSubject } from "./subject.js";
 import { installAblation } from "./cards/ablation.js";
 import { installChat } from "./cards/chat.js";
+import { installStacks } from "./cards/stacks.js";
+import { installTarget } from "./cards/target.js";
 import { installControls, changeText } from "./controls.js";
 import { createData } from "./data.js";
 import { installEffects } from "./cards/effects.js";
@@ -147,6 +149,8 @@ function installPage(app) {
   // switching heads off, head effects, generation (issue 18): cards drawn by every render
   els.cards.push(
     installChat(app),
+    installTarget(app),
+    installStacks(app),
     installModelPicker(app),
     installAblation(app),
     installEffects(app),

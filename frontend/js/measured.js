@@ -4,7 +4,7 @@
 // changed since, so that no card describes a text that is no longer in the box.
 
 import { chosenPosition } from "./state.js";
-import { imageOf, messagesOf, messagesParam } from "./subject.js";
+import { imageOf, messagesOf, messagesParam, stackOf, targetOf } from "./subject.js";
 import { offParam } from "./switchedoff.js";
 
 /** Every input a measured answer can depend on, as it is now. */
@@ -13,6 +13,8 @@ export function inputsNow(state) {
     // the conversation, where one is sent, stands for the text
     text: messagesOf(state) ? messagesParam(state.messages) : state.text,
     image: imageOf(state)?.id ?? null,
+    target: targetOf(state), // an encoder–decoder's: the decoder's text, and the stack looked at
+    stack: stackOf(state),
     position: chosenPosition(state),
     ablate: offParam(state.ablate),
     causal: state.causal,
@@ -25,6 +27,8 @@ export function inputsNow(state) {
 const WORDS = {
   text: "the text",
   image: "the image",
+  target: "the target",
+  stack: "the stack",
   position: "the chosen token",
   ablate: "the switched-off heads",
   causal: "the causal mask switch",

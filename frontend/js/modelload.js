@@ -3,15 +3,21 @@
 
 import { errorText, getJSON } from "./api.js";
 import { fitHead } from "./state.js";
+import { fitStack, stackModel } from "./stacks.js";
 
-/** Clamp the chosen head into the loaded model; a link that named more gets a calm note. */
+/**
+ * Clamp the chosen stack, then the chosen head into the loaded model (the stack's own layers and heads); a link that
+ * named more gets a calm note.
+ */
 export function fitToModel(state) {
   if (!state.model) return;
-  const fit = fitHead(state, state.model);
+  const stackNote = fitStack(state);
+  const fit = fitHead(state, stackModel(state));
   state.layer = fit.layer;
   state.head = fit.head;
   state.ablate = fit.ablate;
-  if (fit.note && !state.notice?.includes(fit.note)) state.notice = [state.notice, fit.note].filter(Boolean).join(" ");
+  for (const note of [stackNote, fit.note])
+    if (note && !state.notice?.includes(note)) state.notice = [state.notice, note].filter(Boolean).join(" ");
 }
 
 export async function loadModel({ state, update }) {

@@ -13,6 +13,13 @@ import { renderTokens } from "./draw/tokenstrip.js";
 import { headsNoun } from "./draw/quirks.js";
 import { VIEWS, viewById } from "./views.js";
 import { drawTextOnly } from "./textonly.js";
+import { stackModel } from "./stacks.js";
+
+/** The badge's words on an architecture other than a decoder's. */
+const ARCHITECTURE_WORDS = {
+  encoder: "encoder: every token sees every other, guesses at each",
+  "encoder-decoder": "encoder–decoder: the text is the source, the decoder writes a target",
+};
 
 /** The model's own divisor (GET /api/model) as the layer-like object captions.js reads. */
 const modelDivisor = (m) => ({ divisor: m.divisor, divisor_rule: m.divisor_rule, softcap: m.softcap });
@@ -60,7 +67,7 @@ function renderModel(state, els) {
   const parts = [
     ["name", m.name],
     ["family", m.family && m.family !== "attnscope" ? m.family : null],
-    ["architecture", m.architecture === "encoder" ? "encoder: every token sees every other, guesses at each" : null],
+    ["architecture", ARCHITECTURE_WORDS[m.architecture] ?? null],
     ["size", `${params} parameters`],
     ["format", m.source_format === "gguf" ? `GGUF ${m.quantization ?? ""}`.trim() : null], // e.g. "GGUF Q4_K_M"
     [
@@ -90,7 +97,7 @@ function renderModel(state, els) {
 
 /** The head pickers and the switches, as the state has them. */
 function renderControls(state, els) {
-  const m = state.model;
+  const m = stackModel(state); // an encoder–decoder's chosen stack: its own layers and heads
   const nHead = m?.n_head ?? 4;
   fillIndexSelect(els.layerSelect, attentionLayers(m), "Layer", state.layer);
   fillIndexSelect(els.headSelect, nHead, "Head", state.head);

@@ -6,7 +6,7 @@
 // (controls.js, data.js, the cards), render.js reads it and redraws.
 
 import { offParam, parseOff } from "./switchedoff.js";
-import { messagesParam, parseMessages, subjectKey } from "./subject.js";
+import { messagesParam, parseMessages, seq2seqLink, subjectKey } from "./subject.js";
 
 export const EXAMPLES = [
   {
@@ -58,6 +58,8 @@ export function createState(views = []) {
     text: DEFAULT_TEXT,
     // the conversation on a chat model ([{role, content}], chat.js): sent instead of the text while it has turns
     messages: [],
+    stack: null, // an encoder–decoder's attention stack (stacks.js): "encoder", "decoder", "cross"; null: the default
+    target: "", // an encoder–decoder's target (the decoder's text, cards/target.js): "" lets the model write it
     layer: 0,
     head: 0,
     view: "head",
@@ -166,6 +168,7 @@ export function parseHash(hash, views = []) {
   const out = {};
   if (params.has("text")) out.text = params.get("text");
   if (params.has("chat")) out.messages = parseMessages(params.get("chat"));
+  seq2seqLink.read(params, out);
   // kept as asked: fitHead clamps them into the model once /api/model has answered, and says so
   if (params.has("layer")) out.layer = clampInt(params.get("layer"), 0, MAX_INDEX, 0);
   if (params.has("head")) out.head = clampInt(params.get("head"), 0, MAX_INDEX, 0);
@@ -258,6 +261,7 @@ export function toHash(state, views = []) {
   const params = new URLSearchParams();
   params.set("text", state.text);
   if (state.messages.length) params.set("chat", messagesParam(state.messages));
+  seq2seqLink.write(state, params);
   params.set("layer", String(state.layer));
   params.set("head", String(state.head));
   params.set("view", state.view);

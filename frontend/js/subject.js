@@ -1,29 +1,34 @@
 // What every request looks at, built in one place: its *subject* (docs/API.md "One subject on every route"):
-// the text, or the conversation (`messages`) on a chat model, the image when one is loaded, and the what-ifs the
-// route takes. Every body the page sends starts from `subject(state, url)`, and every answer is keyed by its body
-// (answers.js `questionKey`), so a part added here is both sent and keyed. `ROUTES` is the one list of the parts
-// each route takes beyond the text; GET /api/model's `subject` says which parts the model takes.
+// the text, or the conversation (`messages`) on a chat model, the image when one is loaded, the attention
+// `stack` and the decoder's `target` on an encoder–decoder, and the what-ifs the route takes. Every body the page
+// sends starts from `subject(state, url)`, and every answer is keyed by its body (answers.js `questionKey`), so a
+// part added here is both sent and keyed. `ROUTES` is the one list of the parts each route takes beyond the text;
+// GET /api/model's `subject` says which parts the model takes.
 
 import { isBlank } from "./api.js";
+import { STACK_NAMES, chosenStack, manyStacks } from "./stacks.js";
 
 const WHAT_IFS = ["causal", "scale", "ablate"];
+/** The parts an encoder–decoder adds to a subject: the stack looked at, and the decoder's text. */
+const SEQ2SEQ = ["stack", "target"];
 
 /**
  * Each route the page asks, by its url: the parts of the subject it takes besides the text (the conversation,
- * `messages`; the image; the what-ifs). Patching's subject is two texts (`clean`, `corrupt`): the page sends texts.
+ * `messages`; the image; the stack and the target; the what-ifs). Patching's subject is two texts (`clean`,
+ * `corrupt`): the page sends texts.
  */
 export const ROUTES = {
-  "/api/attention": ["messages", "image", ...WHAT_IFS],
-  "/api/rollout": ["messages", "image", ...WHAT_IFS],
-  "/api/selection": ["messages", ...WHAT_IFS],
-  "/api/compare-texts": ["messages", ...WHAT_IFS],
-  "/api/neuron": ["messages", ...WHAT_IFS],
-  "/api/head-effects": ["messages", "image", "ablate"],
-  "/api/generate": ["messages", "image", "ablate"],
-  "/api/attribution": ["messages", "image"],
-  "/api/knockout": ["messages", "image"],
-  "/api/lens": ["messages", "image"],
-  "/api/qk-attribution": ["messages", "image"],
+  "/api/attention": ["messages", "image", ...SEQ2SEQ, ...WHAT_IFS],
+  "/api/rollout": ["messages", "image", ...SEQ2SEQ, ...WHAT_IFS],
+  "/api/selection": ["messages", ...SEQ2SEQ, ...WHAT_IFS],
+  "/api/compare-texts": ["messages", ...SEQ2SEQ, ...WHAT_IFS],
+  "/api/neuron": ["messages", ...SEQ2SEQ, ...WHAT_IFS],
+  "/api/head-effects": ["messages", "image", ...SEQ2SEQ, "ablate"],
+  "/api/generate": ["messages", "image", ...SEQ2SEQ, "ablate"],
+  "/api/attribution": ["messages", "image", ...SEQ2SEQ],
+  "/api/knockout": ["messages", "image", ...SEQ2SEQ],
+  "/api/lens": ["messages", "image", ...SEQ2SEQ],
+  "/api/qk-attribution": ["messages", "image", ...SEQ2SEQ],
   "/api/compare-models": ["messages"],
   "/api/patching": [],
 };
@@ -34,10 +39,11 @@ export function modelTakes(state, part) {
   if (Array.isArray(m?.subject)) return m.subject.includes(part);
   if (part === "image") return Boolean(m?.vision);
   if (part === "messages") return Boolean(m?.chat);
+  if (part === "target") return m?.architecture === "encoder-decoder";
   return part === "text";
 }
 
-/** Whether the route `url` takes `part` of a subject ("messages", "image", "causal", "scale", "ablate"). */
+/** Whether the route `url` takes `part` of a subject ("messages", "image", "stack", "target", "causal", ...). */
 export const routeTakes = (url, part) => (ROUTES[url] ?? []).includes(part);
 
 /** The image sent with the text: the one picked beside it, where the model takes one; else null. */
@@ -45,6 +51,12 @@ export const imageOf = (state) => (state.image && modelTakes(state, "image") ? s
 
 /** The conversation sent instead of the text: the turns of the editor on a chat model; else null. */
 export const messagesOf = (state) => (state.messages?.length && modelTakes(state, "messages") ? state.messages : null);
+
+/** The decoder's text sent as `target`: the target field's on an encoder–decoder, unless blank (the model writes). */
+export const targetOf = (state) => (modelTakes(state, "target") && !isBlank(state.target) ? state.target : null);
+
+/** The `stack` sent: the chosen one, on a model of several stacks (a model of one has no choice to send). */
+export const stackOf = (state) => (manyStacks(state.model) ? chosenStack(state) : null);
 
 /** Whether there is nothing to ask about: an empty text box, or a conversation whose turns are all empty. */
 export function blankSubject(state) {
@@ -57,13 +69,17 @@ export const scaleParam = (state) => (state.scaled ? "model" : "none");
 
 /**
  * The subject part of a body to `url`: `text` (or `messages` with a conversation), `image` when one is loaded
- * and the route takes it, and the what-ifs the route takes (`causal`, `scale`, `ablate`).
+ * and the route takes it, the `stack` and `target` of an encoder–decoder, and the what-ifs the route takes
+ * (`causal`, `scale`, `ablate`).
  */
 export function subject(state, url) {
   const messages = routeTakes(url, "messages") ? messagesOf(state) : null;
   const out = messages ? { messages: messages.map(({ role, content }) => ({ role, content })) } : { text: state.text };
   const image = imageOf(state);
   if (image && routeTakes(url, "image")) out.image = image.data;
+  const [stack, target] = [stackOf(state), targetOf(state)];
+  if (stack && routeTakes(url, "stack")) out.stack = stack;
+  if (target !== null && routeTakes(url, "target")) out.target = target;
   if (routeTakes(url, "causal")) out.causal = state.causal;
   if (routeTakes(url, "scale")) out.scale = scaleParam(state);
   if (routeTakes(url, "ablate")) out.ablate = state.ablate;
@@ -81,6 +97,18 @@ export function subjectKey(state, whatIfs = true) {
   if (!whatIfs) for (const part of WHAT_IFS) delete body[part];
   return JSON.stringify(body);
 }
+
+/** The link's keys of the stack (`stack=`) and the target (`target=`): read as given, written while chosen. */
+export const seq2seqLink = {
+  read(params, out) {
+    if (STACK_NAMES.includes(params.get("stack"))) out.stack = params.get("stack");
+    if (params.has("target")) out.target = params.get("target");
+  },
+  write(s, params) {
+    if (s.stack) params.set("stack", s.stack);
+    if (s.target) params.set("target", s.target);
+  },
+};
 
 /** The roles a turn of a conversation may have (docs/API.md "Conversations"). */
 export const ROLES = ["system", "user", "assistant"];

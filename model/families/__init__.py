@@ -27,6 +27,10 @@ from ..trace import masked_scores
 from . import differential, gates, mla, sinks, softcap
 
 
+# in a layer's extras: its scores are shifted by a position bias (T5), not a multiple of the raw ones
+BIAS = "position_bias"
+
+
 @dataclass(frozen=True)
 class Features:
     """The features one attention layer has (each None where it has not)."""
@@ -47,6 +51,7 @@ class Features:
             (mla.FIELDS, self.nope is not None),
             (gates.FIELDS, self.gate is not None),
             (differential.FIELDS, self.differential),
+            ((BIAS,), self.bias is not None),
         )
         return frozenset(name for names, on in have if on for name in names)
 
@@ -83,8 +88,7 @@ def eager_steps(query, k, v, mask, f: Features, scaling: float | None, divisor: 
         st["pattern_unscaled"] = None
         if unscaled:
             raw = attn_scores_raw if f.softcap is None else softcap.capped(attn_scores_raw, f.softcap)
-            unscaled_scores = masked_scores(raw, m) if bias is None else masked_scores(raw, m) + bias
-            st["pattern_unscaled"] = sinks.softmax(unscaled_scores, f.sink_logit)[0]
+            st["pattern_unscaled"] = sinks.softmax(masked_scores(raw, m), f.sink_logit)[0]
         if sink_mass is not None:
             st["sink_mass"] = sink_mass
         if f.gate is not None:

@@ -10,7 +10,7 @@ import { viridisLUT, weightColor, weightLegend } from "../draw/gridcanvas.js";
 import { mount, setHidden, setProp, setText } from "../dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "../measured.js";
 import { checkSampling, limitOf } from "../state.js";
-import { subject } from "../subject.js";
+import { modelTakes, subject } from "../subject.js";
 
 /** Read an NDJSON body line by line; `onLine(obj)` for each. */
 export async function readLines(response, onLine) {
@@ -31,11 +31,15 @@ export async function readLines(response, onLine) {
   if (buffer.trim()) onLine(JSON.parse(buffer));
 }
 
-/** A step's row to draw: the chosen head's, or the server's mean over every layer and head. */
+/**
+ * A step's row to draw: the chosen head's, or the server's mean over every layer and head. On an encoder–decoder
+ * the chosen head's row is its cross-attention row over the source (`cross`), where the new target token looked.
+ */
 export function stripRow(step, layer, head, mode) {
   if (mode === "mean") return step.attention_mean;
-  const first = step.attention.find((heads) => heads); // a hybrid's layers without softmax attention are null
-  return step.attention[layer]?.[head] ?? first[0];
+  const rows = step.cross ?? step.attention;
+  const first = rows.find((heads) => heads); // a hybrid's layers without softmax attention are null
+  return rows[layer]?.[head] ?? first[0];
 }
 
 /**
@@ -44,6 +48,7 @@ export function stripRow(step, layer, head, mode) {
  */
 export function generateBody(state, text, n) {
   const body = { ...subject(state, "/api/generate"), text, max_new_tokens: n, temperature: state.temperature };
+  if (modelTakes(state, "target")) body.text = state.text; // an encoder–decoder writes on the target, from the text
   delete body.messages;
   const s = state.sampling;
   if (!s.on) return body;
@@ -109,7 +114,7 @@ function drawStrip({ state, strip, legend, lut }, run) {
   const sig = `${steps.length}|${state.layer}.${state.head}|${run.mode}`;
   if (strip.dataset.signature === sig) return;
   strip.dataset.signature = sig;
-  const keys = steps.at(-1).attention.find((heads) => heads)[0].length;
+  const keys = stripRow(steps.at(-1), state.layer, state.head, run.mode).length;
   const cell = Math.max(2, Math.min(10, Math.floor(560 / keys)));
   strip.width = keys * cell;
   strip.height = steps.length * cell;
@@ -123,10 +128,11 @@ function drawStrip({ state, strip, legend, lut }, run) {
       g.fillRect(k * cell, r * cell, cell, cell);
     });
   });
+  const cross = run.mode === "head" && steps[0].cross; // an encoder–decoder's: the source's tokens
   strip.title =
     `Row n: where new token n looked ` +
     `(${run.mode === "head" ? `layer ${state.layer}, head ${state.head}` : "mean of all heads"}); columns: ` +
-    `the tokens before it`;
+    (cross ? "the source's tokens (cross-attention)" : "the tokens before it");
 }
 
 /**
@@ -156,7 +162,7 @@ async function streamRun(gen, run, n, progress) {
     }
     run.steps.push(line);
     progress.text += line.piece;
-    els.textInput.value = progress.text;
+    progress.field.value = progress.text;
     status.textContent =
       `${run.steps.length} new token${run.steps.length === 1 ? "" : "s"} · ` +
       `“${line.token}” ${(100 * line.prob).toFixed(1)} %`;
@@ -181,7 +187,10 @@ async function startRun(gen) {
   button.dataset.running = "1";
   status.textContent = "generating…";
   app.update();
-  const progress = { text: els.textInput.value, reason: "stopped" };
+  // on an encoder–decoder the run writes the target (its field), from the text as the source
+  const field = modelTakes(state, "target") ? document.getElementById("target-input") : null;
+  const progress = { text: field ? state.target : els.textInput.value, reason: "stopped" };
+  progress.field = field ?? els.textInput;
   try {
     await streamRun(gen, run, n, progress);
   } catch (err) {
@@ -193,12 +202,13 @@ async function startRun(gen) {
     gen.controller = null;
     button.textContent = "Continue";
     delete button.dataset.running;
-    els.textInput.value = progress.text;
+    progress.field.value = progress.text;
     run.running = false;
     run.reason = progress.reason;
     box.dataset.reason = progress.reason;
-    app.changeText(progress.text);
-    run.inputs = inputsFor(state, ["text", "image", "ablate"]); // the text it produced, with these heads off
+    if (field) Object.assign(state, { target: progress.text, position: null });
+    else app.changeText(progress.text);
+    run.inputs = inputsFor(state, ["text", "target", "image", "ablate"]); // the text it produced, these heads off
     app.refreshNow();
     app.update();
   }

@@ -242,10 +242,10 @@ export function tokenAxis(tokens, { side, reversed, title, maxTicks = MAX_TICKS_
   };
 }
 
-/** A white-on-black outline around query row `p`: the row whose predictions are shown. */
-export function rowOutline(p, T, xref = "x", yref = "y") {
+/** A white-on-black outline around query row `p` (of `T` rows, `K` keys): the row whose predictions are shown. */
+export function rowOutline(p, T, xref = "x", yref = "y", K = T) {
   if (p === null || p === undefined || p < 0 || p >= T) return [];
-  const box = { type: "rect", xref, yref, x0: -0.5, x1: T - 0.5, y0: p - 0.5, y1: p + 0.5, layer: "above" };
+  const box = { type: "rect", xref, yref, x0: -0.5, x1: K - 0.5, y0: p - 0.5, y1: p + 0.5, layer: "above" };
   return [
     { ...box, line: { color: "#000000", width: 3 } },
     { ...box, line: { color: "#ffffff", width: 1.5 } },

@@ -147,10 +147,11 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
       const thumb = head === -1 ? mean : layer.heads[c].thumbnail;
       const x0 = 1 + c * (size + 1);
       const y0 = 1 + r * (size + 1);
-      for (let i = 0; i < size; i++) {
+      // a cross stack's thumbnail need not be square: its rows (target) and columns (source) as the answer has them
+      for (let i = 0; i < Math.min(size, thumb.length); i++) {
         const row = thumb[i];
         const mrow = lmask[i];
-        for (let j = 0; j < size; j++) {
+        for (let j = 0; j < Math.min(size, row.length); j++) {
           const o = ((y0 + i) * W + x0 + j) * 4;
           const rgb = mrow[j] ? lut : MASKED_RGB;
           const at = mrow[j] ? row[j] * 3 : 0;
@@ -166,9 +167,10 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
 
 /** Per cell, the mean over heads of their levels (rounded): the "mean" column. */
 export function meanThumbnail(heads, size) {
-  return Array.from({ length: size }, (_, i) => {
-    const row = new Uint8Array(size);
-    for (let j = 0; j < size; j++) {
+  const first = heads[0].thumbnail; // its rows and columns (a cross stack's need not be square)
+  return Array.from({ length: Math.min(size, first.length) }, (_, i) => {
+    const row = new Uint8Array(Math.min(size, first[i].length));
+    for (let j = 0; j < row.length; j++) {
       let s = 0;
       for (const h of heads) s += h.thumbnail[i][j];
       row[j] = Math.round(s / heads.length);
@@ -202,7 +204,7 @@ export function cellAt(geom, size, nRows, nCols, x, y) {
 const span = (a, b) => (b - a <= 1 ? `${a}` : `${a}–${b - 1}`);
 
 /** The lines the tooltip shows for a cell: head, query and key tokens, the value, or "masked". */
-export function gridTooltip({ grid, hit, aggregate = false, model = null }) {
+export function gridTooltip({ grid, hit, aggregate = false, model = null, keys = grid.tokens }) {
   const cols = gridColumns(grid.layers, aggregate);
   const layer = grid.layers[hit.row];
   const head = cols[hit.col];
@@ -211,13 +213,15 @@ export function gridTooltip({ grid, hit, aggregate = false, model = null }) {
   const q0 = hit.i * k;
   const k0 = hit.j * k;
   const q1 = Math.min(T, q0 + k);
-  const k1 = Math.min(T, k0 + k);
+  const k1 = Math.min(keys.length, k0 + k);
   const name = head === -1 ? `Layer ${layer.layer} · mean of the heads` : `Layer ${layer.layer} · head ${head}`;
+  const first = layer.heads[0].thumbnail; // a tile's cells past a cross stack's rows or columns hold nothing
+  if (hit.i >= first.length || hit.j >= first[hit.i].length) return [name, "click to open this head"];
   const tok = (i) => grid.tokens[i];
   const lines = [
     name,
     k === 1 ? `query ${q0} ${tok(q0)}` : `queries ${span(q0, q1)} (${tok(q0)} … ${tok(q1 - 1)})`,
-    k === 1 ? `key ${k0} ${tok(k0)}` : `keys ${span(k0, k1)} (${tok(k0)} … ${tok(k1 - 1)})`,
+    k === 1 ? `key ${k0} ${keys[k0]}` : `keys ${span(k0, k1)} (${keys[k0]} … ${keys[k1 - 1]})`,
   ];
   const why = maskedWhy({
     mask: layerMask(layer, grid.thumbnail.mask),
@@ -241,9 +245,16 @@ export function gridTooltip({ grid, hit, aggregate = false, model = null }) {
   return lines.filter(Boolean);
 }
 
+/**
+ * A tile's side in cells: the thumbnails' `size` (their rows), or their columns where those are more (a cross
+ * stack's thumbnails: fewer target rows than source columns, drawn in the tile's top rows).
+ */
+export const tileSize = (grid) =>
+  Math.max(grid.thumbnail.size, grid.layers[0]?.heads[0]?.thumbnail?.[0]?.length ?? 0);
+
 /** Paint `grid` (a b64 grid answer, decoded) into `canvas`, the chosen head outlined. */
 export function paintGrid(canvas, grid, { selected, aggregate = false, width }) {
-  const size = grid.thumbnail.size;
+  const size = tileSize(grid);
   const img = gridImage({ layers: grid.layers, size, mask: grid.thumbnail.mask, aggregate });
   const nRows = grid.layers.length;
   const nCols = img.cols.length;

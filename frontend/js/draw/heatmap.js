@@ -17,15 +17,15 @@ import { headAxes, headLayout, heatmapArgs, weightColorbar, zoomedAxes } from ".
  * Each cell's hover data, a row a query (each row made when first read): [query label, key label, raw,
  * scaled] (null scores when `raw` is not given), then the head's parts (`hover.matrices`: quirks.js `cellHover`).
  */
-function headCustomdata(labels, { raw, scaled, hover }) {
-  const T = labels.length;
+function headCustomdata(labels, keyLabels, { raw, scaled, hover }) {
+  const K = keyLabels.length;
   const extra = hover?.matrices ?? [];
-  return lazyRows(T, (i) => {
-    const row = new Array(T);
+  return lazyRows(labels.length, (i) => {
+    const row = new Array(K);
     const rr = raw ? raw[i] : null;
     const sr = scaled ? scaled[i] : null;
-    for (let j = 0; j < T; j++) {
-      row[j] = rr ? [labels[i], labels[j], rr[j], sr[j]] : [labels[i], labels[j], null, null];
+    for (let j = 0; j < K; j++) {
+      row[j] = rr ? [labels[i], keyLabels[j], rr[j], sr[j]] : [labels[i], keyLabels[j], null, null];
       for (const m of extra) row[j].push(m[i][j]);
     }
     return row;
@@ -89,21 +89,21 @@ function maskedHoverTrace({ mask, window, chunk, layer, head }, customdata, gap)
  */
 export function headHeatmapFigure(args) {
   const a = { ...heatmapArgs(args), zmax: args.zmax ?? 1, hover: args.hover ?? null, colorbar: args.colorbar };
-  const { tokens, mask, maxTicks, layer, head } = a;
+  const { tokens, keys, mask, maxTicks, layer, head } = a;
   const T = tokens.length;
   // zoomed in (the page's drag, zoom.js): a block of tokens that still fits the text
-  const view = args.view && args.view.q1 <= T && args.view.k1 <= T ? args.view : null;
+  const view = args.view && args.view.q1 <= T && args.view.k1 <= keys.length ? args.view : null;
   const labels = tokens.map((t, i) => `${i} ${t}`);
-  const customdata = headCustomdata(labels, a);
+  const customdata = headCustomdata(labels, keys === tokens ? labels : keys.map((t, j) => `${j} ${t}`), a);
   const gap = T <= 24 ? 1 : 0;
   const data = [weightTrace(a, maskNull(a.pattern, mask), customdata, gap)];
   const masked = maskedHoverTrace(a, customdata, gap);
   if (masked) data.push(masked);
   const layout = headLayout(a, {
-    ...(view ? zoomedAxes(tokens, view, maxTicks) : headAxes(tokens, maxTicks)),
+    ...(view ? zoomedAxes(tokens, view, maxTicks, keys, a.axes) : headAxes(tokens, maxTicks, keys, a.axes)),
     images: hatchImages(mask),
     uirevision: a.uirevision ?? `${T}`,
-    meta: { tokens: T, block: 1, size: T },
+    meta: { tokens: T, keys: keys.length, block: 1, size: T },
   });
   const columns = args.rows ?? [];
   if (columns.length) addRowColumns(data, layout, columns, { labels, zmax: a.zmax, gap, layer, head });

@@ -225,7 +225,7 @@ export function pooledHeatmapFigure(args) {
     data.push(...regionTraces({ tokens, region, scaledLabel, window, chunk, layer, head, signed }));
   }
   const layout = headLayout(a, {
-    ...zoomedAxes(tokens, view, a.maxTicks),
+    ...zoomedAxes(tokens, view, a.maxTicks, a.keys, a.axes),
     dragmode: false,
     meta: { tokens: tokens.length, block, size: m },
     // one revision for every long text: a zoom stays while the text is typed on or the head changes

@@ -1,12 +1,14 @@
 // The "Next token" card: the model's top guesses after the chosen token, from the chosen-head
 // answer (its `predictions` hold every position), each bar as long as its probability; and
 // under them what the text goes on with. On an encoder (a masked LM) the guesses are at the chosen
-// token, not after it: the card says so and compares them with the token that is there. An answer for
+// token, not after it: the card says so and compares them with the token that is there. On an encoder–decoder
+// they are the decoder's, at the target's tokens (none on the encoder stack's source rows). An answer for
 // another text, what-if or temperature is dimmed and says so until the new one is in.
 
 import { idOf, setText } from "../dom.js";
 import { changedInputs, outOfDateWords } from "../measured.js";
 import { selectedPosition } from "../state.js";
+import { querySide } from "../stacks.js";
 
 /** The predictions card from `state.detail` (whatever head it was asked for: the guesses do not depend on it). */
 export function renderPredictions(state, els) {
@@ -16,6 +18,15 @@ export function renderPredictions(state, els) {
   // what-if, or another temperature, needs a new answer: until it is in, the card says so
   const changed = changedInputs({ ...d.inputs, temperature: d.temperature }, state);
   els.predictions.classList.toggle("stale", changed.length > 0);
+  if (querySide(state) === "source" && state.model.architecture === "encoder-decoder") {
+    // the encoder stack's rows are the source's tokens; the decoder's guesses are at the target's
+    setText(els.predictionsTitle, "The decoder guesses each next token of the target: choose the Decoder or Cross " +
+      "stack to see its guesses.");
+    els.predictionsList.replaceChildren();
+    els.predictionsList.dataset.signature = "";
+    setText(els.predictionsActual, "");
+    return;
+  }
   const { tokens, predictions } = d.response;
   const T = tokens.length;
   const p = selectedPosition(state, T);

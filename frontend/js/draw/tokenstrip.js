@@ -11,6 +11,7 @@ import { idOf, setAttr, setText } from "../dom.js";
 import { currentDetail, currentGrid, selectedPosition } from "../state.js";
 import { bandLabel, imageRun } from "./imageband.js";
 import { tokenBands } from "./quirkbands.js";
+import { querySide } from "../stacks.js";
 
 /** Past this many tokens the strip is virtualised. */
 export const VIRTUAL_FROM = 400;
@@ -201,6 +202,17 @@ export function leaveVirtual(strip) {
   strip.classList.remove("virtual");
 }
 
+/**
+ * An encoder's masked-LM guesses at position `i`, for its chip's hover: " · guesses at this position: cat 31% · dog
+ * 12% · …" from the chosen head's answer (its `predictions` hold every position); "" on a decoder or before it is in.
+ */
+export function guessWords(state, i) {
+  const rows = state.model?.architecture === "encoder" ? currentDetail(state)?.predictions?.[i] : null;
+  if (!rows?.length) return "";
+  const top = rows.slice(0, 3).map((p) => `${p.token} ${(100 * p.prob).toFixed(p.prob < 0.1 ? 1 : 0)}%`);
+  return ` · guesses at this position: ${top.join(" · ")}`;
+}
+
 /** The chips of the current answer's tokens (or none), the chosen one pressed, and the counter. */
 export function renderTokens(state, els) {
   const response = currentGrid(state) ?? currentDetail(state);
@@ -217,22 +229,27 @@ export function renderTokens(state, els) {
     return;
   }
   const { tokens, token_ids: tokenIds, offsets } = response;
-  const sig = String(idOf(response));
+  // an encoder's chips carry the guesses at each position: drawn again once the chosen head's answer holds them
+  const guesses = state.model?.architecture === "encoder" ? currentDetail(state) : null;
+  const sig = `${idOf(response)}${guesses ? `|${idOf(guesses)}` : ""}`;
   // offsets count characters (code points), as Python does; JS strings count UTF-16 units
   let chars = null;
   // the bands that name messages (quirkbands.js): each chip of a message underlined in its role's colour
   const named = tokenBands(state.model, response).filter((b) => !b.folds);
   const bandAt = (i) => named.find((b) => i >= b.from && i <= b.to);
   const title = (i) => {
-    // a conversation's offsets count the characters of the template's text, which the page does not hold
+    // a conversation's offsets count the characters of the template's text, which the page does not hold; a
+    // target's tokens (an encoder–decoder's decoder side) are not the text box's
     if (messagesOf(state)) return `position ${i} · id ${tokenIds[i]}`;
+    if (querySide(state) === "target") return `target position ${i} · id ${tokenIds[i]}`;
     chars ??= codePoints(state.text);
     const [start, end] = offsets?.[i] ?? [null, null];
     const source = start === null ? "" : chars.slice(start, end).join("");
     const band = bandAt(i);
     return (
       (band ? `${band.title} · ` : "") +
-      `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}`
+      `position ${i} · id ${tokenIds[i]} · characters ${start}–${end}: ${JSON.stringify(source)}` +
+      guessWords(state, i)
     );
   };
   const run = imageRun(response.token_kinds);

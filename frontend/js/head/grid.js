@@ -12,6 +12,7 @@ import { bandLabel, imageRun } from "../draw/imageband.js";
 import { imageMask } from "../draw/imagemap.js";
 import { layersWords } from "../draw/quirks.js";
 import { paintSpanBars, spanSwitch } from "./spans.js";
+import { keyTokens, stackModel, stackWords } from "../stacks.js";
 
 const SPAN_WORDS =
   " The bar along the foot of each head: the last token's weight on each turn of the conversation, a segment per " +
@@ -108,7 +109,8 @@ export function drawGrid(state, els) {
     setHidden(toggle.closest(".control"), !spans);
     if (toggle.checked !== state.gridSpans) toggle.checked = state.gridSpans;
   }
-  setText(els.gridCaption, gridCaption(grid, state.aggregate, state.model) + (bars ? SPAN_WORDS : ""));
+  const words = gridCaption(grid, state.aggregate, state.model) + stackWords(state, grid);
+  setText(els.gridCaption, words + (bars ? SPAN_WORDS : ""));
   renderLayerRibbon(els.layerRibbon, state.model);
   return true;
 }
@@ -134,7 +136,8 @@ export function installGridPointer({ state, els, selectHead }) {
       return;
     }
     const model = state.model;
-    tip.textContent = gridTooltip({ grid: hit.g.grid, hit, aggregate: hit.g.aggregate, model }).join("\n");
+    const { grid, aggregate } = hit.g;
+    tip.textContent = gridTooltip({ grid, hit, aggregate, model, keys: keyTokens(state, grid) }).join("\n");
     tip.hidden = false;
     const box = els.headsGrid.getBoundingClientRect();
     const x = ev.clientX - box.left + 14;
@@ -151,7 +154,7 @@ export function installGridPointer({ state, els, selectHead }) {
   els.gridCanvas.addEventListener("keydown", (ev) => {
     const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
     const move = moves[ev.key];
-    const m = state.model;
+    const m = stackModel(state); // the chosen stack's layers and heads
     if (!move || !m) return;
     ev.preventDefault();
     const clamp = (v, n) => Math.min(n - 1, Math.max(0, v));

@@ -34,6 +34,7 @@ import { cellsParam, installKnockout, knockoutQuestion, knockoutState, parseCell
 import { cellMarks, drawCellTools, parseWhy, whyParam, whyQuestion, whyState } from "../head/why.js";
 import { drawHeadWrites, headWritesQuestion } from "../head/writes.js";
 import { drawSpanBox, spanSwitch } from "../head/spans.js";
+import { STACK_LABELS, keyTokens, stackAxes, stackInfo, stackWords } from "../stacks.js";
 
 export const id = "head";
 export const label = "Head & grid";
@@ -143,6 +144,8 @@ function renderHeadCaption(els, hatch) {
 export function headFigure(state, { response, layer, mask, head, block = 1 }, extra = {}) {
   const args = {
     tokens: response.tokens,
+    keys: keyTokens(state, response), // cross-attention: the source's tokens on the key axis
+    axes: stackAxes(state, response),
     pattern: head.pattern,
     mask,
     raw: block > 1 ? head.attn_scores_raw : rowsWhenRead(head, "attn_scores_raw", response.tokens.length),
@@ -198,12 +201,14 @@ export function drawHeadView(state, els) {
   );
   // the layer's quirk numbers beside the head (quirks.js: each quirk's label and number)
   const numbers = headNumbers(state.model, layer, state.head);
-  setText(els.headTitle, [`Layer ${state.layer} · head ${state.head}`, ...numbers].join(" · "));
+  const stack = stackWords(state, response) ? STACK_LABELS[stackInfo(state).name] : null; // several stacks: its name
+  setText(els.headTitle, [stack, `Layer ${state.layer} · head ${state.head}`, ...numbers].filter(Boolean).join(" · "));
   const rows = document.getElementById("head-rows");
   if (rows)
     setText(
       rows,
       rowWords(state.model, layer, state.head) +
+        stackWords(state, response) +
         (pooled ? quirkWords(state.model, "pooled", { layer }) : "") +
         imageWords(state, chosen, pooled) +
         bandWords(band.bands),
@@ -322,6 +327,6 @@ function cellAt(gd, ev) {
   if (y < 0 || y > ya.length || px < paper.x || px > paper.x + paper.w) return null;
   const query = Math.round(ya.p2d(y));
   const key = x >= 0 && x <= xa.length ? Math.round(xa.p2d(x)) : null;
-  const ok = (i) => Number.isInteger(i) && i >= 0 && i < n;
-  return ok(query) ? { query, key: ok(key) ? key : null } : null;
+  const ok = (i, size = n) => Number.isInteger(i) && i >= 0 && i < size;
+  return ok(query) ? { query, key: ok(key, gd.layout?.meta?.keys ?? n) ? key : null } : null;
 }

@@ -5,13 +5,15 @@
 // heaviest keys. The weights are the server's (POST /api/attention, the layer's patterns).
 // Click tokens to select several (queries on the left, keys on the right): the chosen head's
 // attention of the selection, summed or averaged by the server (POST /api/selection), is drawn
-// below: where the selected queries look, and who looks at the selected keys.
+// below: where the selected queries look, and who looks at the selected keys. On an encoder–decoder's cross
+// stack the two columns are BertViz's: the target's tokens (the decoder's queries) left, the source's right.
 
 import { answerIn, question } from "../answers.js";
 import { byId, drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, QUALITATIVE, baseLayout } from "../draw/figures.js";
 import { quirkWords } from "../draw/quirks.js";
 import { blankSubject, imageOf, subject, subjectKey } from "../subject.js";
+import { keyTokens, stackSides } from "../stacks.js";
 
 export const id = "lines";
 export const label = "Lines";
@@ -156,15 +158,26 @@ function showFocus(state) {
   }
 }
 
-function drawSvg(svg, tokens, lines) {
+/** An SVG text at (x, y) anchored at `anchor`, of class `cls`, with `data` in its dataset. */
+function svgText(x, y, anchor, cls, words, data) {
+  const text = document.createElementNS(SVG, "text");
+  for (const [k, v] of [["x", x], ["y", y], ["text-anchor", anchor], ["class", cls]]) text.setAttribute(k, String(v));
+  Object.assign(text.dataset, data);
+  text.textContent = words;
+  return text;
+}
+
+/** The columns: queries left, keys right; `sides` (stacks.js `stackSides`) heads them "target" and "source". */
+function drawSvg(svg, tokens, lines, keys = tokens, sides = null) {
   const rowH = 18;
   const width = Math.min(520, svg.parentElement.clientWidth || 520);
-  const height = tokens.length * rowH + 10;
+  const top = sides ? 18 : 0; // room for the columns' heads
+  const height = Math.max(tokens.length, keys.length) * rowH + 10 + top;
   const colW = Math.min(130, width * 0.3);
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", String(width));
   svg.setAttribute("height", String(height));
-  const y = (i) => 5 + i * rowH + rowH / 2;
+  const y = (i) => top + 5 + i * rowH + rowH / 2;
   const parts = [];
   for (const l of lines) {
     const line = document.createElementNS(SVG, "line");
@@ -183,20 +196,14 @@ function drawSvg(svg, tokens, lines) {
     });
     parts.push(line);
   }
-  for (const [side, x, anchor] of [
-    ["query", colW - 6, "end"],
-    ["key", width - colW + 6, "start"],
+  for (const [side, x, anchor, names] of [
+    ["query", colW - 6, "end", tokens],
+    ["key", width - colW + 6, "start", keys],
   ]) {
-    tokens.forEach((t, i) => {
-      const text = document.createElementNS(SVG, "text");
-      text.setAttribute("x", String(x));
-      text.setAttribute("y", String(y(i) + 4));
-      text.setAttribute("text-anchor", anchor);
-      text.setAttribute("class", "lines-token");
-      text.dataset.side = side;
-      text.dataset.index = String(i);
-      text.textContent = t.length > 14 ? `${t.slice(0, 13)}…` : t;
-      parts.push(text);
+    if (sides) parts.push(svgText(x, 12, anchor, "lines-column", sides[side], { column: side }));
+    names.forEach((t, i) => {
+      const words = t.length > 14 ? `${t.slice(0, 13)}…` : t;
+      parts.push(svgText(x, y(i) + 4, anchor, "lines-token", words, { side, index: String(i) }));
     });
   }
   svg.replaceChildren(...parts);
@@ -310,14 +317,16 @@ export function draw(state) {
   const sig = JSON.stringify([idOf(response), hidden, svg.parentElement.clientWidth]);
   if (svg.dataset.signature !== sig) {
     svg.dataset.signature = sig;
-    drawSvg(svg, response.tokens, lines);
+    drawSvg(svg, response.tokens, lines, keyTokens(state, response), stackSides(state, response));
     showFocus(state);
   }
   drawSelection(state);
   const T = response.tokens.length;
+  const s = stackSides(state, response);
   setText(
     byId("lines-caption"),
-    `Layer ${layer.layer}: each query token (left) to the keys it attends (right), a colour per head, each line ` +
+    `Layer ${layer.layer}: each ${s ? `${s.query} token (left, the queries) to the ${s.key} tokens` : "query " +
+      "token (left) to the keys"} it attends (right), a colour per head, each line ` +
       `as opaque as its weight` +
       (T > ALL_KEYS_UP_TO
         ? `; ${T} tokens, so each query shows its ${HEAVIEST} heaviest keys (weights from ${MIN_WEIGHT})`

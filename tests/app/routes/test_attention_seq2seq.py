@@ -156,3 +156,24 @@ def test_views_not_worked_out_over_two_sides_say_so_naming_stack(clients):
     for stack in ("encoder", "decoder"):  # rollout over a square stack answers
         r = c.post("/api/rollout", json={"text": SOURCE, "target": TARGET, "stack": stack})
         assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("stack", ["encoder", "decoder"])
+def test_t5_statistics_are_those_of_its_biased_scores(stack, clients):
+    """T5's scores are q·kᵀ plus a position bias, no multiple of the raw ones: the statistics of the
+    scores and the scaled entropy are taken from the scores and the pattern themselves."""
+    data = attention(
+        clients["t5"], text=SOURCE, target=TARGET, stack=stack, layers=[0], heads=[1],
+        include=["attn_scores", "attn_scores_raw", "pattern", "stats"], stats_rows=True,
+    )
+    head = data["layers"][0]["heads"][0]
+    mask = np.array(data["mask"], dtype=bool)
+    scores, raw = np.array(head["attn_scores"], dtype=float), np.array(head["attn_scores_raw"], dtype=float)
+    pattern = np.array(head["pattern"], dtype=float)
+    assert not np.allclose(scores[mask], raw[mask])  # the bias is there
+    stats = head["stats"]
+    assert stats["var_scores"] == pytest.approx(scores[mask].var(), rel=1e-4)
+    assert stats["var_scores_raw"] == pytest.approx(raw[mask].var(), rel=1e-4)
+    logs = np.where(pattern > 0, np.log(np.where(pattern > 0, pattern, 1)), 0)
+    row_entropy = -(pattern * logs).sum(-1)
+    np.testing.assert_allclose(stats["row_entropy"], row_entropy, atol=1e-3)  # the pattern sent to 5 decimals
