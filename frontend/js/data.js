@@ -82,9 +82,8 @@ async function fetchGrid(ctx) {
   const { state, update, updateSoon } = ctx.app;
   if (blankSubject(state)) return; // an empty box asks nothing (see refreshAll)
   if (!state.model) {
-    // a link may switch off heads the model lacks (fitToModel drops them), or hold a conversation (sent only to a
-    // chat model), a stack or a target (sent only to an encoder–decoder), and a speech model hears no text at
-    // all: wait for the model
+    // a link may switch off heads the model lacks (fitToModel drops them), hold a conversation, a stack or a target
+    // (sent only to a model that takes them), and a speech model hears no text: wait for the model
     state.pending.grid = true;
     await ctx.modelReady;
     state.pending.grid = false;

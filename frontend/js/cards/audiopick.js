@@ -134,7 +134,8 @@ function drawField(state, field) {
   }
   setHidden(player, !src);
   setHidden(byId("audio-remove"), !src);
-  setText(byId("audio-words"), src ? `${state.audio.name} · ${fmt(state.audio.bytes)} bytes` : "Drop a recording here, or");
+  const words = src ? `${state.audio.name} · ${fmt(state.audio.bytes)} bytes` : "Drop a recording here, or";
+  setText(byId("audio-words"), words);
   setText(byId("audio-refusal"), state.audioRefusal ?? "");
   setHidden(byId("audio-refusal"), !state.audioRefusal);
 }
