@@ -68,4 +68,11 @@ def test_a_recording_its_spectrogram_and_its_words(tab, speech_server, wav, widt
     )
     assert page.evaluate("() => document.querySelector('#audio-player').currentTime") >= starts[-1] - 0.05
     assert "one row per target token" in page.get_by_test_id("speech-caption").inner_text()
+    # the grid of the cross stack marks the alignment heads
+    page.locator("#tab-head").click()
+    page.get_by_test_id("stack-cross").click()
+    page.wait_for_function(
+        "() => window.attnscope.state.grid?.response?.stack === 'cross' && window.attnscope.settled", timeout=120_000
+    )
+    assert "alignment heads" in page.get_by_test_id("grid-caption").inner_text()
     assert not tab.unexpected_console_errors()
