@@ -34,6 +34,11 @@ class Prompt:
     stack: str = "decoder"  # the attention stack looked at: the model's "decoder", or an encoder's "encoder"
 
     @property
+    def n_keys(self) -> int:
+        """How many keys the stack's rows have: the source's on an encoder-decoder's cross stack, else the ids'."""
+        return len(self.adds["source_ids"]) if self.stack == "cross" else len(self.ids)
+
+    @property
     def kinds(self) -> list[str] | None:
         return self.adds.get("token_kinds")
 
@@ -156,7 +161,7 @@ def single_stack(svc: Service, what: str) -> None:
     if facts.architecture != "encoder-decoder":
         return
     msg = (f"{what} is not shown for an encoder-decoder yet ({facts.name}): attention, the heads grid, head effects, "
-           "rollout, selection and generation are")
+           "rollout, selection, generation, the lens and knockout are")
     raise ApiError(422, msg, loc=("body", "stack"), type_="seq2seq_unsupported")
 
 
@@ -237,6 +242,7 @@ def target_of(svc: Service, req) -> tuple[Prompt, int]:
     """A request's subject (:func:`subject_of`) and the position it asks about, its ``token_id`` checked."""
     prompt = subject_of(svc, req)
     asked = req.position if req.position is not None else first_mask(svc, prompt.ids)
-    position = position_of(asked, len(prompt.ids))
+    # an encoder-decoder's position is a target token's (the decoder's guess there), whichever the stack
+    position = position_of(asked, len(prompt.adds.get("target_ids", prompt.ids)))
     check_token_id(req.token_id, "token_id", svc.loaded.facts)
     return prompt, position

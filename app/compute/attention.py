@@ -90,7 +90,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
     lm = svc.loaded
     prompt = subject_of(svc, req)
     ids = prompt.ids
-    sel = plan_capture(svc, req, len(ids))
+    sel = plan_capture(svc, req, len(ids), prompt.n_keys)
     rows = [] if req.query_row is None else [_query_row(svc, req.query_row, len(ids))]
     if prompt.spans:  # a conversation: each message's share of the last row (span_mass)
         rows.append(len(ids) - 1)

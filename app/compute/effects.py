@@ -23,7 +23,7 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
     prompt, position = target_of(svc, req)
-    ids = prompt.ids
+    ids = prompt.adds.get("target_ids", prompt.ids)  # an encoder-decoder: the target, whichever the stack
     if facts.differential and req.ablation == "mean":
         raise ApiError(
             422,

@@ -12,8 +12,11 @@ from ..service import Service
 from .checks import check_head, check_token_count, indices, layer_indices
 
 
-def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int) -> CapturePlan:
-    """The request checked against the model: a :class:`CapturePlan`, or an :class:`ApiError` naming the field."""
+def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int, n_keys: int | None = None) -> CapturePlan:
+    """The request checked against the model: a :class:`CapturePlan`, or an :class:`ApiError` naming the field.
+    ``n_keys``: the keys of each query row where they are not the ``n_tokens`` queries (an encoder-decoder's
+    cross stack: the source's)."""
+    n_keys = n_keys or n_tokens
     facts = svc.loaded.facts
     check_token_count(n_tokens, facts)
     implicit = _implicit_layers(req, facts)
@@ -26,10 +29,10 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int) -> CaptureP
         check_head(req.focus.layer, req.focus.head, ("body", "focus"), facts)
         focus = (req.focus.layer, req.focus.head)
         focus_fields = frozenset(req.focus.include)
-        focus_region = _region(req.focus.region, n_tokens)
+        focus_region = _region(req.focus.region, n_tokens, n_keys)
     include = set(req.include)
     implicit_heads = sum(facts.layers[i]["heads"] for i in implicit)
-    _check_cells(svc, req, include, len(layers) * len(heads) + implicit_heads, n_tokens)
+    _check_cells(svc, req, include, len(layers) * len(heads) + implicit_heads, n_tokens, n_keys)
     return CapturePlan(
         layers=layers,
         heads=heads,
@@ -59,8 +62,8 @@ def _implicit_layers(req: AttentionRequest, facts) -> tuple[int, ...]:
     return named
 
 
-def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads: int, T: int) -> None:
-    """Whole T×T matrices grow with T²: an answer holding more than the server's
+def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads: int, T: int, S: int) -> None:
+    """Whole T×S matrices grow with T·S: an answer holding more than the server's
     ``max_matrix_cells`` of them is refused before any computing, naming what to ask instead."""
     limit = svc.max_matrix_cells
     matrices = set(MATRIX_FIELDS)
@@ -74,10 +77,10 @@ def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads
     def count(names: set[str]) -> int:
         return len(names & matrices) + (parts if names & {"pattern", "pattern_parts"} else 0)
 
-    grid = n_heads * count(include) * T * T
+    grid = n_heads * count(include) * T * S
     focus = 0
     if req.focus is not None and req.focus.thumbnail is None and req.focus.region is None:
-        focus = count(set(req.focus.include)) * T * T
+        focus = count(set(req.focus.include)) * T * S
     if grid + focus <= limit:
         return
     if grid > limit:
@@ -91,20 +94,22 @@ def _check_cells(svc: Service, req: AttentionRequest, include: set[str], n_heads
         instead = "ask for focus.thumbnail (max-pooled) or focus.region (the exact cells of one block)"
     raise ApiError(
         422,
-        f"{what} ({T} tokens: {T * T:,} cells per matrix); the limit is {limit:,} per answer: {instead}",
+        f"{what} ({T} tokens: {T * S:,} cells per matrix); the limit is {limit:,} per answer: {instead}",
         loc=loc,
         type_="answer_too_large",
         ctx={"limit": limit, "count": grid + focus},
     )
 
 
-def _region(region: list[int] | None, T: int) -> tuple[int, int, int, int] | None:
-    """``focus.region`` checked against the text: rows and columns inside it, at most REGION_MAX each."""
+def _region(region: list[int] | None, T: int, S: int) -> tuple[int, int, int, int] | None:
+    """``focus.region`` checked against the text: rows among its T queries and columns among its S keys, at most
+    REGION_MAX each."""
     if region is None:
         return None
     q0, q1, k0, k1 = region
-    if not (q0 < q1 <= T and k0 < k1 <= T):
-        msg = f"focus.region is {region}; it needs q0 < q1 <= {T} and k0 < k1 <= {T} (the text is {T} tokens)"
+    if not (q0 < q1 <= T and k0 < k1 <= S):
+        tokens = f"the text is {T} tokens" if S == T else f"{T} queries over {S} keys"
+        msg = f"focus.region is {region}; it needs q0 < q1 <= {T} and k0 < k1 <= {S} ({tokens})"
         type_, limit = "region_out_of_range", T
     elif q1 - q0 > REGION_MAX or k1 - k0 > REGION_MAX:
         msg = f"focus.region is {q1 - q0}×{k1 - k0} cells; at most {REGION_MAX}×{REGION_MAX}"

@@ -19,11 +19,10 @@ from .rounding import PATTERN_DECIMALS
 def selection_json(svc: Service, req: SelectionRequest, started: float | None = None) -> bytes:
     t0 = time.perf_counter() if started is None else started
     result, fields = one_head(svc, req, ["pattern"])
-    T = len(result.token_ids)
-    for side in ("queries", "keys"):
+    pattern = fields["pattern"].astype(np.float64)  # (T, S): S keys, an encoder-decoder's cross stack's the source
+    for side, n in (("queries", pattern.shape[0]), ("keys", pattern.shape[1])):
         for i, position in enumerate(getattr(req, side)):
-            check_position(position, T, ("body", side, i), f"{side}[{i}]")
-    pattern = fields["pattern"].astype(np.float64)  # (T, T)
+            check_position(position, n, ("body", side, i), f"{side}[{i}]")
     combine = np.mean if req.reduce == "mean" else np.sum
     queries, keys = sorted(set(req.queries)), sorted(set(req.keys))
     body = {

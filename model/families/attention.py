@@ -194,7 +194,8 @@ def attnscope_attention(
 
     pattern = None
     edited = opts.knocked_mask(layer, mask, nh)  # (T, S), or (nh, T, S) with edges knocked out
-    if not f.eager_only and not wants(sink, layer):  # (MLA's parts come only with the steps)
+    upstream = rec is not None and not own  # another stack of an encoder-decoder: eager's arithmetic, unrecorded
+    if not f.eager_only and not upstream and not wants(sink, layer):  # (MLA's parts come only with the steps)
         # fast path: nothing of this layer is kept, so one fused kernel with the same mask and scale
         allowed = edited if f.bias is None else f.bias.masked_fill(~edited, float("-inf"))  # (B|1, nh, T, S)
         z = F.scaled_dot_product_attention(query, k, v, attn_mask=allowed, scale=1.0 / divisor)  # (B, nh, T, hs)

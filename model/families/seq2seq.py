@@ -22,10 +22,15 @@ one line (:func:`check_seq2seq`).
 code then runs it as it runs a decoder. A subclass for another encoder-decoder (Whisper's speech)
 overrides:
 
-* :meth:`Seq2SeqBackend.encode`: the source through the encoder (Whisper: from input features, not ids);
+* :meth:`Seq2SeqBackend.source_input` and :meth:`Seq2SeqBackend.encode`: what the encoder reads for a
+  source and the source through the encoder (Whisper: input features, not ids);
 * :meth:`Seq2SeqBackend.decoder_start`: the ids the target starts with (Whisper: its task tokens);
 * :meth:`Seq2SeqBackend.write`: the model's own greedy target for a source (``generate``);
-* :meth:`Seq2SeqBackend.head`: the decoder's hidden state to logits, where a family adds a step.
+* :meth:`Seq2SeqBackend.head`: the decoder's hidden state to logits, where a family adds a step;
+* :meth:`Seq2SeqBackend.read_target`: a typed target's ids after the start, and their character ranges.
+
+Every pass goes through :meth:`Seq2SeqBackend._pass` (a request's, :meth:`~Seq2SeqBackend.run_pair`) and
+generation through :meth:`~Seq2SeqBackend.step_pair`; a subclass keeps them and :class:`Places`.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer, tile_offsets
 from ..precision import exact_fp32
 from .attention import recording, stacked
-from .backend import TransformersBackend, _Probe, _Rows, load_transformers_dir
+from .backend import TransformersBackend, _Discard, _Probe, _Rows, load_transformers_dir
 
 STACKS = ("encoder", "decoder", "cross")
 SIDES = {"encoder": ("source", "source"), "decoder": ("target", "target"), "cross": ("target", "source")}
@@ -100,6 +105,7 @@ class Seq2SeqBackend(TransformersBackend):
         self.places = Places(model)
         self.start_ids = [int(model.config.decoder_start_token_id)]
         super().__init__(model, tokenizer, device, name)  # probes the decoder stack (run_ids)
+        self.family = self.facts.family = str(model.config.model_type)  # T5Gemma's, not its decoder module's
         self.facts.stacks = [self._probe_stack(stack) for stack in STACKS]
         self.facts.positions = "relative" if self.family in ("t5", "mt5", "umt5") else self.facts.positions
         n = max(s["n_layer"] for s in self.facts.stacks)
@@ -127,8 +133,13 @@ class Seq2SeqBackend(TransformersBackend):
 
     # ------------------------------------------------------------ what a subclass overrides
 
+    def source_input(self, source: list[int], rows: int = 1) -> torch.Tensor:
+        """What :meth:`encode` reads for ``source`` (the answer's ``source_ids``), ``rows`` copies: here the ids
+        ``(rows, S)``; Whisper: its input features, the source's ids standing for its frames."""
+        return torch.tensor([source], dtype=torch.long, device=self.device).expand(rows, -1)
+
     def encode(self, source: torch.Tensor) -> torch.Tensor:
-        """Source ids ``(B, S)`` -> the encoder's last hidden state ``(B, S, C)``."""
+        """:meth:`source_input`'s tensor ``(B, S)`` -> the encoder's last hidden state ``(B, S, C)``."""
         return self.model.get_encoder()(input_ids=source).last_hidden_state
 
     def decoder_start(self) -> list[int]:
@@ -139,9 +150,8 @@ class Seq2SeqBackend(TransformersBackend):
     def write(self, source: list[int], max_new_tokens: int = MAX_NEW_TOKENS) -> list[int]:
         """The model's own target for ``source``, written greedily: ``generate(do_sample=False)``'s ids,
         the decoder start first."""
-        idx = torch.tensor([source], dtype=torch.long, device=self.device)
         out = self.model.generate(
-            input_ids=idx, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
+            input_ids=self.source_input(source), do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
             decoder_input_ids=torch.tensor([self.decoder_start()], device=self.device),
         )
         return out[0].tolist()
@@ -169,6 +179,14 @@ class Seq2SeqBackend(TransformersBackend):
             logits = torch.tanh(logits / cap) * cap
         return logits
 
+    def residual_blocks(self) -> tuple[torch.nn.ModuleList, torch.nn.Module]:
+        """The decoder's layers in order and its norm before the LM head (an identity where there is none:
+        BART's and Marian's layers end in their own norm), for the lens over the decoder's residual stream."""
+        dec = self.model.get_decoder()
+        blocks = dec.block if hasattr(dec, "block") else dec.layers  # T5's "block"
+        found = (getattr(dec, n, None) for n in ("final_layer_norm", "layer_norm", "norm"))
+        return blocks, next((m for m in found if isinstance(m, torch.nn.Module)), torch.nn.Identity())
+
     # ------------------------------------------------------------ passes
 
     def decode(self, target: torch.Tensor, encoded: torch.Tensor) -> torch.Tensor:
@@ -178,14 +196,14 @@ class Seq2SeqBackend(TransformersBackend):
 
     @torch.inference_mode()
     def _pass(self, source: list[int], target: list[int], stack: str, sink, opts, rows: int = 1) -> torch.Tensor:
-        """Source and target through the model, ``stack``'s calls into ``sink`` with ``opts`` (None: no
-        recording of its own, the caller's); the decoder's states ``(rows, T, C)``."""
-        src = torch.tensor([source], dtype=torch.long, device=self.device).expand(rows, -1)
+        """Source and target through the model, ``stack``'s calls into ``sink`` (None: kept nowhere) with
+        ``opts`` (None: no recording of its own, the caller's); the decoder's states ``(rows, T, C)``."""
+        src = self.source_input(source, rows)
         tgt = torch.tensor([target], dtype=torch.long, device=self.device).expand(rows, -1)
-        if sink is None:
+        if opts is None:
             with stacked(self.places, stack):
                 return self.decode(tgt, self.encode(src))
-        with recording(sink, opts), stacked(self.places, stack):
+        with recording(sink if sink is not None else _Discard(), opts), stacked(self.places, stack):
             return self.decode(tgt, self.encode(src))
 
     def run_ids(self, ids: list[int], logits: bool) -> torch.Tensor | None:
@@ -226,7 +244,7 @@ class Seq2SeqBackend(TransformersBackend):
         ``(V,)``, each decoder layer's row of that token over the target so far ``(nh, T)`` and each cross
         layer's row over the source ``(nh, S)`` (the what-ifs ``opts`` in the decoder stack)."""
         if state["encoded"] is None:
-            src = torch.tensor([source], dtype=torch.long, device=self.device)
+            src = self.source_input(source)
             with stacked(self.places, "encoder"):
                 state["encoded"] = self.encode(src)
         idx = torch.tensor([ids], dtype=torch.long, device=self.device)

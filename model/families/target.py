@@ -2,9 +2,9 @@
 stack: the backend the model code (head effects, rollout, the lens, ...) is handed for an
 encoder-decoder. That code calls the backend with token ids alone, the ids of the answer's
 ``tokens``: the query side of the stack (the source for ``encoder``, the target for ``decoder`` and
-``cross``); each pass here runs the whole source and target, records the stack looked at, and
-returns what the decoder computed: its states and logits at each target position (the next-token
-guesses), whichever the stack.
+``cross``), or a prefix of the target (head effects at an earlier target position); each pass here
+runs the whole source and that target, records the stack looked at, and returns what the decoder
+computed: its states and logits at each target position (the next-token guesses), whichever the stack.
 """
 
 from __future__ import annotations
@@ -34,19 +34,23 @@ class TargetBound:
         """The query side's ids: the answer's ``token_ids``."""
         return self.source if self.stack == "encoder" else self.target
 
-    def _check(self, ids) -> None:
-        if list(ids) != self.ids:
-            raise ValueError("an encoder-decoder's bound pass runs its own source and target only")
+    def _target(self, ids) -> list[int]:
+        """The target a pass over ``ids`` runs: the whole one for the query side's ids, else ``ids`` where they
+        are a prefix of the target (the decoder is causal: later target tokens change nothing before them)."""
+        ids = list(ids)
+        if ids == self.ids:
+            return self.target
+        if ids and ids == self.target[: len(ids)]:
+            return ids
+        raise ValueError("an encoder-decoder's bound pass runs its own source and target (or a prefix of it) only")
 
     def run_length(self, ids) -> int:
         """How many tokens a pass runs: the source's and the target's (head effects size their batches by it)."""
-        self._check(ids)
-        return len(self.source) + len(self.target)
+        return len(self.source) + len(self._target(ids))
 
     def hidden(self, ids: list[int], opts: AttentionOptions, sink) -> torch.Tensor:
         """The stack's calls into ``sink``; the decoder's states at each target position ``(T_target, C)``."""
-        self._check(ids)
-        return self._backend.run_pair(self.source, self.target, self.stack, opts, sink)[0]
+        return self._backend.run_pair(self.source, self._target(ids), self.stack, opts, sink)[0]
 
     def run(self, ids: list[int], opts: AttentionOptions, sink, logits: bool = True) -> torch.Tensor | None:
         h = self.hidden(ids, opts, sink)
@@ -56,13 +60,12 @@ class TargetBound:
             return self._backend.head(h)
 
     def last_logits(self, idx: torch.Tensor, opts: AttentionOptions, at: int = -1) -> torch.Tensor:
-        """``idx`` (B, T) rows of the bound ids -> the decoder's logits ``(B, V)`` at target position ``at``
-        (the last where the stack's queries are the source), float32."""
-        self._check(idx[0].tolist())
-        where = at if self.stack != "encoder" else -1
-        h = self._backend.run_pair(self.source, self.target, self.stack, opts, _Discard(), rows=len(idx))
+        """``idx`` (B, T) rows of the same ids (:meth:`_target`) -> the decoder's logits ``(B, V)`` at target
+        position ``at`` of the target they run, float32."""
+        target = self._target(idx[0].tolist())
+        h = self._backend.run_pair(self.source, target, self.stack, opts, _Discard(), rows=len(idx))
         with torch.inference_mode():
-            return self._backend.head(h[:, where]).float()
+            return self._backend.head(h[:, at]).float()
 
     def start_generation(self) -> dict:
         return self._backend.start_generation()

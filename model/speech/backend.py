@@ -75,10 +75,14 @@ class WhisperBackend(Seq2SeqBackend):
 
     # ------------------------------------------------------------ Seq2SeqBackend's parts
 
+    def source_input(self, source: list[int], rows: int = 1) -> torch.Tensor:
+        """The bound recording's features ``(rows, mel bins, window)`` (silence when none is bound): the source's
+        ids are its frames' numbers."""
+        return self._features().expand(rows, -1, -1)
+
     def encode(self, source: torch.Tensor) -> torch.Tensor:
-        """The bound recording's features (silence when none is bound) through the encoder, once per row."""
-        features = self._features()
-        return self.model.get_encoder()(input_features=features.expand(source.shape[0], -1, -1)).last_hidden_state
+        """Features ``(B, mel bins, window)`` through the encoder -> ``(B, frames, C)``."""
+        return self.model.get_encoder()(input_features=source).last_hidden_state
 
     def _features(self) -> torch.Tensor:
         if self.heard is not None:

@@ -16,25 +16,44 @@ import torch
 from tests.kit.family import QK_GAIN, SP_TEXT
 
 T5_SPECIALS = {"pad": "<pad>", "eos": "</s>", "unk": "<unk>"}
+T5GEMMA_SPECIALS = {"pad": "<pad>", "eos": "<eos>", "bos": "<bos>", "unk": "<unk>"}  # its decoder starts at <bos>
 BART_SPECIALS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
 QK_NAMES = ("q.weight", "k.weight", "q_proj.weight", "k_proj.weight")  # T5's q, k; BART's q_proj, k_proj
 
-# family -> (tokenizer kind, special tokens, config kwargs)
+T5_KWARGS = dict(
+    d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+    relative_attention_num_buckets=8, relative_attention_max_distance=16, decoder_start_token_id=0,
+)
+BART_KWARGS = dict(
+    d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+    encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128, forced_eos_token_id=None,
+)
+# T5Gemma's encoder and decoder: Gemma 2 blocks, a sliding layer then a global one, a softcap
+T5GEMMA_MODULE = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+    intermediate_size=64, query_pre_attn_scalar=8, sliding_window=4, layer_types=["sliding_attention", "full_attention"],
+)
+
+# family -> (tokenizer kind, special tokens, config kwargs); a variant is named "type (what differs)"
 SEQ2SEQ: dict[str, tuple[str, dict, dict]] = {
-    "t5": (
+    "t5": ("unigram", T5_SPECIALS, T5_KWARGS),
+    "mt5": ("unigram", T5_SPECIALS, T5_KWARGS),
+    "umt5": ("unigram", T5_SPECIALS, T5_KWARGS),  # a relative bias in every layer, not the first's shared
+    "bart": ("bpe", BART_SPECIALS, BART_KWARGS | dict(decoder_start_token_id=2)),
+    "mbart": ("bpe", BART_SPECIALS, BART_KWARGS | dict(decoder_start_token_id=2)),
+    "marian": ("bpe", BART_SPECIALS, BART_KWARGS | dict(decoder_start_token_id=1)),  # sinusoidal positions
+    "pegasus": ("bpe", BART_SPECIALS, BART_KWARGS | dict(decoder_start_token_id=1)),
+    "t5gemma": (
         "unigram",
-        T5_SPECIALS,
-        dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
-             relative_attention_num_buckets=8, relative_attention_max_distance=16, decoder_start_token_id=0),
-    ),
-    "bart": (
-        "bpe",
-        BART_SPECIALS,
-        dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-             encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128, decoder_start_token_id=2,
-             forced_eos_token_id=None),
+        T5GEMMA_SPECIALS,
+        dict(encoder=T5GEMMA_MODULE, decoder=T5GEMMA_MODULE, decoder_start_token_id=2),
     ),
 }
+
+
+def model_type(family: str) -> str:
+    """The transformers ``model_type`` of a :data:`SEQ2SEQ` entry."""
+    return family.split(" ")[0]
 
 
 def tokenizer(kind: str, specials: dict[str, str]):
@@ -78,12 +97,15 @@ def build_seq2seq(family: str, out: Path, seed: int = 0) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     PreTrainedTokenizerFast(tokenizer_object=tk, **{f"{k}_token": v for k, v in specials.items()}).save_pretrained(out)
     ids = {f"{k}_token_id": tk.token_to_id(v) for k, v in specials.items() if k in ("pad", "bos", "eos")}
-    config = AutoConfig.for_model(family, vocab_size=tk.get_vocab_size(), **ids, **extra)
+    if family == "t5gemma":  # its vocabulary and special tokens in each of its two modules too
+        extra = dict(extra, **{side: dict(extra[side], vocab_size=tk.get_vocab_size(), **ids) for side in
+                               ("encoder", "decoder")})
+    config = AutoConfig.for_model(model_type(family), vocab_size=tk.get_vocab_size(), **ids, **extra)
     torch.manual_seed(seed)
     model = AutoModelForSeq2SeqLM.from_config(config)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(QK_NAMES):
-                p.mul_(QK_GAIN if family == "bart" else QK_GAIN / 4)  # T5's own init is √d_k larger already
+                p.mul_(QK_GAIN / 4 if family.endswith("t5") else QK_GAIN)  # T5's own init is √d_k larger already
     model.save_pretrained(out)
     return out

@@ -12,7 +12,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.knockout import KnockoutRequest
 from ...service import Service
-from ...subject import single_stack, target_of
+from ...subject import target_of
 from ..attention import top_predictions
 from ..checks import check_attention_layer, check_index, check_span
 from ..rounding import round_sig
@@ -21,7 +21,11 @@ from . import elapsed_ms, not_exact
 KNOCKOUT_TOP_K = 5  # the predictions after a knockout, as /api/attention's default
 
 
-def _edges(req: KnockoutRequest, n: int, svc: Service) -> list[tuple[int, int | None, int, int, int, int]]:
+def _edges(
+    req: KnockoutRequest, n: int, svc: Service, n_keys: int | None = None
+) -> list[tuple[int, int | None, int, int, int, int]]:
+    """The edges checked: queries among ``n`` tokens, keys among ``n_keys`` (an encoder-decoder's cross stack:
+    the source's), each layer and head the model's."""
     facts = svc.loaded.facts
     edges = []
     for i, edge in enumerate(req.edges):
@@ -32,7 +36,7 @@ def _edges(req: KnockoutRequest, n: int, svc: Service) -> list[tuple[int, int | 
                 edge.head, facts.n_head, (*loc, "head"), f"edges.{i}.head", f"the model has {facts.n_head} heads"
             )
         q0, q1 = check_span(edge.query, n, (*loc, "query"), f"edges.{i}.query")
-        k0, k1 = check_span(edge.key, n, (*loc, "key"), f"edges.{i}.key")
+        k0, k1 = check_span(edge.key, n_keys or n, (*loc, "key"), f"edges.{i}.key")
         edges.append((edge.layer, edge.head, q0, q1, k0, k1))
     return edges
 
@@ -41,9 +45,13 @@ def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = No
     """The POST /api/knockout answer: the predictions with the edges knocked out, and one
     log-probability before and after."""
     t0 = time.perf_counter() if started is None else started
-    single_stack(svc, "attention knockout")
     prompt, position = target_of(svc, req)
-    edges = _edges(req, len(prompt.ids), svc)
+    if prompt.stack == "encoder" and svc.loaded.facts.architecture == "encoder-decoder":
+        msg = ("knockout measures the decoder's guess at a target position: ask the decoder or cross stack (an "
+               "encoder's edges are not knocked out yet)")
+        raise ApiError(422, msg, loc=("body", "stack"), type_="stack_unsupported")
+    keys = len(prompt.adds["source_ids"]) if prompt.stack == "cross" else None
+    edges = _edges(req, len(prompt.ids), svc, keys)
     backend = prompt.backend
     try:
         got = knockout(backend, prompt.ids, edges, position, req.token_id)

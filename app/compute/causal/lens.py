@@ -12,7 +12,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.lens import LensRequest
 from ...service import Service
-from ...subject import single_stack, subject_of
+from ...subject import subject_of
 from ..attention import top_predictions
 from ..rounding import floor_sig
 from . import elapsed_ms, not_exact
@@ -24,8 +24,10 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
     if req.lens == "jacobian" and svc.jlens is None:
         raise ApiError(422, "no Jacobian lens is loaded: start the server with --jlens FILE (attnscope jlens "
                        "fits one), or ask for the logit lens", loc=("body", "lens"), type_="no_jacobian_lens")
-    single_stack(svc, "the logit lens")
     prompt = subject_of(svc, req)
+    if prompt.stack == "encoder" and svc.loaded.facts.architecture == "encoder-decoder":
+        msg = "the lens reads the decoder's residual stream at each target token: ask the decoder or cross stack"
+        raise ApiError(422, msg, loc=("body", "stack"), type_="stack_unsupported")
     if req.heads:
         _check_heads_size(svc, len(prompt.ids))
     try:
@@ -33,7 +35,7 @@ def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> b
             after, got = jacobian_lens(prompt.backend, svc.jlens, prompt.ids, req.top_k)
         else:
             got = lens(prompt.backend, prompt.ids, req.top_k)
-            after = ["embed", *range(svc.loaded.facts.n_layer)]
+            after = ["embed", *range(len(got.values) - 1)]  # an encoder-decoder: the decoder's layers
     except Unsupported as e:
         raise not_exact(e, "text") from None
     residuals = [

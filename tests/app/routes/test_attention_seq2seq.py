@@ -150,7 +150,7 @@ def test_generate_streams_generates_tokens_with_their_cross_rows(family, folders
 
 def test_views_not_worked_out_over_two_sides_say_so_naming_stack(clients):
     c = clients["bart"]
-    for route, extra in [("/api/lens", {}), ("/api/attribution", {}), ("/api/rollout", {"stack": "cross"})]:
+    for route, extra in [("/api/attribution", {}), ("/api/rollout", {"stack": "cross"})]:
         r = c.post(route, json={"text": SOURCE, "target": TARGET, **extra})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"], (route, r.text)
     for stack in ("encoder", "decoder"):  # rollout over a square stack answers
@@ -177,3 +177,96 @@ def test_t5_statistics_are_those_of_its_biased_scores(stack, clients):
     logs = np.where(pattern > 0, np.log(np.where(pattern > 0, pattern, 1)), 0)
     row_entropy = -(pattern * logs).sum(-1)
     np.testing.assert_allclose(stats["row_entropy"], row_entropy, atol=1e-3)  # the pattern sent to 5 decimals
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_lens_reads_the_decoders_residual_stream(family, folders, clients):
+    """After the embeddings and after each decoder layer, the lens's top token is the LM head's (the final
+    norm first) on eager's decoder hidden state there; after the last layer, the model's own guess."""
+    c = clients[family]
+    data = c.post("/api/lens", json={"text": SOURCE, "target": TARGET, "top_k": 3}).json()
+    served = attention(c, text=SOURCE, target=TARGET, include=[])
+    assert data["tokens"] == served["target_tokens"] and len(data["residuals"]) == 3  # embed, layer 0, layer 1
+    ref = AutoModelForSeq2SeqLM.from_pretrained(folders[family], attn_implementation="eager")
+    with torch.no_grad():
+        out = ref(
+            input_ids=torch.tensor([served["source_ids"]]), decoder_input_ids=torch.tensor([served["target_ids"]]),
+            output_hidden_states=True,
+        )
+        dec = ref.get_decoder()
+        norm = getattr(dec, "final_layer_norm", None) or getattr(dec, "layer_norm", None) or torch.nn.Identity()
+        for i, residual in enumerate(data["residuals"][:-1]):
+            h = norm(out.decoder_hidden_states[i][0])
+            if family == "t5" and ref.config.tie_word_embeddings:
+                h = h * ref.config.d_model**-0.5
+            logits = ref.lm_head(h) + getattr(ref, "final_logits_bias", torch.zeros(1))[0]
+            assert [row[0]["id"] for row in residual["top"]] == logits.argmax(-1).tolist()
+    assert [row[0]["id"] for row in data["residuals"][-1]["top"]] == out.logits[0].argmax(-1).tolist()
+    r = c.post("/api/lens", json={"text": SOURCE, "target": TARGET, "stack": "encoder"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"]
+
+
+def test_knockout_on_the_cross_stack_takes_source_keys(clients):
+    c = clients["bart"]
+    served = attention(c, text=SOURCE, target=TARGET, include=[])
+    S, T = len(served["source_ids"]), len(served["target_ids"])
+    assert S > T + 2
+    edges = [{"layer": layer, "query": [0, T], "key": [T, S]} for layer in (0, 1)]  # keys past the target's length
+    r = c.post("/api/knockout", json={"text": SOURCE, "target": TARGET, "stack": "cross", "edges": edges})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["tokens"] == served["target_tokens"] and got["logprob_after"] != got["logprob_before"]
+    r = c.post("/api/knockout", json={"text": SOURCE, "target": TARGET, "stack": "decoder", "edges": edges})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "edges"]  # keys past the target
+    r = c.post("/api/knockout", json={"text": SOURCE, "target": TARGET, "stack": "encoder", "edges": edges})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"]
+
+
+@pytest.mark.parametrize("stack", ["encoder", "decoder", "cross"])
+def test_head_effects_switch_heads_off_in_the_stack_and_read_a_target_position(stack, clients):
+    c = clients["t5"]
+    served = attention(c, text=SOURCE, target=TARGET, include=[], top_k=1)
+    position = 3  # a target token's, whichever the stack
+    body = {"text": SOURCE, "target": TARGET, "stack": stack, "position": position}
+    r = c.post("/api/head-effects", json=body)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    guess = served["predictions"][position][0]
+    assert got["position"] == position and got["token_id"] == guess["id"]
+    assert got["logprob"] == pytest.approx(np.log(guess["prob"]), abs=1e-4)
+    delta = np.array(got["delta"])
+    assert delta.shape == (2, 4) and np.abs(delta).max() > 1e-3
+    # one head switched off by /api/attention's what-if: the decoder's guess there moves by that head's delta
+    (layer, head) = np.unravel_index(np.abs(delta).argmax(), delta.shape)
+    ablated = attention(
+        c, text=SOURCE, target=TARGET, stack=stack, include=[], top_k=50,
+        ablate=[{"layer": int(layer), "head": int(head)}],
+    )
+    prob = next(p["prob"] for p in ablated["predictions"][position] if p["id"] == guess["id"])
+    assert np.log(prob) - got["logprob"] == pytest.approx(delta[layer, head], abs=2e-3)
+
+
+def test_the_cross_stack_takes_source_positions_on_its_key_side(clients):
+    """A cross map's columns are the source's: a focus region and a selection's keys past the target's length."""
+    c = clients["bart"]
+    full = attention(c, text=SOURCE, target="A dog", stack="cross", layers=[0], heads=[1], include=["pattern"])
+    pattern = np.array(full["layers"][0]["heads"][0]["pattern"])
+    T, S = pattern.shape
+    assert S > T + 4
+    region = [0, T, T + 1, S]
+    got = attention(
+        c, text=SOURCE, target="A dog", stack="cross", layers=[0], heads=[1], include=[],
+        focus={"layer": 0, "head": 1, "region": region, "include": ["pattern"]},
+    )
+    np.testing.assert_allclose(got["focus"]["region"]["pattern"], pattern[:, T + 1 : S], atol=1e-5)
+    keys = [T + 1, S - 1]
+    r = c.post("/api/selection", json={
+        "text": SOURCE, "target": "A dog", "stack": "cross", "layer": 0, "head": 1, "queries": [1], "keys": keys,
+    })
+    assert r.status_code == 200, r.text
+    np.testing.assert_allclose(r.json()["to_keys"], pattern[:, keys].mean(1), atol=1e-4)
+    np.testing.assert_allclose(r.json()["from_queries"], pattern[1], atol=1e-4)
+    r = c.post("/api/selection", json={
+        "text": SOURCE, "target": "A dog", "stack": "cross", "layer": 0, "head": 1, "queries": [T], "keys": [0],
+    })
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "queries", 0]
