@@ -81,7 +81,10 @@ class WhisperBackend(Seq2SeqBackend):
         return self._features().expand(rows, -1, -1)
 
     def encode(self, source: torch.Tensor) -> torch.Tensor:
-        """Features ``(B, mel bins, window)`` through the encoder -> ``(B, frames, C)``."""
+        """Features ``(B, mel bins, window)`` through the encoder -> ``(B, frames, C)``; ids ``(B, S)`` (the head
+        roles' probe of the decoder) stand for the bound features."""
+        if not source.is_floating_point():
+            source = self.source_input([], source.shape[0])
         return self.model.get_encoder()(input_features=source).last_hidden_state
 
     def _features(self) -> torch.Tensor:
