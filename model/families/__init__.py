@@ -26,7 +26,6 @@ import torch
 from ..trace import masked_scores
 from . import differential, gates, mla, sinks, softcap
 
-
 # in a layer's extras: its scores are shifted by a position bias (T5), not a multiple of the raw ones
 BIAS = "position_bias"
 
