@@ -128,7 +128,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from .summary import summary
 
     settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
-    req = _request(args, settings)
+    req = _request(args, settings, audio="" if args.audio is not None else None)  # the file is read below
     check_device(settings.device, bool(args.device))
     check_checkpoint(settings, bool(args.checkpoint))
     if args.image is not None or args.audio is not None:
