@@ -103,9 +103,10 @@ def with_target(svc: Service, source: Prompt, target: str | None) -> Prompt:
         target, offsets = written_text(svc, ids, len(backend.decoder_start()))
     else:
         ids, offsets = backend.read_target(target)
-    limit = getattr(backend, "target_limit", None)  # a decoder shorter than the source (Whisper's 448 tokens)
-    if limit is not None and len(ids) > limit:
-        msg = f"target is {len(ids)} tokens with the decoder's start; the decoder's context is {limit} tokens"
+    # the decoder's context: the model's, or a shorter decoder's own (Whisper's 448 tokens beside 1,500 frames)
+    limit = getattr(backend, "target_limit", None) or svc.loaded.facts.block_size
+    if len(ids) > limit:
+        msg = f"target is {len(ids)} tokens with the decoder start; the decoder's context is {limit} tokens"
         ctx = {"limit": limit, "count": len(ids)}
         raise ApiError(422, msg, loc=("body", "target"), type_="too_many_tokens", ctx=ctx)
     tokens = [svc.displays[i] for i in ids]

@@ -98,6 +98,7 @@ def load_model(
     cfg = read_config(path)
     family = family_of(cfg)
     from .families.encoder import is_encoder, load_encoder_dir
+    from .families.seq2seq import is_seq2seq, load_seq2seq_dir
 
     if family == "attnscope":
         model, tokenizer = load_ours(path)
@@ -113,8 +114,7 @@ def load_model(
         from .speech.backend import load_speech_dir
 
         backend = load_speech_dir(path, dev, dtype, placement if mapped else None)
-    elif cfg.get("is_encoder_decoder"):  # T5, BART and their kin: encoder, decoder and cross attention
-        from .families.seq2seq import load_seq2seq_dir
+    elif is_seq2seq(cfg):  # T5, BART and their kin: encoder, decoder and cross attention
 
         backend = load_seq2seq_dir(path, dev, dtype, placement if mapped else None)
     elif "vision_config" in cfg:  # an image-text-to-text model: its language model and its processor

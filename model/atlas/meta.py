@@ -75,8 +75,9 @@ def metadata(lm, corpus: Corpus, settings: dict, other=None) -> dict:
             "revision": name.split("@", 1)[1] if "@" in name else None,
             "path": str(lm.path),
             "family": facts.family,
-            "architecture": facts.architecture,  # decoder or encoder
-            "stack": facts.stacks[0]["name"],  # the attention stack measured: the model's one
+            "architecture": facts.architecture,  # decoder, encoder or encoder-decoder
+            # the attention stack measured: the model's one, an encoder-decoder's decoder (Backend.patterns)
+            "stack": next((s["name"] for s in facts.stacks if s["name"] == "decoder"), facts.stacks[0]["name"]),
             "dtype": facts.dtype,
             "device": facts.device,
             "attention_implementation": "model.gpt explicit path (eager arithmetic)"

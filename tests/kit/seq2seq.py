@@ -31,7 +31,8 @@ BART_KWARGS = dict(
 # T5Gemma's encoder and decoder: Gemma 2 blocks, a sliding layer then a global one, a softcap
 T5GEMMA_MODULE = dict(
     hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-    intermediate_size=64, query_pre_attn_scalar=8, sliding_window=4, layer_types=["sliding_attention", "full_attention"],
+    intermediate_size=64, query_pre_attn_scalar=8, sliding_window=4,
+    layer_types=["sliding_attention", "full_attention"],
 )
 
 # family -> (tokenizer kind, special tokens, config kwargs); a variant is named "type (what differs)"

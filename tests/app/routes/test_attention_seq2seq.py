@@ -270,3 +270,12 @@ def test_the_cross_stack_takes_source_positions_on_its_key_side(clients):
         "text": SOURCE, "target": "A dog", "stack": "cross", "layer": 0, "head": 1, "queries": [T], "keys": [0],
     })
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "queries", 0]
+
+
+def test_a_target_over_the_context_is_refused_naming_it(clients):
+    c = clients["bart"]
+    limit = c.get("/api/model").json()["block_size"]
+    r = c.post("/api/attention", json={"text": SOURCE, "target": " dog" * (limit + 1)})
+    assert r.status_code == 422
+    item = r.json()["detail"][0]
+    assert item["loc"] == ["body", "target"] and item["ctx"]["limit"] == limit and item["ctx"]["count"] > limit
