@@ -121,7 +121,7 @@ const detailRecord = (state) => ({
   prompt: subjectKey(state, false),
   textKey: gridKey(state),
   temperature: state.temperature,
-  inputs: inputsFor(state, ["text", "image", "ablate", "causal", "scaled"]),
+  inputs: inputsFor(state, ["text", "target", "image", "ablate", "causal", "scaled"]),
 });
 
 /** Fetch the chosen head's detail (every field, predictions at the chosen temperature). */

@@ -50,7 +50,7 @@ export function inputsFor(state, names) {
 export function changedInputs(inputs, state) {
   const now = inputsNow(state);
   const changed = Object.keys(inputs).filter((name) => inputs[name] !== now[name]);
-  const anew = changed.includes("text") || changed.includes("image");
+  const anew = ["text", "image", "target"].some((name) => changed.includes(name));
   return changed.filter((name) => name !== "position" || !anew).map((name) => WORDS[name]);
 }
 

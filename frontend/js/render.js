@@ -5,7 +5,7 @@
 // is touched (dom.js).
 
 import { divisorShort, divisorWords, num, softcapWords } from "./draw/captions.js";
-import { blankSubject } from "./subject.js";
+import { blankSubject, stackOf } from "./subject.js";
 import { fillIndexSelect, setAttr, setHidden, setText } from "./dom.js";
 import { renderPredictions } from "./draw/predictions.js";
 import { attentionLayers, currentDetail, currentGrid } from "./state.js";
@@ -102,8 +102,9 @@ function renderControls(state, els) {
   fillIndexSelect(els.layerSelect, attentionLayers(m), "Layer", state.layer);
   fillIndexSelect(els.headSelect, nHead, "Head", state.head);
   if (els.causalToggle.checked !== state.causal) els.causalToggle.checked = state.causal;
-  const encoder = m?.architecture === "encoder"; // no causal mask to switch off: the switch stands aside
-  if (els.causalToggle.disabled !== encoder) els.causalToggle.disabled = encoder;
+  // no causal mask to switch off (an encoder, an encoder–decoder's encoder or cross stack): the switch stands aside
+  const unmasked = m?.architecture === "encoder" || ["encoder", "cross"].includes(stackOf(state));
+  if (els.causalToggle.disabled !== unmasked) els.causalToggle.disabled = unmasked;
   if (els.scaleToggle.checked !== state.scaled) els.scaleToggle.checked = state.scaled;
   if (els.aggregateToggle.checked !== state.aggregate) els.aggregateToggle.checked = state.aggregate;
   if (!els.temperature) return; // the widget has no temperature slider

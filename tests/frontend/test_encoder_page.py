@@ -47,6 +47,9 @@ def test_the_page_says_encoder_and_guesses_at_the_position(encoder_tab):
     served = tab.page.evaluate(f"() => window.attnscope.state.detail.response.predictions[{at}].map(p => p.token)")
     listed = card.locator(".pred-token").all_inner_texts()
     assert listed == served
+    # the strip's chip at the mask names the same guesses in its hover
+    hover = tab.page.locator("[data-testid=tokens] .chip").nth(at).get_attribute("title")
+    assert "guesses at this position: " + served[0] in hover
     # no causal mask to switch off on an encoder
     assert tab.page.get_by_test_id("causal-toggle").is_disabled()
     assert not tab.unexpected_console_errors()

@@ -19,6 +19,7 @@ from tests.kit.seq2seq import build_seq2seq  # noqa: E402
 
 TEXT = "The cat sat on the mat, and the dog saw the cat."
 TARGET = "The dog sat on the mat."
+STACKS = ("encoder", "decoder", "cross")
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,9 @@ def test_stacks_target_cross_map_and_lines(tab, s2s_server, width):
     # the encoder's map: source × source, nothing masked; the decoder's: target × target, a triangle
     assert "masked" not in [t.get("name") for t in check_map(tab, pick(tab, "encoder"), "encoder")["data"]]
     assert "masked" in [t.get("name") for t in check_map(tab, pick(tab, "decoder"), "decoder")["data"]]
+    assert not page.get_by_test_id("causal-toggle").is_disabled()  # only the decoder has a causal mask
     sides = pick(tab, "cross")
+    assert page.get_by_test_id("causal-toggle").is_disabled()
     # the link keeps the stack and the target
     page.wait_for_function("() => location.hash.includes('stack=cross') && location.hash.includes('target=')")
     assert f"target={quote(TARGET)}" in page.evaluate("() => location.hash").replace("+", "%20")
@@ -130,3 +133,9 @@ def test_stacks_target_cross_map_and_lines(tab, s2s_server, width):
     assert got["text"] == TEXT and got["target"] == page.get_by_test_id("target-input").input_value()
     assert got["rows"] and all(n == got["source"] for n in got["rows"]) and got["answered"] == got["target"]
     assert not tab.unexpected_console_errors()
+    # lesson 1: encoder vs decoder, self vs cross, each a link to the loaded model's own stack
+    tab.open("/lessons.html")
+    note = page.get_by_test_id("lesson-model")
+    note.wait_for(state="visible")
+    assert "Encoder vs decoder" in note.inner_text() and "Self vs cross" in note.inner_text()
+    assert [a.get_attribute("href") for a in note.locator("a").all()] == [f"./#stack={s}" for s in STACKS]

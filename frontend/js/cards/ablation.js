@@ -33,7 +33,7 @@ export function toggleSpots(layout, layers) {
 export const fmt = (p) => (p >= 0.001 ? `${(100 * p).toFixed(1)} %` : p > 0 ? p.toExponential(1) : "0");
 
 /** What the before → after measurement depends on. */
-const INPUTS = ["text", "image", "position", "ablate", "causal", "scaled", "temperature"];
+const INPUTS = ["text", "target", "image", "position", "ablate", "causal", "scaled", "temperature"];
 
 /** The ✕ over one head's tile (`spot`, toggleSpots), pressed when the head is off. */
 function toggleButton(spot, ablate) {

@@ -67,7 +67,8 @@ function answerWords(answer) {
 export async function measureEffects(app, token_id = null) {
   const { state } = app;
   if (blankSubject(state)) return;
-  const record = { inputs: inputsFor(state, ["text", "image", "position", "ablate", "effectsMode"]), pending: true };
+  const measured = ["text", "target", "stack", "image", "position", "ablate", "effectsMode"];
+  const record = { inputs: inputsFor(state, measured), pending: true };
   state.effects = record;
   app.update();
   const body = { ...subject(state, "/api/head-effects"), ablation: state.effectsMode };

@@ -95,7 +95,7 @@ export function headHeatmapFigure(args) {
   const view = args.view && args.view.q1 <= T && args.view.k1 <= keys.length ? args.view : null;
   const labels = tokens.map((t, i) => `${i} ${t}`);
   const customdata = headCustomdata(labels, keys === tokens ? labels : keys.map((t, j) => `${j} ${t}`), a);
-  const gap = T <= 24 ? 1 : 0;
+  const gap = Math.max(T, keys.length) <= 24 ? 1 : 0; // a gap between cells only where they are large
   const data = [weightTrace(a, maskNull(a.pattern, mask), customdata, gap)];
   const masked = maskedHoverTrace(a, customdata, gap);
   if (masked) data.push(masked);

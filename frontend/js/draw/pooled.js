@@ -115,13 +115,13 @@ const num = (v, digits) =>
  * token block in view) only those in view and one around them: the cells out of view would cost
  * their hover rows and pixels for nothing.
  */
-function cellsInView(view, block, m) {
-  if (!view) return [0, m, 0, m];
+function cellsInView(view, block, m, mk = m) {
+  if (!view) return [0, m, 0, mk];
   return [
     Math.max(0, Math.floor(view.q0 / block) - 1),
     Math.min(m, Math.ceil(view.q1 / block) + 1),
     Math.max(0, Math.floor(view.k0 / block) - 1),
-    Math.min(m, Math.ceil(view.k1 / block) + 1),
+    Math.min(mk, Math.ceil(view.k1 / block) + 1),
   ];
 }
 
@@ -131,14 +131,17 @@ function cellsInView(view, block, m) {
  * `customdata` (the query and key words, the largest scores, the block's size) and `anyMasked`.
  */
 function pooledCells(a, [i0, i1, j0, j1]) {
-  const { tokens, block, pattern, mask, raw, scaled, window, chunk, region } = a;
+  const { tokens, keys, block, pattern, mask, raw, scaled, window, chunk, region } = a;
   const spans = Array.from({ length: pattern.length }, (_, c) => blockSpan(tokens.length, block, c));
+  // the key side's blocks: a cross stack's keys are the source's tokens, more or fewer than the queries
+  const kSpans = Array.from({ length: pattern[0]?.length ?? 0 }, (_, c) => blockSpan(keys.length, block, c));
   const qWords = spans.map(([s, e]) => `queries ${spanWords(tokens, s, e)}`);
-  const kWords = spans.map(([s, e]) => `keys ${spanWords(tokens, s, e)}`);
+  const kWords = kSpans.map(([s, e]) => `keys ${spanWords(keys, s, e)}`);
   const sizes = spans.map(([s, e]) => e - s);
+  const kSizes = kSpans.map(([s, e]) => e - s);
   // the blocks under an exact region are left out: the region's cells are drawn there instead
   const [r0, r1, c0, c1] = region ? region.bounds : [0, 0, 0, 0];
-  const under = (i, j) => region && spans[i][0] < r1 && spans[i][1] > r0 && spans[j][0] < c1 && spans[j][1] > c0;
+  const under = (i, j) => region && spans[i][0] < r1 && spans[i][1] > r0 && kSpans[j][0] < c1 && kSpans[j][1] > c0;
   const cells = { z: [], hatched: [], anyMasked: false };
   for (let i = i0; i < i1; i++) {
     const zr = [];
@@ -170,7 +173,7 @@ function pooledCells(a, [i0, i1, j0, j1]) {
         kWords[j],
         raw ? num(raw[i][j], 3) : "",
         scaled ? num(scaled[i][j], 3) : "",
-        `${sizes[i]}×${sizes[j]}`,
+        `${sizes[i]}×${kSizes[j]}`,
       ];
     }),
   );
@@ -210,7 +213,7 @@ export function pooledHeatmapFigure(args) {
   const a = { ...heatmapArgs(args), region: args.region ?? null, view: args.view ?? null };
   const { tokens, block, region, view, layer, head } = a;
   const m = a.pattern.length;
-  const [i0, i1, j0, j1] = cellsInView(view, block, m);
+  const [i0, i1, j0, j1] = cellsInView(view, block, m, a.pattern[0]?.length ?? m);
   // evenly spaced cells (x0, dx); the last block, shorter, is cut at T by the axes
   const grid = { x0: j0 * block + (block - 1) / 2, dx: block, y0: i0 * block + (block - 1) / 2, dy: block };
   const cells = pooledCells(a, [i0, i1, j0, j1]);
@@ -227,7 +230,7 @@ export function pooledHeatmapFigure(args) {
   const layout = headLayout(a, {
     ...zoomedAxes(tokens, view, a.maxTicks, a.keys, a.axes),
     dragmode: false,
-    meta: { tokens: tokens.length, block, size: m },
+    meta: { tokens: tokens.length, keys: a.keys.length, block, size: m },
     // one revision for every long text: a zoom stays while the text is typed on or the head changes
     uirevision: a.uirevision ?? "pooled",
   });
