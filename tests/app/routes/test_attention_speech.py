@@ -196,3 +196,28 @@ def test_a_target_longer_than_the_decoder_is_refused_naming_target(clients):
     r = clients["whisper"].post("/api/attention", json={"audio": b64(audio_file(0.5, "WAV")), "target": " cat" * 200})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "target"]
     assert r.json()["detail"][0]["ctx"]["limit"] == 128
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/api/rollout", {"position": 3}),
+        ("/api/head-effects", {"position": 3}),
+        ("/api/selection", {"layer": 0, "head": 0, "queries": [2], "keys": [0, 1]}),
+        ("/api/lens", {}),
+    ],
+)
+def test_the_other_routes_hear_the_recording(url, body, clients):
+    r = clients["whisper"].post(url, json={"audio": b64(audio_file(1.0, "WAV")), "target": TARGET, **body})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    if "tokens" in got:
+        assert got["tokens"][:2] == ["<|startoftranscript|>", "<|notimestamps|>"]
+    if "audio" in got:
+        assert got["audio"]["audio_frames"] == 50
+
+
+def test_generation_continues_a_transcript_of_the_recording(clients):
+    r = clients["whisper"].post("/api/generate", json={"audio": b64(audio_file(1.0, "WAV")), "max_new_tokens": 2})
+    assert r.status_code == 200, r.text
+    assert r.text.count('"step"') == 2
