@@ -114,6 +114,16 @@ def test_stacks_target_cross_map_and_lines(tab, s2s_server, width):
         h, q, k, w = (line.get_attribute(f"data-{n}") for n in ("head", "query", "key", "weight"))
         assert abs(heads["heads"][int(h)]["pattern"][int(q)][int(k)] - float(w)) < 1e-4
     assert "target token" in page.get_by_test_id("lines-caption").inner_text()
+    # a selection: where target token 1 looks (bars over the source), who looks at source token 2 (over the target)
+    svg.locator("text[data-side=query]").nth(1).click()
+    svg.locator("text[data-side=key]").nth(2).click()
+    page.wait_for_function("() => document.querySelector('[data-testid=lines-selection-plot]')?.data?.length === 2")
+    bars = tab.figure("lines-selection-plot")["data"]
+    assert [len(b["x"]) for b in bars] == [len(sides["source"]), len(sides["target"])]
+    body = {"text": TEXT, "target": TARGET, "stack": "cross", "queries": [1], "keys": [2], "reduce": "mean"}
+    layer, head = page.evaluate("() => [window.attnscope.state.layer, window.attnscope.state.head]")
+    chosen = post_json(s2s_server.url + "/api/selection", {**body, "layer": layer, "head": head})
+    assert bars[0]["y"] == chosen["from_queries"] and bars[1]["y"] == chosen["to_keys"]
     # the link reopens the same stack and target
     hash_ = page.evaluate("() => location.hash")
     page.goto("about:blank")

@@ -233,18 +233,20 @@ function drawHeads(box, heads, hidden) {
  * The selection's two bar charts: where the selected queries look (over keys), who looks at the selected keys
  * (over queries).
  */
-export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, reduce }) {
-  const x = tokens.map((t, i) => `${i} ${t}`);
+export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, reduce }, keys = tokens) {
+  const labels = (names) => names.map((t, i) => `${i} ${t}`);
   const rows = [
-    fromQ && { y: fromQ, name: `where the selected queries look (${reduce})`, color: BLUE },
-    toK && { y: toK, name: `who looks at the selected keys (${reduce})`, color: ORANGE },
+    fromQ && { x: labels(keys), y: fromQ, name: `where the selected queries look (${reduce})`, color: BLUE },
+    toK && { x: labels(tokens), y: toK, name: `who looks at the selected keys (${reduce})`, color: ORANGE },
   ].filter(Boolean);
+  const two = keys !== tokens && rows.length === 2; // a cross stack's keys (the source) and queries (the target)
   const data = rows.map((r, i) => ({
     type: "bar",
-    x,
+    x: r.x,
     y: r.y,
     name: r.name,
     marker: { color: r.color },
+    xaxis: two && i === 1 ? "x2" : "x",
     yaxis: i === 0 ? "y" : "y2",
     hovertemplate: `%{x}: %{y:.4f}<extra>${r.name}</extra>`,
   }));
@@ -257,12 +259,13 @@ export function selectionFigure({ tokens, from_queries: fromQ, to_keys: toK, red
   rows.forEach((_, i) => {
     const key = i === 0 ? "yaxis" : "yaxis2";
     layout[key] = {
-      domain: rows.length === 2 ? (i === 0 ? [0.55, 1] : [0, 0.45]) : [0, 1],
+      domain: rows.length === 2 ? (i === 0 ? [two ? 0.68 : 0.55, 1] : [0, two ? 0.32 : 0.45]) : [0, 1],
       fixedrange: true,
       rangemode: "tozero",
     };
   });
-  if (rows.length === 2) layout.xaxis.anchor = "y2";
+  if (two) layout.xaxis2 = { tickangle: -55, fixedrange: true, anchor: "y2" };
+  else if (rows.length === 2) layout.xaxis.anchor = "y2";
   return { data, layout };
 }
 
@@ -300,7 +303,10 @@ function drawSelection(state) {
         `${response.reduce === "mean" ? "averaged" : "summed"}. Click a token again to let it go.`
       : "combining…";
   setText(byId("lines-selection-caption"), words);
-  if (response) drawPlot(plot, idOf(response), () => selectionFigure(response), "attnscope-selection");
+  // a cross stack's columns are the source's tokens, which the layer's answer (same subject) names
+  const layer = answerIn(state, linesQuestion(state)).response;
+  const columns = layer && keyTokens(state, layer) !== layer.tokens ? keyTokens(state, layer) : undefined;
+  if (response) drawPlot(plot, idOf(response), () => selectionFigure(response, columns), "attnscope-selection");
 }
 
 export function draw(state) {
