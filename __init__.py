@@ -39,14 +39,14 @@ def load_model(checkpoint=None, device: str | None = "cpu", dtype: str = "fp32")
     return _load(checkpoint, device=device, dtype=dtype)
 
 
-def show(text: str, model=None, tokenizer=None, checkpoint=None, **options):
+def show(text: str | None = None, model=None, tokenizer=None, checkpoint=None, **options):
     """A notebook widget of attnscope's head view (:func:`attnscope.app.notebook.show`)."""
     from .app.notebook import show as _show
 
     return _show(text, model=model, tokenizer=tokenizer, checkpoint=checkpoint, **options)
 
 
-def capture(text: str, model=None, tokenizer=None, checkpoint=None, **options):
+def capture(text: str | None = None, model=None, tokenizer=None, checkpoint=None, **options):
     """What the API answers for ``text``, its matrices as numpy arrays (:func:`attnscope.app.notebook.capture`)."""
     from .app.notebook import capture as _capture
 

@@ -41,21 +41,22 @@ def error_item(type_: str, loc: Sequence[str | int], msg: str, ctx: dict[str, An
 
 
 def body_too_large_item(
-    count: int, limit: int, image_max_bytes: int | None = None, read: bool = False
+    count: int, limit: int, max_bytes: int | None = None, read: bool = False, part: str = "image"
 ) -> dict[str, Any]:
     """The 413 item of a request body over its route's ``limit`` (``count`` bytes declared, or, when
     ``read``, the bytes read when it ran over). On a route that takes an ``image`` of an image-text
-    model (``image_max_bytes``, GET /api/model ``image_limits.max_bytes``) the limit is the text's and
-    that image's in base64: the item names ``image`` and its ``max_bytes``."""
+    model (``max_bytes``, GET /api/model ``image_limits.max_bytes``), or the ``audio`` of a speech model
+    (``audio_limits.max_bytes``), the limit is the text's and that ``part``'s in base64: the item names
+    the part and its ``max_bytes``."""
     size = f"is over the limit of {limit:,} bytes" if read else f"is {count:,} bytes; the limit is {limit:,} bytes"
     ctx = {"limit": limit, "count": count}
-    if image_max_bytes is None:
+    if max_bytes is None:
         return error_item("body_too_large", ("body",), f"the request body {size}", ctx)
     msg = (
-        f"the request body {size}: image is at most {image_max_bytes:,} bytes (max_bytes of image_limits in "
-        f"GET /api/model), {4 * -(-image_max_bytes // 3):,} characters of base64, beside the text"
+        f"the request body {size}: {part} is at most {max_bytes:,} bytes (max_bytes of {part}_limits in "
+        f"GET /api/model), {4 * -(-max_bytes // 3):,} characters of base64, beside the text"
     )
-    return error_item("body_too_large", ("body", "image"), msg, ctx | {"max_bytes": image_max_bytes})
+    return error_item("body_too_large", ("body", part), msg, ctx | {"max_bytes": max_bytes})
 
 
 class ApiError(Exception):

@@ -22,25 +22,26 @@ DATA_URL = re.compile(r"data:[\w.+/-]*(;[\w=.+-]+)*;base64,", re.ASCII)
 WHITESPACE = str.maketrans("", "", " \t\n\r\v\f")  # ASCII whitespace: base64 wrapped in lines, as GNU base64 writes it
 
 
-def image_bytes(value: str, max_bytes: int) -> bytes:
+def upload_bytes(value: str, max_bytes: int, part: str = "image") -> bytes:
     """``image`` (base64, or a ``data:`` URL holding base64) -> its bytes; 413 above ``max_bytes``.
     Whitespace in the base64 (lines of 76, as ``base64`` and ``base64.encodebytes`` wrap it) is
-    dropped; any other character outside the alphabet is a 422."""
+    dropped; any other character outside the alphabet is a 422. ``part``: the field's name (``audio``
+    reads the same way)."""
     head = DATA_URL.match(value)
     encoded = (value[head.end() :] if head else value).translate(WHITESPACE)
     ctx = {"limit": max_bytes}
+    loc = ("body", part)
     if len(encoded) * 3 // 4 > max_bytes + 2:
-        msg = f"image is about {len(encoded) * 3 // 4:,} bytes; the limit is {max_bytes:,} bytes"
-        raise ApiError(413, msg, loc=LOC, type_="image_too_large", ctx=ctx)
+        msg = f"{part} is about {len(encoded) * 3 // 4:,} bytes; the limit is {max_bytes:,} bytes"
+        raise ApiError(413, msg, loc=loc, type_=f"{part}_too_large", ctx=ctx)
     try:
         data = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
-        raise ApiError(
-            422, "image is not base64 (or a data: URL holding base64)", loc=LOC, type_="image_encoding"
-        ) from None
+        msg = f"{part} is not base64 (or a data: URL holding base64)"
+        raise ApiError(422, msg, loc=loc, type_=f"{part}_encoding") from None
     if len(data) > max_bytes:
-        msg = f"image is {len(data):,} bytes; the limit is {max_bytes:,} bytes"
-        raise ApiError(413, msg, loc=LOC, type_="image_too_large", ctx=ctx)
+        msg = f"{part} is {len(data):,} bytes; the limit is {max_bytes:,} bytes"
+        raise ApiError(413, msg, loc=loc, type_=f"{part}_too_large", ctx=ctx)
     return data
 
 
@@ -53,7 +54,7 @@ def image_prompt(svc: Service, text: str, value: str):
         msg = f"image was sent, but {facts.name} ({facts.family}) reads text only; open an image-text model"
         raise ApiError(422, msg, loc=LOC, type_="image_unsupported")
     limits = svc.info["image_limits"]
-    data = image_bytes(value, limits["max_bytes"])
+    data = upload_bytes(value, limits["max_bytes"])
     try:
         image = decode_image(data, limits["max_pixels"])
     except ImageError as e:

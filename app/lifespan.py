@@ -123,7 +123,9 @@ def load_service(settings: Settings) -> Service:
     if jlens is not None:
         check_fits(jlens, lm.facts)
     limits = {"max_text_chars": settings.text_limit(), "max_matrix_cells": settings.max_matrix_cells}
-    svc = build_service(lm, limits=limits, image_limits=settings.image_limits(), jlens=jlens)
+    svc = build_service(
+        lm, limits=limits, image_limits=settings.image_limits(), audio_bytes=settings.max_audio_bytes, jlens=jlens
+    )
     if settings.compile:
         svc.fuse = True
         compile_now(svc)

@@ -76,12 +76,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Content-Type"],
             expose_headers=["Server-Timing", "X-Timing-Ms"],
         )
+    part, upload_body_bytes, upload_max_bytes = settings.upload()
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_body_bytes=settings.body_limit(),
-        image_paths=paths_taking([route for router in routers for route in router.routes], "image"),
-        image_body_bytes=settings.image_body_limit(),
-        image_max_bytes=settings.max_image_bytes,
+        upload_paths=paths_taking([route for router in routers for route in router.routes], part),
+        upload_body_bytes=upload_body_bytes,
+        upload_max_bytes=upload_max_bytes,
+        upload_part=part,
     )
     app.add_middleware(LifespanErrorMiddleware, state=state)
     return app

@@ -29,34 +29,37 @@ class BodyTooLarge(Exception):
 
 
 class BodySizeLimitMiddleware:
-    """``image_paths``: the routes whose requests may carry an image; on an image-text model
-    (``image_body_bytes`` set) their limit is ``image_body_bytes``, every other route's stays, and
-    their 413 names ``image`` and its ``image_max_bytes``."""
+    """``upload_paths``: the routes whose requests may carry the model's ``upload_part`` (an image on an
+    image-text model, ``audio`` on a speech model); where the model takes one (``upload_body_bytes`` set)
+    their limit is ``upload_body_bytes``, every other route's stays, and their 413 names the part and its
+    ``upload_max_bytes``."""
 
     def __init__(
         self,
         app: ASGIApp,
         max_body_bytes: int,
-        image_paths: frozenset[str] = frozenset(),
-        image_body_bytes: int | None = None,
-        image_max_bytes: int | None = None,
+        upload_paths: frozenset[str] = frozenset(),
+        upload_body_bytes: int | None = None,
+        upload_max_bytes: int | None = None,
+        upload_part: str = "image",
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.image_paths = image_paths
-        self.image_body_bytes = image_body_bytes
-        self.image_max_bytes = image_max_bytes
+        self.upload_paths = upload_paths
+        self.upload_body_bytes = upload_body_bytes
+        self.upload_max_bytes = upload_max_bytes
+        self.upload_part = upload_part
 
-    def _takes_image(self, scope: Scope) -> bool:
-        return self.image_body_bytes is not None and scope.get("path") in self.image_paths
+    def _takes_upload(self, scope: Scope) -> bool:
+        return self.upload_body_bytes is not None and scope.get("path") in self.upload_paths
 
     def limit_of(self, scope: Scope) -> int:
-        return self.image_body_bytes if self._takes_image(scope) else self.max_body_bytes
+        return self.upload_body_bytes if self._takes_upload(scope) else self.max_body_bytes
 
     def too_large(self, scope: Scope, count: int, read: bool = False) -> dict:
-        """The 413's item: naming ``image`` and its limit on a route that takes one."""
-        image = self.image_max_bytes if self._takes_image(scope) else None
-        return body_too_large_item(count, self.limit_of(scope), image, read)
+        """The 413's item: naming the image or audio and its limit on a route that takes one."""
+        most = self.upload_max_bytes if self._takes_upload(scope) else None
+        return body_too_large_item(count, self.limit_of(scope), most, read, self.upload_part)
 
     def _response(self, status: int, item: dict) -> tuple[Message, Message]:
         body = dumps({"detail": [item]})

@@ -15,7 +15,7 @@ from ..model.fields.table import field_table
 from ..model.heads import ROLES, role_scores
 from ..model.jlens.lensfile import JacobianLens
 from .responses import dumps
-from .schemas.attention import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_MATRIX_CELLS, REGION_MAX
+from .schemas.attention import MAX_AUDIO_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_MATRIX_CELLS, REGION_MAX
 from .schemas.generation import MAX_NEW_TOKENS
 from .settings import CHARS_PER_TOKEN
 
@@ -58,16 +58,22 @@ def model_info(lm: LoadedModel) -> dict[str, Any]:
     facts = lm.facts
     return {
         **facts.to_dict(),
-        "subject": [
-            "text",
-            *(["messages"] if facts.chat else []),
-            *(["image"] if facts.vision else []),
-            *(["target"] if facts.architecture == "encoder-decoder" else []),
-        ],
         "checkpoint": checkpoint_label(lm.path),
         "training": lm.training or {},
         "fields": field_table(),
     }
+
+
+def subject_parts(facts, audio: bool) -> list[str]:
+    """The parts of a request's subject the model takes (/api/model ``subject``)."""
+    if audio:
+        return ["audio", "target"]
+    return [
+        "text",
+        *(["messages"] if facts.chat else []),
+        *(["image"] if facts.vision else []),
+        *(["target"] if facts.architecture == "encoder-decoder" else []),
+    ]
 
 
 def head_roles(lm: LoadedModel) -> dict[str, Any]:
@@ -81,15 +87,22 @@ def build_service(
     with_heads: bool = True,
     limits: dict[str, int] | None = None,
     image_limits: dict[str, int] | None = None,
+    audio_bytes: int = MAX_AUDIO_BYTES,
     jlens: JacobianLens | None = None,
 ) -> Service:
     """The model and what is computed once. ``limits``: the server's (``max_text_chars``,
     ``max_matrix_cells``), shown in the model's description; unset: the defaults. ``image_limits``
-    (``max_bytes``, ``max_pixels``): an image-text model's, unset: the defaults. ``jlens``: a Jacobian
+    (``max_bytes``, ``max_pixels``): an image-text model's, unset: the defaults; ``audio_bytes``: a speech
+    model's largest recording (its ``max_seconds`` is the model's window). ``jlens``: a Jacobian
     lens already checked to fit the model (:func:`model.jlens.lensfile.check_fits`)."""
     info = model_info(lm)
     default_images = {"max_bytes": MAX_IMAGE_BYTES, "max_pixels": MAX_IMAGE_PIXELS}
     info["image_limits"] = (image_limits or default_images) if lm.facts.vision else None
+    ear = getattr(lm.backend, "ear", None)  # a speech model's (model.speech.features.Ear)
+    info["audio"] = ear is not None
+    info["audio_limits"] = {"max_bytes": audio_bytes, "max_seconds": ear.max_seconds} if ear else None
+    info["alignment_heads"] = getattr(lm.backend, "named_heads", None)
+    info["subject"] = subject_parts(lm.facts, ear is not None)
     info["jlens"] = jlens.about() if jlens is not None else None
     text_chars = max(16000, CHARS_PER_TOKEN * lm.facts.block_size)  # as Settings.text_limit() for this model
     info["limits"] = {

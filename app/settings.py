@@ -19,6 +19,8 @@ the checkpoint wins when both are set) |
 the body limit of the routes taking an image grows by it |
 | ``ATTNSCOPE_MAX_IMAGE_PIXELS`` | 40000000 | most pixels of an image, read from its header \
 before decoding (more: 422) |
+| ``ATTNSCOPE_MAX_AUDIO_BYTES`` | 33554432 (32 MiB) | largest recording (speech models), encoded; \
+the body limit of the routes taking audio grows by it |
 | ``ATTNSCOPE_MAX_MATRIX_CELLS`` | 134217728 (2²⁷) | most cells of whole T×T matrices in one answer (more: 422) |
 | ``ATTNSCOPE_MAX_CONCURRENCY`` | 0 = auto | model computations running at once; the rest wait |
 | ``ATTNSCOPE_TORCH_THREADS`` | 0 = auto | torch intra-op threads |
@@ -44,7 +46,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from ..model.ours.checkpoint import SHIPPED
 from ..model.registry import Placement, context_tokens
 from ..model.sources.hub import resolve_hub
-from .schemas.attention import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_MATRIX_CELLS
+from .schemas.attention import MAX_AUDIO_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_MATRIX_CELLS
 
 CHARS_PER_TOKEN = 8  # the text guard per token of context: English runs 3-5 characters a token
 
@@ -80,6 +82,7 @@ class Settings(BaseSettings):
     )
     max_image_bytes: int = Field(MAX_IMAGE_BYTES, ge=1024, description="largest image, in encoded bytes")
     max_image_pixels: int = Field(MAX_IMAGE_PIXELS, ge=1, description="most pixels of an image (width × height)")
+    max_audio_bytes: int = Field(MAX_AUDIO_BYTES, ge=1024, description="largest recording, in encoded bytes")
     max_matrix_cells: int = Field(
         MAX_MATRIX_CELLS, ge=1024, description="most cells of whole T×T matrices in one answer; more is a 422"
     )
@@ -176,18 +179,41 @@ class Settings(BaseSettings):
         in lines of 76 characters: room for a line break each, CRLF escaped in JSON (4 bytes)."""
         if not self.reads_images():
             return None
-        encoded = 4 * (self.max_image_bytes + 2) // 3
+        return self._with_upload(self.max_image_bytes)
+
+    def audio_body_limit(self) -> int | None:
+        """As :meth:`image_body_limit`, for a speech model's recording (``None`` for any other model)."""
+        return self._with_upload(self.max_audio_bytes) if self.reads_audio() else None
+
+    def _with_upload(self, max_bytes: int) -> int:
+        encoded = 4 * (max_bytes + 2) // 3
         return self.body_limit() + encoded + 4 * (encoded // 76 + 1) + 1024
+
+    def upload(self) -> tuple[str, int | None, int]:
+        """The part of a request that raises its body limit on this model: ``("audio", body limit, max_bytes)``
+        on a speech model, else the image's (body limit ``None`` on a text model)."""
+        if self.reads_audio():
+            return "audio", self.audio_body_limit(), self.max_audio_bytes
+        return "image", self.image_body_limit(), self.max_image_bytes
+
+    def _config(self) -> dict:
+        try:
+            from ..model.ours.checkpoint import read_config
+
+            return read_config(self.checkpoint_path)
+        except Exception:  # no config.json (ours is read the same way; a GGUF file has none): text only
+            return {}
 
     def reads_images(self) -> bool:
         """Whether the checkpoint is an image-text model (its config has a ``vision_config``), read
         from its config alone, before any weights load."""
-        try:
-            from ..model.ours.checkpoint import read_config
+        return "vision_config" in self._config()
 
-            return "vision_config" in read_config(self.checkpoint_path)
-        except Exception:  # no config.json (ours is read the same way; a GGUF file has none): text only
-            return False
+    def reads_audio(self) -> bool:
+        """Whether the checkpoint is a speech-to-text model (Whisper's kind), read from its config alone."""
+        from ..model.speech.audio import hears
+
+        return hears(self._config())
 
     @property
     def threads(self) -> int:

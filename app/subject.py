@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.chat import ChatError
+from .audio import no_audio, recording_of, with_timing
 from .compute.checks import check_token_count, check_token_id, position_of
 from .errors import ApiError
 from .images import image_answer, image_prompt
@@ -55,18 +56,39 @@ def subject_of(svc: Service, req, text: str = "text", messages: str = "messages"
     if target is not None and svc.loaded.facts.architecture != "encoder-decoder":
         msg = f"target is the text of a decoder over a source; {svc.loaded.facts.name} has none (send text only)"
         raise ApiError(422, msg, loc=("body", "target"), type_="target_unsupported")
-    got = prompt_of(
-        svc,
-        text=getattr(req, text),
-        messages=getattr(req, messages, None),
-        add_generation_prompt=getattr(req, "add_generation_prompt", None),
-        image=getattr(req, "image", None),
-        names=(text, messages),
-    )
+    audio = getattr(req, "audio", None)
+    if audio is not None or svc.info.get("audio"):
+        got = heard_prompt(svc, audio, getattr(req, "spectrogram", False))
+    else:
+        got = prompt_of(
+            svc,
+            text=getattr(req, text),
+            messages=getattr(req, messages, None),
+            add_generation_prompt=getattr(req, "add_generation_prompt", None),
+            image=getattr(req, "image", None),
+            names=(text, messages),
+        )
     got.stack = stack
     if svc.loaded.facts.architecture == "encoder-decoder":
-        return with_target(svc, got, target)
+        got = with_target(svc, got, target)
+        if audio is not None:
+            with_timing(svc, got, req)
     return got
+
+
+def heard_prompt(svc: Service, value: str | None, spectrogram: bool = False) -> Prompt:
+    """A speech model's source: the request's recording through the model's feature extractor, bound to the
+    backend (:meth:`~attnscope.model.speech.backend.WhisperBackend.hearing`); its tokens are the encoder's
+    frames' times, and the answer adds ``audio``."""
+    if value is None:
+        no_audio(svc)
+    recording = recording_of(svc, value)  # a 422 naming audio first, on a model that does not hear
+    backend = svc.loaded.backend
+    ear = backend.ear
+    heard = ear.hear(recording, next(backend.model.parameters()).dtype, backend.device)
+    bound = backend.hearing(heard)
+    ids = bound.source_ids()
+    return Prompt(ids, ear.source_tokens(), [[0, 0]] * len(ids), bound, {"audio": ear.about(heard, spectrogram)})
 
 
 def with_target(svc: Service, source: Prompt, target: str | None) -> Prompt:
@@ -74,18 +96,19 @@ def with_target(svc: Service, source: Prompt, target: str | None) -> Prompt:
     after the decoder start) or, without one, written by the model greedily; the prompt's ids are the
     stack's query side and its backend the model with both bound (:class:`~attnscope.model.families.target.
     TargetBound`)."""
-    backend = svc.loaded.backend
+    backend = source.backend  # the model's, or with a recording bound (a speech model)
     generated = target is None
     if generated:
         ids = backend.write(source.ids)
         target, offsets = written_text(svc, ids, len(backend.decoder_start()))
     else:
         ids, offsets = backend.read_target(target)
-        limit = svc.loaded.facts.block_size
-        if len(ids) > limit:
-            msg = f"target is {len(ids)} tokens with the decoder start; the model's context is {limit} tokens"
-            ctx = {"limit": limit, "count": len(ids)}
-            raise ApiError(422, msg, loc=("body", "target"), type_="too_many_tokens", ctx=ctx)
+    # the decoder's context: the model's, or a shorter decoder's own (Whisper's 448 tokens beside 1,500 frames)
+    limit = getattr(backend, "target_limit", None) or svc.loaded.facts.block_size
+    if len(ids) > limit:
+        msg = f"target is {len(ids)} tokens with the decoder start; the decoder's context is {limit} tokens"
+        ctx = {"limit": limit, "count": len(ids)}
+        raise ApiError(422, msg, loc=("body", "target"), type_="too_many_tokens", ctx=ctx)
     tokens = [svc.displays[i] for i in ids]
     adds = dict(source.adds) | {
         "source_tokens": source.tokens,

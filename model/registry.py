@@ -11,6 +11,8 @@ an encoder ``model_type``              BERT, RoBERTa, XLM-R, DistilBERT, ALBERT,
                                        ELECTRA, ModernBERT (``AutoModelForMaskedLM``)
 ``is_encoder_decoder``                 T5, mT5, UMT5, BART, mBART, Marian,         transformers
                                        Pegasus, T5Gemma (``AutoModelForSeq2SeqLM``)
+``model_type: whisper``                Whisper, Distil-Whisper: the source a       transformers
+                                       recording (``AutoModelForSpeechSeq2Seq``)
 a ``vision_config``                    LLaVA, Gemma 3 (``AutoModelForImageText``   transformers
                                        ``ToText`` + ``AutoProcessor``)
 =====================================  ==========================================  ============
@@ -31,6 +33,7 @@ import torch
 
 from .backends import DTYPES, LoadedModel, OursBackend
 from .ours.checkpoint import SHIPPED, CheckpointError, load_ours, pick_device, read_config, read_training
+from .speech.audio import hears
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,10 @@ def load_model(
         backend = OursBackend(model, tokenizer, dev, DTYPES[dtype])
     elif is_encoder(cfg):  # BERT and its kin: a masked LM, every row sees every key
         backend = load_encoder_dir(path, dev, dtype, placement if mapped else None)
+    elif hears(cfg):  # Whisper: an encoder-decoder whose source is a recording's features
+        from .speech.backend import load_speech_dir
+
+        backend = load_speech_dir(path, dev, dtype, placement if mapped else None)
     elif is_seq2seq(cfg):  # T5, BART and their kin: encoder, decoder and cross attention
 
         backend = load_seq2seq_dir(path, dev, dtype, placement if mapped else None)

@@ -9,13 +9,13 @@ as typed (``--head 9: the model has 4 heads``), not the request field. ``--image
 image-text model) goes in as the request's ``image``; a file that cannot be read or shown is one
 line naming ``--image`` and exit status 1. ``--messages FILE`` (a chat model) sends a conversation from
 a JSON file instead of the text, laid out by the model's chat template; a file that cannot be read, or a
-conversation the model cannot take, is one line naming ``--messages`` and exit status 1.
+conversation the model cannot take, is one line naming ``--messages`` and exit status 1. ``--audio FILE``
+(a speech model: WAV, FLAC, OGG/Vorbis, MP3) is the request's ``audio``, in place of the text.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 import time
@@ -51,6 +51,7 @@ INSPECT_FLAGS = {
     "top_k": "--top-k",
     "temperature": "--temperature",
     "image": "--image",
+    "audio": "--audio",
     "messages": "--messages",
 }
 
@@ -107,6 +108,7 @@ def add_inspect_command(sub) -> None:
         "--temperature", action=_Typed, default=1.0, help="softmax temperature of those predictions (default 1.0)"
     )
     ins.add_argument("--image", metavar="FILE", help="an image-text model: this image (PNG, JPEG, WebP, GIF) first")
+    ins.add_argument("--audio", metavar="FILE", help="a speech model (Whisper): this recording, not a text")
     ins.add_argument(
         "--messages",
         metavar="FILE",
@@ -123,19 +125,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from ..compute.attention import answer_arrays, attention_json
     from ..errors import ApiError
     from ..service import build_service
+    from .summary import summary
 
     settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
-    req = _request(args, settings)
+    req = _request(args, settings, audio="" if args.audio is not None else None)  # the file is read below
     check_device(settings.device, bool(args.device))
     check_checkpoint(settings, bool(args.checkpoint))
-    if args.image is not None:
-        req = _request(args, settings, _image_file(args.image, settings))
+    if args.image is not None or args.audio is not None:
+        part = "image" if args.image is not None else "audio"
+        req = _request(args, settings, **{part: _upload_file(part, getattr(args, part), settings)})
     with quiet_libraries():  # no progress bar, no library warnings: the answer, or one line
         try:
             lm = load_model(settings.checkpoint_path, settings.device, settings.dtype, settings.placement())
         except CheckpointError as e:
             raise Failure(str(e)) from None
-        svc = build_service(lm, with_heads=False, image_limits=settings.image_limits())
+        svc = build_service(
+            lm, with_heads=False, image_limits=settings.image_limits(), audio_bytes=settings.max_audio_bytes
+        )
         try:
             if args.json:
                 body, _ = attention_json(svc, req)
@@ -148,33 +154,36 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 print(summary(answer, args.layer, args.head, width=min(3, max(1, args.top_k))))
         except ApiError as e:  # what only the model can refuse: a layer or head it lacks, a text too long
             loc = e.detail[0]["loc"][1:]
-            code = 1 if loc[:1] in (["image"], ["messages"]) else EXIT_USAGE  # the file, not how it was named: exit 1
+            code = 1 if loc[:1] in (["image"], ["audio"], ["messages"]) else EXIT_USAGE  # the file: exit 1
             raise Failure(_flag_message(loc, e.detail[0]["msg"], args), code) from None
     return 0
 
 
-def _image_file(path: str, settings: Settings) -> str:
-    """``--image FILE``'s bytes as base64 (the request's ``image``), read and decoded once before the
-    model loads; one line naming ``--image`` if the model reads text only (asked first, from its
-    config), or the file cannot be read or is not an image within the limits (Pillow missing too)."""
-    if not settings.reads_images():
+def _upload_file(part: str, path: str, settings: Settings) -> str:
+    """``--image FILE``'s (``--audio FILE``'s) bytes as base64, the request's ``image`` (``audio``), read
+    before the model loads; one line naming the option if the model cannot take it (asked first, from
+    its config) or the file cannot be read or is over the limit. An image is decoded here too (Pillow
+    missing, a bad file: one line); a recording when the model has loaded (its window is the model's)."""
+    image = part == "image"
+    if not (settings.reads_images() if image else settings.reads_audio()):
         name = settings.checkpoint_path.name
-        raise Failure(f"--image {path}: {name} reads text only; open an image-text model (--checkpoint, --model)")
+        what = "reads text only; open an image-text model" if image else "does not hear; open a speech model"
+        raise Failure(f"--{part} {path}: {name} {what} (--checkpoint, --model)")
     import base64
-    from pathlib import Path
 
     from ...model.vision.images import ImageError, decode_image
 
-    max_bytes = settings.max_image_bytes
+    max_bytes = settings.max_image_bytes if image else settings.max_audio_bytes
     try:
         size = Path(path).stat().st_size
         if size > max_bytes:
-            raise Failure(f"--image {path}: {size:,} bytes; the limit is {max_bytes:,} bytes")
+            raise Failure(f"--{part} {path}: {size:,} bytes; the limit is {max_bytes:,} bytes")
         data = Path(path).read_bytes()
     except OSError as e:
-        raise Failure(f"--image {path}: {e.strerror or e}") from None
+        raise Failure(f"--{part} {path}: {e.strerror or e}") from None
     try:
-        decode_image(data, settings.max_image_pixels)
+        if image:
+            decode_image(data, settings.max_image_pixels)
     except ImageError as e:
         raise Failure(f"--image {path}: {e}") from None
     return base64.b64encode(data).decode()
@@ -194,7 +203,9 @@ def _messages_file(path: str) -> Any:
     return data.get("messages") if isinstance(data, dict) else data
 
 
-def _request(args: argparse.Namespace, settings: Settings, image: str | None = None) -> AttentionRequest:
+def _request(
+    args: argparse.Namespace, settings: Settings, image: str | None = None, audio: str | None = None
+) -> AttentionRequest:
     """The options as a ``POST /api/attention`` request, checked as the server checks it (the
     summary needs ``stats``, so it is always asked for without ``--json``)."""
     from ..schemas.attention import DEFAULT_INCLUDE, AttentionRequest
@@ -214,6 +225,7 @@ def _request(args: argparse.Namespace, settings: Settings, image: str | None = N
         "top_k": args.top_k,
         "temperature": args.temperature,
         "image": image,
+        "audio": audio,
     }
     try:
         return with_text_limit(AttentionRequest, settings.text_limit()).model_validate(request)
@@ -231,8 +243,8 @@ def _flag_message(loc: Sequence, msg: str, args: argparse.Namespace) -> str:
     flag = INSPECT_FLAGS.get(field)
     if flag is None:
         return f"{'.'.join(map(str, loc))}: {msg}" if loc else msg
-    if field == "image":  # the API's message names the image already: "image is 100×60 = 6,000 pixels; ..."
-        return f"{flag} {args.image}: {msg}"
+    if field in ("image", "audio"):  # the API's message names the part already: "image is 100×60 = 6,000 pixels"
+        return f"{flag} {getattr(args, field)}: {msg}"
     if field == "messages":
         where = ".".join(map(str, loc[1:]))
         return (
@@ -255,87 +267,3 @@ def _flag_message(loc: Sequence, msg: str, args: argparse.Namespace) -> str:
         "image": args.image,
     }.get(field)
     return f"{flag} {value}: {msg}" if value is not None else f"{flag}: {msg}"
-
-
-# ------------------------------------------------------------------ the text summary
-
-
-def _model_divisor(model: dict[str, Any]) -> str:
-    """The model's own divisor in words: "√32 = 5.657", or "12 (sqrt(query_pre_attn_scalar))"."""
-    divisor, rule = model["divisor"], model.get("divisor_rule", "")
-    if rule == "sqrt(head_dim)":
-        return f"√{model['head_dim']} = {divisor:.4g}"
-    return f"{divisor:.4g} ({rule})" if rule else f"{divisor:.4g}"
-
-
-def _what_ifs(data: dict[str, Any]) -> list[str]:
-    """What the answer changed from the model as trained, in words; empty when nothing."""
-    model, scale = data["model"], data["scale"]
-    out = []
-    if not data["causal"] and model.get("architecture") != "encoder":  # an encoder's mask is its own
-        out.append("causal mask removed (each token also sees the ones after it)")
-    if scale == "none":
-        divided = "1"
-    elif scale == "sqrt_dk":
-        divided = f"√{model['head_dim']} = {math.sqrt(model['head_dim']):.4g}"
-    elif scale == "model":
-        divided = None
-    else:
-        divided = f"{float(scale):g}"
-    if divided is not None and not math.isclose(data["divisor"], model["divisor"], rel_tol=1e-6):
-        out.append(f"scores divided by {divided} instead of the model's {_model_divisor(model)}")
-    return out
-
-
-def _image_line(data: dict[str, Any]) -> list[str]:
-    """With an image: its size and how its tokens came out."""
-    if "image" not in data:
-        return []
-    kinds = data["token_kinds"]
-    return [
-        f"image {data['image']['width']}x{data['image']['height']}: {kinds.count('image')} image tokens, "
-        f"{kinds.count('marker')} markers, {kinds.count('text')} text tokens"
-    ]
-
-
-def summary(data: dict[str, Any], layer: int | None, head: int | None, width: int = 3) -> str:
-    """An answer (with ``stats``, ``predictions``, ``model`` and ``timing_ms``) as text: the model,
-    the what-ifs, the tokens, the top ``width`` guesses after each, a table of statistics per head."""
-    model = data["model"]
-    tokens = data["tokens"]
-    lines = [
-        f"{model['checkpoint']}: {model['n_layer']} layers x {model['n_head']} heads, head_dim {model['head_dim']}, "
-        f"context {model['block_size']} tokens, on {model['device']}",
-    ]
-    what_ifs = _what_ifs(data)
-    if what_ifs:
-        lines.append("what-if: " + "; ".join(what_ifs) + " (not the model as trained)")
-    lines += [
-        f"{len(tokens)} tokens: " + " | ".join(tokens),
-        *_image_line(data),
-        "",
-        f"masked-LM guesses (top {width} at each position):"
-        if model.get("architecture") == "encoder"
-        else f"next-token guesses (top {width} after each position):",
-    ]
-    label_width = min(16, max(len(t) for t in tokens))
-    for i, (tok, preds) in enumerate(zip(tokens, data["predictions"])):
-        guesses = "  ".join(f"{p['token']} {100 * p['prob']:.1f}%" for p in preds[:width])
-        lines.append(f"  {i:4d} {tok[:label_width]:<{label_width}} -> {guesses}")
-    lines += [
-        "",
-        "per head: mean row entropy in nats (scaled, unscaled), mean max weight, var(raw) / var(scaled)",
-        f"  {'layer':>5} {'head':>4} {'entropy':>8} {'unscaled':>9} {'max_w':>7} {'unscaled':>9} {'var_ratio':>10}",
-    ]
-    for lv in data["layers"]:
-        for hv in lv["heads"]:
-            s = hv["stats"]
-            ratio = "undefined" if s["variance_ratio"] is None else f"{s['variance_ratio']:.2f}"  # 0 / 0: one token
-            lines.append(
-                f"  {lv['layer']:>5} {hv['head']:>4} {s['entropy']:>8.3f} {s['entropy_unscaled']:>9.3f} "
-                f"{s['max_weight']:>7.3f} {s['max_weight_unscaled']:>9.3f} {ratio:>10}"
-            )
-    if layer is not None or head is not None:
-        lines.append(f"  (layer {layer if layer is not None else 'all'}, head {head if head is not None else 'all'})")
-    lines.append(f"\n{data['timing_ms']:.1f} ms")
-    return "\n".join(lines)

@@ -20,7 +20,7 @@ from ...model.options import AttentionOptions
 from ..responses import dumps
 from ..schemas.generation import TOP_GUESSES, GenerateRequest
 from ..service import Service
-from ..subject import Prompt, decoder_only, prompt_of, subject_of
+from ..subject import Prompt, decoder_only, heard_prompt, prompt_of, subject_of
 from .checks import ablate_set
 from .rounding import PATTERN_DECIMALS, floor_sig, round_fixed
 
@@ -61,8 +61,12 @@ def start_generation(svc: Service, req: GenerateRequest) -> Iterator[bytes]:
 def target_start(svc: Service, req: GenerateRequest) -> Prompt:
     """An encoder-decoder's generation: the text is the source, and the target starts from the decoder start
     token (and ``target``, teacher-forced, when given); each line then adds the new token's cross rows."""
-    source = prompt_of(svc, req.text, req.messages, req.add_generation_prompt)
-    backend = svc.loaded.backend
+    audio = getattr(req, "audio", None)
+    if audio is not None or svc.info.get("audio"):  # a speech model: the recording is the source
+        source = heard_prompt(svc, audio)
+    else:
+        source = prompt_of(svc, req.text, req.messages, req.add_generation_prompt)
+    backend = source.backend  # the model's, or with the recording bound
     ids = backend.read_target(req.target)[0] if req.target is not None else backend.decoder_start()
     adds = {"source_tokens": source.tokens, "source_ids": source.ids, "target_ids": ids}
     return Prompt(ids, [svc.displays[i] for i in ids], [], backend.with_target(source.ids, ids, "decoder"), adds)

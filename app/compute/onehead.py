@@ -18,6 +18,7 @@ def one_head(svc: Service, req, include: list[str], text: str | None = None, fie
         "text": req.text,
         "messages": req.messages,
         "add_generation_prompt": req.add_generation_prompt,
+        "audio": getattr(req, "audio", None),  # a speech model's recording: the source
     }
     body = AttentionRequest.model_construct(
         **subject,
@@ -48,5 +49,7 @@ def one_head(svc: Service, req, include: list[str], text: str | None = None, fie
 
 
 def marks(result) -> dict:
-    """What the answer of a one-head route adds for its subject: ``token_kinds`` and ``spans`` where it has them."""
-    return {name: result.adds[name] for name in ("token_kinds", "spans") if name in result.adds}
+    """What the answer of a one-head route adds for its subject: ``token_kinds`` and ``spans``, a recording's
+    ``audio``, ``token_timestamps`` and ``words``, where it has them."""
+    names = ("token_kinds", "spans", "audio", "token_timestamps", "words")
+    return {name: result.adds[name] for name in names if name in result.adds}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .service import TOP_K, image_value, request, service_for
+from .service import TOP_K, audio_value, image_value, request, service_for
 
 __all__ = ["capture", "lens", "show", "service_for"]  # and AttnScope, the widget class (imported on first use)
 
@@ -38,6 +38,9 @@ def capture(
     temperature: float = 1.0,
     image=None,
     messages: list[dict] | None = None,
+    audio=None,
+    target: str | None = None,
+    stack: str | None = None,
 ) -> dict[str, Any]:
     """What ``POST /api/attention`` answers for ``text``, with numpy arrays for its matrices.
 
@@ -50,6 +53,9 @@ def capture(
     text as ``POST /api/attention`` lays it out; the answer then has ``token_kinds`` and ``image``.
     ``messages`` (a chat model), instead of ``text``: ``[{"role", "content"}, ...]`` laid out by the
     model's chat template; the answer then has ``token_kinds``, ``spans`` and ``span_mass``.
+    ``audio`` (a speech model), instead of ``text``: a recording's path or bytes; ``target`` its text
+    (else the model writes it), ``stack`` ``encoder``, ``decoder`` or ``cross``; the answer then has
+    ``audio``, ``token_timestamps`` and ``words``.
     """
     from ..compute.attention import answer_arrays
 
@@ -67,6 +73,9 @@ def capture(
         top_k=top_k,
         temperature=temperature,
         image=image_value(image),
+        audio=audio_value(audio),
+        target=target,
+        stack=stack,
     )
     return answer_arrays(svc, body)
 
@@ -127,6 +136,7 @@ def show(
     *,
     image=None,
     messages: list[dict] | None = None,
+    audio=None,
     layer: int = 0,
     head: int = 0,
     causal=True,
@@ -140,12 +150,22 @@ def show(
     checkpoint folder or ``.gguf`` file; ``show(text, model="ORG/NAME")``: a model by its Hugging
     Face name (the Hub cache first, as ``from_pretrained``). ``image=`` (an image-text model): a
     ``PIL.Image`` or a path, shown with every text typed (an image the API refuses: the widget's
-    error, as for a text; a path that cannot be read: ``OSError`` at once).
+    error, as for a text; a path that cannot be read: ``OSError`` at once). ``audio=`` (a speech model,
+    Whisper): a recording's path or bytes, heard with every text typed as its target (none: the model
+    writes it).
     """
     from .widget import AttnScope
 
     value = image_value(image)
     svc = service_for(model, tokenizer, checkpoint)
     return AttnScope(
-        svc, text or "", image=value, messages=messages, layer=layer, head=head, causal=causal, scaled=scaled
+        svc,
+        text or "",
+        image=value,
+        messages=messages,
+        layer=layer,
+        head=head,
+        causal=causal,
+        scaled=scaled,
+        audio=audio_value(audio),
     )

@@ -161,6 +161,19 @@ def image_value(image) -> str | None:
     return base64.b64encode(data).decode()
 
 
+def audio_value(audio) -> str | None:
+    """``show``'s and ``capture``'s ``audio`` as the API's ``audio`` (base64): a path to a recording (WAV,
+    FLAC, OGG/Vorbis, MP3) or the file's bytes; ``None`` stays ``None``. What the bytes hold is judged as
+    the API judges it."""
+    if audio is None:
+        return None
+    if isinstance(audio, (bytes, bytearray)):
+        return base64.b64encode(bytes(audio)).decode()
+    if isinstance(audio, (str, os.PathLike)):
+        return base64.b64encode(Path(audio).read_bytes()).decode()
+    raise TypeError(f"audio is a {type(audio).__name__}; pass a path or the file's bytes")
+
+
 def request(**fields):
     from ..schemas.attention import AttentionRequest
 

@@ -53,14 +53,18 @@ class AttnScope(anywidget.AnyWidget):
     error = t.Unicode("").tag(sync=True)
     busy = t.Bool(False).tag(sync=True)
 
-    def __init__(self, svc, text: str, image: str | None = None, messages: list | None = None, **kwargs):
+    def __init__(
+        self, svc, text: str, image: str | None = None, messages: list | None = None, audio: str | None = None, **kwargs
+    ):
         """A widget for ``text`` over ``svc`` (a :class:`~attnscope.app.service.Service`), computed at
         once; ``image`` (base64, the API's ``image``) goes with every text; ``messages`` (a conversation,
-        the API's ``messages``) is the subject instead of the text while the text is empty."""
+        the API's ``messages``) is the subject instead of the text while the text is empty; ``audio`` (a
+        recording, the API's ``audio``) is the source, the text its target (empty: the model writes it)."""
         super().__init__(text=text, model_info=svc.info_json.decode(), **kwargs)
         self._svc = svc
         self._image = image
         self._messages = messages
+        self._audio = audio
         self.on_msg(self._on_custom)
         self.observe(self._on_text, names=["text", "causal", "scaled"])
         self.observe(self._on_head, names=["layer", "head"])
@@ -88,9 +92,11 @@ class AttnScope(anywidget.AnyWidget):
         self.layer = below[-1] if below else facts.attention_layers[0]
         self.head = min(max(self.head, 0), facts.n_head - 1)
         subject = {"text": self.text} if self.text or not self._messages else {"messages": self._messages}
+        if self._audio is not None:
+            subject = {"audio": self._audio, "target": self.text or None}
         common = dict(**subject, causal=self.causal, scale=self._scale(), encoding="b64", image=self._image)
         try:
-            if not (self.text or self._messages):
+            if not (self.text or self._messages or self._audio):
                 grid, detail = "", ""
             else:
                 grid = None

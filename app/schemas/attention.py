@@ -40,7 +40,7 @@ SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their
 TOP_K_MAX = 50
 MAX_INDICES = 64  # longest `layers` / `heads` list
 MAX_MATRIX_CELLS = 1 << 27  # cells of whole T×T matrices in one answer (512 MiB as float32)
-MAX_IMAGE_BYTES = 16 << 20  # an image's encoded bytes (more: 413)
+MAX_IMAGE_BYTES, MAX_AUDIO_BYTES = 16 << 20, 32 << 20  # an image's, a recording's encoded bytes (more: 413)
 MAX_IMAGE_PIXELS = 40_000_000  # an image's width × height, read from its header before decoding (more: 422)
 
 
@@ -172,6 +172,7 @@ class AttentionRequest(Subject):
     )
     ablate: list[HeadRef] = ablate_field()
     image: ImageUpload = None
+    spectrogram: bool = Field(False, description="with audio: the answer's `audio` adds the pooled log-mel spectrogram")
     query_row: int | None = Field(
         None,
         ge=0,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model,
 from pydantic_core import PydanticCustomError
 
 from ...model.families.mixers import MEANINGS
+from .audio import AudioShown, AudioUpload, TokenTimestamps, Words
 
 TEXT_CHARS = 16000  # the longest text when the server's settings do not say otherwise
 TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
@@ -88,8 +89,10 @@ def stack_field() -> Any:
 class Subject(Strict):
     """What a request looks at, read the same way by every route (:mod:`attnscope.app.subject`
     resolves it): ``text`` or ``messages`` (exactly one), ``add_generation_prompt`` and ``stack``. A route whose
-    request takes an image adds ``image``; a part a route does not take is refused as unknown."""
+    request takes an image adds ``image``; a part a route does not take is refused as unknown. ``audio`` (a
+    speech model's recording) replaces ``text`` and ``messages``."""
 
+    audio: AudioUpload = None  # before text: text's check sees it
     messages: list[Message] | None = messages_field()  # before text: text's check sees it
     text: str | None = text_field(required=False)
     add_generation_prompt: bool | None = Field(
@@ -110,6 +113,10 @@ class Subject(Strict):
     @field_validator("text")
     @classmethod
     def _text_is_usable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("audio") is not None:  # a recording is the whole source
+            if value is not None or info.data.get("messages") is not None:
+                raise PydanticCustomError("subject_both", "send audio, or text or messages, not both")
+            return None
         value = one_of(value, info, "text", "messages")
         return None if value is None else usable_text(value, "text")
 
@@ -293,6 +300,9 @@ class SubjectAnswer(BaseModel):
     token_kinds: TokenKinds = None
     spans: Spans = None
     image: ImageShown = None
+    audio: AudioShown = None
+    token_timestamps: TokenTimestamps = None
+    words: Words = None
     # an encoder-decoder's two sides (`tokens` / `token_ids` are the stack's query side)
     source_tokens: list[str] | None = optional_field("an encoder-decoder: the source's (the text's) tokens")
     target_tokens: list[str] | None = optional_field("an encoder-decoder: the target's tokens, the decoder start first")

@@ -27,6 +27,11 @@ class ImageLimits(BaseModel):
     max_pixels: int = Field(description="most pixels (width × height, read from the header before decoding; more: 422)")
 
 
+class AudioLimits(BaseModel):
+    max_bytes: int = Field(description="largest recording, in encoded bytes (more: 413)")
+    max_seconds: float = Field(description="the model's window: a longer recording is a 422 naming `audio`")
+
+
 class FieldInfo(BaseModel):
     """One row of the field table (model/fields.py): what an answer can hold, and how a quirk is drawn."""
 
@@ -143,9 +148,17 @@ class ModelInfo(BaseModel):
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
     chat: bool = Field(False, description="the model carries a chat template: `messages` may replace `text`")
     subject: list[str] = Field(
-        description='the parts of a request\'s subject this model takes, e.g. ["text", "messages", "image"]'
+        description='the parts of a request\'s subject this model takes, e.g. ["text", "messages", "image"]; '
+        'a speech model\'s ["audio", "target"]'
     )
     image_limits: ImageLimits | None = Field(None, description="the image limits, on an image-text model; else null")
+    audio: bool = Field(False, description="a speech-to-text model: `audio` is its source (Whisper)")
+    audio_limits: AudioLimits | None = Field(None, description="a speech model's recording limits; else null")
+    alignment_heads: list[list[int]] | None = Field(
+        None,
+        description="a speech model's [layer, head] of the cross stack that time the words "
+        "(generation_config.alignment_heads); null where the checkpoint names none",
+    )
     jlens: JLensInfo | None = Field(
         None, description="the Jacobian lens loaded with --jlens (POST /api/lens with lens: jacobian); else null"
     )

@@ -81,11 +81,13 @@ function requestDone(ctx, kind, err, key = null) {
 async function fetchGrid(ctx) {
   const { state, update, updateSoon } = ctx.app;
   if (blankSubject(state)) return; // an empty box asks nothing (see refreshAll)
-  if (!state.model && (state.ablate.length || state.messages.length || state.stack || state.target)) {
-    // a link may switch off heads the model lacks (fitToModel drops them), or hold a conversation (sent only to a
-    // chat model), a stack or a target (sent only to an encoder–decoder): wait for the model
+  if (!state.model) {
+    // a link may switch off heads the model lacks (fitToModel drops them), hold a conversation, a stack or a target
+    // (sent only to a model that takes them), and a speech model hears no text: wait for the model
     state.pending.grid = true;
     await ctx.modelReady;
+    state.pending.grid = false;
+    if (blankSubject(state)) return update(); // a speech model without its recording yet
   }
   const record = { key: gridKey(state), text: state.text, prompt: subjectKey(state, false) };
   state.pending.grid = true;
@@ -130,6 +132,8 @@ async function fetchDetail(ctx) {
     // a link may name a head the model lacks: wait for the model, which clamps it (fitToModel)
     state.pending.detail = true;
     await ctx.modelReady;
+    state.pending.detail = false;
+    if (blankSubject(state)) return; // a speech model without its recording yet
   }
   measureDrawCells(ctx.app);
   const record = detailRecord(state);
@@ -157,6 +161,8 @@ async function fetchBoth(ctx) {
     // a link may name a head, or switch off heads, the model lacks: wait for the model (fitToModel)
     state.pending.grid = state.pending.detail = true;
     await ctx.modelReady;
+    state.pending.grid = state.pending.detail = false;
+    if (blankSubject(state)) return; // a speech model without its recording yet
   }
   const textKey = gridKey(state);
   const record = detailRecord(state);

@@ -8,6 +8,7 @@ import { installAblation } from "./cards/ablation.js";
 import { installChat } from "./cards/chat.js";
 import { installStacks } from "./cards/stacks.js";
 import { installTarget } from "./cards/target.js";
+import { installAudioPick } from "./cards/audiopick.js";
 import { installControls, changeText } from "./controls.js";
 import { createData } from "./data.js";
 import { installEffects } from "./cards/effects.js";
@@ -150,6 +151,7 @@ function installPage(app) {
   els.cards.push(
     installChat(app),
     installTarget(app),
+    installAudioPick(app),
     installStacks(app),
     installModelPicker(app),
     installAblation(app),

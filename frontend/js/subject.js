@@ -10,7 +10,7 @@ import { STACK_NAMES, chosenStack, manyStacks } from "./stacks.js";
 
 const WHAT_IFS = ["causal", "scale", "ablate"];
 /** The parts an encoder–decoder adds to a subject: the stack looked at, and the decoder's text. */
-const SEQ2SEQ = ["stack", "target"];
+const SEQ2SEQ = ["audio", "stack", "target"]; // audio: a speech model's recording, its source
 
 /**
  * Each route the page asks, by its url: the parts of the subject it takes besides the text (the conversation,
@@ -46,6 +46,9 @@ export function modelTakes(state, part) {
 /** Whether the route `url` takes `part` of a subject ("messages", "image", "stack", "target", "causal", ...). */
 export const routeTakes = (url, part) => (ROUTES[url] ?? []).includes(part);
 
+/** The recording sent in place of the text: the one picked, dropped or recorded, on a speech model; else null. */
+export const audioOf = (state) => (state.audio && modelTakes(state, "audio") ? state.audio : null);
+
 /** The image sent with the text: the one picked beside it, where the model takes one; else null. */
 export const imageOf = (state) => (state.image && modelTakes(state, "image") ? state.image : null);
 
@@ -60,6 +63,7 @@ export const stackOf = (state) => (manyStacks(state.model) ? chosenStack(state) 
 
 /** Whether there is nothing to ask about: an empty text box, or a conversation whose turns are all empty. */
 export function blankSubject(state) {
+  if (modelTakes(state, "audio")) return !audioOf(state); // a speech model hears a recording, not a text
   const messages = messagesOf(state);
   return messages ? messages.every((m) => isBlank(m.content)) : isBlank(state.text);
 }
@@ -77,6 +81,11 @@ export function subject(state, url) {
   const out = messages ? { messages: messages.map(({ role, content }) => ({ role, content })) } : { text: state.text };
   const image = imageOf(state);
   if (image && routeTakes(url, "image")) out.image = image.data;
+  const audio = audioOf(state);
+  if (audio && routeTakes(url, "audio")) {
+    delete out.text; // the recording is the whole source
+    out.audio = audio.data;
+  }
   const [stack, target] = [stackOf(state), targetOf(state)];
   if (stack && routeTakes(url, "stack")) out.stack = stack;
   if (target !== null && routeTakes(url, "target")) out.target = target;
@@ -94,6 +103,7 @@ export function subject(state, url) {
 export function subjectKey(state, whatIfs = true) {
   const body = subject(state, "/api/attention");
   if (body.image) body.image = imageOf(state).id;
+  if (body.audio) body.audio = audioOf(state).id;
   if (!whatIfs) for (const part of WHAT_IFS) delete body[part];
   return JSON.stringify(body);
 }

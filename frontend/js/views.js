@@ -28,10 +28,11 @@ import * as lens from "./views/lens.js";
 import * as attribution from "./views/attribution.js";
 import * as patching from "./views/patching.js";
 import * as image from "./views/image.js";
+import * as speech from "./views/speech.js";
 
 // the tabs' order (and the arrow keys') is this one; the lessons page teaches the steps one by one
 export const GROUPS = [
-  { id: "head", label: "Look at a head", views: [head, lines, scaling, pipeline, variance, qk, image] },
+  { id: "head", label: "Look at a head", views: [head, lines, scaling, pipeline, variance, qk, image, speech] },
   { id: "explain", label: "Explain a prediction", views: [rollout, lens, attribution, patching] },
   { id: "pairs", label: "Side by side", views: [twotexts, twomodels] },
   { id: "survey", label: "Survey the heads", views: [roles, atlas] },

@@ -252,8 +252,11 @@ export function gridTooltip({ grid, hit, aggregate = false, model = null, keys =
 export const tileSize = (grid) =>
   Math.max(grid.thumbnail.size, grid.layers[0]?.heads[0]?.thumbnail?.[0]?.length ?? 0);
 
-/** Paint `grid` (a b64 grid answer, decoded) into `canvas`, the chosen head outlined. */
-export function paintGrid(canvas, grid, { selected, aggregate = false, width }) {
+/**
+ * Paint `grid` (a b64 grid answer, decoded) into `canvas`, the chosen head outlined; `marked`: [layer, head]
+ * pairs given an orange corner (a speech model's alignment heads on its cross stack).
+ */
+export function paintGrid(canvas, grid, { selected, aggregate = false, width, marked = [] }) {
   const size = tileSize(grid);
   const img = gridImage({ layers: grid.layers, size, mask: grid.thumbnail.mask, aggregate });
   const nRows = grid.layers.length;
@@ -303,6 +306,17 @@ export function paintGrid(canvas, grid, { selected, aggregate = false, width }) 
     if (c % every === 0 || h === -1)
       ctx.fillText(h === -1 ? "mean" : `H${h}`, geom.label + c * geom.tile + geom.tile / 2, geom.label - 4);
   });
+  ctx.fillStyle = "#e8590c";
+  for (const [layer, head] of marked) {
+    const [r, c] = [grid.layers.findIndex((l) => l.layer === layer), img.cols.indexOf(head)];
+    if (r < 0 || c < 0) continue;
+    const [x, y, s] = [geom.label + c * geom.tile, geom.label + r * geom.tile, Math.max(4, geom.tile / 4)];
+    ctx.beginPath();
+    ctx.moveTo(x, y);
+    ctx.lineTo(x + s, y);
+    ctx.lineTo(x, y + s);
+    ctx.fill();
+  }
   if (selected) {
     const r = grid.layers.findIndex((l) => l.layer === selected.layer);
     const c = img.cols.indexOf(selected.head);

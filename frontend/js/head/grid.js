@@ -90,13 +90,16 @@ export function drawGrid(state, els) {
   const width = Math.max(240, els.headsGrid.clientWidth || 560);
   const spans = Boolean(grid.span_mass); // a conversation's answer: the turns' bars may be shown
   const bars = spans && state.gridSpans;
-  const sig = `${idOf(grid)}|${state.layer}|${state.head}|${state.aggregate}|${width}|${bars}`;
+  // a speech model's alignment heads, marked on its cross stack: "these time the words"
+  const marked = grid.stack === "cross" ? (state.model?.alignment_heads ?? []) : [];
+  const sig = `${idOf(grid)}|${state.layer}|${state.head}|${state.aggregate}|${width}|${bars}|${marked}`;
   if (els.headsGrid.dataset.signature !== sig) {
     const start = performance.now();
     const layout = paintGrid(els.gridCanvas, grid, {
       selected: { layer: state.layer, head: state.head },
       aggregate: state.aggregate,
       width,
+      marked,
     });
     if (bars) paintSpanBars(els.gridCanvas, layout, grid);
     els.headsGrid.gridLayout = { grid, layout, aggregate: state.aggregate };
@@ -109,7 +112,8 @@ export function drawGrid(state, els) {
     setHidden(toggle.closest(".control"), !spans);
     if (toggle.checked !== state.gridSpans) toggle.checked = state.gridSpans;
   }
-  const words = gridCaption(grid, state.aggregate, state.model) + stackWords(state, grid);
+  const aligned = marked.length ? " Orange corners: the alignment heads (their cross-attention times the words)." : "";
+  const words = gridCaption(grid, state.aggregate, state.model) + stackWords(state, grid) + aligned;
   setText(els.gridCaption, words + (bars ? SPAN_WORDS : ""));
   renderLayerRibbon(els.layerRibbon, state.model);
   return true;
