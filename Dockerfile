@@ -1,5 +1,5 @@
-# attnscope: the web app and JSON API on the shipped model, with the transformers, gguf and vision
-# extras (a mounted transformers folder, GGUF file or image-text model serves as well).
+# attnscope: the web app and JSON API on the shipped model, with the transformers, gguf, vision and
+# audio extras (a mounted transformers folder, GGUF file or image-text model serves as well).
 #
 #   docker build -t attnscope .                      # CPU build of torch (default)
 #   docker run -p 8000:8000 attnscope                # then open http://127.0.0.1:8000
@@ -44,10 +44,12 @@ COPY model/ model/
 COPY frontend/ frontend/
 # a regular (non-editable) install: code, shipped checkpoint and static files go to site-packages;
 # the versions CI tested (constraints.txt), and the extras for the models people mount: transformers
-# (the other families), gguf (GGUF files: gguf + accelerate), vision (image-text models: Pillow)
+# (the other families), gguf (GGUF files: gguf + accelerate), vision (image-text models: Pillow),
+# audio (speech models: soundfile with its own libsndfile, soxr)
 RUN grep -v '^torch==' constraints.txt > /tmp/constraints.txt \
-    && pip install --no-cache-dir --find-links /wheels -c /tmp/constraints.txt ".[transformers,gguf,vision]" \
-    && python3 -c "import attnscope.app, attnscope.frontend, attnscope.model, gguf, accelerate, PIL; print('installed')"
+    && pip install --no-cache-dir --find-links /wheels -c /tmp/constraints.txt ".[transformers,gguf,vision,audio]" \
+    && python3 -c "import attnscope.app, attnscope.frontend, attnscope.model, gguf, accelerate, PIL, soundfile, soxr" \
+    && echo installed
 
 # ---------------------------------------------------------------- runtime: base + the venv
 FROM ${BASE_IMAGE}

@@ -98,7 +98,7 @@ buildah rm "$CTR" >/dev/null
 
 # ------------------------------------------------------------------------------- 2. wheels
 step "pip download: torch==$TORCH_VERSION (local CPU wheel) and what the image installs -> wheels/"
-# what the Dockerfile installs (".[transformers,gguf,vision]", read from it): the dependencies and
+# what the Dockerfile installs (".[transformers,gguf,vision,audio]", read from it): the dependencies and
 # those extras', at the versions CI tested
 EXTRAS=$(sed -n 's/.*"\.\[\([a-z,]*\)\]".*/\1/p' Dockerfile | head -n 1)
 [ -n "$EXTRAS" ] || { echo "container_check: no \".[EXTRAS]\" install found in the Dockerfile" >&2; exit 1; }
