@@ -47,12 +47,14 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int) -> CaptureP
 
 def _implicit_layers(req: AttentionRequest, facts) -> tuple[int, ...]:
     """The value-linear layers ``req.layers`` names (never by default: the page asks for them by number);
-    each is sent as its ``pattern``, M, so ``include`` must hold it."""
+    each is sent as its ``pattern``, M, or its signed ``thumbnail``, so ``include`` must hold pattern or
+    ``thumbnail`` be set."""
     named = tuple(sorted({v for v in req.layers or () if 0 <= v < facts.n_layer and facts.layers[v].get("implicit")}))
-    if named and "pattern" not in req.include:
+    if named and "pattern" not in req.include and not req.thumbnail:
         raise ApiError(
             422,
-            f"layers {list(named)} are value-linear mixers, sent as their matrices M: include needs pattern",
+            f"layers {list(named)} are value-linear mixers, sent as their matrices M: include needs pattern "
+            "(or ask thumbnail)",
             loc=("body", "include"),
             type_="implicit_needs_pattern",
         )

@@ -183,12 +183,15 @@ class AttentionRequest(Subject):
 
 
 class HeadStats(BaseModel):
-    var_q: float
-    var_k: float
-    mean_scores_raw: float = Field(description="mean of q·kᵀ over unmasked entries")
-    mean_scores: float = Field(description="mean of attn_scores (what softmax sees) over unmasked entries")
-    var_scores_raw: float = Field(description="variance of q·kᵀ over unmasked entries")
-    var_scores: float = Field(
+    """A softmax head's statistics; an implicit head (a value-linear mixer's) has only those that assume a
+    distribution, computed on |M| normalised per row (entropy, max_weight, row_entropy), the rest null."""
+
+    var_q: float | None
+    var_k: float | None
+    mean_scores_raw: float | None = Field(description="mean of q·kᵀ over unmasked entries")
+    mean_scores: float | None = Field(description="mean of attn_scores (what softmax sees) over unmasked entries")
+    var_scores_raw: float | None = Field(description="variance of q·kᵀ over unmasked entries")
+    var_scores: float | None = Field(
         description="variance of attn_scores over unmasked entries: var_scores_raw / divisor², "
         "unless a softcap bends them"
     )
@@ -196,10 +199,12 @@ class HeadStats(BaseModel):
         description="var_scores_raw / var_scores: the divisor squared without a softcap (d_k when scale is sqrt_dk); "
         "null where var_scores is 0 (a one-token text: 0 / 0 has no value)"
     )
-    entropy: float = Field(description="mean row entropy of pattern, nats")
-    entropy_unscaled: float = Field(description="mean row entropy of pattern_unscaled, nats")
-    max_weight: float = Field(description="mean of the row maxima of pattern")
-    max_weight_unscaled: float
+    entropy: float | None = Field(
+        description="mean row entropy of pattern, nats (implicit head: of p = |M| / Σ_s |M| per row)"
+    )
+    entropy_unscaled: float | None = Field(description="mean row entropy of pattern_unscaled, nats")
+    max_weight: float | None = Field(description="mean of the row maxima of pattern (implicit head: of that p)")
+    max_weight_unscaled: float | None
     row_entropy: list[float] | TypedArray | None = optional_field("per query row (absent with stats_rows false)")
     row_entropy_unscaled: list[float] | TypedArray | None = optional_field("per query row")
 
@@ -227,9 +232,10 @@ HeadFields = create_model(
 
 class HeadView(HeadFields):
     head: int
-    thumbnail: Levels | None = optional_field(
+    thumbnail: Levels | Matrix | None = optional_field(
         "the pattern max-pooled to at most N×N (request `thumbnail`), levels 0..255 = weight × 255; with "
-        "differential attention |pattern| (its cells can be negative)"
+        "differential attention |pattern| (its cells can be negative); in an implicit layer M pooled keeping its "
+        "sign, numbers: each cell the value of largest |M| in its block"
     )
 
 

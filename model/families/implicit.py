@@ -26,11 +26,9 @@ import contextvars
 import sys
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..blocks import query_blocks
 from . import mixers
 
 # the module-level scan function each mixer's layer calls, by mixer
@@ -261,33 +259,6 @@ def recording_scans(model: torch.nn.Module):
         _ACTIVE.reset(token)
         for h in handles:
             h.remove()
-
-
-@dataclass
-class ImplicitLayer:
-    """What an answer holds of one value-linear layer: ``pattern`` (heads, T, T) float32 M per head,
-    or for a per-channel mixer one "head", the mean over channels of |M|; ``skip`` (heads,) or None."""
-
-    layer: int
-    mixer: str
-    per_channel: bool
-    skip: np.ndarray | None
-    pattern: np.ndarray
-
-
-def implicit_layer(scan: Scan, budget: int) -> ImplicitLayer:
-    """``scan``'s matrices, computed a block of query rows at a time within ``budget`` bytes of temporaries."""
-    heads, T = scan.v.shape[0], scan.v.shape[1]
-    out = np.zeros((1 if scan.per_channel else heads, T, T), dtype=np.float32)
-    state = scan.parts["A"].shape[-1] if scan.mixer == "mamba1" else 1  # Mamba-1's rows hold (heads, R, T, state)
-    for r0, r1 in query_blocks(T, T, heads * state, budget):
-        rows = scan.rows(r0, r1)
-        if scan.per_channel:
-            rows = rows.abs().mean(dim=0, keepdim=True)
-        out[:, r0:r1] = rows.float().cpu().numpy()
-    # a per-channel skip (Mamba-1's D over thousands of channels) is not sent
-    skip = None if scan.skip is None or scan.per_channel else scan.skip.cpu().numpy().astype(np.float32)
-    return ImplicitLayer(scan.layer, scan.mixer, scan.per_channel, skip, out)
 
 
 def mark_mixers(model: torch.nn.Module, layers: list[dict], attention_layers: list[int]) -> list[dict]:

@@ -114,3 +114,44 @@ def test_an_implicit_layer_without_pattern_is_a_422(clients):
     r = clients["qwen3_next"].post("/api/attention", json={"text": TEXT, "include": ["stats"], "layers": [0]})
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", "include"]
+
+
+def signed_pool(M: np.ndarray, k: int) -> np.ndarray:
+    """(heads, T, T) -> (heads, m, m) by hand: each k × k block's entry of largest |M|, its sign kept."""
+    H, T, _ = M.shape
+    m = -(-T // k)
+    out = np.zeros((H, m, m))
+    for i in range(m):
+        for j in range(m):
+            block = M[:, i * k : (i + 1) * k, j * k : (j + 1) * k].reshape(H, -1)
+            out[:, i, j] = block[np.arange(H), np.abs(block).argmax(-1)]
+    return out
+
+
+@pytest.mark.parametrize("family", ["qwen3_next", "bamba", "jamba"])
+def test_grid_thumbnails_of_implicit_heads_keep_the_sign(family, clients, family_dirs):
+    """The grid's request naming every layer: softmax heads as levels, implicit heads as M pooled by hand
+    (the entry of largest |M| of each block), over the causal mask; their statistics of |M| normalised per row."""
+    info = clients[family].get("/api/model").json()
+    every = [layer["index"] for layer in info["layers"] if layer.get("implicit")] + info["attention_layers"]
+    data = attention(clients[family], text=TEXT, include=["stats"], thumbnail=8, layers=sorted(every), top_k=0)
+    expected = reference(family_dirs[family], data["token_ids"])
+    k = data["thumbnail"]["block"]
+    assert k > 1
+    for lv in data["layers"]:
+        if not lv.get("implicit"):
+            assert all(0 <= v <= 255 for h in lv["heads"] for row in h["thumbnail"] for v in row)
+            continue
+        M = expected[lv["layer"]][0].astype(np.float64)
+        served = np.array([h["thumbnail"] for h in lv["heads"]])
+        by_hand = signed_pool(M, k)
+        assert np.abs(served - by_hand).max() <= 1e-5 + 1e-5 * np.abs(M).max()
+        assert np.array_equal(np.array(lv["thumbnail_mask"]), np.tril(np.ones_like(served[0])))
+        p = np.abs(M) / np.abs(M).sum(-1, keepdims=True)
+        entropy = -(p * np.log(np.where(p > 0, p, 1))).sum(-1).mean(-1)
+        for h, head in enumerate(lv["heads"]):
+            assert head["stats"]["entropy"] == pytest.approx(entropy[h], rel=1e-4)
+            assert head["stats"]["max_weight"] == pytest.approx(p[h].max(-1).mean(), rel=1e-4)
+            assert head["stats"]["var_q"] is None and head["stats"]["entropy_unscaled"] is None
+        if family == "qwen3_next":
+            assert (served < 0).any()

@@ -16,7 +16,8 @@ import torch
 pytest.importorskip("transformers")
 
 from attnscope.model.families import mixers  # noqa: E402
-from attnscope.model.families.implicit import implicit_layer, recording_scans  # noqa: E402
+from attnscope.model.families.implicit import recording_scans
+from attnscope.model.families.implicit_layer import implicit_layer  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from tests.kit.family import QK_GAIN, family_configs  # noqa: E402
