@@ -339,7 +339,7 @@ def attention_json(svc: Service, req: AttentionRequest, started: float | None = 
     by_layer = {lc.layer: lc.mask for lc in result.capture.layers}
     causal = np.tril(np.ones((len(result.token_ids),) * 2, dtype=bool))  # M is 0 after each query
     answer = answer_of(result, req, facts)
-    masks = [by_layer.get(layer["layer"], causal) for layer in answer["layers"]]
+    masks = [causal if layer.get("implicit") else by_layer.get(layer["layer"], causal) for layer in answer["layers"]]
     parts = encode_answer(answer, req.precision, masks, result.capture.focus_mask, signed=facts.differential)
     t3 = time.perf_counter()
     total = (t3 - t0) * 1000

@@ -19,7 +19,7 @@ import {
   pooledFocus,
   predictionsRequest,
 } from "./requests.js";
-import { FOCUS_MAX, currentDetail, currentGrid, gridKey, headKey } from "./state.js";
+import { FOCUS_MAX, currentDetail, currentGrid, gridKey, gridLayers, headKey } from "./state.js";
 import { blankSubject, subjectKey } from "./subject.js";
 import { VIEWS, viewById } from "./views.js";
 
@@ -88,6 +88,7 @@ async function fetchGrid(ctx) {
     await ctx.modelReady;
   }
   const record = { key: gridKey(state), text: state.text, prompt: subjectKey(state, false) };
+  const modelKnown = !!state.model;
   state.pending.grid = true;
   update();
   try {
@@ -99,6 +100,8 @@ async function fetchGrid(ctx) {
     requestDone(ctx, "grid", err, record.key);
   }
   state.pending.grid = false;
+  // asked before the model was known, on a hybrid: its implicit layers are asked again by number
+  if (!modelKnown && gridLayers(state.model).layers && !currentGrid(state)) return fetchGrid(ctx);
   updateSoon();
 }
 
@@ -334,7 +337,8 @@ export function createData(app) {
     forgetAsked: () => (ctx.askedKey = null),
     /** Start loading the model and the head roles (the chosen head's request waits for the model). */
     start() {
-      ctx.modelReady = loadModel(app);
+      // a hybrid's grid names its implicit layers, known once the model is: asked again if not in flight
+      ctx.modelReady = loadModel(app).then(() => gridLayers(state.model).layers && ensureData(ctx));
       loadRoles(app);
     },
     /** Whether a request is planned or on its way. */

@@ -264,13 +264,17 @@ def recording_scans(model: torch.nn.Module):
 def mark_mixers(model: torch.nn.Module, layers: list[dict], attention_layers: list[int]) -> list[dict]:
     """``layers`` (``/api/model``'s) with each value-linear layer's ``type`` its mixer, ``implicit``
     true and ``heads`` (its M heads; 1 for a per-channel mixer, the mean of |M|). A layer that also
-    has softmax attention (Falcon-H1 runs Mamba-2 beside it) keeps its attention type and note."""
+    has softmax attention (Falcon-H1 runs Mamba-2 beside it) keeps its attention type and note and
+    adds ``mixer`` and ``mixer_heads``."""
     for module in model.modules():
         mixer = mixer_of(module)
-        if mixer is None or int(module.layer_idx) in attention_layers:
+        if mixer is None:
             continue
         heads = 1 if mixer in PER_CHANNEL else _mixer_heads(module)
-        layers[int(module.layer_idx)] |= {"type": mixer, "implicit": True, "heads": heads}
+        if int(module.layer_idx) in attention_layers:
+            layers[int(module.layer_idx)] |= {"mixer": mixer, "mixer_heads": heads}
+        else:
+            layers[int(module.layer_idx)] |= {"type": mixer, "implicit": True, "heads": heads}
     return layers
 
 

@@ -116,20 +116,44 @@ export function weightLegend(testid, label = "attention weight") {
 }
 
 /**
- * Columns of the grid: one per head, plus "mean" (the mean over the layer's heads of their
- * block maxima) when `aggregate`.
+ * Columns of the grid: one per head of the layer with the most (a hybrid's implicit layers may have more heads than
+ * its softmax layers; a layer's missing heads are blank tiles), plus "mean" (the mean over the layer's heads of
+ * their cells) when `aggregate`.
  */
 export function gridColumns(layers, aggregate) {
-  const heads = layers[0]?.heads.map((h) => h.head) ?? [];
+  const widest = layers.reduce((a, l) => (l.heads.length > a.heads.length ? l : a), layers[0] ?? { heads: [] });
+  const heads = widest.heads.map((h) => h.head);
   return aggregate ? [...heads, -1] : heads;
 }
 
 /** A layer's thumbnail mask: its own where the answer gives one (a sliding window), else the shared one. */
 export const layerMask = (layer, mask) => layer.thumbnail_mask ?? mask;
 
-/** The image of the grid at one pixel per thumbnail cell, with 1-pixel gaps between tiles. */
+/** The largest |M| of an implicit layer's thumbnails: its heads share one diverging scale, ±peak. */
+export const layerPeak = (layer) =>
+  layer.heads.reduce((a, h) => h.thumbnail.reduce((b, row) => row.reduce((c, v) => Math.max(c, Math.abs(v)), b), a), 0);
+
+/** An implicit layer's signed thumbnail as levels 0..255 of the diverging scale: 0 = −peak, 128 = 0, 255 = +peak. */
+const signedLevels = (thumb, peak) =>
+  thumb.map((row) => Array.from(row, (v) => Math.round(127.5 + (127.5 * v) / (peak || 1))));
+
+/** Per column, the tile of `layer` as levels (null: a head the layer does not have) and the colour table. */
+function layerTiles(layer, cols, size, luts) {
+  const mean = cols.includes(-1) ? meanThumbnail(layer.heads, size, !layer.implicit) : null;
+  const byHead = new Map(layer.heads.map((h) => [h.head, h.thumbnail]));
+  const thumbs = cols.map((head) => (head === -1 ? mean : (byHead.get(head) ?? null)));
+  if (!layer.implicit) return { thumbs, lut: luts.weights };
+  const peak = layerPeak(layer);
+  return { thumbs: thumbs.map((t) => t && signedLevels(t, peak)), lut: luts.signed };
+}
+
+/**
+ * The image of the grid at one pixel per thumbnail cell, with 1-pixel gaps between tiles; an implicit layer's
+ * tiles on the diverging scale (RdBu, centred on 0, the layer's ±peak), never the softmax colours.
+ */
 export function gridImage({ layers, size, mask, aggregate = false, lut = viridisLUT() }) {
   const cols = gridColumns(layers, aggregate);
+  const luts = { weights: lut, signed: layers.some((l) => l.implicit) ? scaleLUT("RdBu") : null };
   const W = cols.length * (size + 1) + 1;
   const H = layers.length * (size + 1) + 1;
   const px = new Uint8ClampedArray(W * H * 4);
@@ -141,10 +165,11 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
     px[o + 3] = 255;
   }
   layers.forEach((layer, r) => {
-    const mean = aggregate ? meanThumbnail(layer.heads, size) : null;
+    const tiles = layerTiles(layer, cols, size, luts);
     const lmask = layerMask(layer, mask);
-    cols.forEach((head, c) => {
-      const thumb = head === -1 ? mean : layer.heads[c].thumbnail;
+    cols.forEach((_, c) => {
+      const thumb = tiles.thumbs[c];
+      if (!thumb) return;
       const x0 = 1 + c * (size + 1);
       const y0 = 1 + r * (size + 1);
       for (let i = 0; i < size; i++) {
@@ -152,7 +177,7 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
         const mrow = lmask[i];
         for (let j = 0; j < size; j++) {
           const o = ((y0 + i) * W + x0 + j) * 4;
-          const rgb = mrow[j] ? lut : MASKED_RGB;
+          const rgb = mrow[j] ? tiles.lut : MASKED_RGB;
           const at = mrow[j] ? row[j] * 3 : 0;
           px[o] = rgb[at];
           px[o + 1] = rgb[at + 1];
@@ -164,14 +189,14 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
   return { width: W, height: H, data: px, cols };
 }
 
-/** Per cell, the mean over heads of their levels (rounded): the "mean" column. */
-export function meanThumbnail(heads, size) {
+/** Per cell, the mean over heads of their cells: the "mean" column (levels rounded; an implicit layer's M not). */
+export function meanThumbnail(heads, size, round = true) {
   return Array.from({ length: size }, (_, i) => {
-    const row = new Uint8Array(size);
+    const row = round ? new Uint8Array(size) : new Float64Array(size);
     for (let j = 0; j < size; j++) {
       let s = 0;
       for (const h of heads) s += h.thumbnail[i][j];
-      row[j] = Math.round(s / heads.length);
+      row[j] = round ? Math.round(s / heads.length) : s / heads.length;
     }
     return row;
   });
@@ -229,8 +254,15 @@ export function gridTooltip({ grid, hit, aggregate = false, model = null }) {
   });
   if (why) {
     lines.push(why);
+  } else if (layer.implicit) {
+    lines[0] = `${name} · ${layer.mixer} (implicit)`;
+    lines.push(implicitCell(layer, head, hit, k, grid.thumbnail.size));
   } else {
-    const thumb = head === -1 ? meanThumbnail(layer.heads, grid.thumbnail.size) : layer.heads[hit.col].thumbnail;
+    const thumb =
+      head === -1
+        ? meanThumbnail(layer.heads, grid.thumbnail.size)
+        : layer.heads.find((h) => h.head === head)?.thumbnail;
+    if (!thumb) return [name, "no such head in this layer"];
     const w = (thumb[hit.i][hit.j] / 255).toFixed(3);
     // a signed map's quirk names its cells (the server pools |pattern|)
     const weight = cellWord(model, layer);
@@ -239,6 +271,16 @@ export function gridTooltip({ grid, hit, aggregate = false, model = null }) {
   }
   lines.push(head === -1 ? "" : "click to open this head");
   return lines.filter(Boolean);
+}
+
+/** The tooltip's line for a cell of an implicit layer: the answer's pooled M, signed. */
+function implicitCell(layer, head, hit, k, size) {
+  const thumb = head === -1 ? meanThumbnail(layer.heads, size, false) : layer.heads.find((h) => h.head === head);
+  if (!thumb) return "no such head in this layer";
+  const v = (head === -1 ? thumb : thumb.thumbnail)[hit.i][hit.j].toPrecision(4);
+  const what = layer.per_channel ? "mean over channels of |M|" : "M";
+  if (head === -1) return `mean over heads of the block's ${what} ${v}`;
+  return k === 1 ? `${what} ${v}` : `${what} of largest |M| in this ${k}×${k} block (sign kept) ${v}`;
 }
 
 /** Paint `grid` (a b64 grid answer, decoded) into `canvas`, the chosen head outlined. */
@@ -284,7 +326,10 @@ export function paintGrid(canvas, grid, { selected, aggregate = false, width }) 
   ctx.textBaseline = "middle";
   const every = Math.max(1, Math.ceil(14 / geom.tile)); // a label every few tiles when they are small
   grid.layers.forEach((l, r) => {
-    if (r % every === 0) ctx.fillText(`L${l.layer}`, geom.label - 4, geom.label + r * geom.tile + geom.tile / 2);
+    // a layer number twice (Falcon-H1: attention and Mamba-2 side by side): its mixer's row is "L3m"
+    const twice = l.implicit && grid.layers[r - 1]?.layer === l.layer;
+    const y = geom.label + r * geom.tile + geom.tile / 2;
+    if (r % every === 0) ctx.fillText(`L${l.layer}${twice ? "m" : ""}`, geom.label - 4, y);
   });
   ctx.textAlign = "center";
   ctx.textBaseline = "bottom";

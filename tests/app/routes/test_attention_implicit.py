@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.kit.app import attention
+from tests.kit.app import attention, served
 
 pytest.importorskip("transformers")
 
@@ -155,3 +155,29 @@ def test_grid_thumbnails_of_implicit_heads_keep_the_sign(family, clients, family
             assert head["stats"]["var_q"] is None and head["stats"]["entropy_unscaled"] is None
         if family == "qwen3_next":
             assert (served < 0).any()
+
+
+def test_falcon_h1s_mamba2_beside_attention_is_an_entry_of_the_same_number(tmp_path):
+    """Falcon-H1 runs Mamba-2 beside attention in every layer: /api/model names it as the layer's `mixer`, and
+    `mixers` sends it as an implicit entry of the same number after the softmax one, its M the scan's own."""
+    path = build("falcon_h1", tmp_path / "falcon_h1")
+    with served({"falcon_h1": path}) as clients:
+        client = clients["falcon_h1"]
+        info = client.get("/api/model").json()
+        assert info["attention_layers"] == [layer["index"] for layer in info["layers"]]
+        assert all(layer["mixer"] == "mamba2" and layer["mixer_heads"] >= 1 for layer in info["layers"])
+        assert not any(layer.get("implicit") for layer in info["layers"])
+        data = attention(client, text=TEXT, include=["pattern"], layers=[0, 1], mixers=[1], top_k=0)
+        assert [(lv["layer"], bool(lv.get("implicit"))) for lv in data["layers"]] == [(0, False), (1, False), (1, True)]
+        mamba = data["layers"][2]
+        M, skip = reference(path, data["token_ids"])[1]
+        assert mamba["mixer"] == "mamba2" and np.allclose(mamba["skip"], skip.numpy())
+        served_m = np.array([h["pattern"] for h in mamba["heads"]])
+        assert served_m.shape == M.shape and np.abs(served_m - M).max() <= 1e-5 + 1e-5 * np.abs(M).max()
+        # the attention entry of layer 1 is a softmax, as without `mixers`
+        rows = np.array(data["layers"][1]["heads"][0]["pattern"]).sum(-1)
+        assert np.allclose(rows, 1, atol=1e-4)
+        grid = attention(client, text=TEXT, include=["stats"], thumbnail=8, mixers=[0], top_k=0)
+        assert [(lv["layer"], bool(lv.get("implicit"))) for lv in grid["layers"]] == [(0, False), (0, True), (1, False)]
+        r = client.post("/api/attention", json={"text": TEXT, "include": ["pattern"], "mixers": [5]})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "mixers"]
