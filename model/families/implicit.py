@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.nn import functional as F
 
+from ..blocks import query_blocks
 from . import mixers
 
 # the module-level scan function each mixer's layer calls, by mixer
@@ -62,13 +63,23 @@ class Scan:
         """Whether M is one matrix per channel (Mamba-1, short convolutions), not per head."""
         return self.mixer in PER_CHANNEL
 
+    def blocks(self, budget: int):
+        """M a block of query rows at a time, first to last, within ``budget`` bytes of temporaries: yields
+        ``(r0, r1, M[:, r0:r1, :])``; a delta rule's in its own chunks (a state carried from one to the next)."""
+        if self.mixer in ("gated_deltanet", "kimi_delta"):
+            p = self.parts
+            yield from mixers.delta_blocks(p["q"], p["k"], p["g"], p["beta"])
+            return
+        heads, T = self.v.shape[0], self.v.shape[1]
+        state = self.parts["A"].shape[-1] if self.mixer == "mamba1" else 1  # Mamba-1's rows: (heads, R, T, state)
+        for r0, r1 in query_blocks(T, T, heads * state, budget):
+            yield r0, r1, self.rows(r0, r1)
+
     def rows(self, r0: int, r1: int) -> torch.Tensor:
         """M for queries ``r0 .. r1 - 1``: (heads, r1 - r0, T)."""
         p = self.parts
         if self.mixer in ("gated_deltanet", "kimi_delta"):
-            if "U" not in p:  # the chunks' operators, once for every block of rows
-                p["U"], p["P"] = mixers.delta_chunks(p["k"], p["g"], p["beta"])
-            return mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1, (p["U"], p["P"]))
+            return mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1)
         if self.mixer == "mamba2":
             return mixers.mamba2_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
         if self.mixer == "lightning":

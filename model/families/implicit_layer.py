@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..blocks import query_blocks
 from ..pooling import Pool, thumbnail_block
 from ..stats import STAT_ROWS, STAT_SCALARS
 from .implicit import Scan
@@ -70,13 +69,16 @@ class RowStats:
         self.top = torch.full((H, T), float("nan"), device=device, dtype=torch.float64)
 
     def add(self, rows: torch.Tensor, q0: int) -> None:
-        a = rows.abs().double()
+        """Rows ``q0 ..`` of M: p = |M| / Σ_s |M|, its entropy −Σ p log p (0 log 0 = 0) and top weight; a row
+        of zeros is NaN."""
+        a = rows.abs()
         total = a.sum(-1, keepdim=True)
-        p = a / total.clamp_min(torch.finfo(torch.float64).tiny)
-        ent = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1)
+        p = a / total
+        ent = -torch.xlogy(p, p).sum(-1).double()
+        top = p.amax(-1).double()
         empty = total[..., 0] == 0
         self.ent[:, q0 : q0 + rows.shape[1]] = ent.masked_fill(empty, float("nan"))
-        self.top[:, q0 : q0 + rows.shape[1]] = p.amax(-1).masked_fill(empty, float("nan"))
+        self.top[:, q0 : q0 + rows.shape[1]] = top.masked_fill(empty, float("nan"))
 
     def result(self) -> dict[str, np.ndarray]:
         H, T = self.ent.shape
@@ -101,9 +103,7 @@ def implicit_layer(
     device = scan.v.device
     pool = SignedPool(n, T, thumbnail_block(T, thumbnail), device) if thumbnail else None
     rows_stats = RowStats(n, T, device) if stats else None
-    state = scan.parts["A"].shape[-1] if scan.mixer == "mamba1" else 1  # Mamba-1's rows hold (heads, R, T, state)
-    for r0, r1 in query_blocks(T, T, heads * state, budget):
-        rows = scan.rows(r0, r1)
+    for r0, r1, rows in scan.blocks(budget):
         if scan.per_channel:
             rows = rows.abs().mean(dim=0, keepdim=True)
         if out is not None:
