@@ -74,9 +74,9 @@ def text_of(lm, n: int) -> str:
     return lm.tokenizer.decode(ids)
 
 
-def timed(fn) -> float:
+def timed(fn, *args, **kwargs) -> float:
     t0 = time.perf_counter()
-    fn()
+    fn(*args, **kwargs)
     return time.perf_counter() - t0
 
 
@@ -104,13 +104,13 @@ def main() -> None:
             text = text_of(lm, n)
             ids = torch.tensor([lm.tokenizer.encode_ids(text)])
             with torch.inference_mode():
-                t_bare = timed(lambda: bare(ids))
+                t_bare = timed(bare, ids)
             body = request(text=text, layers=every, include=["stats"], thumbnail=64, stats_rows=False, top_k=0)
-            t_grid = timed(lambda: answer_arrays(svc, body))
+            t_grid = timed(answer_arrays, svc, body)
             with torch.inference_mode(), recording_scans(bare) as scans:
                 bare(ids)
             scan = scans[implicit[0]]
-            t_m = timed(lambda: implicit_layer(scan, 96 << 20, pattern=False, thumbnail=64, stats=True))
+            t_m = timed(implicit_layer, scan, 96 << 20, pattern=False, thumbnail=64, stats=True)
             print(f"{ids.shape[1]:>7} {t_bare:>8.2f} {t_grid:>8.2f} {t_grid / t_bare:>9.2f} {t_m:>7.2f}", flush=True)
 
 
