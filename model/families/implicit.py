@@ -17,6 +17,11 @@ v_s (+ skip · v_t)`` can be held exactly (:meth:`Scan.rows` gives M a block of 
 
 A wrapper or hook records only inside :func:`recording_scans` of the same context (a context
 variable), so concurrent forward passes through one model never share a record. Batch row 0 is recorded.
+
+Switching an implicit head off (``ablate`` of a :func:`~model.families.attention.recording`'s options,
+:func:`install_mixers`): the head's slice of the scan's output (its Σ_s M v + skip · v) becomes 0 before
+the layer's gate, norm and projection, per batch row as ``ablate_rows`` says; only in a layer without
+softmax attention (Falcon-H1's Mamba-2 shares its layer's number with the attention heads it runs beside).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from torch.nn import functional as F
 
 from ..blocks import query_blocks
 from . import mixers
+from .attention import current
 
 # the module-level scan function each mixer's layer calls, by mixer
 SCAN_FUNCTIONS = {
@@ -91,12 +97,14 @@ class Scan:
 
 @dataclass
 class _Scans:
-    layer: int | None = None  # the mixer running now (its forward pre-hook sets it)
     scans: dict[int, Scan] = field(default_factory=dict)
     pending: dict[int, dict] = field(default_factory=dict)  # module-hooked mixers: layer -> parts so far
 
 
 _ACTIVE: contextvars.ContextVar[_Scans | None] = contextvars.ContextVar("attnscope_scans", default=None)
+# the mixer running now, set by its forward pre-hook (install_mixers); -1 where its heads cannot be switched off
+_LAYER: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("attnscope_mixer", default=None)
+SWITCHABLE = ("gated_deltanet", "kimi_delta", "mamba2", "lightning")  # one output slice per head
 
 
 def mixer_of(module: torch.nn.Module) -> str | None:
@@ -193,10 +201,15 @@ def _wrap(namespace, fname: str, mixer: str) -> None:
     def wrapper(*args, **kwargs):
         result = original(*args, **kwargs)
         active = _ACTIVE.get()
-        if active is not None and active.layer is not None:
+        running = _LAYER.get()
+        if active is not None and running is not None:
             scan = SCAN_RECORDS[mixer](args, kwargs, result)
-            scan.layer = active.layer
-            active.scans[active.layer] = scan
+            scan.layer = running[0]
+            active.scans[running[0]] = scan
+        if running is not None and running[1] >= 0 and mixer in SWITCHABLE:
+            out = result[0] if isinstance(result, tuple) else result  # (batch, T, heads, dv)
+            out = switch_off(out, running[1], 2)
+            result = (out, *result[1:]) if isinstance(result, tuple) else out
         return result
 
     wrapper._attnscope_original = original
@@ -222,7 +235,11 @@ def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scan
             slope = module.slope_rate.reshape(-1).float()
             active.scans[layer] = Scan(layer, mixer, {"q": got["q"], "k": got["k"], "slope": slope}, got["v"], out)
 
-        return [module.qkv_proj.register_forward_hook(take_qkv), module.norm.register_forward_pre_hook(take_out)]
+        # before any switching off at the norm's input: the scan's own output is recorded
+        return [
+            module.qkv_proj.register_forward_hook(take_qkv),
+            module.norm.register_forward_pre_hook(take_out, prepend=True),
+        ]
 
     def take_bcx(_m, _inp, output):
         if _ACTIVE.get() is not active:
@@ -242,27 +259,57 @@ def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scan
     return [module.in_proj.register_forward_hook(take_bcx), module.out_proj.register_forward_pre_hook(take_y)]
 
 
+def switch_off(out: torch.Tensor, layer: int, axis: int) -> torch.Tensor:
+    """``out`` with the heads the running options switch off in ``layer`` zeroed: ``out``'s heads on ``axis``
+    (dim 2 of (batch, T, heads, dv)), unchanged where none is."""
+    rec = current()
+    if rec is None:
+        return out
+    mask = rec.opts.switched_off(layer, out.shape[0], out.shape[axis], out.device)  # (batch, heads, 1, 1)
+    if mask is None:
+        return out
+    return out * ~mask.transpose(1, 2)  # (batch, 1, heads, 1)
+
+
+def install_mixers(model: torch.nn.Module, attention_layers=()) -> None:
+    """Once per model: each value-linear mixer's scan function wrapped and a forward pre-hook naming the mixer
+    running (its heads switched off as the running options say, except in ``attention_layers``, which run
+    softmax attention beside it); lightning attention switched off at its norm's input."""
+    for module in model.modules():
+        mixer = mixer_of(module)
+        if mixer is None or getattr(module, "_attnscope_mixer", False):
+            continue
+        module._attnscope_mixer = True
+        layer = int(module.layer_idx)
+        off = layer if layer not in attention_layers and mixer in SWITCHABLE else -1
+        if mixer in SCAN_FUNCTIONS:
+            _wrap(sys.modules[type(module).__module__], SCAN_FUNCTIONS[mixer], mixer)
+
+            def enter(_m, _inp, running=(layer, off)):
+                _LAYER.set(running)
+
+            module.register_forward_pre_hook(enter)
+        elif mixer == "lightning" and off >= 0:
+
+            def lightning_off(_m, inp, layer=layer, heads=module.num_attention_heads):
+                x = inp[0]  # (batch, T, heads · dv)
+                y = switch_off(x.reshape(*x.shape[:2], heads, -1), layer, 2).reshape(x.shape)
+                return None if y is x else (y, *inp[1:])
+
+            module.norm.register_forward_pre_hook(lightning_off)
+
+
 @contextlib.contextmanager
 def recording_scans(model: torch.nn.Module):
     """Record every value-linear mixer's scan in forward passes of ``model`` inside the block:
     yields a dict, layer -> :class:`Scan` (the last pass's)."""
     active = _Scans()
     handles = []
+    install_mixers(model)  # a model the backend did not open (a reference in a test): never switched off here
     for module in model.modules():
         mixer = mixer_of(module)
-        if mixer is None:
-            continue
-        layer = int(module.layer_idx)
-        if mixer in SCAN_FUNCTIONS:
-            _wrap(sys.modules[type(module).__module__], SCAN_FUNCTIONS[mixer], mixer)
-
-            def enter(_m, _inp, layer=layer):
-                if _ACTIVE.get() is active:  # hooks of concurrent calls on one model each keep their own
-                    active.layer = layer
-
-            handles.append(module.register_forward_pre_hook(enter))
-        else:
-            handles += _module_hooks(module, mixer, layer, active)
+        if mixer is not None and mixer not in SCAN_FUNCTIONS:
+            handles += _module_hooks(module, mixer, int(module.layer_idx), active)
     token = _ACTIVE.set(active)
     try:
         yield active.scans

@@ -181,3 +181,41 @@ def test_falcon_h1s_mamba2_beside_attention_is_an_entry_of_the_same_number(tmp_p
         assert [(lv["layer"], bool(lv.get("implicit"))) for lv in grid["layers"]] == [(0, False), (0, True), (1, False)]
         r = client.post("/api/attention", json={"text": TEXT, "include": ["pattern"], "mixers": [5]})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "mixers"]
+
+
+def zeroing_at_norm(model, layer: int, head: int):
+    """The oracle of switching an implicit head off: transformers' own model, the head's slice of the scan's output
+    zeroed by a forward pre-hook on the mixer's norm (what the scan hands its gate, norm and projection)."""
+    mixer = next(m for m in model.modules() if getattr(m, "layer_idx", None) == layer and hasattr(m, "norm"))
+    heads = next(getattr(mixer, n) for n in ("num_v_heads", "num_heads", "num_attention_heads") if hasattr(mixer, n))
+
+    def zero(_m, inp):
+        x = inp[0].reshape(-1, heads, inp[0].shape[-1] // heads if inp[0].dim() == 3 else inp[0].shape[-1]).clone()
+        x[:, head] = 0  # Gated DeltaNet's norm is per head: (batch · T · heads, dv); the others' (batch, T, heads · dv)
+        return (x.reshape(inp[0].shape), *inp[1:])
+
+    return mixer.norm.register_forward_pre_hook(zero)
+
+
+@pytest.mark.parametrize("family", ["qwen3_next", "bamba", "minimax"])
+def test_switching_an_implicit_head_off_is_zeroing_its_slice_of_the_scan(family, clients, family_dirs):
+    """`ablate` naming an implicit head: the predictions are transformers' own with that head's slice of the scan's
+    output zeroed by a hook on the mixer's norm input, and differ from the model's own."""
+    layer = next(lv["index"] for lv in clients[family].get("/api/model").json()["layers"] if lv.get("implicit"))
+    body = dict(text=TEXT, include=[], layers=[], top_k=5, encoding="json")
+    before = attention(clients[family], **body)
+    after = attention(clients[family], ablate=[{"layer": layer, "head": 1}], **body)
+    model = AutoModelForCausalLM.from_pretrained(family_dirs[family], attn_implementation="eager").eval()
+    with torch.no_grad():
+        handle = zeroing_at_norm(model, layer, 1)
+        probs = torch.softmax(model(torch.tensor([after["token_ids"]])).logits[0].double(), -1)
+        handle.remove()
+    for t, top in enumerate(after["predictions"]):
+        for p in top:
+            assert p["prob"] == pytest.approx(float(probs[t, p["id"]]), abs=2e-5)
+    assert after["predictions"] != before["predictions"]
+
+
+def test_a_per_channel_mixers_head_cannot_be_switched_off(clients):
+    r = clients["jamba"].post("/api/attention", json={"text": TEXT, "ablate": [{"layer": 0, "head": 0}], "top_k": 1})
+    assert r.status_code == 422 and "per channel" in r.json()["detail"][0]["msg"]
