@@ -17,6 +17,7 @@ A per-channel mixer's one "head" is the mean over channels of |M| (its thumbnail
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,6 +93,30 @@ class RowStats:
         return out
 
 
+@contextlib.contextmanager
+def flushed_subnormals():
+    """Inside the block this thread's CPU flushes subnormal floats to 0 (they are below 1.2e-38, where M's
+    decayed entries end up: products of them run 10× slower), and restores its setting after."""
+    was = torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        if was:  # supported: back to what torch does by default
+            torch.set_flush_denormal(False)
+
+
+def _reduce(rows, r0: int, r1: int, per_channel: bool, out, pool, rows_stats) -> None:
+    """One block of M's rows into what is asked: the whole M, the signed thumbnails, the statistics."""
+    if per_channel:
+        rows = rows.abs().mean(dim=0, keepdim=True)
+    if out is not None:
+        out[:, r0:r1] = rows.float().cpu().numpy()
+    if pool is not None:
+        pool.add(rows, r0)
+    if rows_stats is not None:
+        rows_stats.add(rows, r0)
+
+
 def implicit_layer(
     scan: Scan, budget: int, pattern: bool = True, thumbnail: int | None = None, stats: bool = False
 ) -> ImplicitLayer:
@@ -103,15 +128,9 @@ def implicit_layer(
     device = scan.v.device
     pool = SignedPool(n, T, thumbnail_block(T, thumbnail), device) if thumbnail else None
     rows_stats = RowStats(n, T, device) if stats else None
-    for r0, r1, rows in scan.blocks(budget):
-        if scan.per_channel:
-            rows = rows.abs().mean(dim=0, keepdim=True)
-        if out is not None:
-            out[:, r0:r1] = rows.float().cpu().numpy()
-        if pool is not None:
-            pool.add(rows, r0)
-        if rows_stats is not None:
-            rows_stats.add(rows, r0)
+    with flushed_subnormals():
+        for r0, r1, rows in scan.blocks(budget):
+            _reduce(rows, r0, r1, scan.per_channel, out, pool, rows_stats)
     # a per-channel skip (Mamba-1's D over thousands of channels) is not sent
     skip = None if scan.skip is None or scan.per_channel else scan.skip.cpu().numpy().astype(np.float32)
     thumb = None if pool is None else pool.result().float().cpu().numpy()
