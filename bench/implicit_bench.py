@@ -32,7 +32,9 @@ sys.path.insert(0, str(REPO))
 
 import attnscope  # noqa: E402
 from attnscope.app.compute.attention import answer_arrays  # noqa: E402
-from attnscope.app.notebook.service import request, service_for  # noqa: E402
+from attnscope.app.notebook.service import service_for  # noqa: E402
+from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
+from attnscope.app.schemas.common import with_text_limit  # noqa: E402
 from attnscope.model.families.implicit import recording_scans  # noqa: E402
 from attnscope.model.families.implicit_layer import implicit_layer  # noqa: E402
 
@@ -105,7 +107,8 @@ def main() -> None:
             ids = torch.tensor([lm.tokenizer.encode_ids(text)])
             with torch.inference_mode():
                 t_bare = timed(bare, ids)
-            body = request(text=text, layers=every, include=["stats"], thumbnail=64, stats_rows=False, top_k=0)
+            asked = with_text_limit(AttentionRequest, 1 << 20)  # as a server started with a larger text limit
+            body = asked(text=text, layers=every, include=["stats"], thumbnail=64, stats_rows=False, top_k=0)
             t_grid = timed(answer_arrays, svc, body)
             with torch.inference_mode(), recording_scans(bare) as scans:
                 bare(ids)
