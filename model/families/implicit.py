@@ -32,11 +32,9 @@ import sys
 from dataclasses import dataclass, field
 
 import torch
-from torch.nn import functional as F
 
-from ..blocks import query_blocks
-from . import mixers
 from .attention import current
+from .scans import PER_CHANNEL, SCAN_RECORDS, Scan
 
 # the module-level scan function each mixer's layer calls, by mixer
 SCAN_FUNCTIONS = {
@@ -46,53 +44,6 @@ SCAN_FUNCTIONS = {
     "mamba1": "mamba_selective_scan",
 }
 MIXERS = ("gated_deltanet", "kimi_delta", "mamba2", "lightning", "mamba1", "short_conv")
-PER_CHANNEL = ("mamba1", "short_conv")  # one M per channel, not per head
-
-
-@dataclass
-class Scan:
-    """One layer's scan: ``parts`` per head as :mod:`model.families.mixers` reads them, ``v`` and
-    ``out`` (heads, T, dv) (channels: (channels, T, 1)), ``skip`` (heads,) or None, and ``gate``
-    (like ``out``) where the scan itself multiplies by its output gate (Mamba-1's silu(z)):
-    ``out = (Σ_s M v + skip · v) · gate``."""
-
-    layer: int
-    mixer: str
-    parts: dict[str, torch.Tensor]
-    v: torch.Tensor
-    out: torch.Tensor
-    skip: torch.Tensor | None = None
-    gate: torch.Tensor | None = None
-
-    @property
-    def per_channel(self) -> bool:
-        """Whether M is one matrix per channel (Mamba-1, short convolutions), not per head."""
-        return self.mixer in PER_CHANNEL
-
-    def blocks(self, budget: int):
-        """M a block of query rows at a time, first to last, within ``budget`` bytes of temporaries: yields
-        ``(r0, r1, M[:, r0:r1, :])``; a delta rule's in its own chunks (a state carried from one to the next)."""
-        if self.mixer in ("gated_deltanet", "kimi_delta"):
-            p = self.parts
-            yield from mixers.delta_blocks(p["q"], p["k"], p["g"], p["beta"])
-            return
-        heads, T = self.v.shape[0], self.v.shape[1]
-        state = self.parts["A"].shape[-1] if self.mixer == "mamba1" else 1  # Mamba-1's rows: (heads, R, T, state)
-        for r0, r1 in query_blocks(T, T, heads * state, budget):
-            yield r0, r1, self.rows(r0, r1)
-
-    def rows(self, r0: int, r1: int) -> torch.Tensor:
-        """M for queries ``r0 .. r1 - 1``: (heads, r1 - r0, T)."""
-        p = self.parts
-        if self.mixer in ("gated_deltanet", "kimi_delta"):
-            return mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1)
-        if self.mixer == "mamba2":
-            return mixers.mamba2_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
-        if self.mixer == "lightning":
-            return mixers.lightning_rows(p["q"], p["k"], p["slope"], r0, r1)
-        if self.mixer == "mamba1":
-            return mixers.mamba1_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
-        return mixers.short_conv_rows(p["B"], p["C"], p["weight"], r0, r1)
 
 
 @dataclass
@@ -123,75 +74,6 @@ def mixer_of(module: torch.nn.Module) -> str | None:
     return None
 
 
-def _heads_first(x: torch.Tensor) -> torch.Tensor:
-    """(batch, T, heads, ...) -> (heads, T, ...) of batch row 0, in float32."""
-    return x[0].transpose(0, 1).float()
-
-
-def _l2norm(x: torch.Tensor) -> torch.Tensor:
-    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + 1e-6)
-
-
-def _delta_scan(args, kwargs, result) -> Scan:
-    names = ("query", "key", "value", "g", "beta")
-    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
-    q, k, v = (_heads_first(got[n]) for n in ("query", "key", "value"))
-    per = v.shape[0] // q.shape[0]  # grouped heads: each q/k head serves `per` value heads
-    q, k = q.repeat_interleave(per, dim=0), k.repeat_interleave(per, dim=0)
-    if kwargs.get("use_qk_l2norm_in_kernel", False):
-        q, k = _l2norm(q), _l2norm(k)
-    q = q * q.shape[-1] ** -0.5
-    g, beta = got["g"][0].transpose(0, 1).float(), got["beta"][0].transpose(0, 1).float()
-    out = result[0] if isinstance(result, tuple) else result
-    mixer = "kimi_delta" if got["g"].dim() == 4 else "gated_deltanet"  # a decay per channel: Kimi's
-    return Scan(-1, mixer, {"q": q, "k": k, "g": g, "beta": beta}, v, _heads_first(out))
-
-
-def _mamba2_scan(args, kwargs, result) -> Scan:
-    names = ("hidden_states", "dt", "A", "B", "C")
-    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
-    x = got["hidden_states"]
-    heads = x.shape[2]
-    dt = got["dt"]
-    if kwargs.get("dt_bias") is not None:
-        dt = dt + kwargs["dt_bias"].to(dt.dtype)
-    if kwargs.get("dt_softplus", False):
-        dt = F.softplus(dt)
-    low, high = kwargs.get("dt_limit", (0.0, float("inf")))
-    dt = torch.clamp(dt, min=low, max=high)
-    B, C = (_heads_first(got[n].float().repeat_interleave(heads // got[n].shape[2], dim=2)) for n in ("B", "C"))
-    parts = {"B": B, "C": C, "dt": dt[0].transpose(0, 1).float(), "A": got["A"].float()}
-    out = result[0] if isinstance(result, tuple) else result
-    skip = None if kwargs.get("D") is None else kwargs["D"].detach().float()
-    return Scan(-1, "mamba2", parts, _heads_first(x), _heads_first(out), skip)
-
-
-def _mamba1_scan(args, kwargs, result) -> Scan:
-    names = ("hidden_states", "dt", "A", "B", "C", "D", "z")
-    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
-    dt = got["dt"]
-    if kwargs.get("delta_bias") is not None:
-        dt = dt + kwargs["delta_bias"].to(dt.dtype)[..., None]
-    if kwargs.get("delta_softplus", False):
-        dt = F.softplus(dt)
-    # (batch, channels, T) and (batch, state, T), as the layer hands them over
-    B, C = got["B"][0].T.float(), got["C"][0].T.float()
-    parts = {"dt": dt[0].float(), "A": got["A"].detach().float(), "B": B, "C": C}
-    x = got["hidden_states"][0].float()[..., None]
-    out = (result[0] if isinstance(result, tuple) else result)[0].float()[..., None]
-    skip = None if got.get("D") is None else got["D"].detach().float()
-    gate = None if got.get("z") is None else F.silu(got["z"][0].float())[..., None]
-    return Scan(-1, "mamba1", parts, x, out, skip, gate)
-
-
-SCAN_RECORDS = {
-    "gated_deltanet": _delta_scan,
-    "kimi_delta": _delta_scan,
-    "mamba2": _mamba2_scan,
-    "mamba1": _mamba1_scan,
-}
-
-
 def _wrap(namespace, fname: str, mixer: str) -> None:
     """Replace ``namespace.fname`` by a recording wrapper, once."""
     original = getattr(namespace, fname)
@@ -208,7 +90,7 @@ def _wrap(namespace, fname: str, mixer: str) -> None:
             active.scans[running[0]] = scan
         if running is not None and running[1] >= 0 and mixer in SWITCHABLE:
             out = result[0] if isinstance(result, tuple) else result  # (batch, T, heads, dv)
-            out = switch_off(out, running[1], 2)
+            out = knock_out(switch_off(out, running[1], 2), running[1], mixer, args, kwargs, result)
             result = (out, *result[1:]) if isinstance(result, tuple) else out
         return result
 
@@ -269,6 +151,27 @@ def switch_off(out: torch.Tensor, layer: int, axis: int) -> torch.Tensor:
     if mask is None:
         return out
     return out * ~mask.transpose(1, 2)  # (batch, 1, heads, 1)
+
+
+def knock_out(out: torch.Tensor, layer: int, mixer: str, args, kwargs, result) -> torch.Tensor:
+    """``out`` (batch, T, heads, dv) without the terms M[t, s] v_s of the running options' knocked-out edges of
+    ``layer`` (batch row 0; a cell knocked out twice counts once): M's rows of those queries from the scan's
+    own inputs. The skip (Mamba-2's D v_t) is no edge and stays."""
+    rec = current()
+    edges = [] if rec is None else [e for e in rec.opts.knockout if e[0] == layer]
+    if not edges:
+        return out
+    scan = SCAN_RECORDS[mixer](args, kwargs, result)
+    H, T = scan.v.shape[0], scan.v.shape[1]
+    lo, hi = min(e[2] for e in edges), max(e[3] for e in edges)
+    knocked = torch.zeros(H, hi - lo, T, dtype=torch.bool, device=out.device)
+    for _, head, q0, q1, k0, k1 in edges:
+        knocked[slice(None) if head is None else head, q0 - lo : q1 - lo, k0:k1] = True
+    rows = scan.rows(lo, hi) * knocked  # (heads, rows, T): the knocked terms' M
+    terms = torch.einsum("hrs,hsd->rhd", rows, scan.v)  # (rows, heads, dv)
+    out = out.clone()
+    out[0, lo:hi] -= terms.to(out.dtype)
+    return out
 
 
 def install_mixers(model: torch.nn.Module, attention_layers=()) -> None:

@@ -25,7 +25,7 @@ import torch
 
 from ..pooling import Pool, thumbnail_block
 from ..stats import STAT_ROWS, STAT_SCALARS
-from .implicit import Scan
+from .scans import Scan
 
 IMPLICIT_STATS = ("entropy", "max_weight", "row_entropy")  # computed on |M| normalised per row; the rest NaN
 

@@ -219,3 +219,67 @@ def test_switching_an_implicit_head_off_is_zeroing_its_slice_of_the_scan(family,
 def test_a_per_channel_mixers_head_cannot_be_switched_off(clients):
     r = clients["jamba"].post("/api/attention", json={"text": TEXT, "ablate": [{"layer": 0, "head": 0}], "top_k": 1})
     assert r.status_code == 422 and "per channel" in r.json()["detail"][0]["msg"]
+
+
+def test_writing_tokens_with_an_implicit_head_off_is_a_422(clients):
+    """A new token runs the mixer's recurrent step, which is not switched off: refused, naming the layer."""
+    body = {"text": TEXT, "max_new_tokens": 2, "ablate": [{"layer": 0, "head": 0}]}
+    r = clients["qwen3_next"].post("/api/generate", json=body)
+    assert r.status_code == 422 and "[0]" in r.json()["detail"][0]["msg"]
+
+
+SCAN_ARGS = {"qwen3_next": ("torch_chunk_gated_delta_rule", 2, "value")}  # the scan, its values: index, keyword
+
+
+# a tiny random Bamba's M is too small where a text can see it (its Δ and B·C are): knocked out, nothing moves
+@pytest.mark.parametrize("family", ["qwen3_next"])
+def test_an_implicit_edge_knocked_out_is_its_values_term_removed(family, clients, family_dirs, monkeypatch):
+    """Knocking out edges (queries 8-11, keys 8-11: the diagonal and after it, where a tiny model's M is largest) of
+    head 1 of an implicit layer: the log-probability at 11 is transformers' own with those queries' scan output
+    taken from a second scan whose values at those keys are 0 in that head (M is linear in the values; Mamba-2's
+    skip D v_t, no edge, added back), the other queries' as they were."""
+    import importlib
+
+    layer = next(lv["index"] for lv in clients[family].get("/api/model").json()["layers"] if lv.get("implicit"))
+    edge = {"layer": layer, "head": 1, "query": [8, 12], "key": [8, 12]}
+    got = clients[family].post("/api/knockout", json={"text": TEXT, "edges": [edge], "position": 11})
+    assert got.status_code == 200, got.text
+    got = got.json()
+    ids = attention(clients[family], text=TEXT, include=[], layers=[], top_k=0)["token_ids"]
+    name, index, keyword = SCAN_ARGS[family]
+    module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    scan = getattr(module, name)
+    calls = []
+
+    def knocked(*args, **kwargs):
+        out = scan(*args, **kwargs)
+        calls.append(1)
+        if len(calls) != layer + 1:  # only that layer's scan (the first mixers run in order)
+            return out
+        args = list(args)
+        v = (args[index] if len(args) > index else kwargs[keyword]).clone()  # (batch, T, heads, dv)
+        skip = 0.0 if kwargs.get("D") is None else kwargs["D"][1] * v[:, 8:12, 1]
+        v[:, 8:12, 1] = 0
+        if len(args) > index:
+            args[index] = v
+        else:
+            kwargs[keyword] = v
+        zeroed = scan(*args, **kwargs)
+        first, other = (out[0], zeroed[0]) if isinstance(out, tuple) else (out, zeroed)
+        first = first.clone()
+        first[:, 8:12, 1] = other[:, 8:12, 1] + skip
+        return (first, *out[1:]) if isinstance(out, tuple) else first
+
+    monkeypatch.setattr(module, name, knocked)
+    model = AutoModelForCausalLM.from_pretrained(family_dirs[family], attn_implementation="eager").eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits
+    logp = torch.log_softmax(logits[0, got["position"]].double(), -1)[got["token_id"]]
+    assert got["logprob_after"] == pytest.approx(float(logp), abs=1e-4)
+    assert got["logprob_after"] != got["logprob_before"]
+
+
+def test_a_lightning_edge_cannot_be_knocked_out(clients):
+    edge = {"layer": 0, "head": 0, "query": 3, "key": 1}
+    r = clients["minimax"].post("/api/knockout", json={"text": TEXT, "edges": [edge]})
+    assert r.status_code == 422 and "lightning" in r.json()["detail"][0]["msg"]
