@@ -285,7 +285,7 @@ export function toHash(state, views = []) {
 
 /** Identifies the answer to a grid request: its subject (subject.js: text, image, what-ifs) and layers. */
 export const gridKey = (state, named = gridLayers(state.model)) =>
-  named.layers ? `${subjectKey(state)}|${JSON.stringify(named)}` : subjectKey(state); // a hybrid's: once the model is in
+  named.layers ? `${subjectKey(state)}|${JSON.stringify(named)}` : subjectKey(state); // a hybrid's: with its model
 
 /** A hybrid's grid names every attention and value-linear layer (a mixer beside attention: `mixers`); else {}. */
 export function gridLayers(model) {

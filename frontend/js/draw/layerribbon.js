@@ -20,7 +20,7 @@ export const LAYER_WORDS = {
   mamba2: "Mamba-2, linear in its values: its implicit attention M is drawn in the grid and under it",
   lightning: "lightning attention, linear in its values: its implicit attention M is drawn in the grid and under it",
   mamba1: "Mamba-1, linear in its values: the mean over channels of its |M| is drawn in the grid and under it",
-  short_conv: "a short convolution, linear in its values: the mean over channels of its |M| is drawn in the grid and under it",
+  short_conv: "a short convolution, linear in its values: its mean over channels of |M| drawn in the grid and under it",
 };
 
 /** One chip per layer: `{index, type, text, title, attends}`; an empty list where every layer is full attention. */
