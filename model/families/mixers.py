@@ -148,9 +148,10 @@ def short_conv_rows(Bg: torch.Tensor, Cg: torch.Tensor, weight: torch.Tensor, r0
 
 # what an answer's implicit layer holds, as the API's schema says it
 MEANINGS = {
-    "implicit": "true for a value-linear mixer's layer (asked for by number in `layers`): each head's `pattern` is "
-    "M, o_t = Σ_s M[t, s] v_s + skip · v_t, exact; not a softmax (signed, rows need not sum to 1); no divisor, "
-    "softcap, window or statistics; absent for softmax layers",
+    "implicit": "true for a value-linear mixer's layer (asked for by number in `layers` or `mixers`): each head's "
+    "`pattern` is M, o_t = Σ_s M[t, s] v_s + skip · v_t, exact; not a softmax (signed, rows need not sum to 1); its "
+    "`thumbnail` M pooled keeping the sign, its statistics those of |M| normalised per row; no divisor, softcap "
+    "or window; absent for softmax layers",
     "mixer": "implicit layers: gated_deltanet (M[t,s] = β_s k_sᵀ A_{s+1}⋯A_t q_t, "
     "A_r = exp(g_r)(I − β_r k_r k_rᵀ)), mamba2 (M[t,s] = (C_t·B_s) exp(A Σ_{r=s+1..t} Δ_r) Δ_s), "
     "lightning (q_t·k_s decay^(t−s)), mamba1 (per channel: Σ_n C_t[n] exp(A[c,n] Σ_{r=s+1..t} Δ_r[c]) B_s[n] "
