@@ -134,3 +134,22 @@ def grid_tile(tab, layer: int, head: int) -> tuple[float, float]:
         }""",
         [layer, head],
     )
+
+
+@pytest.mark.parametrize("family_server", ["falcon_h1"], indirect=True)
+def test_falcon_h1s_mamba2_rows_sit_under_their_attention_rows(family_tab):
+    """Falcon-H1 runs Mamba-2 beside the attention of every layer: the grid holds both, the Mamba-2 row after its
+    layer's attention row under the same number, and the ribbon names both mixers of each layer."""
+    tab = family_tab
+    tab.open("/#text=" + quote(SENTENCE))
+    tab.page.wait_for_function("() => document.querySelector('[data-testid=heads-grid]').gridLayout")
+    rows = tab.page.evaluate(
+        "() => document.querySelector('[data-testid=heads-grid]').gridLayout.grid.layers"
+        ".map((l) => [l.layer, !!l.implicit, l.mixer ?? null])"
+    )
+    assert rows == [[0, False, None], [0, True, "mamba2"], [1, False, None], [1, True, "mamba2"]]
+    chips = tab.page.locator("[data-testid=layer-ribbon] .layer-chip")
+    assert [chips.nth(i).inner_text() for i in range(chips.count())] == ["L0 full + mamba2", "L1 full + mamba2"]
+    assert tab.page.evaluate("() => window.attnscope.state.implicit.body.mixers") == [0]
+    tab.drawn("implicit-plot")
+    assert not tab.unexpected_console_errors()
