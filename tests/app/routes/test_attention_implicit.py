@@ -283,3 +283,23 @@ def test_a_lightning_edge_cannot_be_knocked_out(clients):
     edge = {"layer": 0, "head": 0, "query": 3, "key": 1}
     r = clients["minimax"].post("/api/knockout", json={"text": TEXT, "edges": [edge]})
     assert r.status_code == 422 and "lightning" in r.json()["detail"][0]["msg"]
+
+
+def test_head_effects_switch_each_implicit_head_off(clients, family_dirs):
+    """Head effects on Qwen3-Next: each implicit head's delta is transformers' own log-prob with that head's slice of
+    the scan's output zeroed at the norm's input, minus the log-prob with nothing off."""
+    data = clients["qwen3_next"].post("/api/head-effects", json={"text": TEXT}).json()
+    assert [(e["layer"], e["mixer"]) for e in data["implicit"]] == [(0, "gated_deltanet"), (2, "gated_deltanet")]
+    ids = attention(clients["qwen3_next"], text=TEXT, include=[], layers=[], top_k=0)["token_ids"]
+    ids = ids[: data["position"] + 1]
+    model = AutoModelForCausalLM.from_pretrained(family_dirs["qwen3_next"], attn_implementation="eager").eval()
+    for entry in data["implicit"]:
+        for head, delta in enumerate(entry["delta"]):
+            with torch.no_grad():
+                handle = zeroing_at_norm(model, entry["layer"], head)
+                logits = model(torch.tensor([ids])).logits[0, -1].double()
+                handle.remove()
+            logp = float(torch.log_softmax(logits, -1)[data["token_id"]])
+            assert delta == pytest.approx(logp - data["logprob"], abs=1e-4)
+    mean = clients["qwen3_next"].post("/api/head-effects", json={"text": TEXT, "ablation": "mean"}).json()
+    assert "implicit" not in mean  # mean ablation: not defined for implicit heads here
