@@ -127,8 +127,8 @@ def encode_answer(
         about = enc.with_levels({k: v for k, v in layer.items() if k != "heads"}, "mask", "thumbnail_mask")
         parts.append((b"," if i else b"") + dumps(about)[:-1] + b',"heads":[')
         for j, h in enumerate(layer["heads"]):
-            if layer.get("implicit"):  # M, signed: as numbers rounded like weights
-                fields = {"pattern": enc.matrix(h["pattern"], DECIMALS["pattern"])}
+            if layer.get("implicit"):  # M and its thumbnail, signed: as numbers rounded like weights
+                fields = {name: _implicit_field(enc, name, value) for name, value in h.items() if name != "head"}
             else:
                 fields = {name: _head_field(enc, name, value, mask) for name, value in h.items() if name != "head"}
             parts.append(b'%s{"head":%d' % (b"," if j else b"", h["head"]))
@@ -163,6 +163,11 @@ def _focus(enc: Encoder, focus: dict[str, Any], mask: np.ndarray | None) -> list
         elif name not in ("layer", "head"):
             fields[name] = enc.pooled(name, value) if pooled else enc.field(name, value, mask)
     return [b',"focus":{"layer":%d,"head":%d' % (focus["layer"], focus["head"]), *_pieces(fields), b"}"]
+
+
+def _implicit_field(enc: Encoder, name: str, value: Any) -> Any:
+    """One field of an implicit head: M or its signed thumbnail as numbers, or its statistics."""
+    return enc.stats(value) if name == "stats" else enc.matrix(value, DECIMALS["pattern"])
 
 
 def _head_field(enc: Encoder, name: str, value: Any, mask: np.ndarray) -> Any:

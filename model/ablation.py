@@ -17,7 +17,7 @@ projection (:func:`model.options.ablate_heads`): by zeros, or by its mean output
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -54,6 +54,8 @@ class HeadEffects:
     logprob: float  # log p(token_id) after position, nothing ablated
     # (L, nh) float64, a row per attention layer: log-prob with head (l, h) alone ablated, minus logprob
     delta: torch.Tensor
+    # a hybrid's implicit layers (zero ablation): layer -> (heads,) the same, its head's slice of the scan's output 0
+    implicit: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
 def rows_per_batch(T: int, n_head: int, d_model: int) -> int:
@@ -99,9 +101,9 @@ def head_effects(
                 opts = replace(base, ablate_rows=tuple(frozenset({(layer, h)}) for h in heads))
                 x = starts[layer].expand(len(heads), -1, -1)  # (n, T, C)
                 logits = backend.last_logits_from(layer, x, opts)  # (n, V)
-                delta[row_of[layer], h0 : h0 + len(heads)] = (
-                    torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
-                )
+                delta[row_of[layer], h0 : h0 + len(heads)] = torch.log_softmax(logits.double(), dim=-1)[
+                    :, token_id
+                ].cpu()
     else:
         # every row a whole pass: a batch of rows, row i switching off head i
         heads = [(layer, h) for layer in facts.attention_layers for h in range(facts.n_head)]
@@ -112,7 +114,33 @@ def head_effects(
             lp = torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
             for (layer, h), value in zip(chunk, lp):
                 delta[row_of[layer], h] = value
-    return HeadEffects(position=position, token_id=int(token_id), logprob=logprob, delta=delta - logprob)
+    implicit = _implicit_effects(backend, idx, base, token_id, per) if mode == "zero" else {}
+    return HeadEffects(
+        position=position,
+        token_id=int(token_id),
+        logprob=logprob,
+        delta=delta - logprob,
+        implicit={layer: values - logprob for layer, values in implicit.items()},
+    )
+
+
+SWITCHABLE = ("gated_deltanet", "kimi_delta", "mamba2", "lightning")  # one slice of the scan's output per head
+
+
+def _implicit_effects(backend, idx, base: AttentionOptions, token_id: int, per: int) -> dict[int, torch.Tensor]:
+    """log p(token_id) with each implicit head alone switched off (model.families.implicit), whole passes."""
+    out = {}
+    for layer, about in enumerate(backend.facts.layers):
+        if not about.get("implicit") or about["type"] not in SWITCHABLE:
+            continue
+        values = torch.zeros(about["heads"], dtype=torch.float64)
+        for h0 in range(0, about["heads"], per):
+            heads = range(h0, min(about["heads"], h0 + per))
+            opts = replace(base, ablate_rows=tuple(frozenset({(layer, h)}) for h in heads))
+            logits = backend.last_logits(idx.expand(len(heads), -1), opts)  # (n, V)
+            values[h0 : h0 + len(heads)] = torch.log_softmax(logits.double(), dim=-1)[:, token_id].cpu()
+        out[layer] = values
+    return out
 
 
 # ------------------------------------------------------------------ generation

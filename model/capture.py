@@ -87,7 +87,7 @@ class Capture:
         self.sel = sel
         self.needs_unscaled = sel.needs_unscaled
         self.layers: list[LayerCapture] = []
-        self.implicit: list = []  # model.families.implicit.ImplicitLayer of sel.implicit, set by the backend
+        self.implicit: list = []  # model.families.implicit_layer.ImplicitLayer of sel.implicit, set by the backend
         self.focus: dict[str, np.ndarray] | None = None
         self.focus_stats: dict[str, np.ndarray] | None = None
         self.focus_pooled: dict[str, np.ndarray] | None = None  # name -> (m, m) float32, with focus_thumbnail

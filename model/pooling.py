@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -85,3 +86,9 @@ def levels(weights: torch.Tensor) -> torch.Tensor:
     """Weights in [0, 1] as uint8 levels 0 .. 255 (the thumbnails' form on the wire); a differential
     pair's |pattern| above 1 (λ outside [0, 1]) shows as 255."""
     return (weights.clamp(0, 1) * 255).round_().to(torch.uint8)
+
+
+def causal_levels(m: int) -> np.ndarray:
+    """(m, m) uint8: the causal mask of an m-cell thumbnail, 1 where block (i, j) holds a key at or before one of
+    its queries (j <= i; M is 0 after the query)."""
+    return (np.arange(m)[None, :] <= np.arange(m)[:, None]).astype(np.uint8)

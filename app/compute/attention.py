@@ -26,7 +26,7 @@ from ...model.capture import Capture, CapturePlan
 from ...model.fields import MATRIX_FIELDS
 from ...model.inspection import scale_divisor
 from ...model.options import AttentionOptions
-from ...model.pooling import thumbnail_block
+from ...model.pooling import causal_levels, thumbnail_block
 from ...model.stats import STAT_ROWS, STAT_SCALARS
 from ..encoding import encode_answer
 from ..errors import ApiError
@@ -224,7 +224,9 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
                 layer["thumbnail_mask"] = lc.thumbnail_mask
         layer["heads"] = _heads(lc, sel.heads, req.stats_rows)
         answer["layers"].append(layer)
-    answer["layers"] += [_implicit_layer(il) for il in getattr(cap, "implicit", [])]
+    answer["layers"] += [_implicit_layer(il, req.stats_rows) for il in getattr(cap, "implicit", [])]
+    if "thumbnail" not in answer and any(il.thumbnail is not None for il in getattr(cap, "implicit", [])):
+        answer["thumbnail"] = _implicit_thumbnail(len(result.token_ids), sel.thumbnail)
     answer["layers"].sort(key=lambda layer: layer["layer"])
     if sel.focus is not None and cap.focus is not None:
         answer["focus"] = _focus(cap, sel, len(result.token_ids))
@@ -232,17 +234,41 @@ def answer_of(result: AttentionResult, req: AttentionRequest, facts: ModelFacts)
     return answer
 
 
-def _implicit_layer(il) -> dict[str, Any]:
+def _implicit_layer(il, stats_rows: bool) -> dict[str, Any]:
     """A value-linear layer: each head's ``pattern`` is M (o_t = Σ_s M[t, s] v_s + skip · v_t), not a
-    softmax; a per-channel mixer's one head is the mean over channels of |M| (``per_channel``)."""
-    return {
+    softmax; its ``thumbnail`` M pooled keeping the sign (the value of largest |M| in each block), over the
+    causal ``thumbnail_mask``; its ``stats`` those of |M| normalised per row (the rest null); a per-channel
+    mixer's one head is the mean over channels of |M| (``per_channel``)."""
+    layer: dict[str, Any] = {
         "layer": il.layer,
         "implicit": True,
         "mixer": il.mixer,
         "per_channel": il.per_channel,
         "skip": None if il.skip is None else il.skip.tolist(),
-        "heads": [{"head": h, "pattern": il.pattern[h]} for h in range(il.pattern.shape[0])],
     }
+    if il.thumbnail is not None:
+        layer["thumbnail_mask"] = causal_levels(il.thumbnail.shape[-1])
+    stats = _stats(il.stats, stats_rows) if il.stats else None
+    n = next(a.shape[0] for a in (il.pattern, il.thumbnail) if a is not None)
+    heads = []
+    for h in range(n):
+        head: dict[str, Any] = {"head": h}
+        if il.thumbnail is not None:
+            head["thumbnail"] = il.thumbnail[h]
+        if stats is not None:
+            head["stats"] = stats[h]
+        if il.pattern is not None:
+            head["pattern"] = il.pattern[h]
+        heads.append(head)
+    layer["heads"] = heads
+    return layer
+
+
+def _implicit_thumbnail(T: int, n: int) -> dict[str, Any]:
+    """The answer's ``thumbnail`` where only implicit layers were asked: the causal mask pooled."""
+    block = thumbnail_block(T, n)
+    m = -(-T // block)
+    return {"size": m, "block": block, "mask": causal_levels(m)}
 
 
 def _heads(lc, heads: list[int], stats_rows: bool) -> list[dict[str, Any]]:
@@ -314,7 +340,7 @@ def attention_json(svc: Service, req: AttentionRequest, started: float | None = 
     by_layer = {lc.layer: lc.mask for lc in result.capture.layers}
     causal = np.tril(np.ones((len(result.token_ids),) * 2, dtype=bool))  # M is 0 after each query
     answer = answer_of(result, req, facts)
-    masks = [by_layer.get(layer["layer"], causal) for layer in answer["layers"]]
+    masks = [causal if layer.get("implicit") else by_layer.get(layer["layer"], causal) for layer in answer["layers"]]
     parts = encode_answer(answer, req.precision, masks, result.capture.focus_mask, signed=facts.differential)
     t3 = time.perf_counter()
     total = (t3 - t0) * 1000

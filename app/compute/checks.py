@@ -151,8 +151,24 @@ def check_head(layer: int, head: int, loc: tuple[str | int, ...], facts: ModelFa
 def ablate_set(heads, facts: ModelFacts) -> frozenset[tuple[int, int]]:
     """The request's ``ablate`` list checked against the model: a set of (layer, head), or a 422 naming the entry."""
     for i, ref in enumerate(heads):
-        check_head(ref.layer, ref.head, ("body", "ablate", i), facts)
+        about = facts.layers[ref.layer] if 0 <= ref.layer < facts.n_layer else {}
+        if about.get("implicit"):  # an implicit head: its slice of the scan's output switched off
+            check_implicit_head(ref.layer, ref.head, ("body", "ablate", i), about)
+        else:
+            check_head(ref.layer, ref.head, ("body", "ablate", i), facts)
     return frozenset((ref.layer, ref.head) for ref in heads)
+
+
+def check_implicit_head(layer: int, head: int, loc: tuple[str | int, ...], about: dict) -> None:
+    """A head of a value-linear layer that can be switched off: one M per head (not per channel), head in range."""
+    if about["type"] in ("mamba1", "short_conv"):
+        raise ApiError(
+            422,
+            f"layer {layer} is a {about['type']} layer: its M is one per channel, no head to switch off",
+            loc=loc,
+            type_="per_channel_mixer",
+        )
+    check_index(head, about["heads"], (*loc, "head"), f"{'.'.join(map(str, loc[1:]))}.head", "its implicit heads")
 
 
 def prompt_ids(svc: Service, text: str) -> list[int]:

@@ -42,6 +42,16 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
         "ablation": req.ablation,
         "ablate": [{"layer": ref.layer, "head": ref.head} for ref in req.ablate],
         "delta": facts.by_number(round_sig(eff.delta.numpy()).tolist()),
+        **(
+            {
+                "implicit": [
+                    {"layer": layer, "mixer": facts.layers[layer]["type"], "delta": round_sig(values.numpy()).tolist()}
+                    for layer, values in eff.implicit.items()
+                ]
+            }
+            if eff.implicit
+            else {}
+        ),
         **prompt.adds,
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }

@@ -17,6 +17,7 @@ import torch
 
 from ...model.ablation import Done, eos_ids, generate
 from ...model.options import AttentionOptions
+from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.generation import TOP_GUESSES, GenerateRequest
 from ..service import Service
@@ -52,6 +53,15 @@ def start_generation(svc: Service, req: GenerateRequest) -> Iterator[bytes]:
     decoder_only(svc, "writing tokens", "max_new_tokens")
     prompt = subject_of(svc, req) if facts.architecture != "encoder-decoder" else target_start(svc, req)
     opts = AttentionOptions(ablate=ablate_set(req.ablate, facts))
+    implicit = sorted({layer for layer, _ in opts.ablate if facts.layers[layer].get("implicit")})
+    if implicit:  # a new token runs the mixer's recurrent step, which is not switched off
+        raise ApiError(
+            422,
+            f"ablate names heads of the implicit layers {implicit}: writing tokens with them switched off is not "
+            "built (each new token runs the mixer's recurrent step)",
+            loc=("body", "ablate"),
+            type_="implicit_generation",
+        )
     seed = None
     if req.do_sample:
         seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(4), "little")

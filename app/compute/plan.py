@@ -20,7 +20,8 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int, n_keys: int
     facts = svc.loaded.facts
     check_token_count(n_tokens, facts)
     implicit = _implicit_layers(req, facts)
-    layers = layer_indices(None if req.layers is None else [v for v in req.layers if v not in implicit], facts)
+    softmax = None if req.layers is None else [v for v in req.layers if v not in implicit or v in (req.mixers or ())]
+    layers = layer_indices(softmax, facts)
     heads = indices(req.heads, facts.n_head, "heads", "heads per layer")
     focus = None
     focus_fields: frozenset[str] = frozenset()
@@ -31,7 +32,7 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int, n_keys: int
         focus_fields = frozenset(req.focus.include)
         focus_region = _region(req.focus.region, n_tokens, n_keys)
     include = set(req.include)
-    implicit_heads = sum(facts.layers[i]["heads"] for i in implicit)
+    implicit_heads = sum(facts.layers[i].get("mixer_heads") or facts.layers[i]["heads"] for i in implicit)
     _check_cells(svc, req, include, len(layers) * len(heads) + implicit_heads, n_tokens, n_keys)
     return CapturePlan(
         layers=layers,
@@ -51,12 +52,23 @@ def plan_capture(svc: Service, req: AttentionRequest, n_tokens: int, n_keys: int
 
 def _implicit_layers(req: AttentionRequest, facts) -> tuple[int, ...]:
     """The value-linear layers ``req.layers`` names (never by default: the page asks for them by number);
-    each is sent as its ``pattern``, M, so ``include`` must hold it."""
-    named = tuple(sorted({v for v in req.layers or () if 0 <= v < facts.n_layer and facts.layers[v].get("implicit")}))
-    if named and "pattern" not in req.include:
+    each is sent as its ``pattern``, M, or its signed ``thumbnail``, so ``include`` must hold pattern or
+    ``thumbnail`` be set."""
+    named = {v for v in req.layers or () if 0 <= v < facts.n_layer and facts.layers[v].get("implicit")}
+    for v in req.mixers or ():
+        if not (0 <= v < facts.n_layer and (facts.layers[v].get("implicit") or facts.layers[v].get("mixer"))):
+            mixers = [i for i, about in enumerate(facts.layers) if about.get("implicit") or about.get("mixer")]
+            raise ApiError(
+                422, f"layer {v} has no value-linear mixer (this model's: {mixers})", loc=("body", "mixers"),
+                type_="no_mixer",
+            )
+        named.add(v)
+    named = tuple(sorted(named))
+    if named and "pattern" not in req.include and not req.thumbnail:
         raise ApiError(
             422,
-            f"layers {list(named)} are value-linear mixers, sent as their matrices M: include needs pattern",
+            f"layers {list(named)} are value-linear mixers, sent as their matrices M: include needs pattern "
+            "(or ask thumbnail)",
             loc=("body", "include"),
             type_="implicit_needs_pattern",
         )

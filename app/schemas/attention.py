@@ -19,6 +19,7 @@ from .common import (
     TEMPERATURE_MAX,
     TEMPERATURE_MIN,
     HeadRef,
+    HeadStats,
     ImageUpload,
     ImplicitFields,
     Index,
@@ -142,6 +143,13 @@ class AttentionRequest(Subject):
     heads: list[Index] | None = Field(
         None, max_length=MAX_INDICES, description="heads to return in each layer (0-based); all if absent"
     )
+    mixers: list[Index] | None = Field(
+        None,
+        max_length=MAX_INDICES,
+        description="layers whose value-linear mixer to send as an implicit entry (`implicit`) of the same number: "
+        "a mixer beside softmax attention (Falcon-H1's Mamba-2, GET /api/model `layers[i].mixer`), or an implicit "
+        "layer (as naming it in `layers`); its pattern or thumbnail as for `layers`",
+    )
     include: list[IncludeName] = Field(
         default_factory=lambda: list(DEFAULT_INCLUDE),
         max_length=len(FIELDS) * 2,
@@ -184,28 +192,6 @@ class AttentionRequest(Subject):
 # ------------------------------------------------------------------ responses
 
 
-class HeadStats(BaseModel):
-    var_q: float
-    var_k: float
-    mean_scores_raw: float = Field(description="mean of q·kᵀ over unmasked entries")
-    mean_scores: float = Field(description="mean of attn_scores (what softmax sees) over unmasked entries")
-    var_scores_raw: float = Field(description="variance of q·kᵀ over unmasked entries")
-    var_scores: float = Field(
-        description="variance of attn_scores over unmasked entries: var_scores_raw / divisor², "
-        "unless a softcap bends them"
-    )
-    variance_ratio: float | None = Field(
-        description="var_scores_raw / var_scores: the divisor squared without a softcap (d_k when scale is sqrt_dk); "
-        "null where var_scores is 0 (a one-token text: 0 / 0 has no value)"
-    )
-    entropy: float = Field(description="mean row entropy of pattern, nats")
-    entropy_unscaled: float | None = optional_field("mean row entropy of pattern_unscaled, nats (or stats_unscaled)")
-    max_weight: float = Field(description="mean of the row maxima of pattern")
-    max_weight_unscaled: float | None = optional_field("mean of the row maxima of pattern_unscaled")
-    row_entropy: list[float] | TypedArray | None = optional_field("per query row (absent with stats_rows false)")
-    row_entropy_unscaled: list[float] | TypedArray | None = optional_field("per query row")
-
-
 MaskedMatrix = list[list[float | None]] | TypedArray
 Levels = list[list[int]] | TypedArray
 
@@ -229,9 +215,10 @@ HeadFields = create_model(
 
 class HeadView(HeadFields):
     head: int
-    thumbnail: Levels | None = optional_field(
+    thumbnail: Levels | Matrix | None = optional_field(
         "the pattern max-pooled to at most N×N (request `thumbnail`), levels 0..255 = weight × 255; with "
-        "differential attention |pattern| (its cells can be negative)"
+        "differential attention |pattern| (its cells can be negative); in an implicit layer M pooled keeping its "
+        "sign, numbers: each cell the value of largest |M| in its block"
     )
 
 

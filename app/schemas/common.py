@@ -319,3 +319,30 @@ class ImplicitFields(BaseModel):
     mixer: str | None = optional_field(MEANINGS["mixer"])
     per_channel: bool | None = optional_field(MEANINGS["per_channel"])
     skip: list[float] | None = optional_field(MEANINGS["skip"])
+
+
+class HeadStats(BaseModel):
+    """A softmax head's statistics; an implicit head (a value-linear mixer's) has only those that assume a
+    distribution, computed on |M| normalised per row (entropy, max_weight, row_entropy), the rest null."""
+
+    var_q: float | None
+    var_k: float | None
+    mean_scores_raw: float | None = Field(description="mean of q·kᵀ over unmasked entries")
+    mean_scores: float | None = Field(description="mean of attn_scores (what softmax sees) over unmasked entries")
+    var_scores_raw: float | None = Field(description="variance of q·kᵀ over unmasked entries")
+    var_scores: float | None = Field(
+        description="variance of attn_scores over unmasked entries: var_scores_raw / divisor², "
+        "unless a softcap bends them"
+    )
+    variance_ratio: float | None = Field(
+        description="var_scores_raw / var_scores: the divisor squared without a softcap (d_k when scale is sqrt_dk); "
+        "null where var_scores is 0 (a one-token text: 0 / 0 has no value)"
+    )
+    entropy: float | None = Field(
+        description="mean row entropy of pattern, nats (implicit head: of p = |M| / Σ_s |M| per row)"
+    )
+    entropy_unscaled: float | None = optional_field("mean row entropy of pattern_unscaled (if stats_unscaled)")
+    max_weight: float | None = Field(description="mean of the row maxima of pattern (implicit head: of that p)")
+    max_weight_unscaled: float | None = optional_field("mean of the row maxima of pattern_unscaled")
+    row_entropy: list[float] | TypedArray | None = optional_field("per query row (absent with stats_rows false)")
+    row_entropy_unscaled: list[float] | TypedArray | None = optional_field("per query row")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .common import (
     HeadRef,
@@ -14,6 +14,7 @@ from .common import (
     SubjectAnswer,
     TargetAnswer,
     ablate_field,
+    optional_field,
 )
 
 
@@ -41,6 +42,14 @@ class HeadEffectsRequest(Subject):
     image: ImageUpload = None
 
 
+class ImplicitEffects(BaseModel):
+    layer: int
+    mixer: str
+    delta: list[float] = Field(
+        description="[head]: log-prob of token_id with that implicit head switched off, minus logprob"
+    )
+
+
 class HeadEffectsResponse(TargetAnswer, SubjectAnswer):
     logprob: float = Field(description="log p(token_id) after position with nothing switched off but `ablate`")
     prob: float = Field(description="exp(logprob)")
@@ -49,5 +58,8 @@ class HeadEffectsResponse(TargetAnswer, SubjectAnswer):
     delta: list[list[float] | None] = Field(
         description="[layer][head]: log-prob of token_id with that head alone (also) switched off, minus logprob; "
         "null for a layer without softmax attention (a hybrid's other layers)"
+    )
+    implicit: list[ImplicitEffects] | None = optional_field(
+        "a hybrid's implicit layers (ablation zero only): each head's slice of the scan's output switched off alone"
     )
     timing_ms: float

@@ -93,6 +93,11 @@ class LayerInfo(BaseModel):
     heads: int | None = optional_field(
         "implicit layers: the heads of M (1 for mamba1, short_conv: the mean |M| over channels)"
     )
+    mixer: str | None = optional_field(
+        "a softmax layer that also runs a value-linear mixer beside its attention (Falcon-H1: mamba2): the mixer, "
+        "sent as an implicit entry of the same layer number when POST /api/attention names it in `mixers`"
+    )
+    mixer_heads: int | None = optional_field("that mixer's heads of M")
     window: int | None = optional_field("sliding: the window in tokens (the query and the window − 1 before it)")
     chunk: int | None = optional_field("chunked: the chunk in tokens; a query sees the earlier tokens of its own chunk")
     note: str | None = optional_field("what else the layer does that the drawing does not show")

@@ -3,7 +3,7 @@
 // JSON export, each from the state's subject (subject.js). data.js and export.js send them; the exact cells
 // of a zoomed block are the head view's own question (views/head.js).
 
-import { attentionLayers, currentGrid } from "./state.js";
+import { attentionLayers, currentGrid, gridLayers } from "./state.js";
 import { messagesOf, subject } from "./subject.js";
 import { viewById } from "./views.js";
 import { copyFields } from "./wire.js";
@@ -19,11 +19,12 @@ export const HALF_PRECISION_FROM = 257;
 /**
  * Body of the all-heads request: every layer and head as a max-pooled thumbnail (u1) with
  * its statistics, no per-row arrays, none of the unscaled softmax (the grid draws none) and no predictions:
- * small at any length.
+ * small at any length. A hybrid's implicit heads come as signed thumbnails (numbers) in their own rows.
  */
 export function gridRequest(state) {
   return {
     ...subject(state, URL),
+    ...gridLayers(state.model),
     include: ["stats"],
     stats_rows: false,
     stats_unscaled: false,

@@ -287,8 +287,20 @@ export function toHash(state, views = []) {
 
 // ---------------------------------------------------------------- which answer is current
 
-/** Identifies the answer to a grid request: its subject (subject.js: the text or conversation, image, what-ifs). */
-export const gridKey = (state) => subjectKey(state);
+/** Identifies the answer to a grid request: its subject (subject.js: text, image, what-ifs) and layers. */
+export const gridKey = (state, named = gridLayers(state.model)) =>
+  named.layers ? `${subjectKey(state)}|${JSON.stringify(named)}` : subjectKey(state); // a hybrid's: with its model
+
+/** A hybrid's grid names every attention and value-linear layer (a mixer beside attention: `mixers`); else {}. */
+export function gridLayers(model) {
+  const all = model?.layers ?? [];
+  const [implicit, beside] = [(l) => l.implicit, (l) => l.mixer && !l.implicit].map((f) =>
+    all.filter(f).map((l) => l.index),
+  );
+  if (!implicit.length && !beside.length) return {};
+  const layers = [...attentionLayers(model), ...implicit].sort((a, b) => a - b);
+  return beside.length ? { layers, mixers: beside } : { layers };
+}
 
 /** Identifies the answer to a chosen-head request: its subject and the head (the temperature only moves the
  * predictions). */

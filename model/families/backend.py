@@ -28,7 +28,8 @@ from ..trace import AttentionTrace
 from .attention import IMPLEMENTATION, recording, register, watch_output_gates
 from .config import bos_token, layer_divisor_rules, layer_types, position_encoding, preflight, sliding_windows
 from .differential import differential_lambda, is_differential
-from .implicit import implicit_layer, mark_mixers, recording_scans
+from .implicit import install_mixers, mark_mixers, recording_scans
+from .implicit_layer import implicit_layer
 from .mrope import mrope_positions
 
 
@@ -88,6 +89,7 @@ class TransformersBackend:
         windows = sliding_windows(cfg, n_layer)
         by_number = {t.layer: t for t in probe}
         divisors = [by_number[i].divisor if i in by_number else None for i in range(n_layer)]
+        install_mixers(model, numbers)  # an implicit head switched off as a softmax head is (ablate)
         self.facts = ModelFacts(
             name=name,
             family=self.family,
@@ -144,7 +146,10 @@ class TransformersBackend:
         with recording(sink, opts), recording_scans(self.model) as scans:
             hidden = self.trunk(input_ids=idx, **self.calls).last_hidden_state[0]
         budget = sink.sel.budget_bytes or block_budget(self.device)
-        sink.implicit = [implicit_layer(scans[layer], budget) for layer in wanted]
+        sel = sink.sel
+        sink.implicit = [
+            implicit_layer(scans[layer], budget, "pattern" in sel.fields, sel.thumbnail, sel.stats) for layer in wanted
+        ]
         return hidden
 
     @classmethod

@@ -17,6 +17,11 @@ v_s (+ skip · v_t)`` can be held exactly (:meth:`Scan.rows` gives M a block of 
 
 A wrapper or hook records only inside :func:`recording_scans` of the same context (a context
 variable), so concurrent forward passes through one model never share a record. Batch row 0 is recorded.
+
+Switching an implicit head off (``ablate`` of a :func:`~model.families.attention.recording`'s options,
+:func:`install_mixers`): the head's slice of the scan's output (its Σ_s M v + skip · v) becomes 0 before
+the layer's gate, norm and projection, per batch row as ``ablate_rows`` says; only in a layer without
+softmax attention (Falcon-H1's Mamba-2 shares its layer's number with the attention heads it runs beside).
 """
 
 from __future__ import annotations
@@ -26,12 +31,10 @@ import contextvars
 import sys
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
-from torch.nn import functional as F
 
-from ..blocks import query_blocks
-from . import mixers
+from .attention import current
+from .scans import PER_CHANNEL, SCAN_RECORDS, Scan
 
 # the module-level scan function each mixer's layer calls, by mixer
 SCAN_FUNCTIONS = {
@@ -41,53 +44,18 @@ SCAN_FUNCTIONS = {
     "mamba1": "mamba_selective_scan",
 }
 MIXERS = ("gated_deltanet", "kimi_delta", "mamba2", "lightning", "mamba1", "short_conv")
-PER_CHANNEL = ("mamba1", "short_conv")  # one M per channel, not per head
-
-
-@dataclass
-class Scan:
-    """One layer's scan: ``parts`` per head as :mod:`model.families.mixers` reads them, ``v`` and
-    ``out`` (heads, T, dv) (channels: (channels, T, 1)), ``skip`` (heads,) or None, and ``gate``
-    (like ``out``) where the scan itself multiplies by its output gate (Mamba-1's silu(z)):
-    ``out = (Σ_s M v + skip · v) · gate``."""
-
-    layer: int
-    mixer: str
-    parts: dict[str, torch.Tensor]
-    v: torch.Tensor
-    out: torch.Tensor
-    skip: torch.Tensor | None = None
-    gate: torch.Tensor | None = None
-
-    @property
-    def per_channel(self) -> bool:
-        """Whether M is one matrix per channel (Mamba-1, short convolutions), not per head."""
-        return self.mixer in PER_CHANNEL
-
-    def rows(self, r0: int, r1: int) -> torch.Tensor:
-        """M for queries ``r0 .. r1 - 1``: (heads, r1 - r0, T)."""
-        p = self.parts
-        if self.mixer in ("gated_deltanet", "kimi_delta"):
-            if "U" not in p:  # the chunks' operators, once for every block of rows
-                p["U"], p["P"] = mixers.delta_chunks(p["k"], p["g"], p["beta"])
-            return mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1, (p["U"], p["P"]))
-        if self.mixer == "mamba2":
-            return mixers.mamba2_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
-        if self.mixer == "lightning":
-            return mixers.lightning_rows(p["q"], p["k"], p["slope"], r0, r1)
-        if self.mixer == "mamba1":
-            return mixers.mamba1_rows(p["C"], p["B"], p["dt"], p["A"], r0, r1)
-        return mixers.short_conv_rows(p["B"], p["C"], p["weight"], r0, r1)
 
 
 @dataclass
 class _Scans:
-    layer: int | None = None  # the mixer running now (its forward pre-hook sets it)
     scans: dict[int, Scan] = field(default_factory=dict)
     pending: dict[int, dict] = field(default_factory=dict)  # module-hooked mixers: layer -> parts so far
 
 
 _ACTIVE: contextvars.ContextVar[_Scans | None] = contextvars.ContextVar("attnscope_scans", default=None)
+# the mixer running now, set by its forward pre-hook (install_mixers); -1 where its heads cannot be switched off
+_LAYER: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("attnscope_mixer", default=None)
+SWITCHABLE = ("gated_deltanet", "kimi_delta", "mamba2", "lightning")  # one output slice per head
 
 
 def mixer_of(module: torch.nn.Module) -> str | None:
@@ -106,75 +74,6 @@ def mixer_of(module: torch.nn.Module) -> str | None:
     return None
 
 
-def _heads_first(x: torch.Tensor) -> torch.Tensor:
-    """(batch, T, heads, ...) -> (heads, T, ...) of batch row 0, in float32."""
-    return x[0].transpose(0, 1).float()
-
-
-def _l2norm(x: torch.Tensor) -> torch.Tensor:
-    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + 1e-6)
-
-
-def _delta_scan(args, kwargs, result) -> Scan:
-    names = ("query", "key", "value", "g", "beta")
-    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
-    q, k, v = (_heads_first(got[n]) for n in ("query", "key", "value"))
-    per = v.shape[0] // q.shape[0]  # grouped heads: each q/k head serves `per` value heads
-    q, k = q.repeat_interleave(per, dim=0), k.repeat_interleave(per, dim=0)
-    if kwargs.get("use_qk_l2norm_in_kernel", False):
-        q, k = _l2norm(q), _l2norm(k)
-    q = q * q.shape[-1] ** -0.5
-    g, beta = got["g"][0].transpose(0, 1).float(), got["beta"][0].transpose(0, 1).float()
-    out = result[0] if isinstance(result, tuple) else result
-    mixer = "kimi_delta" if got["g"].dim() == 4 else "gated_deltanet"  # a decay per channel: Kimi's
-    return Scan(-1, mixer, {"q": q, "k": k, "g": g, "beta": beta}, v, _heads_first(out))
-
-
-def _mamba2_scan(args, kwargs, result) -> Scan:
-    names = ("hidden_states", "dt", "A", "B", "C")
-    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
-    x = got["hidden_states"]
-    heads = x.shape[2]
-    dt = got["dt"]
-    if kwargs.get("dt_bias") is not None:
-        dt = dt + kwargs["dt_bias"].to(dt.dtype)
-    if kwargs.get("dt_softplus", False):
-        dt = F.softplus(dt)
-    low, high = kwargs.get("dt_limit", (0.0, float("inf")))
-    dt = torch.clamp(dt, min=low, max=high)
-    B, C = (_heads_first(got[n].float().repeat_interleave(heads // got[n].shape[2], dim=2)) for n in ("B", "C"))
-    parts = {"B": B, "C": C, "dt": dt[0].transpose(0, 1).float(), "A": got["A"].float()}
-    out = result[0] if isinstance(result, tuple) else result
-    skip = None if kwargs.get("D") is None else kwargs["D"].detach().float()
-    return Scan(-1, "mamba2", parts, _heads_first(x), _heads_first(out), skip)
-
-
-def _mamba1_scan(args, kwargs, result) -> Scan:
-    names = ("hidden_states", "dt", "A", "B", "C", "D", "z")
-    got = dict(zip(names, args)) | {n: kwargs[n] for n in names if n in kwargs}
-    dt = got["dt"]
-    if kwargs.get("delta_bias") is not None:
-        dt = dt + kwargs["delta_bias"].to(dt.dtype)[..., None]
-    if kwargs.get("delta_softplus", False):
-        dt = F.softplus(dt)
-    # (batch, channels, T) and (batch, state, T), as the layer hands them over
-    B, C = got["B"][0].T.float(), got["C"][0].T.float()
-    parts = {"dt": dt[0].float(), "A": got["A"].detach().float(), "B": B, "C": C}
-    x = got["hidden_states"][0].float()[..., None]
-    out = (result[0] if isinstance(result, tuple) else result)[0].float()[..., None]
-    skip = None if got.get("D") is None else got["D"].detach().float()
-    gate = None if got.get("z") is None else F.silu(got["z"][0].float())[..., None]
-    return Scan(-1, "mamba1", parts, x, out, skip, gate)
-
-
-SCAN_RECORDS = {
-    "gated_deltanet": _delta_scan,
-    "kimi_delta": _delta_scan,
-    "mamba2": _mamba2_scan,
-    "mamba1": _mamba1_scan,
-}
-
-
 def _wrap(namespace, fname: str, mixer: str) -> None:
     """Replace ``namespace.fname`` by a recording wrapper, once."""
     original = getattr(namespace, fname)
@@ -184,10 +83,15 @@ def _wrap(namespace, fname: str, mixer: str) -> None:
     def wrapper(*args, **kwargs):
         result = original(*args, **kwargs)
         active = _ACTIVE.get()
-        if active is not None and active.layer is not None:
+        running = _LAYER.get()
+        if active is not None and running is not None:
             scan = SCAN_RECORDS[mixer](args, kwargs, result)
-            scan.layer = active.layer
-            active.scans[active.layer] = scan
+            scan.layer = running[0]
+            active.scans[running[0]] = scan
+        if running is not None and running[1] >= 0 and mixer in SWITCHABLE:
+            out = result[0] if isinstance(result, tuple) else result  # (batch, T, heads, dv)
+            out = knock_out(switch_off(out, running[1], 2), running[1], mixer, args, kwargs, result)
+            result = (out, *result[1:]) if isinstance(result, tuple) else out
         return result
 
     wrapper._attnscope_original = original
@@ -213,7 +117,11 @@ def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scan
             slope = module.slope_rate.reshape(-1).float()
             active.scans[layer] = Scan(layer, mixer, {"q": got["q"], "k": got["k"], "slope": slope}, got["v"], out)
 
-        return [module.qkv_proj.register_forward_hook(take_qkv), module.norm.register_forward_pre_hook(take_out)]
+        # before any switching off at the norm's input: the scan's own output is recorded
+        return [
+            module.qkv_proj.register_forward_hook(take_qkv),
+            module.norm.register_forward_pre_hook(take_out, prepend=True),
+        ]
 
     def take_bcx(_m, _inp, output):
         if _ACTIVE.get() is not active:
@@ -233,27 +141,78 @@ def _module_hooks(module: torch.nn.Module, mixer: str, layer: int, active: _Scan
     return [module.in_proj.register_forward_hook(take_bcx), module.out_proj.register_forward_pre_hook(take_y)]
 
 
+def switch_off(out: torch.Tensor, layer: int, axis: int) -> torch.Tensor:
+    """``out`` with the heads the running options switch off in ``layer`` zeroed: ``out``'s heads on ``axis``
+    (dim 2 of (batch, T, heads, dv)), unchanged where none is."""
+    rec = current()
+    if rec is None:
+        return out
+    mask = rec.opts.switched_off(layer, out.shape[0], out.shape[axis], out.device)  # (batch, heads, 1, 1)
+    if mask is None:
+        return out
+    return out * ~mask.transpose(1, 2)  # (batch, 1, heads, 1)
+
+
+def knock_out(out: torch.Tensor, layer: int, mixer: str, args, kwargs, result) -> torch.Tensor:
+    """``out`` (batch, T, heads, dv) without the terms M[t, s] v_s of the running options' knocked-out edges of
+    ``layer`` (batch row 0; a cell knocked out twice counts once): M's rows of those queries from the scan's
+    own inputs. The skip (Mamba-2's D v_t) is no edge and stays."""
+    rec = current()
+    edges = [] if rec is None else [e for e in rec.opts.knockout if e[0] == layer]
+    if not edges:
+        return out
+    scan = SCAN_RECORDS[mixer](args, kwargs, result)
+    H, T = scan.v.shape[0], scan.v.shape[1]
+    lo, hi = min(e[2] for e in edges), max(e[3] for e in edges)
+    knocked = torch.zeros(H, hi - lo, T, dtype=torch.bool, device=out.device)
+    for _, head, q0, q1, k0, k1 in edges:
+        knocked[slice(None) if head is None else head, q0 - lo : q1 - lo, k0:k1] = True
+    rows = scan.rows(lo, hi) * knocked  # (heads, rows, T): the knocked terms' M
+    terms = torch.einsum("hrs,hsd->rhd", rows, scan.v)  # (rows, heads, dv)
+    out = out.clone()
+    out[0, lo:hi] -= terms.to(out.dtype)
+    return out
+
+
+def install_mixers(model: torch.nn.Module, attention_layers=()) -> None:
+    """Once per model: each value-linear mixer's scan function wrapped and a forward pre-hook naming the mixer
+    running (its heads switched off as the running options say, except in ``attention_layers``, which run
+    softmax attention beside it); lightning attention switched off at its norm's input."""
+    for module in model.modules():
+        mixer = mixer_of(module)
+        if mixer is None or getattr(module, "_attnscope_mixer", False):
+            continue
+        module._attnscope_mixer = True
+        layer = int(module.layer_idx)
+        off = layer if layer not in attention_layers and mixer in SWITCHABLE else -1
+        if mixer in SCAN_FUNCTIONS:
+            _wrap(sys.modules[type(module).__module__], SCAN_FUNCTIONS[mixer], mixer)
+
+            def enter(_m, _inp, running=(layer, off)):
+                _LAYER.set(running)
+
+            module.register_forward_pre_hook(enter)
+        elif mixer == "lightning" and off >= 0:
+
+            def lightning_off(_m, inp, layer=layer, heads=module.num_attention_heads):
+                x = inp[0]  # (batch, T, heads · dv)
+                y = switch_off(x.reshape(*x.shape[:2], heads, -1), layer, 2).reshape(x.shape)
+                return None if y is x else (y, *inp[1:])
+
+            module.norm.register_forward_pre_hook(lightning_off)
+
+
 @contextlib.contextmanager
 def recording_scans(model: torch.nn.Module):
     """Record every value-linear mixer's scan in forward passes of ``model`` inside the block:
     yields a dict, layer -> :class:`Scan` (the last pass's)."""
     active = _Scans()
     handles = []
+    install_mixers(model)  # a model the backend did not open (a reference in a test): never switched off here
     for module in model.modules():
         mixer = mixer_of(module)
-        if mixer is None:
-            continue
-        layer = int(module.layer_idx)
-        if mixer in SCAN_FUNCTIONS:
-            _wrap(sys.modules[type(module).__module__], SCAN_FUNCTIONS[mixer], mixer)
-
-            def enter(_m, _inp, layer=layer):
-                if _ACTIVE.get() is active:  # hooks of concurrent calls on one model each keep their own
-                    active.layer = layer
-
-            handles.append(module.register_forward_pre_hook(enter))
-        else:
-            handles += _module_hooks(module, mixer, layer, active)
+        if mixer is not None and mixer not in SCAN_FUNCTIONS:
+            handles += _module_hooks(module, mixer, int(module.layer_idx), active)
     token = _ACTIVE.set(active)
     try:
         yield active.scans
@@ -263,43 +222,20 @@ def recording_scans(model: torch.nn.Module):
             h.remove()
 
 
-@dataclass
-class ImplicitLayer:
-    """What an answer holds of one value-linear layer: ``pattern`` (heads, T, T) float32 M per head,
-    or for a per-channel mixer one "head", the mean over channels of |M|; ``skip`` (heads,) or None."""
-
-    layer: int
-    mixer: str
-    per_channel: bool
-    skip: np.ndarray | None
-    pattern: np.ndarray
-
-
-def implicit_layer(scan: Scan, budget: int) -> ImplicitLayer:
-    """``scan``'s matrices, computed a block of query rows at a time within ``budget`` bytes of temporaries."""
-    heads, T = scan.v.shape[0], scan.v.shape[1]
-    out = np.zeros((1 if scan.per_channel else heads, T, T), dtype=np.float32)
-    state = scan.parts["A"].shape[-1] if scan.mixer == "mamba1" else 1  # Mamba-1's rows hold (heads, R, T, state)
-    for r0, r1 in query_blocks(T, T, heads * state, budget):
-        rows = scan.rows(r0, r1)
-        if scan.per_channel:
-            rows = rows.abs().mean(dim=0, keepdim=True)
-        out[:, r0:r1] = rows.float().cpu().numpy()
-    # a per-channel skip (Mamba-1's D over thousands of channels) is not sent
-    skip = None if scan.skip is None or scan.per_channel else scan.skip.cpu().numpy().astype(np.float32)
-    return ImplicitLayer(scan.layer, scan.mixer, scan.per_channel, skip, out)
-
-
 def mark_mixers(model: torch.nn.Module, layers: list[dict], attention_layers: list[int]) -> list[dict]:
     """``layers`` (``/api/model``'s) with each value-linear layer's ``type`` its mixer, ``implicit``
     true and ``heads`` (its M heads; 1 for a per-channel mixer, the mean of |M|). A layer that also
-    has softmax attention (Falcon-H1 runs Mamba-2 beside it) keeps its attention type and note."""
+    has softmax attention (Falcon-H1 runs Mamba-2 beside it) keeps its attention type and note and
+    adds ``mixer`` and ``mixer_heads``."""
     for module in model.modules():
         mixer = mixer_of(module)
-        if mixer is None or int(module.layer_idx) in attention_layers:
+        if mixer is None:
             continue
         heads = 1 if mixer in PER_CHANNEL else _mixer_heads(module)
-        layers[int(module.layer_idx)] |= {"type": mixer, "implicit": True, "heads": heads}
+        if int(module.layer_idx) in attention_layers:
+            layers[int(module.layer_idx)] |= {"mixer": mixer, "mixer_heads": heads}
+        else:
+            layers[int(module.layer_idx)] |= {"type": mixer, "implicit": True, "heads": heads}
     return layers
 
 

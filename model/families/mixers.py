@@ -6,7 +6,7 @@ with the layer's output (before its output gate, norm and projection) ``o_t = Σ
 ``skip · v_t`` where the mixer has one. M is not a softmax: it may be negative and its rows need not
 sum to 1. Entries after the query (``s > t``) are 0.
 
-* Gated DeltaNet (:func:`delta_rows`): ``A_r = exp(g_r) (I − β_r k_r k_rᵀ)``,
+* Gated DeltaNet (:func:`delta_blocks`): ``A_r = exp(g_r) (I − β_r k_r k_rᵀ)``,
   ``M[t, s] = β_s k_sᵀ A_{s+1} ⋯ A_t q_t``; Kimi Delta Attention the same with a decay per channel,
   ``A_r = (I − β_r k_r k_rᵀ) diag(exp(g_r))`` and ``M[t, s] = β_s k_sᵀ A_{s+1}ᵀ ⋯ A_tᵀ q_t``.
 * Mamba-2 (:func:`mamba2_rows`): ``M[t, s] = (C_t · B_s) exp(A_h Σ_{r=s+1..t} Δ_r) Δ_s``.
@@ -28,63 +28,70 @@ def causal_rows(r0: int, r1: int, T: int, device) -> torch.Tensor:
     return torch.arange(T, device=device)[None, :] <= t
 
 
-DELTA_CHUNK = 64  # keys per chunk of the delta rule's operators
+DELTA_CHUNK = 64  # queries and keys per chunk of the delta rule's chunked (WY) form
+SUBNORMAL = 1e-30  # a state entry below this is 0 (float32's smallest normal number is 1.2e-38)
 
 
-def delta_chunks(k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, chunk: int = DELTA_CHUNK):
-    """The delta rule's operators, every chunk of keys ``[a, b)`` at once (one step per key of a chunk):
-    ``U`` (heads, T, d), ``u_s = A_{b-1} ⋯ A_{s+1} β_s k_s``, and ``P`` (heads, chunks, d, d),
-    ``A_{b-1} ⋯ A_a``, with ``A_r = (I − β_r k_r k_rᵀ) diag(exp(g_r))`` (``g`` (heads, T) one decay per
-    head, or (heads, T, d) one per channel); ``M[t, s] = W · u_s`` for ``W = A_bᵀ ⋯ A_tᵀ q_t``."""
-    H, T, d = k.shape
-    n = -(-T // chunk)
-    pad = n * chunk - T  # padded steps: g = 0, β = 0, A = I
-    kc = torch.nn.functional.pad(k, (0, 0, 0, pad)).reshape(H, n, chunk, d)
-    bkc = torch.nn.functional.pad(beta[..., None] * k, (0, 0, 0, pad)).reshape(H, n, chunk, d)
-    decay = torch.exp(torch.nn.functional.pad(_channels(g, d), (0, 0, 0, pad))).reshape(H, n, chunk, d)
-    P = torch.eye(d, dtype=k.dtype, device=k.device).expand(H, n, d, d).clone()
-    U = torch.empty(H, n, chunk, d, dtype=k.dtype, device=k.device)
-    for i in range(chunk - 1, -1, -1):
-        U[:, :, i] = torch.einsum("hnij,hnj->hni", P, bkc[:, :, i])
-        along = torch.einsum("hnij,hnj->hni", P, kc[:, :, i])
-        P = (P - along[..., None] * bkc[:, :, i, None, :]) * decay[:, :, i, None, :]
-    return U.reshape(H, n * chunk, d)[:, :T], P
+def delta_blocks(q, k, g, beta, upto: int | None = None, chunk: int = DELTA_CHUNK):
+    """Gated DeltaNet's (and Kimi Delta Attention's) M a chunk of query rows at a time, first to last:
+    yields ``(r0, r1, M[:, r0:r1, :])`` until row ``upto`` (all rows when None). ``q``, ``k`` (heads, T, d)
+    as the scan reads them (l2-normalised, q scaled), ``g`` (heads, T) the log decay (per channel:
+    (heads, T, d)), ``beta`` (heads, T).
 
-
-def delta_rows(q, k, g, beta, r0: int, r1: int, chunks=None, chunk: int = DELTA_CHUNK):
-    """Gated DeltaNet's (and Kimi Delta Attention's) M for queries ``r0 .. r1 - 1``: ``q``, ``k`` (heads,
-    T, d) as the scan reads them (l2-normalised, q scaled), ``g`` (heads, T) the log decay (per channel:
-    (heads, T, d)), ``beta`` (heads, T); ``chunks``
-    :func:`delta_chunks` of the same tensors (computed here when None). Each row's vector
-    ``A_{s+1} ⋯ A_t q_t`` is carried from its own chunk down to the first, a chunk at a time (two
-    matrix products), and step by step only inside the chunk where its query is."""
+    M is the delta rule run with each token's value its own one-hot vector: the state
+    ``S_t = Σ_{s≤t} A_t ⋯ A_{s+1} β_s k_s e_sᵀ`` (heads, d, T) gives ``M[t, :] = q_tᵀ S_t`` and
+    ``S_t = D_t S_{t−1} + k_t u_t`` with ``u_t = β_t (e_tᵀ − k_tᵀ D_t S_{t−1})``. Inside a chunk the u of
+    its C steps come from one triangular solve, ``(I + L) U = diag(β) (E − K̃ S_0)`` with
+    ``L[i, j] = β_i k_iᵀ diag(Γ_i / Γ_j) k_j`` (j < i; Γ the decay since the chunk began) and ``K̃`` the keys
+    times Γ; the chunk's rows are ``Q̃ S_0 + (Q Kᵀ decayed, j ≤ i) U`` and the state is carried to the next
+    chunk as ``diag(Γ_last) S_0 + K̂ᵀ U``. A chunk costs O(C · d · T) (only the columns up to its last key),
+    so a layer O(T² d) and memory O(d · T) per head, never O(T² d²)."""
     H, T, d = q.shape
-    U, P = chunks if chunks is not None else delta_chunks(k, g, beta, chunk)
-    w = q.new_zeros(H, r1 - r0, d)
-    out = q.new_zeros(H, r1 - r0, T)
-    for j in range((r1 - 1) // chunk, -1, -1):
-        a, b = j * chunk, min((j + 1) * chunk, T)
-        out[:, :, a:b] = torch.einsum("hrd,hsd->hrs", w, U[:, a:b])
-        w = torch.einsum("hrd,hde->hre", w, P[:, j])
+    upto = T if upto is None else upto
+    S = q.new_zeros(H, d, upto)
+    logs = _channels(g, d)
+    for a in range(0, upto, chunk):
+        b = min(a + chunk, upto)
+        C = b - a
+        G = torch.cumsum(logs[:, a:b], dim=1)  # (H, C, d): log Γ_i, ≤ 0
+        kc, qc, bc = k[:, a:b], q[:, a:b], beta[:, a:b]
+        kk, qk = _decayed_products(kc, qc, G, g.dim() == 2)  # k_iᵀ diag(Γ_i / Γ_j) k_j and q_i's, j ≤ i
+        L = (bc[..., None] * kk).tril(-1)
+        rhs = -torch.einsum("hic,hct->hit", kc * torch.exp(G), S[:, :, :b])  # −K̃ S_0 over the columns so far
+        rhs[:, torch.arange(C), torch.arange(a, b)] += 1.0  # + E: each step's own one-hot value
+        eye = torch.eye(C, dtype=q.dtype, device=q.device)
+        U = torch.linalg.solve_triangular(eye + L, bc[..., None] * rhs, upper=False, unitriangular=True)
+        rows = torch.einsum("hic,hct->hit", qc * torch.exp(G), S[:, :, :b]) + qk @ U
+        S[:, :, :b] = torch.exp(G[:, -1])[..., None] * S[:, :, :b] + torch.einsum(
+            "hjc,hjt->hct", kc * torch.exp(G[:, -1:] - G), U
+        )
+        # what has decayed below float32's normal numbers becomes 0 (as a CPU flushing subnormals would):
+        # subnormals make every later product of the state 10× slower on the CPU
+        S[:, :, :b].masked_fill_(S[:, :, :b].abs() < SUBNORMAL, 0.0)
+        yield a, b, torch.nn.functional.pad(rows, (0, T - b))
+
+
+def _decayed_products(kc, qc, G, scalar: bool):
+    """Inside a chunk, ``k_iᵀ diag(Γ_i / Γ_j) k_j`` and ``q_iᵀ diag(Γ_i / Γ_j) k_j`` for j ≤ i (0 above), (H, C, C):
+    with one decay per head (Gated DeltaNet) the ratio is a scalar; per channel (Kimi) it is summed over them."""
+    C = kc.shape[1]
+    lower = torch.tril(torch.ones(C, C, dtype=torch.bool, device=kc.device))
+    if scalar:
+        ratio = torch.exp((G[:, :, None, 0] - G[:, None, :, 0]).masked_fill(~lower, float("-inf")))
+        return (kc @ kc.transpose(1, 2)) * ratio, (qc @ kc.transpose(1, 2)) * ratio
+    ratio = torch.exp((G[:, :, None, :] - G[:, None, :, :]).masked_fill(~lower[None, :, :, None], float("-inf")))
+    kr = kc[:, None, :, :] * ratio  # (H, i, j, d): k_j decayed to step i
+    return (kc[:, :, None, :] * kr).sum(-1), (qc[:, :, None, :] * kr).sum(-1)
+
+
+def delta_rows(q, k, g, beta, r0: int, r1: int, chunk: int = DELTA_CHUNK):
+    """M for queries ``r0 .. r1 - 1`` (heads, r1 - r0, T), from :func:`delta_blocks` run up to ``r1``."""
+    out = q.new_zeros(q.shape[0], r1 - r0, q.shape[1])
+    for a, b, rows in delta_blocks(q, k, g, beta, r1, chunk):
         lo, hi = max(a, r0), min(b, r1)
-        if lo < hi:  # queries of this chunk: step by step over its keys
-            w[:, lo - r0 : hi - r0] = _delta_steps(q, k, g, beta, out[:, lo - r0 : hi - r0], a, lo, hi)
+        if lo < hi:
+            out[:, lo - r0 : hi - r0] = rows[:, lo - a : hi - a]
     return out
-
-
-def _delta_steps(q, k, g, beta, out, a: int, lo: int, hi: int) -> torch.Tensor:
-    """Queries ``lo .. hi - 1`` over keys ``hi - 1`` down to ``a``: their cells written into ``out``
-    (heads, hi - lo, T); returns their vectors after key ``a``."""
-    H, _, d = q.shape
-    w = q.new_zeros(H, hi - lo, d)
-    for s in range(hi - 1, a - 1, -1):
-        if s >= lo:
-            w[:, s - lo] = q[:, s]
-        bk = beta[:, s, None] * k[:, s]
-        out[:, :, s] = torch.einsum("hrd,hd->hr", w, bk)
-        along = torch.einsum("hrd,hd->hr", w, k[:, s])
-        w = (w - along[..., None] * bk[:, None, :]) * torch.exp(_channels(g, d)[:, s])[:, None, :]
-    return w
 
 
 def _channels(g: torch.Tensor, d: int) -> torch.Tensor:
@@ -141,9 +148,10 @@ def short_conv_rows(Bg: torch.Tensor, Cg: torch.Tensor, weight: torch.Tensor, r0
 
 # what an answer's implicit layer holds, as the API's schema says it
 MEANINGS = {
-    "implicit": "true for a value-linear mixer's layer (asked for by number in `layers`): each head's `pattern` is "
-    "M, o_t = Σ_s M[t, s] v_s + skip · v_t, exact; not a softmax (signed, rows need not sum to 1); no divisor, "
-    "softcap, window or statistics; absent for softmax layers",
+    "implicit": "true for a value-linear mixer's layer (asked for by number in `layers` or `mixers`): each head's "
+    "`pattern` is M, o_t = Σ_s M[t, s] v_s + skip · v_t, exact; not a softmax (signed, rows need not sum to 1); its "
+    "`thumbnail` M pooled keeping the sign, its statistics those of |M| normalised per row; no divisor, softcap "
+    "or window; absent for softmax layers",
     "mixer": "implicit layers: gated_deltanet (M[t,s] = β_s k_sᵀ A_{s+1}⋯A_t q_t, "
     "A_r = exp(g_r)(I − β_r k_r k_rᵀ)), mamba2 (M[t,s] = (C_t·B_s) exp(A Σ_{r=s+1..t} Δ_r) Δ_s), "
     "lightning (q_t·k_s decay^(t−s)), mamba1 (per channel: Σ_n C_t[n] exp(A[c,n] Σ_{r=s+1..t} Δ_r[c]) B_s[n] "

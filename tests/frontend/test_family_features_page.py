@@ -175,8 +175,8 @@ def test_the_ribbon_names_every_layer_and_only_attention_layers_have_heads(famil
     )
     if tab.kind == "qwen3_next":
         assert types == ["gated_deltanet", "full", "gated_deltanet", "full"]
-        assert picker == ["1", "3"] and rows == [1, 3]
-        implicit = page.locator("[data-testid=layer-ribbon] .layer-implicit")  # drawn under the grid instead
+        assert picker == ["1", "3"] and rows == [0, 1, 2, 3]  # the implicit layers' rows in the grid too
+        implicit = page.locator("[data-testid=layer-ribbon] .layer-implicit")  # their heads not in the picker
         assert implicit.count() == 2 and "implicit attention" in implicit.first.get_attribute("title")
     else:
         assert types == ["chunked", "nope"]

@@ -60,3 +60,96 @@ def test_another_implicit_head_is_drawn_when_picked(family_tab):
     assert z[-1][0] == pytest.approx(M[-1][0], abs=1e-6)
     chips = tab.page.locator("[data-testid=layer-ribbon] .layer-implicit")
     assert chips.count() == 2 and "implicit attention" in chips.first.get_attribute("title")
+
+
+def test_a_hybrids_grid_draws_both_kinds_of_layer_in_its_canvas(family_tab):
+    """The grid names every layer: the softmax rows in the weights' colours, the implicit rows' signed thumbnails
+    on the diverging scale (each layer's largest |M| at an end of it), with its own legend; a click on an
+    implicit tile opens that head under the grid; at 1280 and at 390 px."""
+    tab = family_tab
+    for width in (1280, 390):
+        tab.open_at(width, "/#text=" + quote(SENTENCE))
+        tab.page.wait_for_function("() => document.querySelector('[data-testid=heads-grid]').gridLayout")
+        seen = tab.page.evaluate(
+            """async () => {
+                const { scaleLUT } = await import('/js/draw/gridcanvas.js');
+                const g = document.querySelector('[data-testid=heads-grid]').gridLayout;
+                const { geom, cols } = g.layout;
+                const ctx = document.getElementById('heads-grid-canvas').getContext('2d');
+                const dpr = window.devicePixelRatio || 1;
+                const pixel = (r, c, i, j) => {
+                  const x = geom.label + c * geom.tile + (j + 0.5) * geom.scale;
+                  const y = geom.label + r * geom.tile + (i + 0.5) * geom.scale;
+                  return [...ctx.getImageData(Math.floor(x * dpr), Math.floor(y * dpr), 1, 1).data].slice(0, 3);
+                };
+                const viridis = scaleLUT('Viridis');
+                return g.grid.layers.map((l, r) => {
+                  let best = { v: 0 };
+                  l.heads.forEach((h) => h.thumbnail.forEach((row, i) => row.forEach((v, j) => {
+                    if (Math.abs(v) > Math.abs(best.v)) best = { v, c: cols.indexOf(h.head), i, j };
+                  })));
+                  const h0 = l.heads[0].thumbnail;
+                  const level = l.implicit ? null : h0[h0.length - 1][0];
+                  return {
+                    layer: l.layer, implicit: !!l.implicit, mixer: l.mixer ?? null,
+                    peak: l.implicit ? [Math.sign(best.v), pixel(r, best.c, best.i, best.j)] : null,
+                    softmax: l.implicit ? null
+                      : [pixel(r, 0, h0.length - 1, 0), [...viridis.slice(level * 3, level * 3 + 3)]],
+                  };
+                });
+            }"""
+        )
+        assert [(row["layer"], row["implicit"]) for row in seen] == [(0, True), (1, False), (2, True), (3, False)]
+        for row in seen:
+            if row["implicit"]:
+                assert row["mixer"] == "gated_deltanet"
+                sign, rgb = row["peak"]
+                assert rgb == ([178, 10, 28] if sign > 0 else [5, 10, 172])  # RdBu's ends, never Viridis
+            else:
+                assert row["softmax"][0] == row["softmax"][1]
+        legend = tab.page.get_by_test_id("grid-signed-legend")
+        assert legend.is_visible() and "implicit M" in legend.inner_text()
+        caption = tab.page.get_by_test_id("grid-caption").inner_text()
+        assert "L0 gated_deltanet, L2 gated_deltanet" in caption and "n/a" in caption
+        assert tab.inside("heads-grid", width)
+    x, y = grid_tile(tab, 2, 1)
+    tab.page.mouse.click(x, y)
+    tab.page.wait_for_function(
+        "() => document.querySelector('[data-testid=implicit-caption]').innerText.startsWith('Layer 2, head 1')"
+    )
+    assert tab.page.get_by_test_id("implicit-pick").input_value() == "2:1"
+    assert not tab.unexpected_console_errors()
+
+
+def grid_tile(tab, layer: int, head: int) -> tuple[float, float]:
+    """Page coordinates of the middle of the implicit tile of ``layer`` and ``head``."""
+    tab.page.locator("#heads-grid-canvas").scroll_into_view_if_needed()
+    return tab.page.evaluate(
+        """([layer, head]) => {
+            const g = document.querySelector('[data-testid=heads-grid]').gridLayout;
+            const { geom, cols } = g.layout;
+            const r = g.grid.layers.findIndex((l) => l.layer === layer && l.implicit), c = cols.indexOf(head);
+            const box = document.getElementById('heads-grid-canvas').getBoundingClientRect();
+            return [box.left + geom.label + (c + 0.5) * geom.tile, box.top + geom.label + (r + 0.5) * geom.tile];
+        }""",
+        [layer, head],
+    )
+
+
+@pytest.mark.parametrize("family_server", ["falcon_h1"], indirect=True)
+def test_falcon_h1s_mamba2_rows_sit_under_their_attention_rows(family_tab):
+    """Falcon-H1 runs Mamba-2 beside the attention of every layer: the grid holds both, the Mamba-2 row after its
+    layer's attention row under the same number, and the ribbon names both mixers of each layer."""
+    tab = family_tab
+    tab.open("/#text=" + quote(SENTENCE))
+    tab.page.wait_for_function("() => document.querySelector('[data-testid=heads-grid]').gridLayout")
+    rows = tab.page.evaluate(
+        "() => document.querySelector('[data-testid=heads-grid]').gridLayout.grid.layers"
+        ".map((l) => [l.layer, !!l.implicit, l.mixer ?? null])"
+    )
+    assert rows == [[0, False, None], [0, True, "mamba2"], [1, False, None], [1, True, "mamba2"]]
+    chips = tab.page.locator("[data-testid=layer-ribbon] .layer-chip")
+    assert [chips.nth(i).inner_text() for i in range(chips.count())] == ["L0 full + mamba2", "L1 full + mamba2"]
+    assert tab.page.evaluate("() => window.attnscope.state.implicit.body.mixers") == [0]
+    tab.drawn("implicit-plot")
+    assert not tab.unexpected_console_errors()

@@ -14,7 +14,7 @@ from ...schemas.knockout import KnockoutRequest
 from ...service import Service
 from ...subject import target_of
 from ..attention import top_predictions
-from ..checks import check_attention_layer, check_index, check_span
+from ..checks import check_attention_layer, check_implicit_head, check_index, check_span
 from ..rounding import round_sig
 from . import elapsed_ms, not_exact
 
@@ -30,8 +30,12 @@ def _edges(
     edges = []
     for i, edge in enumerate(req.edges):
         loc = ("body", "edges", i)
-        check_attention_layer(edge.layer, (*loc, "layer"), f"edges.{i}.layer", facts)
-        if edge.head is not None:
+        about = facts.layers[edge.layer] if 0 <= edge.layer < facts.n_layer else {}
+        if about.get("implicit"):  # an implicit head's edge: its term M[t, s] v_s removed from o_t
+            check_knockable(edge, loc, about)
+        else:
+            check_attention_layer(edge.layer, (*loc, "layer"), f"edges.{i}.layer", facts)
+        if edge.head is not None and not about.get("implicit"):
             check_index(
                 edge.head, facts.n_head, (*loc, "head"), f"edges.{i}.head", f"the model has {facts.n_head} heads"
             )
@@ -39,6 +43,20 @@ def _edges(
         k0, k1 = check_span(edge.key, n_keys or n, (*loc, "key"), f"edges.{i}.key")
         edges.append((edge.layer, edge.head, q0, q1, k0, k1))
     return edges
+
+
+def check_knockable(edge, loc: tuple, about: dict) -> None:
+    """An edge of an implicit layer: a mixer whose scan attnscope wraps (not lightning's, not per channel)."""
+    if about["type"] not in ("gated_deltanet", "kimi_delta", "mamba2"):
+        raise ApiError(
+            422,
+            f"layer {edge.layer} is a {about['type']} layer: knocking out its edges is not built "
+            "(gated_deltanet, kimi_delta and mamba2 layers only)",
+            loc=(*loc, "layer"),
+            type_="not_knockable",
+        )
+    if edge.head is not None:
+        check_implicit_head(edge.layer, edge.head, loc, about)
 
 
 def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = None) -> bytes:

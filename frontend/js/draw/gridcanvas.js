@@ -2,13 +2,11 @@
 //
 // The server max-pools each head's pattern into blocks of `block` × `block` tokens (at most
 // 64 cells a side) and sends the block maxima as levels 0..255 (weight × 255). This module
-// lays the thumbnails out (pure functions: geometry, the image, what a pixel shows, the
-// tooltip) and paints them with putImageData, which stays fast where one Plotly heatmap per
+// lays the thumbnails out (pure functions: geometry, the image, what a pixel shows; the tooltip is
+// head/gridtip.js's) and paints them with putImageData, which stays fast where one Plotly heatmap per
 // head, or one giant heatmap, does not. Each layer is painted with its own mask: the answer's
 // `thumbnail_mask` of the layer where a sliding window makes it differ, else `thumbnail.mask`.
 
-import { maskedWhy } from "./captions.js";
-import { cellWord } from "./quirks.js";
 
 // Plotly's Viridis, the colour scale of every weight heatmap on the page
 const VIRIDIS = [
@@ -116,20 +114,44 @@ export function weightLegend(testid, label = "attention weight") {
 }
 
 /**
- * Columns of the grid: one per head, plus "mean" (the mean over the layer's heads of their
- * block maxima) when `aggregate`.
+ * Columns of the grid: one per head of the layer with the most (a hybrid's implicit layers may have more heads than
+ * its softmax layers; a layer's missing heads are blank tiles), plus "mean" (the mean over the layer's heads of
+ * their cells) when `aggregate`.
  */
 export function gridColumns(layers, aggregate) {
-  const heads = layers[0]?.heads.map((h) => h.head) ?? [];
+  const widest = layers.reduce((a, l) => (l.heads.length > a.heads.length ? l : a), layers[0] ?? { heads: [] });
+  const heads = widest.heads.map((h) => h.head);
   return aggregate ? [...heads, -1] : heads;
 }
 
 /** A layer's thumbnail mask: its own where the answer gives one (a sliding window), else the shared one. */
 export const layerMask = (layer, mask) => layer.thumbnail_mask ?? mask;
 
-/** The image of the grid at one pixel per thumbnail cell, with 1-pixel gaps between tiles. */
+/** The largest |M| of an implicit layer's thumbnails: its heads share one diverging scale, ±peak. */
+export const layerPeak = (layer) =>
+  layer.heads.reduce((a, h) => h.thumbnail.reduce((b, row) => row.reduce((c, v) => Math.max(c, Math.abs(v)), b), a), 0);
+
+/** An implicit layer's signed thumbnail as levels 0..255 of the diverging scale: 0 = −peak, 128 = 0, 255 = +peak. */
+const signedLevels = (thumb, peak) =>
+  thumb.map((row) => Array.from(row, (v) => Math.round(127.5 + (127.5 * v) / (peak || 1))));
+
+/** Per column, the tile of `layer` as levels (null: a head the layer does not have) and the colour table. */
+function layerTiles(layer, cols, size, luts) {
+  const mean = cols.includes(-1) ? meanThumbnail(layer.heads, size, !layer.implicit) : null;
+  const byHead = new Map(layer.heads.map((h) => [h.head, h.thumbnail]));
+  const thumbs = cols.map((head) => (head === -1 ? mean : (byHead.get(head) ?? null)));
+  if (!layer.implicit) return { thumbs, lut: luts.weights };
+  const peak = layerPeak(layer);
+  return { thumbs: thumbs.map((t) => t && signedLevels(t, peak)), lut: luts.signed };
+}
+
+/**
+ * The image of the grid at one pixel per thumbnail cell, with 1-pixel gaps between tiles; an implicit layer's
+ * tiles on the diverging scale (RdBu, centred on 0, the layer's ±peak), never the softmax colours.
+ */
 export function gridImage({ layers, size, mask, aggregate = false, lut = viridisLUT() }) {
   const cols = gridColumns(layers, aggregate);
+  const luts = { weights: lut, signed: layers.some((l) => l.implicit) ? scaleLUT("RdBu") : null };
   const W = cols.length * (size + 1) + 1;
   const H = layers.length * (size + 1) + 1;
   const px = new Uint8ClampedArray(W * H * 4);
@@ -141,10 +163,11 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
     px[o + 3] = 255;
   }
   layers.forEach((layer, r) => {
-    const mean = aggregate ? meanThumbnail(layer.heads, size) : null;
+    const tiles = layerTiles(layer, cols, size, luts);
     const lmask = layerMask(layer, mask);
-    cols.forEach((head, c) => {
-      const thumb = head === -1 ? mean : layer.heads[c].thumbnail;
+    cols.forEach((_, c) => {
+      const thumb = tiles.thumbs[c];
+      if (!thumb) return;
       const x0 = 1 + c * (size + 1);
       const y0 = 1 + r * (size + 1);
       // a cross stack's thumbnail need not be square: its rows (target) and columns (source) as the answer has them
@@ -153,7 +176,7 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
         const mrow = lmask[i];
         for (let j = 0; j < Math.min(size, row.length); j++) {
           const o = ((y0 + i) * W + x0 + j) * 4;
-          const rgb = mrow[j] ? lut : MASKED_RGB;
+          const rgb = mrow[j] ? tiles.lut : MASKED_RGB;
           const at = mrow[j] ? row[j] * 3 : 0;
           px[o] = rgb[at];
           px[o + 1] = rgb[at + 1];
@@ -165,15 +188,16 @@ export function gridImage({ layers, size, mask, aggregate = false, lut = viridis
   return { width: W, height: H, data: px, cols };
 }
 
-/** Per cell, the mean over heads of their levels (rounded): the "mean" column. */
-export function meanThumbnail(heads, size) {
+/** Per cell, the mean over heads of their cells: the "mean" column (levels rounded; an implicit layer's M not). */
+export function meanThumbnail(heads, size, round = true) {
   const first = heads[0].thumbnail; // its rows and columns (a cross stack's need not be square)
   return Array.from({ length: Math.min(size, first.length) }, (_, i) => {
-    const row = new Uint8Array(Math.min(size, first[i].length));
-    for (let j = 0; j < row.length; j++) {
+    const n = Math.min(size, first[i].length);
+    const row = round ? new Uint8Array(n) : new Float64Array(n);
+    for (let j = 0; j < n; j++) {
       let s = 0;
       for (const h of heads) s += h.thumbnail[i][j];
-      row[j] = Math.round(s / heads.length);
+      row[j] = round ? Math.round(s / heads.length) : s / heads.length;
     }
     return row;
   });
@@ -199,50 +223,6 @@ export function cellAt(geom, size, nRows, nCols, x, y) {
   const j = Math.floor((gx - c * geom.tile) / geom.scale);
   if (i < 0 || j < 0 || i >= size || j >= size) return null;
   return { row: r, col: c, i, j };
-}
-
-const span = (a, b) => (b - a <= 1 ? `${a}` : `${a}–${b - 1}`);
-
-/** The lines the tooltip shows for a cell: head, query and key tokens, the value, or "masked". */
-export function gridTooltip({ grid, hit, aggregate = false, model = null, keys = grid.tokens }) {
-  const cols = gridColumns(grid.layers, aggregate);
-  const layer = grid.layers[hit.row];
-  const head = cols[hit.col];
-  const k = grid.thumbnail.block;
-  const T = grid.tokens.length;
-  const q0 = hit.i * k;
-  const k0 = hit.j * k;
-  const q1 = Math.min(T, q0 + k);
-  const k1 = Math.min(keys.length, k0 + k);
-  const name = head === -1 ? `Layer ${layer.layer} · mean of the heads` : `Layer ${layer.layer} · head ${head}`;
-  const first = layer.heads[0].thumbnail; // a tile's cells past a cross stack's rows or columns hold nothing
-  if (hit.i >= first.length || hit.j >= first[hit.i].length) return [name, "click to open this head"];
-  const tok = (i) => grid.tokens[i];
-  const lines = [
-    name,
-    k === 1 ? `query ${q0} ${tok(q0)}` : `queries ${span(q0, q1)} (${tok(q0)} … ${tok(q1 - 1)})`,
-    k === 1 ? `key ${k0} ${keys[k0]}` : `keys ${span(k0, k1)} (${keys[k0]} … ${keys[k1 - 1]})`,
-  ];
-  const why = maskedWhy({
-    mask: layerMask(layer, grid.thumbnail.mask),
-    i: hit.i,
-    j: hit.j,
-    window: layer.window,
-    chunk: layer.chunk,
-    block: k,
-  });
-  if (why) {
-    lines.push(why);
-  } else {
-    const thumb = head === -1 ? meanThumbnail(layer.heads, grid.thumbnail.size) : layer.heads[hit.col].thumbnail;
-    const w = (thumb[hit.i][hit.j] / 255).toFixed(3);
-    // a signed map's quirk names its cells (the server pools |pattern|)
-    const weight = cellWord(model, layer);
-    if (head === -1) lines.push(`mean over heads of the largest ${weight} ${w}`);
-    else lines.push(k === 1 ? `${weight} ${w}` : `largest ${weight} in this ${k}×${k} block ${w}`);
-  }
-  lines.push(head === -1 ? "" : "click to open this head");
-  return lines.filter(Boolean);
 }
 
 /**
@@ -298,7 +278,10 @@ export function paintGrid(canvas, grid, { selected, aggregate = false, width, ma
   ctx.textBaseline = "middle";
   const every = Math.max(1, Math.ceil(14 / geom.tile)); // a label every few tiles when they are small
   grid.layers.forEach((l, r) => {
-    if (r % every === 0) ctx.fillText(`L${l.layer}`, geom.label - 4, geom.label + r * geom.tile + geom.tile / 2);
+    // a layer number twice (Falcon-H1: attention and Mamba-2 side by side): its mixer's row is "L3m"
+    const twice = l.implicit && grid.layers[r - 1]?.layer === l.layer;
+    const y = geom.label + r * geom.tile + geom.tile / 2;
+    if (r % every === 0) ctx.fillText(`L${l.layer}${twice ? "m" : ""}`, geom.label - 4, y);
   });
   ctx.textAlign = "center";
   ctx.textBaseline = "bottom";

@@ -15,12 +15,12 @@ export const LAYER_WORDS = {
   linear: "linear attention: no softmax, no attention map, so no heads to draw",
   conv: "a short convolution: no attention map, so no heads to draw",
   ssm: "a state-space model (Mamba): no attention map, so no heads to draw",
-  gated_deltanet: "Gated DeltaNet, linear in its values: its implicit attention M is drawn under the grid",
-  kimi_delta: "Kimi Delta Attention, linear in its values: its implicit attention M is drawn under the grid",
-  mamba2: "Mamba-2, linear in its values: its implicit attention M is drawn under the grid",
-  lightning: "lightning attention, linear in its values: its implicit attention M is drawn under the grid",
-  mamba1: "Mamba-1, linear in its values: the mean over channels of its |M| is drawn under the grid",
-  short_conv: "a short convolution, linear in its values: the mean over channels of its |M| is drawn under the grid",
+  gated_deltanet: "Gated DeltaNet, linear in its values: its implicit attention M is drawn in the grid and under it",
+  kimi_delta: "Kimi Delta Attention, linear in its values: its implicit attention M is drawn in the grid and under it",
+  mamba2: "Mamba-2, linear in its values: its implicit attention M is drawn in the grid and under it",
+  lightning: "lightning attention, linear in its values: its implicit attention M is drawn in the grid and under it",
+  mamba1: "Mamba-1, linear in its values: the mean over channels of its |M| is drawn in the grid and under it",
+  short_conv: "a short convolution, linear in its values: its mean over channels of |M| drawn in the grid and under it",
 };
 
 /** One chip per layer: `{index, type, text, title, attends}`; an empty list where every layer is full attention. */
@@ -32,9 +32,10 @@ export function ribbonChips(model) {
     const attends = (model.attention_layers ?? []).includes(l.index);
     const title = `Layer ${l.index}: ${LAYER_WORDS[l.type] ?? l.type}${l.window ? ` of ${l.window} tokens` : ""}${
       l.chunk ? ` (chunks of ${l.chunk} tokens)` : ""
-    }${l.note ? `. ${l.note}` : ""}`;
+    }${l.note ? `. ${l.note}` : ""}${l.mixer ? `. Beside it: ${LAYER_WORDS[l.mixer] ?? l.mixer}` : ""}`;
     const implicit = !!l.implicit;
-    return { index: l.index, type: l.type, text: `L${l.index} ${l.type}${size}`, title, attends, implicit };
+    const text = `L${l.index} ${l.type}${size}${l.mixer ? ` + ${l.mixer}` : ""}`; // Falcon-H1: attention + mamba2
+    return { index: l.index, type: l.type, text, title, attends, implicit };
   });
 }
 

@@ -6,7 +6,9 @@
 import { earlierMasked, maskKinds } from "../draw/captions.js";
 import { idOf, setHidden, setText } from "../dom.js";
 import { renderLayerRibbon } from "../draw/layerribbon.js";
-import { cellAt, gridTooltip, layerMask, paintGrid } from "../draw/gridcanvas.js";
+import { cellAt, layerMask, paintGrid, weightLegend } from "../draw/gridcanvas.js";
+import { gridTooltip } from "./gridtip.js";
+import { implicitGridWords, signedLegend } from "./implicit.js";
 import { currentGrid, stepLayer } from "../state.js";
 import { bandLabel, imageRun } from "../draw/imageband.js";
 import { imageMask } from "../draw/imagemap.js";
@@ -31,7 +33,7 @@ export function gridCaption(grid, aggregate, model = null) {
         `largest weight in a ${block}×${block} block of queries and keys, so a one-token diagonal stays visible.`;
   const mean = aggregate ? " The last column is the mean over each layer's heads of those cell values." : "";
   const quirks = layersWords(model, "grid", grid.layers);
-  return `${what}${gridMaskWords(grid)}${gridImageWords(grid)}${mean}${quirks}`;
+  return `${what}${gridMaskWords(grid)}${gridImageWords(grid)}${mean}${quirks}${implicitGridWords(grid)}`;
 }
 
 /**
@@ -104,6 +106,7 @@ export function drawGrid(state, els) {
     if (bars) paintSpanBars(els.gridCanvas, layout, grid);
     els.headsGrid.gridLayout = { grid, layout, aggregate: state.aggregate };
     els.headsGrid.dataset.signature = sig;
+    drawLegends(els.headsGrid, grid);
     els.headsGrid.classList.add("drawn");
     performance.measure("attnscope:draw:heads-grid", { start, end: performance.now() });
   }
@@ -119,11 +122,24 @@ export function drawGrid(state, els) {
   return true;
 }
 
+/** The grid's colour legends under its canvas: the weights', and the implicit rows' diverging one where there are. */
+function drawLegends(box, grid) {
+  let legends = box.parentElement.querySelector("[data-testid=grid-legends]");
+  if (!legends) {
+    legends = document.createElement("div");
+    legends.className = "grid-legends row";
+    legends.dataset.testid = "grid-legends";
+    box.after(legends);
+  }
+  const implicit = grid.layers.some((l) => l.implicit);
+  legends.replaceChildren(weightLegend("grid-weight-legend"), ...(implicit ? [signedLegend()] : []));
+}
+
 /**
  * The pointer on the grid canvas, for the page and the widget alike: hover shows the cell in
  * the tooltip, a click opens the head, arrow keys step to the next head. `app`: {state, els, selectHead}.
  */
-export function installGridPointer({ state, els, selectHead }) {
+export function installGridPointer({ state, els, selectHead, update }) {
   const hitAt = (ev) => {
     const g = els.headsGrid.gridLayout;
     if (!g) return null;
@@ -153,7 +169,12 @@ export function installGridPointer({ state, els, selectHead }) {
     const hit = hitAt(ev);
     if (!hit) return;
     const head = hit.g.layout.cols[hit.col];
-    if (head >= 0) selectHead(hit.g.grid.layers[hit.row].layer, head);
+    const row = hit.g.grid.layers[hit.row];
+    if (head >= 0 && row.implicit && update) {
+      // an implicit head opens under the grid (head/implicit.js), not in the softmax head's views
+      state.implicitHead = `${row.layer}:${head}`;
+      update();
+    } else if (head >= 0 && !row.implicit) selectHead(row.layer, head);
   });
   els.gridCanvas.addEventListener("keydown", (ev) => {
     const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };

@@ -7,15 +7,18 @@
 import { answerIn, question } from "../answers.js";
 import { drawPlot, mount, setHidden, setText } from "../dom.js";
 import { SIGNED_SCALE, signedRange } from "../draw/figures.js";
+import { scaleLUT, weightColor } from "../draw/gridcanvas.js";
 import { colorbarTitle, quirkWords } from "../draw/quirks.js";
 import { blankSubject, subject } from "../subject.js";
 
-/** The model's value-linear layers, as GET /api/model lists them. */
-export const implicitLayers = (model) => (model?.layers ?? []).filter((l) => l.implicit);
+/** The model's value-linear layers, as GET /api/model lists them (and a mixer beside attention: Falcon-H1's). */
+export const implicitLayers = (model) => (model?.layers ?? []).filter((l) => l.implicit || l.mixer);
 
 /** Every implicit head as `[value, layer, head]` (value "layer:head"), from GET /api/model. */
 const implicitHeads = (model) =>
-  implicitLayers(model).flatMap((l) => Array.from({ length: l.heads }, (_, h) => [`${l.index}:${h}`, l, h]));
+  implicitLayers(model).flatMap((l) =>
+    Array.from({ length: l.mixer_heads ?? l.heads }, (_, h) => [`${l.index}:${h}`, l, h]),
+  );
 
 /** The chosen implicit head, `[value, layer, head]` (the first where none is chosen), or null. */
 export function chosenImplicit(state) {
@@ -31,7 +34,8 @@ export function implicitQuestion(state) {
   const chosen = chosenImplicit(state);
   if (!chosen || blankSubject(state)) return null;
   const url = "/api/attention";
-  const body = { ...subject(state, url), layers: [chosen[1].index], include: ["pattern"], encoding: "json", top_k: 0 };
+  const named = chosen[1].implicit ? { layers: [chosen[1].index] } : { layers: [], mixers: [chosen[1].index] };
+  const body = { ...subject(state, url), ...named, include: ["pattern"], encoding: "json", top_k: 0 };
   return question("implicit", url, body);
 }
 
@@ -81,6 +85,43 @@ export function implicitFigure(pattern, tokens, title) {
   };
 }
 
+/**
+ * What the grid's implicit rows are, in words ("" without them): the mixer per layer, how a cell is pooled, the
+ * scale, and what their statistics are.
+ */
+export function implicitGridWords(grid) {
+  const rows = grid.layers.filter((l) => l.implicit);
+  if (!rows.length) return "";
+  const names = rows.map((l) => `L${l.layer} ${l.mixer}`).join(", ");
+  const block = grid.thumbnail.block;
+  const cell = block === 1 ? "each cell is M[t, s]" : `each cell the entry of largest |M| in its ${block}² block`;
+  const channel = rows.some((l) => l.per_channel) ? " A per-channel mixer's head: mean over channels of |M|." : "";
+  return (
+    ` Implicit rows (${names}) are value-linear mixers, not softmax: ${cell}, sign kept, on the diverging scale ` +
+    "(red +, blue −), " +
+    `each layer's heads sharing its own ±largest |M|.${channel} Their entropy and top weight are of |M| normalised ` +
+    "per row; the scores' statistics are n/a. A click opens the head under the grid."
+  );
+}
+
+/** A legend of the diverging scale the implicit rows are drawn on: "− ▭ + M". */
+export function signedLegend() {
+  const legend = document.createElement("div");
+  legend.className = "weight-legend muted small";
+  legend.dataset.testid = "grid-signed-legend";
+  const bar = document.createElement("canvas");
+  bar.width = 96;
+  bar.height = 8;
+  const g = bar.getContext("2d");
+  const lut = scaleLUT("RdBu");
+  for (let x = 0; x < bar.width; x++) {
+    g.fillStyle = weightColor(lut, x / (bar.width - 1));
+    g.fillRect(x, 0, 1, bar.height);
+  }
+  legend.append("−|M| max ", bar, " +|M| max: implicit M (each layer its own scale)");
+  return legend;
+}
+
 const MARKUP =
   '<h3 class="implicit-title">Implicit attention: the linear layers</h3>' +
   '<label>Head <select data-testid="implicit-pick" aria-label="implicit head"></select></label>' +
@@ -109,7 +150,7 @@ export function drawImplicit(state) {
   const heads = implicitHeads(state.model);
   const values = heads.map(([v]) => v).join(",");
   if (pick.dataset.values !== values) {
-    pick.replaceChildren(...heads.map(([v, l, h]) => new Option(`L${l.index} · ${l.type} · head ${h}`, v)));
+    pick.replaceChildren(...heads.map(([v, l, h]) => new Option(`L${l.index} · ${l.mixer ?? l.type} · head ${h}`, v)));
     pick.dataset.values = values;
   }
   const [value, chosen, h] = chosenImplicit(state);
@@ -117,7 +158,7 @@ export function drawImplicit(state) {
   const { response, error } = answerIn(state, q);
   if (error) return setText(part("implicit-caption"), `Could not compute the implicit attention: ${error}`);
   if (!response) return setText(part("implicit-caption"), "Computing the implicit attention…");
-  const layer = response.layers.find((l) => l.layer === chosen.index);
+  const layer = response.layers.find((l) => l.layer === chosen.index && l.implicit);
   const title = layer.per_channel ? "mean |M|" : (colorbarTitle(state.model, layer, h) ?? "M");
   const figure = () => implicitFigure(layer.heads[h].pattern, response.tokens, title);
   drawPlot(part("implicit-plot"), `${q.key}|${value}`, figure, `attnscope-implicit-L${layer.layer}H${h}`);

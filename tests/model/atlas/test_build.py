@@ -309,3 +309,16 @@ def test_max_tokens_caps_the_tokens_seen(models, tmp_path):
     atlas(corpus, tmp_path / "out", model=lm, seq_len=SEQ_LEN, batch_size=2, max_tokens=50)
     meta = read_atlas(tmp_path / "out").meta
     assert meta["tokens_seen"] == 50 and meta["windows"] == math.ceil(50 / SEQ_LEN)
+
+
+def test_a_hybrids_implicit_layers_are_said_to_be_skipped(tmp_path):
+    """On Qwen3-Next (Gated DeltaNet in layers 0 and 2) the atlas measures the softmax layers and meta.json names
+    the implicit ones it does not measure, each with its mixer."""
+    path = build("qwen3_next", tmp_path / "qwen3_next")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
+    atlas(corpus, tmp_path / "out", checkpoint=path, seq_len=SEQ_LEN, batch_size=BATCH, local_window=LOCAL)
+    meta = read_atlas(tmp_path / "out").meta["model"]
+    assert meta["attention_layers"] == [1, 3]
+    skipped = meta["implicit_layers"]
+    assert skipped["measured"] is False and "|M| normalised per row" in skipped["why"]
+    assert skipped["layers"] == [{"layer": 0, "mixer": "gated_deltanet"}, {"layer": 2, "mixer": "gated_deltanet"}]

@@ -16,7 +16,8 @@ import torch
 pytest.importorskip("transformers")
 
 from attnscope.model.families import mixers  # noqa: E402
-from attnscope.model.families.implicit import implicit_layer, recording_scans  # noqa: E402
+from attnscope.model.families.implicit import recording_scans
+from attnscope.model.families.implicit_layer import implicit_layer  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from tests.kit.family import QK_GAIN, family_configs  # noqa: E402
@@ -144,17 +145,20 @@ def test_m_is_not_a_softmax(recorded):
 
 @pytest.mark.parametrize("chunk", [1, 4, 5, 64])
 def test_the_delta_rules_chunks_give_the_same_m(recorded, chunk):
-    """Gated DeltaNet's rows carried a chunk of keys at a time (two matrix products per chunk) equal the formula,
-    for chunks shorter than the text, not dividing it, and longer than it."""
+    """Gated DeltaNet's rows from its chunked form (a triangular solve per chunk, a state carried across chunks)
+    equal the formula, for chunks shorter than the text, not dividing it, and longer than it, and any rows."""
     mixer, scans = recorded
     if mixer not in ("gated_deltanet", "kimi_delta"):
-        pytest.skip("the chunked carry is the delta rule's")
+        pytest.skip("the chunked form is the delta rule's")
     for scan in scans.values():
         p = scan.parts
-        ops = mixers.delta_chunks(p["k"], p["g"], p["beta"], chunk)
         whole = by_hand(scan)
+        blocks = list(mixers.delta_blocks(p["q"], p["k"], p["g"], p["beta"], chunk=chunk))
+        assert [(a, b) for a, b, _ in blocks] == [(a, min(a + chunk, T)) for a in range(0, T, chunk)]
+        for a, b, rows in blocks:
+            torch.testing.assert_close(rows.double(), whole[:, a:b], rtol=1e-4, atol=1e-5)
         for r0, r1 in ((0, 3), (3, 13), (13, T)):
-            got = mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1, ops, chunk)
+            got = mixers.delta_rows(p["q"], p["k"], p["g"], p["beta"], r0, r1, chunk)
             torch.testing.assert_close(got.double(), whole[:, r0:r1], rtol=1e-4, atol=1e-5)
 
 
