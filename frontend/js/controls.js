@@ -3,7 +3,8 @@
 // tabs, the keys "[" and "]", and the URL hash. Each handler changes the state and then asks
 // for an update (a redraw) or a refresh (new answers from the server, data.js).
 
-import { attentionLayers, EXAMPLES, parseHash, toHash } from "./state.js";
+import { EXAMPLES, parseHash, toHash } from "./state.js";
+import { attentionLayers } from "./stacks.js";
 import { codePoints } from "./draw/tokenstrip.js";
 import { stackModel } from "./stacks.js";
 import { VIEWS } from "./views.js";

@@ -19,7 +19,7 @@ import {
   pooledFocus,
   predictionsRequest,
 } from "./requests.js";
-import { FOCUS_MAX, currentDetail, currentGrid, gridKey, gridLayers, headKey } from "./state.js";
+import { FOCUS_MAX, currentDetail, currentGrid, gridKey, headKey } from "./state.js";
 import { blankSubject, subjectKey } from "./subject.js";
 import { VIEWS, viewById } from "./views.js";
 
@@ -90,7 +90,6 @@ async function fetchGrid(ctx) {
     if (blankSubject(state)) return update(); // a speech model without its recording yet
   }
   const record = { key: gridKey(state), text: state.text, prompt: subjectKey(state, false) };
-  const modelKnown = !!state.model;
   state.pending.grid = true;
   update();
   try {
@@ -102,8 +101,6 @@ async function fetchGrid(ctx) {
     requestDone(ctx, "grid", err, record.key);
   }
   state.pending.grid = false;
-  // asked before the model was known, on a hybrid: its implicit layers are asked again by number
-  if (!modelKnown && gridLayers(state.model).layers && !currentGrid(state)) return fetchGrid(ctx);
   updateSoon();
 }
 
@@ -343,8 +340,7 @@ export function createData(app) {
     forgetAsked: () => (ctx.askedKey = null),
     /** Start loading the model and the head roles (the chosen head's request waits for the model). */
     start() {
-      // the model's stacks are part of the subject (subject.js `stackOf`) and a hybrid's grid names its implicit
-      // layers: once the model is known, ask what changed
+      // the model's stacks (subject.js `stackOf`) and a hybrid's layers (its grid's) are known: ask what changed
       ctx.modelReady = loadModel(app).then(typing.refreshNow);
       loadRoles(app);
     },

@@ -8,7 +8,8 @@ import { divisorShort, divisorWords, num, softcapWords } from "./draw/captions.j
 import { blankSubject, stackOf } from "./subject.js";
 import { fillIndexSelect, setAttr, setHidden, setText } from "./dom.js";
 import { renderPredictions } from "./draw/predictions.js";
-import { attentionLayers, currentDetail, currentGrid } from "./state.js";
+import { currentDetail, currentGrid } from "./state.js";
+import { attentionLayers } from "./stacks.js";
 import { renderTokens } from "./draw/tokenstrip.js";
 import { headsNoun } from "./draw/quirks.js";
 import { VIEWS, viewById } from "./views.js";

@@ -3,7 +3,8 @@
 // JSON export, each from the state's subject (subject.js). data.js and export.js send them; the exact cells
 // of a zoomed block are the head view's own question (views/head.js).
 
-import { attentionLayers, currentGrid, gridLayers } from "./state.js";
+import { currentGrid } from "./state.js";
+import { attentionLayers, gridLayers } from "./stacks.js";
 import { messagesOf, subject } from "./subject.js";
 import { viewById } from "./views.js";
 import { copyFields } from "./wire.js";

@@ -106,3 +106,20 @@ export function fitStack(state) {
   state.stack = null;
   return `This link names the ${asked} stack; ${state.model.name} has ${names.join(" and ")} attention only.`;
 }
+
+/**
+ * The model's layers with softmax attention, by their numbers (a hybrid's others have no heads); every layer
+ * before /api/model said.
+ */
+export const attentionLayers = (model) =>
+  model?.attention_layers ?? Array.from({ length: model?.n_layer ?? 4 }, (_, i) => i);
+
+/** A hybrid's grid names every attention and value-linear layer (a mixer beside attention: `mixers`); else {}. */
+export function gridLayers(model) {
+  const all = model?.layers ?? [];
+  const implicit = all.filter((l) => l.implicit).map((l) => l.index);
+  const beside = all.filter((l) => l.mixer && !l.implicit).map((l) => l.index);
+  if (!implicit.length && !beside.length) return {};
+  const layers = [...attentionLayers(model), ...implicit].sort((a, b) => a - b);
+  return beside.length ? { layers, mixers: beside } : { layers };
+}

@@ -7,6 +7,7 @@
 
 import { offParam, parseOff } from "./switchedoff.js";
 import { messagesParam, parseMessages, seq2seqLink, subjectKey } from "./subject.js";
+import { attentionLayers, gridLayers } from "./stacks.js";
 
 export const EXAMPLES = [
   {
@@ -104,13 +105,6 @@ const clampInt = (value, lo, hi, fallback) => {
   if (!Number.isFinite(n)) return fallback;
   return Math.min(hi, Math.max(lo, n));
 };
-
-/**
- * The model's layers with softmax attention, by their numbers (a hybrid's others have no heads); every layer
- * before /api/model said.
- */
-export const attentionLayers = (model) =>
-  model?.attention_layers ?? Array.from({ length: model?.n_layer ?? 4 }, (_, i) => i);
 
 /** The attention layer `steps` attention layers after `layer` (before it if negative), kept inside the model. */
 export function stepLayer(model, layer, steps) {
@@ -290,17 +284,6 @@ export function toHash(state, views = []) {
 /** Identifies the answer to a grid request: its subject (subject.js: text, image, what-ifs) and layers. */
 export const gridKey = (state, named = gridLayers(state.model)) =>
   named.layers ? `${subjectKey(state)}|${JSON.stringify(named)}` : subjectKey(state); // a hybrid's: with its model
-
-/** A hybrid's grid names every attention and value-linear layer (a mixer beside attention: `mixers`); else {}. */
-export function gridLayers(model) {
-  const all = model?.layers ?? [];
-  const [implicit, beside] = [(l) => l.implicit, (l) => l.mixer && !l.implicit].map((f) =>
-    all.filter(f).map((l) => l.index),
-  );
-  if (!implicit.length && !beside.length) return {};
-  const layers = [...attentionLayers(model), ...implicit].sort((a, b) => a - b);
-  return beside.length ? { layers, mixers: beside } : { layers };
-}
 
 /** Identifies the answer to a chosen-head request: its subject and the head (the temperature only moves the
  * predictions). */
