@@ -108,15 +108,19 @@ export function subjectKey(state, whatIfs = true) {
   return JSON.stringify(body);
 }
 
-/** The link's keys of the stack (`stack=`) and the target (`target=`): read as given, written while chosen. */
+/** The link's keys of the stack (`stack=`), the target (`target=`) and the recording's key (`audio=`, never the
+ * recording: cards/audiopick.js): read as given, written while chosen. */
 export const seq2seqLink = {
   read(params, out) {
     if (STACK_NAMES.includes(params.get("stack"))) out.stack = params.get("stack");
     if (params.has("target")) out.target = params.get("target");
+    if (params.has("audio")) out.audioLink = params.get("audio"); // the recording's key, not the recording
   },
   write(s, params) {
     if (s.stack) params.set("stack", s.stack);
     if (s.target) params.set("target", s.target);
+    const audio = s.audio?.key ?? s.audioLink; // a link opened but its recording not dropped yet: kept
+    if (audio) params.set("audio", audio);
   },
 };
 

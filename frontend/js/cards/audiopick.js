@@ -3,8 +3,9 @@
 // server decodes and resamples it, docs/API.md "Speech"); a recording made here is the browser's own decoding of
 // what the microphone gave, written as a 16-bit WAV, since browsers record WebM or MP4, which the server does not
 // read. A file over `audio_limits.max_bytes` is refused here in one line; the server's refusals (too long, not
-// audio) come back as the answer's error. The recording lives in the state (`state.audio`), never in the link:
-// the field says that a link must be given its recording again.
+// audio) come back as the answer's error. The recording lives in the state (`state.audio`); the link keeps only
+// its key (`audio=`: the first 12 hex digits of its SHA-256, subject.js `seq2seqLink`), so a link opened again
+// says which recording to drop, and whether the one dropped is that one.
 
 import { byId, setHidden, setText } from "../dom.js";
 import { modelTakes } from "../subject.js";
@@ -20,9 +21,10 @@ const FIELD = `
   </div>
   <audio id="audio-player" data-testid="audio-player" controls preload="auto" hidden></audio>
   <p id="audio-refusal" class="image-refusal small" data-testid="audio-refusal" role="alert" hidden></p>
+  <p id="audio-link" class="small" data-testid="audio-link" hidden></p>
   <p class="muted small" data-testid="audio-note">WAV, FLAC, OGG/Vorbis or MP3, at most the model's window; the
-    target above is what the decoder reads (blank: the model writes it). A link does not carry the recording:
-    opened again, the page asks for it here.</p>`;
+    target above is what the decoder reads (blank: the model writes it). A link carries the recording's key,
+    not the recording: opened again, the page asks for it here.</p>`;
 
 const fmt = (n) => n.toLocaleString("en-US");
 
@@ -54,13 +56,28 @@ export function wavBlob(samples, rate) {
   return new Blob([out.buffer], { type: "audio/wav" });
 }
 
-/** `blob` checked against `limits` (`audio_limits`): `{audio}` ({id, data, name, bytes}) or `{refusal}`. */
+/** A recording's key in a link: its SHA-256's first 12 hex digits (its size where the page has no crypto). */
+async function keyOf(blob) {
+  if (!globalThis.crypto?.subtle) return `${blob.size}b`; // only a secure context (https, localhost) has it
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", await blob.arrayBuffer()));
+  return Array.from(hash.slice(0, 6), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** `blob` checked against `limits` (`audio_limits`): `{audio}` ({id, key, data, name, bytes}) or `{refusal}`. */
 export async function readAudio(blob, name, limits, id) {
   if (limits && blob.size > limits.max_bytes)
     return {
       refusal: `audio: ${name} is ${fmt(blob.size)} bytes; this server takes at most ${fmt(limits.max_bytes)} bytes.`,
     };
-  return { audio: { id, data: await dataUrl(blob), name, bytes: blob.size } };
+  return { audio: { id, key: await keyOf(blob), data: await dataUrl(blob), name, bytes: blob.size } };
+}
+
+/** What the field says of a link's recording (`state.audioLink`, its key): drop it again, or not this one. */
+function linkWords(state) {
+  const asked = state.audioLink;
+  if (!asked || state.audio?.key === asked) return "";
+  if (!state.audio) return `This link was made with a recording (key ${asked}): drop it here again.`;
+  return `Not the recording this link was made with (key ${asked}; this one's is ${state.audio.key}).`;
 }
 
 async function take(app, blob, name, id) {
@@ -138,4 +155,6 @@ function drawField(state, field) {
   setText(byId("audio-words"), words);
   setText(byId("audio-refusal"), state.audioRefusal ?? "");
   setHidden(byId("audio-refusal"), !state.audioRefusal);
+  setText(byId("audio-link"), linkWords(state));
+  setHidden(byId("audio-link"), !linkWords(state));
 }
