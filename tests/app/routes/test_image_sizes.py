@@ -45,7 +45,7 @@ def wrapped(data: bytes) -> str:
 
 
 def test_wrapped_base64_is_the_same_bytes():
-    from attnscope.app.images import image_bytes as decode
+    from attnscope.app.images import upload_bytes as decode
 
     png = image_bytes(30, 20, "PNG")
     text = wrapped(png)
@@ -57,7 +57,7 @@ def test_wrapped_base64_is_the_same_bytes():
 @pytest.mark.parametrize("bad", ["*", "-", "é", "\0"])
 def test_other_characters_are_still_not_base64(bad):
     from attnscope.app.errors import ApiError
-    from attnscope.app.images import image_bytes as decode
+    from attnscope.app.images import upload_bytes as decode
 
     text = wrapped(image_bytes(30, 20, "PNG"))
     value = text[:80] + bad + text[80:]
