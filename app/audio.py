@@ -38,8 +38,8 @@ def no_audio(svc: Service) -> None:
 
 def with_timing(svc: Service, prompt, req) -> None:
     """Add ``token_timestamps`` and ``words`` (asked, ``alignment_mean``) to a heard subject's answer: from the
-    cross stack of its bound target, with the request's switched-off heads where the stack looked at is ``cross`` (does the timing
-    survive without a head?), else the model as trained."""
+    cross stack of its bound target, with the request's switched-off heads where the stack looked at is
+    ``cross`` (does the timing survive without a head?), else the model as trained."""
     bound = prompt.backend  # a TargetBound over the backend hearing the recording
     ablate = getattr(req, "ablate", None) if prompt.stack == "cross" else None
     opts = AttentionOptions(ablate=ablate_set(ablate, svc.loaded.facts)) if ablate else None

@@ -58,7 +58,8 @@ def rows_are_the_mean(page, rows):
         assert red == 255 and row[x] == max(row[:frames])
     assert "alignment heads' mean" in page.get_by_test_id("speech-caption").inner_text()
     page.get_by_test_id("speech-rows").select_option("head")
-    page.wait_for_function("() => window.attnscope.state.speech?.response?.layers?.[0]?.heads?.[0]?.pattern", timeout=120_000)
+    head_rows = "() => window.attnscope.state.speech?.response?.layers?.[0]?.heads?.[0]?.pattern"
+    page.wait_for_function(head_rows, timeout=120_000)
     wait_settled(page)
 
 
