@@ -37,11 +37,13 @@ def no_audio(svc: Service) -> None:
 
 
 def with_timing(svc: Service, prompt, req) -> None:
-    """Add ``token_timestamps`` and ``words`` to a heard subject's answer: from the cross stack of its bound
-    target, with the request's switched-off heads where the stack looked at is ``cross`` (does the timing
-    survive without a head?), else the model as trained."""
+    """Add ``token_timestamps`` and ``words`` (asked, ``alignment_mean``) to a heard subject's answer: from the
+    cross stack of its bound target, with the request's switched-off heads where the stack looked at is
+    ``cross`` (does the timing survive without a head?), else the model as trained."""
     bound = prompt.backend  # a TargetBound over the backend hearing the recording
     ablate = getattr(req, "ablate", None) if prompt.stack == "cross" else None
     opts = AttentionOptions(ablate=ablate_set(ablate, svc.loaded.facts)) if ablate else None
-    times, words = bound.timing(bound.target, opts)
+    times, words, mean = bound.timing(bound.target, opts, bool(getattr(req, "alignment_mean", False)))
     prompt.adds |= {"token_timestamps": times, "words": words}
+    if mean is not None:
+        prompt.adds["alignment_mean"] = mean

@@ -180,7 +180,10 @@ class AttentionRequest(Subject):
     )
     ablate: list[HeadRef] = ablate_field()
     image: ImageUpload = None
-    spectrogram: bool = Field(False, description="with audio: the answer's `audio` adds the pooled log-mel spectrogram")
+    spectrogram: bool = Field(
+        False, description="with audio: the answer's `audio` adds the pooled log-mel spectrogram and the waveform"
+    )
+    alignment_mean: bool = Field(False, description="with audio: the answer adds the alignment heads' mean pattern")
     query_row: int | None = Field(
         None,
         ge=0,

@@ -23,6 +23,11 @@ AudioUpload = Annotated[
 ]
 
 
+class Waveform(BaseModel):
+    seconds_per_column: float = Field(description="a column's length in seconds (the last column may be shorter)")
+    min: list[float] = Field(description="[columns]: each column's least mono sample at the model's rate")
+    max: list[float] = Field(description="[columns]: each column's greatest mono sample at the model's rate")
+
 
 class AudioView(BaseModel):
     duration: float = Field(description="the recording's length in seconds")
@@ -34,6 +39,12 @@ class AudioView(BaseModel):
         None,
         description="with `spectrogram: true`: the log-mel features pooled to [bin][frame], one column per encoder "
         "frame, the lowest band first",
+        json_schema_extra=_no_default,
+    )
+    waveform: Waveform | None = Field(
+        None,
+        description="with `spectrogram: true`: the mono samples pooled to at most 1,000 columns from 0 s, each "
+        "column's min and max",
         json_schema_extra=_no_default,
     )
 
@@ -55,6 +66,14 @@ TokenTimestamps = Annotated[
     Field(
         description="with audio: [len(target_ids)], each target token's time in seconds from the alignment heads "
         "by dynamic time warping (transformers' _extract_token_timestamps on the same cross-attention)",
+        json_schema_extra=_no_default,
+    ),
+]
+AlignmentMean = Annotated[
+    list[list[float]] | None,
+    Field(
+        description="with audio and `alignment_mean: true`: [len(target_ids)][source frames], the mean of the "
+        "alignment heads' cross-attention patterns in the pass that times the words",
         json_schema_extra=_no_default,
     ),
 ]

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model,
 from pydantic_core import PydanticCustomError
 
 from ...model.families.mixers import MEANINGS
-from .audio import AudioShown, AudioUpload, TokenTimestamps, Words
+from .audio import AlignmentMean, AudioShown, AudioUpload, TokenTimestamps, Words
 
 TEXT_CHARS = 16000  # the longest text when the server's settings do not say otherwise
 TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
@@ -303,6 +303,7 @@ class SubjectAnswer(BaseModel):
     audio: AudioShown = None
     token_timestamps: TokenTimestamps = None
     words: Words = None
+    alignment_mean: AlignmentMean = None
     # an encoder-decoder's two sides (`tokens` / `token_ids` are the stack's query side)
     source_tokens: list[str] | None = optional_field("an encoder-decoder: the source's (the text's) tokens")
     target_tokens: list[str] | None = optional_field("an encoder-decoder: the target's tokens, the decoder start first")

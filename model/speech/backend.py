@@ -21,7 +21,7 @@ from ..options import AttentionOptions
 from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer
 from .features import Ear, Heard
-from .timing import default_alignment_heads, token_timestamps, words_of
+from .timing import alignment_mean, default_alignment_heads, token_timestamps, words_of
 
 
 class WhisperBackend(Seq2SeqBackend):
@@ -111,16 +111,20 @@ class WhisperBackend(Seq2SeqBackend):
 
     # ------------------------------------------------------------ the words' times
 
-    def timing(self, target: list[int], opts: AttentionOptions | None = None) -> tuple[list[float], list[dict]]:
+    def timing(
+        self, target: list[int], opts: AttentionOptions | None = None, mean: bool = False
+    ) -> tuple[list[float], list[dict], list[list[float]] | None]:
         """``token_timestamps`` and ``words`` of ``target`` over the bound recording, from one pass recording the
-        cross stack (with ``opts``: its switched-off heads, to see whether the timing survives without them)."""
+        cross stack (with ``opts``: its switched-off heads, to see whether the timing survives without them);
+        with ``mean``, also the alignment heads' mean cross pattern ``[target][frame]`` of the same pass."""
         sink = _CrossPatterns()
         self.run_pair(self.source_ids(), target, "cross", opts or AttentionOptions(), sink)
         times = token_timestamps(
             self.model, list(sink), target, self.alignment_heads, len(self.decoder_start()), self.heard.num_frames,
             self.ear.seconds_per_frame,
         )
-        return times, words_of(self.hf_tokenizer, target, times)
+        averaged = alignment_mean(list(sink), self.alignment_heads) if mean else None
+        return times, words_of(self.hf_tokenizer, target, times), averaged
 
 
 class _CrossPatterns(list):

@@ -12,6 +12,7 @@ import torch
 from .audio import Recording
 
 SPECTROGRAM_BINS = 40  # mel bins of the spectrogram the answer sends (the model's, averaged in groups)
+WAVEFORM_COLUMNS = 1000  # at most this many columns of the waveform the answer sends
 
 
 @dataclass
@@ -56,7 +57,7 @@ class Ear:
 
     def about(self, heard: Heard, with_spectrogram: bool = False) -> dict[str, Any]:
         """The answer's ``audio``: the recording's duration and the encoder's frames in seconds (and, asked,
-        the pooled spectrogram)."""
+        the pooled spectrogram and waveform)."""
         rec = heard.recording
         got = {
             "duration": round(rec.duration, 4),
@@ -67,6 +68,7 @@ class Ear:
         }
         if with_spectrogram:
             got["spectrogram"] = spectrogram(heard.features, self.frames)
+            got["waveform"] = waveform(rec.samples, rec.sample_rate)
         return got
 
 
@@ -80,3 +82,17 @@ def spectrogram(features: torch.Tensor, frames: int) -> list[list[float]]:
     cols = width // frames
     pooled = pooled[:, : cols * frames].reshape(pooled.shape[0], frames, cols).mean(axis=2)
     return np.round(pooled, 2).tolist()
+
+
+def waveform(samples: np.ndarray, rate: int, columns: int = WAVEFORM_COLUMNS) -> dict[str, Any]:
+    """The mono samples pooled to at most ``columns`` columns of ``per`` samples each (the last maybe fewer):
+    ``{"seconds_per_column", "min", "max"}``, each column's least and greatest sample, 4 decimals."""
+    n = len(samples)
+    per = max(1, -(-n // columns))  # ceil: samples per column
+    count = -(-n // per)
+    padded = np.concatenate([samples, np.full(count * per - n, np.nan, dtype=np.float32)]).reshape(count, per)
+    return {
+        "seconds_per_column": per / rate,
+        "min": np.round(np.nanmin(padded, axis=1), 4).tolist(),
+        "max": np.round(np.nanmax(padded, axis=1), 4).tolist(),
+    }

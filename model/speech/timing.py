@@ -19,6 +19,13 @@ def default_alignment_heads(n_layer: int, n_head: int) -> list[list[int]]:
     return [[layer, head] for layer in range(n_layer // 2, n_layer) for head in range(n_head)]
 
 
+def alignment_mean(cross: list[torch.Tensor], heads: list[list[int]]) -> list[list[float]]:
+    """The mean of the ``heads`` ([layer, head]) patterns in ``cross`` (per decoder layer,
+    ``(1, n_head, T, frames)``): ``[T][frames]``, rounded to 6 decimals."""
+    got = torch.stack([cross[layer][0, head].float() for layer, head in heads]).mean(dim=0)
+    return torch.round(got, decimals=6).cpu().tolist()
+
+
 def token_timestamps(
     model, cross: list[torch.Tensor], ids: list[int], heads: list[list[int]], prompt: int, num_frames: int,
     seconds_per_frame: float,

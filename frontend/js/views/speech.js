@@ -1,7 +1,8 @@
 // The "Speech" view (a speech model: GET /api/model `audio`): where each written token listens. The recording's
 // log-mel spectrogram (the server's own features, pooled: `audio.spectrogram`) is the cross stack's key axis, in
-// seconds; under it the chosen cross head's pattern, a row per target token over the same frames; under that the
-// words at their times (`words`, from the alignment heads by transformers' dynamic time warping). A click on a
+// seconds, under the waveform (`audio.waveform`: each column's min and max); under it the chosen cross head's
+// pattern or the alignment heads' mean (`alignment_mean`), a row per target token over the same frames; under that
+// the words at their times (`words`, from the alignment heads by transformers' dynamic time warping). A click on a
 // word plays the recording from its start, and the word is lit while it plays. Only the recording's own frames
 // are drawn: the window's padding after it is left out (`audio.audio_frames`). It asks for its one answer.
 
@@ -12,12 +13,13 @@ import { blankSubject, subject } from "../subject.js";
 export const id = "speech";
 export const label = "Speech";
 export const hidden = true; // shown on a speech model (cards/audiopick.js)
-export const state = { speech: null };
+export const state = { speech: null, speechRows: "head" }; // speechRows: "head" or "mean"
 export const answers = ["speech"];
 export const needs = [];
 
 const URL = "/api/attention";
-const BAND = 120; // the spectrogram's height in CSS pixels
+const WAVE = 40; // the waveform's height in CSS pixels
+const BAND = 120; // the spectrogram's height
 const ROW = 14; // a target token's row
 
 /** The cross stack's layer and head asked: the chosen ones, within the cross stack. */
@@ -31,7 +33,8 @@ function speechQuestion(state) {
   const head = crossHead(state);
   if (!head || blankSubject(state) || !state.model?.audio) return null;
   const body = { ...subject(state, URL), stack: "cross", spectrogram: true, layers: [head[0]], heads: [head[1]] };
-  Object.assign(body, { include: ["pattern"], encoding: "b64", top_k: 0 });
+  const mean = state.speechRows === "mean";
+  Object.assign(body, { include: mean ? [] : ["pattern"], encoding: "b64", top_k: 0, alignment_mean: mean });
   return question("speech", URL, body);
 }
 
@@ -39,7 +42,10 @@ export const need = (state) => [speechQuestion(state)];
 
 const PANEL = `
   <article class="card fig-card">
-    <header class="card-head row"><h2>Where each token listens</h2></header>
+    <header class="card-head row"><h2>Where each token listens</h2>
+      <label class="small">rows: <select id="speech-rows" data-testid="speech-rows">
+        <option value="head">the chosen head</option><option value="mean">the alignment heads' mean</option>
+      </select></label></header>
     <p id="speech-caption" class="muted small" data-testid="speech-caption"></p>
     <div class="speech-figure">
       <canvas id="speech-canvas" class="speech-canvas" data-testid="speech-canvas" role="img"
@@ -50,6 +56,10 @@ const PANEL = `
 
 export function install(app) {
   byId("view-speech").innerHTML = PANEL;
+  byId("speech-rows").addEventListener("change", (e) => {
+    app.state.speechRows = e.target.value;
+    app.update();
+  });
   byId("speech-words").addEventListener("click", (e) => {
     const word = e.target.closest("[data-start]");
     const player = byId("audio-player");
@@ -72,11 +82,23 @@ const shade = (x) => {
   return [v, Math.round(v * 0.85), Math.round(80 + v * 0.6)];
 };
 
-/** The spectrogram band and the pattern rows into `canvas`, `frames` columns wide. */
-export function paintSpeech(canvas, { spectrogram, pattern, frames }) {
+/** The waveform's columns (each its min to max, scaled to the loudest) over `frames` columns of `perFrame` s. */
+function paintWave(ctx, { seconds_per_column: per, min, max }, perFrame) {
+  const peak = Math.max(...min.map(Math.abs), ...max, 1e-9);
+  const half = WAVE / 2 - 1;
+  const width = Math.max(1, per / perFrame);
+  ctx.fillStyle = "#9fd4ff";
+  min.forEach((lo, c) => {
+    const top = WAVE / 2 - (max[c] / peak) * half;
+    ctx.fillRect(Math.floor((c * per) / perFrame), top, width, Math.max(1, ((max[c] - lo) / peak) * half));
+  });
+}
+
+/** The waveform, the spectrogram band and the rows into `canvas`, `frames` columns of `perFrame` seconds. */
+export function paintSpeech(canvas, { waveform, spectrogram, pattern, frames, perFrame }) {
   const rows = pattern.length;
   canvas.width = frames;
-  canvas.height = BAND + rows * ROW;
+  canvas.height = WAVE + BAND + rows * ROW;
   const ctx = canvas.getContext("2d");
   const img = ctx.createImageData(frames, canvas.height);
   const bins = spectrogram.length;
@@ -84,16 +106,18 @@ export function paintSpeech(canvas, { spectrogram, pattern, frames }) {
   const lo = Math.min(...flat);
   const hi = Math.max(...flat);
   const put = (x, y, rgb) => img.data.set([...rgb, 255], 4 * (y * frames + x));
+  for (let y = 0; y < WAVE; y++) for (let x = 0; x < frames; x++) put(x, y, [16, 20, 32]);
   for (let y = 0; y < BAND; y++) {
     const bin = bins - 1 - Math.floor((y * bins) / BAND); // the lowest band at the bottom
-    for (let x = 0; x < frames; x++) put(x, y, shade((spectrogram[bin][x] - lo) / (hi - lo || 1)));
+    for (let x = 0; x < frames; x++) put(x, WAVE + y, shade((spectrogram[bin][x] - lo) / (hi - lo || 1)));
   }
   pattern.forEach((row, r) => {
     const top = Math.max(...row.slice(0, frames), 1e-9);
     for (let y = 0; y < ROW; y++)
-      for (let x = 0; x < frames; x++) put(x, BAND + r * ROW + y, shade(row[x] / top));
+      for (let x = 0; x < frames; x++) put(x, WAVE + BAND + r * ROW + y, shade(row[x] / top));
   });
   ctx.putImageData(img, 0, 0);
+  paintWave(ctx, waveform, perFrame);
 }
 
 function drawWords(box, words, seconds) {
@@ -111,6 +135,11 @@ function drawWords(box, words, seconds) {
   );
 }
 
+function rowsSay(mean, aligned, layer, head) {
+  if (mean) return "the alignment heads' mean cross-attention (these heads time the words)";
+  return `cross layer ${layer} head ${head}${aligned ? " (an alignment head: these time the words)" : ""}`;
+}
+
 export function draw(state) {
   const q = speechQuestion(state);
   if (!q) return setText(byId("speech-caption"), "Drop, pick or record a recording beside the target.") && false;
@@ -123,16 +152,19 @@ export function draw(state) {
   const frames = Math.max(1, audio.audio_frames);
   const seconds = frames * audio.seconds_per_frame;
   const [layer, head] = crossHead(state);
-  const pattern = response.layers[0].heads[0].pattern;
-  paintSpeech(byId("speech-canvas"), { spectrogram: audio.spectrogram, pattern, frames });
+  const mean = state.speechRows === "mean";
+  byId("speech-rows").value = state.speechRows;
+  const pattern = mean ? response.alignment_mean : response.layers[0].heads[0].pattern;
+  const { waveform, spectrogram, seconds_per_frame: perFrame } = audio;
+  paintSpeech(byId("speech-canvas"), { waveform, spectrogram, pattern, frames, perFrame });
   drawWords(byId("speech-words"), response.words ?? [], seconds);
   const aligned = (state.model.alignment_heads ?? []).some(([l, h]) => l === layer && h === head);
   setText(
     byId("speech-caption"),
     `${audio.duration.toFixed(2)} s heard as ${frames} frames of ${audio.seconds_per_frame} s (0 to ` +
-      `${seconds.toFixed(2)} s, left to right; the window's padding after it left out). Top: the log-mel ` +
-      `spectrogram, low pitches at the bottom. Below: cross layer ${layer} head ${head}` +
-      `${aligned ? " (an alignment head: these time the words)" : ""}, one row per target token ` +
+      `${seconds.toFixed(2)} s, left to right; the window's padding after it left out). Top: the waveform (each ` +
+      `column's min to max, scaled to the loudest), then the log-mel spectrogram, low pitches at the bottom. ` +
+      `Below: ${rowsSay(mean, aligned, layer, head)}, one row per target token ` +
       `(${response.target_tokens.length}), each row's weights over the frames, scaled to its largest. Words at ` +
       `their times (the alignment heads, dynamic time warping): click one to hear it.`,
   );

@@ -137,6 +137,38 @@ def test_times_without_a_head_are_transformers_on_the_answers_own_cross_attentio
     assert cross["token_timestamps"] == pytest.approx(want[0, : len(ids)].tolist(), abs=1e-4)
 
 
+@pytest.mark.parametrize("ablate", [[], [{"layer": 0, "head": 0}]])
+def test_the_alignment_mean_is_the_mean_of_the_served_alignment_heads(ablate, clients):
+    data = audio_file(2.0, "WAV", seed=11)
+    body = dict(audio=b64(data), target=TARGET, stack="cross", include=["pattern"], encoding="b64", ablate=ablate)
+    got = attention(clients["whisper"], alignment_mean=True, **body)
+    assert clients["whisper"].get("/api/model").json()["alignment_heads"] == ALIGNMENT_HEADS
+    served = {(layer["layer"], h["head"]): typed(h["pattern"]) for layer in got["layers"] for h in layer["heads"]}
+    want = np.mean([served[(layer, head)] for layer, head in ALIGNMENT_HEADS], axis=0)
+    mean = np.array(got["alignment_mean"])
+    assert mean.shape == (len(got["target_ids"]), got["audio"]["frames"])
+    np.testing.assert_allclose(mean, want, atol=2e-6)
+    np.testing.assert_allclose(mean.sum(axis=1), 1.0, atol=1e-4)  # a mean of rows that each sum to 1
+    assert "alignment_mean" not in attention(clients["whisper"], **body)  # asked only
+
+
+def test_the_waveform_is_each_columns_min_and_max_of_the_heard_samples(clients):
+    data = audio_file(2.5, "FLAC", seed=5)
+    got = attention(clients["whisper"], audio=b64(data), target=TARGET, stack="cross", spectrogram=True, top_k=0)
+    wave, audio = got["audio"]["waveform"], got["audio"]
+    samples = decode_audio(data, 16000, 30.0).samples
+    columns = len(wave["min"])
+    assert 0 < columns == len(wave["max"]) <= 1000
+    per = round(wave["seconds_per_column"] * audio["sample_rate"])
+    assert (columns - 1) * per < len(samples) <= columns * per  # the columns tile the recording from 0 s
+    for c in (0, columns // 2, columns - 1):
+        chunk = samples[c * per : (c + 1) * per]
+        assert wave["min"][c] == pytest.approx(chunk.min(), abs=6e-5)
+        assert wave["max"][c] == pytest.approx(chunk.max(), abs=6e-5)
+    assert all(lo <= hi for lo, hi in zip(wave["min"], wave["max"]))
+    assert "waveform" not in attention(clients["whisper"], audio=b64(data), target=TARGET, top_k=0)["audio"]
+
+
 def test_bad_recordings_are_refused_naming_audio(clients, folder):
     client = clients["whisper"]
     good = audio_file(1.0, "WAV")
