@@ -4,9 +4,9 @@ An atlas is a folder:
 
 * ``heads.parquet``: one row per (layer, head): ``layer`` (the model's own number of an attention
   layer, or of a hybrid's implicit layer, :mod:`model.atlas.implicit`), ``head``, ``implicit`` and
-  ``mixer`` (the value-linear mixer's name; null for softmax heads), and per metric (:data:`model.atlas.metrics.METRICS`, ``divergence`` where the atlas
-  compared a second model, then ``induction``) four columns: ``<metric>`` (the mean over the
-  corpus's query rows), ``<metric>_std`` (population),
+  ``mixer`` (the value-linear mixer's name; null for softmax heads), and per metric
+  (:data:`model.atlas.metrics.METRICS`, ``divergence`` where the atlas compared a second model, then
+  ``induction``) four columns: ``<metric>`` (the mean over the corpus's query rows), ``<metric>_std`` (population),
   ``<metric>_count`` (query rows measured) and ``<metric>_histogram`` (counts per bin; the edges
   are in the metadata, ``metrics.<metric>.bin_edges``). ``sink_mass`` only for a model with learned
   sinks, null in its layers without. ``induction`` is measured on its own probe
