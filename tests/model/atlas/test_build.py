@@ -357,3 +357,19 @@ def test_a_hybrids_implicit_heads_are_measured_on_abs_m_normalised(tmp_path):
                                        err_msg=f"{layer} {m}")
             assert np.isfinite(got.maps["induction"][i, :heads]).all()
     assert all(not x for x, layer in zip(table["implicit"], table["layer"]) if layer in (1, 3))
+
+
+def test_falcon_h1s_mixers_beside_attention_are_named_as_skipped(tmp_path):
+    """Falcon-H1 runs Mamba-2 beside the attention in every layer: the atlas measures the softmax heads and names
+    each layer's mixer as skipped, with the reason (the rows are (layer, head))."""
+    path = build("falcon_h1", tmp_path / "falcon_h1")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
+    atlas(corpus, tmp_path / "out", checkpoint=path, seq_len=SEQ_LEN, batch_size=BATCH, local_window=LOCAL)
+    got = read_atlas(tmp_path / "out")
+    about = got.meta["model"]
+    assert got.layers == about["attention_layers"] == list(range(about["n_layer"]))
+    implicit = about["implicit_layers"]
+    assert implicit["measured"] == []
+    assert [(m["layer"], m["mixer"]) for m in implicit["skipped"]] == [(i, "mamba2") for i in got.layers]
+    assert all("beside softmax attention" in m["why"] for m in implicit["skipped"])
+    assert not any(pq.read_table(tmp_path / "out" / HEADS_FILE).to_pydict()["implicit"])
