@@ -35,6 +35,7 @@ import torch
 from ..heads import induction_tokens, probe_prefix, random_pool
 from .corpus import Corpus, batches, check_conversations, open_corpus, token_stream, windows
 from .divergence import DIVERGENCE, check_same
+from .implicit import implicit_induction, shape
 from .meta import N_INDUCTION, STATE_FILE, AtlasError, load_state, metadata, save_state, with_progress
 from .metrics import CONTEXT_AFTER, CONTEXT_BEFORE, METRICS, Tally
 from .read import write_atlas
@@ -45,10 +46,11 @@ SAVE_EVERY_S = 300.0  # the state and the partial atlas are also written this of
 
 
 @torch.inference_mode()
-def induction_rows(backend, n_induction: int = N_INDUCTION) -> np.ndarray:
+def induction_rows(backend, n_induction: int = N_INDUCTION, compared: bool = False) -> np.ndarray:
     """(La, nh, R) float32: on :mod:`model.heads`'s induction probe (seeded random tokens after the
     model's BOS, repeated twice), each second-copy token's weight on the token after its first
-    occurrence, R = probe batch × (n − 1) rows; their mean is :func:`model.heads.induction_score`."""
+    occurrence, R = probe batch × (n − 1) rows; their mean is :func:`model.heads.induction_score`.
+    A hybrid's implicit heads (:mod:`.implicit`) read p = |M| normalised per row, in the model's layer order."""
     facts, tokenizer = backend.facts, backend.tokenizer
     prefix = probe_prefix(tokenizer)
     n = min(n_induction, (facts.block_size - 1) // 2)
@@ -58,7 +60,18 @@ def induction_rows(backend, n_induction: int = N_INDUCTION) -> np.ndarray:
     p = backend.patterns(torch.cat([bos, rand, rand], dim=1))  # (B, La, nh, T, T)
     j = torch.arange(n - 1)
     rows = p[..., len(start) + n + j, len(start) + j + 1]  # (B, La, nh, n - 1): the cells induction_score averages
-    return rows.permute(1, 2, 0, 3).reshape(p.shape[1], p.shape[2], -1).float().numpy()
+    own = rows.permute(1, 2, 0, 3).reshape(p.shape[1], p.shape[2], -1).float().numpy()
+    layers, implicit, heads = shape(facts, compared)
+    if not implicit:
+        return own
+    cells = (len(start) + n + j).numpy(), (len(start) + j + 1).numpy()
+    mixed = implicit_induction(backend, implicit, torch.cat([bos, rand, rand], dim=1), *cells, heads)
+    out = np.zeros((len(layers), heads, own.shape[-1]), dtype=np.float32)
+    for i, layer in enumerate(layers):
+        at = [m["layer"] for m in implicit]
+        part = mixed[at.index(layer)] if layer in at else own[list(facts.attention_layers).index(layer)]
+        out[i, : part.shape[0]] = part
+    return out
 
 
 @contextlib.contextmanager
@@ -143,8 +156,9 @@ def atlas(
         tally, induction = load_state(out, meta)
     else:
         metrics = (*METRICS, DIVERGENCE) if other is not None else METRICS
-        tally = Tally.empty(list(lm.facts.attention_layers), lm.facts.n_head, exemplars, metrics)
-        induction = induction_rows(lm.backend)
+        layers, _, heads = shape(lm.facts, other is not None)
+        tally = Tally.empty(layers, heads, exemplars, metrics)
+        induction = induction_rows(lm.backend, compared=other is not None)
 
     todo, messages = _batches(data, lm, seq_len, max_tokens, batch_size, tally.batches)
     if engine == "ray":

@@ -16,6 +16,7 @@ import numpy as np
 from .corpus import Corpus
 from .divergence import DEFINITION as DIVERGENCE_DEFINITION
 from .divergence import DIVERGENCE
+from .implicit import implicit_layers
 from .metrics import BIN_EDGES, METRICS, Tally, first_rows
 
 STATE_FILE = "atlas-state.npz"
@@ -87,7 +88,7 @@ def metadata(lm, corpus: Corpus, settings: dict, other=None) -> dict:
             "n_head": facts.n_head,
             "attention_layers": list(facts.attention_layers),
             "block_size": facts.block_size,
-            "implicit_layers": implicit_skipped(facts),
+            "implicit_layers": implicit_layers(facts, other is not None),
         },
         "corpus": {"sha256": corpus.sha256, "files": [f.to_dict() for f in corpus.files]},
         "settings": settings,
@@ -102,23 +103,6 @@ def metadata(lm, corpus: Corpus, settings: dict, other=None) -> dict:
         "bins": BINS_NOTE,
         "induction_probe": {"n": min(N_INDUCTION, (facts.block_size - 1) // 2), "seed": 0, "source": "model.heads"},
     }
-
-
-IMPLICIT_SKIPPED = (
-    "not measured: every metric here reads a softmax row as a distribution, and an implicit head's M (a value-linear "
-    "mixer's, o_t = Σ_s M[t, s] v_s) is signed; the page's rule for them (|M| normalised per row) is not applied to "
-    "the atlas"
-)
-
-
-def implicit_skipped(facts) -> dict | None:
-    """A hybrid's value-linear mixers, by layer, and that the atlas does not measure them; None without any."""
-    layers = [
-        {"layer": i, "mixer": about.get("mixer") or about["type"]}
-        for i, about in enumerate(facts.layers)
-        if about.get("implicit") or about.get("mixer")
-    ]
-    return {"measured": False, "layers": layers, "why": IMPLICIT_SKIPPED} if layers else None
 
 
 def with_progress(meta: dict, tally: Tally, complete: bool) -> dict:

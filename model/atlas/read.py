@@ -3,9 +3,10 @@
 An atlas is a folder:
 
 * ``heads.parquet``: one row per (layer, head): ``layer`` (the model's own number of an attention
-  layer), ``head``, and per metric (:data:`model.atlas.metrics.METRICS`, ``divergence`` where the atlas
-  compared a second model, then ``induction``) four columns: ``<metric>`` (the mean over the
-  corpus's query rows), ``<metric>_std`` (population),
+  layer, or of a hybrid's implicit layer, :mod:`model.atlas.implicit`), ``head``, ``implicit`` and
+  ``mixer`` (the value-linear mixer's name; null for softmax heads), and per metric
+  (:data:`model.atlas.metrics.METRICS`, ``divergence`` where the atlas compared a second model, then
+  ``induction``) four columns: ``<metric>`` (the mean over the corpus's query rows), ``<metric>_std`` (population),
   ``<metric>_count`` (query rows measured) and ``<metric>_histogram`` (counts per bin; the edges
   are in the metadata, ``metrics.<metric>.bin_edges``). ``sink_mass`` only for a model with learned
   sinks, null in its layers without. ``induction`` is measured on its own probe
@@ -36,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from .divergence import DIVERGENCE
+from .implicit import layer_heads, measured
 from .messages import MessageIndex
 from .metrics import BIN_EDGES, CONTEXT_BEFORE, METRICS, UNIT_EDGES, Tally
 from .text import cut_context
@@ -68,14 +70,17 @@ def heads_table(tally: Tally, induction: np.ndarray | None, meta: dict):
     mean, std = tally.mean(), tally.std()
     metrics = [m for m in tally.metrics if m != "sink_mass" or any(tally.has_sink)]
     metrics += [INDUCTION] if induction is not None else []
-    cols: dict[str, list] = {"layer": [], "head": []}
+    heads, mixers = layer_heads(meta), {m["layer"]: m["mixer"] for m in measured(meta)}
+    cols: dict[str, list] = {"layer": [], "head": [], "implicit": [], "mixer": []}
     for metric in metrics:
         for suffix in ("", "_std", "_count", "_histogram"):
             cols[metric + suffix] = []
     for li, layer in enumerate(tally.layers):
-        for h in range(tally.n_head):
+        for h in range(heads.get(layer, tally.n_head)):
             cols["layer"].append(layer)
             cols["head"].append(h)
+            cols["implicit"].append(layer in mixers)
+            cols["mixer"].append(mixers.get(layer))
             for metric in metrics:
                 if metric == INDUCTION:
                     values = induction[li, h].astype(np.float64)
@@ -91,7 +96,7 @@ def heads_table(tally: Tally, induction: np.ndarray | None, meta: dict):
                 for suffix, value in zip(("", "_std", "_count", "_histogram"), cells):
                     cols[metric + suffix].append(value)
     types = {"": pa.float64(), "_std": pa.float64(), "_count": pa.int64(), "_histogram": pa.list_(pa.int64())}
-    fields = [("layer", pa.int32()), ("head", pa.int32())]
+    fields = [("layer", pa.int32()), ("head", pa.int32()), ("implicit", pa.bool_()), ("mixer", pa.string())]
     fields += [(m + suffix, kind) for m in metrics for suffix, kind in types.items()]
     schema = pa.schema(fields, metadata={META_KEY: json.dumps(meta).encode()})
     return pa.table(cols, schema=schema)
@@ -113,9 +118,10 @@ def exemplars_table(tally: Tally, tokenizer, meta: dict, messages: MessageIndex 
              "query_start", "query_end", "context_start", "conversation", "message", "role")
     seq_len = meta["settings"]["seq_len"]
     cols: dict[str, list] = {k: [] for k in names}
+    heads = layer_heads(meta)
     for li, layer in enumerate(tally.layers):
         for m, metric in enumerate(tally.metrics):
-            for h in range(tally.n_head):
+            for h in range(heads.get(layer, tally.n_head)):
                 for rank in range(tally.k):
                     value = tally.value[li, m, h, rank]
                     if not np.isfinite(value) and value < 0:  # an empty slot (or no sinks in this layer)
@@ -165,7 +171,8 @@ def write_atlas(
 @dataclass
 class Atlas:
     """An atlas as plain Python and numpy. Row ``i`` of every ``(La, nh)`` array is the model's
-    attention layer ``layers[i]``; a metric not measured in a layer (``sink_mass`` without
+    layer ``layers[i]`` (attention layers and a hybrid's implicit ones; ``nh`` the most heads of any, a
+    layer's missing heads NaN); a metric not measured in a layer (``sink_mass`` without
     sinks) is NaN in ``maps`` and ``std``, 0 in ``counts`` and histograms."""
 
     path: Path
@@ -207,8 +214,8 @@ def read_atlas(path: str | Path) -> Atlas:
     path = Path(path)
     meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
     heads = pq.read_table(path / HEADS_FILE).to_pydict()
-    layers = [int(x) for x in meta["model"]["attention_layers"]]
-    n_head = int(meta["model"]["n_head"])
+    heads_of = layer_heads(meta)
+    layers, n_head = sorted(heads_of), max(heads_of.values())
     at = {layer: i for i, layer in enumerate(layers)}
     atlas = Atlas(path=path, meta=meta, layers=layers, n_head=n_head)
     shape = (len(layers), n_head)

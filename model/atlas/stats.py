@@ -157,6 +157,36 @@ class AtlasSink:
             ]
         )
 
+    def begin_rows(self, layer: int, T: int, B: int, nh: int, device) -> None:
+        """A layer measured from its rows of p alone (:meth:`rows`): an implicit head's |M| normalised per row
+        (:mod:`.implicit`), with no queries, keys, scores or sinks."""
+        self._B, self._device = B, torch.device(device)
+        if self._edges is None or self._edges[0].device != self._device:
+            self._edges = _inner_edges(self._device, self.metrics)
+        M, where = len(self.metrics), _sum_device(self._device)
+        self._layer = _Layer(
+            layer=layer, T=T, has_sink=False, q=None, keys=None, divisor=None,
+            total=torch.zeros(M, nh, dtype=torch.float64, device=where),
+            squares=torch.zeros(M, nh, dtype=torch.float64, device=where),
+            hist=torch.zeros(M, nh * N_BINS, dtype=torch.int64, device=self._device), rows=np.zeros(M, dtype=np.int64),
+        )
+        if self.shown is not None and self.shown.device != self._device:
+            self.shown = self.shown.to(self._device)
+
+    def rows(self, q0: int, q1: int, p: torch.Tensor) -> None:
+        """Rows ``q0 .. q1`` of p ``(B, nh, t, s)``, each metric of :data:`~.metrics.METRICS` computed on p
+        itself (entropy as −Σ p ln p), summed, binned and ranked as :meth:`block` does."""
+        start = 1 if q0 == 0 else 0
+        if q1 - q0 - start <= 0:
+            return
+        j = torch.arange(p.shape[-1], device=p.device, dtype=p.dtype)
+        position = torch.arange(q0, q1, device=p.device, dtype=p.dtype)
+        values = torch.stack(
+            [p[..., 0], torch.zeros_like(p[..., 0]), _diagonal(p, q0, 1), _diagonal(p, q0, 0),
+             -torch.xlogy(p, p).sum(-1), position * p.sum(-1) - p @ j, self._local(p, q0)]
+        )
+        self._reduce(values[..., start:], q0 + start, q1)
+
     def _reduce(self, values: torch.Tensor, r0: int, q1: int) -> None:
         """Rows ``r0 .. q1``'s values (M, B, nh, t') summed, binned and ranked into the layer's sums."""
         st = self._layer

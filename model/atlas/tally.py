@@ -1,5 +1,6 @@
 """One batch of the atlas: its windows through the model into an :class:`~.stats.AtlasSink`, reduced
-to a :class:`~.metrics.Tally` (with a second model, its ``divergence`` too). The local engine
+to a :class:`~.metrics.Tally` (with a second model, its ``divergence`` too; a hybrid's implicit heads
+by :mod:`.implicit`). The local engine
 (:mod:`.build`) and every Ray actor (:mod:`.ray_engine`) call :func:`batch_tally`, so neither
 imports the other for it."""
 
@@ -11,6 +12,7 @@ import torch
 from ..options import AttentionOptions
 from ..precision import exact_fp32
 from .corpus import Batch
+from .implicit import implicit_tally, joined, shape
 from .metrics import Tally
 from .stats import AtlasSink
 from .text import shown_rows
@@ -38,7 +40,12 @@ def batch_tally(backend, batch: Batch, local_window: int, exemplars: int, other=
     if other is None:
         sink = AtlasSink(backend.facts.n_head, local_window, exemplars, shown)
         forward(backend, batch.ids, sink)
-        return sink.tally(batch.ids, batch.window0)
+        own = sink.tally(batch.ids, batch.window0)
+        _, implicit, heads = shape(backend.facts)
+        if not implicit:
+            return own
+        mixed = implicit_tally(backend, implicit, batch.ids, batch.window0, local_window, exemplars, shown)
+        return joined([own, mixed], heads)
     from .divergence import DivergenceSink, KeepingSink, join
 
     sink = KeepingSink(backend.facts.n_head, local_window, exemplars, shown)

@@ -108,7 +108,7 @@ def test_the_command_writes_an_atlas_and_caps_the_tokens(tmp_path, capsys):
     # one row per (layer, head), four columns per metric: six row metrics (no learned sinks) and induction
     metrics = ["first_token", "previous_token", "self", "entropy", "mean_distance", "local_fraction", "induction"]
     parts = ("", "_std", "_count", "_histogram")
-    assert heads.column_names == ["layer", "head", *(m + p for m in metrics for p in parts)]
+    assert heads.column_names == ["layer", "head", "implicit", "mixer", *(m + p for m in metrics for p in parts)]
     assert heads.num_rows == 4 * 4
     for m in metrics:
         edges = meta["metrics"][m]["bin_edges"]

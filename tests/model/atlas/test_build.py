@@ -311,14 +311,84 @@ def test_max_tokens_caps_the_tokens_seen(models, tmp_path):
     assert meta["tokens_seen"] == 50 and meta["windows"] == math.ceil(50 / SEQ_LEN)
 
 
-def test_a_hybrids_implicit_layers_are_said_to_be_skipped(tmp_path):
-    """On Qwen3-Next (Gated DeltaNet in layers 0 and 2) the atlas measures the softmax layers and meta.json names
-    the implicit ones it does not measure, each with its mixer."""
+def implicit_reference(lm, layer: int, docs) -> dict[str, np.ndarray]:
+    """Per metric (heads, R) row values of implicit layer ``layer`` over every window, from M by hand: each window
+    alone through the model with its mixers' scans recorded, M from :mod:`model.families.mixers` (Scan.rows),
+    p = |M| normalised per row in float64."""
+    from attnscope.model.families.implicit import recording_scans
+
+    per_window = []
+    for w in reference_windows(lm.tokenizer, docs, SEQ_LEN):
+        with torch.no_grad(), recording_scans(lm.backend.model) as scans:
+            lm.backend.trunk(input_ids=torch.tensor([w]), use_cache=False)
+        M = np.abs(scans[layer].rows(0, len(w)).double().numpy())  # (heads, T, T)
+        assert (M.sum(-1) > 0).all()
+        per_window.append(row_metrics((M / M.sum(-1, keepdims=True))[None], LOCAL))
+    return {m: np.concatenate([pw[m][0][..., FIRST_ROW.get(m, 1) - 1 :] for pw in per_window], -1) for m in METRICS}
+
+
+def implicit_induction_reference(lm, layer: int) -> np.ndarray:
+    """(heads,) the induction score of implicit layer ``layer`` on the atlas's probe, p = |M| normalised per row."""
+    from attnscope.model.families.implicit import recording_scans
+
+    tok, facts = lm.tokenizer, lm.facts
+    n = min(40, (facts.block_size - 1) // 2)
+    rand = induction_tokens(facts.vocab_size, n=n, pool=random_pool(tok, facts.vocab_size))
+    start = probe_prefix(tok) or tok.encode_ids("")[:1]
+    ids = torch.cat([torch.tensor(start, dtype=torch.long).expand(rand.size(0), len(start)), rand, rand], dim=1)
+    p = []
+    for row in ids:
+        with torch.no_grad(), recording_scans(lm.backend.model) as scans:
+            lm.backend.trunk(input_ids=row[None], use_cache=False)
+        M = np.abs(scans[layer].rows(0, ids.shape[1]).double().numpy())
+        p.append(M / M.sum(-1, keepdims=True))
+    return induction_score(torch.from_numpy(np.stack(p)[:, None]), len(start), n).mean(0)[0].numpy()
+
+
+def test_a_hybrids_implicit_heads_are_measured_on_abs_m_normalised(tmp_path):
+    """On Qwen3-Next (Gated DeltaNet in layers 0 and 2) the atlas measures the softmax layers and the implicit
+    ones, under the model's layer numbers: each implicit head's metrics are those of p = |M| / Σ_s |M| per row,
+    M computed here from the mixer's own scan (no sinks: no sink_mass); meta.json says the rule."""
     path = build("qwen3_next", tmp_path / "qwen3_next")
+    lm = load_model(path, "cpu")
+    corpus = write_docs(tmp_path / "docs.txt", DOCS)
+    atlas(corpus, tmp_path / "out", model=lm, seq_len=SEQ_LEN, batch_size=BATCH, local_window=LOCAL, exemplars=K)
+    got = read_atlas(tmp_path / "out")
+    about = got.meta["model"]
+    assert about["attention_layers"] == [1, 3] and got.layers == [0, 1, 2, 3]
+    implicit = about["implicit_layers"]
+    assert "|M[t, s]|" in implicit["rule"] and implicit["skipped"] == []
+    assert [(m["layer"], m["mixer"]) for m in implicit["measured"]] == [(0, "gated_deltanet"), (2, "gated_deltanet")]
+    heads = implicit["measured"][0]["heads"]
+    table = pq.read_table(tmp_path / "out" / HEADS_FILE).to_pydict()
+    for layer in (0, 2):
+        rows = [i for i, x in enumerate(table["layer"]) if x == layer]
+        assert len(rows) == heads and {table["mixer"][i] for i in rows} == {"gated_deltanet"}
+        assert all(table["implicit"][i] for i in rows) and "sink_mass" not in table  # no layer has sinks
+        values = implicit_reference(lm, layer, DOCS)
+        for m in METRICS:
+            if m == "sink_mass":
+                continue
+            v, i = values[m], got.layers.index(layer)
+            assert (got.counts[m][i, :heads] == v.shape[-1]).all(), m
+            np.testing.assert_allclose(got.maps[m][i, :heads], v.mean(-1), rtol=0, atol=TOL * max(1.0, np.abs(v).max()),
+                                       err_msg=f"{layer} {m}")
+        np.testing.assert_allclose(got.maps["induction"][got.layers.index(layer), :heads],
+                                   implicit_induction_reference(lm, layer), rtol=0, atol=TOL)
+    assert all(not x for x, layer in zip(table["implicit"], table["layer"]) if layer in (1, 3))
+
+
+def test_falcon_h1s_mixers_beside_attention_are_named_as_skipped(tmp_path):
+    """Falcon-H1 runs Mamba-2 beside the attention in every layer: the atlas measures the softmax heads and names
+    each layer's mixer as skipped, with the reason (the rows are (layer, head))."""
+    path = build("falcon_h1", tmp_path / "falcon_h1")
     corpus = write_docs(tmp_path / "docs.txt", DOCS)
     atlas(corpus, tmp_path / "out", checkpoint=path, seq_len=SEQ_LEN, batch_size=BATCH, local_window=LOCAL)
-    meta = read_atlas(tmp_path / "out").meta["model"]
-    assert meta["attention_layers"] == [1, 3]
-    skipped = meta["implicit_layers"]
-    assert skipped["measured"] is False and "|M| normalised per row" in skipped["why"]
-    assert skipped["layers"] == [{"layer": 0, "mixer": "gated_deltanet"}, {"layer": 2, "mixer": "gated_deltanet"}]
+    got = read_atlas(tmp_path / "out")
+    about = got.meta["model"]
+    assert got.layers == about["attention_layers"] == list(range(about["n_layer"]))
+    implicit = about["implicit_layers"]
+    assert implicit["measured"] == []
+    assert [(m["layer"], m["mixer"]) for m in implicit["skipped"]] == [(i, "mamba2") for i in got.layers]
+    assert all("beside softmax attention" in m["why"] for m in implicit["skipped"])
+    assert not any(pq.read_table(tmp_path / "out" / HEADS_FILE).to_pydict()["implicit"])
