@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -153,6 +154,20 @@ def stacked(places, stack: str, others: dict | None = None):
         rec.places, rec.stack, rec.others = before
 
 
+PRESCALED = ("WhisperAttention",)  # modules that multiply q by their scale themselves, then call with 1.0
+
+
+def _prescaled(module: torch.nn.Module, query: torch.Tensor, scaling: float | None) -> tuple[torch.Tensor, float]:
+    """Whisper multiplies q by ``module.scaling`` (head_dim^-0.5) and calls with ``scaling=1.0``: q as projected
+    and that scale given back to the call, so that q, the raw scores and the divisor mean what they mean in every
+    other family (the scaling view's d_k). Only for a power of two (Whisper's head_dim 64 gives 1/8), where the
+    division here and the multiplication after q·kᵀ are exact: the pattern stays bit-equal to eager's."""
+    pre = float(getattr(module, "scaling", 1.0))
+    if type(module).__name__ not in PRESCALED or scaling != 1.0 or pre == 1.0 or math.frexp(pre)[0] != 0.5:
+        return query, scaling
+    return query / pre, pre
+
+
 def attnscope_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -170,6 +185,7 @@ def attnscope_attention(
     own = rec is not None and rec.records(module)  # a call of the stack looked at
     opts = rec.opts if own else AttentionOptions()
     B, nh, T, hs = query.shape  # (B, nh, T, hs)
+    query, scaling = _prescaled(module, query, scaling)  # Whisper's q, as projected, and its scale
     n_rep = nh // key.shape[1]
     k = key.repeat_interleave(n_rep, dim=1) if n_rep > 1 else key  # (B, n_kv, S, hs) -> (B, nh, S, hs)
     v = value.repeat_interleave(n_rep, dim=1) if n_rep > 1 else value  # (B, nh, S, hs)

@@ -97,6 +97,28 @@ def test_patterns_equal_eager_on_the_processors_features(stack, clients, referen
     assert [w["tokens"][0] for w in words[1:]] == [w["tokens"][1] for w in words[:-1]]
 
 
+def test_q_is_the_projection_and_the_divisor_sqrt_head_dim(clients, reference):
+    """Whisper multiplies q by head_dim^-0.5 itself and asks its attention for no scale: the answer's q is still
+    q_proj's output (a hook on a transformers load is the oracle) and the divisor √head_dim, as in every family."""
+    model, processor = reference
+    data = audio_file(1.0, "WAV", seed=5)
+    got = attention(clients["whisper"], audio=b64(data), target=TARGET, stack="encoder", layers=[0], heads=[0],
+                    include=["pattern", "q"], top_k=0)
+    head_dim = model.config.d_model // model.config.encoder_attention_heads
+    assert got["layers"][0]["divisor"] == pytest.approx(head_dim**0.5)
+    assert got["layers"][0]["divisor_rule"] == "sqrt(head_dim)"
+    seen = []
+    attn = model.model.encoder.layers[0].self_attn
+    hook = attn.q_proj.register_forward_hook(lambda m, args, out: seen.append(out))
+    try:
+        with torch.no_grad():
+            model.model.encoder(features(processor, data).input_features)
+    finally:
+        hook.remove()
+    q = seen[0][0].view(seen[0].shape[1], -1, head_dim)[:, 0]  # (T, hs): head 0 as projected
+    np.testing.assert_allclose(got["layers"][0]["heads"][0]["q"], q.numpy(), atol=1e-4)  # JSON: 4 decimals
+
+
 def test_a_written_transcript_and_its_times_are_generates(clients, reference):
     model, processor = reference
     data = audio_file(4.0, "WAV", seed=5)
