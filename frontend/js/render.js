@@ -21,6 +21,7 @@ const ARCHITECTURE_WORDS = {
   encoder: "encoder: every token sees every other, guesses at each",
   "encoder-decoder": "encoder–decoder: the text is the source, the decoder writes a target",
 };
+const SPEECH_WORDS = "speech: the recording's frames are the source, the decoder writes its transcript";
 
 /** The model's own divisor (GET /api/model) as the layer-like object captions.js reads. */
 const modelDivisor = (m) => ({ divisor: m.divisor, divisor_rule: m.divisor_rule, softcap: m.softcap });
@@ -68,7 +69,7 @@ function renderModel(state, els) {
   const parts = [
     ["name", m.name],
     ["family", m.family && m.family !== "attnscope" ? m.family : null],
-    ["architecture", ARCHITECTURE_WORDS[m.architecture] ?? null],
+    ["architecture", m.audio ? SPEECH_WORDS : (ARCHITECTURE_WORDS[m.architecture] ?? null)],
     ["size", `${params} parameters`],
     ["format", m.source_format === "gguf" ? `GGUF ${m.quantization ?? ""}`.trim() : null], // e.g. "GGUF Q4_K_M"
     [

@@ -34,6 +34,10 @@ def test_the_link_asks_for_its_recording_by_key(tab, speech_server, tmp_path):
     tab.base_url = speech_server.url
     page = tab.page
     tab.open_at(390, f"/#view=speech&audio={key}")
+    # the badge says what the source is, and the model's divisor is √d_k (Whisper's q comes pre-scaled: given back)
+    page.wait_for_function("() => !!window.attnscope.state.model")
+    badge = page.locator("#model-badge").text_content()  # at 390 px only the name is shown
+    assert "recording's frames are the source" in badge and "√d_k" in badge
     note = page.get_by_test_id("audio-link")
     note.wait_for(state="visible")
     assert key in note.inner_text() and "again" in note.inner_text()
