@@ -52,7 +52,8 @@ class LayerParts:
     o_proj: torch.nn.Module | None
     norm_in: torch.nn.Module  # the attention's (or mixer's) input norm
     post_attn: torch.nn.Module | None  # a norm on the attention's output before the residual add (Gemma 2)
-    qk: Callable[[], tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]] | None  # Wq, bq, Wk, bk
+    # Wq, bq, Wk, bk; None on a mixer layer
+    qk: Callable[[], tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]] | None
     q_norm: torch.nn.Module | None = None  # QK-norm over each head's dimensions (Qwen3)
     k_norm: torch.nn.Module | None = None
     rope: Callable | None = None  # the family's apply_rotary_pos_emb(q, k, cos, sin)

@@ -49,4 +49,3 @@ def test_a_hybrid_splits_into_heads_mixers_and_mlps_adding_up_to_the_logit(name,
     assert total == pytest.approx(got.logit, abs=1e-4 * (1.0 + abs(got.logit)))
     assert got.logit == pytest.approx(want["logit"], abs=1e-4 * (1.0 + abs(got.logit)))
     assert f"({HYBRIDS[name][1]})" in got.unsplit and "not split per head" in got.unsplit
-
