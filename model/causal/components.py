@@ -11,8 +11,8 @@ The residual stream after the last block is a sum of what was written into it:
   post-feedforward norm included);
 * ``bias``: each output projection's bias (through the frozen post-attention norm where there is one);
 * on a hybrid (:data:`HYBRIDS`, with ``mixers=True``), each mixer layer's write: what its mixer module
-  added to the residual stream, one component (its heads share the gated norm before ``out_proj``,
-  which normalises a group of heads together, so the write is not split per head).
+  added to the residual stream, one component, not split per head (Bamba's gated norm before
+  ``out_proj`` normalises a group of heads together; Jamba's Mamba-1 is per channel).
 
 :func:`parts_of` finds those modules in our GPT and in the transformers families where the split is
 exact, or raises :class:`~model.causal.NotSplittable` naming what is not; :func:`capture` runs the
