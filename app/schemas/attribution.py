@@ -32,6 +32,13 @@ class AttributionResponse(TargetAnswer, SubjectAnswer):
         "(scale frozen) and the token's unembedding row; null for a layer without heads"
     )
     mlps: list[float] = Field(description="[layer]: each MLP's write the same way (a mixture of experts: one MLP)")
+    mixers: list[float | None] = Field(
+        description="[layer]: a hybrid's mixer layer's write the same way, one component (not split per head); "
+        "null on a softmax layer"
+    )
+    unsplit: str | None = Field(
+        description="which mixer layers' writes are one component each, ready for a caption; null without mixers"
+    )
     embed: float = Field(description="the token and position embeddings' part")
     rest: float = Field(description="the output projections' biases, the final norm's offset and the LM head's bias")
     frozen: str = Field(description="what the split holds fixed, ready for a caption (the norms' scales on this text)")

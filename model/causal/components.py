@@ -9,7 +9,10 @@ The residual stream after the last block is a sum of what was written into it:
   the post-attention norm where a family has one (Gemma 2), its scale frozen;
 * each MLP's write: what the block added after its attention (a MoE layer is one MLP; Gemma 2's
   post-feedforward norm included);
-* ``bias``: each output projection's bias (through the frozen post-attention norm where there is one).
+* ``bias``: each output projection's bias (through the frozen post-attention norm where there is one);
+* on a hybrid (:data:`HYBRIDS`, with ``mixers=True``), each mixer layer's write: what its mixer module
+  added to the residual stream, one component, not split per head (Bamba's gated norm before
+  ``out_proj`` normalises a group of heads together; Jamba's Mamba-1 is per channel).
 
 :func:`parts_of` finds those modules in our GPT and in the transformers families where the split is
 exact, or raises :class:`~model.causal.NotSplittable` naming what is not; :func:`capture` runs the
@@ -35,6 +38,9 @@ from .norms import CHECK_RTOL, freeze
 
 # transformers families whose blocks are split here (tests/model/test_causal_*.py check each against hooks)
 FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma2", "gpt_oss")
+# hybrids whose softmax layers are split as above and whose other layers add their mixer's output to the
+# residual stream as it is (tests/model/causal/test_attribution_hybrid.py checks each against hooks)
+HYBRIDS = {"bamba": "mamba", "jamba": "mamba"}  # family -> the block's mixer attribute
 
 
 @dataclass
@@ -42,14 +48,17 @@ class LayerParts:
     """One block's modules, as the model names them."""
 
     block: torch.nn.Module
-    attn: torch.nn.Module
-    o_proj: torch.nn.Module
-    norm_in: torch.nn.Module  # the attention's input norm
+    attn: torch.nn.Module | None  # None on a mixer layer
+    o_proj: torch.nn.Module | None
+    norm_in: torch.nn.Module  # the attention's (or mixer's) input norm
     post_attn: torch.nn.Module | None  # a norm on the attention's output before the residual add (Gemma 2)
-    qk: Callable[[], tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]]  # Wq, bq, Wk, bk
+    # Wq, bq, Wk, bk; None on a mixer layer
+    qk: Callable[[], tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]] | None
     q_norm: torch.nn.Module | None = None  # QK-norm over each head's dimensions (Qwen3)
     k_norm: torch.nn.Module | None = None
     rope: Callable | None = None  # the family's apply_rotary_pos_emb(q, k, cos, sin)
+    mixer: torch.nn.Module | None = None  # a hybrid's mixer module, whose output the block adds to the residual
+    mixer_name: str | None = None  # its kind, as /api/model's layers name it (``mamba2``)
 
 
 @dataclass
@@ -90,8 +99,9 @@ def _split_qk(attn: torch.nn.Module):
     return qk
 
 
-def parts_of(backend) -> Parts:
-    """The modules of ``backend``'s model that the decomposition reads, or :class:`NotSplittable`."""
+def parts_of(backend, mixers: bool = False) -> Parts:
+    """The modules of ``backend``'s model that the decomposition reads, or :class:`NotSplittable`;
+    with ``mixers``, a hybrid of :data:`HYBRIDS` too (its mixer layers one component each)."""
     facts = backend.facts
     if facts.family == "attnscope":
         gpt = backend.model
@@ -100,11 +110,15 @@ def parts_of(backend) -> Parts:
             for b in gpt.transformer.h
         ]
         return Parts(layers, gpt.transformer.ln_f, gpt.lm_head, facts.n_head, facts.n_kv_head, facts.head_dim)
-    refuse(facts)
+    refuse(facts, mixers)
     trunk, cfg = getattr(backend, "decoder", backend.trunk), backend.model.config.get_text_config()
     blocks = getattr(trunk, "layers", None) or trunk.h
-    layers = [_hf_layer(block, cfg, facts.positions == "rotary") for block in blocks]
-    final = getattr(trunk, "norm", None) or trunk.ln_f
+    rotary = facts.positions == "rotary"
+    layers = [
+        _hf_layer(block, cfg, rotary) if i in facts.attention_layers else _mixer_layer(block, facts, i)
+        for i, block in enumerate(blocks)
+    ]
+    final = getattr(trunk, "norm", None) or getattr(trunk, "final_layernorm", None) or trunk.ln_f
     cap = getattr(cfg, "final_logit_softcapping", None)
     unembed = backend.model.get_output_embeddings()
     return Parts(layers, final, unembed, facts.n_head, facts.n_kv_head, facts.head_dim, cap or None)
@@ -125,24 +139,34 @@ def _hf_layer(block: torch.nn.Module, cfg, rotary: bool) -> LayerParts:
     return LayerParts(block, attn, o_proj, norm_in, post, qk, q_norm, k_norm, rope)
 
 
-def refuse(facts) -> None:
-    """:class:`NotSplittable` naming what of this model the decomposition cannot split exactly."""
+def _mixer_layer(block: torch.nn.Module, facts, i: int) -> LayerParts:
+    mixer = getattr(block, HYBRIDS[facts.family], None)
+    if mixer is None:
+        raise NotSplittable(f"layer {i}: its mixer module ({HYBRIDS[facts.family]}) was not found")
+    return LayerParts(block, None, None, block.input_layernorm, None, None, mixer=mixer,
+                      mixer_name=facts.layers[i]["type"])
+
+
+def refuse(facts, mixers: bool = False) -> None:
+    """:class:`NotSplittable` naming what of this model the decomposition cannot split exactly
+    (with ``mixers``, a hybrid of :data:`HYBRIDS` is split: its mixer layers one component each)."""
     if facts.differential:
         raise NotSplittable(
             "differential attention (DiffLlama): each head is a pair of softmaxes whose outputs are combined "
             "and group-normalised before o_proj, so a head's write is not its slice of the output projection"
         )
     other = [layer for layer in facts.layers if layer["type"] not in ("full", "sliding", "chunked", "nope")]
-    if other:
+    if other and not (mixers and facts.family in HYBRIDS):
         kinds = ", ".join(f"layer {layer['index']} ({layer['type']})" for layer in other)
+        where = f" (direct attribution splits {', '.join(HYBRIDS)})" if mixers else ""
         raise NotSplittable(
-            f"the layers without softmax attention ({kinds}) are mixers the decomposition does not split"
+            f"the layers without softmax attention ({kinds}) are mixers the decomposition does not split{where}"
         )
     if facts.family == "falcon_h1":
         raise NotSplittable("a Mamba-2 mixer runs beside each layer's attention: its write is not split")
     if facts.score_parts:
         raise NotSplittable("multi-head latent attention (MLA): keys from a compressed latent are not split here")
-    if facts.family not in FAMILIES:
+    if facts.family not in FAMILIES and not (mixers and facts.family in HYBRIDS):
         raise NotSplittable(
             f"the decomposition is worked out for attnscope's GPT and {', '.join(FAMILIES)}; not for {facts.family}"
         )
@@ -188,8 +212,11 @@ def _install(parts: Parts) -> None:
         if getattr(parts.final_norm, "_attnscope_components", False):
             return
         for i, lp in enumerate(parts.layers):
-            hooks = [(lp.block, "pre", "resid_in"), (lp.block, "post", "resid_out"), (lp.o_proj, "pre", "z"),
-                     (lp.o_proj, "post", "o"), (lp.attn, "pre", "rope")]
+            hooks = [(lp.block, "pre", "resid_in"), (lp.block, "post", "resid_out")]
+            if lp.mixer is not None:  # what the mixer adds is kept as the layer's attn_out
+                hooks.append((lp.mixer, "post", "attn_out"))
+            else:
+                hooks += [(lp.o_proj, "pre", "z"), (lp.o_proj, "post", "o"), (lp.attn, "pre", "rope")]
             if lp.post_attn is not None:
                 hooks.append((lp.post_attn, "post", "attn_out"))
             for module, when, name in hooks:
@@ -229,7 +256,7 @@ def capture(backend, parts: Parts, ids: list[int], positions: list[int], sink=No
     finally:
         _CAPTURING.reset(token)
     for i, lp in enumerate(parts.layers):
-        if lp.post_attn is None:
+        if lp.post_attn is None and lp.mixer is None:
             cap.attn_out[i] = cap.o[i]
         if lp.rope is not None and cap.rope[i] is None:
             raise NotSplittable(f"layer {i}: the rotary embedding's cos and sin were not passed to the attention")
@@ -248,14 +275,17 @@ class Writes:
     resid_in: list[torch.Tensor]  # per layer (P, C): the residual stream the model computed entering it
     final: torch.Tensor  # (P, C): the residual stream the model computed entering the final norm
     frozen: list[str] = field(default_factory=list)  # the norms whose scale the split holds fixed (post-attention)
+    mixers: list[torch.Tensor | None] = field(default_factory=list)  # per layer (P, C) on a mixer layer, else None
 
     def before(self, layer: int) -> tuple[list[str], torch.Tensor]:
         """The terms adding up to the residual stream entering ``layer``: names and ``(n, P, C)``
-        (``embed``, ``L{l}H{h}`` and ``L{l}.mlp`` for each earlier layer, then ``bias``)."""
+        (``embed``, ``L{l}H{h}`` or ``L{l}.mixer``, and ``L{l}.mlp`` for each earlier layer, then ``bias``)."""
         names, terms = ["embed"], [self.embed]
         for lay in range(layer):
-            names += [f"L{lay}H{h}" for h in range(self.heads[lay].shape[0])] + [f"L{lay}.mlp"]
-            terms += [*self.heads[lay], self.mlps[lay]]
+            mixer = self.mixers[lay] if self.mixers else None
+            names += [f"L{lay}H{h}" for h in range(self.heads[lay].shape[0])]
+            names += [f"L{lay}.mixer"] * (mixer is not None) + [f"L{lay}.mlp"]
+            terms += [*self.heads[lay], *([mixer] if mixer is not None else []), self.mlps[lay]]
         bias = sum(self.bias[:layer], torch.zeros_like(self.embed))
         return [*names, "bias"], torch.stack([*terms, bias])
 
@@ -269,9 +299,16 @@ def writes(parts: Parts, cap: Capture) -> Writes:
     """Each component's write from a :class:`Capture`; :class:`NotSplittable` if they do not add up
     to the residual stream the model computed."""
     embed = _wide(cap.resid_in[0])
-    heads, biases, mlps, frozen = [], [], [], []
+    heads, biases, mlps, frozen, mixers = [], [], [], [], []
     for i, lp in enumerate(parts.layers):
         P = len(cap.positions)
+        if lp.mixer is not None:  # one component: what the mixer module added to the residual stream
+            mixers.append(_wide(cap.attn_out[i]))
+            heads.append(embed.new_zeros((0, *embed.shape)))
+            biases.append(torch.zeros_like(embed))
+            mlps.append(_wide(cap.resid_out[i]) - _wide(cap.resid_in[i]) - mixers[-1])
+            continue
+        mixers.append(None)
         w = _wide(weight(lp.o_proj))  # (C, nh · hs)
         z = _wide(cap.z[i]).view(P, parts.n_head, -1)  # (P, nh, hs)
         per_head = torch.einsum("phd,chd->hpc", z, w.view(w.shape[0], parts.n_head, -1))  # (nh, P, C)
@@ -285,8 +322,10 @@ def writes(parts: Parts, cap: Capture) -> Writes:
         biases.append(bias)
         _agree(per_head.sum(0) + bias, cap.attn_out[i], f"layer {i}: the heads' writes and the attention's output")
         mlps.append(_wide(cap.resid_out[i]) - _wide(cap.resid_in[i]) - _wide(cap.attn_out[i]))
-    out = Writes(cap.positions, embed, heads, biases, mlps, [_wide(x) for x in cap.resid_in], _wide(cap.final), frozen)
+    resid_in = [_wide(x) for x in cap.resid_in]
+    out = Writes(cap.positions, embed, heads, biases, mlps, resid_in, _wide(cap.final), frozen, mixers)
     total = embed + sum(h.sum(0) + b + m for h, b, m in zip(heads, biases, mlps))
+    total = total + sum(x for x in mixers if x is not None)
     _agree(total, cap.final, "the components and the residual stream entering the final norm")
     return out
 

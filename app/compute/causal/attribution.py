@@ -38,6 +38,8 @@ def attribution_json(svc: Service, req: AttributionRequest, started: float | Non
         "logit": float(round_sig(a.logit)),
         "heads": facts.by_number(round_sig(a.heads.numpy()).tolist()),
         "mlps": round_sig(a.mlps.numpy()).tolist(),
+        "mixers": [None if m is None else float(round_sig(m)) for m in a.mixers],
+        "unsplit": a.unsplit,
         "embed": float(round_sig(a.embed)),
         "rest": float(round_sig(a.rest)),
         "frozen": a.frozen,

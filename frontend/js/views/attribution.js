@@ -70,10 +70,13 @@ export function install(app) {
 
 const signed = (v) => `${v >= 0 ? "+" : ""}${fmtFixed(v)}`;
 
-/** The parts beside the heads: the embeddings, each MLP, the rest, and the logit they add up to with the heads. */
-export function partsRows({ embed, mlps, rest, logit }) {
+/** The parts beside the heads: the embeddings, each mixer layer's write (a hybrid's), each MLP, the rest,
+ * and the logit they add up to with the heads. */
+export function partsRows({ embed, mlps, mixers, rest, logit }) {
+  const mixerRows = (mixers ?? []).flatMap((m, l) => (m === null ? [] : [[`mixer ${l}`, signed(m)]]));
   return [
     ["embeddings", signed(embed)],
+    ...mixerRows,
     ...mlps.map((m, l) => [`MLP ${l}`, signed(m)]),
     ["rest (biases, the norm's offset)", signed(rest)],
     ["logit (heads + all of the above)", fmtFixed(logit)],
@@ -98,13 +101,14 @@ function drawParts(table, answer) {
 }
 
 /** The caption: the token, the logit, what the parts are, what is frozen, a final softcap. */
-export function attributionWords({ token, logit, position, frozen, final_softcap }, tokens) {
+export function attributionWords({ token, logit, position, frozen, final_softcap, unsplit }, tokens) {
   const parts = [
     `What each part of the model writes directly into the logit of “${token}” (${fmtFixed(logit)}), the top ` +
       `guess after “${tokens[position]}” (token ${position}): each head through its slice of the output ` +
       `projection, each MLP, the embeddings and the rest, dotted with the token's unembedding row. With the ` +
       `heads they add up to the logit. Red: the part raises it, blue: it lowers it. Frozen: ${frozen}.`,
   ];
+  if (unsplit) parts.push(`A hybrid: ${unsplit} (its row “mixer” in the table).`);
   if (final_softcap !== null && final_softcap !== undefined)
     parts.push(
       `The model caps its logits (final softcap ${final_softcap}): it shows ${final_softcap}·tanh(logit / ` +
