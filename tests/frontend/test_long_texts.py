@@ -151,7 +151,7 @@ def test_an_8000_token_text_is_drawn_pooled_and_zooms_to_exact_cells(page, long_
         "() => { const gd = document.querySelector('[data-testid=head-heatmap]');"
         " return {n: gd.data[0].z.length, x: gd.data[0].dx, meta: gd.layout.meta}; }"
     )
-    assert fig["n"] == m and fig["x"] == block and fig["meta"] == {"tokens": T, "block": block, "size": m}
+    assert fig["n"] == m and fig["x"] == block and fig["meta"] == {"tokens": T, "keys": T, "block": block, "size": m}
     note = page.get_by_test_id("head-zoom").inner_text()
     assert f"{block}×{block} block" in note and "exact cells" in note
 
