@@ -142,3 +142,19 @@ export function onPlotClick(el, handler) {
   new MutationObserver(bind).observe(el, { childList: true });
   bind();
 }
+
+/** A file's bytes as a `data:` URL (what the API's image and audio fields take). */
+export const dataUrl = (blob) =>
+  new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(blob);
+  });
+
+/** Point a media element (an <img>, an <audio>) at `src`, or at nothing when it is "": only when it changed. */
+export function setSource(el, src) {
+  if (el.getAttribute("src") === src) return;
+  if (src) el.src = src;
+  else el.removeAttribute("src");
+}

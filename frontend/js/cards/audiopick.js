@@ -7,7 +7,7 @@
 // its key (`audio=`: the first 12 hex digits of its SHA-256, subject.js `seq2seqLink`), so a link opened again
 // says which recording to drop, and whether the one dropped is that one.
 
-import { byId, setHidden, setText } from "../dom.js";
+import { byId, dataUrl, setHidden, setSource, setText } from "../dom.js";
 import { modelTakes } from "../subject.js";
 
 const FIELD = `
@@ -27,14 +27,6 @@ const FIELD = `
     not the recording: opened again, the page asks for it here.</p>`;
 
 const fmt = (n) => n.toLocaleString("en-US");
-
-const dataUrl = (blob) =>
-  new Promise((resolve, reject) => {
-    const reader = new FileReader();
-    reader.onload = () => resolve(reader.result);
-    reader.onerror = () => reject(reader.error);
-    reader.readAsDataURL(blob);
-  });
 
 /** `samples` (Float32Array, mono, in [-1, 1]) at `rate` Hz as a 16-bit PCM WAV file. */
 export function wavBlob(samples, rate) {
@@ -145,10 +137,7 @@ function drawField(state, field) {
   if (!on) return;
   const player = byId("audio-player");
   const src = state.audio?.data ?? "";
-  if (player.getAttribute("src") !== src) {
-    if (src) player.src = src;
-    else player.removeAttribute("src");
-  }
+  setSource(player, src);
   setHidden(player, !src);
   setHidden(byId("audio-remove"), !src);
   const words = src ? `${state.audio.name} · ${fmt(state.audio.bytes)} bytes` : "Drop a recording here, or";

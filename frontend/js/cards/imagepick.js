@@ -5,7 +5,7 @@
 // it) is taken out and refused here too. The image lives in the state (`state.image`), never in the
 // link: the field says so.
 
-import { byId, setHidden, setText } from "../dom.js";
+import { byId, dataUrl, setHidden, setSource, setText } from "../dom.js";
 
 /** The formats the server reads (docs/API.md "Images"). */
 export const IMAGE_TYPES = ["image/png", "image/jpeg", "image/webp", "image/gif"];
@@ -35,14 +35,6 @@ function imageSize(url) {
     img.src = url;
   });
 }
-
-const dataUrl = (file) =>
-  new Promise((resolve, reject) => {
-    const reader = new FileReader();
-    reader.onload = () => resolve(reader.result);
-    reader.onerror = () => reject(reader.error);
-    reader.readAsDataURL(file);
-  });
 
 /**
  * `file` checked against `limits` (`image_limits`): `{image}` ({id, data, name, bytes, width, height}; `id`, the
@@ -146,10 +138,7 @@ function drawField(state, field) {
   if (!vision) return;
   const thumb = byId("image-thumb");
   const src = state.image?.data ?? "";
-  if (thumb.getAttribute("src") !== src) {
-    if (src) thumb.src = src;
-    else thumb.removeAttribute("src");
-  }
+  setSource(thumb, src);
   setHidden(thumb, !src);
   setHidden(byId("image-remove"), !src);
   setText(
