@@ -33,6 +33,7 @@ class Attribution:
     rest: float
     frozen: str  # caption-ready: what the split holds fixed
     final_softcap: float | None  # the cap the model applies after this logit, if any
+    cross_heads: torch.Tensor | None = None  # (L, nh) an encoder-decoder's cross heads (:mod:`.seq2seq`); else None
 
 
 @torch.inference_mode()

@@ -53,7 +53,8 @@ def freeze(norm: torch.nn.Module, x: torch.Tensor) -> Frozen:
     into a linear map, checked against ``norm(x)`` computed by the module itself."""
     x64 = x.double()
     eps = epsilon(norm)
-    if isinstance(norm, torch.nn.LayerNorm) or "LayerNorm" in type(norm).__name__:
+    name = type(norm).__name__
+    if isinstance(norm, torch.nn.LayerNorm) or ("LayerNorm" in name and "T5" not in name):  # T5's is an RMSNorm
         centred = x64 - x64.mean(dim=-1, keepdim=True)
         inv = torch.rsqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps)
         weight = (

@@ -30,6 +30,9 @@ class QKAttribution:
     matrix: torch.Tensor  # (n, n) float64: [query-side term][key-side term]
     frozen: str  # caption-ready: what the split holds fixed
     masked: bool  # the mask hides this key from this query (a later key, outside a sliding window): weight 0
+    key_components: list[str] | None = None  # the key side's terms where they are not the query side's (cross)
+    position_bias: float | None = None  # a term added after q·kᵀ (T5's relative position bias); None: none
+    attn_scores: float | None = None  # the score the softmax sees (score / divisor + position_bias); None: masked
 
 
 class _ScoreCell:
@@ -40,14 +43,22 @@ class _ScoreCell:
     def __init__(self, layer: int, head: int, query: int, key: int) -> None:
         self.layer, self.head, self.query, self.key = layer, head, query, key
         self.value: float | None = None
+        self.seen: float | None = None  # attn_scores at the cell: what the softmax sees
+        self.divisor = 1.0
+        self.softcap: float | None = None
         self.masked = False
 
     def wants(self, layer: int) -> bool:
         return layer == self.layer
 
     def append(self, trace: AttentionTrace) -> None:
+        if trace.layer != self.layer:  # a layer the fast path cannot take (a softcap) is traced all the same
+            return
         self.value = float(trace.attn_scores_raw[0, self.head, self.query, self.key])
         self.masked = not bool(trace.mask[self.query, self.key])
+        self.seen = float(trace.attn_scores[0, self.head, self.query, self.key])
+        self.divisor = float(trace.divisor)
+        self.softcap = trace.softcap
 
 
 @torch.inference_mode()

@@ -163,13 +163,20 @@ class Seq2SeqBackend(TransformersBackend):
         start = self.decoder_start()
         return start + list(enc.ids), [(0, 0)] * len(start) + tile_offsets(enc.offsets, len(text))
 
-    def head(self, h: torch.Tensor) -> torch.Tensor:
-        """(n, C) decoder states -> logits (n, V), with the steps each family takes around its LM head."""
+    def logit_scale(self) -> float:
+        """What the decoder's state is multiplied by before the LM head: ``d_model**-0.5`` where T5 ties its
+        embeddings, else 1."""
         cfg = self.model.config
         if (self.family == "t5" and getattr(cfg, "scale_decoder_outputs", False)) or (
             self.family == "umt5" and cfg.tie_word_embeddings
         ):
-            h = h * cfg.d_model**-0.5  # T5 with tied embeddings rescales before its LM head
+            return cfg.d_model**-0.5
+        return 1.0
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """(n, C) decoder states -> logits (n, V), with the steps each family takes around its LM head."""
+        if self.logit_scale() != 1.0:
+            h = h * self.logit_scale()  # T5 with tied embeddings rescales before its LM head
         logits = self.model.get_output_embeddings()(h)
         bias = getattr(self.model, "final_logits_bias", None)  # BART and its kin
         if bias is not None:
