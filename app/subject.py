@@ -162,7 +162,7 @@ def single_stack(svc: Service, what: str) -> None:
     if facts.architecture != "encoder-decoder":
         return
     msg = (f"{what} is not shown for an encoder-decoder yet ({facts.name}): attention, the heads grid, head effects, "
-           "rollout, selection, generation, the lens and knockout are")
+           "rollout, selection, generation, the lens, knockout, direct and QK attribution and patching are")
     raise ApiError(422, msg, loc=("body", "stack"), type_="seq2seq_unsupported")
 
 

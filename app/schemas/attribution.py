@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from .common import ImageUpload, Index, Subject, SubjectAnswer, TargetAnswer
+from .common import ImageUpload, Index, Subject, SubjectAnswer, TargetAnswer, optional_field
 
 INDUCTION = "Open the red door, then close the blue window. Open the red door, then close the blue"
 
@@ -20,7 +20,10 @@ class AttributionRequest(Subject):
             ]
         },
     )
-    position: Index | None = Field(None, description="the position whose next-token logit is split; default the last")
+    position: Index | None = Field(
+        None, description="the position whose next-token logit is split; default the last (an encoder-decoder: the "
+        "target's, whichever the stack)"
+    )
     token_id: Index | None = Field(None, description="the token whose logit is split; default the top guess there")
     image: ImageUpload = None
 
@@ -30,6 +33,11 @@ class AttributionResponse(TargetAnswer, SubjectAnswer):
     heads: list[list[float] | None] = Field(
         description="[layer][head]: what the head writes into the residual stream, through the final norm "
         "(scale frozen) and the token's unembedding row; null for a layer without heads"
+    )
+    cross_heads: list[list[float]] | None = optional_field(
+        "an encoder-decoder: [decoder layer][head], each cross-attention head's write the same way (its slice of "
+        "the output projection); the encoder's whole work enters the decoder only through these. `heads` are then "
+        "the decoder's self-attention heads"
     )
     mlps: list[float] = Field(description="[layer]: each MLP's write the same way (a mixture of experts: one MLP)")
     mixers: list[float | None] = Field(

@@ -46,7 +46,17 @@ class PatchingRequest(Strict):
     corrupt: str | None = text_field(required=False)
     add_generation_prompt: bool | None = Field(None, description="with messages: as on every route")
     stack: Stack = stack_field()
-    position: Index | None = Field(None, description="where the logit difference is read; default the last position")
+    target: str | None = Field(
+        None,
+        min_length=1,
+        max_length=TEXT_CHARS,
+        description="an encoder-decoder: the target both sources are read with (`clean` and `corrupt` are then the "
+        "two sources), teacher-forced after the decoder start; left out, the model writes it from the clean source",
+    )
+    position: Index | None = Field(
+        None, description="where the logit difference is read; default the last position (an encoder-decoder: the "
+        "target's)"
+    )
     token_id: Index | None = Field(None, description="default the clean run's top guess at position")
     foil_id: Index | None = Field(
         None, description="default the corrupt run's best guess at position other than token_id"
@@ -61,6 +71,11 @@ class PatchingRequest(Strict):
     def _usable(cls, value: str | None, info: ValidationInfo) -> str | None:
         value = one_of(value, info, info.field_name, f"{info.field_name}_messages")
         return None if value is None else usable_text(value, info.field_name)
+
+    @field_validator("target")
+    @classmethod
+    def _target_is_usable(cls, value: str | None) -> str | None:
+        return None if value is None else usable_text(value, "target")
 
 
 def with_pair_limit(max_text_chars: int) -> type[PatchingRequest]:
@@ -81,6 +96,12 @@ class PatchingResponse(BaseModel):
     corrupt_tokens: list[str]
     spans: Spans = None
     corrupt_spans: Spans = None
+    source_tokens: list[str] | None = optional_field(
+        "an encoder-decoder: the clean source's tokens (`tokens` and `corrupt_tokens` are then the one target's)"
+    )
+    corrupt_source_tokens: list[str] | None = optional_field("an encoder-decoder: the corrupt source's tokens")
+    target: str | None = optional_field("an encoder-decoder: the target's text, as sent or as the model wrote it")
+    target_generated: bool | None = optional_field("an encoder-decoder: whether the model wrote the target")
     position: int
     token_id: int
     token: str
@@ -93,9 +114,11 @@ class PatchingResponse(BaseModel):
     what: Literal["heads", "residual"]
     heads: list[list[float] | None] | None = optional_field(
         "[layer][head]: (patched − corrupt_diff) / (clean_diff − corrupt_diff) with that head's clean output "
-        "written in; null for a layer without softmax attention"
+        "written in; null for a layer without softmax attention. An encoder-decoder: the heads of `stack` (the "
+        "encoder's, the decoder's self heads or its cross heads)"
     )
     residual: list[list[float]] | None = optional_field(
-        "[layer][position]: the same with the clean residual stream after that block at that position written in"
+        "[layer][position]: the same with the clean residual stream after that block at that position written in "
+        "(an encoder-decoder: the decoder's blocks, at target positions)"
     )
     timing_ms: float

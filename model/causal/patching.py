@@ -89,9 +89,13 @@ def patching(
     token_id: int | None = None,
     foil_id: int | None = None,
     what: str = "heads",
+    clean_backend: Backend | None = None,
 ) -> Patching:
-    """Every head (``what="heads"``) or every (block, position) of the residual stream (``"residual"``) patched."""
+    """Every head (``what="heads"``) or every (block, position) of the residual stream (``"residual"``) patched;
+    ``clean_backend`` runs the clean pieces where it is not ``backend`` (an encoder-decoder: the clean source
+    bound, ``backend`` the corrupt one, ``clean`` and ``corrupt`` the same target)."""
     facts = backend.facts
+    clean_backend = backend if clean_backend is None else clean_backend
     if what == "heads" and (facts.differential or facts.output_gates):
         feature = "differential attention" if facts.differential else "output gates"
         raise Unsupported(
@@ -99,7 +103,7 @@ def patching(
         )
     T = position + 1
     co = torch.tensor([corrupt[:T]], dtype=torch.long)  # (1, T)
-    clean_logits = backend.last_logits(torch.tensor([clean[:T]]), AttentionOptions())[0].double()
+    clean_logits = clean_backend.last_logits(torch.tensor([clean[:T]]), AttentionOptions())[0].double()
     corrupt_logits = backend.last_logits(co, AttentionOptions())[0].double()
     token_id = int(clean_logits.argmax()) if token_id is None else int(token_id)
     if foil_id is None:  # the corrupt run's best guess other than the token (its top guess, unless that is the token)
@@ -120,20 +124,20 @@ def patching(
 
     per = rows_per_batch(T, facts.n_head, facts.d_model)
     if what == "heads":
-        out = _heads(backend, clean[:T], co, per, restored)
+        out = _heads(backend, clean_backend, clean[:T], co, per, restored)
     else:
         out = torch.zeros(facts.n_layer, len(corrupt), dtype=torch.float64)
-        out[:, :T] = _residual(backend, clean[:T], co, per, restored)
+        out[:, :T] = _residual(backend, clean_backend, clean[:T], co, per, restored)
     k = min(GUESSES, clean_logits.shape[-1])
     tops = [torch.topk(logits, k).indices.tolist() for logits in (clean_logits, corrupt_logits)]
     return Patching(position, token_id, foil_id, clean_diff, corrupt_diff, out, *tops)
 
 
-def _heads(backend: Backend, clean: list[int], co: torch.Tensor, per: int, restored) -> torch.Tensor:
+def _heads(backend: Backend, clean_backend: Backend, clean: list[int], co: torch.Tensor, per: int, restored):
     """(attention layers, nh): each head's clean output written into the corrupt run, one row per head."""
     facts = backend.facts
     z = HeadOutputs()
-    backend.run(clean, AttentionOptions(), z, logits=False)
+    clean_backend.run(clean, AttentionOptions(), z, logits=False)
     base = AttentionOptions(ablate_values=tuple(z.get(layer) for layer in range(facts.n_layer)))
     out = torch.zeros(len(facts.attention_layers), facts.n_head, dtype=torch.float64)
     row_of = {layer: i for i, layer in enumerate(facts.attention_layers)}
@@ -159,10 +163,10 @@ def _heads(backend: Backend, clean: list[int], co: torch.Tensor, per: int, resto
     return out
 
 
-def _residual(backend: Backend, clean: list[int], co: torch.Tensor, per: int, restored) -> torch.Tensor:
+def _residual(backend: Backend, clean_backend: Backend, clean: list[int], co: torch.Tensor, per: int, restored):
     """(L, T): the clean residual stream after block l at position p written into the corrupt run, one row each."""
     L, T = backend.facts.n_layer, co.shape[1]
-    stream = residual_stream(backend, clean)  # (L + 1, T, C)
+    stream = residual_stream(clean_backend, clean)  # (L + 1, T, C)
     rows = [(layer, p) for layer in range(L) for p in range(T)]
     out = torch.zeros(L, T, dtype=torch.float64)
     if isinstance(backend, ResumableBackend):

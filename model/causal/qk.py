@@ -83,7 +83,8 @@ def qk_attribution(backend, ids: list[int], layer: int, head: int, query: int, k
     if lp.q_norm is not None:
         frozen.append("its q and k norms")
     caption = ", ".join(frozen) + ": scales frozen at their values on this text"
-    return QKAttribution(score, names, matrix.cpu(), caption, cell.masked)
+    seen = None if cell.masked else cell.seen
+    return QKAttribution(score, names, matrix.cpu(), caption, cell.masked, attn_scores=seen)
 
 
 def _side(lp: LayerParts, hs: int, cap, layer: int, terms: torch.Tensor, p: int, head: int, side: str):

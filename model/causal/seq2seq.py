@@ -100,9 +100,9 @@ def qk_pair(backend, layer: int, head: int, query: int, key: int) -> QKAttributi
     qnames, qterms, frozen = stream(qst, seen[qst.name], (layer, kind))
     if kst is qst:
         knames, kterms = qnames, qterms
-        resid = seen[qst.name].sub_in[(layer, s)]
-        q = _project(sub, "q", qterms[:, qi], resid[qi : qi + 1], head, qst.n_head, seen[qst.name].rope.get((layer, s)), qi)
-        k = _project(sub, "k", kterms[:, ki], resid[ki : ki + 1], head, qst.n_head, seen[qst.name].rope.get((layer, s)), ki)
+        resid, rope = seen[qst.name].sub_in[(layer, s)], seen[qst.name].rope.get((layer, s))
+        q = _project(sub, "q", qterms[:, qi], resid[qi : qi + 1], head, qst.n_head, rope, qi)
+        k = _project(sub, "k", kterms[:, ki], resid[ki : ki + 1], head, qst.n_head, rope, ki)
     else:  # cross: the keys read the encoder's output, its terms through the encoder's final norm
         names, kterms, kfrozen = stream(kst, seen[kst.name])
         knames = [f"enc.{n}" for n in names]

@@ -7,11 +7,12 @@ import time
 
 from ....model.causal import NotSplittable
 from ....model.causal.attribution import attribute
+from ....model.causal.seq2seq import attribute_pair
 from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.attribution import AttributionRequest
 from ...service import Service
-from ...subject import single_stack, target_of
+from ...subject import target_of
 from ..rounding import round_sig
 
 
@@ -24,19 +25,23 @@ def attribution_json(svc: Service, req: AttributionRequest, started: float | Non
     """The POST /api/attribution answer: each component's direct contribution to one logit."""
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    single_stack(svc, "direct attribution")
     prompt, position = target_of(svc, req)
-    ids = prompt.ids
+    pair = facts.architecture == "encoder-decoder"  # the decoder's logit at a target position, whichever the stack
     try:
-        a = attribute(prompt.backend, ids, position, req.token_id)
+        if pair:
+            a = attribute_pair(prompt.backend, position, req.token_id)
+        else:
+            a = attribute(prompt.backend, prompt.ids, position, req.token_id)
     except NotSplittable as exc:
         raise refused(exc) from exc
+    heads = round_sig(a.heads.numpy()).tolist()
     body = {
         "position": a.position,
         "token_id": a.token_id,
         "token": svc.displays[a.token_id],
         "logit": float(round_sig(a.logit)),
-        "heads": facts.by_number(round_sig(a.heads.numpy()).tolist()),
+        "heads": heads if pair else facts.by_number(heads),
+        **({} if a.cross_heads is None else {"cross_heads": round_sig(a.cross_heads.numpy()).tolist()}),
         "mlps": round_sig(a.mlps.numpy()).tolist(),
         "mixers": [None if m is None else float(round_sig(m)) for m in a.mixers],
         "unsplit": a.unsplit,

@@ -7,10 +7,11 @@ import time
 
 from ....model.causal import NotSplittable
 from ....model.causal.qk import qk_attribution
+from ....model.causal.seq2seq import qk_pair
 from ...responses import dumps
 from ...schemas.qk_attribution import QKAttributionRequest
 from ...service import Service
-from ...subject import single_stack, subject_of
+from ...subject import subject_of
 from ..checks import check_attention_layer, check_index, check_position
 from ..rounding import round_sig
 from .attribution import refused
@@ -20,24 +21,38 @@ def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float 
     """The POST /api/qk-attribution answer: one head's raw score as query-side × key-side terms."""
     t0 = time.perf_counter() if started is None else started
     facts = svc.loaded.facts
-    single_stack(svc, "QK attribution")
     prompt = subject_of(svc, req)
     ids = prompt.ids
-    check_attention_layer(req.layer, ("body", "layer"), "layer", facts)
-    what = f"the model has {facts.n_head} heads per layer"
-    check_index(req.head, facts.n_head, ("body", "head"), "head", what)
-    for name in ("query", "key"):
-        check_position(getattr(req, name), len(ids), ("body", name), name)
+    pair = facts.architecture == "encoder-decoder"
+    # the keys' ids: the source's on an encoder-decoder's cross stack, else the query side's own
+    keys = prompt.adds["source_ids"] if prompt.stack == "cross" else ids
+    if pair:  # the stack's own layers and heads
+        stack = next(s for s in facts.stacks if s["name"] == prompt.stack)
+        check_index(req.layer, stack["n_layer"], ("body", "layer"), "layer",
+                    f"the {prompt.stack} stack has {stack['n_layer']} layers")
+        n_head, what = stack["n_head"], f"the {prompt.stack} stack has {stack['n_head']} heads per layer"
+    else:
+        check_attention_layer(req.layer, ("body", "layer"), "layer", facts)
+        n_head, what = facts.n_head, f"the model has {facts.n_head} heads per layer"
+    check_index(req.head, n_head, ("body", "head"), "head", what)
+    check_position(req.query, len(ids), ("body", "query"), "query")
+    check_position(req.key, len(keys), ("body", "key"), "key")
     try:
-        r = qk_attribution(prompt.backend, ids, req.layer, req.head, req.query, req.key)
+        if pair:
+            r = qk_pair(prompt.backend, req.layer, req.head, req.query, req.key)
+        else:
+            r = qk_attribution(prompt.backend, ids, req.layer, req.head, req.query, req.key)
     except NotSplittable as exc:
         raise refused(exc) from exc
     body = {
         "score": float(round_sig(r.score)),
         "components": r.components,
+        **({} if r.key_components is None else {"key_components": r.key_components}),
         "matrix": round_sig(r.matrix.numpy()).tolist(),
+        **({} if r.position_bias is None else {"position_bias": float(round_sig(r.position_bias))}),
+        "attn_scores": None if r.attn_scores is None else float(round_sig(r.attn_scores)),
         "query_token": svc.displays[ids[req.query]],
-        "key_token": svc.displays[ids[req.key]],
+        "key_token": svc.displays[keys[req.key]],
         "frozen": r.frozen,
         "masked": r.masked,
         **prompt.adds,
