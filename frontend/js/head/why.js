@@ -2,11 +2,14 @@
 // key) of the chosen head, its raw score split into query-side × key-side terms of the residual
 // stream entering the layer (the embeddings, each earlier head, each earlier MLP, the biases), a
 // heatmap of the answer's `matrix` over its `components`, and the row and column sums of those
-// terms beside it. The cell is marked on the heatmap and kept in the link (`why=21.10`).
+// terms beside it. The cell is marked on the heatmap and kept in the link (`why=21.10`). On an
+// encoder–decoder's cross stack the key side's terms are the encoder's (`key_components`), and T5's
+// relative position bias is the answer's own term (`position_bias`).
 
 import { answerIn, question } from "../answers.js";
 import { byId, drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { BLUE, ORANGE, SIGNED_SCALE, baseLayout, rowSums, signedRange } from "../draw/figures.js";
+import { keyTokens } from "../stacks.js";
 import { currentGrid } from "../state.js";
 import { subject } from "../subject.js";
 import { asTrainedWords, cellsIn, drawKnockout, knockoutShapes } from "./knockout.js";
@@ -42,8 +45,9 @@ export const whyShapes = (cell) =>
 
 /** The clicked cell inside the current text, or null. */
 function cellOf(state) {
-  const T = currentGrid(state)?.tokens?.length ?? 0;
-  return state.whyCell && state.whyCell.query < T && state.whyCell.key < T ? state.whyCell : null;
+  const grid = currentGrid(state);
+  const [T, S] = grid ? [grid.tokens.length, keyTokens(state, grid).length] : [0, 0]; // a cross map: source keys
+  return state.whyCell && state.whyCell.query < T && state.whyCell.key < S ? state.whyCell : null;
 }
 
 /** The split of the clicked cell's raw score: its question, or null while no cell is clicked. */
@@ -56,15 +60,15 @@ export function whyQuestion(state) {
 }
 
 /** The terms as a heatmap: query-side components down, key-side across, on a signed scale centred on 0. */
-export function whyFigure({ components, matrix }) {
+export function whyFigure({ components, key_components, matrix }) {
   const r = signedRange(matrix);
-  const n = components.length;
+  const n = Math.max(components.length, key_components?.length ?? 0);
   return {
     data: [
       {
         type: "heatmap",
         z: matrix,
-        x: components,
+        x: key_components ?? components,
         y: components,
         colorscale: SIGNED_SCALE,
         zmin: -r,
@@ -96,12 +100,13 @@ export function whyFigure({ components, matrix }) {
 }
 
 /** The sums of the shown terms: each query-side row (what the query looks with), each key-side column. */
-export function whySumsFigure({ components, matrix }) {
+export function whySumsFigure({ components, key_components, matrix }) {
   const rows = rowSums(matrix);
-  const cols = components.map((_, j) => matrix.reduce((s, row) => s + row[j], 0));
-  const bar = (name, y, color, axis) => ({
+  const keys = key_components ?? components;
+  const cols = keys.map((_, j) => matrix.reduce((s, row) => s + row[j], 0));
+  const bar = (name, x, y, color, axis) => ({
     type: "bar",
-    x: components,
+    x,
     y,
     name,
     marker: { color },
@@ -110,8 +115,8 @@ export function whySumsFigure({ components, matrix }) {
   });
   return {
     data: [
-      bar("row sum (query side)", rows, BLUE, "y"),
-      bar("column sum (key side)", cols, ORANGE, "y2"),
+      bar("row sum (query side)", components, rows, BLUE, "y"),
+      bar("column sum (key side)", keys, cols, ORANGE, "y2"),
     ],
     layout: baseLayout({
       margin: { l: 50, r: 10, t: 44, b: 70 },
@@ -131,17 +136,34 @@ function whyWords(state, a, cell) {
     `L${state.layer}H${state.head}, query ${cell.query} “${a.query_token}” → ` +
     `key ${cell.key} “${a.key_token}”: ` +
       `raw score ${a.score} (attn_scores_raw, q·kᵀ before the divisor, any softcap and the mask).`,
-    `The residual stream entering layer ${state.layer} is split into ${a.components.length} components, each ` +
-      `taken through the query and the key projections as the model applies them, with ${a.frozen}. The ` +
-      `${a.components.length} × ${a.components.length} query-side × key-side terms add up to the raw score. ` +
+    whoseTerms(state, a) +
+      `each taken through the query and the key projections as the model applies them, with ${a.frozen}. The ` +
+      `${a.components.length} × ${(a.key_components ?? a.components).length} query-side × key-side terms add up ` +
+      `to the raw score. ` +
       `Below them: the sums of the shown terms, per row (what the query looks with) and per column (what it ` +
       `matches on the key's side).`,
   ];
+  if (a.position_bias !== undefined)
+    parts.push(
+      `The layer adds a term of its own after q·kᵀ, its relative position bias (${a.position_bias}): the raw ` +
+        `score over the divisor plus it is the score the softmax sees, ${a.attn_scores}.`,
+    );
   if (a.masked)
     parts.push(
       "The mask hides this key from this query: this is the q·kᵀ the model computes there, which gets weight 0.",
     );
   return parts.join(" ") + asTrainedWords(state, "this split");
+}
+
+/** Which stream the terms split: the layer's own, or on a cross stack the decoder's (queries) and the encoder's. */
+function whoseTerms(state, a) {
+  if (a.key_components)
+    return (
+      `The query side splits the decoder's residual stream entering this cross-attention into ` +
+      `${a.components.length} components, the key side the encoder's output into ${a.key_components.length} ` +
+      `(enc.…), `
+    );
+  return `The residual stream entering layer ${state.layer} is split into ${a.components.length} components, `;
 }
 
 /** Draw the why box: the hint, the refusal, or the split (asked by the head view's `need`). */

@@ -2,14 +2,16 @@
 // top guess: a layer × head map of what each head writes into that logit, a table of the MLPs,
 // the embeddings and the rest, and beside the map the head effects (POST /api/head-effects, the
 // head effects card's own request and figure) so a head's direct write and its total effect are
-// read together. The route runs the model as trained, the split's frozen norm said in words.
+// read together. The route runs the model as trained, the split's frozen norm said in words. On an
+// encoder–decoder the answer's `cross_heads` are drawn beside the self heads, on one colour range.
 
 import { answerIn, question } from "../answers.js";
 import { effectsFigure, measureEffects } from "../cards/effects.js";
 import { byId, drawPlot, idOf, onPlotClick, setHidden, setText } from "../dom.js";
-import { asTrainedWords, layerHeadFigure } from "../draw/causal.js";
+import { asTrainedWords, layerHeadFigure, signedPeak } from "../draw/causal.js";
 import { fmtFixed } from "../draw/figures.js";
 import { changedInputs } from "../measured.js";
+import { querySide } from "../stacks.js";
 import { selectedPosition, textTokens } from "../state.js";
 import { blankSubject, subject } from "../subject.js";
 
@@ -27,7 +29,9 @@ function attributionQuestion(state) {
   const tokens = textTokens(state);
   if (!tokens || blankSubject(state)) return null;
   const url = "/api/attribution";
-  return question("attribution", url, { ...subject(state, url), position: selectedPosition(state, tokens.length) });
+  // an encoder–decoder's logit is the decoder's: on the encoder stack (source rows) the last target token's
+  const position = querySide(state) === "source" ? null : selectedPosition(state, tokens.length);
+  return question("attribution", url, { ...subject(state, url), position });
 }
 
 /** What the view asks for (the data step asks it, answers.js). */
@@ -43,6 +47,9 @@ const PANEL = `
       <div><h3 class="small">Direct write into the logit</h3>
         <div id="attribution-heads" class="plot plot-causal" data-testid="attribution-heads" role="img"
           aria-label="Each head's direct write into the logit, layer by head"></div>
+        <div id="attribution-cross-box" hidden><h3 class="small">Cross heads (the decoder reading the source)</h3>
+          <div id="attribution-cross" class="plot plot-causal" data-testid="attribution-cross" role="img"
+            aria-label="Each cross-attention head's direct write into the logit, layer by head"></div></div>
         <table id="attribution-parts" class="causal-parts small" data-testid="attribution-parts"></table></div>
       <div><h3 class="small">Head effects
           <button type="button" id="attribution-measure" class="btn" data-testid="attribution-measure"
@@ -101,7 +108,7 @@ function drawParts(table, answer) {
 }
 
 /** The caption: the token, the logit, what the parts are, what is frozen, a final softcap. */
-export function attributionWords({ token, logit, position, frozen, final_softcap, unsplit }, tokens) {
+export function attributionWords({ token, logit, position, frozen, final_softcap, unsplit, cross_heads }, tokens) {
   const parts = [
     `What each part of the model writes directly into the logit of “${token}” (${fmtFixed(logit)}), the top ` +
       `guess after “${tokens[position]}” (token ${position}): each head through its slice of the output ` +
@@ -109,6 +116,11 @@ export function attributionWords({ token, logit, position, frozen, final_softcap
       `heads they add up to the logit. Red: the part raises it, blue: it lowers it. Frozen: ${frozen}.`,
   ];
   if (unsplit) parts.push(`A hybrid: ${unsplit} (its row “mixer” in the table).`);
+  if (cross_heads)
+    parts.push(
+      "An encoder–decoder: the first map is the decoder's self heads, the second its cross heads; the encoder's " +
+        "whole work enters the decoder only through the cross heads, so it lies inside their parts.",
+    );
   if (final_softcap !== null && final_softcap !== undefined)
     parts.push(
       `The model caps its logits (final softcap ${final_softcap}): it shows ${final_softcap}·tanh(logit / ` +
@@ -153,19 +165,29 @@ export function draw(state) {
     setHidden(body, true);
     return false;
   }
-  const tokens = textTokens(state);
   const { response, error } = answerIn(state, q);
+  const tokens = response?.target_tokens ?? textTokens(state); // the logit's position is a target token's
   const caption = error ? `Could not split the logit: ${error}` : response ? attributionWords(response, tokens) : "";
   setText(byId("attribution-caption"), caption || "computing…");
   setHidden(body, !response); // nothing stale under a refusal
   if (!response) return false;
   const key = idOf(response); // the answer's own id: what its plots are drawn from
+  const cross = response.cross_heads ?? null;
+  const peak = signedPeak([...response.heads, ...(cross ?? [])]); // one colour range for both maps
   drawPlot(
     byId("attribution-heads"),
     key,
-    () => layerHeadFigure(response.heads, { label: "logit", hover: "direct write" }),
+    () => layerHeadFigure(response.heads, { label: "logit", hover: "direct write", peak }),
     "attnscope-attribution",
   );
+  setHidden(byId("attribution-cross-box"), !cross);
+  if (cross)
+    drawPlot(
+      byId("attribution-cross"),
+      key,
+      () => layerHeadFigure(cross, { label: "logit", hover: "cross write", peak }),
+      "attnscope-attribution-cross",
+    );
   drawParts(byId("attribution-parts"), response);
   drawEffects(state, response, key);
   return true;
