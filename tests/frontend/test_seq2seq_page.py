@@ -149,3 +149,21 @@ def test_stacks_target_cross_map_and_lines(tab, s2s_server, width):
     note.wait_for(state="visible")
     assert "Encoder vs decoder" in note.inner_text() and "Self vs cross" in note.inner_text()
     assert [a.get_attribute("href") for a in note.locator("a").all()] == [f"./#stack={s}" for s in STACKS]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_attribution_draws_the_cross_heads_beside_the_self_heads(tab, s2s_server, width):
+    """The Attribution view on the decoder: the answer's self heads in the first map, its cross heads in the
+    second, every cell the server's, and the caption says the encoder's work enters only through the cross heads."""
+    tab.base_url = s2s_server.url
+    tab.open_at(width, "/#view=attribution&target=" + quote(TARGET) + "&text=" + quote(TEXT))
+    own, cross = tab.drawn("attribution-heads"), tab.drawn("attribution-cross")
+    position = tab.page.evaluate("() => window.attnscope.state.attribution.response.position")
+    served = post_json(tab.base_url + "/api/attribution", {"text": TEXT, "target": TARGET, "position": position})
+    assert position == len(served["target_ids"]) - 1
+    assert own["data"][0]["z"] == served["heads"] and cross["data"][0]["z"] == served["cross_heads"]
+    assert own["data"][0]["zmax"] == cross["data"][0]["zmax"]  # one colour range for both maps
+    caption = tab.page.get_by_test_id("attribution-caption").inner_text()
+    assert "cross heads" in caption and served["token"] in caption
+    assert tab.inside("attribution-heads", width) and tab.inside("attribution-cross", width)
+    assert not tab.unexpected_console_errors()
