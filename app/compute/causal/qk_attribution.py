@@ -11,7 +11,7 @@ from ....model.causal.seq2seq import qk_pair
 from ...responses import dumps
 from ...schemas.qk_attribution import QKAttributionRequest
 from ...service import Service
-from ...subject import subject_of
+from ...subject import Prompt, subject_of
 from ..checks import check_attention_layer, check_index, check_position
 from ..rounding import round_sig
 from .attribution import refused
@@ -51,11 +51,17 @@ def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float 
         "matrix": round_sig(r.matrix.numpy()).tolist(),
         **({} if r.position_bias is None else {"position_bias": float(round_sig(r.position_bias))}),
         "attn_scores": None if r.attn_scores is None else float(round_sig(r.attn_scores)),
-        "query_token": svc.displays[ids[req.query]],
-        "key_token": svc.displays[keys[req.key]],
+        "query_token": prompt.tokens[req.query] if pair else svc.displays[ids[req.query]],
+        "key_token": _key_tokens(prompt)[req.key] if pair else svc.displays[ids[req.key]],
         "frozen": r.frozen,
         "masked": r.masked,
         **prompt.adds,
         "timing_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
     return dumps(body)
+
+
+def _key_tokens(prompt: Prompt) -> list[str]:
+    """An encoder-decoder's key side as the answer shows it: the source's tokens on the cross stack (a speech
+    model's: the frames' times), else the query side's own."""
+    return prompt.adds["source_tokens"] if prompt.stack == "cross" else prompt.tokens

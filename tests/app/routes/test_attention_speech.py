@@ -275,3 +275,21 @@ def test_generation_continues_a_transcript_of_the_recording(clients):
     r = clients["whisper"].post("/api/generate", json={"audio": b64(audio_file(1.0, "WAV")), "max_new_tokens": 2})
     assert r.status_code == 200, r.text
     assert r.text.count('"step"') == 2
+
+
+def test_attribution_and_the_why_split_a_transcript(clients, reference):
+    """Direct attribution splits the transcript's logit as eager computes it on the processor's features (the
+    cross heads carry the recording); the why split of a cross head names its key by the frame's time."""
+    model, processor = reference
+    data = audio_file(1.0, "WAV")
+    body = {"audio": b64(data), "target": TARGET}
+    got = clients["whisper"].post("/api/attribution", json={**body, "position": 3}).json()
+    with torch.no_grad():
+        logits = model(features(processor, data).input_features, decoder_input_ids=torch.tensor([got["target_ids"]]))
+    want = float(logits.logits[0, 3, got["token_id"]])
+    total = sum(map(sum, got["heads"])) + sum(map(sum, got["cross_heads"])) + sum(got["mlps"]) + got["embed"]
+    assert total + got["rest"] == pytest.approx(want, abs=1e-3 * (1 + abs(want)))
+    why = clients["whisper"].post("/api/qk-attribution", json={**body, "stack": "cross", "layer": 1, "head": 2,
+                                                               "query": 3, "key": 5}).json()
+    assert why["key_token"] == "0.10s" and why["key_components"][0] == "enc.embed"
+    assert sum(map(sum, why["matrix"])) == pytest.approx(why["score"], abs=1e-3 * (1 + abs(why["score"])))

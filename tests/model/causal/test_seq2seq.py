@@ -123,3 +123,30 @@ def test_the_terms_add_up_to_eagers_score(family, stack, layer, head, query, key
     else:
         sees = raw * scaling + (got.position_bias or 0.0)
         assert got.attn_scores == pytest.approx(sees, abs=tol)
+
+
+@pytest.mark.parametrize("family", ["mt5", "umt5", "mbart", "marian", "pegasus", "t5gemma"])
+def test_the_other_families_split_exactly(family, tmp_path):
+    """The layouts of mT5 and UMT5 (a bias in every layer), mBART and Pegasus (norms before each sublayer, a
+    final norm), Marian (norms after each add) and T5Gemma (normed writes, RoPE, grouped keys, softcaps): the
+    parts add up to eager's logit (T5Gemma's shown capped), and a head's terms to its score in every stack."""
+    from tests.kit.seq2seq import SEQ2SEQ
+
+    assert family in SEQ2SEQ
+    folder = build_seq2seq(family, tmp_path / family)
+    lm = load_model(folder, device="cpu")
+    ref = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
+    source = lm.tokenizer.encode_ids(SOURCE)
+    target, _ = lm.backend.read_target(TARGET)
+    with torch.no_grad():
+        logits = ref(input_ids=torch.tensor([source]), decoder_input_ids=torch.tensor([target])).logits[0]
+    got = attribute_pair(lm.backend.with_target(source, target, "decoder"), 3, None)
+    total = float(got.heads.sum() + got.cross_heads.sum() + got.mlps.sum()) + got.embed + got.rest
+    cap = got.final_softcap
+    shown = total if cap is None else cap * float(torch.tanh(torch.tensor(total / cap)))
+    assert shown == pytest.approx(float(logits[3, got.token_id]), abs=1e-4 * (1 + abs(shown)))
+    assert got.token_id == int(logits[3].argmax())
+    for stack, layer, head, query, key in CASES[::2]:
+        qk = qk_pair(lm.backend.with_target(source, target, stack), layer, head, query, key)
+        assert float(qk.matrix.sum()) == pytest.approx(qk.score, abs=1e-4 * (1 + abs(qk.score)))
+        assert (qk.position_bias is not None) == (family.endswith("t5") and stack != "cross")
