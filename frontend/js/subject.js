@@ -15,7 +15,7 @@ const SEQ2SEQ = ["audio", "stack", "target"]; // audio: a speech model's recordi
 /**
  * Each route the page asks, by its url: the parts of the subject it takes besides the text (the conversation,
  * `messages`; the image; the stack and the target; the what-ifs). Patching's subject is two texts (`clean`,
- * `corrupt`): the page sends texts.
+ * `corrupt`): the page sends texts, and on an encoder–decoder the stack and the target they are read with.
  */
 export const ROUTES = {
   "/api/attention": ["messages", "image", ...SEQ2SEQ, ...WHAT_IFS],
@@ -30,7 +30,7 @@ export const ROUTES = {
   "/api/lens": ["messages", "image", ...SEQ2SEQ],
   "/api/qk-attribution": ["messages", "image", ...SEQ2SEQ],
   "/api/compare-models": ["messages"],
-  "/api/patching": [],
+  "/api/patching": ["stack", "target"], // its texts are its own: an encoder–decoder's two sources, one target
 };
 
 /** Whether the model takes `part` of a subject: as GET /api/model `subject` lists them, else by its own flags. */

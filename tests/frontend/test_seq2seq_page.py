@@ -167,3 +167,27 @@ def test_attribution_draws_the_cross_heads_beside_the_self_heads(tab, s2s_server
     assert "cross heads" in caption and served["token"] in caption
     assert tab.inside("attribution-heads", width) and tab.inside("attribution-cross", width)
     assert not tab.unexpected_console_errors()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_why_on_the_cross_stack_and_patching_two_sources(tab, s2s_server, width):
+    """The why box of a cross head: rows the decoder's terms, columns the encoder's (`key_components`), every term
+    the server's; Patching reads the page's text and the second text as two sources with the one target."""
+    tab.base_url = s2s_server.url
+    page = tab.page
+    link = f"&layer=1&head=2&target={quote(TARGET)}&text={quote(TEXT)}"
+    tab.open_at(width, "/#stack=cross&click=why&why=3.7" + link)
+    page.wait_for_function("() => document.querySelector('[data-testid=why-sums]')?.data")
+    terms = tab.figure("why-plot")["data"][0]
+    body = {"text": TEXT, "target": TARGET, "stack": "cross", "layer": 1, "head": 2, "query": 3, "key": 7}
+    served = post_json(tab.base_url + "/api/qk-attribution", body)
+    assert terms["y"] == served["components"] and terms["x"] == served["key_components"]
+    assert terms["z"] == served["matrix"]
+    assert "encoder's output" in page.get_by_test_id("why-caption").inner_text()
+    other = "A dog ran to the door."
+    tab.open_at(width, f"/#view=patching&stack=cross&textb={quote(other)}" + link)
+    fig = tab.drawn("patch-plot")
+    served = post_json(tab.base_url + "/api/patching", {"clean": TEXT, "corrupt": other, "target": TARGET,
+                                                        "stack": "cross", "what": "heads"})
+    assert fig["data"][0]["z"] == served["heads"] and served["corrupt_source_tokens"]
+    assert tab.inside("patch-plot", width) and not tab.unexpected_console_errors()

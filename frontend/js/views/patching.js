@@ -11,7 +11,9 @@ import { answerIn, question } from "../answers.js";
 import { byId, drawPlot, idOf, setHidden, setText } from "../dom.js";
 import { asTrainedWords, colorBar, layerHeadFigure, layerTokenGrid, signedPeak } from "../draw/causal.js";
 import { SIGNED_SCALE, baseLayout, fmtFixed, tokenAxis, tokenMargins } from "../draw/figures.js";
+import { querySide } from "../stacks.js";
 import { selectedPosition, textTokens } from "../state.js";
+import { subject } from "../subject.js";
 import { textOnlyNow } from "../textonly.js";
 import { bindSecondText, showSecondText } from "./twotexts.js";
 
@@ -193,9 +195,13 @@ function patchingQuestion(state) {
   if (!state.textB.trim() || !tokens || !state.text.trim()) return null;
   const url = "/api/patching";
   // its subject is two texts: the clean one (the page's) and the corrupt one
-  const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat };
-  // with an image the chosen token counts the image's prompt: the text alone is read at its own last token
-  if (!textOnlyNow(state, { route })) body.position = selectedPosition(state, tokens.length);
+  // an encoder–decoder: the two texts are sources, read with the page's stack and target
+  const { stack, target } = subject(state, url);
+  const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat, stack, target };
+  // with an image the chosen token counts the image's prompt: the text alone is read at its own last token; the
+  // encoder stack's rows are the source's, and the difference is read at the last target token
+  if (!textOnlyNow(state, { route }) && querySide(state) !== "source")
+    body.position = selectedPosition(state, tokens.length);
   for (const [field, , name] of PICKS) if (state[field] !== null) body[name] = state[field];
   return question("patching", url, body);
 }
