@@ -228,10 +228,12 @@ def stream(st: Stack, seen: Seen, until: tuple[int, str] | None = None) -> tuple
             new, b, labels = _writes(st, seen, i, s, sub)
             names += labels
             terms, bias = torch.cat([terms, new]), bias + b
+            if sub.norm_out is not None and not frozen:
+                frozen.append(f"the {st.name}'s norms on each sublayer's write")
             if sub.post is not None:  # the whole stream through the norm, its scale frozen; its offset a bias
                 norm = freeze(sub.post, seen.post_in[(i, s)])
                 terms, bias = norm.linear(terms), norm.linear(bias) + (0.0 if norm.offset is None else norm.offset)
-                if i == 0 and s == 0:
+                if not frozen:
                     frozen.append(f"the {st.name}'s norms after each residual add")
     if until is not None:
         raise NotSplittable(f"the {st.name} has no {until[1]} attention in layer {until[0]}")
