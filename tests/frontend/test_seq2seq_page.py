@@ -166,6 +166,17 @@ def test_attribution_draws_the_cross_heads_beside_the_self_heads(tab, s2s_server
     caption = tab.page.get_by_test_id("attribution-caption").inner_text()
     assert "cross heads" in caption and served["token"] in caption
     assert tab.inside("attribution-heads", width) and tab.inside("attribution-cross", width)
+    # a cross head's cell opens that head in the cross stack, a self head's in the decoder's
+    for testid, stack, layer, head in (("attribution-cross", "cross", 1, 3), ("attribution-heads", "decoder", 0, 2)):
+        tab.page.evaluate(
+            "([id, x, y]) => document.querySelector(`[data-testid=${id}]`).emit('plotly_click', {points: [{x, y}]})",
+            [testid, f"H{head}", f"L{layer}"],
+        )
+        tab.page.wait_for_function(
+            "([s, l, h]) => { const st = window.attnscope.state; return st.stack === s && st.layer === l && "
+            "st.head === h; }",
+            arg=[stack, layer, head],
+        )
     assert not tab.unexpected_console_errors()
 
 

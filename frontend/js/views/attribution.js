@@ -11,7 +11,7 @@ import { byId, drawPlot, idOf, onPlotClick, setHidden, setText } from "../dom.js
 import { asTrainedWords, layerHeadFigure, signedPeak } from "../draw/causal.js";
 import { fmtFixed } from "../draw/figures.js";
 import { changedInputs } from "../measured.js";
-import { querySide } from "../stacks.js";
+import { chosenStack, manyStacks, querySide } from "../stacks.js";
 import { selectedPosition, textTokens } from "../state.js";
 import { blankSubject, subject } from "../subject.js";
 
@@ -67,12 +67,20 @@ export function install(app) {
     const answer = app.state.attribution?.response;
     if (answer) measureEffects(app, answer.token_id);
   });
-  const open = (pt) => {
+  // a map of an encoder–decoder's split opens its head in its own stack (the self heads: the decoder's)
+  const open = (stack) => (pt) => {
     const [layer, head] = [Number.parseInt(String(pt.y).slice(1), 10), Number.parseInt(String(pt.x).slice(1), 10)];
-    if (Number.isInteger(layer) && Number.isInteger(head)) app.selectHead(layer, head);
+    if (!Number.isInteger(layer) || !Number.isInteger(head)) return;
+    if (stack && manyStacks(app.state.model) && chosenStack(app.state) !== stack && app.data) {
+      app.state.stack = stack; // as the stack picker does, the chosen token kept: decoder and cross read the target
+      app.data.fitToModel();
+      app.refreshNow();
+    }
+    app.selectHead(layer, head);
   };
-  onPlotClick(byId("attribution-heads"), open);
-  onPlotClick(byId("attribution-effects"), open);
+  onPlotClick(byId("attribution-heads"), open("decoder"));
+  onPlotClick(byId("attribution-cross"), open("cross"));
+  onPlotClick(byId("attribution-effects"), open(null));
 }
 
 const signed = (v) => `${v >= 0 ? "+" : ""}${fmtFixed(v)}`;
