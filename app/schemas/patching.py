@@ -46,7 +46,11 @@ class PatchingRequest(Strict):
     corrupt: str | None = text_field(required=False)
     add_generation_prompt: bool | None = Field(None, description="with messages: as on every route")
     stack: Stack = stack_field()
-    position: Index | None = Field(None, description="where the logit difference is read; default the last position")
+    position: Index | None = Field(
+        None,
+        description="where the logit difference is read; default the last position (an encoder's: the "
+        "first mask token)",
+    )
     token_id: Index | None = Field(None, description="default the clean run's top guess at position")
     foil_id: Index | None = Field(
         None, description="default the corrupt run's best guess at position other than token_id"

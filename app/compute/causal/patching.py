@@ -10,7 +10,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.patching import PatchingRequest
 from ...service import Service
-from ...subject import single_stack, subject_of
+from ...subject import first_mask, single_stack, subject_of
 from ..checks import check_token_id, position_of
 from ..rounding import round_sig
 from . import elapsed_ms, not_exact
@@ -31,7 +31,8 @@ def patching_json(svc: Service, req: PatchingRequest, started: float | None = No
             type_="token_count_mismatch",
             ctx={"clean": n, "corrupt": len(corrupt.ids)},
         )
-    position = position_of(req.position, n)
+    # the default: the last position, on an encoder the first mask token (its guess there), as the other routes
+    position = position_of(req.position if req.position is not None else first_mask(svc, clean.ids), n)
     check_token_id(req.token_id, "token_id", svc.loaded.facts)
     check_token_id(req.foil_id, "foil_id", svc.loaded.facts)
     try:

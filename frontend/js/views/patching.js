@@ -194,8 +194,9 @@ function patchingQuestion(state) {
   const url = "/api/patching";
   // its subject is two texts: the clean one (the page's) and the corrupt one
   const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat };
-  // with an image the chosen token counts the image's prompt: the text alone is read at its own last token
-  if (!textOnlyNow(state, { route })) body.position = selectedPosition(state, tokens.length);
+  // with an image the chosen token counts the image's prompt: the text alone is read at its own last token; no token
+  // chosen: the server's default (the last token, an encoder's first mask token)
+  if (!textOnlyNow(state, { route }) && state.position !== null) body.position = selectedPosition(state, tokens.length);
   for (const [field, , name] of PICKS) if (state[field] !== null) body[name] = state[field];
   return question("patching", url, body);
 }
