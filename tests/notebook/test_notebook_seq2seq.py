@@ -51,6 +51,11 @@ def test_show_answers_the_chosen_stack_over_the_target(folder):
     # the tag names the stack and the target it answers, as the page keys its answers
     tag = json.loads(widget.detail)
     assert (tag["stack"], tag["target"], tag["head"]) == ("cross", TARGET, 1)
+    # the static snapshot names the stack and the target, each query's strongest keys among the source's tokens
+    html = widget.snapshot_html()
+    assert "Stack: cross" in html and f"target <code>{TARGET}</code>" in html
+    strongest = detail["source_tokens"][int(np.argmax(pattern[0]))]
+    assert f"{strongest} {pattern[0].max():.2f}" in html
     # the same numbers as capture's for the same subject
     same = attnscope.capture(TEXT, checkpoint=folder, target=TARGET, stack="cross", layers=[widget.layer], heads=[1])
     np.testing.assert_allclose(same["layers"][0]["heads"][0]["pattern"], pattern, atol=1e-6)
