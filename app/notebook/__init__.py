@@ -137,6 +137,8 @@ def show(
     image=None,
     messages: list[dict] | None = None,
     audio=None,
+    target: str | None = None,
+    stack: str | None = None,
     layer: int = 0,
     head: int = 0,
     causal=True,
@@ -152,7 +154,9 @@ def show(
     ``PIL.Image`` or a path, shown with every text typed (an image the API refuses: the widget's
     error, as for a text; a path that cannot be read: ``OSError`` at once). ``audio=`` (a speech model,
     Whisper): a recording's path or bytes, heard with every text typed as its target (none: the model
-    writes it).
+    writes it). ``target=`` (an encoder–decoder: T5, BART, ...): the decoder's text, teacher-forced (none: the model
+    writes it greedily, and the widget's "Write it" puts that text in its target field); ``stack=`` the attention
+    stack first shown, ``encoder``, ``decoder`` or ``cross`` (the widget's stack picker chooses another).
     """
     from .widget import AttnScope
 
@@ -168,4 +172,6 @@ def show(
         causal=causal,
         scaled=scaled,
         audio=audio_value(audio),
+        target=target or "",
+        stack=stack or "",
     )

@@ -48,22 +48,29 @@ def png(rgb: np.ndarray) -> bytes:
 
 
 def grid_png(grid: dict[str, Any], cell: int = 2) -> bytes:
-    """The all-heads grid (a decoded grid answer) as one image: layers down, heads across, masked cells grey."""
+    """The all-heads grid (a decoded grid answer) as one image: layers down, heads across, masked cells grey. A
+    thumbnail is n×m (a cross stack's: the target's rows by the source's columns)."""
     layers = grid["layers"]
-    mask = grid["thumbnail"]["mask"]
-    n = grid["thumbnail"]["size"]
+    mask = np.asarray(grid["thumbnail"]["mask"])
+    n, m = mask.shape
     H, W = len(layers), len(layers[0]["heads"])
-    tile = n * cell + 2
-    img = np.full((H * tile + 2, W * tile + 2, 3), 255, np.uint8)
+    tile_y, tile_x = n * cell + 2, m * cell + 2
+    img = np.full((H * tile_y + 2, W * tile_x + 2, 3), 255, np.uint8)
     lut = _lut()
     for r, layer in enumerate(layers):
-        m = np.asarray(layer.get("thumbnail_mask", mask)).astype(bool)
+        seen = np.asarray(layer.get("thumbnail_mask", mask)).astype(bool)
         for c, head in enumerate(layer["heads"]):
             rgb = lut[np.asarray(head["thumbnail"])]
-            rgb[~m] = (236, 238, 242)
-            y, x = 2 + r * tile, 2 + c * tile
-            img[y : y + n * cell, x : x + n * cell] = rgb.repeat(cell, 0).repeat(cell, 1)
+            rgb[~seen] = (236, 238, 242)
+            y, x = 2 + r * tile_y, 2 + c * tile_x
+            img[y : y + n * cell, x : x + m * cell] = rgb.repeat(cell, 0).repeat(cell, 1)
     return png(img)
+
+
+def _key_tokens(info: dict[str, Any], detail: dict[str, Any]) -> list[str]:
+    """The tokens an answer's keys are: its stack's key side's (a cross stack's: ``source_tokens``), else its own."""
+    stack = next((s for s in info.get("stacks", []) if s["name"] == detail.get("stack")), None)
+    return (stack and detail.get(f"{stack['key']}_tokens")) or detail["tokens"]
 
 
 def snapshot_html(w) -> str:
@@ -82,6 +89,9 @@ def snapshot_html(w) -> str:
         f"scaling {'on' if w.scaled else 'off (what-if)'}</p>",
         f"<p>Text: <code>{e(w.text)}</code></p>",
     ]
+    if detail and detail.get("stack") and len(info.get("stacks", [])) > 1:  # an encoder–decoder: its stack and target
+        target = f" · target <code>{e(detail['target'])}</code>" if isinstance(detail.get("target"), str) else ""
+        parts.append(f"<p>Stack: {e(detail['stack'])}{target}</p>")
     if grid:
         data = base64.b64encode(grid_png(grid)).decode()
         parts.append(
@@ -91,11 +101,12 @@ def snapshot_html(w) -> str:
         )
     if detail:
         tokens = detail["tokens"]
+        names = _key_tokens(info, detail)
         pattern = np.asarray(detail["layers"][0]["heads"][0]["pattern"])
         rows = []
         for q, tok in enumerate(tokens):
             top = np.argsort(-pattern[q])[:3]
-            keys = ", ".join(f"{e(tokens[k])} {pattern[q, k]:.2f}" for k in top if pattern[q, k] > 0)
+            keys = ", ".join(f"{e(names[k])} {pattern[q, k]:.2f}" for k in top if pattern[q, k] > 0)
             rows.append(f"<tr><td>{q}</td><td><code>{e(tok)}</code></td><td>{keys}</td></tr>")
         parts.append(
             f"<p>Layer {w.layer} · head {w.head}: the keys each query attends to most</p>"

@@ -46,7 +46,11 @@ class AttnScope(anywidget.AnyWidget):
     head = t.Int(0).tag(sync=True)
     causal = t.Bool(True).tag(sync=True)
     scaled = t.Bool(True).tag(sync=True)
-    # GET /api/model; the answers as JSON text: {"text", "causal", "scale", ["layer", "head"], "answer"}
+    # an encoder–decoder's stack ("": the model's default) and target (the decoder's text; "": the model writes it)
+    stack = t.Unicode("").tag(sync=True)
+    target = t.Unicode("").tag(sync=True)
+    # GET /api/model; the answers as JSON text: {"text", "causal", "scale", "stack", "target", ["layer", "head"],
+    # "answer"}
     model_info = t.Unicode("{}").tag(sync=True)
     grid = t.Unicode("").tag(sync=True)
     detail = t.Unicode("").tag(sync=True)
@@ -65,8 +69,9 @@ class AttnScope(anywidget.AnyWidget):
         self._image = image
         self._messages = messages
         self._audio = audio
+        self._fitting = False
         self.on_msg(self._on_custom)
-        self.observe(self._on_text, names=["text", "causal", "scaled"])
+        self.observe(self._on_text, names=["text", "causal", "scaled", "stack", "target"])
         self.observe(self._on_head, names=["layer", "head"])
         self.refresh()
 
@@ -76,25 +81,64 @@ class AttnScope(anywidget.AnyWidget):
         return "model" if self.scaled else "none"
 
     def _tagged(self, body: bytes, head: bool) -> str:
-        tag = {"text": self.text, "causal": self.causal, "scale": self._scale()}
+        tag = {
+            "text": self.text,
+            "causal": self.causal,
+            "scale": self._scale(),
+            "stack": self.stack,
+            "target": self.target,
+        }
         if head:
             tag.update(layer=self.layer, head=self.head)
         return json.dumps(tag)[:-1] + ',"answer":' + body.decode() + "}"
+
+    def _stack_shape(self) -> tuple[list[int], int]:
+        """The chosen stack's attention layers and heads per layer (``stack`` "": the model's default, the
+        decoder where there is one); a model of one stack: its attention layers (a hybrid's have gaps)."""
+        facts = self._svc.loaded.facts
+        stacks = facts.stacks
+        if len(stacks) < 2:
+            return list(facts.attention_layers), facts.n_head
+        names = [s["name"] for s in stacks]
+        name = self.stack if self.stack in names else ("decoder" if "decoder" in names else names[0])
+        chosen = stacks[names.index(name)]
+        return list(range(chosen["n_layer"])), chosen["n_head"]
+
+    def _fit_head(self) -> None:
+        """The chosen layer and head inside the chosen stack: the chosen layer, else the last attention layer before
+        it; set without a second computation (``_fitting``)."""
+        layers, n_head = self._stack_shape()
+        below = [n for n in layers if n <= self.layer]
+        self._fitting = True
+        try:
+            self.layer = below[-1] if below else layers[0]
+            self.head = min(max(self.head, 0), n_head - 1)
+        finally:
+            self._fitting = False
+
+    def _subject(self) -> dict[str, Any]:
+        """What every request of the widget sends: the text (or the conversation, or the recording), the image, the
+        stack and the target (an encoder–decoder's; a recording's target is the text box's while the target is
+        blank), and the what-ifs."""
+        subject: dict[str, Any] = {"text": self.text}
+        if self._messages and not self.text:
+            subject = {"messages": self._messages}
+        seq2seq = json.loads(self.model_info or "{}").get("architecture") == "encoder-decoder"
+        if self._audio is not None:
+            subject = {"audio": self._audio, "target": self.target or self.text or None}
+        elif seq2seq and self.target:
+            subject["target"] = self.target
+        if self.stack:
+            subject["stack"] = self.stack
+        return dict(**subject, causal=self.causal, scale=self._scale(), encoding="b64", image=self._image)
 
     def _compute(self, head_only: bool = False) -> None:
         """Answer the grid (unless ``head_only``) and the chosen head, as the page asks, into the
         traitlets; a refused text becomes ``error`` instead of an exception in the kernel."""
         from ..errors import ApiError
 
-        facts = self._svc.loaded.facts
-        # an attention layer: the chosen one, else the last before it (a hybrid's other layers have no heads)
-        below = [n for n in facts.attention_layers if n <= self.layer]
-        self.layer = below[-1] if below else facts.attention_layers[0]
-        self.head = min(max(self.head, 0), facts.n_head - 1)
-        subject = {"text": self.text} if self.text or not self._messages else {"messages": self._messages}
-        if self._audio is not None:
-            subject = {"audio": self._audio, "target": self.text or None}
-        common = dict(**subject, causal=self.causal, scale=self._scale(), encoding="b64", image=self._image)
+        self._fit_head()
+        common = self._subject()
         try:
             if not (self.text or self._messages or self._audio):
                 grid, detail = "", ""
@@ -134,10 +178,33 @@ class AttnScope(anywidget.AnyWidget):
         self._compute()
 
     def _on_head(self, change) -> None:
-        self._compute(head_only=True)
+        if not self._fitting:
+            self._compute(head_only=True)
+
+    def write_target(self) -> str:
+        """Let the model write the target of the text (greedily, as ``generate()`` does) and put it in ``target``, as
+        the page's "Write it"; returns it. A refusal raises the API's error."""
+        subject = {k: v for k, v in self._subject().items() if k != "target"}
+        if self._audio is not None:
+            subject["target"] = None
+        body = answer_bytes(self._svc, **{**subject, "encoding": "json"}, layers=[], include=[], top_k=0)
+        written = json.loads(body).get("target")
+        if not isinstance(written, str):
+            raise ValueError("the model has no decoder to write a target")
+        self.target = written
+        return written
 
     def _on_custom(self, widget, content, buffers) -> None:
-        """The loader's ``{"type": "assets"}`` message: send the modules, and Plotly if it asks."""
+        """The loader's ``{"type": "assets"}`` message: send the modules, and Plotly if it asks; the target field's
+        ``{"type": "write"}``: write the target and answer ``{"type": "written", "target"}`` (or ``"error"``)."""
+        from ..errors import ApiError
+
+        if isinstance(content, dict) and content.get("type") == "write":
+            try:
+                self.send({"type": "written", "target": self.write_target()})
+            except (ApiError, ValueError) as e:
+                self.send({"type": "written", "error": str(e)})
+            return
         if isinstance(content, dict) and content.get("type") == "assets":
             bufs = [modules_payload()]
             if content.get("plotly"):

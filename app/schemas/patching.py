@@ -54,8 +54,9 @@ class PatchingRequest(Strict):
         "two sources), teacher-forced after the decoder start; left out, the model writes it from the clean source",
     )
     position: Index | None = Field(
-        None, description="where the logit difference is read; default the last position (an encoder-decoder: the "
-        "target's)"
+        None,
+        description="where the logit difference is read; default the last position (an encoder's: the first "
+        "mask token; an encoder-decoder's: the target's)",
     )
     token_id: Index | None = Field(None, description="default the clean run's top guess at position")
     foil_id: Index | None = Field(

@@ -74,6 +74,12 @@ export function stackAxes(state, response = null) {
   return sides && { query: `query: ${SIDE_WORDS[sides.query]}`, key: `key: ${SIDE_WORDS[sides.key]}` };
 }
 
+/**
+ * Whether an answer's stack sees every key but for a local layer's band: its keys are the source's (an encoder's
+ * self-attention, cross-attention), whose mask hides nothing; a decoder's keys are its own text's, a triangle.
+ */
+export const seesAll = (state, response = null) => answerStack(state, response)?.key === "source";
+
 /** What the chosen stack is, in one sentence for the captions ("" for a model of one stack). */
 export function stackWords(state, response = null) {
   const s = answerStack(state, response);

@@ -8,6 +8,7 @@
 // anywidget model instead of fetch: the kernel computes the API's answers and puts them in
 // the traitlets `grid` and `detail` as {"text", "causal", "scale", ["layer", "head"], "answer"}.
 
+import { installSeq2seq } from "./cards/seq2seq.js";
 import { changeText } from "./controls.js";
 import { inputsFor } from "./measured.js";
 import { renderSafely } from "./render.js";
@@ -26,6 +27,10 @@ const TEMPLATE = `
   <label class="aw-label">Text <span class="aw-help">updates as you type · Enter runs now</span>
     <textarea class="aw-text" rows="2" spellcheck="false" autocomplete="off" data-testid="text-input"></textarea>
   </label>
+  <div class="aw-seq2seq">
+    <div class="stack-field" data-testid="stack-picker" hidden></div>
+    <div class="target-field" data-testid="target-field" hidden></div>
+  </div>
   <div class="aw-tokens-head"><span class="aw-caption">Tokens</span> <span class="token-count"></span>
     <span class="aw-help">click one for its next-token predictions</span></div>
   <div class="tokens" data-testid="tokens" role="group" aria-label="Tokens of the text"></div>
@@ -115,6 +120,8 @@ function syncState(state, model) {
   state.head = model.get("head");
   state.causal = model.get("causal");
   state.scaled = model.get("scaled");
+  state.stack = model.get("stack") || null;
+  state.target = model.get("target");
   state.error = model.get("error") || null;
 }
 
@@ -124,6 +131,8 @@ const keyState = (state, t) => ({
   text: t.text,
   causal: t.causal,
   scaled: t.scale !== "none",
+  stack: t.stack || null,
+  target: t.target ?? "",
   layer: t.layer,
   head: t.head,
 });
@@ -236,7 +245,8 @@ function followModel({ model, state, update }) {
     syncState(state, model);
     update();
   };
-  const inputs = ["text", "layer", "head", "causal", "scaled"].map((name) => [`change:${name}`, onState]);
+  const traits = ["text", "layer", "head", "causal", "scaled", "stack", "target"];
+  const inputs = traits.map((name) => [`change:${name}`, onState]);
   const handlers = [
     ["change:grid", onAnswer],
     ["change:detail", onAnswer],
@@ -294,6 +304,8 @@ export function render({ model, el }) {
   const widget = { model, els, state, update, push, selectHead };
   const stopTyping = wireText(widget);
   wireControls(widget);
+  const seq2seq = installSeq2seq({ ...widget, el }, DEBOUNCE_MS);
+  els.cards = seq2seq.cards;
   // the grid canvas: hover shows the cell, click opens the head (the page's own pointer)
   installGridPointer({ state, els, selectHead });
   const stopFollowing = followModel(widget);
@@ -302,6 +314,7 @@ export function render({ model, el }) {
   return () => {
     resize.disconnect();
     stopTyping();
+    seq2seq.stop();
     stopFollowing();
   };
 }

@@ -61,6 +61,10 @@ def test_the_pipeline_says_every_key_is_seen(encoder_tab):
     notes = tab.page.locator("#pipeline-notes").inner_text()
     assert "encoder masks nothing" in notes and "what-if" not in notes
     assert "look ahead" not in notes
+    titles = tab.page.evaluate(
+        "() => document.querySelector('[data-testid=mask-steps]').layout.annotations.map((a) => a.text).join(' ')"
+    )
+    assert "all visible" in titles and "what-if" not in titles and "rows: query" not in titles  # one stack: no sides
     assert not tab.unexpected_console_errors()
 
 
@@ -93,6 +97,10 @@ def test_a_local_layer_is_a_band_on_both_sides(tab, modernbert_server):
     tab.open("/#view=pipeline&layer=1&text=" + quote(SENTENCE))
     notes = tab.page.locator("#pipeline-notes").inner_text()
     assert "local layer's band" in notes and "look ahead" not in notes
+    titles = tab.page.evaluate(
+        "() => document.querySelector('[data-testid=mask-steps]').layout.annotations.map((a) => a.text).join(' ')"
+    )
+    assert "outside the band" in titles and "all visible" not in titles
     # the served mask of the local layer: a band around the diagonal, seen on both sides
     mask = tab.page.evaluate(
         "() => { const d = window.attnscope.state.detail.response;"

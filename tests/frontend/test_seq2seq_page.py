@@ -148,7 +148,12 @@ def test_stacks_target_cross_map_and_lines(tab, s2s_server, width):
     note = page.get_by_test_id("lesson-model")
     note.wait_for(state="visible")
     assert "Encoder vs decoder" in note.inner_text() and "Self vs cross" in note.inner_text()
-    assert [a.get_attribute("href") for a in note.locator("a").all()] == [f"./#stack={s}" for s in STACKS]
+    assert [a.get_attribute("href") for a in note.locator("a").all()] == [f"./#view=head&stack={s}" for s in STACKS]
+    # a link opens the explorer's head view at that stack
+    note.locator("a").nth(2).click()
+    page.wait_for_function("() => window.attnscope?.state?.view === 'head' && window.attnscope.state.stack === 'cross'")
+    page.get_by_test_id("stack-picker").locator("[aria-pressed=true]").wait_for()
+    assert page.get_by_test_id("stack-picker").locator("[aria-pressed=true]").inner_text() == "Cross"
 
 
 @pytest.mark.parametrize("width", [1280, 390])

@@ -89,8 +89,9 @@ def tokenizer(kind: str, specials: dict[str, str]):
     return tk
 
 
-def build_seq2seq(family: str, out: Path, seed: int = 0) -> Path:
-    """Write a tiny random ``family`` encoder-decoder and its tokenizer to ``out``; returns ``out``."""
+def build_seq2seq(family: str, out: Path, seed: int = 0, **config) -> Path:
+    """Write a tiny random ``family`` encoder-decoder and its tokenizer to ``out``; returns ``out``. ``config``: more
+    config fields (``max_position_embeddings=512`` for a long source)."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, PreTrainedTokenizerFast
 
     kind, specials, extra = SEQ2SEQ[family]
@@ -101,7 +102,7 @@ def build_seq2seq(family: str, out: Path, seed: int = 0) -> Path:
     if family == "t5gemma":  # its vocabulary and special tokens in each of its two modules too
         extra = dict(extra, **{side: dict(extra[side], vocab_size=tk.get_vocab_size(), **ids) for side in
                                ("encoder", "decoder")})
-    config = AutoConfig.for_model(model_type(family), vocab_size=tk.get_vocab_size(), **ids, **extra)
+    config = AutoConfig.for_model(model_type(family), vocab_size=tk.get_vocab_size(), **ids, **(extra | config))
     torch.manual_seed(seed)
     model = AutoModelForSeq2SeqLM.from_config(config)
     with torch.no_grad():

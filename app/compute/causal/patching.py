@@ -10,7 +10,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.patching import PatchingRequest
 from ...service import Service
-from ...subject import Prompt, prompt_of, subject_of
+from ...subject import Prompt, first_mask, prompt_of, subject_of
 from ..checks import check_token_id, position_of
 from ..rounding import round_sig
 from . import elapsed_ms, not_exact
@@ -28,7 +28,8 @@ def patching_json(svc: Service, req: PatchingRequest, started: float | None = No
         corrupt = subject_of(svc, req, text="corrupt", messages="corrupt_messages")
         _same_count(req, len(clean.ids), len(corrupt.ids), "")
     n = len(clean.ids)
-    position = position_of(req.position, n)
+    # the default: the last position, on an encoder the first mask token (its guess there), as the other routes
+    position = position_of(req.position if req.position is not None else first_mask(svc, clean.ids), n)
     check_token_id(req.token_id, "token_id", facts)
     check_token_id(req.foil_id, "foil_id", facts)
     try:

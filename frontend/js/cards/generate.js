@@ -188,7 +188,7 @@ async function startRun(gen) {
   status.textContent = "generating…";
   app.update();
   // on an encoder–decoder the run writes the target (its field), from the text as the source
-  const field = modelTakes(state, "target") ? document.getElementById("target-input") : null;
+  const field = modelTakes(state, "target") ? document.querySelector("#target-field textarea") : null;
   const progress = { text: field ? state.target : els.textInput.value, reason: "stopped" };
   progress.field = field ?? els.textInput;
   try {

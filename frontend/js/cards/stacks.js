@@ -40,12 +40,14 @@ function drawPicker(state, field) {
     setAttr(b, "aria-pressed", b.dataset.stack === chosen ? "true" : "false");
 }
 
-/** The picker in `#stack-field`, wired once; `app`: {state, update, refreshNow, data}. Returns the card. */
-export function installStacks(app) {
-  const field = document.getElementById("stack-field");
+/**
+ * The picker in `field` (the page's `#stack-field`, a notebook widget's own), wired once; `app`: {state, update,
+ * refreshNow, data} (the widget's refreshNow sends the stack to the kernel). Returns the card.
+ */
+export function installStacks(app, field = document.getElementById("stack-field")) {
   if (!field) return { draw() {} };
-  field.innerHTML = `<span class="field-label" id="stack-label">Stack</span>
-    <span class="stack-buttons" role="group" aria-labelledby="stack-label"></span>`;
+  field.innerHTML = `<span class="field-label">Stack</span>
+    <span class="stack-buttons" role="group" aria-label="Attention stack"></span>`;
   const { state } = app;
   field.addEventListener("click", (ev) => {
     const name = ev.target.closest("[data-stack]")?.dataset.stack;

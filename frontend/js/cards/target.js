@@ -13,9 +13,9 @@ import { modelTakes, subject } from "../subject.js";
 const URL = "/api/attention";
 
 const FIELD = `
-  <label for="target-input" class="field-label">Target <span class="muted small">(the decoder's text)</span></label>
-  <textarea id="target-input" data-testid="target-input" rows="1" spellcheck="false" autocomplete="off"
-    placeholder="blank: the model writes it"></textarea>
+  <span class="field-label">Target <span class="muted small">(the decoder's text)</span></span>
+  <textarea class="target-input" data-testid="target-input" rows="1" spellcheck="false" autocomplete="off"
+    aria-label="Target: the decoder's text" placeholder="blank: the model writes it"></textarea>
   <div class="target-row">
     <button type="button" class="btn" data-testid="target-write"
       title="Let the model write the target for this text (greedily, as generate() does) and put it here"
@@ -58,10 +58,17 @@ function drawField(state, field, writing) {
   setText(field.querySelector("[data-testid=target-note]"), noteOf(state, writing));
 }
 
-/** The field in `#target-field`, wired once; `app`: {state, update, refreshNow, data}. Returns the card. */
-export function installTarget(app) {
-  const field = document.getElementById("target-field");
+/** "Write it" on the page: the server's own target of the text, asked with `writeBody`. */
+const writeByServer = async (state) => targetText(await postJSON(URL, writeBody(state)));
+
+/**
+ * The field in `field` (the page's `#target-field`, a notebook widget's own), wired once; `app`: {state, update,
+ * refreshNow, data, write}: `write(state)` resolves to the model's own target (default: asked of the server; the
+ * widget's: of the kernel). Returns the card.
+ */
+export function installTarget(app, field = document.getElementById("target-field")) {
   if (!field) return { draw() {} };
+  const write = app.write ?? writeByServer;
   field.innerHTML = FIELD;
   const { state } = app;
   const writing = { on: false, error: null }; // "Write it" on its way, or its refusal
@@ -78,8 +85,8 @@ export function installTarget(app) {
     Object.assign(writing, { on: true, error: null });
     app.update();
     try {
-      const text = targetText(await postJSON(URL, writeBody(state)));
-      if (text === null) throw new Error("the answer holds no target text");
+      const text = await write(state);
+      if (typeof text !== "string") throw new Error("the answer holds no target text");
       writing.on = false;
       if (text !== state.target) change(text, false);
     } catch (err) {

@@ -132,12 +132,16 @@ export function hatchMeaning(kinds, window, chunk = null) {
 /**
  * The notes under the mask pipeline: one per step, the softcap step where the layer has one. `image` (with an
  * image in the prompt, from the answer's mask: imageband.js): `{open}` whether an image token sees the image tokens
- * after it, `{words}` what the mask does inside the image.
+ * after it, `{words}` what the mask does inside the image. `encoder`: the stack's own mask sees every key (an
+ * encoder's, cross-attention's) but for a local layer's band; `cross`: its queries the target's, its keys the source's.
  */
-export function pipelineNotes({ causal, layer, kinds, headDim = null, image = null, encoder = false }) {
+export function pipelineNotes({ causal, layer, kinds, headDim = null, image = null, encoder = false, cross = false }) {
   const d = divisorWords(layer, headDim);
   const notes = [
-    encoder && !kinds.any
+    cross
+      ? "q·kᵀ: each target token's query dotted with every source token's key: cross-attention reads the whole " +
+        "source."
+      : encoder && !kinds.any
       ? "q·kᵀ: every query dotted with every key: an encoder lets each token see the whole text, the later tokens too."
       : kinds.any
       ? "q·kᵀ: each query dotted with the keys it may see; " +
@@ -158,7 +162,10 @@ export function pipelineNotes({ causal, layer, kinds, headDim = null, image = nu
     );
   }
   let masking;
-  if (encoder) {
+  if (cross && !kinds.any) {
+    masking = "masked_fill(−∞): cross-attention masks nothing, so no score is set to −∞: every target token sees " +
+      "every source token.";
+  } else if (encoder) {
     masking = kinds.any
       ? "masked_fill(−∞): keys outside this local layer's band, the nearest tokens on both sides, are set to −∞ " +
         "(hatched): an encoder's local layer looks both ways, but not far."

@@ -19,8 +19,8 @@ export function regionFits(state, zoom) {
  * The words under the head heatmap of a long text: what a cell is, and what zooming in gives (`region`: the exact
  * cells of the zoomed block once they are in, else null).
  */
-export function zoomWords(state, T, block, size, region) {
-  const pooled = pooledWords(T, block, size);
+export function zoomWords(state, T, block, size, region, S = T, kSize = size) {
+  const pooled = pooledWords(T, block, size, S, kSize);
   const most = limitOf(state, "region_max");
   const z = state.zoom;
   const where = z ? `queries ${z.q0}–${z.q1 - 1} × keys ${z.k0}–${z.k1 - 1}` : "";
@@ -80,11 +80,13 @@ export function currentHead(state) {
   return detail ? { detail, layer: detail.layers[0], d: headData(detail) } : null;
 }
 
-/** What a pooled picture shows, in words (null when every cell is one query and key). */
-export function pooledWords(T, block, size) {
+/** What a pooled picture shows, in words (null when every cell is one query and key); `S` keys where not `T`. */
+export function pooledWords(T, block, size, S = T, kSize = size) {
   if (block === 1) return null;
+  const n = (v) => v.toLocaleString("en-US");
+  const what = S === T ? `${n(T)} tokens` : `${n(T)} queries × ${n(S)} keys`;
   return (
-    `${T.toLocaleString("en-US")} tokens, shown as ${size}×${size} cells: each cell is the largest value in a ` +
+    `${what}, shown as ${size}×${kSize} cells: each cell is the largest value in a ` +
     `${block}×${block} block of queries and keys (max-pooled on the server), so a one-token diagonal stays visible.`
   );
 }
@@ -92,17 +94,18 @@ export function pooledWords(T, block, size) {
 /**
  * The token block a zoomed heatmap shows: `{q0, q1, k0, k1}` (half-open) from the axes' ranges
  * (cell t spans t − 0.5 .. t + 0.5; the y axis is reversed), or null when it shows every token.
+ * `T` queries and `S` keys (a cross map's keys are the source's tokens, more or fewer than its queries).
  */
-export function visibleBlock(xRange, yRange, T) {
-  const clamp = (v) => Math.min(T, Math.max(0, v));
-  const span = ([a, b]) => {
+export function visibleBlock(xRange, yRange, T, S = T) {
+  const span = ([a, b], n) => {
+    const clamp = (v) => Math.min(n, Math.max(0, v));
     const lo = Math.min(a, b);
     const hi = Math.max(a, b);
     return [clamp(Math.floor(lo + 0.5)), clamp(Math.ceil(hi + 0.5))];
   };
-  const [k0, k1] = span(xRange);
-  const [q0, q1] = span(yRange);
-  if (q0 === 0 && k0 === 0 && q1 === T && k1 === T) return null;
+  const [k0, k1] = span(xRange, S);
+  const [q0, q1] = span(yRange, T);
+  if (q0 === 0 && k0 === 0 && q1 === T && k1 === S) return null;
   if (q1 <= q0 || k1 <= k0) return null;
   return { q0, q1, k0, k1 };
 }
@@ -225,7 +228,7 @@ export function pooledHeatmapFigure(args) {
   if (region) {
     const { scaledLabel, window, chunk } = a;
     const signed = Boolean(args.signed);
-    data.push(...regionTraces({ tokens, region, scaledLabel, window, chunk, layer, head, signed }));
+    data.push(...regionTraces({ tokens, keys: a.keys, region, scaledLabel, window, chunk, layer, head, signed }));
   }
   const layout = headLayout(a, {
     ...zoomedAxes(tokens, view, a.maxTicks, a.keys, a.axes),
@@ -264,6 +267,7 @@ function maskedTrace(name, grid, z, reasons, customdata, hovertemplate) {
  */
 export function regionTraces({
   tokens,
+  keys = tokens,
   region,
   scaledLabel = "score",
   window = null,
@@ -275,7 +279,7 @@ export function regionTraces({
   // `signed`: a signed map (quirks.js); its exact cells drawn as |weight| like the pooled cells around them,
   // the sign in the hover
   const [q0, q1, k0, k1] = region.bounds;
-  const label = (i) => `${i} ${tokens[i]}`;
+  const label = (i, names = tokens) => `${i} ${names[i]}`; // a cross map's keys: the source's tokens
   const xs = Array.from({ length: k1 - k0 }, (_, j) => k0 + j);
   const ys = Array.from({ length: q1 - q0 }, (_, i) => q0 + i);
   const grid = { x0: k0, dx: 1, y0: q0, dy: 1 };
@@ -300,7 +304,7 @@ export function regionTraces({
       mr[j] = isMasked ? 1 : null;
       wr[j] = isMasked ? maskedWhy({ mask: { [q]: { [k]: 0 } }, i: q, j: k, window, chunk }) : null;
       if (isMasked) anyMasked = true;
-      cr[j] = [label(q), label(k), raw[i][j], scaled[i][j], region.pattern[i][j]];
+      cr[j] = [label(q), label(k, keys), raw[i][j], scaled[i][j], region.pattern[i][j]];
     }
     z.push(zr);
     masked.push(mr);

@@ -67,7 +67,8 @@ export function installZoom(app) {
     const { xa, ya, r, meta } = s0;
     const px = (cx) => xa.p2d(cx - r.left - xa.offset);
     const py = (cy) => ya.p2d(cy - r.top - ya.offset);
-    setZoom(visibleBlock([px(s0.x0), px(s0.x1)], [py(s0.y0), py(s0.y1)], meta.tokens));
+    // a cross map: its queries (the target's tokens) and keys (the source's) counted apart
+    setZoom(visibleBlock([px(s0.x0), px(s0.x1)], [py(s0.y0), py(s0.y1)], meta.tokens, meta.keys ?? meta.tokens));
   });
   gd.addEventListener("dblclick", () => {
     if (headAxes()) setZoom(null);

@@ -16,11 +16,11 @@ function startLessons() {
   pointAtModel(document.getElementById("bow-model"));
 }
 
-/** Links into the explorer at each of an encoder–decoder's stacks (GET /api/model `stacks`), by name. */
+/** Links into the explorer's head view at each of an encoder–decoder's stacks (GET /api/model `stacks`), by name. */
 function stackLinks(m) {
   const words = { encoder: "its encoder", decoder: "its decoder", cross: "its cross-attention" };
   const link = (name) =>
-    Object.assign(document.createElement("a"), { href: `./#stack=${name}`, textContent: words[name] });
+    Object.assign(document.createElement("a"), { href: `./#view=head&stack=${name}`, textContent: words[name] });
   return Object.fromEntries(m.stacks.filter((s) => words[s.name]).map((s) => [s.name, link(s.name)]));
 }
 

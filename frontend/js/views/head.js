@@ -77,13 +77,13 @@ export const link = {
 /** The grid answer (its pattern draws the head at once); the chosen head's answer comes with every text. */
 export const needs = ["grid"];
 
-/** The zoomed block while it lies inside a text of `T` tokens, else null. */
-const zoomIn = (state, T) => (state.zoom && state.zoom.q1 <= T && state.zoom.k1 <= T ? state.zoom : null);
+/** The zoomed block while it lies inside `T` queries and `S` keys (a cross map's: the source's tokens), else null. */
+const zoomIn = (state, T, S = T) => (state.zoom && state.zoom.q1 <= T && state.zoom.k1 <= S ? state.zoom : null);
 
 /** The exact cells of a long text's zoomed block (`focus.region`), once its pooled head is in: its question. */
 function regionQuestion(state) {
   const d = currentDetail(state);
-  const zoom = d?.focus?.thumbnail?.block > 1 ? zoomIn(state, d.tokens.length) : null;
+  const zoom = d?.focus?.thumbnail?.block > 1 ? zoomIn(state, d.tokens.length, keyTokens(state, d).length) : null;
   if (!zoom || !regionFits(state, zoom)) return null;
   const url = "/api/attention";
   const include = ["pattern", "attn_scores_raw", "attn_scores"];
@@ -173,8 +173,8 @@ export function drawHeadView(state, els) {
   const hatch = document.getElementById("head-hatch");
   if (!chosen) return { head: false, grid: drawGrid(state, els) };
   const pooled = (chosen.block ?? 1) > 1;
-  const n = chosen.response.tokens.length;
-  const zoom = zoomIn(state, n); // a zoom past the end of a shorter text is no zoom
+  const S = keyTokens(state, chosen.response).length; // the keys: a cross map's are the source's tokens
+  const zoom = zoomIn(state, chosen.response.tokens.length, S); // a zoom past the end of a shorter text is no zoom
   const zoomed = !pooled && zoom;
   setHidden(zoomNote, !pooled && !zoomed);
   const { response, layer, mask, head: h, full, block } = chosen;
@@ -218,7 +218,8 @@ export function drawHeadView(state, els) {
   // masked blocks are solid grey in a pooled head, not hatched (pooled.js)
   renderHeadCaption(els, pooled ? meaning?.replace("hatched", "grey") : meaning);
   hatch?.classList.toggle("solid", pooled);
-  if (pooled) setText(zoomNote, zoomWords({ ...state, zoom }, T, block, h.pattern.length, region));
+  const cells = [h.pattern.length, h.pattern[0]?.length]; // the pooled picture's rows and columns
+  if (pooled) setText(zoomNote, zoomWords({ ...state, zoom }, T, block, cells[0], region, S, cells[1]));
   else if (zoomed) setText(zoomNote, exactZoomWords(zoom));
   drawCellTools(state);
   drawHeadWrites(state);

@@ -199,8 +199,9 @@ function patchingQuestion(state) {
   const { stack, target } = subject(state, url);
   const body = { clean: state.text, corrupt: state.textB, what: state.patchWhat, stack, target };
   // with an image the chosen token counts the image's prompt: the text alone is read at its own last token; the
-  // encoder stack's rows are the source's, and the difference is read at the last target token
-  if (!textOnlyNow(state, { route }) && querySide(state) !== "source")
+  // encoder stack's rows are the source's, and the difference is read at the last target token; no token chosen:
+  // the server's default (the last token, an encoder's first mask token)
+  if (!textOnlyNow(state, { route }) && querySide(state) !== "source" && state.position !== null)
     body.position = selectedPosition(state, tokens.length);
   for (const [field, , name] of PICKS) if (state[field] !== null) body[name] = state[field];
   return question("patching", url, body);

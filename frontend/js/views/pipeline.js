@@ -1,26 +1,16 @@
 // The "Mask pipeline" view: one head step by step, q·kᵀ → ÷ divisor → (softcap) → masked → softmax,
 // each panel drawn from the server's own numbers, with the notes that say what each step did.
 
-import { divisorShort, divisorWords, maskKinds, num, pipelineNotes, softcapWords, unscaled } from "../draw/captions.js";
+import { divisorWords, maskKinds, pipelineNotes, softcapWords, unscaled } from "../draw/captions.js";
 import { byId, drawPlot, idOf, setText } from "../dom.js";
-import {
-  INK,
-  MUTED,
-  SCORE_SCALE,
-  WEIGHT_SCALE,
-  baseLayout,
-  fmtFixed,
-  hatchImages,
-  maskNull,
-  rowSums,
-  unmaskedValues,
-} from "../draw/figures.js";
+import { maskStepsFigure } from "../pipeline/steps.js";
 import { blockSpan, currentHead, spanWords } from "../draw/pooled.js";
 import { headDim } from "../state.js";
 import { imageMaskWords, imageRun } from "../draw/imageband.js";
 import { imageMask } from "../draw/imagemap.js";
 import { quirkWords } from "../draw/quirks.js";
 import { tokenBands, withBands } from "../draw/quirkbands.js";
+import { keyTokens, seesAll, stackAxes, stackSides } from "../stacks.js";
 
 export const id = "pipeline";
 export const label = "Mask pipeline";
@@ -48,12 +38,19 @@ export function draw(state) {
   // a head of two softmaxes (a quirk's weights parts): the steps are its first softmax's (the head view draws both)
   const first = firstPart(state.model, d);
   const pattern = first ?? d.pattern;
-  // a long text's matrices are max-pooled: the rows and columns are blocks of tokens
-  const spans = d.block > 1 ? d.pattern.map((_, c) => blockSpan(T, d.block, c)) : null;
-  const cells = spans && {
-    rows: spans.map(([a, b]) => `queries ${spanWords(detail.tokens, a, b)}`),
-    cols: spans.map(([a, b]) => `keys ${spanWords(detail.tokens, a, b)}`),
-  };
+  // a long text's matrices are max-pooled: the rows and columns are blocks of tokens; the keys: a cross stack's
+  // are the source's tokens (stacks.js), the queries the target's
+  const keys = keyTokens(state, detail);
+  const pooled = d.block > 1;
+  const span = (n, words, prefix) => (_, c) => `${prefix} ${spanWords(words, ...blockSpan(n, d.block, c))}`;
+  const cells = pooled
+    ? {
+        rows: Array.from(d.pattern, span(T, detail.tokens, "queries")),
+        cols: Array.from(d.pattern[0], span(keys.length, keys, "keys")), // a typed row maps to no words
+      }
+    : null;
+  // the stack's own mask: every key seen (an encoder's, cross-attention), but for a local layer's band
+  const visible = seesAll(state, detail);
   const kinds = maskKinds(d.mask);
   const columns = window.matchMedia(NARROW).matches ? 2 : null;
   // the answer's bands along each step's tokens (quirkbands.js); a pooled picture's cells are blocks: none
@@ -64,6 +61,9 @@ export function draw(state) {
     () =>
       withSteps(bands, detail.tokens, maskStepsFigure({
         tokens: detail.tokens,
+        keys,
+        axes: stackAxes(state, detail),
+        visible,
         raw: d.attn_scores_raw,
         uncapped: d.attn_scores_uncapped,
         scores: d.attn_scores,
@@ -71,15 +71,19 @@ export function draw(state) {
         pattern,
         layer,
         kinds,
-        causal: detail.causal || encoderOf(state),
+        causal: detail.causal || visible,
         cells,
         columns,
       })),
     "attnscope-mask-steps",
   );
   const image = imageNotes(detail, d, layer.layer);
-  const encoder = encoderOf(state);
-  const notes = pipelineNotes({ causal: detail.causal, layer, kinds, headDim: headDim(state), image, encoder });
+  const sides = stackSides(state, detail);
+  const cross = !!sides && sides.query !== sides.key; // cross-attention: target queries, source keys
+  const notes = pipelineNotes({
+    ...{ causal: detail.causal, layer, kinds, headDim: headDim(state), image },
+    ...{ encoder: visible, cross },
+  });
   const list = byId("pipeline-notes");
   if (list.children.length !== notes.length) {
     list.replaceChildren(...notes.map(() => document.createElement("li")));
@@ -90,7 +94,7 @@ export function draw(state) {
     // row sums need every cell of a row; these cells are block maxima
     setText(
       byId("row-sums"),
-      `${T} tokens, drawn as ${d.pattern.length}×${d.pattern.length} cells: each is the largest value of a ` +
+      `${T} tokens, drawn as ${d.pattern.length}×${d.pattern[0].length} cells: each is the largest value of a ` +
         `${d.block}×${d.block} block of queries and keys, so a row of this picture is not a row of the softmax, ` +
         `and its cells do not sum to 1 (every softmax row does).`,
     );
@@ -131,216 +135,5 @@ function firstPart(model, d) {
   return f ? d[f.name][0] : null;
 }
 
-const CIRCLED = ["①", "②", "③", "④", "⑤", "⑥"];
 /** Below this width the steps stand in two rows (style.css gives the plot the height for them). */
 const NARROW = "(max-width: 600px)";
-
-/** The smallest and largest value a matrix holds, masked (null) cells aside; [0, 1] when it holds none. */
-function valueRange(m) {
-  const vals = unmaskedValues(m);
-  let lo = Infinity;
-  let hi = -Infinity;
-  for (const v of vals) {
-    if (v < lo) lo = v;
-    if (v > hi) hi = v;
-  }
-  return vals.length ? [lo, hi] : [0, 1];
-}
-
-/** Whether the loaded model is an encoder: its mask is its own (all visible, or a local band), never a what-if. */
-function encoderOf(state) {
-  return state.model?.architecture === "encoder";
-}
-
-/**
- * The steps' panels, in order: each its matrix `z`, its colour axis, its title and hover, and
- * `hatched` on the masked step. On a phone (`narrow`) a title's value and range stand on lines of
- * their own: panels are ~110 px wide.
- */
-function stepPanels({ raw, uncapped, scores, mask, pattern, layer, kinds, causal, cells, narrow }) {
-  const sub = (...parts) =>
-    `<br><span style="font-size:10px;color:${MUTED}">${parts.join(narrow ? "<br>" : ", ")}</span>`;
-  const span = (m, digits) => {
-    const [lo, hi] = valueRange(m);
-    return cells ? `largest ${fmtFixed(hi, digits)}` : `[${fmtFixed(lo, digits)}, ${fmtFixed(hi, digits)}]`;
-  };
-  const short = divisorShort(layer);
-  const divisorValue = short.startsWith("√") ? [`= ${num(layer.divisor)}`] : [];
-  const steps = [
-    { z: raw, axis: "coloraxis", title: `q·kᵀ${sub(span(raw, 1))}`, hover: "q·kᵀ %{z:.3f}" },
-    {
-      z: uncapped ?? scores,
-      axis: "coloraxis2",
-      // the name on the title line, its value under it: long names (√query_pre_attn_scalar) fit a panel;
-      // on a phone a long name is wider than a panel: "the divisor" there, named under the plot
-      title: `÷ ${narrow && short.length > 8 ? "divisor" : short}${sub(...divisorValue, span(uncapped ?? scores, 2))}`,
-      hover: `q·kᵀ ÷ ${short} %{z:.3f}`,
-    },
-  ];
-  if (layer.softcap) {
-    steps.push({
-      z: scores,
-      axis: "coloraxis2",
-      title: `softcap${sub(softcapWords(layer.softcap), span(scores, 2))}`,
-      hover: `${softcapWords(layer.softcap)} %{z:.3f}`,
-    });
-  }
-  const maskTitle = kinds.any
-    ? `masked_fill(−∞)${sub("hatched = −∞")}`
-    : causal
-      ? `masked_fill(−∞)${sub("nothing to mask")}`
-      : `no mask (what-if)${sub("nothing hidden")}`;
-  steps.push({
-    z: maskNull(scores, mask),
-    axis: "coloraxis2",
-    title: maskTitle,
-    hover: "score %{z:.3f}",
-    hatched: true,
-  });
-  steps.push({ z: pattern, axis: "coloraxis3", title: `softmax${sub("rows → weights")}`, hover: "weight %{z:.4f}" });
-  return steps;
-}
-
-/**
- * Where each of `n` panels stands ({x, y} paper domains), then the row sums' column beside the
- * softmax unless `cells` (pooled: no sums). `columns` panels a row (all in one row unless given: a
- * phone gets two rows of two), never more than two rows: the narrow plot's height is two rows'
- * (style.css); 5 steps (a softcap) stand 3 + 2.
- */
-function panelDomains(n, { columns, narrow, cells }) {
-  const perRow = Math.min(columns === null ? n : Math.max(columns, Math.ceil(n / 2)), n);
-  const rows = Math.ceil(n / perRow);
-  const gap = 0.03;
-  const gapY = rows > 1 ? (narrow ? 0.17 : 0.12) : 0; // room for the next row's titles (three lines on a phone)
-  const rowH = (1 - gapY * (rows - 1)) / rows;
-  const sumW = cells ? 0 : perRow < n ? 0.07 : 0.045;
-  const stepW = (1 - sumW - gap * perRow) / perRow;
-  const rowOf = (r) => [1 - r * (rowH + gapY) - rowH, 1 - r * (rowH + gapY)];
-  const doms = Array.from({ length: n }, (_, i) => ({
-    x: [(i % perRow) * (stepW + gap), (i % perRow) * (stepW + gap) + stepW],
-    y: rowOf(Math.floor(i / perRow)),
-  }));
-  if (!cells) doms.push({ x: [1 - sumW, 1], y: doms[n - 1].y }); // the row sums beside the softmax
-  return doms;
-}
-
-const axisId = (i) => (i === 0 ? "" : String(i + 1));
-
-/** The row sums as a one-column heatmap on the axes after the `n` steps', printed in their cells up to 20 rows. */
-const sumsTrace = (sums, labels, n, T) => ({
-  type: "heatmap",
-  z: sums,
-  x: [0],
-  customdata: labels.map((l) => [[l]]), // one cell per row, its customdata the array [label]
-  colorscale: [
-    [0, "#f3f4f7"],
-    [1, "#f3f4f7"],
-  ],
-  showscale: false,
-  xaxis: `x${n + 1}`,
-  yaxis: `y${n + 1}`,
-  texttemplate: T <= 20 ? "%{z:.3f}" : "",
-  textfont: { size: 9, color: INK },
-  ygap: T <= 16 ? 1 : 0,
-  hovertemplate: "row %{customdata[0]}<br>sum %{z:.6f}<extra></extra>",
-});
-
-/** Each panel's title centred over it (`n`: the steps, whose count sets the font). */
-const panelTitles = (titles, doms, n) =>
-  titles.map((text, i) => ({
-    text,
-    xref: "paper",
-    yref: "paper",
-    x: (doms[i].x[0] + doms[i].x[1]) / 2,
-    xanchor: "center", // "auto" would anchor a title near an edge by that edge, off its panel
-    y: doms[i].y[1],
-    yanchor: "bottom",
-    yshift: 4,
-    showarrow: false,
-    font: { size: n > 4 ? 11 : 12, color: INK },
-  }));
-
-/** Hidden, fixed axes a panel, T cells a side (the row sums' one cell wide, the panel after the `n` steps). */
-function addPanelAxes(layout, doms, n, T) {
-  const axis = { visible: false, fixedrange: true };
-  doms.forEach((dom, i) => {
-    const id = axisId(i);
-    const isSum = i === n;
-    layout["xaxis" + id] = { ...axis, domain: dom.x, range: isSum ? [-0.5, 0.5] : [-0.5, T - 0.5], anchor: "y" + id };
-    layout["yaxis" + id] = { ...axis, domain: dom.y, range: [T - 0.5, -0.5], anchor: "x" + id };
-  });
-}
-
-/**
- * The steps of one head as small heatmaps, plus the row sums after softmax, each drawn from
- * the server's numbers: q·kᵀ (`raw`) → ÷ divisor (`uncapped`: the answer's
- * attn_scores_uncapped, or attn_scores where the layer has no softcap) → the softcap, where
- * `layer.softcap` is set (`scores`) → masked_fill(−∞) (`scores`, hatched where `mask` is 0)
- * → softmax (`pattern`). `kinds` (captions.maskKinds) says what the mask hides.
- */
-export function maskStepsFigure(args) {
-  const { tokens, mask, pattern, cells = null, columns = null } = args;
-  // `cells` ({rows, cols}: words per pooled row and column) for a long text's max-pooled matrices:
-  // each value is a block's largest, so no row sums (those need every cell) and "largest" in the hover
-  const T = cells ? cells.rows.length : tokens.length;
-  const sums = cells ? null : rowSums(pattern).map((s) => [s]);
-  const labels = cells ? cells.rows : tokens.map((t, i) => `${i} ${t}`);
-  const cd = cells
-    ? cells.rows.map((q) => cells.cols.map((k) => [q, k]))
-    : labels.map((q) => labels.map((k) => [q, k]));
-  // on a phone (`columns` given) a title's value and range stand on lines of their own
-  const narrow = columns !== null;
-  const steps = stepPanels({ ...args, cells, narrow });
-  const n = steps.length;
-  const doms = panelDomains(n, { columns, narrow, cells });
-  const hover = (what) =>
-    `<b>%{customdata[0]}</b> → %{customdata[1]}<br>${cells ? "largest " : ""}${what}<extra></extra>`;
-  const common = { customdata: cd, hoverongaps: false, xgap: T <= 16 ? 1 : 0, ygap: T <= 16 ? 1 : 0 };
-  const data = steps.map((step, i) => ({
-    ...common,
-    type: "heatmap",
-    z: step.z,
-    coloraxis: step.axis,
-    xaxis: `x${axisId(i)}`,
-    yaxis: `y${axisId(i)}`,
-    hovertemplate: hover(step.hover),
-  }));
-  if (sums) data.push(sumsTrace(sums, labels, n, T));
-  const titles = [...steps.map((step, i) => `${CIRCLED[i]} ${step.title}`), ...(sums ? ["Σ row"] : [])];
-  const hatchedAt = steps.findIndex((step) => step.hatched);
-  const layout = baseLayout({
-    margin: { l: 8, r: 8, t: narrow ? 60 : 46, b: 8 },
-    coloraxis: { colorscale: SCORE_SCALE, showscale: false },
-    coloraxis2: { colorscale: SCORE_SCALE, showscale: false },
-    coloraxis3: { colorscale: WEIGHT_SCALE, cmin: 0, cmax: 1, showscale: false },
-    annotations: [
-      ...panelTitles(titles, doms, n),
-      // past 20 rows the sums are too small to print in their cells: their range, written along the column
-      ...(sums && T > 20 ? [sumsNote(sums, doms[n])] : []),
-    ],
-    images: hatchImages(mask, `x${axisId(hatchedAt)}`, `y${axisId(hatchedAt)}`, 24),
-    uirevision: "steps",
-  });
-  addPanelAxes(layout, doms, n, T);
-  return { data, layout };
-}
-
-/** The row sums' smallest and largest, written along their column (`dom`: its x and y domains). */
-function sumsNote(sums, dom) {
-  let lo = Infinity;
-  let hi = -Infinity;
-  for (const [s] of sums) {
-    lo = Math.min(lo, s);
-    hi = Math.max(hi, s);
-  }
-  return {
-    text: `${fmtFixed(lo, 4)} … ${fmtFixed(hi, 4)}`,
-    xref: "paper",
-    yref: "paper",
-    x: (dom.x[0] + dom.x[1]) / 2,
-    y: (dom.y[0] + dom.y[1]) / 2,
-    textangle: -90,
-    showarrow: false,
-    font: { size: 10, color: INK },
-  };
-}

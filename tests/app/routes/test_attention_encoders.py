@@ -132,6 +132,17 @@ def test_head_effects_and_knockout_measure_the_guess_at_the_first_mask(clients):
     assert knocked["position"] == at and knocked["token_id"] == got["token_id"]
 
 
+def test_patching_reads_the_first_mask_by_default_as_the_other_routes(clients):
+    c = clients["bert"]
+    body = {"clean": TEXT, "corrupt": TEXT.replace("cat", "dog"), "what": "residual"}
+    got = c.post("/api/patching", json=body).json()
+    at = got["tokens"].index("[MASK]")
+    assert got["position"] == at != len(got["tokens"]) - 1
+    assert got == {**c.post("/api/patching", json={**body, "position": at}).json(), "timing_ms": got["timing_ms"]}
+    decoder = clients["ours"].post("/api/patching", json=body).json()  # a decoder: the last position, as before
+    assert decoder["position"] == len(decoder["tokens"]) - 1
+
+
 def test_deberta_sends_its_three_terms_adding_up_to_the_raw_scores(clients):
     c = clients["deberta-v2"]
     info = c.get("/api/model").json()
