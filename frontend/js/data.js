@@ -48,8 +48,8 @@ function dataContext(app) {
     sendDetail: latestOnly("/api/attention"),
     sendPredictions: latestOnly("/api/attention"),
     modelReady: null,
-    // per request kind, the key a 4xx answered: the same question gets the same refusal, so a tab
-    // switch does not ask it again (a new text, head or what-if is a new key; Enter asks anyway)
+    // per request kind, the answer's key (its body's, state.js gridKey/headKey) a 4xx answered: a refusal memo,
+    // so a tab switch does not ask it again (a new text, head or what-if is a new key; Enter asks anyway)
     refusedKey: { grid: null, detail: null },
     // What the user last asked for (text, what-ifs, head, temperature, view): Enter on a text
     // already asked (a paste goes out on its input event) asks nothing again. Any failed request and
@@ -229,7 +229,7 @@ async function refreshAll(ctx) {
   else await Promise.all([fetchDetail(ctx), fetchGrid(ctx)]);
 }
 
-const intentKey = (s) => JSON.stringify([headKey(s), s.temperature, s.view]);
+const intentKey = (s) => JSON.stringify([headKey(s), s.temperature, s.view]); // the intent asked, keys no answer
 
 /**
  * Typing, debounced on both edges: a keystroke after a pause goes out at once (no waiting),

@@ -6,8 +6,8 @@
 // (controls.js, data.js, the cards), render.js reads it and redraws.
 
 import { offParam, parseOff } from "./switchedoff.js";
-import { messagesParam, parseMessages, seq2seqLink, subjectKey } from "./subject.js";
-import { attentionLayers, gridLayers } from "./stacks.js";
+import { attentionKey, gridAsks, headAsks, messagesParam, parseMessages, seq2seqLink, subjectKey } from "./subject.js";
+import { attentionLayers } from "./stacks.js";
 
 export const EXAMPLES = [
   {
@@ -281,13 +281,12 @@ export function toHash(state, views = []) {
 
 // ---------------------------------------------------------------- which answer is current
 
-/** Identifies the answer to a grid request: its subject (subject.js: text, image, what-ifs) and layers. */
-export const gridKey = (state, named = gridLayers(state.model)) =>
-  named.layers ? `${subjectKey(state)}|${JSON.stringify(named)}` : subjectKey(state); // a hybrid's: with its model
+/** The key of the grid's answer: what its request asks about (subject.js `gridAsks`: the body's subject and layers). */
+export const gridKey = (state) => attentionKey(state, gridAsks(state));
 
-/** Identifies the answer to a chosen-head request: its subject and the head (the temperature only moves the
- * predictions). */
-export const headKey = (state) => JSON.stringify([subjectKey(state), state.layer, state.head]);
+/** The key of the chosen head's answer: what its request asks about (subject.js `headAsks`: the body's subject,
+ * layer and head; how it comes, pooled or whole, at which temperature, is no part of it). */
+export const headKey = (state) => attentionKey(state, headAsks(state));
 
 /** The grid answer if it belongs to the current text and what-ifs, else null. */
 export function currentGrid(state) {
