@@ -20,6 +20,7 @@ import {
   predictionsRequest,
 } from "./requests.js";
 import { FOCUS_MAX, currentDetail, currentGrid, gridKey, headKey } from "./state.js";
+import { clearErrors, requestEnded, showError } from "./state.js"; // the banner, written there alone
 import { blankSubject, subjectKey } from "./subject.js";
 import { VIEWS, viewById } from "./views.js";
 
@@ -71,11 +72,8 @@ function requestDone(ctx, kind, err, key = null) {
   }
   ctx.refusedKey[kind] = err && err.status >= 400 && err.status < 500 ? key : null;
   if (err) ctx.askedKey = null; // asked, not answered: Enter asks again
-  state.requestErrors[kind] = err ? errorText(err) : null;
-  state.error = state.requestErrors.detail ?? state.requestErrors.grid;
   // the refusal's numbers feed the token counter, so it says what the message says
-  if (err) state.refusal = refusalOf(err.detail);
-  else if (!state.error) state.refusal = null;
+  requestEnded(state, kind, err ? errorText(err) : null, err ? refusalOf(err.detail) : null);
 }
 
 async function fetchGrid(ctx) {
@@ -218,9 +216,7 @@ async function refreshAll(ctx) {
   if (blankSubject(state)) {
     // an empty box is not an error: the empty state says what to do, nothing is asked, and
     // an error of an earlier text goes with it
-    state.requestErrors = { grid: null, detail: null };
-    state.error = null;
-    state.refusal = null;
+    clearErrors(state);
     update();
     return;
   }
@@ -306,7 +302,8 @@ function ensureData(ctx) {
  */
 async function modelChanged(ctx, refreshNow) {
   const state = ctx.app.state;
-  Object.assign(state, { grid: null, detail: null, effects: null, generation: null, error: null });
+  Object.assign(state, { grid: null, detail: null, effects: null, generation: null });
+  showError(state, null);
   // the views' own answers (each view's `answers`, views.js)
   for (const view of VIEWS) for (const field of view.answers ?? []) state[field] = null;
   ctx.askedKey = null;

@@ -10,7 +10,7 @@ import { errorText, postJSON } from "../api.js";
 import { mount, setHidden } from "../dom.js";
 import { changedInputs, inputsFor } from "../measured.js";
 import { blankSubject, subject } from "../subject.js";
-import { isOff, sortHeads, toggled } from "../switchedoff.js";
+import { isOff, sortHeads, switchOff, toggled } from "../switchedoff.js";
 
 /** Where each head's toggle sits over the grid canvas (CSS pixels): its tile's top-right corner. */
 export function toggleSpots(layout, layers) {
@@ -194,7 +194,7 @@ export function installAblation(app) {
   const { "ablate-list": list, "ablate-effect": effect, "ablate-clear": clear } = parts;
 
   function setAblate(next) {
-    state.ablate = sortHeads(next);
+    switchOff(state, sortHeads(next));
     app.update();
     app.refreshNow();
   }

@@ -133,7 +133,7 @@ export function installImplicit(app) {
   const { root, parts } = mount("section", "implicit-heads", "implicit-heads", MARKUP);
   root.hidden = true;
   parts["implicit-pick"].addEventListener("change", (ev) => {
-    app.state.implicitHead = ev.target.value;
+    chooseImplicit(app.state, ev.target.value);
     app.update();
   });
   app.els.headsGrid.after(root);
@@ -163,4 +163,9 @@ export function drawImplicit(state) {
   const figure = () => implicitFigure(layer.heads[h].pattern, response.tokens, title);
   drawPlot(part("implicit-plot"), `${q.key}|${value}`, figure, `attnscope-implicit-L${layer.layer}H${h}`);
   setText(part("implicit-caption"), implicitCaption(state.model, layer, h));
+}
+
+/** Choose the implicit head drawn under the grid, "layer:head". */
+export function chooseImplicit(state, head) {
+  state.implicitHead = head;
 }

@@ -135,10 +135,15 @@ export function install(app) {
     const chip = e.target.closest?.("button");
     if (!chip) return;
     if (chip.dataset.band !== undefined) {
-      app.state.imageExpanded = !app.state.imageExpanded;
+      toggleBand(app.state);
       app.update();
     } else choose(app, Number(chip.dataset.position));
   });
+}
+
+/** Fold or expand the image's band of tokens, in the token strip and on every view's axes (controls.js too). */
+export function toggleBand(state) {
+  state.imageExpanded = !state.imageExpanded;
 }
 
 function choose(app, position) {
