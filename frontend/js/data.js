@@ -1,10 +1,9 @@
-// Asking the server for what the state needs, and storing the answers in it: the all-heads grid and the
-// chosen head for the current text (in one request or two at once, drawn at the next frame), the exact cells
-// of a zoomed block, the predictions at another temperature, the model and the head roles at start (asked in
-// modelload.js). Typing is debounced here; the views say what they need (views.js: `needs`, and `need(state)`,
-// their own questions) and `ensureData` and `askNeeded` ask for what is missing, before each render (main.js).
-// Each answer is stored under the key of its subject (state.js, subject.js): a view never draws an older text's
-// numbers. A refusal of the image goes to the image field (cards/imagepick.js).
+// Asking the server for what the state needs, and storing the answers in it: the all-heads grid and the chosen
+// head for the current text (in one request or two at once, drawn at the next frame), the predictions at another
+// temperature, the model and the head roles at start (modelload.js). Typing is debounced here; the views say what
+// they need (views.js: `needs`, and `need(state)`, their own questions, as the cards' `need`) and `ensureData` and
+// `askNeeded` ask for what is missing, before each render (main.js). Each answer is keyed by what its request's body
+// asks (state.js gridKey, headKey): a view never draws an older text's numbers. A refused image: cards/imagepick.js.
 
 import { askAll } from "./answers.js";
 import { errorText, latestOnly, refusalOf } from "./api.js";
@@ -304,14 +303,18 @@ async function modelChanged(ctx, refreshNow) {
   const state = ctx.app.state;
   Object.assign(state, { grid: null, detail: null, effects: null, generation: null });
   showError(state, null);
-  // the views' own answers (each view's `answers`, views.js)
-  for (const view of VIEWS) for (const field of view.answers ?? []) state[field] = null;
+  // the views' and the cards' own answers (each one's `answers`, views.js)
+  for (const field of [...VIEWS, ...(ctx.app.els.cards ?? [])].flatMap((p) => p.answers ?? [])) state[field] = null;
   ctx.askedKey = null;
   ctx.modelReady = loadModel(ctx.app);
   await ctx.modelReady;
   loadRoles(ctx.app);
   refreshNow();
 }
+
+/** The own questions (`need`, answers.js) of the open view and of the cards. */
+const ownQuestions = ({ state, els }) =>
+  [viewById(state.view), ...(els.cards ?? [])].flatMap((p) => p.need?.(state) ?? []);
 
 /**
  * The page's requests over `app` ({state, els, update}). Returns the functions the rest of the
@@ -330,8 +333,8 @@ export function createData(app) {
     scheduleRefresh: typing.scheduleRefresh,
     refreshNow: typing.refreshNow,
     ensureData: () => ensureData(ctx),
-    /** The data step before each render: the current view's own questions (its `need`), once the model is known. */
-    askNeeded: () => state.model && askAll(app, viewById(state.view).need?.(state) ?? []),
+    /** The data step before each render: the open view's and the cards' own questions (their `need`). */
+    askNeeded: () => state.model && askAll(app, ownQuestions(app)),
     fitToModel: () => fitToModel(state),
     /** A link asks afresh: Enter and the next refresh ask again even for the same intent. */
     forgetAsked: () => (ctx.askedKey = null),

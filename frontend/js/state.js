@@ -92,7 +92,6 @@ export function createState(views = []) {
     // {inputs, answer} once in, {inputs, pending: true} on its way, {inputs, error} when refused
     effects: null, // POST /api/head-effects (effects.js)
     effectsMode: "zero", // how the head effects switch a head off: "zero" or "mean"
-    ablationEffect: null, // the top guess before → after switching heads off (ablation.js)
     generation: null, // the last "Continue": {inputs, steps, reason, running, error} (generate.js)
   };
   // each view's slice, a fresh copy (structuredClone: no two pages share an array)

@@ -12,6 +12,27 @@ from . import HEAD_FIELDS, Drawn, HeadField
 TOKEN_KINDS = ("text", "image", "marker")  # an answer's token_kinds (the image's band: the run of "image")
 ROLES = ("system", "user", "assistant")  # a conversation's roles (the answer's spans)
 
+# what each type of layer is (GET /api/model `layers` `type`, and a mixer beside attention), in words: the page's
+# layer ribbon says them and knows no family
+LAYER_KINDS = {
+    "full": "softmax attention over every earlier token",
+    "sliding": "softmax attention over a sliding window",
+    "chunked": "softmax attention inside its chunk of tokens",
+    "nope": "softmax attention over every earlier token, without rotary positions (NoPE)",
+    "linear": "linear attention: no softmax, no attention map, so no heads to draw",
+    "conv": "a short convolution: no attention map, so no heads to draw",
+    "ssm": "a state-space model (Mamba): no attention map, so no heads to draw",
+    "gated_deltanet": "Gated DeltaNet, linear in its values: its implicit attention M is drawn in the grid and under it",
+    "kimi_delta": "Kimi Delta Attention, linear in its values: its implicit attention M is drawn in the grid and under "
+    "it",
+    "mamba2": "Mamba-2, linear in its values: its implicit attention M is drawn in the grid and under it",
+    "lightning": "lightning attention, linear in its values: its implicit attention M is drawn in the grid and under "
+    "it",
+    "mamba1": "Mamba-1, linear in its values: the mean over channels of its |M| is drawn in the grid and under it",
+    "short_conv": "a short convolution, linear in its values: its mean over channels of |M| drawn in the grid and "
+    "under it",
+}
+
 # the quirks an answer holds outside a head's fields: per layer (LayerView) or per answer; never an `include` name
 OTHER_FIELDS = (
     HeadField(
