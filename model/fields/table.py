@@ -22,7 +22,8 @@ LAYER_KINDS = {
     "linear": "linear attention: no softmax, no attention map, so no heads to draw",
     "conv": "a short convolution: no attention map, so no heads to draw",
     "ssm": "a state-space model (Mamba): no attention map, so no heads to draw",
-    "gated_deltanet": "Gated DeltaNet, linear in its values: its implicit attention M is drawn in the grid and under it",
+    "gated_deltanet": "Gated DeltaNet, linear in its values: its implicit attention M is drawn in the grid and under "
+    "it",
     "kimi_delta": "Kimi Delta Attention, linear in its values: its implicit attention M is drawn in the grid and under "
     "it",
     "mamba2": "Mamba-2, linear in its values: its implicit attention M is drawn in the grid and under it",
@@ -121,7 +122,8 @@ OTHER_FIELDS = (
     HeadField("mixer", "word", None, "a value-linear layer's mixer (POST /api/attention, `layers` naming it): each "
               "head's pattern is M, o_t = Σ_s M[t, s] v_s + skip · v_t, not a softmax", layers="implicit", at="layer",
               drawn=Drawn("head", "mixer", "signed", {"rows": "Implicit attention of a {mixer} layer, not a softmax: "
-                          "o_t = Σ_s M[t,s] v_s", "colorbar": "M"}, signed=True)),
+                          "o_t = Σ_s M[t,s] v_s", "output": ", exact: the layer's output before its gate, norm and "
+                          "projection", "colorbar": "M"}, signed=True)),
 )
 
 
