@@ -301,7 +301,7 @@ function ensureData(ctx) {
  */
 async function modelChanged(ctx, refreshNow) {
   const state = ctx.app.state;
-  Object.assign(state, { grid: null, detail: null, effects: null, generation: null });
+  Object.assign(state, { grid: null, detail: null });
   showError(state, null);
   // the views' and the cards' own answers (each one's `answers`, views.js)
   for (const field of [...VIEWS, ...(ctx.app.els.cards ?? [])].flatMap((p) => p.answers ?? [])) state[field] = null;

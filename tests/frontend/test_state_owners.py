@@ -18,8 +18,6 @@ OTHER_PAGES = ("lessons/", "widget.js")
 
 # (module, field): why a second module writes that field
 ALLOWED = {
-    ("data.js", "effects"): "a new model drops every answer (data.js modelChanged)",
-    ("data.js", "generation"): "a new model drops every answer (data.js modelChanged)",
     ("controls.js", "messages"): "a new link: what it leaves out goes back to its default",
     ("controls.js", "stack"): "a new link: what it leaves out goes back to its default",
     ("controls.js", "target"): "a new link: what it leaves out goes back to its default",
@@ -28,7 +26,7 @@ ALLOWED = {
 # modules that write a field named at run time (`state[slot] = ...`), and why
 DYNAMIC = {
     "answers.js": "a view's own answers, each in the slot its question names (answers.js ask)",
-    "data.js": "a new model drops the answers each view lists (its `answers`)",
+    "data.js": "a new model drops the answers each view and card lists (its `answers`)",
     "views/patching.js": "its own picks, one field each (PICKS)",
 }
 

@@ -304,5 +304,5 @@ export function installGenerate(app) {
     if (state.generation) state.generation.mode = gen.mode.value;
     app.update();
   });
-  return { draw: () => drawGenerate(gen) };
+  return { draw: () => drawGenerate(gen), answers: ["generation"] }; // a new model drops it (data.js)
 }
