@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..model.backends import LoadedModel
-from ..model.fields.table import field_table
+from ..model.fields.table import LAYER_KINDS, field_table
 from ..model.heads import ROLES, role_scores
 from ..model.jlens.lensfile import JacobianLens
 from .responses import dumps
@@ -61,6 +61,7 @@ def model_info(lm: LoadedModel) -> dict[str, Any]:
         "checkpoint": checkpoint_label(lm.path),
         "training": lm.training or {},
         "fields": field_table(),
+        "layer_kinds": LAYER_KINDS,
     }
 
 

@@ -196,6 +196,9 @@ class ModelInfo(BaseModel):
         description="what an answer can hold: a head's fields (`include` names, `at` head), with their kind and "
         "rounding, then the layer's and the answer's quirks; each quirk with how it is drawn"
     )
+    layer_kinds: dict[str, str] = Field(
+        default_factory=dict, description="what each `type` of layer (and a `mixer` beside attention) is, in words"
+    )
 
 
 class LocalModel(BaseModel):

@@ -3,7 +3,8 @@
 // tabs, the keys "[" and "]", and the URL hash. Each handler changes the state and then asks
 // for an update (a redraw) or a refresh (new answers from the server, data.js).
 
-import { EXAMPLES, parseHash, toHash } from "./state.js";
+import { EXAMPLES, chooseToken, clearErrors, clearNotice, parseHash, toHash } from "./state.js";
+import { toggleBand } from "./views/image.js";
 import { attentionLayers } from "./stacks.js";
 import { codePoints } from "./draw/tokenstrip.js";
 import { stackModel } from "./stacks.js";
@@ -17,7 +18,7 @@ import { VIEWS } from "./views.js";
 export function changeText(state, text) {
   if (text === state.text) return;
   state.text = text;
-  state.position = null;
+  chooseToken(state, null);
 }
 
 /** The text box, the fit-the-text button of a refusal and the examples. */
@@ -83,7 +84,7 @@ export function installControls(app) {
     const chip = ev.target.closest(".chip");
     if (chip?.dataset.band !== undefined) {
       // the image's band (tokenstrip.js): fold or expand its tokens, in the strip and on the heatmap's axes
-      state.imageExpanded = !state.imageExpanded;
+      toggleBand(state);
       update();
     } else if (chip) app.selectPosition(Number(chip.dataset.index));
   });
@@ -112,12 +113,11 @@ export function installControls(app) {
   });
 
   els.linkNoticeClose.addEventListener("click", () => {
-    state.notice = null;
+    clearNotice(state);
     update();
   });
   els.errorClose.addEventListener("click", () => {
-    state.error = null;
-    state.requestErrors = { grid: null, detail: null };
+    clearErrors(state);
     update();
   });
 
@@ -126,8 +126,8 @@ export function installControls(app) {
     if (toHash({ ...state, ...next }, VIEWS) === toHash(state, VIEWS)) return;
     // what a link leaves out is the default, not what the last link said
     const sampling = { on: false, top_k: null, top_p: null, seed: null };
-    const defaults = { notice: null, messages: [], stack: null, target: "", sampling };
-    Object.assign(state, defaults, next);
+    clearNotice(state);
+    Object.assign(state, { messages: [], stack: null, target: "", sampling }, next);
     data.fitToModel();
     els.textInput.value = state.text;
     data.forgetAsked(); // a link asks afresh

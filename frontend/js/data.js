@@ -1,10 +1,9 @@
-// Asking the server for what the state needs, and storing the answers in it: the all-heads grid and the
-// chosen head for the current text (in one request or two at once, drawn at the next frame), the exact cells
-// of a zoomed block, the predictions at another temperature, the model and the head roles at start (asked in
-// modelload.js). Typing is debounced here; the views say what they need (views.js: `needs`, and `need(state)`,
-// their own questions) and `ensureData` and `askNeeded` ask for what is missing, before each render (main.js).
-// Each answer is stored under the key of its subject (state.js, subject.js): a view never draws an older text's
-// numbers. A refusal of the image goes to the image field (cards/imagepick.js).
+// Asking the server for what the state needs, and storing the answers in it: the all-heads grid and the chosen
+// head for the current text (in one request or two at once, drawn at the next frame), the predictions at another
+// temperature, the model and the head roles at start (modelload.js). Typing is debounced here; the views say what
+// they need (views.js: `needs`, and `need(state)`, their own questions, as the cards' `need`) and `ensureData` and
+// `askNeeded` ask for what is missing, before each render (main.js). Each answer is keyed by what its request's body
+// asks (state.js gridKey, headKey): a view never draws an older text's numbers. A refused image: cards/imagepick.js.
 
 import { askAll } from "./answers.js";
 import { errorText, latestOnly, refusalOf } from "./api.js";
@@ -20,6 +19,7 @@ import {
   predictionsRequest,
 } from "./requests.js";
 import { FOCUS_MAX, currentDetail, currentGrid, gridKey, headKey } from "./state.js";
+import { clearErrors, requestEnded, showError } from "./state.js"; // the banner, written there alone
 import { blankSubject, subjectKey } from "./subject.js";
 import { VIEWS, viewById } from "./views.js";
 
@@ -48,8 +48,8 @@ function dataContext(app) {
     sendDetail: latestOnly("/api/attention"),
     sendPredictions: latestOnly("/api/attention"),
     modelReady: null,
-    // per request kind, the key a 4xx answered: the same question gets the same refusal, so a tab
-    // switch does not ask it again (a new text, head or what-if is a new key; Enter asks anyway)
+    // per request kind, the answer's key (its body's, state.js gridKey/headKey) a 4xx answered: a refusal memo,
+    // so a tab switch does not ask it again (a new text, head or what-if is a new key; Enter asks anyway)
     refusedKey: { grid: null, detail: null },
     // What the user last asked for (text, what-ifs, head, temperature, view): Enter on a text
     // already asked (a paste goes out on its input event) asks nothing again. Any failed request and
@@ -71,11 +71,8 @@ function requestDone(ctx, kind, err, key = null) {
   }
   ctx.refusedKey[kind] = err && err.status >= 400 && err.status < 500 ? key : null;
   if (err) ctx.askedKey = null; // asked, not answered: Enter asks again
-  state.requestErrors[kind] = err ? errorText(err) : null;
-  state.error = state.requestErrors.detail ?? state.requestErrors.grid;
   // the refusal's numbers feed the token counter, so it says what the message says
-  if (err) state.refusal = refusalOf(err.detail);
-  else if (!state.error) state.refusal = null;
+  requestEnded(state, kind, err ? errorText(err) : null, err ? refusalOf(err.detail) : null);
 }
 
 async function fetchGrid(ctx) {
@@ -218,9 +215,7 @@ async function refreshAll(ctx) {
   if (blankSubject(state)) {
     // an empty box is not an error: the empty state says what to do, nothing is asked, and
     // an error of an earlier text goes with it
-    state.requestErrors = { grid: null, detail: null };
-    state.error = null;
-    state.refusal = null;
+    clearErrors(state);
     update();
     return;
   }
@@ -229,7 +224,7 @@ async function refreshAll(ctx) {
   else await Promise.all([fetchDetail(ctx), fetchGrid(ctx)]);
 }
 
-const intentKey = (s) => JSON.stringify([headKey(s), s.temperature, s.view]);
+const intentKey = (s) => JSON.stringify([headKey(s), s.temperature, s.view]); // the intent asked, keys no answer
 
 /**
  * Typing, debounced on both edges: a keystroke after a pause goes out at once (no waiting),
@@ -306,15 +301,20 @@ function ensureData(ctx) {
  */
 async function modelChanged(ctx, refreshNow) {
   const state = ctx.app.state;
-  Object.assign(state, { grid: null, detail: null, effects: null, generation: null, error: null });
-  // the views' own answers (each view's `answers`, views.js)
-  for (const view of VIEWS) for (const field of view.answers ?? []) state[field] = null;
+  Object.assign(state, { grid: null, detail: null });
+  showError(state, null);
+  // the views' and the cards' own answers (each one's `answers`, views.js)
+  for (const field of [...VIEWS, ...(ctx.app.els.cards ?? [])].flatMap((p) => p.answers ?? [])) state[field] = null;
   ctx.askedKey = null;
   ctx.modelReady = loadModel(ctx.app);
   await ctx.modelReady;
   loadRoles(ctx.app);
   refreshNow();
 }
+
+/** The own questions (`need`, answers.js) of the open view and of the cards. */
+const ownQuestions = ({ state, els }) =>
+  [viewById(state.view), ...(els.cards ?? [])].flatMap((p) => p.need?.(state) ?? []);
 
 /**
  * The page's requests over `app` ({state, els, update}). Returns the functions the rest of the
@@ -333,8 +333,8 @@ export function createData(app) {
     scheduleRefresh: typing.scheduleRefresh,
     refreshNow: typing.refreshNow,
     ensureData: () => ensureData(ctx),
-    /** The data step before each render: the current view's own questions (its `need`), once the model is known. */
-    askNeeded: () => state.model && askAll(app, viewById(state.view).need?.(state) ?? []),
+    /** The data step before each render: the open view's and the cards' own questions (their `need`). */
+    askNeeded: () => state.model && askAll(app, ownQuestions(app)),
     fitToModel: () => fitToModel(state),
     /** A link asks afresh: Enter and the next refresh ask again even for the same intent. */
     forgetAsked: () => (ctx.askedKey = null),

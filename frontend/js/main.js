@@ -16,7 +16,17 @@ import { installExport, renderExport } from "./cards/export.js";
 import { installGenerate } from "./cards/generate.js";
 import { installModelPicker } from "./cards/modelpicker.js";
 import { renderSafely, resizeView } from "./render.js";
-import { createState, currentDetail, currentGrid, parseHash, toHash } from "./state.js";
+import {
+  chooseHead,
+  chooseToken,
+  clearNotice,
+  createState,
+  currentDetail,
+  currentGrid,
+  parseHash,
+  showError,
+  toHash,
+} from "./state.js";
 import { installGridPointer } from "./head/grid.js";
 import { buildTabs, installTabs } from "./tabs.js";
 import { VIEWS, VIEW_IDS } from "./views.js";
@@ -91,7 +101,7 @@ function createPage() {
     page.frame = null;
     app.data?.askNeeded(); // the data step: the view's own questions, asked before it draws from the answers
     const done = renderSafely(state, els);
-    if (done.failed) state.error = done.error; // and it stays in the banner
+    if (done.failed) showError(state, done.error); // and it stays in the banner
     page.renders += 1;
     clearTimeout(page.hashTimer);
     page.hashTimer = setTimeout(() => {
@@ -118,14 +128,13 @@ function createPage() {
     changeText: (text) => changeText(state, text),
     selectHead(layer, head) {
       if (layer === state.layer && head === state.head) return;
-      state.layer = layer;
-      state.head = head;
-      state.notice = null; // the user chose a head: the note about the link's head is done
+      chooseHead(state, layer, head);
+      clearNotice(state); // the user chose a head: the note about the link's head is done
       update(); // draws at once from the grid's pattern
       data.fetchDetail(); // then the scores and the per-head views
     },
     selectPosition(p) {
-      state.position = p;
+      chooseToken(state, p);
       update();
     },
     setView(view) {
@@ -186,8 +195,10 @@ function startPage() {
     },
   };
   if (!window.Plotly) {
-    state.error =
-      "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?";
+    showError(
+      state,
+      "The charting library did not load from /vendor/plotly.min.js: is the plotly package installed on the server?",
+    );
   }
   app.update();
   data.start();

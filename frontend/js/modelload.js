@@ -2,7 +2,9 @@
 // again when the server serves another model; the chosen head and the switched-off heads fitted to it.
 
 import { errorText, getJSON } from "./api.js";
-import { fitHead } from "./state.js";
+import { addNotice, chooseHead, fitHead, showError } from "./state.js";
+import { switchOff } from "./switchedoff.js";
+import { fitRole } from "./views/roles.js";
 import { fitStack, stackModel } from "./stacks.js";
 
 /**
@@ -13,11 +15,9 @@ export function fitToModel(state) {
   if (!state.model) return;
   const stackNote = fitStack(state);
   const fit = fitHead(state, stackModel(state));
-  state.layer = fit.layer;
-  state.head = fit.head;
-  state.ablate = fit.ablate;
-  for (const note of [stackNote, fit.note])
-    if (note && !state.notice?.includes(note)) state.notice = [state.notice, note].filter(Boolean).join(" ");
+  chooseHead(state, fit.layer, fit.head);
+  switchOff(state, fit.ablate);
+  for (const note of [stackNote, fit.note]) addNotice(state, note);
 }
 
 export async function loadModel({ state, update }) {
@@ -29,7 +29,7 @@ export async function loadModel({ state, update }) {
       return;
     } catch (err) {
       if (attempt >= 60) {
-        state.error = errorText(err);
+        showError(state, errorText(err));
         update();
         return;
       }
@@ -41,9 +41,9 @@ export async function loadModel({ state, update }) {
 export async function loadRoles({ state, update }) {
   try {
     state.roles = await getJSON("/api/heads");
-    if (!state.roles.roles.includes(state.role)) state.role = state.roles.roles[0];
+    fitRole(state);
   } catch (err) {
-    state.error = `Head roles: ${errorText(err)}`;
+    showError(state, `Head roles: ${errorText(err)}`);
   }
   update();
 }

@@ -4,8 +4,8 @@
 // of a zoomed block are the head view's own question (views/head.js).
 
 import { currentGrid } from "./state.js";
-import { attentionLayers, gridLayers } from "./stacks.js";
-import { messagesOf, subject } from "./subject.js";
+import { attentionLayers } from "./stacks.js";
+import { gridAsks, headAsks, messagesOf, subject } from "./subject.js";
 import { viewById } from "./views.js";
 import { copyFields } from "./wire.js";
 
@@ -24,8 +24,7 @@ export const HALF_PRECISION_FROM = 257;
  */
 export function gridRequest(state) {
   return {
-    ...subject(state, URL),
-    ...gridLayers(state.model),
+    ...gridAsks(state), // what it asks about, its answer's key (state.js gridKey); the rest says how it comes
     include: ["stats"],
     stats_rows: false,
     stats_unscaled: false,
@@ -70,9 +69,7 @@ export function focusFields(state) {
  */
 function pooledDetailRequest(state) {
   return {
-    ...subject(state, URL),
-    layers: [state.layer],
-    heads: [state.head],
+    ...headAsks(state), // what it asks about, its answer's key (state.js headKey)
     include: ["stats"],
     thumbnail: 4,
     focus: { layer: state.layer, head: state.head, include: focusFields(state), thumbnail: state.drawCells },
@@ -119,9 +116,7 @@ export function detailRequest(state) {
   if (pooledFocus(state)) return pooledDetailRequest(state);
   const T = state.grid?.response?.tokens?.length ?? 0;
   return {
-    ...subject(state, URL),
-    layers: [state.layer],
-    heads: [state.head],
+    ...headAsks(state), // what it asks about, its answer's key (state.js headKey); the rest says how it comes
     // attn_scores_uncapped: the scores before a softcap (sent only by layers that have one); the parts of
     // q·kᵀ (`score_part` in the field table): sent only by the layers that split it
     include: [

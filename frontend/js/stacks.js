@@ -109,7 +109,7 @@ export function fitStack(state) {
   if (stacksOf(state.model).some((s) => s.name === state.stack)) return null;
   const names = stacksOf(state.model).map((s) => s.name);
   const asked = state.stack;
-  state.stack = null;
+  chooseStack(state, null);
   return `This link names the ${asked} stack; ${state.model.name} has ${names.join(" and ")} attention only.`;
 }
 
@@ -128,4 +128,9 @@ export function gridLayers(model) {
   if (!implicit.length && !beside.length) return {};
   const layers = [...attentionLayers(model), ...implicit].sort((a, b) => a - b);
   return beside.length ? { layers, mixers: beside } : { layers };
+}
+
+/** Choose the attention stack looked at (null: the model's default). */
+export function chooseStack(state, name) {
+  state.stack = name;
 }

@@ -5,9 +5,10 @@
 // Everything the page shows is a function of this object: events and API answers change it
 // (controls.js, data.js, the cards), render.js reads it and redraws.
 
+import { parseSampling } from "./cards/sampling.js";
 import { offParam, parseOff } from "./switchedoff.js";
-import { messagesParam, parseMessages, seq2seqLink, subjectKey } from "./subject.js";
-import { attentionLayers, gridLayers } from "./stacks.js";
+import { attentionKey, gridAsks, headAsks, messagesParam, parseMessages, seq2seqLink, subjectKey } from "./subject.js";
+import { attentionLayers } from "./stacks.js";
 
 export const EXAMPLES = [
   {
@@ -91,7 +92,6 @@ export function createState(views = []) {
     // {inputs, answer} once in, {inputs, pending: true} on its way, {inputs, error} when refused
     effects: null, // POST /api/head-effects (effects.js)
     effectsMode: "zero", // how the head effects switch a head off: "zero" or "mean"
-    ablationEffect: null, // the top guess before → after switching heads off (ablation.js)
     generation: null, // the last "Continue": {inputs, steps, reason, running, error} (generate.js)
   };
   // each view's slice, a fresh copy (structuredClone: no two pages share an array)
@@ -202,54 +202,6 @@ export function paramLink(key, field, when = (s) => Boolean(s[field])) {
   };
 }
 
-/** Continue's sampling settings from a link (`sample=1&topk=40&topp=0.9&seed=7`); what is bad is left out. */
-function parseSampling(params) {
-  const raw = {};
-  for (const [key, name] of [
-    ["topk", "top_k"],
-    ["topp", "top_p"],
-    ["seed", "seed"],
-  ])
-    if (params.has(key)) raw[name] = params.get(key);
-  return checkSampling(raw).sampling;
-}
-
-const SAMPLING_RULES = {
-  top_k: {
-    parse: (v) => Number(v),
-    ok: (v) => Number.isInteger(v) && v >= 1 && v <= 2 ** 31 - 1,
-    words: "a whole number from 1 to 2147483647",
-  },
-  top_p: {
-    parse: (v) => Number(v),
-    ok: (v) => Number.isFinite(v) && v > 0 && v <= 1,
-    words: "a number above 0 and at most 1",
-  },
-  seed: {
-    parse: (v) => Number(v),
-    ok: (v) => Number.isInteger(v) && v >= 0 && v <= Number.MAX_SAFE_INTEGER,
-    words: "a whole number from 0 to 9007199254740991",
-  },
-};
-
-/**
- * Sampling settings as typed (strings; "" or absent: not set) -> `{sampling, problems}`: each
- * valid value kept, each bad one left out and named in `problems`, e.g. "top-p 1.5 is not a
- * number above 0 and at most 1" (Continue refuses to start while there is one).
- */
-export function checkSampling(raw) {
-  const sampling = { on: true, top_k: null, top_p: null, seed: null };
-  const problems = [];
-  for (const [name, rule] of Object.entries(SAMPLING_RULES)) {
-    const text = String(raw[name] ?? "").trim();
-    if (text === "") continue;
-    const value = rule.parse(text);
-    if (rule.ok(value)) sampling[name] = value;
-    else problems.push(`${name.replace("_", "-")} ${text} is not ${rule.words}`);
-  }
-  return { sampling, problems };
-}
-
 /** The hash that reopens the same picture (each view writes its own keys); defaults are left out. */
 export function toHash(state, views = []) {
   const params = new URLSearchParams();
@@ -279,15 +231,51 @@ export function toHash(state, views = []) {
   return "#" + params.toString();
 }
 
+// ---------------------------------------------------------------- the shared choices, written here alone
+
+/** Choose the token whose predictions are shown; null (a new prompt, stack or target): the last one again. */
+export function chooseToken(state, position = null) {
+  state.position = position;
+}
+
+/** Choose the layer and head every head view draws. */
+export function chooseHead(state, layer, head) {
+  state.layer = layer;
+  state.head = head;
+}
+
+/** Add a calm note to the banner's (each said once); `clearNotice` lets go of them. */
+export function addNotice(state, note) {
+  if (note && !state.notice?.includes(note)) state.notice = [state.notice, note].filter(Boolean).join(" ");
+}
+export const clearNotice = (state) => void (state.notice = null);
+
+/** Show `text` in the error banner (null: none); `clearErrors` also lets go of each request's error and refusal. */
+export const showError = (state, text) => void (state.error = text);
+export function clearErrors(state) {
+  state.requestErrors = { grid: null, detail: null };
+  state.error = state.refusal = null;
+}
+
+/**
+ * A request of `kind` ("grid", "detail") ended with `error` (its words; null: answered): the banner shows what is
+ * left, and the server's `refusal` of the text (its 422 item) stays while an error does.
+ */
+export function requestEnded(state, kind, error, refusal = null) {
+  state.requestErrors[kind] = error;
+  state.error = state.requestErrors.detail ?? state.requestErrors.grid;
+  if (error) state.refusal = refusal;
+  else if (!state.error) state.refusal = null;
+}
+
 // ---------------------------------------------------------------- which answer is current
 
-/** Identifies the answer to a grid request: its subject (subject.js: text, image, what-ifs) and layers. */
-export const gridKey = (state, named = gridLayers(state.model)) =>
-  named.layers ? `${subjectKey(state)}|${JSON.stringify(named)}` : subjectKey(state); // a hybrid's: with its model
+/** The key of the grid's answer: what its request asks about (subject.js `gridAsks`: the body's subject and layers). */
+export const gridKey = (state) => attentionKey(state, gridAsks(state));
 
-/** Identifies the answer to a chosen-head request: its subject and the head (the temperature only moves the
- * predictions). */
-export const headKey = (state) => JSON.stringify([subjectKey(state), state.layer, state.head]);
+/** The key of the chosen head's answer: what its request asks about (subject.js `headAsks`: the body's subject,
+ * layer and head; how it comes, pooled or whole, at which temperature, is no part of it). */
+export const headKey = (state) => attentionKey(state, headAsks(state));
 
 /** The grid answer if it belongs to the current text and what-ifs, else null. */
 export function currentGrid(state) {

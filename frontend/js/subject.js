@@ -5,8 +5,9 @@
 // part added here is both sent and keyed. `ROUTES` is the one list of the parts each route takes beyond the text;
 // GET /api/model's `subject` says which parts the model takes.
 
+import { questionKey } from "./answers.js";
 import { isBlank } from "./api.js";
-import { STACK_NAMES, chosenStack, manyStacks } from "./stacks.js";
+import { STACK_NAMES, chosenStack, gridLayers, manyStacks } from "./stacks.js";
 
 const WHAT_IFS = ["causal", "scale", "ablate"];
 /** The parts an encoder–decoder adds to a subject: the stack looked at, and the decoder's text. */
@@ -95,15 +96,39 @@ export function subject(state, url) {
   return out;
 }
 
+const ATTENTION = "/api/attention";
+
 /**
- * The key of what `/api/attention` answers about (the grid, the chosen head): its subject, the image named by its
- * id (each image taken has its own) rather than its bytes; without the what-ifs when `whatIfs` is false (what the
- * tokens depend on).
+ * What the grid's request asks about: its subject and the layers it computes (requests.js `gridRequest` spreads
+ * it, and adds only how the answer comes: thumbnails, statistics, encoding).
+ */
+export const gridAsks = (state) => ({ ...subject(state, ATTENTION), ...gridLayers(state.model) });
+
+/**
+ * What the chosen head's request asks about: its subject, the layer and the head (requests.js `detailRequest`
+ * spreads it, and adds only how the answer comes: fields, pooling, precision, the predictions' temperature).
+ */
+export const headAsks = (state) => ({ ...subject(state, ATTENTION), layers: [state.layer], heads: [state.head] });
+
+/** A body to /api/attention with its image and recording named by their ids (each one taken has its own), not
+ * their bytes: what its answer is keyed by. */
+function byIds(state, body) {
+  const out = { ...body };
+  if (out.image) out.image = imageOf(state).id;
+  if (out.audio) out.audio = audioOf(state).id;
+  return out;
+}
+
+/** The key of the answer to an /api/attention body that spreads `asks` (`gridAsks`, `headAsks`): that part of the
+ * body itself (answers.js `questionKey`), so whatever the request asks about is what its answer is keyed by. */
+export const attentionKey = (state, asks) => questionKey(ATTENTION, byIds(state, asks));
+
+/**
+ * The key of what `/api/attention` answers about (the grid, the chosen head) as far as the tokens go: its subject,
+ * the image and recording by their ids; without the what-ifs when `whatIfs` is false (what the tokens depend on).
  */
 export function subjectKey(state, whatIfs = true) {
-  const body = subject(state, "/api/attention");
-  if (body.image) body.image = imageOf(state).id;
-  if (body.audio) body.audio = audioOf(state).id;
+  const body = byIds(state, subject(state, ATTENTION));
   if (!whatIfs) for (const part of WHAT_IFS) delete body[part];
   return JSON.stringify(body);
 }

@@ -25,3 +25,8 @@ export function toggled(ablate, layer, head) {
     ? ablate.filter((a) => !(a.layer === layer && a.head === head))
     : sortHeads([...ablate, { layer, head }]);
 }
+
+/** Switch off `heads` ([{layer, head}] sorted, every /api/attention request carries them); [] switches all on. */
+export function switchOff(state, heads) {
+  state.ablate = heads;
+}

@@ -52,9 +52,10 @@ class Drawn:
     ``sums`` what the softmax's rows sum to (the mask pipeline), ``steps`` added after it; ``stats`` what the
     entropy is of; ``grid``, ``lines`` the all-heads grid's and the lines' captions; ``hover`` the cell's or
     the strip's hover; ``scores`` after the raw score's name in the hover; ``colorbar`` the colour bar's title;
-    ``cell`` what a pooled cell of the grid is; ``heads`` what the model's heads are; ``keys`` one more key
-    every row's softmax sees; ``band`` a band's label (``{n}`` its tokens, ``{role}``, ``{message}``); ``head``
-    one of a message's numbers beside the head (``{role}``, ``{value}``).
+    ``cell`` what a pooled cell of the grid is; ``output`` where the drawn head's output stands in its layer;
+    ``heads`` what the model's heads are; ``keys`` one more key every row's softmax sees; ``band`` a band's label
+    (``{n}`` its tokens, ``{role}``, ``{message}``); ``head`` one of a message's numbers beside the head
+    (``{role}``, ``{value}``).
     """
 
     sits: Sits

@@ -12,6 +12,28 @@ from . import HEAD_FIELDS, Drawn, HeadField
 TOKEN_KINDS = ("text", "image", "marker")  # an answer's token_kinds (the image's band: the run of "image")
 ROLES = ("system", "user", "assistant")  # a conversation's roles (the answer's spans)
 
+# what each type of layer is (GET /api/model `layers` `type`, and a mixer beside attention), in words: the page's
+# layer ribbon says them and knows no family
+LAYER_KINDS = {
+    "full": "softmax attention over every earlier token",
+    "sliding": "softmax attention over a sliding window",
+    "chunked": "softmax attention inside its chunk of tokens",
+    "nope": "softmax attention over every earlier token, without rotary positions (NoPE)",
+    "linear": "linear attention: no softmax, no attention map, so no heads to draw",
+    "conv": "a short convolution: no attention map, so no heads to draw",
+    "ssm": "a state-space model (Mamba): no attention map, so no heads to draw",
+    "gated_deltanet": "Gated DeltaNet, linear in its values: its implicit attention M is drawn in the grid and under "
+    "it",
+    "kimi_delta": "Kimi Delta Attention, linear in its values: its implicit attention M is drawn in the grid and under "
+    "it",
+    "mamba2": "Mamba-2, linear in its values: its implicit attention M is drawn in the grid and under it",
+    "lightning": "lightning attention, linear in its values: its implicit attention M is drawn in the grid and under "
+    "it",
+    "mamba1": "Mamba-1, linear in its values: the mean over channels of its |M| is drawn in the grid and under it",
+    "short_conv": "a short convolution, linear in its values: its mean over channels of |M| drawn in the grid and "
+    "under it",
+}
+
 # the quirks an answer holds outside a head's fields: per layer (LayerView) or per answer; never an `include` name
 OTHER_FIELDS = (
     HeadField(
@@ -100,7 +122,8 @@ OTHER_FIELDS = (
     HeadField("mixer", "word", None, "a value-linear layer's mixer (POST /api/attention, `layers` naming it): each "
               "head's pattern is M, o_t = Σ_s M[t, s] v_s + skip · v_t, not a softmax", layers="implicit", at="layer",
               drawn=Drawn("head", "mixer", "signed", {"rows": "Implicit attention of a {mixer} layer, not a softmax: "
-                          "o_t = Σ_s M[t,s] v_s", "colorbar": "M"}, signed=True)),
+                          "o_t = Σ_s M[t,s] v_s", "output": ", exact: the layer's output before its gate, norm and "
+                          "projection", "colorbar": "M"}, signed=True)),
 )
 
 

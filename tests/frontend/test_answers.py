@@ -85,3 +85,36 @@ def test_the_rollout_view_draws_the_token_chosen_last_when_answers_cross(tab):
     assert page.evaluate("() => window.attnscope.state.rollout.response.position") == 3
     assert len(page.evaluate("() => window.__asked")) == 2
     assert not tab.unexpected_console_errors()
+
+
+# The grid's and the chosen head's keys against the bodies sent: each change of the page's state, one at a time.
+KEYS_AND_BODIES = """async () => {
+  const { gridKey, headKey } = await import("/js/state.js");
+  const { detailRequest, gridRequest } = await import("/js/requests.js");
+  const base = window.attnscope.state;
+  const changes = [{ text: "another text" }, { causal: false }, { scaled: false }, { ablate: [{ layer: 0, head: 1 }] },
+    { layer: 1 }, { head: 1 }, { temperature: 2 }, { drawCells: 64 }, { view: "lines" }, { position: 2 }];
+  const seen = (s) => ({ grid: gridKey(s), head: headKey(s), gridBody: gridRequest(s), headBody: detailRequest(s) });
+  return { before: seen(base), after: changes.map((c) => ({ change: c, ...seen({ ...base, ...c }) })) };
+}"""
+
+HOW = {"include", "thumbnail", "focus", "encoding", "precision", "top_k", "temperature", "stats_rows",
+       "stats_unscaled"}  # how an answer comes: the same question answered in another form
+
+
+def test_the_grid_and_the_head_are_keyed_by_what_their_bodies_ask(tab):
+    """A change of the state changes an answer's key exactly when it changes what its request's body asks (the
+    subject, the layers and heads), never when it changes only how the answer comes (the temperature, pooling)."""
+    tab.open("/#text=" + quote(TEXT))
+    tab.page.wait_for_function("() => window.attnscope.state.model && window.attnscope.state.grid")
+    got = tab.page.evaluate(KEYS_AND_BODIES)
+    asks = lambda body: {k: v for k, v in body.items() if k not in HOW}  # noqa: E731
+    before = got["before"]
+    moved = {"grid": 0, "head": 0, "how": 0}
+    for after in got["after"]:
+        for kind in ("grid", "head"):
+            changed = asks(after[kind + "Body"]) != asks(before[kind + "Body"])
+            assert (after[kind] != before[kind]) == changed, (kind, after["change"])
+            moved[kind] += changed
+        moved["how"] += after["headBody"] != before["headBody"] and after["head"] == before["head"]
+    assert moved["grid"] >= 4 and moved["head"] >= 6 and moved["how"] >= 1  # the examples reach every case

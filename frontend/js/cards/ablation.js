@@ -2,15 +2,15 @@
 // for the chosen head change `state.ablate` (switchedoff.js); every /api/attention request
 // carries it, so the grid, the head and the predictions are the ablated model's. A card lists
 // the switched-off heads and says what the switch did to the chosen prediction: the token the
-// intact model puts first, its probability before → after. That answer lives in
-// `state.ablationEffect` with the inputs it was measured for, and follows them: a render that
-// finds them changed measures again.
+// intact model puts first, its probability before → after: two questions (`ablationNeed`), asked by
+// the data step and keyed by their bodies (answers.js), so the line follows the text, the heads and the
+// what-ifs; drawing asks nothing.
 
-import { errorText, postJSON } from "../api.js";
+import { answerIn, question } from "../answers.js";
 import { mount, setHidden } from "../dom.js";
-import { changedInputs, inputsFor } from "../measured.js";
+import { selectedPosition } from "../state.js";
 import { blankSubject, subject } from "../subject.js";
-import { isOff, sortHeads, toggled } from "../switchedoff.js";
+import { isOff, sortHeads, switchOff, toggled } from "../switchedoff.js";
 
 /** Where each head's toggle sits over the grid canvas (CSS pixels): its tile's top-right corner. */
 export function toggleSpots(layout, layers) {
@@ -31,9 +31,6 @@ export function toggleSpots(layout, layers) {
 }
 
 export const fmt = (p) => (p >= 0.001 ? `${(100 * p).toFixed(1)} %` : p > 0 ? p.toExponential(1) : "0");
-
-/** What the before → after measurement depends on. */
-const INPUTS = ["text", "target", "image", "position", "ablate", "causal", "scaled", "temperature"];
 
 /** The ✕ over one head's tile (`spot`, toggleSpots), pressed when the head is off. */
 function toggleButton(spot, ablate) {
@@ -91,57 +88,43 @@ function drawList({ state, root, list, clear, setAblate }) {
   );
 }
 
-/** Before → after: the intact model's top guess at the chosen position, its probability in both, into `record`. */
-async function measure(app, record) {
-  const state = app.state;
-  const url = "/api/attention";
-  const body = { ...subject(state, url), ablate: [], layers: [], include: [], top_k: 50 };
-  body.temperature = state.temperature;
-  try {
-    const [before, after] = await Promise.all([
-      postJSON(url, body),
-      postJSON(url, { ...body, ablate: state.ablate }),
-    ]);
-    const pos = state.position ?? before.predictions.length - 1;
-    record.inputs.position = pos;
-    const top = before.predictions[pos][0];
-    record.answer = {
-      token: before.tokens[pos],
-      top,
-      found: after.predictions[pos].find((p) => p.id === top.id),
-      after: after.predictions[pos],
-    };
-  } catch (err) {
-    record.error = errorText(err);
-  }
-  record.pending = false;
-  if (state.ablationEffect === record) app.update();
+const URL = "/api/attention";
+
+/**
+ * The card's two questions, asked by the data step (data.js `askNeeded`, answers.js): the top guesses after every
+ * token of the intact model, and of the model with the heads off; none while no head is off.
+ */
+export function ablationNeed(state) {
+  if (!state.ablate.length || blankSubject(state) || !state.model) return [];
+  const { temperature } = state;
+  const body = { ...subject(state, URL), ablate: [], layers: [], include: [], top_k: 50, temperature };
+  return [question("ablationBefore", URL, body), question("ablationAfter", URL, { ...body, ablate: state.ablate })];
 }
 
-/** The card's before → after line; measures again when the inputs it was measured for changed. */
-function drawEffect({ app, state, effect }) {
-  const r = state.ablationEffect;
-  if (!state.ablate.length || blankSubject(state)) {
-    state.ablationEffect = null;
-    effect.textContent = "";
-    for (const key of ["before", "after", "token"]) delete effect.dataset[key];
+/** The card's before → after line at the chosen position, from the answers to `ablationNeed`'s questions. */
+function drawEffect({ state, effect }) {
+  const asked = ablationNeed(state);
+  if (!asked.length) {
+    if (state.model || !state.ablate.length) {
+      effect.textContent = "";
+      for (const key of ["before", "after", "token"]) delete effect.dataset[key];
+    } // else a link's heads are checked against the model first (fitToModel)
     return;
   }
-  if (!state.model) return; // a link's heads are checked against the model first (fitToModel)
-  if (!r || (!r.pending && changedInputs(r.inputs, state).length)) {
-    // the inputs changed: measure again, and say so until the answer is in
-    const next = { inputs: inputsFor(state, INPUTS), pending: true };
-    state.ablationEffect = next;
+  const [b, a] = asked.map((q) => answerIn(state, q));
+  const error = b.error ?? a.error;
+  if (error) {
+    effect.textContent = `Could not measure: ${error}`;
+    return;
+  }
+  if (!b.response || !a.response) {
     effect.textContent = "Measuring what switching these heads off does to the top guess…";
-    measure(app, next);
     return;
   }
-  if (r.pending) return;
-  if (r.error) {
-    effect.textContent = `Could not measure: ${r.error}`;
-    return;
-  }
-  const { token, top, found, after } = r.answer;
+  const pos = selectedPosition(state, b.response.predictions.length);
+  const [token, after] = [b.response.tokens[pos], a.response.predictions[pos]];
+  const top = b.response.predictions[pos][0];
+  const found = after.find((p) => p.id === top.id);
   const now = found ? fmt(found.prob) : `< ${fmt(after.at(-1).prob)}`;
   const strong = document.createElement("strong");
   strong.textContent = top.token;
@@ -194,13 +177,15 @@ export function installAblation(app) {
   const { "ablate-list": list, "ablate-effect": effect, "ablate-clear": clear } = parts;
 
   function setAblate(next) {
-    state.ablate = sortHeads(next);
+    switchOff(state, sortHeads(next));
     app.update();
     app.refreshNow();
   }
   const card = { app, state, grid, overlay, root, list, effect, clear, setAblate };
   wireSwitches(card);
   return {
+    need: ablationNeed,
+    answers: ["ablationBefore", "ablationAfter"], // a new model drops them (data.js)
     draw() {
       drawOverlay(card);
       drawList(card);

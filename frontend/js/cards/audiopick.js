@@ -1,4 +1,4 @@
-// The recording a speech model hears (GET /api/model `audio`: Whisper), in place of the text: drop a file on the
+// The recording a speech model hears (GET /api/model `audio`), in place of the text: drop a file on the
 // field, pick one, or record one with the microphone. A file is sent as it is (WAV, FLAC, OGG/Vorbis or MP3: the
 // server decodes and resamples it, docs/API.md "Speech"); a recording made here is the browser's own decoding of
 // what the microphone gave, written as a 16-bit WAV, since browsers record WebM or MP4, which the server does not

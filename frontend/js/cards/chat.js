@@ -4,6 +4,7 @@
 // (`chat=`). The field is `#chat-field`, built here; the state's `messages` is written here alone.
 
 import { setHidden, setText } from "../dom.js";
+import { chooseToken } from "../state.js";
 import { ROLES, modelTakes } from "../subject.js";
 
 const FIELD = `
@@ -113,7 +114,7 @@ export function installChat(app) {
   const { state } = app;
   const change = (messages, typing) => {
     state.messages = messages;
-    state.position = null; // a new prompt: the last token again
+    chooseToken(state, null); // a new prompt: the last token again
     app.update();
     if (typing) app.data.scheduleRefresh();
     else app.refreshNow();

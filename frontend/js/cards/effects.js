@@ -156,5 +156,5 @@ export function installEffects(app) {
     const head = Number.parseInt(String(pt.x).slice(1), 10);
     if (Number.isInteger(layer) && Number.isInteger(head)) app.selectHead(layer, head);
   });
-  return { draw: () => drawEffects(card) };
+  return { draw: () => drawEffects(card), answers: ["effects"] }; // a new model drops its answer (data.js)
 }

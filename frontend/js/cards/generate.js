@@ -9,7 +9,9 @@ import { errorText, formatDetail, isBlank } from "../api.js";
 import { viridisLUT, weightColor, weightLegend } from "../draw/gridcanvas.js";
 import { mount, setHidden, setProp, setText } from "../dom.js";
 import { changedInputs, inputsFor, outOfDateWords, whatIfOn } from "../measured.js";
-import { checkSampling, limitOf } from "../state.js";
+import { checkSampling } from "./sampling.js";
+import { limitOf } from "../state.js";
+import { writeTarget } from "./target.js";
 import { modelTakes, subject } from "../subject.js";
 
 /** Read an NDJSON body line by line; `onLine(obj)` for each. */
@@ -206,7 +208,7 @@ async function startRun(gen) {
     run.running = false;
     run.reason = progress.reason;
     box.dataset.reason = progress.reason;
-    if (field) Object.assign(state, { target: progress.text, position: null });
+    if (field) writeTarget(state, progress.text);
     else app.changeText(progress.text);
     run.inputs = inputsFor(state, ["text", "target", "image", "ablate"]); // the text it produced, these heads off
     app.refreshNow();
@@ -302,5 +304,5 @@ export function installGenerate(app) {
     if (state.generation) state.generation.mode = gen.mode.value;
     app.update();
   });
-  return { draw: () => drawGenerate(gen) };
+  return { draw: () => drawGenerate(gen), answers: ["generation"] }; // a new model drops it (data.js)
 }

@@ -75,7 +75,7 @@ export function dropRefusedImage(state, err) {
   if (!item) return false;
   if (state.image) {
     state.imageRefusal = `image: ${state.image.name} was refused by the server: ${item.msg}`;
-    Object.assign(state, { image: null, imageQuery: null });
+    state.image = null; // the Image view's chosen query (views/image.js) was this image's: it goes with it
   }
   return true;
 }
@@ -86,7 +86,6 @@ async function take(app, file, id) {
   const { image, refusal } = await readImage(file, state.model?.image_limits, id);
   state.imageRefusal = refusal ?? null;
   state.image = image ?? null; // a refused image leaves none: nothing drawn from the one before
-  state.imageQuery = null; // a new prompt: the last token again
   if (image && state.view !== "image") app.setView?.("image");
   app.update();
   app.refreshNow?.(); // every answer of the text alone is another prompt's now: ask again
@@ -123,7 +122,7 @@ export function installImagePick(app) {
     takeFile(file);
   });
   byId("image-remove").addEventListener("click", () => {
-    Object.assign(app.state, { image: null, imageRefusal: null, imageQuery: null });
+    Object.assign(app.state, { image: null, imageRefusal: null });
     app.update();
     app.refreshNow?.();
   });

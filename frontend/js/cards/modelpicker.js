@@ -6,6 +6,7 @@
 
 import { errorText, getJSON, postJSON } from "../api.js";
 import { mount, setHidden, setText } from "../dom.js";
+import { showError } from "../state.js";
 
 const POLL_MS = 500;
 const WAIT_MS = 20 * 60 * 1000; // a load taking longer than this is not waited for
@@ -58,9 +59,11 @@ async function pollSwitch(picker, name) {
   for (let waited = 0; ; waited += POLL_MS) {
     if (waited > WAIT_MS) {
       picker.loading = null;
-      app.state.error =
+      showError(
+        app.state,
         `${name} is still loading after ${WAIT_MS / 60000} minutes; the page stopped waiting (GET ` +
-        `/api/models says when it is served).`;
+          `/api/models says when it is served).`,
+      );
       app.update();
       return;
     }
@@ -78,7 +81,7 @@ async function pollSwitch(picker, name) {
     }
     if (listing.switch?.name === name && listing.switch.status === "failed") {
       picker.loading = null;
-      app.state.error = `Could not load ${name}: ${listing.switch.error}. Still serving ${listing.serving}.`;
+      showError(app.state, `Could not load ${name}: ${listing.switch.error}. Still serving ${listing.serving}.`);
       app.update();
       return;
     }
@@ -102,7 +105,7 @@ async function switchModel(picker) {
     await pollSwitch(picker, name);
   } catch (err) {
     picker.loading = null;
-    app.state.error = `Could not switch to ${name}: ${errorText(err)}`;
+    showError(app.state, `Could not switch to ${name}: ${errorText(err)}`);
     app.update();
   }
 }

@@ -4,7 +4,9 @@
 // layer and head are fitted to the stack's own shape (modelload.js `fitToModel`).
 
 import { setAttr, setHidden } from "../dom.js";
-import { STACK_LABELS, chosenStack, manyStacks, stacksOf } from "../stacks.js";
+import { STACK_LABELS, chooseStack, chosenStack, manyStacks, stacksOf } from "../stacks.js";
+import { chooseToken, clearNotice } from "../state.js";
+import { unzoom } from "../draw/zoom.js";
 
 /** Each stack's hover: what its rows and columns are. */
 const STACK_TITLES = {
@@ -52,9 +54,11 @@ export function installStacks(app, field = document.getElementById("stack-field"
   field.addEventListener("click", (ev) => {
     const name = ev.target.closest("[data-stack]")?.dataset.stack;
     if (!name || name === chosenStack(state)) return;
-    state.stack = name;
+    chooseStack(state, name);
     // the stack's own layers and heads, its own query tokens: the chosen head and row start again
-    Object.assign(state, { position: null, zoom: null, notice: null });
+    chooseToken(state, null);
+    unzoom(state);
+    clearNotice(state);
     app.data.fitToModel();
     app.update();
     app.refreshNow();

@@ -7,7 +7,7 @@
 
 import { errorText, postJSON } from "../api.js";
 import { setHidden, setText } from "../dom.js";
-import { currentGrid, currentDetail } from "../state.js";
+import { chooseToken, currentGrid, currentDetail } from "../state.js";
 import { modelTakes, subject } from "../subject.js";
 
 const URL = "/api/attention";
@@ -73,8 +73,7 @@ export function installTarget(app, field = document.getElementById("target-field
   const { state } = app;
   const writing = { on: false, error: null }; // "Write it" on its way, or its refusal
   const change = (target, typing) => {
-    state.target = target;
-    state.position = null; // another target: the last token again
+    writeTarget(state, target);
     writing.error = null;
     app.update();
     if (typing) app.data.scheduleRefresh();
@@ -95,4 +94,10 @@ export function installTarget(app, field = document.getElementById("target-field
     app.update();
   });
   return { draw: (s) => drawField(s, field, writing) };
+}
+
+/** The decoder's text as the target (typed, written, or continued: cards/generate.js); the last token again. */
+export function writeTarget(state, target) {
+  state.target = target;
+  chooseToken(state, null);
 }

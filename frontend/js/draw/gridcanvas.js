@@ -278,7 +278,7 @@ export function paintGrid(canvas, grid, { selected, aggregate = false, width, ma
   ctx.textBaseline = "middle";
   const every = Math.max(1, Math.ceil(14 / geom.tile)); // a label every few tiles when they are small
   grid.layers.forEach((l, r) => {
-    // a layer number twice (Falcon-H1: attention and Mamba-2 side by side): its mixer's row is "L3m"
+    // a layer number twice (attention and a mixer side by side): its mixer's row is "L3m"
     const twice = l.implicit && grid.layers[r - 1]?.layer === l.layer;
     const y = geom.label + r * geom.tile + geom.tile / 2;
     if (r % every === 0) ctx.fillText(`L${l.layer}${twice ? "m" : ""}`, geom.label - 4, y);

@@ -82,3 +82,8 @@ export function installZoom(app) {
     },
   };
 }
+
+/** Let go of the zoomed block: the whole head again (another stack's tokens are not the block's). */
+export function unzoom(state) {
+  state.zoom = null;
+}

@@ -8,7 +8,7 @@ import { idOf, setHidden, setText } from "../dom.js";
 import { renderLayerRibbon } from "../draw/layerribbon.js";
 import { cellAt, layerMask, paintGrid, weightLegend } from "../draw/gridcanvas.js";
 import { gridTooltip } from "./gridtip.js";
-import { implicitGridWords, signedLegend } from "./implicit.js";
+import { chooseImplicit, implicitGridWords, signedLegend } from "./implicit.js";
 import { currentGrid, stepLayer } from "../state.js";
 import { bandLabel, imageRun } from "../draw/imageband.js";
 import { imageMask } from "../draw/imagemap.js";
@@ -172,7 +172,7 @@ export function installGridPointer({ state, els, selectHead, update }) {
     const row = hit.g.grid.layers[hit.row];
     if (head >= 0 && row.implicit && update) {
       // an implicit head opens under the grid (head/implicit.js), not in the softmax head's views
-      state.implicitHead = `${row.layer}:${head}`;
+      chooseImplicit(state, `${row.layer}:${head}`);
       update();
     } else if (head >= 0 && !row.implicit) selectHead(row.layer, head);
   });

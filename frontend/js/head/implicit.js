@@ -1,8 +1,8 @@
 // A hybrid's value-linear layers (GET /api/model `layers[i].implicit`) beside the softmax heads: the page asks
 // POST /api/attention for them by number, and draws the chosen head's M (o_t = Σ_s M[t, s] v_s + skip·v_t, the
-// layer's own output before its gate, norm and projection) under the grid, on the page's one diverging scale
+// layer's own output, where the server's field table says) under the grid, on the page's one diverging scale
 // (red = positive), never the softmax colours: M is not a softmax, it can be negative and its rows need not
-// sum to 1. A per-channel mixer (Mamba-1, a short convolution) is drawn as the mean over channels of |M|.
+// sum to 1. A per-channel mixer (`per_channel`: one M a channel) is drawn as the mean over channels of |M|.
 
 import { answerIn, question } from "../answers.js";
 import { drawPlot, mount, setHidden, setText } from "../dom.js";
@@ -11,7 +11,7 @@ import { scaleLUT, weightColor } from "../draw/gridcanvas.js";
 import { colorbarTitle, quirkWords } from "../draw/quirks.js";
 import { blankSubject, subject } from "../subject.js";
 
-/** The model's value-linear layers, as GET /api/model lists them (and a mixer beside attention: Falcon-H1's). */
+/** The model's value-linear layers, as GET /api/model lists them (and a mixer beside a layer's attention). */
 export const implicitLayers = (model) => (model?.layers ?? []).filter((l) => l.implicit || l.mixer);
 
 /** Every implicit head as `[value, layer, head]` (value "layer:head"), from GET /api/model. */
@@ -51,8 +51,9 @@ export function implicitCaption(model, layer, head) {
     );
   const skip = layer.skip ? ` + skip·v_t (skip ${layer.skip[head]})` : "";
   return (
-    `Layer ${layer.layer}, head ${head}. ${quirkWords(model, "rows", { layer, head })}${skip}, exact: the layer's ` +
-    "output before its gate, norm and projection. Red = positive, blue = negative, grey = 0; rows need not sum to 1."
+    `Layer ${layer.layer}, head ${head}. ${quirkWords(model, "rows", { layer, head })}${skip}` +
+    `${quirkWords(model, "output", { layer, head })}. Red = positive, blue = negative, grey = 0; rows need not sum ` +
+    "to 1."
   );
 }
 
@@ -133,7 +134,7 @@ export function installImplicit(app) {
   const { root, parts } = mount("section", "implicit-heads", "implicit-heads", MARKUP);
   root.hidden = true;
   parts["implicit-pick"].addEventListener("change", (ev) => {
-    app.state.implicitHead = ev.target.value;
+    chooseImplicit(app.state, ev.target.value);
     app.update();
   });
   app.els.headsGrid.after(root);
@@ -163,4 +164,9 @@ export function drawImplicit(state) {
   const figure = () => implicitFigure(layer.heads[h].pattern, response.tokens, title);
   drawPlot(part("implicit-plot"), `${q.key}|${value}`, figure, `attnscope-implicit-L${layer.layer}H${h}`);
   setText(part("implicit-caption"), implicitCaption(state.model, layer, h));
+}
+
+/** Choose the implicit head drawn under the grid, "layer:head". */
+export function chooseImplicit(state, head) {
+  state.implicitHead = head;
 }

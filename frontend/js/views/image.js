@@ -135,10 +135,15 @@ export function install(app) {
     const chip = e.target.closest?.("button");
     if (!chip) return;
     if (chip.dataset.band !== undefined) {
-      app.state.imageExpanded = !app.state.imageExpanded;
+      toggleBand(app.state);
       app.update();
     } else choose(app, Number(chip.dataset.position));
   });
+}
+
+/** Fold or expand the image's band of tokens, in the token strip and on every view's axes (controls.js too). */
+export function toggleBand(state) {
+  state.imageExpanded = !state.imageExpanded;
 }
 
 function choose(app, position) {
@@ -162,7 +167,7 @@ export function draw(s) {
   const mode = byId("image-mode");
   if (mode.value !== s.imageMode) mode.value = s.imageMode;
   if (!s.model?.vision)
-    return empty(`${s.model?.name ?? "This model"} reads text only: open an image-text model (LLaVA, Gemma 3).`);
+    return empty(`${s.model?.name ?? "This model"} reads text only: open an image-text model.`);
   if (!s.image) return empty("Drop, paste or pick an image beside the text to see where each token looks in it.");
   if (blankSubject(s)) return empty("Type a text to go with the image.");
   const got = answerIn(s, imageQuestion(s));

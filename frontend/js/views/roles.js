@@ -181,3 +181,8 @@ export function rolesFigure({ roles, scores, role, selected }) {
     }),
   };
 }
+
+/** The chosen role kept where the model's roles (GET /api/heads) have it, else their first (modelload.js). */
+export function fitRole(state) {
+  if (!state.roles.roles.includes(state.role)) state.role = state.roles.roles[0];
+}

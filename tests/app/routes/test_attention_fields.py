@@ -22,6 +22,20 @@ def test_the_model_route_sends_the_table(client):
     assert all(f["meaning"] for f in fields)
 
 
+def test_the_model_route_says_each_type_of_layer_in_words(client):
+    """The layer ribbon's words are the server's (`layer_kinds`): one for every `type` a layer may have, so the page
+    names no family's mixer."""
+    from typing import get_args
+
+    from attnscope.app.schemas.model import LayerInfo
+
+    model = client.get("/api/model").json()
+    types = set(get_args(LayerInfo.model_fields["type"].annotation))
+    assert set(model["layer_kinds"]) == types and len(types) > 10
+    assert all(isinstance(words, str) and len(words) > 20 for words in model["layer_kinds"].values())
+    assert {layer["type"] for layer in model["layers"]} <= set(model["layer_kinds"])
+
+
 def test_every_quirk_says_how_it_is_drawn(client):
     """What only some layers or answers hold is drawn by the page from its row alone: where it sits, its
     label and colours, and its sentences, whose {names} are fields of the table (or the row's own numbers)."""
