@@ -208,7 +208,7 @@ def profile_case(name: str, T: int, device: str, tmp: Path) -> None:
     from attnscope.app import compression
     from attnscope.app.compute.attention import attention_json
     from attnscope.app.schemas.attention import AttentionRequest
-    from attnscope.app.schemas.common import with_text_limit
+    from attnscope.app.schemas.subject import with_text_limit
     from attnscope.app.service import build_service
     from attnscope.model.registry import load_model
     from torch.profiler import ProfilerActivity, profile

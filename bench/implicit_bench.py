@@ -34,7 +34,7 @@ import attnscope  # noqa: E402
 from attnscope.app.compute.attention import answer_arrays  # noqa: E402
 from attnscope.app.notebook.service import service_for  # noqa: E402
 from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
-from attnscope.app.schemas.common import with_text_limit  # noqa: E402
+from attnscope.app.schemas.subject import with_text_limit  # noqa: E402
 from attnscope.model.families.implicit import recording_scans  # noqa: E402
 from attnscope.model.families.implicit_layer import implicit_layer  # noqa: E402
 

@@ -47,7 +47,7 @@ from attnscope.app.compute import attention as compute  # noqa: E402
 from attnscope.app.compute.plan import plan_capture  # noqa: E402
 from attnscope.app.encoding import encode_answer  # noqa: E402
 from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
-from attnscope.app.schemas.common import with_text_limit  # noqa: E402
+from attnscope.app.schemas.subject import with_text_limit  # noqa: E402
 from attnscope.app.service import build_service  # noqa: E402
 from attnscope.app.subject import subject_of  # noqa: E402
 from attnscope.model.capture import Capture  # noqa: E402

@@ -209,7 +209,7 @@ def _request(
     """The options as a ``POST /api/attention`` request, checked as the server checks it (the
     summary needs ``stats``, so it is always asked for without ``--json``)."""
     from ..schemas.attention import DEFAULT_INCLUDE, AttentionRequest
-    from ..schemas.common import with_text_limit
+    from ..schemas.subject import with_text_limit
 
     include = args.include.split(",") if args.include else list(DEFAULT_INCLUDE)
     if not args.json and "stats" not in include:

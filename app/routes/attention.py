@@ -13,7 +13,7 @@ from ..compute import attention as compute
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.attention import AttentionRequest, AttentionResponse
-from ..schemas.common import with_text_limit
+from ..schemas.subject import with_text_limit
 
 
 def server_timing(timings: dict[str, float]) -> dict[str, str]:

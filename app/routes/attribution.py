@@ -8,7 +8,7 @@ from ..compute.causal import attribution
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
 from ..schemas.attribution import AttributionRequest, AttributionResponse
-from ..schemas.common import with_text_limit
+from ..schemas.subject import with_text_limit
 
 
 def make_router(max_text_chars: int) -> APIRouter:

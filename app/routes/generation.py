@@ -15,7 +15,7 @@ from starlette.responses import StreamingResponse
 from ..compute import generation
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..lifespan import AppState
-from ..schemas.common import with_text_limit
+from ..schemas.subject import with_text_limit
 from ..schemas.generation import GenerateRequest, ndjson_responses
 
 

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from ..compute.causal import lens as compute
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
-from ..schemas.common import with_text_limit
+from ..schemas.subject import with_text_limit
 from ..schemas.lens import LensRequest, LensResponse
 
 

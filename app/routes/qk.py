@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from ..compute import qk
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
-from ..schemas.common import with_text_limit
+from ..schemas.subject import with_text_limit
 from ..schemas.qk import QkRequest, QkResponse
 
 

@@ -9,7 +9,7 @@ from ..compute.models import machine_models
 from ..compute.two_models import check_head, second_service, two_models_json
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
-from ..schemas.common import with_text_limit
+from ..schemas.subject import with_text_limit
 from ..schemas.two_models import TwoModelsLoading, TwoModelsRequest, TwoModelsResponse
 
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from ..compute import two_texts
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
 from ..responses import RawJSONResponse
-from ..schemas.common import with_text_limit
+from ..schemas.subject import with_text_limit
 from ..schemas.two_texts import TwoTextsRequest, TwoTextsResponse
 
 
