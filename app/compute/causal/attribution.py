@@ -11,7 +11,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.attribution import AttributionRequest
 from ...service import Service
-from ...subject import single_stack, target_of
+from ...subject import Prompt, single_stack, target_of
 from ..rounding import round_sig
 
 
@@ -20,12 +20,12 @@ def refused(exc: NotSplittable) -> ApiError:
     return ApiError(422, f"this model cannot be split exactly: {exc}", loc=("body", "text"), type_="not_splittable")
 
 
-def attribution_json(svc: Service, req: AttributionRequest, started: float | None = None) -> bytes:
+def attribution_json(svc: Service, req: AttributionRequest, prompt: Prompt, started: float | None = None) -> bytes:
     """The POST /api/attribution answer: each component's direct contribution to one logit."""
-    t0 = time.perf_counter() if started is None else started
+    t0 = prompt.started if started is None else started
     facts = svc.loaded.facts
     single_stack(svc, "direct attribution")
-    prompt, position = target_of(svc, req)
+    position = target_of(svc, req, prompt)
     ids = prompt.ids
     try:
         a = attribute(prompt.backend, ids, position, req.token_id)

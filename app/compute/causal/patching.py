@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import time
-
 from ....model.causal.lens import Unsupported
 from ....model.causal.patching import PatchingError, patching
 from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.patching import PatchingRequest
 from ...service import Service
-from ...subject import single_stack, subject_of
+from ...subject import Prompt, single_stack
 from ..checks import check_token_id, position_of
 from ..rounding import round_sig
 from . import elapsed_ms, not_exact
 
 
-def patching_json(svc: Service, req: PatchingRequest, started: float | None = None) -> bytes:
+def patching_json(
+    svc: Service, req: PatchingRequest, clean: Prompt, corrupt: Prompt, started: float | None = None
+) -> bytes:
     """The POST /api/patching answer: the share of the logit difference each head or residual piece restores."""
-    t0 = time.perf_counter() if started is None else started
+    t0 = clean.started if started is None else started
     single_stack(svc, "activation patching")
-    clean = subject_of(svc, req, text="clean", messages="clean_messages")
-    corrupt = subject_of(svc, req, text="corrupt", messages="corrupt_messages")
     n = len(clean.ids)
     if len(corrupt.ids) != n:
         raise ApiError(

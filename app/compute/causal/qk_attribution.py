@@ -10,18 +10,19 @@ from ....model.causal.qk import qk_attribution
 from ...responses import dumps
 from ...schemas.qk_attribution import QKAttributionRequest
 from ...service import Service
-from ...subject import single_stack, subject_of
+from ...subject import Prompt, single_stack
 from ..checks import check_attention_layer, check_index, check_position
 from ..rounding import round_sig
 from .attribution import refused
 
 
-def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float | None = None) -> bytes:
+def qk_attribution_json(
+    svc: Service, req: QKAttributionRequest, prompt: Prompt, started: float | None = None
+) -> bytes:
     """The POST /api/qk-attribution answer: one head's raw score as query-side × key-side terms."""
-    t0 = time.perf_counter() if started is None else started
+    t0 = prompt.started if started is None else started
     facts = svc.loaded.facts
     single_stack(svc, "QK attribution")
-    prompt = subject_of(svc, req)
     ids = prompt.ids
     check_attention_layer(req.layer, ("body", "layer"), "layer", facts)
     what = f"the model has {facts.n_head} heads per layer"
