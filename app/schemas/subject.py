@@ -22,6 +22,8 @@ from .common import TEXT_CHARS, HeadRef, Strict
 MAX_ABLATE = 1024  # longest `ablate` list
 MAX_MESSAGES = 256  # most turns in a conversation
 SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their variances
+# every part a subject may have (contract v6: one subject on every route), as the schemas below name them
+PARTS = ("text", "messages", "add_generation_prompt", "audio", "image", "stack", "target", "causal", "scale", "ablate")
 
 
 def text_field(max_chars: int = TEXT_CHARS, required: bool = True) -> Any:
@@ -220,3 +222,10 @@ class WhatIfs(Ablate):
 
     causal: bool = Field(True, description="false: a what-if with a decoder's mask removed in every layer")
     scale: Scale = "model"
+
+
+def parts_of(model: type) -> list[str]:
+    """The parts of the subject a request schema takes (in :data:`PARTS`'s order): what its route reads, the
+    one place that says so; any other part is refused as an unknown field."""
+    fields = getattr(model, "model_fields", {})
+    return [part for part in PARTS if part in fields]
