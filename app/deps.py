@@ -1,9 +1,9 @@
-"""What every route depends on: the app's state and loaded service (``Annotated`` dependencies),
-the strict JSON body parsing, and the error answers the OpenAPI document lists per route."""
-
-from __future__ import annotations
+"""What every route depends on: the app's state and loaded service, a request's subject resolved once
+(``Annotated`` dependencies), the strict JSON body parsing, and the error answers the OpenAPI document
+lists per route."""
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .lifespan import AppState
 from .schemas.common import ErrorResponse
 from .service import Service
+from .subject import Prompt, subject_of
 
 ERRORS_GET = {503: {"model": ErrorResponse, "description": "the model is not loaded yet"}}
 ERRORS_POST = {
@@ -36,6 +37,25 @@ def get_service(request: Request) -> Service:
 
 StateDep = Annotated[AppState, Depends(get_state)]
 ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+def subject_dep(
+    model: type, text: str = "text", messages: str | None = "messages", resolve: Callable[..., Prompt] | None = None
+) -> Any:
+    """``Annotated[Prompt, Depends(...)]``: the subject of a body of ``model`` resolved once, before the route
+    runs (:func:`~attnscope.app.subject.subject_of`, with ``text`` and ``messages`` the fields' names in a
+    request with two subjects; ``resolve(svc, body)`` where a route lays its subject out otherwise), in a
+    worker thread under the server's semaphore, as every computation. The dependency reads the body by the
+    route's own parameter's name, ``body``, so the body stays the request's whole JSON object; an error
+    resolving it is the same 422 naming the field, answered by :mod:`attnscope.app.errors`."""
+
+    def resolved(svc: Service, body: Any) -> Prompt:
+        return subject_of(svc, body, text, messages) if resolve is None else resolve(svc, body)
+
+    async def subject(body: model, svc: ServiceDep, state: StateDep) -> Prompt:  # type: ignore[valid-type]
+        return await state.run(resolved, svc, body)
+
+    return Annotated[Prompt, Depends(subject)]
 
 
 class StrictJSONRequest(Request):

@@ -109,8 +109,9 @@ VALUE_ERROR_PREFIX = "Value error, "  # what pydantic puts before a validator's 
 def clean_validation_errors(errors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """pydantic/FastAPI error dicts -> ``{"type", "loc", "msg", "ctx"}`` with JSON-safe values, each
     location the field's own path (a union's arm names left out), a validator's message without
-    pydantic's "Value error, " before it."""
-    out = []
+    pydantic's "Value error, " before it; each error once (a body read by the route and by its subject's
+    dependency is validated by both: :func:`attnscope.app.deps.subject_dep`)."""
+    out: list[dict[str, Any]] = []
     for err in errors:
         type_ = str(err.get("type", "value_error"))
         loc = [
@@ -125,7 +126,9 @@ def clean_validation_errors(errors: Sequence[dict[str, Any]]) -> list[dict[str, 
         if type_ == "json_invalid":
             reason = (ctx or {}).get("error", "not valid JSON")
             msg = f"the body is not valid JSON: {reason}"
-        out.append(error_item(type_, loc, msg, ctx))
+        item = error_item(type_, loc, msg, ctx)
+        if item not in out:
+            out.append(item)
     return out
 
 

@@ -32,6 +32,7 @@ from .errors import one_line
 from .schemas.attention import AttentionRequest
 from .service import Service, build_service
 from .settings import Settings
+from .subject import subject_of
 
 log = logging.getLogger("attnscope")
 
@@ -143,7 +144,8 @@ def compile_now(svc: Service) -> None:
     started = time.perf_counter()
     focus = {"layer": svc.loaded.facts.attention_layers[0], "head": 0, "include": ["stats"]}
     try:
-        compute_attention(svc, AttentionRequest(text="The cat sat on the mat.", include=["stats"], focus=focus))
+        req = AttentionRequest(text="The cat sat on the mat.", include=["stats"], focus=focus)
+        compute_attention(svc, req, subject_of(svc, req))
     except Exception as e:  # no C++ compiler on the CPU, no Triton on the GPU, ...
         raise CompileError(f"--compile (ATTNSCOPE_COMPILE): torch.compile failed: {one_line(e)}") from e
     log.info("attnscope: compiled the statistics' block passes in %.0f s", time.perf_counter() - started)

@@ -27,14 +27,16 @@ from .middleware import BodySizeLimitMiddleware
 from .responses import ORJSONResponse
 from .routes import api_routers
 from .schemas.common import TEXT_CHARS
+from .schemas.subject import parts_of
 from .settings import Settings
 
 
 def paths_taking(routes, part: str) -> frozenset[str]:
-    """The paths whose request schema takes ``part`` of the subject (``image``, ``messages``): read from
-    the schemas, so that which route takes what is said once, where the request is defined."""
+    """The paths whose request schema takes ``part`` of the subject (``image``, ``audio``): read from the
+    schemas (:func:`~attnscope.app.schemas.subject.parts_of`), so which route takes what is said once, where
+    the request is defined."""
     bodies = ((route.path, getattr(route, "body_field", None)) for route in routes)
-    return frozenset(path for path, body in bodies if body and part in body.field_info.annotation.model_fields)
+    return frozenset(path for path, body in bodies if body and part in parts_of(body.field_info.annotation))
 
 
 def image_paths() -> frozenset[str]:

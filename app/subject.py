@@ -1,22 +1,27 @@
 """A request's subject, resolved once: what the model reads, as it reads it.
 
-Every request schema composes :class:`~attnscope.app.schemas.common.Subject` (``text`` or
-``messages``, ``add_generation_prompt``) and the parts its route takes (``image``); every route
-turns it into a :class:`Prompt` here, with :func:`subject_of`, and nowhere else: the ids, their
-display strings and character ranges, the backend to run them on (with an image: the model's, the
-image bound to every pass) and what the answer adds for the subject (``token_kinds`` and ``image``
-with an image; ``token_kinds`` and ``spans`` with a conversation). A part the model cannot take is a
-422 naming it, before any computing.
+Every request schema composes :class:`~attnscope.app.schemas.subject.Subject` (``text`` or
+``messages``, ``add_generation_prompt``, ``stack``, ``target``, ``audio``) and the parts its route takes
+(``image``, the what-ifs); :func:`subject_of` turns it into a :class:`Prompt`, and nothing else does: the
+ids, their display strings and character ranges, the backend to run them on (with an image: the model's,
+the image bound to every pass), the what-ifs as the :class:`~attnscope.model.options.AttentionOptions`
+every pass takes, and what the answer adds for the subject (``token_kinds`` and ``image`` with an image;
+``token_kinds`` and ``spans`` with a conversation). A route gets its prompt from the dependency
+:func:`attnscope.app.deps.subject_dep`, the command line and the notebook by calling :func:`subject_of`;
+the compute functions take it resolved. A part the model cannot take is a 422 naming it, before any computing.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.chat import ChatError
+from ..model.inspection import scale_divisor
+from ..model.options import AttentionOptions
 from .audio import no_audio, recording_of, with_timing
-from .compute.checks import check_token_count, check_token_id, position_of
+from .compute.checks import ablate_set, check_token_count, check_token_id, position_of
 from .errors import ApiError
 from .images import image_answer, image_prompt
 from .service import Service
@@ -32,6 +37,8 @@ class Prompt:
     backend: Any
     adds: dict[str, Any] = field(default_factory=dict)  # what the answer adds: token_kinds, image, spans
     stack: str = "decoder"  # the attention stack looked at: the model's "decoder", or an encoder's "encoder"
+    opts: AttentionOptions = field(default_factory=AttentionOptions)  # the request's what-ifs, checked
+    started: float = field(default_factory=time.perf_counter)  # when resolving began: the answer's timing_ms counts it
 
     @property
     def n_keys(self) -> int:
@@ -47,33 +54,51 @@ class Prompt:
         return self.adds.get("spans")
 
 
-def subject_of(svc: Service, req, text: str = "text", messages: str = "messages") -> Prompt:
-    """The subject of ``req`` (its ``text`` or ``messages``, ``add_generation_prompt`` and ``image``),
-    resolved against the model. ``text``, ``messages``: the fields' names in a request with two
-    subjects (patching's ``clean`` / ``clean_messages`` and ``corrupt`` / ``corrupt_messages``)."""
+def subject_of(svc: Service, req, text: str = "text", messages: str | None = "messages") -> Prompt:
+    """The subject of ``req`` (its ``text`` or ``messages``, ``add_generation_prompt``, ``image``, ``audio``,
+    ``stack``, ``target`` and what-ifs), resolved against the model. ``text``, ``messages``: the fields'
+    names in a request with two subjects (patching's ``clean`` / ``clean_messages`` and ``corrupt`` /
+    ``corrupt_messages``; the two texts' ``text_b``, without messages): the image and the recording belong
+    to the first (``text``) alone."""
+    started = time.perf_counter()
     stack = stack_of(svc, getattr(req, "stack", None))
     target = getattr(req, "target", None)
     if target is not None and svc.loaded.facts.architecture != "encoder-decoder":
         msg = f"target is the text of a decoder over a source; {svc.loaded.facts.name} has none (send text only)"
         raise ApiError(422, msg, loc=("body", "target"), type_="target_unsupported")
-    audio = getattr(req, "audio", None)
+    first = text == "text"
+    audio = getattr(req, "audio", None) if first else None
     if audio is not None or svc.info.get("audio"):
         got = heard_prompt(svc, audio, getattr(req, "spectrogram", False))
     else:
         got = prompt_of(
             svc,
             text=getattr(req, text),
-            messages=getattr(req, messages, None),
+            messages=getattr(req, messages, None) if messages else None,
             add_generation_prompt=getattr(req, "add_generation_prompt", None),
-            image=getattr(req, "image", None),
-            names=(text, messages),
+            image=getattr(req, "image", None) if first else None,
+            names=(text, messages or text),
         )
     got.stack = stack
     if svc.loaded.facts.architecture == "encoder-decoder":
         got = with_target(svc, got, target)
         if audio is not None:
             with_timing(svc, got, req)
+    got.opts, got.started = options_of(svc, req), started
     return got
+
+
+def options_of(svc: Service, req) -> AttentionOptions:
+    """The what-ifs ``req`` composes (:class:`~attnscope.app.schemas.subject.WhatIfs`: ``causal``, ``scale``,
+    ``ablate``; or :class:`~attnscope.app.schemas.subject.Ablate` alone), checked against the model (a 422
+    naming an ``ablate`` entry the model lacks); a request without them runs the model as trained."""
+    facts = svc.loaded.facts
+    scale = getattr(req, "scale", "model")
+    return AttentionOptions(
+        causal=getattr(req, "causal", True),
+        divisor=scale_divisor(scale, facts.head_dim),
+        ablate=ablate_set(getattr(req, "ablate", None) or (), facts),
+    )
 
 
 def heard_prompt(svc: Service, value: str | None, spectrogram: bool = False) -> Prompt:
@@ -239,11 +264,10 @@ def written_text(svc: Service, ids: list[int], start: int) -> tuple[str, list[tu
     return text, offsets
 
 
-def target_of(svc: Service, req) -> tuple[Prompt, int]:
-    """A request's subject (:func:`subject_of`) and the position it asks about, its ``token_id`` checked."""
-    prompt = subject_of(svc, req)
+def target_of(svc: Service, req, prompt: Prompt) -> int:
+    """The position a request about its subject's ``prompt`` asks about, its ``token_id`` checked."""
     asked = req.position if req.position is not None else first_mask(svc, prompt.ids)
     # an encoder-decoder's position is a target token's (the decoder's guess there), whichever the stack
     position = position_of(asked, len(prompt.adds.get("target_ids", prompt.ids)))
     check_token_id(req.token_id, "token_id", svc.loaded.facts)
-    return prompt, position
+    return position

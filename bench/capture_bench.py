@@ -208,8 +208,9 @@ def profile_case(name: str, T: int, device: str, tmp: Path) -> None:
     from attnscope.app import compression
     from attnscope.app.compute.attention import attention_json
     from attnscope.app.schemas.attention import AttentionRequest
-    from attnscope.app.schemas.common import with_text_limit
+    from attnscope.app.schemas.subject import with_text_limit
     from attnscope.app.service import build_service
+    from attnscope.app.subject import subject_of
     from attnscope.model.registry import load_model
     from torch.profiler import ProfilerActivity, profile
 
@@ -220,7 +221,7 @@ def profile_case(name: str, T: int, device: str, tmp: Path) -> None:
     limited = with_text_limit(AttentionRequest, svc.info["limits"]["max_text_chars"])
     req = limited(**page_request(text, len(ids), facts.n_layer, facts.n_head))
     for _ in range(2):  # warm-up
-        content, timings = attention_json(svc, req)
+        content, timings = attention_json(svc, req, subject_of(svc, req))
     packers = {
         f"gzip {compression.GZIP_LEVEL}": lambda b: gzip.compress(b, compresslevel=compression.GZIP_LEVEL),
         f"zstd {compression.ZSTD_LEVEL}": zstandard.ZstdCompressor(level=compression.ZSTD_LEVEL).compress,
@@ -234,14 +235,14 @@ def profile_case(name: str, T: int, device: str, tmp: Path) -> None:
     print(f"\n{name} T={len(ids)} on {device}: {phases}; {len(content) / 1e6:.1f} MB: {', '.join(packed)}")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:
-        attention_json(svc, req)
+        attention_json(svc, req, subject_of(svc, req))
     sort = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
     print(prof.key_averages().table(sort_by=sort, row_limit=12, max_name_column_width=48))
     if device == "cuda":
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=48))
     profiler = cProfile.Profile()
     profiler.enable()
-    attention_json(svc, req)
+    attention_json(svc, req, subject_of(svc, req))
     profiler.disable()
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
 

@@ -34,7 +34,8 @@ import attnscope  # noqa: E402
 from attnscope.app.compute.attention import answer_arrays  # noqa: E402
 from attnscope.app.notebook.service import service_for  # noqa: E402
 from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
-from attnscope.app.schemas.common import with_text_limit  # noqa: E402
+from attnscope.app.schemas.subject import with_text_limit  # noqa: E402
+from attnscope.app.subject import subject_of  # noqa: E402
 from attnscope.model.families.implicit import recording_scans  # noqa: E402
 from attnscope.model.families.implicit_layer import implicit_layer  # noqa: E402
 
@@ -109,7 +110,7 @@ def main() -> None:
                 t_bare = timed(bare, ids)
             asked = with_text_limit(AttentionRequest, 1 << 20)  # as a server started with a larger text limit
             body = asked(text=text, layers=every, include=["stats"], thumbnail=64, stats_rows=False, top_k=0)
-            t_grid = timed(answer_arrays, svc, body)
+            t_grid = timed(lambda body=body: answer_arrays(svc, body, subject_of(svc, body)))
             with torch.inference_mode(), recording_scans(bare) as scans:
                 bare(ids)
             scan = scans[implicit[0]]

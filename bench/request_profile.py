@@ -47,11 +47,10 @@ from attnscope.app.compute import attention as compute  # noqa: E402
 from attnscope.app.compute.plan import plan_capture  # noqa: E402
 from attnscope.app.encoding import encode_answer  # noqa: E402
 from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
-from attnscope.app.schemas.common import with_text_limit  # noqa: E402
+from attnscope.app.schemas.subject import with_text_limit  # noqa: E402
 from attnscope.app.service import build_service  # noqa: E402
 from attnscope.app.subject import subject_of  # noqa: E402
 from attnscope.model.capture import Capture  # noqa: E402
-from attnscope.model.inspection import scale_divisor  # noqa: E402
 from attnscope.model.options import AttentionOptions  # noqa: E402
 from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
@@ -91,7 +90,7 @@ def staged(svc, model_cls, raw: bytes) -> tuple[dict[str, float], bytes]:
     sel = plan_capture(svc, req, len(prompt.ids))
     lap("plan")
     capture = Capture(sel)
-    opts = AttentionOptions(causal=req.causal, divisor=scale_divisor(req.scale, svc.loaded.facts.head_dim))
+    opts = prompt.opts  # the request's what-ifs, resolved with its subject
     hidden = prompt.backend.hidden(prompt.ids, opts, capture)
     capture.finish()
     lap("forward")

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from attnscope.app.compute.attention import attention_json  # noqa: E402
 from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
 from attnscope.app.service import build_service  # noqa: E402
+from attnscope.app.subject import subject_of  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 
 from tests.kit.speech import audio_file, build_whisper  # noqa: E402
@@ -80,7 +81,7 @@ def main() -> None:
 
         def ask(**body):
             req = AttentionRequest.model_validate(dict(audio=audio, target=TARGET, encoding="b64", **body))
-            return attention_json(svc, req)[0]
+            return attention_json(svc, req, subject_of(svc, req))[0]
 
         grid = dict(include=["stats"], stats_rows=False, thumbnail=64, top_k=0)
         cases = {

@@ -75,6 +75,7 @@ def child(side: str, path: str, size: int, threads: int) -> None:
         from attnscope.app.compute.attention import attention_json
         from attnscope.app.schemas.attention import AttentionRequest
         from attnscope.app.service import build_service
+        from attnscope.app.subject import subject_of
         from attnscope.model.registry import load_model
 
         svc = build_service(load_model(path, device="cpu"), with_heads=False)
@@ -84,7 +85,8 @@ def child(side: str, path: str, size: int, threads: int) -> None:
         body = dict(text=QUESTION, image=base64.b64encode(buf.getvalue()).decode(), include=["stats"],
                     stats_rows=False, thumbnail=64, focus=focus, encoding="b64", top_k=5)
         before, started = reset_peak(), time.perf_counter()
-        content, _ = attention_json(svc, AttentionRequest(**body))
+        req = AttentionRequest(**body)
+        content, _ = attention_json(svc, req, subject_of(svc, req))
         answer = json.loads(content)
         tokens, kept = len(answer["token_ids"]), len(content)
     print(json.dumps({"side": side, "tokens": tokens, "seconds": time.perf_counter() - started,

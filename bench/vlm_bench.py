@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
     from attnscope.app.lifespan import limit_heap_retention
     from attnscope.app.schemas.attention import AttentionRequest
     from attnscope.app.service import build_service
+    from attnscope.app.subject import subject_of
     from attnscope.model.registry import load_model
     from attnscope.model.vision.images import decode_image
     from PIL import Image
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
                 out = models[name](input_ids=ids, output_attentions=name == "eager", **prompt.inputs)
             del out
 
-        sides = {"page": lambda: attention_json(svc, req), "eager": lambda: forward("eager"),
+        sides = {"page": lambda: attention_json(svc, req, subject_of(svc, req)), "eager": lambda: forward("eager"),
                  "sdpa": lambda: forward("sdpa")}
         times: dict[str, list[float]] = {name: [] for name in sides}
         for rnd in range(args.repeat + 1):

@@ -50,6 +50,7 @@ from api_bench import PARAGRAPH  # noqa: E402
 from attnscope.app.compute.attention import attention_json  # noqa: E402
 from attnscope.app.schemas.attention import AttentionRequest  # noqa: E402
 from attnscope.app.service import build_service  # noqa: E402
+from attnscope.app.subject import subject_of  # noqa: E402
 from attnscope.model.ours.checkpoint import SHIPPED  # noqa: E402
 from attnscope.model.registry import load_model  # noqa: E402
 from capture_bench import SHAPES  # noqa: E402
@@ -122,7 +123,8 @@ def _request_rss(path: str, device: str, threads: int, text: str, body: dict, q)
     torch.set_num_threads(threads)
     svc = build_service(load_model(path, device), with_heads=False)
     req = AttentionRequest(text=text, **body)
-    attention_json(svc, AttentionRequest(text="warm up", include=[]))
+    warm = AttentionRequest(text="warm up", include=[])
+    attention_json(svc, warm, subject_of(svc, warm))
     before, peak, running = _rss_mb(), [0.0], [True]
 
     def sample() -> None:  # the resident set, every millisecond, while the requests run
@@ -133,7 +135,7 @@ def _request_rss(path: str, device: str, threads: int, text: str, body: dict, q)
     sampler = threading.Thread(target=sample)
     sampler.start()
     for _ in range(2):
-        attention_json(svc, req)
+        attention_json(svc, req, subject_of(svc, req))
     running[0] = False
     sampler.join()
     q.put(peak[0] - before)
@@ -194,7 +196,7 @@ def bench_model(
             for view, req in reqs.items():
                 if view == "json-grid" and T_real > 256 and rnd > 1:
                     continue
-                ms, (body, timings) = timed(lambda req=req: attention_json(svc, req))
+                ms, (body, timings) = timed(lambda req=req: attention_json(svc, req, subject_of(svc, req)))
                 if rnd:
                     times[view].append(timings["total"])
                 sizes[view] = (len(body), len(gzip.compress(body, GZIP_LEVEL)))

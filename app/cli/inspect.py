@@ -125,6 +125,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from ..compute.attention import answer_arrays, attention_json
     from ..errors import ApiError
     from ..service import build_service
+    from ..subject import subject_of
     from .summary import summary
 
     settings = command_settings(args, ("checkpoint", "device", "dtype", *PLACEMENT), blank_is_unset=True)
@@ -144,12 +145,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         )
         try:
             if args.json:
-                body, _ = attention_json(svc, req)
+                body, _ = attention_json(svc, req, subject_of(svc, req))
                 sys.stdout.buffer.write(body + b"\n")
                 sys.stdout.flush()
             else:
                 started = time.perf_counter()
-                answer = answer_arrays(svc, req)
+                answer = answer_arrays(svc, req, subject_of(svc, req))
                 answer["timing_ms"] = (time.perf_counter() - started) * 1000
                 print(summary(answer, args.layer, args.head, width=min(3, max(1, args.top_k))))
         except ApiError as e:  # what only the model can refuse: a layer or head it lacks, a text too long
@@ -209,7 +210,7 @@ def _request(
     """The options as a ``POST /api/attention`` request, checked as the server checks it (the
     summary needs ``stats``, so it is always asked for without ``--json``)."""
     from ..schemas.attention import DEFAULT_INCLUDE, AttentionRequest
-    from ..schemas.common import with_text_limit
+    from ..schemas.subject import with_text_limit
 
     include = args.include.split(",") if args.include else list(DEFAULT_INCLUDE)
     if not args.json and "stats" not in include:

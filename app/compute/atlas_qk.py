@@ -18,6 +18,7 @@ from ...model.atlas.read import Atlas
 from ..errors import ApiError
 from ..schemas.attention import AttentionRequest
 from ..service import Service
+from ..subject import subject_of
 from .atlas import pick_head
 from .attention import compute_attention
 
@@ -29,7 +30,7 @@ def _qk(svc: Service, text: str, layer: int, head: int) -> tuple[np.ndarray, np.
     body = AttentionRequest.model_construct(
         text=text, layers=[layer], heads=[head], include=["q", "k"], top_k=0, causal=True, scale="model", ablate=[]
     )
-    result = compute_attention(svc, body)
+    result = compute_attention(svc, body, subject_of(svc, body))
     fields = result.capture.layers[0].fields
     return fields["q"][0], fields["k"][0], result.tokens
 

@@ -24,8 +24,6 @@ import torch
 from ...model.backends import ModelFacts, top_logits
 from ...model.capture import Capture, CapturePlan
 from ...model.fields import MATRIX_FIELDS
-from ...model.inspection import scale_divisor
-from ...model.options import AttentionOptions
 from ...model.pooling import causal_levels, thumbnail_block
 from ...model.stats import STAT_ROWS, STAT_SCALARS
 from ..encoding import encode_answer
@@ -33,8 +31,8 @@ from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.attention import FIELDS, AttentionRequest
 from ..service import Service
-from ..subject import subject_of
-from .checks import ablate_set, check_position
+from ..subject import Prompt
+from .checks import check_position
 from .plan import plan_capture
 from .rounding import floor_sig, round_sig
 from .rows import RowCapture, row_answer, span_mass
@@ -85,21 +83,17 @@ class AttentionResult:
     adds: dict[str, Any] = field(default_factory=dict)  # the subject's token_kinds, image, spans, span_mass
 
 
-def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
-    """One forward pass of ``req``'s subject keeping what ``req`` asks for; a 422 for what the model refuses."""
+def compute_attention(svc: Service, req: AttentionRequest, prompt: Prompt) -> AttentionResult:
+    """One forward pass of ``req``'s subject (``prompt``, resolved with its what-ifs) keeping what ``req`` asks
+    for; a 422 for what the model refuses."""
     lm = svc.loaded
-    prompt = subject_of(svc, req)
     ids = prompt.ids
     sel = plan_capture(svc, req, len(ids), prompt.n_keys)
     rows = [] if req.query_row is None else [_query_row(svc, req.query_row, len(ids))]
     if prompt.spans:  # a conversation: each message's share of the last row (span_mass)
         rows.append(len(ids) - 1)
     capture = RowCapture(sel, rows) if rows else Capture(sel)
-    opts = AttentionOptions(
-        causal=req.causal,
-        divisor=scale_divisor(req.scale, lm.facts.head_dim),
-        ablate=ablate_set(req.ablate, lm.facts),
-    )
+    opts = prompt.opts
     hidden = prompt.backend.hidden(ids, opts, capture)  # (T, C)
     capture.finish()
     if not capture.finite():
@@ -118,7 +112,7 @@ def compute_attention(svc: Service, req: AttentionRequest) -> AttentionResult:
         token_ids=ids,
         offsets=prompt.offsets,
         stack=prompt.stack,
-        causal=req.causal and prompt.stack == "decoder",  # an encoder's mask, and a cross stack's, are all True
+        causal=opts.causal and prompt.stack == "decoder",  # an encoder's mask, and a cross stack's, are all True
         divisor=divisor,
         sel=sel,
         capture=capture,
@@ -162,11 +156,12 @@ def divisor_rule(scale: str | float, layer: int, facts: ModelFacts) -> str:
 # ------------------------------------------------------------------ the answer
 
 
-def answer_arrays(svc: Service, req: AttentionRequest) -> dict[str, Any]:
+def answer_arrays(svc: Service, req: AttentionRequest, prompt: Prompt) -> dict[str, Any]:
     """What ``POST /api/attention`` answers for ``req``, as Python values: the JSON answer's keys and
     values (``model`` included, ``timing_ms`` not), each matrix a numpy array as the ``b64`` encoding
-    sends it with precision ``f4`` (weights and scores float32, unrounded; masks and thumbnails uint8)."""
-    result = compute_attention(svc, req)
+    sends it with precision ``f4`` (weights and scores float32, unrounded; masks and thumbnails uint8).
+    ``prompt``: ``req``'s subject (:func:`attnscope.app.subject.subject_of`)."""
+    result = compute_attention(svc, req, prompt)
     return {**answer_of(result, req, svc.loaded.facts), "model": orjson.loads(svc.info_json)}
 
 
@@ -325,16 +320,18 @@ def _focus(cap: Capture, sel: CapturePlan, T: int) -> dict[str, Any]:
     return focus
 
 
-def attention_json(svc: Service, req: AttentionRequest, started: float | None = None) -> tuple[bytes, dict[str, float]]:
+def attention_json(
+    svc: Service, req: AttentionRequest, prompt: Prompt, started: float | None = None
+) -> tuple[bytes, dict[str, float]]:
     """The exact bytes of the POST /api/attention response, and the server timings in ms.
 
     ``timing_ms`` is always the last field, so two answers to the same request are
-    byte-identical up to it (``body.rsplit(b',"timing_ms":', 1)[0]``). It covers the wait
-    for a slot, the computation and the encoding, all but the final join of the pieces.
+    byte-identical up to it (``body.rsplit(b',"timing_ms":', 1)[0]``). It covers resolving the subject,
+    the wait for a slot, the computation and the encoding, all but the final join of the pieces.
     """
-    t0 = time.perf_counter() if started is None else started
+    t0 = prompt.started if started is None else started
     t1 = time.perf_counter()
-    result = compute_attention(svc, req)
+    result = compute_attention(svc, req, prompt)
     t2 = time.perf_counter()
     facts = svc.loaded.facts
     by_layer = {lc.layer: lc.mask for lc in result.capture.layers}

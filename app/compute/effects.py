@@ -8,21 +8,19 @@ import time
 import numpy as np
 
 from ...model.ablation import head_effects
-from ...model.options import AttentionOptions
 from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.effects import HeadEffectsRequest
 from ..service import Service
-from ..subject import target_of
-from .checks import ablate_set
+from ..subject import Prompt, target_of
 from .rounding import round_sig
 
 
-def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | None = None) -> bytes:
+def head_effects_json(svc: Service, req: HeadEffectsRequest, prompt: Prompt, started: float | None = None) -> bytes:
     """The POST /api/head-effects answer: every head switched off alone, in batched passes."""
-    t0 = time.perf_counter() if started is None else started
+    t0 = prompt.started if started is None else started
     facts = svc.loaded.facts
-    prompt, position = target_of(svc, req)
+    position = target_of(svc, req, prompt)
     ids = prompt.adds.get("target_ids", prompt.ids)  # an encoder-decoder: the target, whichever the stack
     if facts.differential and req.ablation == "mean":
         raise ApiError(
@@ -31,8 +29,7 @@ def head_effects_json(svc: Service, req: HeadEffectsRequest, started: float | No
             "normalised before o_proj): use 'zero'",
             loc=("body", "ablation"),
         )
-    base = AttentionOptions(ablate=ablate_set(req.ablate, facts))
-    eff = head_effects(prompt.backend, ids, position, req.token_id, mode=req.ablation, base=base)
+    eff = head_effects(prompt.backend, ids, position, req.token_id, mode=req.ablation, base=prompt.opts)
     body = {
         "position": eff.position,
         "token_id": eff.token_id,

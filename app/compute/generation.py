@@ -21,8 +21,7 @@ from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.generation import TOP_GUESSES, GenerateRequest
 from ..service import Service
-from ..subject import Prompt, decoder_only, heard_prompt, prompt_of, subject_of
-from .checks import ablate_set
+from ..subject import Prompt, decoder_only, heard_prompt, options_of, prompt_of, subject_of
 from .rounding import PATTERN_DECIMALS, floor_sig, round_fixed
 
 
@@ -46,13 +45,13 @@ class Pieces:
         return self.text + self.decoder.decode(b"", final=True)
 
 
-def start_generation(svc: Service, req: GenerateRequest) -> Iterator[bytes]:
+def start_generation(svc: Service, req: GenerateRequest, prompt: Prompt) -> Iterator[bytes]:
     """Checks the request now (a 422 before any line is sent), then returns the lines to stream:
-    one JSON object per new token, then ``{"done": true, ...}``, each ending in a newline."""
+    one JSON object per new token, then ``{"done": true, ...}``, each ending in a newline. ``prompt``: where
+    the text starts (:func:`generation_subject`)."""
     facts = svc.loaded.facts
     decoder_only(svc, "writing tokens", "max_new_tokens")
-    prompt = subject_of(svc, req) if facts.architecture != "encoder-decoder" else target_start(svc, req)
-    opts = AttentionOptions(ablate=ablate_set(req.ablate, facts))
+    opts = prompt.opts
     implicit = sorted({layer for layer, _ in opts.ablate if facts.layers[layer].get("implicit")})
     if implicit:  # a new token runs the mixer's recurrent step, which is not switched off
         raise ApiError(
@@ -66,6 +65,16 @@ def start_generation(svc: Service, req: GenerateRequest) -> Iterator[bytes]:
     if req.do_sample:
         seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(4), "little")
     return _lines(svc, req, prompt, opts, seed)
+
+
+def generation_subject(svc: Service, req: GenerateRequest) -> Prompt:
+    """The subject a generation continues: the request's (:func:`~attnscope.app.subject.subject_of`), or on an
+    encoder-decoder the target from its start (:func:`target_start`), with the request's what-ifs."""
+    if svc.loaded.facts.architecture != "encoder-decoder":
+        return subject_of(svc, req)
+    prompt = target_start(svc, req)
+    prompt.opts = options_of(svc, req)
+    return prompt
 
 
 def target_start(svc: Service, req: GenerateRequest) -> Prompt:

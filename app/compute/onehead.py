@@ -6,24 +6,16 @@ from __future__ import annotations
 from ..errors import ApiError
 from ..schemas.attention import AttentionRequest
 from ..service import Service
+from ..subject import Prompt
 from .attention import compute_attention
 
 
-def one_head(svc: Service, req, include: list[str], text: str | None = None, field: str = "text"):
-    """One forward pass of ``text`` (default ``req.text``) keeping ``include`` of the head
+def one_head(svc: Service, req, prompt: Prompt, include: list[str], field: str = "text"):
+    """One forward pass of ``prompt`` (the request's subject, resolved) keeping ``include`` of the head
     ``(req.layer, req.head)`` under the request's what-ifs: (the result, that head's fields).
     Errors name the request's own fields: ``field`` for the text, ``layer``, ``head``."""
-    # built, not validated again: the route checked the text against the server's own limit
-    subject = {"text": text} if text is not None else {
-        "text": req.text,
-        "messages": req.messages,
-        "add_generation_prompt": req.add_generation_prompt,
-        "audio": getattr(req, "audio", None),  # a speech model's recording: the source
-    }
+    # built, not validated again: the route checked the request; its subject is ``prompt``
     body = AttentionRequest.model_construct(
-        **subject,
-        stack=req.stack,
-        target=req.target,  # an encoder-decoder's: one target for each text
         layers=[req.layer],
         heads=[req.head],
         include=include,
@@ -33,7 +25,7 @@ def one_head(svc: Service, req, include: list[str], text: str | None = None, fie
         ablate=req.ablate,
     )
     try:
-        result = compute_attention(svc, body)
+        result = compute_attention(svc, body, prompt)
     except ApiError as e:
         for item in e.detail:  # the request names one text, one layer and one head
             loc = list(item["loc"])

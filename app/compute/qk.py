@@ -13,14 +13,15 @@ import numpy as np
 from ..responses import dumps
 from ..schemas.qk import QkRequest
 from ..service import Service
+from ..subject import Prompt
 from .checks import check_position
 from .onehead import marks, one_head
 from .rounding import PATTERN_DECIMALS, SCORE_DECIMALS
 
 
-def qk_json(svc: Service, req: QkRequest, started: float | None = None) -> bytes:
-    t0 = time.perf_counter() if started is None else started
-    result, fields = one_head(svc, req, ["q", "k", "attn_scores_raw", "attn_scores", "pattern"])
+def qk_json(svc: Service, req: QkRequest, prompt: Prompt, started: float | None = None) -> bytes:
+    t0 = prompt.started if started is None else started
+    result, fields = one_head(svc, req, prompt, ["q", "k", "attn_scores_raw", "attn_scores", "pattern"])
     T = len(result.token_ids)
     lc = result.capture.layers[0]
     query = T - 1 if req.query is None else req.query

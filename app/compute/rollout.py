@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import time
 
-from ...model.inspection import scale_divisor
-from ...model.options import AttentionOptions
 from ...model.rollout import rollout_rows
 from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.rollout import ROLLOUT_MAX_TOKENS, RolloutRequest
 from ..service import Service
-from ..subject import subject_of
-from .checks import ablate_set, check_position
+from ..subject import Prompt
+from .checks import check_position
 from .rounding import PATTERN_DECIMALS, round_fixed
 
 
-def rollout_json(svc: Service, req: RolloutRequest, started: float | None = None) -> bytes:
-    t0 = time.perf_counter() if started is None else started
-    facts = svc.loaded.facts
-    prompt = subject_of(svc, req)
+def rollout_json(svc: Service, req: RolloutRequest, prompt: Prompt, started: float | None = None) -> bytes:
+    t0 = prompt.started if started is None else started
     ids = prompt.ids
     if prompt.stack == "cross":  # T×S matrices: no product of one layer's with the next's
         msg = "rollout multiplies a stack's T×T matrices layer by layer: ask the encoder or decoder stack, not cross"
@@ -36,10 +32,7 @@ def rollout_json(svc: Service, req: RolloutRequest, started: float | None = None
         )
     position = len(ids) - 1 if req.position is None else req.position
     check_position(position, len(ids), ("body", "position"), "position")
-    opts = AttentionOptions(
-        causal=req.causal, divisor=scale_divisor(req.scale, facts.head_dim), ablate=ablate_set(req.ablate, facts)
-    )
-    layers, rows = rollout_rows(prompt.backend, ids, position, req.residual, opts)
+    layers, rows = rollout_rows(prompt.backend, ids, position, req.residual, prompt.opts)
     body = {
         "tokens": [svc.displays[i] for i in ids],
         **prompt.adds,

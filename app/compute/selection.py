@@ -11,14 +11,15 @@ import numpy as np
 from ..responses import dumps
 from ..schemas.selection import SelectionRequest
 from ..service import Service
+from ..subject import Prompt
 from .checks import check_position
 from .onehead import marks, one_head
 from .rounding import PATTERN_DECIMALS
 
 
-def selection_json(svc: Service, req: SelectionRequest, started: float | None = None) -> bytes:
-    t0 = time.perf_counter() if started is None else started
-    result, fields = one_head(svc, req, ["pattern"])
+def selection_json(svc: Service, req: SelectionRequest, prompt: Prompt, started: float | None = None) -> bytes:
+    t0 = prompt.started if started is None else started
+    result, fields = one_head(svc, req, prompt, ["pattern"])
     pattern = fields["pattern"].astype(np.float64)  # (T, S): S keys, an encoder-decoder's cross stack's the source
     for side, n in (("queries", pattern.shape[0]), ("keys", pattern.shape[1])):
         for i, position in enumerate(getattr(req, side)):

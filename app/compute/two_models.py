@@ -19,7 +19,7 @@ from ..errors import ApiError
 from ..responses import dumps
 from ..schemas.two_models import TwoModelsRequest
 from ..service import Service
-from ..subject import single_stack, subject_of
+from ..subject import Prompt, single_stack, subject_of
 from .checks import check_attention_layer, check_index
 from .switch import check_memory, find_local, free_bytes, start_switch
 
@@ -77,11 +77,10 @@ def same_shape(a: Service, b: Service) -> None:
             )
 
 
-def same_ids(a: Service, b: Service, req: TwoModelsRequest):
-    """The subject's prompt in the served model, its ids the same in model_b; else a 422 naming ``model_b``
-    and the first difference."""
+def same_ids(a: Service, b: Service, req: TwoModelsRequest, prompt: Prompt) -> None:
+    """The subject's ``prompt`` in the served model has the same ids in model_b (its own prompt, laid out
+    here: model_b is known once loaded); else a 422 naming ``model_b`` and the first difference."""
     single_stack(a, "comparing two models")
-    prompt = subject_of(a, req)
     ids = prompt.ids
     try:
         ids_b = subject_of(b, req).ids
@@ -105,7 +104,6 @@ def same_ids(a: Service, b: Service, req: TwoModelsRequest):
             type_="token_ids_differ",
             ctx={"position": at},
         )
-    return prompt
 
 
 def check_head(a: Service, req: TwoModelsRequest) -> None:
@@ -116,13 +114,15 @@ def check_head(a: Service, req: TwoModelsRequest) -> None:
     check_index(req.head, facts.n_head, ("body", "head"), "head", f"the model has {facts.n_head} heads per layer")
 
 
-def two_models_json(a: Service, b: Service, req: TwoModelsRequest, started: float | None = None) -> bytes:
-    """The answer of ``POST /api/compare-models``, as JSON bytes."""
-    started = time.perf_counter() if started is None else started
+def two_models_json(
+    a: Service, b: Service, req: TwoModelsRequest, prompt: Prompt, started: float | None = None
+) -> bytes:
+    """The answer of ``POST /api/compare-models``, as JSON bytes; ``prompt``: the subject in the served model."""
+    started = prompt.started if started is None else started
     same_shape(a, b)
     check_head(a, req)
     facts = a.loaded.facts
-    prompt = same_ids(a, b, req)
+    same_ids(a, b, req, prompt)
     ids = prompt.ids
     T = len(ids)
     if 4 * T * T > a.max_matrix_cells:

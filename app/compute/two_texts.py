@@ -11,21 +11,26 @@ import numpy as np
 from ..responses import dumps
 from ..schemas.two_texts import TwoTextsRequest
 from ..service import Service
+from ..subject import Prompt
 from .onehead import one_head
 from .rounding import PATTERN_DECIMALS
 
 
-def _one(svc: Service, req: TwoTextsRequest, text: str, field: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _one(svc: Service, req: TwoTextsRequest, prompt: Prompt, field: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The head on one text: tokens, its layer's mask and the pattern; errors name ``field``."""
-    result, fields = one_head(svc, req, ["pattern"], text=text, field=field)
+    result, fields = one_head(svc, req, prompt, ["pattern"], field=field)
     mask = result.capture.layers[0].mask
     return [svc.displays[i] for i in result.token_ids], mask, fields["pattern"]
 
 
-def two_texts_json(svc: Service, req: TwoTextsRequest, started: float | None = None) -> bytes:
-    t0 = time.perf_counter() if started is None else started
-    a = _one(svc, req, None, "text")  # the subject: text or messages
-    b = _one(svc, req, req.text_b, "text_b")
+def two_texts_json(
+    svc: Service, req: TwoTextsRequest, prompt: Prompt, prompt_b: Prompt, started: float | None = None
+) -> bytes:
+    """The answer of ``POST /api/compare-texts``: ``prompt`` is the subject (``text`` or ``messages``),
+    ``prompt_b`` the subject with ``text_b`` for its text."""
+    t0 = prompt.started if started is None else started
+    a = _one(svc, req, prompt, "text")
+    b = _one(svc, req, prompt_b, "text_b")
     difference = max_abs = why = None
     if a[2].shape == b[2].shape:  # as many tokens (an encoder-decoder's cross stack: on both sides)
         diff = np.round(b[2].astype(np.float64) - a[2].astype(np.float64), PATTERN_DECIMALS)

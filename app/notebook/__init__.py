@@ -58,6 +58,7 @@ def capture(
     ``audio``, ``token_timestamps`` and ``words``.
     """
     from ..compute.attention import answer_arrays
+    from ..subject import subject_of
 
     svc = service_for(model, tokenizer, checkpoint)
     body = request(
@@ -77,7 +78,7 @@ def capture(
         target=target,
         stack=stack,
     )
-    return answer_arrays(svc, body)
+    return answer_arrays(svc, body, subject_of(svc, body))
 
 
 def lens(
@@ -104,6 +105,7 @@ def lens(
     from ...model.jlens.lensfile import check_fits, load_lens, resolve_lens
     from ..compute.causal.lens import lens_json
     from ..schemas.lens import LensRequest
+    from ..subject import subject_of
 
     svc = service_for(model, tokenizer, checkpoint)
     if lens == "jacobian" and jlens is None:
@@ -113,7 +115,7 @@ def lens(
         check_fits(fitted, svc.loaded.facts)
         svc = dataclasses.replace(svc, jlens=fitted)
     req = LensRequest(text=text, messages=messages, lens=lens, heads=heads, top_k=top_k, image=image_value(image))
-    return orjson.loads(lens_json(svc, req))
+    return orjson.loads(lens_json(svc, req, subject_of(svc, req)))
 
 
 # ------------------------------------------------------------------ the widget

@@ -183,8 +183,10 @@ def request(**fields):
 def answer_bytes(svc, **fields) -> bytes:
     """The exact bytes ``POST /api/attention`` answers for this request body."""
     from ..compute.attention import attention_json
+    from ..subject import subject_of
 
-    body, _ = attention_json(svc, request(**fields))
+    req = request(**fields)
+    body, _ = attention_json(svc, req, subject_of(svc, req))
     return body
 
 

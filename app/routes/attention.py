@@ -5,15 +5,13 @@ selection, forward pass, encoding); it carries ``timing_ms`` as its last field a
 timings in a ``Server-Timing`` header.
 """
 
-import time
-
 from fastapi import APIRouter
 
 from ..compute import attention as compute
-from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute, subject_dep
 from ..responses import RawJSONResponse
 from ..schemas.attention import AttentionRequest, AttentionResponse
-from ..schemas.common import with_text_limit
+from ..schemas.subject import with_text_limit
 
 
 def server_timing(timings: dict[str, float]) -> dict[str, str]:
@@ -28,10 +26,12 @@ def make_router(max_text_chars: int) -> APIRouter:
     """The route, its request model holding the server's text limit."""
     router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
     LimitedRequest = with_text_limit(AttentionRequest, max_text_chars)
+    SubjectDep = subject_dep(LimitedRequest)
 
     @router.post("/api/attention", response_model=AttentionResponse, responses=ERRORS_POST)
     async def attention(
         body: LimitedRequest,  # type: ignore[valid-type]
+        prompt: SubjectDep,  # type: ignore[valid-type]
         svc: ServiceDep,
         state: StateDep,
     ) -> RawJSONResponse:
@@ -40,8 +40,7 @@ def make_router(max_text_chars: int) -> APIRouter:
         `include`, `layers` and `heads` select what is computed and sent: the all-heads
         grid wants `["pattern", "stats"]`, a single-head view every field for one head.
         """
-        started = time.perf_counter()
-        content, timings = await state.run(compute.attention_json, svc, body, started)
+        content, timings = await state.run(compute.attention_json, svc, body, prompt)
         return RawJSONResponse(content, headers=server_timing(timings))
 
     return router

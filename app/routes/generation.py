@@ -13,20 +13,22 @@ from fastapi import APIRouter, Request
 from starlette.responses import StreamingResponse
 
 from ..compute import generation
-from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute, subject_dep
 from ..lifespan import AppState
-from ..schemas.common import with_text_limit
 from ..schemas.generation import GenerateRequest, ndjson_responses
+from ..schemas.subject import with_text_limit
 
 
 def make_router(max_text_chars: int) -> APIRouter:
     """The route, its request model holding the server's text limit."""
     router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
     LimitedRequest = with_text_limit(GenerateRequest, max_text_chars)
+    SubjectDep = subject_dep(LimitedRequest, resolve=generation.generation_subject)
 
     @router.post("/api/generate", responses={**ERRORS_POST, **ndjson_responses()})
     async def generate(
         body: LimitedRequest,  # type: ignore[valid-type]
+        prompt: SubjectDep,  # type: ignore[valid-type]
         request: Request,
         svc: ServiceDep,
         state: StateDep,
@@ -34,7 +36,7 @@ def make_router(max_text_chars: int) -> APIRouter:
         """Continue the text token by token: an NDJSON line per new token (the token, its
         probability, the top guesses, where it looked in every head), then `{"done": true}`.
         Greedy unless `do_sample`; stops at `max_new_tokens`, the model's end token or a full context."""
-        lines = generation.start_generation(svc, body)  # a 422 here, before any line
+        lines = generation.start_generation(svc, body, prompt)  # a 422 here, before any line
         return StreamingResponse(
             _stream(lines, request, state),
             media_type="application/x-ndjson",

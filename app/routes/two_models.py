@@ -1,15 +1,14 @@
 """The two-models view's route, URL ``POST /api/compare-models``: see :mod:`attnscope.app.compute.two_models`."""
 
-import time
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from ..compute.models import machine_models
 from ..compute.two_models import check_head, second_service, two_models_json
-from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute
+from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute, subject_dep
 from ..responses import RawJSONResponse
-from ..schemas.common import with_text_limit
+from ..schemas.subject import with_text_limit
 from ..schemas.two_models import TwoModelsLoading, TwoModelsRequest, TwoModelsResponse
 
 
@@ -17,6 +16,7 @@ def make_router(max_text_chars: int) -> APIRouter:
     """The route, its request model holding the server's text limit."""
     router = APIRouter(route_class=StrictJSONRoute, tags=["model"])
     LimitedRequest = with_text_limit(TwoModelsRequest, max_text_chars)
+    SubjectDep = subject_dep(LimitedRequest)  # in the served model; model_b's is laid out when it is loaded
 
     @router.post(
         "/api/compare-models",
@@ -28,14 +28,18 @@ def make_router(max_text_chars: int) -> APIRouter:
             507: {"description": "model_b does not fit in memory beside the served model"},
         },
     )
-    async def two_models_route(body: LimitedRequest, svc: ServiceDep, state: StateDep):  # type: ignore[valid-type]
+    async def two_models_route(
+        body: LimitedRequest,  # type: ignore[valid-type]
+        prompt: SubjectDep,  # type: ignore[valid-type]
+        svc: ServiceDep,
+        state: StateDep,
+    ):
         """Two models on one text, head by head: per head the Jensen-Shannon divergence of their rows
         (bits, mean over queries), the largest |difference| of a weight and the share of rows whose
         heaviest key agrees; the chosen head's two patterns. ``model_b`` is any model of ``GET
         /api/models``: the first request loads it beside the served one and answers 202."""
         from ..lifespan import load_service
 
-        started = time.perf_counter()
         check_head(svc, body)
         settings = state.settings
         models = machine_models(state)
@@ -46,6 +50,6 @@ def make_router(max_text_chars: int) -> APIRouter:
         second = second_service(state, models, body.model_b, load)
         if second is None:
             return JSONResponse({"model_b": body.model_b, "status": "loading"}, status_code=202)
-        return RawJSONResponse(await state.run(two_models_json, svc, second, body, started))
+        return RawJSONResponse(await state.run(two_models_json, svc, second, body, prompt))
 
     return router

@@ -8,11 +8,9 @@ to at most 1). Masked scores are ``null``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
-from pydantic.functional_validators import PlainValidator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ...model.fields import FIELD_NAMES, HEAD_FIELDS
 from .common import (
@@ -20,24 +18,21 @@ from .common import (
     TEMPERATURE_MIN,
     HeadRef,
     HeadStats,
-    ImageUpload,
     ImplicitFields,
     Index,
     Matrix,
     Prediction,
     Strict,
-    Subject,
     SubjectAnswer,
     TypedArray,
-    ablate_field,
     optional_field,
 )
 from .model import ModelInfo
+from .subject import ImagePart, Subject, WhatIfs
 
 FIELDS = FIELD_NAMES
 IncludeName = Literal[FIELD_NAMES]
 DEFAULT_INCLUDE = ["pattern", "stats"]
-SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their variances
 TOP_K_MAX = 50
 MAX_INDICES = 64  # longest `layers` / `heads` list
 MAX_MATRIX_CELLS = 1 << 27  # cells of whole T×T matrices in one answer (512 MiB as float32)
@@ -47,34 +42,6 @@ MAX_IMAGE_PIXELS = 40_000_000  # an image's width × height, read from its heade
 
 # ------------------------------------------------------------------ requests
 
-
-def _check_scale(value: Any) -> str | float:
-    if isinstance(value, str) and value in ("model", "sqrt_dk", "none"):
-        return value
-    # compared as given: float(10**400) would raise OverflowError (a 500) before any range check
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and SCALE_MIN <= value <= SCALE_MAX:
-        return float(value)
-    raise PydanticCustomError(
-        "scale_invalid",
-        "scale must be 'model', 'sqrt_dk', 'none' or a number from 0.001 to 10000",
-        {"min": SCALE_MIN, "max": SCALE_MAX},
-    )
-
-
-Scale = Annotated[
-    str | float,
-    PlainValidator(_check_scale),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "string", "enum": ["model", "sqrt_dk", "none"]},
-                {"type": "number", "minimum": SCALE_MIN, "maximum": SCALE_MAX},
-            ],
-            "description": "what the raw scores are divided by: 'model' (the model's own divisor, as trained), "
-            "'sqrt_dk' (√head_dim), 'none' (1) or a number",
-        }
-    ),
-]
 
 THUMBNAIL_MIN, THUMBNAIL_MAX = 4, 256
 FOCUS_THUMBNAIL_MAX = 2048
@@ -105,7 +72,7 @@ class Focus(Strict):
     )
 
 
-class AttentionRequest(Subject):
+class AttentionRequest(Subject, ImagePart, WhatIfs):
     """POST /api/attention. The text's length limit follows the server's settings."""
 
     model_config = ConfigDict(
@@ -172,14 +139,10 @@ class AttentionRequest(Subject):
         description="json: numbers; b64: every matrix a typed array {dtype, bdata (base64), shape} as Plotly.js reads",
     )
     precision: Literal["f4", "f2"] = Field("f4", description="float type of the b64 matrices (f2: half the bytes)")
-    causal: bool = Field(True, description="false: a what-if with a decoder's mask removed in every layer")
-    scale: Scale = "model"
     top_k: int = Field(5, ge=0, le=TOP_K_MAX, description="predictions per position (decoder: next token)")
     temperature: float = Field(
         1.0, ge=TEMPERATURE_MIN, le=TEMPERATURE_MAX, allow_inf_nan=False, description="for the predictions"
     )
-    ablate: list[HeadRef] = ablate_field()
-    image: ImageUpload = None
     spectrogram: bool = Field(
         False, description="with audio: the answer's `audio` adds the pooled log-mel spectrogram and the waveform"
     )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from .common import ImageUpload, Index, Subject, SubjectAnswer, TargetAnswer, optional_field
+from .common import Index, SubjectAnswer, TargetAnswer, optional_field
+from .subject import ImagePart, Subject
 
 INDUCTION = "Open the red door, then close the blue window. Open the red door, then close the blue"
 
 
-class AttributionRequest(Subject):
+class AttributionRequest(Subject, ImagePart):
     """POST /api/attribution."""
 
     model_config = ConfigDict(
@@ -25,7 +26,6 @@ class AttributionRequest(Subject):
         "target's, whichever the stack)"
     )
     token_id: Index | None = Field(None, description="the token whose logit is split; default the top guess there")
-    image: ImageUpload = None
 
 
 class AttributionResponse(TargetAnswer, SubjectAnswer):

@@ -12,18 +12,15 @@ document their shape in the OpenAPI schema (and the schema tests check the bodie
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ...model.families.mixers import MEANINGS
-from .audio import AlignmentMean, AudioShown, AudioUpload, TokenTimestamps, Words
+from .audio import AlignmentMean, AudioShown, TokenTimestamps, Words
 
 TEXT_CHARS = 16000  # the longest text when the server's settings do not say otherwise
 TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-2, 1e2
-MAX_ABLATE = 1024  # longest `ablate` list
-MAX_MESSAGES = 256  # most turns in a conversation
 
 Index = Annotated[int, Field(ge=0)]
 
@@ -37,141 +34,11 @@ def optional_field(description: str, **kwargs: Any) -> Any:
     return Field(None, description=description, json_schema_extra=_no_default, **kwargs)
 
 
-def text_field(max_chars: int = TEXT_CHARS, required: bool = True) -> Any:
-    return Field(
-        ... if required else None,
-        validate_default=not required,  # an optional text: its check runs when it is left out too
-        min_length=1,
-        max_length=max_chars,
-        description=f"the input, 1..{max_chars} characters" + ("" if required else "; or `messages` instead"),
-    )
-
-
 class Strict(BaseModel):
     """A request model: strict types, unknown fields refused."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-
-class Message(Strict):
-    """One turn of a conversation."""
-
-    role: Literal["system", "user", "assistant"] = Field(description="who speaks: system, user or assistant")
-    content: str = Field(max_length=TEXT_CHARS, description="what the turn says")
-
-    @field_validator("content")
-    @classmethod
-    def _content_is_utf8(cls, value: str) -> str:
-        return encodable(value, "content")
-
-
-def messages_field() -> Any:
-    return Field(
-        None,
-        min_length=1,
-        max_length=MAX_MESSAGES,
-        description="a conversation instead of `text` (a chat model only: /api/model `chat`): laid out by the "
-        f"model's own chat template; 1..{MAX_MESSAGES} turns",
-    )
-
-
-Stack = Literal["encoder", "decoder", "cross"] | None
-
-
-def stack_field() -> Any:
-    return Field(
-        None,
-        description="the attention stack looked at (/api/model `stacks`); default: `decoder` where the model has "
-        "one, else `encoder`. A stack the model lacks is a 422 naming `stack`",
-    )
-
-
-class Subject(Strict):
-    """What a request looks at, read the same way by every route (:mod:`attnscope.app.subject`
-    resolves it): ``text`` or ``messages`` (exactly one), ``add_generation_prompt`` and ``stack``. A route whose
-    request takes an image adds ``image``; a part a route does not take is refused as unknown. ``audio`` (a
-    speech model's recording) replaces ``text`` and ``messages``."""
-
-    audio: AudioUpload = None  # before text: text's check sees it
-    messages: list[Message] | None = messages_field()  # before text: text's check sees it
-    text: str | None = text_field(required=False)
-    add_generation_prompt: bool | None = Field(
-        None,
-        description="with `messages`: end the prompt with the template's opening of the assistant's turn; default: "
-        "true unless the last message is the assistant's",
-    )
-    stack: Stack = stack_field()
-    target: str | None = Field(
-        None,
-        min_length=1,
-        max_length=TEXT_CHARS,
-        description="an encoder-decoder's target: the decoder's text, teacher-forced after the model's decoder "
-        "start; left out, the model writes one greedily (at most 32 tokens, as `generate()`) and the answer says "
-        "`target_generated`. A 422 naming `target` on a model without a decoder over a source",
-    )
-
-    @field_validator("text")
-    @classmethod
-    def _text_is_usable(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if info.data.get("audio") is not None:  # a recording is the whole source
-            if value is not None or info.data.get("messages") is not None:
-                raise PydanticCustomError("subject_both", "send audio, or text or messages, not both")
-            return None
-        value = one_of(value, info, "text", "messages")
-        return None if value is None else usable_text(value, "text")
-
-    @field_validator("target")
-    @classmethod
-    def _target_is_usable(cls, value: str | None) -> str | None:
-        return None if value is None else usable_text(value, "target")
-
-
-def one_of(value: Any, info: ValidationInfo, name: str, other: str) -> Any:
-    """``name`` (validated after ``other``): exactly one of the two given; else the error names ``name``."""
-    if other not in info.data:  # the other failed its own checks: its error says enough
-        return value
-    if value is not None and info.data[other] is not None:
-        raise PydanticCustomError("subject_both", f"send {name} or {other}, not both")
-    if value is None and info.data[other] is None:
-        raise PydanticCustomError("missing", f"Field required ({name}, or {other} instead)")
-    return value
-
-
-def usable_text(value: str, name: str) -> str:
-    """Something other than whitespace, and encodable as UTF-8 (no lone surrogate); else the error names ``name``."""
-    if not value.strip():
-        raise PydanticCustomError("text_blank", f"{name} must contain something other than whitespace")
-    return encodable(value, name)
-
-
-def encodable(value: str, name: str) -> str:
-    """``value`` encodable as UTF-8 (no lone surrogate); else the error names ``name``."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise PydanticCustomError(
-            "text_encoding",
-            f"{name} contains an unpaired UTF-16 surrogate at character {{position}}",
-            {"position": e.start},
-        ) from None
-    return value
-
-
-TextModel = TypeVar("TextModel", bound=Strict)
-
-
-def with_text_limit(model: type[TextModel], max_text_chars: int) -> type[TextModel]:
-    """``model`` with the server's text limit (the schema shows it too)."""
-    if max_text_chars == TEXT_CHARS:
-        return model
-    texts = {
-        name: (str, text_field(max_text_chars))
-        if model.model_fields[name].is_required()
-        else (str | None, text_field(max_text_chars, required=False))
-        for name in ("text", "text_b")
-        if name in model.model_fields
-    }
-    return create_model(model.__name__, __base__=model, __module__=model.__module__, **texts)
 
 
 class HeadRef(Strict):
@@ -179,25 +46,6 @@ class HeadRef(Strict):
 
     layer: Index
     head: Index
-
-
-def ablate_field() -> Any:
-    return Field(
-        default_factory=list,
-        max_length=MAX_ABLATE,
-        description="heads switched off: each one's output (its pattern applied to v) is replaced by zeros "
-        "before the layer's output projection, in every position; later layers and the predictions follow",
-    )
-
-
-# a request's ``image`` (``image: ImageUpload = None``)
-ImageUpload = Annotated[
-    str | None,
-    Field(
-        description="an image-text model only: PNG, JPEG, WebP or GIF bytes as base64 or a data: URL; the prompt is "
-        "then laid out as the model's processor and chat template lay it out (the image, then the text)",
-    ),
-]
 
 
 # ------------------------------------------------------------------ responses

@@ -8,17 +8,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .common import (
     HeadRef,
-    ImageUpload,
     Index,
-    Subject,
     SubjectAnswer,
     TargetAnswer,
-    ablate_field,
     optional_field,
 )
+from .subject import Ablate, ImagePart, Subject
 
 
-class HeadEffectsRequest(Subject):
+class HeadEffectsRequest(Subject, ImagePart, Ablate):
     """POST /api/head-effects."""
 
     model_config = ConfigDict(
@@ -29,7 +27,6 @@ class HeadEffectsRequest(Subject):
             ]
         },
     )
-    ablate: list[HeadRef] = ablate_field()
     position: Index | None = Field(
         None,
         description="the query position whose prediction is measured; default the last (an encoder's: its "
@@ -39,7 +36,6 @@ class HeadEffectsRequest(Subject):
     ablation: Literal["zero", "mean"] = Field(
         "zero", description="zero: a head's output becomes zeros; mean: its mean output over the text"
     )
-    image: ImageUpload = None
 
 
 class ImplicitEffects(BaseModel):

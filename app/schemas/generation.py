@@ -9,15 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from .common import (
     TEMPERATURE_MAX,
     TEMPERATURE_MIN,
-    HeadRef,
-    ImageUpload,
     ImageView,
     Prediction,
-    Subject,
     TokenKind,
-    ablate_field,
     optional_field,
 )
+from .subject import Ablate, ImagePart, Subject
 
 MAX_NEW_TOKENS = 256
 TOP_K_SAMPLE_MAX = 2**31 - 1  # any vocabulary is smaller
@@ -25,7 +22,7 @@ TOP_GUESSES = 5  # `top` of every streamed line
 SEED_MAX = 2**63 - 1
 
 
-class GenerateRequest(Subject):
+class GenerateRequest(Subject, ImagePart, Ablate):
     """POST /api/generate."""
 
     model_config = ConfigDict(
@@ -43,7 +40,6 @@ class GenerateRequest(Subject):
             ]
         },
     )
-    ablate: list[HeadRef] = ablate_field()
     max_new_tokens: int = Field(20, ge=1, le=MAX_NEW_TOKENS, description="tokens to add, 1..256")
     do_sample: bool = Field(False, description="false: greedy (the arg-max token); true: sampled")
     temperature: float = Field(
@@ -71,7 +67,6 @@ class GenerateRequest(Subject):
     seed: int | None = Field(
         None, ge=0, le=SEED_MAX, description="seeds the sampler (the same seed, the same text); drawn if absent"
     )
-    image: ImageUpload = None
 
 
 # ------------------------------------------------------------------ responses

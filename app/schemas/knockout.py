@@ -6,7 +6,8 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from .common import ImageUpload, Index, Prediction, Strict, Subject, SubjectAnswer
+from .common import Index, Prediction, Strict, SubjectAnswer
+from .subject import ImagePart, Subject
 
 MAX_EDGES = 1024
 Span = Index | Annotated[list[Index], Field(min_length=2, max_length=2)]
@@ -21,7 +22,7 @@ class KnockoutEdge(Strict):
     head: Index | None = Field(None, description="absent: every head of the layer")
 
 
-class KnockoutRequest(Subject):
+class KnockoutRequest(Subject, ImagePart):
     """POST /api/knockout."""
 
     model_config = ConfigDict(
@@ -42,7 +43,6 @@ class KnockoutRequest(Subject):
     token_id: Index | None = Field(
         None, description="the token measured; default the top guess there before the knockout"
     )
-    image: ImageUpload = None
 
 
 class KnockoutResponse(SubjectAnswer):

@@ -6,12 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import ImageUpload, Prediction, Subject, SubjectAnswer
+from .common import Prediction, SubjectAnswer
+from .subject import ImagePart, Subject
 
 LENS_TOP_K_MAX = 20
 
 
-class LensRequest(Subject):
+class LensRequest(Subject, ImagePart):
     """POST /api/lens."""
 
     model_config = ConfigDict(
@@ -23,7 +24,6 @@ class LensRequest(Subject):
         },
     )
     top_k: int = Field(5, ge=1, le=LENS_TOP_K_MAX, description="tokens per position and residual")
-    image: ImageUpload = None
     lens: Literal["logit", "jacobian"] = Field(
         "logit",
         description="logit: the final norm and LM head on the residual stream itself; jacobian: on J_l h_l, the "

@@ -6,20 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
-from .common import (
-    TEXT_CHARS,
-    Index,
-    Message,
-    Spans,
-    Stack,
-    Strict,
-    messages_field,
-    one_of,
-    optional_field,
-    stack_field,
-    text_field,
-    usable_text,
-)
+from .common import Index, Spans, Strict, optional_field
+from .subject import TEXT_CHARS, Message, Stack, messages_field, one_of, stack_field, text_field, usable_text
 
 
 class PatchingRequest(Strict):

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from .attention import Scale
-from .common import HeadRef, Index, Subject, SubjectAnswer, ablate_field
+from .common import Index, SubjectAnswer
+from .subject import Subject, WhatIfs
 
 
-class OneHeadRequest(Subject):
+class OneHeadRequest(Subject, WhatIfs):
     """What a request about one head of one text holds: the text, the head, the what-ifs."""
 
     layer: Index = Field(description="the head's layer (an attention layer)")
     head: Index
-    causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
-    scale: Scale = "model"
-    ablate: list[HeadRef] = ablate_field()
 
 
 class QkRequest(OneHeadRequest):

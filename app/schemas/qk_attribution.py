@@ -5,10 +5,11 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 
 from .attribution import INDUCTION
-from .common import ImageUpload, Index, Subject, SubjectAnswer, optional_field
+from .common import Index, SubjectAnswer, optional_field
+from .subject import ImagePart, Subject
 
 
-class QKAttributionRequest(Subject):
+class QKAttributionRequest(Subject, ImagePart):
     """POST /api/qk-attribution."""
 
     model_config = ConfigDict(
@@ -18,7 +19,6 @@ class QKAttributionRequest(Subject):
     head: Index = Field(description="the head (a query head, with grouped-query attention)")
     query: Index = Field(description="the query position")
     key: Index = Field(description="the key position")
-    image: ImageUpload = None
 
 
 class QKAttributionResponse(SubjectAnswer):

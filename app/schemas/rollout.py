@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from .attention import Scale
-from .common import HeadRef, ImageUpload, Index, Subject, SubjectAnswer, ablate_field
+from .common import Index, SubjectAnswer
+from .subject import ImagePart, Subject, WhatIfs
 
 ROLLOUT_MAX_TOKENS = 1024  # each layer multiplies two T×T matrices: T³ operations
 
 
-class RolloutRequest(Subject):
+class RolloutRequest(Subject, ImagePart, WhatIfs):
     """POST /api/rollout."""
 
     model_config = ConfigDict(
@@ -28,10 +28,6 @@ class RolloutRequest(Subject):
             "true: each layer's map is 0.5·attention + 0.5·I, rows renormalised (the paper's); false: attention alone"
         ),
     )
-    causal: bool = Field(True, description="false: a what-if with the mask removed in every layer")
-    scale: Scale = "model"
-    ablate: list[HeadRef] = ablate_field()
-    image: ImageUpload = None
 
 
 class RolloutResponse(SubjectAnswer):

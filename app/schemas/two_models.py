@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .common import Spans, Subject
+from .common import Spans
+from .subject import Subject
 
 
 class TwoModelsRequest(Subject):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .common import text_field, usable_text
 from .qk import OneHeadRequest
+from .subject import text_field, usable_text
 
 
 class TwoTextsRequest(OneHeadRequest):

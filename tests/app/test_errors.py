@@ -256,3 +256,28 @@ def test_a_selection_of_no_tokens_combines_nothing(client, reduce):
     r = post(client, "/api/selection", body)
     assert r.status_code == 200, r.text
     assert r.json()["from_queries"] is None and r.json()["to_keys"] is None
+
+
+@pytest.mark.parametrize(
+    ("url", "model", "body"),
+    [
+        ("/api/attention", "attention.AttentionRequest", {"text": 3, "top_k": "x", "scale": -1}),
+        ("/api/patching", "patching.PatchingRequest", {"clean": "  ", "corrupt": 5, "what": "all"}),
+        ("/api/compare-texts", "two_texts.TwoTextsRequest", {"text": "a", "text_b": "", "layer": -1, "head": 0}),
+    ],
+)
+def test_a_body_read_by_its_subjects_dependencies_lists_each_error_once(client, url, model, body):
+    """The route and each subject dependency validate the body (app/deps.py ``subject_dep``): the 422 lists
+    the schema's own errors, each once, in the schema's order."""
+    import importlib
+
+    from pydantic import ValidationError
+
+    module, name = model.split(".")
+    schema = getattr(importlib.import_module(f"attnscope.app.schemas.{module}"), name)
+    with pytest.raises(ValidationError) as own:
+        schema.model_validate(body)
+    r = client.post(url, json=body)
+    assert r.status_code == 422
+    got = [(tuple(item["loc"][1:]), item["type"]) for item in r.json()["detail"]]
+    assert got == [(tuple(e["loc"]), e["type"]) for e in own.value.errors()]

@@ -12,7 +12,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.attribution import AttributionRequest
 from ...service import Service
-from ...subject import target_of
+from ...subject import Prompt, target_of
 from ..rounding import round_sig
 
 
@@ -21,11 +21,11 @@ def refused(exc: NotSplittable) -> ApiError:
     return ApiError(422, f"this model cannot be split exactly: {exc}", loc=("body", "text"), type_="not_splittable")
 
 
-def attribution_json(svc: Service, req: AttributionRequest, started: float | None = None) -> bytes:
+def attribution_json(svc: Service, req: AttributionRequest, prompt: Prompt, started: float | None = None) -> bytes:
     """The POST /api/attribution answer: each component's direct contribution to one logit."""
-    t0 = time.perf_counter() if started is None else started
+    t0 = prompt.started if started is None else started
     facts = svc.loaded.facts
-    prompt, position = target_of(svc, req)
+    position = target_of(svc, req, prompt)
     pair = facts.architecture == "encoder-decoder"  # the decoder's logit at a target position, whichever the stack
     try:
         if pair:

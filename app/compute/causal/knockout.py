@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from ....model.backends import top_logits
 from ....model.causal.knockout import knockout
 from ....model.causal.lens import Unsupported
@@ -12,7 +10,7 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.knockout import KnockoutRequest
 from ...service import Service
-from ...subject import target_of
+from ...subject import Prompt, target_of
 from ..attention import top_predictions
 from ..checks import check_attention_layer, check_implicit_head, check_index, check_span
 from ..rounding import round_sig
@@ -59,11 +57,11 @@ def check_knockable(edge, loc: tuple, about: dict) -> None:
         check_implicit_head(edge.layer, edge.head, loc, about)
 
 
-def knockout_json(svc: Service, req: KnockoutRequest, started: float | None = None) -> bytes:
+def knockout_json(svc: Service, req: KnockoutRequest, prompt: Prompt, started: float | None = None) -> bytes:
     """The POST /api/knockout answer: the predictions with the edges knocked out, and one
     log-probability before and after."""
-    t0 = time.perf_counter() if started is None else started
-    prompt, position = target_of(svc, req)
+    t0 = prompt.started if started is None else started
+    position = target_of(svc, req, prompt)
     if prompt.stack == "encoder" and svc.loaded.facts.architecture == "encoder-decoder":
         msg = ("knockout measures the decoder's guess at a target position: ask the decoder or cross stack (an "
                "encoder's edges are not knocked out yet)")

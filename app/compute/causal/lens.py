@@ -3,8 +3,6 @@ through the logit lens or a fitted Jacobian lens, and (``heads``) each head's wr
 
 from __future__ import annotations
 
-import time
-
 from ....model.causal import NotSplittable
 from ....model.causal.lens import Unsupported, lens
 from ....model.jlens.readout import head_readout, jacobian_lens
@@ -12,19 +10,18 @@ from ...errors import ApiError
 from ...responses import dumps
 from ...schemas.lens import LensRequest
 from ...service import Service
-from ...subject import subject_of
+from ...subject import Prompt
 from ..attention import top_predictions
 from ..rounding import floor_sig
 from . import elapsed_ms, not_exact
 
 
-def lens_json(svc: Service, req: LensRequest, started: float | None = None) -> bytes:
+def lens_json(svc: Service, req: LensRequest, prompt: Prompt, started: float | None = None) -> bytes:
     """The POST /api/lens answer: the top tokens of the final norm and unembedding after every block."""
-    t0 = time.perf_counter() if started is None else started
+    t0 = prompt.started if started is None else started
     if req.lens == "jacobian" and svc.jlens is None:
         raise ApiError(422, "no Jacobian lens is loaded: start the server with --jlens FILE (attnscope jlens "
                        "fits one), or ask for the logit lens", loc=("body", "lens"), type_="no_jacobian_lens")
-    prompt = subject_of(svc, req)
     if prompt.stack == "encoder" and svc.loaded.facts.architecture == "encoder-decoder":
         msg = "the lens reads the decoder's residual stream at each target token: ask the decoder or cross stack"
         raise ApiError(422, msg, loc=("body", "stack"), type_="stack_unsupported")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from ....model.causal.lens import Unsupported
 from ....model.causal.patching import PatchingError, patching
 from ...errors import ApiError
@@ -16,16 +14,16 @@ from ..rounding import round_sig
 from . import elapsed_ms, not_exact
 
 
-def patching_json(svc: Service, req: PatchingRequest, started: float | None = None) -> bytes:
+def patching_json(
+    svc: Service, req: PatchingRequest, clean: Prompt, corrupt: Prompt, started: float | None = None
+) -> bytes:
     """The POST /api/patching answer: the share of the logit difference each head or residual piece restores."""
-    t0 = time.perf_counter() if started is None else started
+    t0 = clean.started if started is None else started
     facts = svc.loaded.facts
     pair = facts.architecture == "encoder-decoder"
-    clean = subject_of(svc, req, text="clean", messages="clean_messages")
-    if pair:
-        clean, corrupt = _sources(svc, req, clean)
+    if pair:  # the corrupt subject is a source alone: both are read with the clean run's target
+        clean, corrupt = _sources(svc, req, clean, corrupt)
     else:
-        corrupt = subject_of(svc, req, text="corrupt", messages="corrupt_messages")
         _same_count(req, len(clean.ids), len(corrupt.ids), "")
     n = len(clean.ids)
     # the default: the last position, on an encoder the first mask token (its guess there), as the other routes
@@ -78,13 +76,20 @@ def _same_count(req: PatchingRequest, clean: int, corrupt: int, why: str) -> Non
     )
 
 
-def _sources(svc: Service, req: PatchingRequest, clean: Prompt) -> tuple[Prompt, Prompt]:
+def corrupt_subject(svc: Service, req: PatchingRequest) -> Prompt:
+    """The corrupt run's subject, resolved by the route's dependency: on an encoder-decoder its source alone (read
+    with the clean run's target in :func:`_sources`), else as the clean one is."""
+    if svc.loaded.facts.architecture != "encoder-decoder":
+        return subject_of(svc, req, text="corrupt", messages="corrupt_messages")
+    return prompt_of(svc, req.corrupt, req.corrupt_messages, req.add_generation_prompt,
+                     names=("corrupt", "corrupt_messages"))
+
+
+def _sources(svc: Service, req: PatchingRequest, clean: Prompt, source: Prompt) -> tuple[Prompt, Prompt]:
     """An encoder-decoder's clean and corrupt runs: the two texts are sources read with one target (the
     request's, or the one the model writes from the clean source); both prompts' ids are the target's. Patching
     the encoder's heads writes each clean head's output at every source position: the sources need as many
     tokens there; the decoder's heads, its cross heads and its residual stream sit at target positions."""
-    source = prompt_of(svc, req.corrupt, req.corrupt_messages, req.add_generation_prompt,
-                       names=("corrupt", "corrupt_messages"))
     if clean.stack == "encoder":
         _same_count(req, len(clean.adds["source_ids"]), len(source.ids), " (the sources, on the encoder stack)")
     got = clean.adds
@@ -97,5 +102,5 @@ def _sources(svc: Service, req: PatchingRequest, clean: Prompt) -> tuple[Prompt,
         "target_generated": got["target_generated"],
     }
     bound = [backend.with_target(ids, target, clean.stack) for ids in (got["source_ids"], source.ids)]
-    return (Prompt(target, tokens, offsets, bound[0], {}, clean.stack),
-            Prompt(target, tokens, offsets, bound[1], adds, clean.stack))
+    keep = {"stack": clean.stack, "opts": clean.opts, "started": clean.started}
+    return Prompt(target, tokens, offsets, bound[0], {}, **keep), Prompt(target, tokens, offsets, bound[1], adds, **keep)

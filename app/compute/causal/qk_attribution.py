@@ -11,17 +11,18 @@ from ....model.causal.seq2seq import qk_pair
 from ...responses import dumps
 from ...schemas.qk_attribution import QKAttributionRequest
 from ...service import Service
-from ...subject import Prompt, subject_of
+from ...subject import Prompt
 from ..checks import check_attention_layer, check_index, check_position
 from ..rounding import round_sig
 from .attribution import refused
 
 
-def qk_attribution_json(svc: Service, req: QKAttributionRequest, started: float | None = None) -> bytes:
+def qk_attribution_json(
+    svc: Service, req: QKAttributionRequest, prompt: Prompt, started: float | None = None
+) -> bytes:
     """The POST /api/qk-attribution answer: one head's raw score as query-side × key-side terms."""
-    t0 = time.perf_counter() if started is None else started
+    t0 = prompt.started if started is None else started
     facts = svc.loaded.facts
-    prompt = subject_of(svc, req)
     ids = prompt.ids
     pair = facts.architecture == "encoder-decoder"
     # the keys' ids: the source's on an encoder-decoder's cross stack, else the query side's own
