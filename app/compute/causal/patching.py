@@ -103,4 +103,5 @@ def _sources(svc: Service, req: PatchingRequest, clean: Prompt, source: Prompt) 
     }
     bound = [backend.with_target(ids, target, clean.stack) for ids in (got["source_ids"], source.ids)]
     keep = {"stack": clean.stack, "opts": clean.opts, "started": clean.started}
-    return Prompt(target, tokens, offsets, bound[0], {}, **keep), Prompt(target, tokens, offsets, bound[1], adds, **keep)
+    clean_run = Prompt(target, tokens, offsets, bound[0], {}, **keep)
+    return clean_run, Prompt(target, tokens, offsets, bound[1], adds, **keep)
