@@ -228,13 +228,15 @@ class Seq2SeqBackend(TransformersBackend):
 
     @torch.inference_mode()
     @exact_fp32()
-    def patterns(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token ids ``(B, T)`` as both source and target -> the decoder stack's patterns ``(B, L, nh, T, T)``
-        on the CPU (the head roles of /api/heads: the decoder's self-attention, over the same tokens)."""
+    def patterns(self, idx: torch.Tensor, stack: str = "decoder") -> torch.Tensor:
+        """Token ids ``(B, T)`` as both source and target -> ``stack``'s patterns ``(B, L, nh, T, T)`` on the CPU
+        (the head roles of /api/heads: the decoder's self-attention, over the same tokens; the atlas: any stack)."""
         trace: list = []
         idx = idx.to(self.device)
-        with recording(trace, AttentionOptions()), stacked(self.places, "decoder"):
-            self.decode(idx, self.encode(idx))
+        with recording(trace, AttentionOptions()), stacked(self.places, stack):
+            encoded = self.encode(idx)
+            if stack != "encoder":
+                self.decode(idx, encoded)
         return torch.stack([t.pattern for t in trace], dim=1).float().cpu()
 
     def start_generation(self) -> dict:
