@@ -1,0 +1,86 @@
+"""Every encoder-decoder family on the routes (tests/kit/seq2seq.py: T5, mT5, UMT5, BART, mBART, Marian,
+Pegasus, T5Gemma and T5Gemma 2, each tiny and built in the test): POST /api/attention's three stacks equal to
+transformers eager (``encoder_attentions``, ``decoder_attentions``, ``cross_attentions``) on the ids the server
+reports, the target it writes equal to ``generate()``'s, and /api/generate's rows those of eager on the target
+it wrote. One model served at a time."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tests.kit.app import attention, served
+
+pytest.importorskip("transformers")
+
+from transformers import AutoModelForSeq2SeqLM  # noqa: E402
+
+from tests.kit.seq2seq import SEQ2SEQ, build_seq2seq, model_type  # noqa: E402
+
+SOURCE = "The cat sat on the mat, and the dog saw the cat."
+TARGET = "A dog sat on the log."
+EAGER = {"encoder": "encoder_attentions", "decoder": "decoder_attentions", "cross": "cross_attentions"}
+WRITTEN = 32  # the most tokens /api/attention writes of a target (generate()'s default)
+NEW = 4  # tokens /api/generate streams
+
+
+@pytest.fixture(scope="module", params=list(SEQ2SEQ))
+def family(request, tmp_path_factory):
+    """(family, its folder, a client serving it, transformers eager's model of it)."""
+    name = request.param
+    folder = build_seq2seq(name, tmp_path_factory.mktemp("s2s") / name)
+    ref = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
+    with served({name: folder}) as clients:
+        yield name, folder, clients[name], ref
+
+
+def run_eager(ref, source, target):
+    with torch.no_grad():
+        return ref(input_ids=torch.tensor([source]), decoder_input_ids=torch.tensor([target]), output_attentions=True)
+
+
+def test_every_stack_equals_eager_on_the_ids_served(family):
+    name, _, client, ref = family
+    info = client.get("/api/model").json()
+    assert info["family"] == model_type(name) and info["architecture"] == "encoder-decoder"
+    merged = name == "t5gemma2"  # one softmax over the decoder's keys and the encoder's
+    assert [s["merged_softmax"] for s in info["stacks"]] == [False, merged, merged]
+    rows = {}
+    for stack in ("encoder", "decoder", "cross"):
+        data = attention(client, text=SOURCE, target=TARGET, stack=stack, include=["pattern"], top_k=1)
+        assert data["stack"] == stack and data["target_generated"] is False
+        out = run_eager(ref, data["source_ids"], data["target_ids"])
+        expected = getattr(out, EAGER[stack])
+        assert len(data["layers"]) == len(expected)
+        for layer, e in zip(data["layers"], expected, strict=True):
+            for head in layer["heads"]:
+                np.testing.assert_allclose(head["pattern"], e[0, head["head"]].numpy(), atol=2e-5)
+        rows[stack] = np.array([h["pattern"] for h in data["layers"][0]["heads"]], dtype=float).sum(-1)
+        assert [p[0]["id"] for p in data["predictions"]] == out.logits[0].argmax(-1).tolist()
+    # a row of the decoder and its row of the cross stack: each a softmax of its own, or one shared
+    total = rows["decoder"] + rows["cross"]
+    np.testing.assert_allclose(total, np.ones_like(total) * (1 if merged else 2), atol=1e-3)
+
+
+def test_the_written_target_is_generates_and_the_stream_is_eagers(family):
+    _, _, client, ref = family
+    data = attention(client, text=SOURCE, include=[])
+    source = data["source_ids"]
+    with torch.no_grad():
+        written = ref.generate(torch.tensor([source]), do_sample=False, max_new_tokens=WRITTEN)[0].tolist()
+        expected = ref.generate(torch.tensor([source]), do_sample=False, max_new_tokens=NEW)[0].tolist()
+    assert data["target_generated"] is True and data["target_ids"] == written
+    r = client.post("/api/generate", json={"text": SOURCE, "max_new_tokens": NEW})
+    assert r.status_code == 200, r.text
+    lines = [json.loads(line) for line in r.text.splitlines()]
+    steps = lines[:-1]
+    target = steps[0]["target_ids"] + [s["token_id"] for s in steps]
+    assert target == expected and lines[-1]["done"] is True
+    out = run_eager(ref, source, target[:-1])  # each step's query: the token before the new one
+    for t, step in enumerate(steps):
+        for layer, (own, cross) in enumerate(zip(step["attention"], step["cross"], strict=True)):
+            np.testing.assert_allclose(own, out.decoder_attentions[layer][0, :, t, : t + 1].numpy(), atol=2e-5)
+            np.testing.assert_allclose(cross, out.cross_attentions[layer][0, :, t].numpy(), atol=2e-5)
