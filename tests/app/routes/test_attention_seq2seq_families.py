@@ -84,3 +84,37 @@ def test_the_written_target_is_generates_and_the_stream_is_eagers(family):
         for layer, (own, cross) in enumerate(zip(step["attention"], step["cross"], strict=True)):
             np.testing.assert_allclose(own, out.decoder_attentions[layer][0, :, t, : t + 1].numpy(), atol=2e-5)
             np.testing.assert_allclose(cross, out.cross_attentions[layer][0, :, t].numpy(), atol=2e-5)
+
+
+def test_the_per_head_routes_answer_in_each_stack(family):
+    """Head effects, the lens, knockout, selection and rollout on each family: 200 where the route is defined,
+    a 422 naming ``stack`` where it is not (the lens and knockout on the encoder, rollout across two sides or on
+    one block of a shared softmax)."""
+    name, _, client, _ = family
+    merged = name == "t5gemma2"
+    body = {"text": SOURCE, "target": TARGET}
+    refused = {
+        ("/api/lens", "encoder"), ("/api/knockout", "encoder"), ("/api/rollout", "cross"),
+        *([("/api/rollout", "decoder")] if merged else []),
+    }
+    routes = {
+        "/api/head-effects": {"position": 3},
+        "/api/lens": {},
+        "/api/knockout": {"edges": [{"layer": 0, "query": [1, 3], "key": [0, 1]}]},
+        "/api/selection": {"layer": 0, "head": 0, "queries": [1], "keys": [0]},
+        "/api/rollout": {},
+    }
+    guesses = attention(client, **body, include=[], top_k=1)["predictions"]  # the decoder's, whichever the stack
+    for stack in ("encoder", "decoder", "cross"):
+        for route, extra in routes.items():
+            r = client.post(route, json={**body, "stack": stack, **extra})
+            if (route, stack) in refused:
+                assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "stack"], (route, stack)
+                continue
+            assert r.status_code == 200, (route, stack, r.text)
+            got = r.json()
+            if route == "/api/head-effects":  # the decoder's guess at target position 3, its log-probability
+                assert got["token_id"] == guesses[3][0]["id"]
+                assert got["logprob"] == pytest.approx(np.log(guesses[3][0]["prob"]), abs=1e-4)
+            if route == "/api/lens":  # after the last layer: the model's own guesses
+                assert [row[0]["id"] for row in got["residuals"][-1]["top"]] == [g[0]["id"] for g in guesses]
