@@ -182,6 +182,8 @@ def _measurable(lm, stack: str | None) -> str:
             f"{lm.facts.name} uses differential attention (a head's map is first − λ·second, with negative cells); "
             "the atlas's metrics are defined for softmax rows, so it cannot measure it yet"
         )
+    if hasattr(lm.backend, "ear"):  # Whisper: its encoder hears a recording, and a corpus is text
+        raise AtlasError(f"{lm.facts.name} is a speech model (its source is audio): an atlas's corpus is text")
     return stack_of(lm.facts, stack)
 
 

@@ -102,3 +102,16 @@ def test_a_stack_the_model_lacks_is_one_line(t5, tmp_path):
     # the default: the decoder, named in the metadata
     out = atlas(corpus, tmp_path / "t5", model=t5[0], seq_len=SEQ_LEN, batch_size=BATCH, exemplars=0)
     assert json.loads((out / META_FILE).read_text())["model"]["stack"] == "decoder"
+
+
+def test_a_speech_model_is_refused_in_one_line(tmp_path):
+    """Whisper's encoder hears a recording: a text corpus has no source for it."""
+    from tests.kit.speech import build_whisper
+
+    lm = load_model(build_whisper(tmp_path / "whisper"), "cpu")
+    corpus = write_docs(tmp_path / "docs.txt", ENGLISH_DOCS[:2])
+    for stack in (None, "encoder", "cross"):
+        with pytest.raises(AtlasError, match="speech model") as e:
+            atlas(corpus, tmp_path / "out", model=lm, seq_len=SEQ_LEN, stack=stack)
+        assert "\n" not in str(e.value)
+    assert not (tmp_path / "out").exists()
