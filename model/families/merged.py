@@ -27,6 +27,7 @@ import dataclasses
 import torch
 from torch.nn import functional as F
 
+from ..stats import PART
 from ..trace import needs_unscaled, sees_later, traced_attention, wants
 from . import eager_steps
 
@@ -109,6 +110,6 @@ def attend(rec, module, query, k, v, mask, opts, layer, f, scale: dict, own: boo
         window = getattr(module, "sliding_window", None) if name == "decoder" and opts.causal else None
         z = traced_attention(
             sink, layer, query, k[:, :, b], v[:, :, b], mask[:, b], scale["divisor_value"], part(steps, S, b),
-            causal, None, window, extras=f.extras,
+            causal, None, window, extras=f.extras | {PART},
         )
     return z

@@ -50,7 +50,9 @@ def test_every_stack_equals_eager_on_the_ids_served(family):
     assert [s["merged_softmax"] for s in info["stacks"]] == [False, merged, merged]
     rows = {}
     for stack in ("encoder", "decoder", "cross"):
-        data = attention(client, text=SOURCE, target=TARGET, stack=stack, include=["pattern"], top_k=1)
+        data = attention(
+            client, text=SOURCE, target=TARGET, stack=stack, include=["pattern", "stats"], stats_rows=True, top_k=1
+        )
         assert data["stack"] == stack and data["target_generated"] is False
         out = run_eager(ref, data["source_ids"], data["target_ids"])
         expected = getattr(out, EAGER[stack])
@@ -58,6 +60,11 @@ def test_every_stack_equals_eager_on_the_ids_served(family):
         for layer, e in zip(data["layers"], expected, strict=True):
             for head in layer["heads"]:
                 np.testing.assert_allclose(head["pattern"], e[0, head["head"]].numpy(), atol=2e-5)
+                # each row's entropy, -Σ p ln p over the weights shown (a block of a shared softmax: its own)
+                p = e[0, head["head"]].double().numpy()
+                entropy = -(p * np.log(np.where(p > 0, p, 1))).sum(-1)
+                np.testing.assert_allclose(head["stats"]["row_entropy"], entropy, atol=1e-3)
+                assert ("row_entropy_unscaled" in head["stats"]) is not (merged and stack != "encoder")
         rows[stack] = np.array([h["pattern"] for h in data["layers"][0]["heads"]], dtype=float).sum(-1)
         assert [p[0]["id"] for p in data["predictions"]] == out.logits[0].argmax(-1).tolist()
     # a row of the decoder and its row of the cross stack: each a softmax of its own, or one shared
