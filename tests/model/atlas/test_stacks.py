@@ -115,3 +115,31 @@ def test_a_speech_model_is_refused_in_one_line(tmp_path):
             atlas(corpus, tmp_path / "out", model=lm, seq_len=SEQ_LEN, stack=stack)
         assert "\n" not in str(e.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_encoders_one_stack(tmp_path):
+    """An encoder (a tiny BERT): its one stack, `encoder`, by default and by name; the decoder it lacks refused."""
+    from transformers import AutoModelForMaskedLM
+
+    from tests.kit.encoders import build_encoder
+
+    path = build_encoder("bert", tmp_path / "bert")
+    lm = load_model(path, "cpu")
+    corpus = write_docs(tmp_path / "docs.txt", ENGLISH_DOCS[:2])
+    ref = AutoModelForMaskedLM.from_pretrained(path, attn_implementation="eager").eval()
+    per_window = []
+    for w in windows(token_stream(open_corpus([corpus]).documents(), lm.tokenizer), SEQ_LEN):
+        with torch.no_grad():
+            res = ref(input_ids=torch.from_numpy(w)[None], output_attentions=True)
+        per_window.append(torch.stack(res.attentions, dim=1)[0].double().numpy())
+    for stack in (None, "encoder"):
+        out = atlas(corpus, tmp_path / f"out-{stack}", model=lm, seq_len=SEQ_LEN, batch_size=BATCH, exemplars=0,
+                    stack=stack)
+        meta = json.loads((out / META_FILE).read_text())
+        assert meta["model"]["stack"] == "encoder" and meta["model"]["target"] is None
+        got = read_atlas(out)
+        for m in ("entropy", "mean_distance", "self"):
+            v = np.concatenate([row_metrics(A, m) for A in per_window], axis=-1)
+            np.testing.assert_allclose(got.maps[m], v.mean(-1), rtol=0, atol=1e-5 * max(1.0, np.abs(v).max()))
+    with pytest.raises(AtlasError, match="no decoder stack"):
+        atlas(corpus, tmp_path / "bad", model=lm, seq_len=SEQ_LEN, stack="decoder")
