@@ -64,9 +64,9 @@ def knocked(opts, layer: int, mask: torch.Tensor, block: slice | None, nh: int) 
     """``opts``' knocked-out edges (in the keys of the block looked at) on the merged ``mask`` (T, S): a row
     is left without keys only where both blocks lose every key."""
     if block is None or not opts.knockout:
-        return opts.knocked_mask(layer, mask, nh) if block is not None else mask
-    shift = block.start
-    edges = tuple((e[0], e[1], e[2], e[3], e[4] + shift, e[5] + shift) for e in opts.knockout)
+        return mask
+    at, end = block.start, block.stop  # an edge's keys, shifted into the block and kept inside it
+    edges = tuple((e[0], e[1], e[2], e[3], min(e[4] + at, end), min(e[5] + at, end)) for e in opts.knockout)
     return dataclasses.replace(opts, knockout=edges).knocked_mask(layer, mask, nh)
 
 
