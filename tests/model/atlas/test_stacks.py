@@ -35,6 +35,13 @@ def t5(tmp_path_factory):
     return load_model(path, "cpu"), path
 
 
+@pytest.fixture(scope="module")
+def t5gemma2(tmp_path_factory):
+    """T5Gemma 2: its decoder and cross stacks are the two blocks of one softmax (rows summing below 1)."""
+    path = build_seq2seq("t5gemma2", tmp_path_factory.mktemp("atlas-t5g2") / "m")
+    return load_model(path, "cpu"), path
+
+
 def row_metrics(A: np.ndarray, name: str) -> np.ndarray:
     """One metric of one window's patterns ``A`` (L, nh, T, S) over rows t >= its first row -> (L, nh, R)."""
     T, S = A.shape[-2:]
@@ -54,8 +61,9 @@ def row_metrics(A: np.ndarray, name: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("stack", ["encoder", "decoder", "cross"])
-def test_each_stack_equals_eager_on_the_window_as_source_and_target(stack, t5, tmp_path):
-    lm, path = t5
+@pytest.mark.parametrize("family", ["t5", "t5gemma2"])
+def test_each_stack_equals_eager_on_the_window_as_source_and_target(family, stack, request, tmp_path):
+    lm, path = request.getfixturevalue(family)
     corpus = write_docs(tmp_path / "docs.txt", ENGLISH_DOCS[:3])
     out = atlas(corpus, tmp_path / "out", model=lm, seq_len=SEQ_LEN, batch_size=BATCH, local_window=LOCAL,
                 exemplars=2, stack=stack)
