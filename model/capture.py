@@ -37,7 +37,7 @@ from .blocks import blank, block_budget, head_index, pick, query_blocks, softmax
 from .fields import PART_FIELDS, ROW_FIELDS, VECTOR_FIELDS, kept_beside, matrices_kept
 from .focus import FocusHead
 from .pooling import Pool, levels, thumbnail_block, thumbnails
-from .stats import STAT_SCALARS, StatsAccumulator
+from .stats import PART, STAT_SCALARS, StatsAccumulator
 
 
 @dataclass(frozen=True)
@@ -156,8 +156,10 @@ class Capture:
                 sinks = None if sink_logit is None else pick(sink_logit, st.head_index)
                 qk = pick(st.q, st.head_index), pick(st.k, st.head_index)
                 shifted = "position_bias" in extras  # T5: scores = q·kᵀ / divisor + bias
+                part = PART in extras  # one block of a softmax over more keys: no unscaled softmax of its own
                 st.stats = StatsAccumulator(
-                    *qk, divisor, softcap, sinks, fuse=sel.fuse, shifted=shifted, unscaled=sel.stats_unscaled
+                    *qk, divisor, softcap, sinks, fuse=sel.fuse, shifted=shifted,
+                    unscaled=sel.stats_unscaled and not part, part=part,
                 )
             if sel.thumbnail and heads:
                 st.pool = Pool(len(heads), T, S, thumbnail_block(T, sel.thumbnail, S), q.device)

@@ -142,6 +142,9 @@ class StatsAccumulator:
     (``H - m·(s_sink - max s)`` with the sink's share ``m = p_max·exp(s_sink - max s)``). Everything
     stays float32 on the device.
 
+    With ``part`` (T5Gemma 2's decoder and cross blocks of one softmax, :mod:`model.families.merged`) the rows
+    are one block of a wider softmax: the entropy is −Σ p ln p over the block's own weights.
+
     With ``fuse`` the start, each block's passes and merges, and the summary each run as one
     compiled function (:func:`fused`, ``torch.compile``): the same arithmetic in a few kernels where
     eager launches some sixty a block, which is what a GPU's launch-bound short text spends its
@@ -159,8 +162,10 @@ class StatsAccumulator:
         fuse: bool = False,
         shifted: bool = False,
         unscaled: bool = True,
+        part: bool = False,
     ) -> None:
         self.divisor, self.softcap = float(divisor), softcap
+        self.part = part  # rows that are one block of a wider softmax (T5Gemma 2): they sum to less than 1
         self.unscaled = unscaled  # False: no statistics of the unscaled softmax (one exp of each score less)
         self.sink = None if sink_logit is None else sink_logit.float()[..., None]  # (..., 1): against each row
         # compiled where asked, except for a one-token text: to the compiler a size of 1 is a shape of its own
@@ -190,7 +195,7 @@ class StatsAccumulator:
             mask = mask.clone(memory_format=torch.contiguous_format)  # (t, s) bool: small
         self.raw, self.scaled, rows = terms(
             raw, scores, pattern, mask, self.raw, self.scaled, self._divisor, self.from_raw, self.softcap, self.sink,
-            self.unscaled,
+            self.unscaled, self.part,
         )
         for name, value in zip(ROW_TERMS, rows, strict=True):
             self.rows[name].append(value)
@@ -240,11 +245,13 @@ def summary(var_q, var_k, moments_raw, moments_scaled, divisor, ent, ent_u, p_ma
     return {name: value for name, value in out.items() if value is not None}  # without the unscaled: no such keys
 
 
+PART = "merged_part"  # in a layer's extras: its rows are one block of a wider softmax (model.families.merged)
 ROW_TERMS = ("ent", "ent_u", "p_max", "pu_max")  # per row: entropy and top weight, scaled and unscaled
 
 
 def block_terms(
-    raw, scores, pattern, mask, moments_raw, moments_scaled, divisor, from_raw: bool, softcap, sink, unscaled=True
+    raw, scores, pattern, mask, moments_raw, moments_scaled, divisor, from_raw: bool, softcap, sink, unscaled=True,
+    part=False,
 ):
     """One block of :class:`StatsAccumulator`: the running moments with the block's rows merged
     (:func:`merge_rows`), and the rows' :data:`ROW_TERMS`, each (..., t).
@@ -281,7 +288,9 @@ def block_terms(
         lowest = torch.finfo(scores.dtype).min
         p_dot = _dot(pattern, scores.clamp_min(lowest) - s_max[..., None])
     del y
-    ent = -p_max.log() - p_dot
+    # -Σ p ln p with ln p = ln p_max + (s - max s) on every visible key; a block of a wider softmax (``part``)
+    # weighs ln p_max by its own mass, less than 1
+    ent = -(pattern.sum(-1) if part else 1.0) * p_max.log() - p_dot
     if sink is not None:  # the sink's share m and its score, against the top key's
         gap = sink - s_max
         ent = ent - p_max * gap.exp() * gap

@@ -45,6 +45,11 @@ def add_atlas_command(sub) -> None:
         help="a second model (a folder, a .gguf file or a Hugging Face name) run on every batch too: adds the metric "
         "'divergence', each row's Jensen-Shannon divergence (bits) between the two models; same tokenizer and shape",
     )
+    at.add_argument(
+        "--stack", choices=("encoder", "decoder", "cross"),
+        help="the attention stack measured (default: the decoder where the model has one, else its encoder); on an "
+        "encoder-decoder each window is both the source and the teacher-forced target",
+    )
     at.add_argument("--resume", action="store_true", help="continue an atlas a Ctrl+C interrupted in --out")
     at.add_argument("--engine", choices=("local", "ray"), default="local", help="local (default) or ray (Ray Data)")
     at.add_argument("--address", help="the Ray cluster to use with --engine ray (default: a local Ray, or RAY_ADDRESS)")
@@ -87,6 +92,7 @@ def cmd_atlas(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             resume=args.resume,
             progress=False if args.no_progress else None,
+            stack=args.stack,
         )
     except ModelMismatch as e:
         raise Failure(f"--compare-model {args.compare_model}: {e}") from None

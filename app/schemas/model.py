@@ -114,6 +114,11 @@ class StackInfo(BaseModel):
     n_head: int
     query: Literal["source", "target"] = Field(description="whose tokens the queries are")
     key: Literal["source", "target"] = Field(description="whose tokens the keys are")
+    merged_softmax: bool = Field(
+        False,
+        description="true where this stack's rows are one part of a softmax the decoder and cross stacks share "
+        "(T5Gemma 2): a row's part here and its part in the other stack add up to 1 together, not each",
+    )
 
 
 class ModelInfo(BaseModel):

@@ -31,6 +31,21 @@ export function chosenStack(state) {
 /** The chosen stack's description (`{name, n_layer, n_head, query, key}`), or null before the model is known. */
 export const stackInfo = (state) => stacksOf(state.model).find((s) => s.name === chosenStack(state)) ?? null;
 
+/**
+ * Words for a stack whose rows are one part of a softmax it shares with another stack (`merged_softmax`: a
+ * decoder that attends to its own tokens and the source's in one softmax), or "" for a stack of its own.
+ */
+export function sharedSoftmaxWords(state) {
+  const s = stackInfo(state);
+  if (!s?.merged_softmax) return "";
+  const others = stacksOf(state.model).filter((o) => o.merged_softmax && o.name !== s.name);
+  const names = others.map((o) => `the ${STACK_LABELS[o.name] ?? o.name} stack`).join(" and ");
+  return (
+    `One softmax with ${names}: each ${s.query} token's row here is one block of a row over the target and the ` +
+    "source together, so its weights here and there add up to 1 together, not each."
+  );
+}
+
 /** The stack an answer is of, by its `stack` (else the chosen one): its description, or null. */
 const answerStack = (state, response) =>
   stacksOf(state.model).find((s) => s.name === (response?.stack ?? chosenStack(state))) ?? null;

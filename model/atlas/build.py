@@ -39,6 +39,7 @@ from .implicit import implicit_induction, shape
 from .meta import N_INDUCTION, STATE_FILE, AtlasError, load_state, metadata, save_state, with_progress
 from .metrics import CONTEXT_AFTER, CONTEXT_BEFORE, METRICS, Tally
 from .read import write_atlas
+from .stacks import stack_facts, stack_of
 from .tally import batch_tally
 
 DEFAULT_SEQ_LEN = 512  # tokens per window, or the model's context if shorter
@@ -46,18 +47,20 @@ SAVE_EVERY_S = 300.0  # the state and the partial atlas are also written this of
 
 
 @torch.inference_mode()
-def induction_rows(backend, n_induction: int = N_INDUCTION, compared: bool = False) -> np.ndarray:
+def induction_rows(backend, n_induction: int = N_INDUCTION, compared: bool = False, stack=None) -> np.ndarray:
     """(La, nh, R) float32: on :mod:`model.heads`'s induction probe (seeded random tokens after the
     model's BOS, repeated twice), each second-copy token's weight on the token after its first
     occurrence, R = probe batch × (n − 1) rows; their mean is :func:`model.heads.induction_score`.
-    A hybrid's implicit heads (:mod:`.implicit`) read p = |M| normalised per row, in the model's layer order."""
-    facts, tokenizer = backend.facts, backend.tokenizer
+    A hybrid's implicit heads (:mod:`.implicit`) read p = |M| normalised per row, in the model's layer order.
+    ``stack``: an encoder-decoder's stack, the probe its source and its target (:mod:`.stacks`)."""
+    facts, tokenizer = stack_facts(backend.facts, stack), backend.tokenizer
     prefix = probe_prefix(tokenizer)
     n = min(n_induction, (facts.block_size - 1) // 2)
     rand = induction_tokens(facts.vocab_size, n=n, pool=random_pool(tokenizer, facts.vocab_size))  # (B, n)
     start = prefix or tokenizer.encode_ids("")[:1]
     bos = torch.tensor(start, dtype=torch.long).expand(rand.size(0), len(start))
-    p = backend.patterns(torch.cat([bos, rand, rand], dim=1))  # (B, La, nh, T, T)
+    probe = torch.cat([bos, rand, rand], dim=1)
+    p = backend.patterns(probe) if stack is None else backend.patterns(probe, stack=stack)  # (B, La, nh, T, T)
     j = torch.arange(n - 1)
     rows = p[..., len(start) + n + j, len(start) + j + 1]  # (B, La, nh, n - 1): the cells induction_score averages
     own = rows.permute(1, 2, 0, 3).reshape(p.shape[1], p.shape[2], -1).float().numpy()
@@ -65,7 +68,7 @@ def induction_rows(backend, n_induction: int = N_INDUCTION, compared: bool = Fal
     if not implicit:
         return own
     cells = (len(start) + n + j).numpy(), (len(start) + j + 1).numpy()
-    mixed = implicit_induction(backend, implicit, torch.cat([bos, rand, rand], dim=1), *cells, heads)
+    mixed = implicit_induction(backend, implicit, probe, *cells, heads)
     out = np.zeros((len(layers), heads, own.shape[-1]), dtype=np.float32)
     for i, layer in enumerate(layers):
         at = [m["layer"] for m in implicit]
@@ -110,6 +113,7 @@ def atlas(
     resume: bool = False,
     progress: bool | None = None,
     after_batch: Callable[[Tally], None] | None = None,
+    stack: str | None = None,
 ) -> Path:
     """Measure every head over ``corpus`` (file paths, or a checked :class:`~model.atlas.corpus.Corpus`)
     and write the atlas to the folder ``out``.
@@ -124,8 +128,10 @@ def atlas(
     the ``local`` metric's w, ``exemplars`` the rows kept per head and metric. ``engine``:
     ``"local"`` or ``"ray"`` (``address`` of the cluster, ``concurrency`` actors). ``progress``: a
     tqdm bar on stderr (None: only on a terminal). ``after_batch(tally)`` is called after each batch
-    is merged (a test hook). Raises :class:`~model.atlas.corpus.CorpusError` for a bad corpus
-    (before anything is written), :class:`AtlasError` for bad settings; a ``KeyboardInterrupt``
+    is merged (a test hook). ``stack``: the attention stack measured (:mod:`.stacks`; None: the decoder where
+    the model has one, else its one stack; an encoder-decoder's window is its source and its target).
+    Raises :class:`~model.atlas.corpus.CorpusError` for a bad corpus (before anything is written),
+    :class:`AtlasError` for bad settings (a stack the model lacks among them); a ``KeyboardInterrupt``
     leaves a partial atlas and its state file, then propagates. Returns ``out``.
     """
     from ..registry import load_model
@@ -138,11 +144,7 @@ def atlas(
     _check_settings(out, resume, engine, batch_size=batch_size, local_window=local_window, exemplars=exemplars,
                     max_tokens=max_tokens)
     lm = model if model is not None else load_model(checkpoint, device=device, dtype=dtype)
-    if lm.facts.differential:  # signed maps: no entropy, no share of a row
-        raise AtlasError(
-            f"{lm.facts.name} uses differential attention (a head's map is first − λ·second, with negative cells); "
-            "the atlas's metrics are defined for softmax rows, so it cannot measure it yet"
-        )
+    stack = _measurable(lm, stack)
     other = _compare_model(lm, compare_model, data, max_tokens, device, dtype)
     context = lm.facts.block_size
     seq_len = seq_len or min(DEFAULT_SEQ_LEN, context)
@@ -150,26 +152,44 @@ def atlas(
         raise AtlasError(f"seq_len {seq_len}: must be between 2 and the model's context, {context} tokens")
     settings = {"seq_len": seq_len, "batch_size": batch_size, "max_tokens": max_tokens, "local_window": local_window,
                 "exemplars": exemplars, "context_before": CONTEXT_BEFORE, "context_after": CONTEXT_AFTER,
-                "engine": engine}
+                "engine": engine, "stack": stack}
     meta = metadata(lm, data, settings, other)
     if resume:
         tally, induction = load_state(out, meta)
     else:
         metrics = (*METRICS, DIVERGENCE) if other is not None else METRICS
-        layers, _, heads = shape(lm.facts, other is not None)
+        layers, _, heads = shape(stack_facts(lm.facts, stack), other is not None)
         tally = Tally.empty(layers, heads, exemplars, metrics)
-        induction = induction_rows(lm.backend, compared=other is not None)
+        induction = induction_rows(lm.backend, compared=other is not None, stack=_own(lm, stack))
 
     todo, messages = _batches(data, lm, seq_len, max_tokens, batch_size, tally.batches)
     if engine == "ray":
         from .ray_engine import ray_tallies
 
         parts = ray_tallies(lm, todo, local_window, exemplars, device=device, dtype=dtype, address=address,
-                            concurrency=concurrency, other=other)
+                            concurrency=concurrency, other=other, stack=_own(lm, stack))
     else:
-        parts = (batch_tally(lm.backend, b, local_window, exemplars, getattr(other, "backend", None)) for b in todo)
+        backend, second = lm.backend, getattr(other, "backend", None)
+        parts = (batch_tally(backend, b, local_window, exemplars, second, _own(lm, stack)) for b in todo)
     _run(parts, tally, induction, meta, out, (lm.tokenizer, messages), max_tokens, progress, after_batch)
     return out
+
+
+def _measurable(lm, stack: str | None) -> str:
+    """The stack the atlas measures (:func:`.stacks.stack_of`), after refusing a model it cannot measure."""
+    if lm.facts.differential:  # signed maps: no entropy, no share of a row
+        raise AtlasError(
+            f"{lm.facts.name} uses differential attention (a head's map is first − λ·second, with negative cells); "
+            "the atlas's metrics are defined for softmax rows, so it cannot measure it yet"
+        )
+    if hasattr(lm.backend, "ear"):  # Whisper: its encoder hears a recording, and a corpus is text
+        raise AtlasError(f"{lm.facts.name} is a speech model (its source is audio): an atlas's corpus is text")
+    return stack_of(lm.facts, stack)
+
+
+def _own(lm, stack: str):
+    """``stack`` where the model has more than one to choose from (an encoder-decoder), else None."""
+    return stack if len(lm.facts.stacks) > 1 else None
 
 
 def _batches(data: Corpus, lm, seq_len: int, max_tokens: int | None, batch_size: int, done: int):

@@ -23,8 +23,12 @@ STATE_FILE = "atlas-state.npz"
 N_INDUCTION = 40  # tokens of the induction probe's random sequence (as model.heads)
 FORMAT_VERSION = 2  # 2: rows where a metric is at its maximum by construction left out
 # the settings a resumed run must share with the run it continues
-SAME_ON_RESUME = ("seq_len", "batch_size", "max_tokens", "local_window", "exemplars")
-
+SAME_ON_RESUME = ("seq_len", "batch_size", "max_tokens", "local_window", "exemplars", "stack")
+# meta.json's word for the target of an encoder-decoder's decoder and cross stacks (model.atlas.stacks)
+STACK_TARGET = (
+    "the window itself: the encoder reads the window as the source and the decoder reads the same tokens "
+    "teacher-forced as the target (no decoder start token first), so rows and keys are the window's tokens"
+)
 
 # what meta.json says of each metric and of the bins
 DEFINITIONS = {
@@ -77,8 +81,10 @@ def metadata(lm, corpus: Corpus, settings: dict, other=None) -> dict:
             "path": str(lm.path),
             "family": facts.family,
             "architecture": facts.architecture,  # decoder, encoder or encoder-decoder
-            # the attention stack measured: the model's one, an encoder-decoder's decoder (Backend.patterns)
-            "stack": next((s["name"] for s in facts.stacks if s["name"] == "decoder"), facts.stacks[0]["name"]),
+            # the attention stack measured (model.atlas.stacks): the model's one, or the one of an encoder-decoder's
+            # three asked for (default its decoder), whose target is then the window itself
+            "stack": settings["stack"],
+            "target": STACK_TARGET if len(facts.stacks) > 1 and settings["stack"] != "encoder" else None,
             "dtype": facts.dtype,
             "device": facts.device,
             "attention_implementation": "model.gpt explicit path (eager arithmetic)"
@@ -137,7 +143,7 @@ def load_state(out: Path, meta: dict) -> tuple[Tally, np.ndarray]:
         "dtype": (saved["model"]["dtype"], meta["model"]["dtype"]),
         "device": (saved["model"]["device"], meta["model"]["device"]),
         "compare model": ((saved.get("compare_model") or {}).get("path"), (meta["compare_model"] or {}).get("path")),
-        **{k: (saved["settings"][k], meta["settings"][k]) for k in SAME_ON_RESUME},
+        **{k: (saved["settings"].get(k, meta["settings"][k]), meta["settings"][k]) for k in SAME_ON_RESUME},
     }
     for what, (was, now) in checks.items():
         if was != now:

@@ -53,7 +53,7 @@ class AtlasWorker:
     batch of windows -> its tally."""
 
     def __init__(self, source: str, device: str | None, dtype: str, local_window: int, exemplars: int, threads: int,
-                 compare: str | None = None):
+                 compare: str | None = None, stack: str | None = None):
         import torch
 
         from ..registry import load_model
@@ -62,7 +62,7 @@ class AtlasWorker:
             torch.set_num_threads(threads)
         self.lm = load_model(source, device=device, dtype=dtype)
         self.other = load_model(compare, device=device, dtype=dtype) if compare is not None else None
-        self.local_window, self.exemplars = local_window, exemplars
+        self.local_window, self.exemplars, self.stack = local_window, exemplars, stack
 
     def __call__(self, items: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from .tally import batch_tally
@@ -75,7 +75,8 @@ class AtlasWorker:
             batch = Batch(int(index), int(window0), tokens)
             numbers.append(int(index))
             other = self.other.backend if self.other is not None else None
-            blobs.append(_pack(batch_tally(self.lm.backend, batch, self.local_window, self.exemplars, other)))
+            tally = batch_tally(self.lm.backend, batch, self.local_window, self.exemplars, other, self.stack)
+            blobs.append(_pack(tally))
         return {"batch": np.asarray(numbers, dtype=np.int64), "tally": np.asarray(blobs, dtype=object)}
 
 
@@ -123,6 +124,7 @@ def ray_tallies(
     address: str | None = None,
     concurrency: int | None = None,
     other=None,
+    stack: str | None = None,
 ) -> Iterator[Tally]:
     """The tallies of ``todo``'s batches, computed by Ray actors, yielded in batch order.
 
@@ -130,7 +132,7 @@ def ray_tallies(
     ``address`` (None: a Ray on this machine, started here and shut down after). ``concurrency``
     actors (default: one per GPU of the cluster, else one per CPU); ``device`` is the actors'
     (default: ``cuda`` where the cluster has GPUs). ``other``: the compare model, which each actor
-    loads from its path too (both models on the actor's device)."""
+    loads from its path too (both models on the actor's device); ``stack``: an encoder-decoder's stack measured."""
     try:
         import ray
         import ray.data
@@ -138,10 +140,12 @@ def ray_tallies(
         raise ImportError("the Ray engine needs Ray: pip install 'attnscope[ray]'") from e
 
     with _quiet_ray():  # for as long as the batches run
-        yield from _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency, other)
+        yield from _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency, other, stack)
 
 
-def _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency, other) -> Iterator[Tally]:
+def _tallies(
+    ray, lm, todo, local_window, exemplars, device, dtype, address, concurrency, other, stack=None
+) -> Iterator[Tally]:
     started = not ray.is_initialized()
     if started:
         _init(ray, address)
@@ -176,6 +180,7 @@ def _tallies(ray, lm, todo, local_window, exemplars, device, dtype, address, con
                 exemplars=exemplars,
                 threads=cpus,
                 compare=str(other.path) if other is not None else None,
+                stack=stack,
             ),
         )
         waiting: dict[int, bytes] = {}

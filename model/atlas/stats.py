@@ -18,6 +18,7 @@ import torch
 from torch.nn import functional as F
 
 from ..blocks import BLOCK_TEMPORARIES, block_budget
+from ..families import BIAS
 from .keys import sortable, unsortable
 from .metrics import BIN_EDGES, CONTEXT_AFTER, CONTEXT_BEFORE, METRICS, N_BINS, NO_WINDOW, Tally, first_rows
 
@@ -113,7 +114,8 @@ class AtlasSink:
             has_sink=sink_logit is not None,
             q=q.float() if own else None,
             keys=torch.cat([k.float(), torch.ones_like(j), j], dim=-1) if own else None,
-            divisor=float(divisor) if softcap is None else None,
+            # scores raw / divisor: the entropy from q · (Σ p·k); capped or shifted by a position bias (T5): not
+            divisor=float(divisor) if softcap is None and BIAS not in extras else None,
             # float64 sums where the device has float64 (Apple's MPS has none: the host sums there)
             total=torch.zeros(M, nh, dtype=torch.float64, device=_sum_device(dev)),
             squares=torch.zeros(M, nh, dtype=torch.float64, device=_sum_device(dev)),

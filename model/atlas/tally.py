@@ -14,17 +14,24 @@ from ..precision import exact_fp32
 from .corpus import Batch
 from .implicit import implicit_tally, joined, shape
 from .metrics import Tally
+from .stacks import run_stack, stack_facts
 from .stats import AtlasSink
 from .text import shown_rows
 
 
-def forward(backend, ids: np.ndarray, sink) -> None:
+def forward(backend, ids: np.ndarray, sink, stack: str | None = None) -> None:
     """One batch ``(B, T)`` of token ids through the model's explicit attention path into ``sink``
-    (the LM head is skipped: the atlas needs the attention only)."""
+    (the LM head is skipped: the atlas needs the attention only); an encoder-decoder's ``stack`` only, the
+    window its source and its target (:mod:`.stacks`)."""
     idx = torch.from_numpy(np.ascontiguousarray(ids)).to(backend.device)
     opts = AttentionOptions()
     with torch.inference_mode(), exact_fp32():
-        if hasattr(backend, "trunk"):  # a transformers model: its layers call our attention function
+        if getattr(backend, "places", None) is not None:  # an encoder-decoder: one of its stacks
+            from ..families.attention import recording
+
+            with recording(sink, opts):
+                run_stack(backend, idx, stack or "decoder")
+        elif hasattr(backend, "trunk"):  # a transformers model: its layers call our attention function
             from ..families.attention import recording
 
             with recording(sink, opts):
@@ -33,25 +40,27 @@ def forward(backend, ids: np.ndarray, sink) -> None:
             backend.model.hidden_states(idx, opts=opts, trace=sink)
 
 
-def batch_tally(backend, batch: Batch, local_window: int, exemplars: int, other=None) -> Tally:
+def batch_tally(backend, batch: Batch, local_window: int, exemplars: int, other=None, stack=None) -> Tally:
     """One batch's :class:`Tally` (the local engine and every Ray actor call this); with ``other`` (a
-    second model's backend) its ``divergence`` from this one too (:mod:`.divergence`)."""
+    second model's backend) its ``divergence`` from this one too (:mod:`.divergence`); ``stack``: an
+    encoder-decoder's stack measured (:mod:`.stacks`)."""
     shown = shown_rows(backend.tokenizer, batch.ids) if exemplars else None
+    facts = stack_facts(backend.facts, stack)
     if other is None:
-        sink = AtlasSink(backend.facts.n_head, local_window, exemplars, shown)
-        forward(backend, batch.ids, sink)
+        sink = AtlasSink(facts.n_head, local_window, exemplars, shown)
+        forward(backend, batch.ids, sink, stack)
         own = sink.tally(batch.ids, batch.window0)
-        _, implicit, heads = shape(backend.facts)
+        _, implicit, heads = shape(facts)
         if not implicit:
             return own
         mixed = implicit_tally(backend, implicit, batch.ids, batch.window0, local_window, exemplars, shown)
         return joined([own, mixed], heads)
     from .divergence import DivergenceSink, KeepingSink, join
 
-    sink = KeepingSink(backend.facts.n_head, local_window, exemplars, shown)
-    forward(backend, batch.ids, sink)
+    sink = KeepingSink(facts.n_head, local_window, exemplars, shown)
+    forward(backend, batch.ids, sink, stack)
     own = sink.tally(batch.ids, batch.window0)
-    second = DivergenceSink(sink.steps, backend.facts.n_head, exemplars, shown)
-    forward(other, batch.ids, second)
+    second = DivergenceSink(sink.steps, facts.n_head, exemplars, shown)
+    forward(other, batch.ids, second, stack)
     sink.steps.clear()
     return join(own, second.tally(batch.ids, batch.window0))

@@ -37,7 +37,7 @@ from torch.nn import functional as F
 
 from ..options import AttentionOptions, ablate_heads
 from ..trace import needs_unscaled, sees_later, traced_attention, wants
-from . import Features, differential, eager_steps, gates, mla
+from . import Features, differential, eager_steps, gates, merged, mla
 
 IMPLEMENTATION = "attnscope"
 
@@ -56,10 +56,11 @@ class _Recording:
     places: object | None = None
     stack: str | None = None
     others: dict = field(default_factory=dict)  # another stack's name -> a sink its calls go to, as trained
+    cross_keys: dict[int, int] = field(default_factory=dict)  # id(merged module) -> the source's length (T5Gemma 2)
 
     def records(self, module: torch.nn.Module) -> bool:
         """Whether this module's call is of the stack looked at (every call, in a model of one stack)."""
-        return self.places is None or self.places.stack_of(module) == self.stack
+        return self.places is None or self.places.in_stack(module, self.stack)
 
     def sink_of(self, module: torch.nn.Module):
         """Where this module's call goes: the sink, or (another stack's) its own sink in ``others``, or None."""
@@ -203,6 +204,12 @@ def attnscope_attention(
         differential=differential.is_differential(module),  # DiffLlama: pairs of query heads h, h + nh/2
         bias=_bias(kwargs.get("position_bias"), T, S),  # T5: a learned bias per head and relative position
     )
+    if rec is not None and rec.places is not None and merged.is_merged(module):  # T5Gemma 2: two blocks, one softmax
+        what_if = opts.divisor is not None  # as below: the model's own scale multiplies, a what-if divides
+        scale = dict(scaling=None if what_if else model_scaling, divisor=divisor if what_if else None)
+        scale["divisor_value"] = divisor
+        z = merged.attend(rec, module, query, k, v, mask, opts, layer, f, scale, own)
+        return ablate_heads(z, layer, opts).transpose(1, 2).contiguous(), None
     if f.differential:
         opts = differential.pair_options(opts, nh // 2)
         if rec is not None and rec.second_call(module):
@@ -260,6 +267,18 @@ def watch_output_gates(model: torch.nn.Module) -> int:
     output is left with the running :func:`recording` (one per request, so concurrent requests
     never see each other's) for :func:`output_gate`. Returns how many layers are gated."""
     return gates.watch(model, _keep_gate_input)
+
+
+def watch_merged(model: torch.nn.Module) -> int:
+    """T5Gemma 2's merged attention (:mod:`model.families.merged`): each merged module's source length is left
+    with the running :func:`recording` before its call. Returns how many modules are merged."""
+    return merged.watch(model, _keep_cross_keys)
+
+
+def _keep_cross_keys(module: torch.nn.Module, n: int) -> None:
+    rec = _ACTIVE.get()
+    if rec is not None:
+        rec.cross_keys[id(module)] = n
 
 
 def _keep_gate_input(module: torch.nn.Module, out: torch.Tensor) -> None:

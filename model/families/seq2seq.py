@@ -14,8 +14,8 @@ divisor, ablated heads, knocked-out edges); the other stacks run as trained.
 
 T5 adds a learned bias per head and relative position to the scores and does not divide q·kᵀ by
 √d_k (``scaling=1.0``: T5 folds the 1/√d_k into the initialisation of its query weights), so its
-divisor is 1. T5Gemma 2 merges the decoder's self and cross keys into one softmax; it is refused in
-one line (:func:`check_seq2seq`).
+divisor is 1. T5Gemma 2 merges the decoder's self and cross keys into one softmax: each row is shown as
+two exact key blocks, the decoder stack's and the cross stack's (:mod:`model.families.merged`).
 
 :class:`Seq2SeqBackend` works on both sides; a request's subject binds a source and a target to it
 (:meth:`Seq2SeqBackend.with_target`, :class:`~model.families.target.TargetBound`), and the model
@@ -44,17 +44,15 @@ from ..options import AttentionOptions
 from ..ours.checkpoint import CheckpointError
 from ..ours.tokenizer import BPETokenizer, tile_offsets
 from ..precision import exact_fp32
-from .attention import recording, stacked
+from .attention import recording, stacked, watch_merged
 from .backend import TransformersBackend, _Discard, _Probe, _Rows, load_transformers_dir
+from .merged import BLOCKS, is_merged
 
 STACKS = ("encoder", "decoder", "cross")
 SIDES = {"encoder": ("source", "source"), "decoder": ("target", "target"), "cross": ("target", "source")}
 CROSS_NAMES = ("encoder_attn", "EncDecAttention", "cross_attn")  # a decoder layer's cross-attention module
-# encoder-decoders transformers runs in a way attnscope does not record exactly
-UNRECORDED = {
-    "t5gemma2": "T5Gemma 2: its decoder merges its own keys and the encoder's in one softmax, which attnscope "
-    "does not split into its two blocks yet"
-}
+# encoder-decoders transformers runs in a way attnscope does not record exactly (none at present)
+UNRECORDED: dict[str, str] = {}
 MAX_NEW_TOKENS = 32  # a target written by the model: at most this many tokens, as generate()'s default
 
 
@@ -76,6 +74,7 @@ class Places:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.stacks: dict[int, str] = {}
+        self.merged = {id(m) for m in model.get_decoder().modules() if is_merged(m)}  # T5Gemma 2: decoder and cross
         for _, m in model.get_encoder().named_modules():
             self.stacks[id(m)] = "encoder"
         for name, m in model.get_decoder().named_modules():
@@ -85,6 +84,11 @@ class Places:
 
     def stack_of(self, module: torch.nn.Module) -> str:
         return self.stacks.get(id(module), "decoder")
+
+    def in_stack(self, module: torch.nn.Module, stack: str) -> bool:
+        """Whether ``module``'s call is (a part of) ``stack``'s layer: a merged module's is the decoder's and the
+        cross stack's (:mod:`model.families.merged`), numbered as its decoder layer in both."""
+        return self.stack_of(module) == stack or (id(module) in self.merged and stack in BLOCKS)
 
     def layer_of(self, module: torch.nn.Module) -> int:
         key = id(module)
@@ -103,6 +107,7 @@ class Seq2SeqBackend(TransformersBackend):
 
     def __init__(self, model: torch.nn.Module, tokenizer: BPETokenizer, device: torch.device, name: str):
         self.places = Places(model)
+        watch_merged(model)  # T5Gemma 2: each merged call's source length
         self.start_ids = [int(model.config.decoder_start_token_id)]
         super().__init__(model, tokenizer, device, name)  # probes the decoder stack (run_ids)
         self.family = self.facts.family = str(model.config.model_type)  # T5Gemma's, not its decoder module's
@@ -123,7 +128,10 @@ class Seq2SeqBackend(TransformersBackend):
         ids = self.tokenizer.encode_ids("The cat sat on the mat.")[:4] or [0]
         self._pass(ids, self.start_ids + ids[:3], stack, probe, AttentionOptions())
         query, key = SIDES[stack]
-        return dict(name=stack, n_layer=len(probe), n_head=int(probe[0].q.shape[1]), query=query, key=key)
+        merged = stack in BLOCKS and bool(self.places.merged)  # T5Gemma 2: one softmax over both stacks' keys
+        return dict(
+            name=stack, n_layer=len(probe), n_head=int(probe[0].q.shape[1]), query=query, key=key, merged_softmax=merged
+        )
 
     @classmethod
     def tokenizer_of(cls, path: Path, cfg) -> BPETokenizer:
@@ -227,13 +235,15 @@ class Seq2SeqBackend(TransformersBackend):
 
     @torch.inference_mode()
     @exact_fp32()
-    def patterns(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token ids ``(B, T)`` as both source and target -> the decoder stack's patterns ``(B, L, nh, T, T)``
-        on the CPU (the head roles of /api/heads: the decoder's self-attention, over the same tokens)."""
+    def patterns(self, idx: torch.Tensor, stack: str = "decoder") -> torch.Tensor:
+        """Token ids ``(B, T)`` as both source and target -> ``stack``'s patterns ``(B, L, nh, T, T)`` on the CPU
+        (the head roles of /api/heads: the decoder's self-attention, over the same tokens; the atlas: any stack)."""
         trace: list = []
         idx = idx.to(self.device)
-        with recording(trace, AttentionOptions()), stacked(self.places, "decoder"):
-            self.decode(idx, self.encode(idx))
+        with recording(trace, AttentionOptions()), stacked(self.places, stack):
+            encoded = self.encode(idx)
+            if stack != "encoder":
+                self.decode(idx, encoded)
         return torch.stack([t.pattern for t in trace], dim=1).float().cpu()
 
     def start_generation(self) -> dict:
@@ -241,7 +251,9 @@ class Seq2SeqBackend(TransformersBackend):
         step) and transformers' cache of the decoder's own keys and of the cross keys."""
         from transformers import DynamicCache, EncoderDecoderCache
 
-        cache = EncoderDecoderCache(DynamicCache(config=self.model.config), DynamicCache(config=self.model.config))
+        # the cross keys: every source position in every layer (a config's sliding layers would keep only the last
+        # few, as T5Gemma 2's would), as transformers' own decoders make it
+        cache = EncoderDecoderCache(DynamicCache(config=self.model.config), DynamicCache())
         return {"cache": cache, "encoded": None}
 
     @torch.inference_mode()

@@ -1,4 +1,4 @@
-"""Tiny random-weight encoder-decoders (T5, BART), written to disk the way a user's download is.
+"""Tiny random-weight encoder-decoders (T5, BART and their kin), written to disk the way a user's download is.
 
 Each is built from a transformers config in the test (no download), its query and key weights scaled
 up so patterns are far from uniform, with a tokenizer trained here in the family's own kind: Unigram
@@ -19,6 +19,7 @@ T5_SPECIALS = {"pad": "<pad>", "eos": "</s>", "unk": "<unk>"}
 T5GEMMA_SPECIALS = {"pad": "<pad>", "eos": "<eos>", "bos": "<bos>", "unk": "<unk>"}  # its decoder starts at <bos>
 BART_SPECIALS = {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"}
 QK_NAMES = ("q.weight", "k.weight", "q_proj.weight", "k_proj.weight")  # T5's q, k; BART's q_proj, k_proj
+QK_NORMS = ("q_norm.weight", "k_norm.weight")  # T5Gemma 2's norms of q and k (Gemma's: x · (1 + w))
 
 T5_KWARGS = dict(
     d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
@@ -34,6 +35,9 @@ T5GEMMA_MODULE = dict(
     intermediate_size=64, query_pre_attn_scalar=8, sliding_window=4,
     layer_types=["sliding_attention", "full_attention"],
 )
+# T5Gemma 2's encoder reads images too: a SigLIP tower, the smallest there is (a text-only source never runs it)
+T5GEMMA2_VISION = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, image_size=16,
+                       patch_size=8)
 
 # family -> (tokenizer kind, special tokens, config kwargs); a variant is named "type (what differs)"
 SEQ2SEQ: dict[str, tuple[str, dict, dict]] = {
@@ -48,6 +52,12 @@ SEQ2SEQ: dict[str, tuple[str, dict, dict]] = {
         "unigram",
         T5GEMMA_SPECIALS,
         dict(encoder=T5GEMMA_MODULE, decoder=T5GEMMA_MODULE, decoder_start_token_id=2),
+    ),
+    "t5gemma2": (  # its decoder: one softmax over its own keys and the encoder's (merged attention)
+        "unigram",
+        T5GEMMA_SPECIALS,
+        dict(encoder=dict(text_config=T5GEMMA_MODULE, vision_config=T5GEMMA2_VISION, mm_tokens_per_image=4),
+             decoder=T5GEMMA_MODULE, decoder_start_token_id=2),
     ),
 }
 
@@ -102,6 +112,9 @@ def build_seq2seq(family: str, out: Path, seed: int = 0, **config) -> Path:
     if family == "t5gemma":  # its vocabulary and special tokens in each of its two modules too
         extra = dict(extra, **{side: dict(extra[side], vocab_size=tk.get_vocab_size(), **ids) for side in
                                ("encoder", "decoder")})
+    if family == "t5gemma2":  # the same in its decoder and its encoder's text model
+        text = dict(extra["encoder"]["text_config"], vocab_size=tk.get_vocab_size(), **ids)
+        extra = dict(extra, encoder=dict(extra["encoder"], text_config=text), decoder=text)
     config = AutoConfig.for_model(model_type(family), vocab_size=tk.get_vocab_size(), **ids, **(extra | config))
     torch.manual_seed(seed)
     model = AutoModelForSeq2SeqLM.from_config(config)
@@ -109,5 +122,7 @@ def build_seq2seq(family: str, out: Path, seed: int = 0, **config) -> Path:
         for name, p in model.named_parameters():
             if name.endswith(QK_NAMES):
                 p.mul_(QK_GAIN / 4 if family.endswith("t5") else QK_GAIN)  # T5's own init is √d_k larger already
+            elif name.endswith(QK_NORMS):  # T5Gemma 2 normalises q and k after their projections: (1 + w) scales them
+                p.fill_(QK_GAIN**0.5 - 1)
     model.save_pretrained(out)
     return out

@@ -3,8 +3,8 @@
 // grid, the chosen head and every per-head view are the chosen stack's, and the link keeps it (`stack=`). The
 // layer and head are fitted to the stack's own shape (modelload.js `fitToModel`).
 
-import { setAttr, setHidden } from "../dom.js";
-import { STACK_LABELS, chooseStack, chosenStack, manyStacks, stacksOf } from "../stacks.js";
+import { setAttr, setHidden, setText } from "../dom.js";
+import { STACK_LABELS, chooseStack, chosenStack, manyStacks, sharedSoftmaxWords, stacksOf } from "../stacks.js";
 import { chooseToken, clearNotice } from "../state.js";
 import { unzoom } from "../draw/zoom.js";
 
@@ -40,6 +40,10 @@ function drawPicker(state, field) {
   const chosen = chosenStack(state);
   for (const b of field.querySelectorAll("[data-stack]"))
     setAttr(b, "aria-pressed", b.dataset.stack === chosen ? "true" : "false");
+  const note = field.querySelector(".stack-note"); // a stack sharing its softmax with another says so
+  const words = sharedSoftmaxWords(state);
+  setText(note, words);
+  setHidden(note, !words);
 }
 
 /**
@@ -49,7 +53,8 @@ function drawPicker(state, field) {
 export function installStacks(app, field = document.getElementById("stack-field")) {
   if (!field) return { draw() {} };
   field.innerHTML = `<span class="field-label">Stack</span>
-    <span class="stack-buttons" role="group" aria-label="Attention stack"></span>`;
+    <span class="stack-buttons" role="group" aria-label="Attention stack"></span>
+    <span class="stack-note" data-testid="stack-note" hidden></span>`;
   const { state } = app;
   field.addEventListener("click", (ev) => {
     const name = ev.target.closest("[data-stack]")?.dataset.stack;

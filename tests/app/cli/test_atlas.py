@@ -131,3 +131,27 @@ def test_a_differential_model_is_refused_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "differential attention" in err.splitlines()[-1] and "Traceback" not in err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_the_stack_of_an_encoder_decoder_and_a_stack_the_model_lacks(tmp_path, capsys):
+    """--stack cross on a tiny BART: the cross stack's layers and heads, the metadata naming the stack and its
+    target; --stack encoder on the shipped decoder: one line, exit 1, nothing written."""
+    pytest.importorskip("transformers")
+    from tests.kit.seq2seq import build_seq2seq
+
+    model = build_seq2seq("bart", tmp_path / "bart")
+    capsys.readouterr()
+    files = [str(p) for p in corpus_files(tmp_path / "c")]
+    out = tmp_path / "atlas"
+    args = ["atlas", "--corpus", *files, "--seq-len", "16", "--batch-size", "2", "--exemplars", "2"]
+    assert main([*args, "--checkpoint", str(model), "--out", str(out), "--stack", "cross"]) == 0
+    got = read_atlas(out)
+    assert got.meta["model"]["stack"] == "cross" and got.meta["settings"]["stack"] == "cross"
+    assert "teacher-forced" in got.meta["model"]["target"] and got.meta["model"]["architecture"] == "encoder-decoder"
+    assert got.maps["entropy"].shape == (2, 4)  # the cross stack's 2 layers × 4 heads
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    assert main([*args, "--out", str(bad), "--stack", "encoder"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no encoder stack" in err and "--stack" in err
+    assert not bad.exists() or not any(bad.iterdir())
