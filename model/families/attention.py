@@ -220,7 +220,7 @@ def attnscope_attention(
         scale = (
             dict(scaling=model_scaling, divisor=None) if opts.divisor is None else dict(scaling=None, divisor=divisor)
         )
-        steps = eager_steps(query, k, v, edited, f, **scale, unscaled=sink is not None and needs_unscaled(sink))
+        steps = eager_steps(query, k, v, edited, f, **scale, unscaled=sink is not None and needs_unscaled(sink, layer))
         if sink is None:  # not recording (a plain forward pass of a softcapped model)
             st = steps(0, T, S)
             z, pattern = st["z"], st["pattern"]

@@ -102,6 +102,7 @@ def forward(
     own = opts is None or opts.divisor is None
     edited = mask if opts is None else opts.knocked_mask(layer, mask, nh)
     sink = rec.sink if rec is not None else None
+    unscaled = sink is not None and needs_unscaled(sink, layer)  # only in a layer that keeps it
 
     def steps(q0: int, q1: int, s: int) -> dict:
         m = edited[..., q0:q1, :s]
@@ -117,7 +118,6 @@ def forward(
         scores = torch.matmul(qb, kb.transpose(-1, -2) / scale) + bias if own else raw / divisor
         st["attn_scores"] = masked_scores(scores, m)
         st["pattern"] = torch.softmax(st["attn_scores"], dim=-1)
-        unscaled = sink is not None and needs_unscaled(sink)
         st["pattern_unscaled"] = torch.softmax(masked_scores(raw, m), dim=-1) if unscaled else None
         st["z"] = torch.matmul(st["pattern"], v[:, :, :s])
         return st
