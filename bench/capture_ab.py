@@ -1,13 +1,15 @@
 """The page's request before and after a cut, side by side in one process, over the bare SDPA forward.
 
     nice -n 19 python bench/capture_ab.py [--case smollm2:4096|vlm|gpt2-small:1024] [--rounds 4] [--threads 1]
+                                          [--cuts matmul,stats]
 
 For a machine shared with other jobs: a ratio of two things run alternately in one process (A B A B ...,
 the order flipped each round) holds where a time alone does not. Each round times, in CPU seconds of the
 calling thread (``time.thread_time``):
 
 * ``before``: the page's request as :func:`attnscope.app.compute.attention.attention_json` computes it, with
-  the cuts of :data:`CUTS` undone (each is a name a module imports, put back to what it was);
+  the cuts of :data:`CUTS` named by ``--cuts`` undone (each a name modules import, put back to what it was:
+  ``matmul`` the blocks' products, ``stats`` the statistics' accumulator of ``model/stats.py`` at a286fd4);
 * ``after``: the same request with the cuts in (this checkout);
 * ``sdpa``: transformers' SDPA forward on the same weights and tokens, no attentions.
 
@@ -44,7 +46,24 @@ def _matmul_cut():
     return [(m, "block_matmul", torch.matmul) for m in (families, mla, deberta, ours.gpt)]
 
 
-CUTS = [_matmul_cut]  # each: the (module, name, value before) it changed
+def _stats_cut(rev: str = "a286fd4"):
+    """The statistics' passes (``model/stats.py``): the masked keys zeroed from the first one a block hides,
+    and Σ p·y written into y. Before: the file at ``rev``, loaded beside this one."""
+    import importlib.util
+    import subprocess
+
+    from attnscope.model import capture, focus
+
+    source = subprocess.run(["git", "show", f"{rev}:model/stats.py"], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout
+    spec = importlib.util.spec_from_loader("attnscope.model._stats_before", loader=None)
+    old = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old
+    exec(compile(source, f"{rev}:model/stats.py", "exec"), old.__dict__)
+    return [(m, "StatsAccumulator", old.StatsAccumulator) for m in (capture, focus)]
+
+
+CUTS = {"matmul": _matmul_cut, "stats": _stats_cut}  # each: the (module, name, value before) it changed
 
 
 @contextlib.contextmanager
@@ -66,6 +85,7 @@ def text_case(name: str, T: int, tmp: Path):
     from transformers import AutoModelForCausalLM
 
     from attnscope.app.schemas.attention import AttentionRequest
+    from attnscope.app.schemas.common import with_text_limit
 
     path = build(name, tmp / name)
     text, ids = text_of(T)
@@ -73,7 +93,7 @@ def text_case(name: str, T: int, tmp: Path):
     layers = shape.get("num_hidden_layers", shape.get("n_layer"))
     heads = shape.get("num_attention_heads", shape.get("n_head"))
     body = page_request(text, len(ids), layers, heads)
-    req = AttentionRequest(**body, stats_unscaled=False)
+    req = with_text_limit(AttentionRequest, 200_000)(**body, stats_unscaled=False)
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval()
     idx = torch.tensor([ids])
 
@@ -119,6 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--case", default="smollm2:4096")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--cuts", default=",".join(CUTS), help="which cuts 'before' undoes: " + ", ".join(CUTS))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from attnscope.app.compute.attention import attention_json
@@ -127,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
     from attnscope.model.registry import load_model
 
     limit_heap_retention()  # as the server does
-    cuts = [c for make in CUTS for c in make()]
+    cuts = [c for name in args.cuts.split(",") for c in CUTS[name]()]
     with tempfile.TemporaryDirectory() as tmp:
         if args.case == "vlm":
             path, req, sdpa, title = vlm_case(Path(tmp))
@@ -154,7 +175,8 @@ def main(argv: list[str] | None = None) -> dict:
         "before / sdpa": [a / b for a, b in zip(times["before"], times["sdpa"])],
         "after / sdpa": [a / b for a, b in zip(times["after"], times["sdpa"])],
     }
-    print(f"{title}; {args.threads} torch thread(s), {args.rounds} rounds, CPU s of the calling thread")
+    print(f"{title}; before: {args.cuts} undone; {args.threads} torch thread(s), {args.rounds} rounds, CPU s of "
+          "the calling thread")
     for n, ts in times.items():
         print(f"  {n:<7} median {statistics.median(ts):7.2f} s   rounds {' '.join(f'{t:.2f}' for t in ts)}")
     for n, rs in ratios.items():
