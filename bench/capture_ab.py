@@ -1,7 +1,7 @@
 """The page's request before and after a cut, side by side in one process, over the bare SDPA forward.
 
     nice -n 19 python bench/capture_ab.py [--case smollm2:4096|vlm|gpt2-small:1024] [--rounds 4] [--threads 1]
-                                          [--cuts matmul,stats]
+                                          [--cuts layout,stats]
 
 For a machine shared with other jobs: a ratio of two things run alternately in one process (A B A B ...,
 the order flipped each round) holds where a time alone does not. Each round times, in CPU seconds of the
@@ -9,7 +9,7 @@ calling thread (``time.thread_time``):
 
 * ``before``: the page's request as :func:`attnscope.app.compute.attention.attention_json` computes it, with
   the cuts of :data:`CUTS` named by ``--cuts`` undone (each a name modules import, put back to what it was:
-  ``matmul`` the blocks' products, ``stats`` the statistics' accumulator of ``model/stats.py`` at a286fd4);
+  ``layout`` the keys and values head by head, ``stats`` the statistics' accumulator of ``model/stats.py`` at a286fd4);
 * ``after``: the same request with the cuts in (this checkout);
 * ``sdpa``: transformers' SDPA forward on the same weights and tokens, no attentions.
 
@@ -38,12 +38,12 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 
-def _matmul_cut():
-    """Issue 47, round two: the blocks' two products as one ``bmm`` of the heads (``block_matmul``)."""
+def _layout_cut():
+    """Issue 47, round two: each layer's keys and values laid out head by head before its blocks (``head_major``)."""
     from attnscope.model import families, ours
-    from attnscope.model.families import deberta, mla
+    from attnscope.model.families import deberta
 
-    return [(m, "block_matmul", torch.matmul) for m in (families, mla, deberta, ours.gpt)]
+    return [(m, "head_major", lambda x: x) for m in (families, deberta, ours.gpt)]
 
 
 def _stats_cut(rev: str = "a286fd4"):
@@ -63,7 +63,7 @@ def _stats_cut(rev: str = "a286fd4"):
     return [(m, "StatsAccumulator", old.StatsAccumulator) for m in (capture, focus)]
 
 
-CUTS = {"matmul": _matmul_cut, "stats": _stats_cut}  # each: the (module, name, value before) it changed
+CUTS = {"layout": _layout_cut, "stats": _stats_cut}  # each: the (module, name, value before) it changed
 
 
 @contextlib.contextmanager

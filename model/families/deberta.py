@@ -22,7 +22,7 @@ import torch
 
 from ..fields import fields_of
 from ..options import ablate_heads
-from ..trace import block_matmul, masked_scores, needs_unscaled, traced_attention, wants
+from ..trace import head_major, masked_scores, needs_unscaled, traced_attention, wants
 from .attention import current
 
 FIELDS = fields_of("deberta")  # the steps it adds: its rows of the field table
@@ -103,11 +103,12 @@ def forward(
     edited = mask if opts is None else opts.knocked_mask(layer, mask, nh)
     sink = rec.sink if rec is not None else None
     unscaled = sink is not None and needs_unscaled(sink, layer)  # only in a layer that keeps it
+    k, v = head_major(k), head_major(v)  # a block's keys: one matrix per head
 
     def steps(q0: int, q1: int, s: int) -> dict:
         m = edited[..., q0:q1, :s]
         qb, kb = q[:, :, q0:q1], k[:, :, :s]
-        st = {"attn_scores_content": block_matmul(qb, kb.transpose(-1, -2))}
+        st = {"attn_scores_content": torch.matmul(qb, kb.transpose(-1, -2))}
         bias = 0
         for name in PARTS.values():
             if name in parts:
@@ -119,7 +120,7 @@ def forward(
         st["attn_scores"] = masked_scores(scores, m)
         st["pattern"] = torch.softmax(st["attn_scores"], dim=-1)
         st["pattern_unscaled"] = torch.softmax(masked_scores(raw, m), dim=-1) if unscaled else None
-        st["z"] = block_matmul(st["pattern"], v[:, :, :s])
+        st["z"] = torch.matmul(st["pattern"], v[:, :, :s])
         return st
 
     if sink is not None and wants(sink, layer):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 
 from ..fields import fields_of
-from ..trace import block_matmul
 
 FIELDS = fields_of("mla")  # the steps it adds: its rows of the field table
 
@@ -23,6 +22,6 @@ def score_parts(query: torch.Tensor, k: torch.Tensor, q0: int, q1: int, s: int, 
     """Query rows q0..q1 over the first s keys: q·kᵀ's two parts, each (B, nh, t, s)."""
     q = query[:, :, q0:q1]
     return dict(
-        attn_scores_content=block_matmul(q[..., :nope], k[:, :, :s, :nope].transpose(2, 3)),
-        attn_scores_position=block_matmul(q[..., nope:], k[:, :, :s, nope:].transpose(2, 3)),
+        attn_scores_content=torch.matmul(q[..., :nope], k[:, :, :s, :nope].transpose(2, 3)),
+        attn_scores_position=torch.matmul(q[..., nope:], k[:, :, :s, nope:].transpose(2, 3)),
     )
