@@ -135,3 +135,29 @@ def test_an_encoder_builds_the_unscaled_softmax_only_where_kept(family, tmp_path
 
     lm = load_model(build_encoder(family, tmp_path / family), "cpu")
     only_where_kept(lm, lm.backend.facts.n_layer - 1, 0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_layers_after_the_kept_one_run_sdpas_causal_kernel_where_the_mask_is_the_triangle(
+    family, loaded, monkeypatch
+):
+    """Where a layer's mask is the causal triangle and nothing else, the fast path asks SDPA for its causal
+    kernel (no mask tensor), and what the LM head reads is bitwise what SDPA with the mask gives."""
+    from attnscope.model.families import attention
+
+    lm = loaded[family]
+    ids = lm.tokenizer.encode_ids(TEXT)
+    real, kinds = F.scaled_dot_product_attention, []
+
+    def spy(*args, **kwargs):
+        kinds.append(kwargs.get("attn_mask") is None and kwargs.get("is_causal", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    fast = lm.backend.hidden(ids, AttentionOptions(), Capture(CapturePlan(layers=[0], heads=[0])))
+    causal = list(kinds)
+    monkeypatch.setattr(attention._Recording, "causal_only", lambda self, mask: False)
+    masked = lm.backend.hidden(ids, AttentionOptions(), Capture(CapturePlan(layers=[0], heads=[0])))
+    assert torch.equal(fast, masked)
+    if family in ("llama", "qwen2", "gpt_neox"):  # every layer full causal attention
+        assert causal and all(causal)
