@@ -1,7 +1,7 @@
 """The head atlas against a bare batched forward pass of the same model and batch shape; printed.
 
     python bench/atlas_bench.py [--cases shipped,gpt2-small] [--tokens 100000] [--batch-size 8]
-                                [--threads 2] [--device cpu|cuda] [--memory 1000000,4000000] [--ray]
+                                [--threads 2] [--device cpu|cuda] [--memory 1000000,4000000] [--ray] [--before layout]
                                 [--json OUT.json]
 
 Models: ``shipped`` (our trained 4 layers x 4 heads, 256-token context, windows of 256) and
@@ -15,6 +15,7 @@ English-like text (seeded), written to a temporary .txt file. For each case, in 
 * ``atlas``: one batch's atlas work (:func:`model.atlas.tally.batch_tally`: the explicit attention path
   into the blockwise sink, the batch's tally on the host) on the same batches, timed alternately
   with ``bare`` (the best of ``--repeat`` rounds of each), and its ratio of tokens/s to ``bare``;
+  ``before``, with ``--before``: the same with cuts of ``bench/capture_ab.py`` undone, in the same rounds;
 * ``end to end``: ``attnscope.atlas()`` on ``--tokens`` tokens of the corpus (reading, tokenizing,
   the induction probe, writing the Parquet files): wall time and tokens/s.
 
@@ -39,6 +40,7 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
 WINDOWS = {"shipped": 256, "gpt2-small": 512}
 SENTENCES = (
     "the a cat dog sat on mat log she told her brother that train would leave at noon so they packed early",
@@ -94,8 +96,9 @@ def first_batches(lm, corpus: Path, seq_len: int, batch_size: int, n: int):
     return out
 
 
-def per_batch(lm, batches, repeat: int) -> dict:
-    """Seconds per batch, best of ``repeat`` rounds, bare / trunk / atlas timed alternately."""
+def per_batch(lm, batches, repeat: int, before: str = "") -> dict:
+    """Seconds per batch, best of ``repeat`` rounds, bare / trunk / atlas timed alternately; with ``before``
+    (cuts of ``bench/capture_ab.py``), also ``before``: the atlas with those cuts undone."""
     from attnscope.model.atlas.tally import batch_tally
 
     best = {"bare": float("inf"), "trunk": float("inf"), "atlas": float("inf")}
@@ -105,6 +108,17 @@ def per_batch(lm, batches, repeat: int) -> dict:
         "trunk": lambda b: lm.model.hidden_states(torch.from_numpy(b.ids).to(device)),
         "atlas": lambda b: batch_tally(lm.backend, b, 8, 8),
     }
+    if before:
+        from capture_ab import CUTS, undone
+
+        cuts = [c for name in before.split(",") for c in CUTS[name]()]
+
+        def undone_tally(b):
+            with undone(cuts):
+                return batch_tally(lm.backend, b, 8, 8)
+
+        runs["before"] = undone_tally
+        best["before"] = float("inf")
 
     def sync():
         if device.type == "cuda":
@@ -153,15 +167,17 @@ def bench_case(name: str, args, root: Path) -> dict:
     lm = open_case(name, root, args.device)
     corpus = write_corpus(root / f"{name}.txt", max(args.tokens, seq_len * args.batch_size * args.batches) + 4096)
     batches = first_batches(lm, corpus, seq_len, args.batch_size, args.batches)
-    times = per_batch(lm, batches, args.repeat)
+    times = per_batch(lm, batches, args.repeat, args.before)
     tok = args.batch_size * seq_len
     rates = {k: tok / v for k, v in times.items()}
     print(f"\n{name}: {lm.facts.n_layer} layers x {lm.facts.n_head} heads, batches of {args.batch_size} x {seq_len} "
           f"tokens, on {lm.backend.device}, {torch.get_num_threads()} threads")
-    for k in ("bare", "trunk", "atlas"):
+    for k in times:
         print(f"  {k:<6} {1000 * times[k]:9.1f} ms/batch {rates[k]:11.0f} tokens/s")
     ratio = rates["atlas"] / rates["bare"]
     print(f"  atlas / bare {ratio:.2f}   atlas / trunk {rates['atlas'] / rates['trunk']:.2f}")
+    if "before" in rates:
+        print(f"  before ({args.before} undone) / bare {rates['before'] / rates['bare']:.2f}")
     result = {"case": name, "seq_len": seq_len, "batch_size": args.batch_size, "per_batch_s": times,
               "tokens_per_s": rates, "atlas_over_bare": ratio}
     e2e = end_to_end(lm, corpus, root / f"{name}-atlas", seq_len, args.batch_size, args.tokens)
@@ -213,6 +229,7 @@ def main(argv=None) -> None:
         "--memory", type=lambda s: [int(x) for x in s.split(",")], help="token counts, e.g. 1000000,4000000"
     )
     ap.add_argument("--ray", action="store_true")
+    ap.add_argument("--before", default="", help="also time the atlas with these cuts of capture_ab.py undone")
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--child", nargs=2, metavar=("CASE", "TOKENS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

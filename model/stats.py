@@ -45,16 +45,25 @@ def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _zero_masked(x: torch.Tensor, mask: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-    """``x`` (..., t, s) with 0 where the query does not see the key, in place. On the CPU a
-    product with the 0/1 mask: ``masked_fill`` and ``where`` with a mask broadcast over the heads
-    are 5-8× slower there (torch 2.13); on a GPU ``masked_fill``, so that an overflow in a masked
-    cell of a half-precision score stays out of the statistics (inf · 0 is NaN)."""
-    return x.mul_(visible) if x.device.type == "cpu" else x.masked_fill_(~mask, 0.0)
+    """``x`` (..., t, s) with 0 where the query does not see the key, in place. On the CPU a product with the
+    0/1 mask from the first key a query of the block does not see on (a causal block's last t keys); there
+    ``masked_fill`` and ``where`` with a mask broadcast over the heads are 5-8× slower (torch 2.13). On a GPU
+    ``masked_fill``, so that an overflow in a masked half-precision score stays out (inf · 0 is NaN)."""
+    if x.device.type != "cpu":
+        return x.masked_fill_(~mask, 0.0)
+    hidden = (~mask).reshape(-1, mask.shape[-1]).any(0)  # (s,) the keys some query does not see
+    lo = 0 if torch.compiler.is_compiling() else int(torch.cat([hidden, hidden.new_ones(1)]).byte().argmax())
+    x[..., lo:].mul_(visible[..., lo:])
+    return x
+
+
+def _dot_spent(y: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """``_dot(p, y)`` bitwise, written into ``y`` (spent): no (..., t, s) product allocated (on the CPU a new
+    block-sized tensor costs several times the pass that fills it, torch 2.13)."""
+    return y.mul_(p).sum(-1)
 
 
 GROUP = 64  # keys per group in group_max
-
-
 POOL_BELOW = 32  # runs shorter than this: max_pool1d on the CPU
 
 
@@ -283,7 +292,7 @@ def block_terms(
     if from_raw:
         # Σ p·(s - max s) = Σ p·(raw - c) / divisor, from the centred raw scores: 0 at the top
         # key, so that a one-hot row gives exactly 0
-        p_dot = _dot(pattern, y) / divisor  # (..., t)
+        p_dot = _dot_spent(y, pattern) / divisor  # (..., t); y is spent
     else:  # scores larger than the raw ones, or softcapped: the model's own scaled scores
         lowest = torch.finfo(scores.dtype).min
         p_dot = _dot(pattern, scores.clamp_min(lowest) - s_max[..., None])

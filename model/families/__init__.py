@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..trace import masked_scores
+from ..trace import head_major, masked_scores
 from . import differential, gates, mla, sinks, softcap
 
 # in a layer's extras: its scores are shifted by a position bias (T5), not a multiple of the raw ones
@@ -66,6 +66,7 @@ def eager_steps(query, k, v, mask, f: Features, scaling: float | None, divisor: 
     ``query``, ``k``, ``v`` (B, nh, T|S, hs), k and v one per query head; ``mask`` (T, S) or (nh, T, S) bool;
     exactly one of ``scaling`` (the model's own: eager's multiplication) and ``divisor`` (a what-if:
     a division); ``unscaled``: whether ``pattern_unscaled`` is computed."""
+    k, v = head_major(k), head_major(v)  # a block's keys: one matrix per head
 
     def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
         m = mask[..., q0:q1, :s]  # (t, s), or (nh, t, s) with edges knocked out

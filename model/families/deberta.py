@@ -22,7 +22,7 @@ import torch
 
 from ..fields import fields_of
 from ..options import ablate_heads
-from ..trace import masked_scores, needs_unscaled, traced_attention, wants
+from ..trace import head_major, masked_scores, needs_unscaled, traced_attention, wants
 from .attention import current
 
 FIELDS = fields_of("deberta")  # the steps it adds: its rows of the field table
@@ -102,6 +102,8 @@ def forward(
     own = opts is None or opts.divisor is None
     edited = mask if opts is None else opts.knocked_mask(layer, mask, nh)
     sink = rec.sink if rec is not None else None
+    unscaled = sink is not None and needs_unscaled(sink, layer)  # only in a layer that keeps it
+    k, v = head_major(k), head_major(v)  # a block's keys: one matrix per head
 
     def steps(q0: int, q1: int, s: int) -> dict:
         m = edited[..., q0:q1, :s]
@@ -117,7 +119,6 @@ def forward(
         scores = torch.matmul(qb, kb.transpose(-1, -2) / scale) + bias if own else raw / divisor
         st["attn_scores"] = masked_scores(scores, m)
         st["pattern"] = torch.softmax(st["attn_scores"], dim=-1)
-        unscaled = sink is not None and needs_unscaled(sink)
         st["pattern_unscaled"] = torch.softmax(masked_scores(raw, m), dim=-1) if unscaled else None
         st["z"] = torch.matmul(st["pattern"], v[:, :, :s])
         return st

@@ -29,7 +29,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from ..options import AttentionOptions, ablate_heads
-from ..trace import attention_mask, masked_scores, needs_unscaled, traced_attention, wants
+from ..trace import attention_mask, head_major, masked_scores, needs_unscaled, traced_attention, wants
 
 
 @dataclass
@@ -107,15 +107,16 @@ class CausalSelfAttention(nn.Module):
             unscaled = needs_unscaled(trace, self.layer_idx)  # only in a layer that keeps it
             # the divisor as a tensor of the model's dtype, as GPT-2's eager attention holds its own
             divisor_t = torch.full((), divisor, dtype=q.dtype, device=q.device)
+            kb, vb = head_major(k), head_major(v)  # a block's keys: one matrix per head
 
             def steps(q0: int, q1: int, s: int) -> dict[str, torch.Tensor | None]:
                 """Query rows q0..q1 (t of them) over the first s keys (all T for a plain list sink)."""
                 m = edited[..., q0:q1, :s]  # (t, s), or (nh, t, s) with edges knocked out
-                attn_scores_raw = q[:, :, q0:q1] @ k[:, :, :s].transpose(-2, -1)  # (B, nh, t, hs) @ (B, nh, hs, s)
+                attn_scores_raw = q[:, :, q0:q1] @ kb[:, :, :s].transpose(-2, -1)  # (B, nh, t, hs) @ (B, nh, hs, s)
                 # raw / divisor, -inf where masked
                 attn_scores = masked_scores(attn_scores_raw, m, divisor=divisor_t)  # (B, nh, t, s)
                 pattern = F.softmax(attn_scores, dim=-1)  # (B, nh, t, s)
-                z = pattern @ v[:, :, :s]  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
+                z = pattern @ vb[:, :, :s]  # (B, nh, t, s) @ (B, nh, s, hs) -> (B, nh, t, hs)
                 pattern_unscaled = None
                 if unscaled:
                     pattern_unscaled = F.softmax(masked_scores(attn_scores_raw, m), dim=-1)  # (B, nh, t, s)

@@ -98,19 +98,66 @@ class _Seen(Capture):
         super().block(q0, q1, steps)
 
 
-def test_the_unscaled_softmax_is_built_only_in_the_layer_that_keeps_it():
-    """Our GPT builds it in the focus layer alone (the layers before it only feed it), and its numbers are
-    those of the same layer captured with every layer asking for it."""
-    from attnscope.model.ours.checkpoint import SHIPPED
-
-    lm = load_model(SHIPPED, "cpu")
+def only_where_kept(lm, layer: int, head: int) -> None:
+    """The unscaled softmax is built in the focus layer alone (the attention layers before it only feed it),
+    and its numbers are those of the same layer captured with every layer asking for it."""
     ids = lm.tokenizer.encode_ids(TEXT)
-    layer = lm.facts.n_layer - 2
-    focus = dict(focus=(layer, 1), focus_fields=frozenset({"pattern_unscaled"}))
+    focus = dict(focus=(layer, head), focus_fields=frozenset({"pattern_unscaled"}))
     one = _Seen(CapturePlan(layers=[], heads=[], **focus))
-    every = _Seen(CapturePlan(layers=list(range(layer + 1)), heads=[1], fields=frozenset({"pattern_unscaled"})))
+    every = _Seen(CapturePlan(layers=list(range(layer + 1)), heads=[head], fields=frozenset({"pattern_unscaled"})))
     for cap in (one, every):
         lm.backend.hidden(ids, AttentionOptions(), cap)
         cap.finish()
-    assert one.unscaled_in == {layer} and every.unscaled_in == set(range(layer + 1))
-    assert np.array_equal(one.focus["pattern_unscaled"], every.layers[layer].fields["pattern_unscaled"][0])
+    attention = [c.layer for c in every.layers]  # a hybrid's mixer layers have no softmax
+    assert one.unscaled_in == {layer} and every.unscaled_in == set(attention) and attention[-1] == layer
+    assert np.array_equal(one.focus["pattern_unscaled"], every.layers[-1].fields["pattern_unscaled"][0])
+
+
+def test_the_unscaled_softmax_is_built_only_in_the_layer_that_keeps_it():
+    """Our GPT, at a middle layer of the shipped model."""
+    from attnscope.model.ours.checkpoint import SHIPPED
+
+    lm = load_model(SHIPPED, "cpu")
+    only_where_kept(lm, lm.facts.n_layer - 2, 1)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_transformers_family_builds_the_unscaled_softmax_only_where_kept(family, loaded):
+    """Every decoder family through transformers' attention hook: the last layer's, none before it."""
+    lm = loaded[family]
+    only_where_kept(lm, lm.backend.facts.n_layer - 1, 0)
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta-v2"])
+def test_an_encoder_builds_the_unscaled_softmax_only_where_kept(family, tmp_path):
+    """Encoders too: BERT through the hook, DeBERTa through its own attention module."""
+    from tests.kit.encoders import build_encoder
+
+    lm = load_model(build_encoder(family, tmp_path / family), "cpu")
+    only_where_kept(lm, lm.backend.facts.n_layer - 1, 0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_layers_after_the_kept_one_run_sdpas_causal_kernel_where_the_mask_is_the_triangle(
+    family, loaded, monkeypatch
+):
+    """Where a layer's mask is the causal triangle and nothing else, the fast path asks SDPA for its causal
+    kernel (no mask tensor), and what the LM head reads is bitwise what SDPA with the mask gives."""
+    from attnscope.model.families import attention
+
+    lm = loaded[family]
+    ids = lm.tokenizer.encode_ids(TEXT)
+    real, kinds = F.scaled_dot_product_attention, []
+
+    def spy(*args, **kwargs):
+        kinds.append(kwargs.get("attn_mask") is None and kwargs.get("is_causal", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    fast = lm.backend.hidden(ids, AttentionOptions(), Capture(CapturePlan(layers=[0], heads=[0])))
+    causal = list(kinds)
+    monkeypatch.setattr(attention._Recording, "causal_only", lambda self, mask: False)
+    masked = lm.backend.hidden(ids, AttentionOptions(), Capture(CapturePlan(layers=[0], heads=[0])))
+    assert torch.equal(fast, masked)
+    if family in ("llama", "qwen2", "gpt_neox"):  # every layer full causal attention
+        assert causal and all(causal)
