@@ -81,11 +81,10 @@ def undone(cuts):
 
 def text_case(name: str, T: int, tmp: Path):
     """The request and SDPA forward of ``bench/capture_bench.py``'s model ``name`` at T tokens."""
-    from capture_bench import SHAPES, build, page_request, text_of
-    from transformers import AutoModelForCausalLM
-
     from attnscope.app.schemas.attention import AttentionRequest
     from attnscope.app.schemas.common import with_text_limit
+    from capture_bench import SHAPES, build, page_request, text_of
+    from transformers import AutoModelForCausalLM
 
     path = build(name, tmp / name)
     text, ids = text_of(T)
@@ -106,12 +105,11 @@ def text_case(name: str, T: int, tmp: Path):
 
 def vlm_case(tmp: Path):
     """``bench/vlm_bench.py``'s LLaVA, its page request and its SDPA forward."""
+    from attnscope.app.schemas.attention import AttentionRequest
+    from attnscope.model.vision.images import decode_image
     from PIL import Image
     from transformers import AutoModelForImageTextToText
     from vlm_bench import QUESTION, VISION, build
-
-    from attnscope.app.schemas.attention import AttentionRequest
-    from attnscope.model.vision.images import decode_image
 
     size = VISION["image_size"]
     image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (size, size, 3), dtype=np.uint8))
@@ -123,7 +121,9 @@ def vlm_case(tmp: Path):
                            stats_rows=False, stats_unscaled=False, thumbnail=64, focus=focus, encoding="b64", top_k=5)
     model = AutoModelForImageTextToText.from_pretrained(path, attn_implementation="sdpa").eval()
 
-    def sdpa(prompt=[]):
+    prompt: list = []  # the prepared prompt, made on the first call
+
+    def sdpa():
         if not prompt:
             from attnscope.model.registry import load_model
 

@@ -160,8 +160,9 @@ def _install(backend) -> None:
             st.blocks[0].register_forward_pre_hook(lambda m, a, k, st=st: _event(st.name, 0, 0, "embed", a, k, None),
                                                    with_kwargs=True)
             last = len(st.blocks) - 1
-            st.blocks[-1].register_forward_hook(lambda m, a, k, o, st=st: _event(st.name, last, 0, "final", a, k, o),
-                                                with_kwargs=True)
+            st.blocks[-1].register_forward_hook(
+                lambda m, a, k, o, st=st, last=last: _event(st.name, last, 0, "final", a, k, o), with_kwargs=True
+            )
             for i, subs in enumerate(st.layers):
                 for s, sub in enumerate(subs):
                     hooks = [(sub.norm_in or sub.module, "pre", "sub_in"), (sub.module, "post", "out"),
