@@ -10,6 +10,7 @@ resolves the parts into what the model reads. :func:`with_text_limit` gives a sc
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationInfo, WithJsonSchema, create_model, field_validator
@@ -22,8 +23,26 @@ from .common import TEXT_CHARS, HeadRef, Strict
 MAX_ABLATE = 1024  # longest `ablate` list
 MAX_MESSAGES = 256  # most turns in a conversation
 SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their variances
+
+
+class SubjectPart(str, Enum):
+    """A part of a request's subject, by the name a request schema gives it (the OpenAPI document's ``SubjectPart``:
+    the page reads which route takes which part from it and each route's request schema)."""
+
+    text = "text"
+    messages = "messages"
+    add_generation_prompt = "add_generation_prompt"
+    audio = "audio"
+    image = "image"
+    stack = "stack"
+    target = "target"
+    causal = "causal"
+    scale = "scale"
+    ablate = "ablate"
+
+
 # every part a subject may have (contract v6: one subject on every route), as the schemas below name them
-PARTS = ("text", "messages", "add_generation_prompt", "audio", "image", "stack", "target", "causal", "scale", "ablate")
+PARTS = tuple(part.value for part in SubjectPart)
 
 
 def text_field(max_chars: int = TEXT_CHARS, required: bool = True) -> Any:
