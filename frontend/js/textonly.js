@@ -1,4 +1,4 @@
-// The views whose route takes no image, or no conversation (subject.js `ROUTES`: patching, two texts, two models,
+// The views whose route takes no image, or no conversation (subject.js `routeTakes`: patching, two texts, two models,
 // q · k take no image; patching no conversation), and the line each of them shows while one is beside the text: it
 // runs on the text alone, and reads the text's own last token (the page's chosen token counts the prompt). A view
 // names its route (`route`) and whether it reads the chosen token (`readsToken`).
