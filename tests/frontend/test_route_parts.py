@@ -36,7 +36,7 @@ def derived(spec: dict) -> dict:
     if node is None:
         pytest.skip("node is not installed: the page's modules are run in node here")
     done = subprocess.run(
-        [node, "--input-type=module", "-e", SCRIPT, str(JS), json.dumps([*PARTS, "layers", "edges"])],
+        [node, "--input-type=module", "-e", SCRIPT, str(JS), json.dumps([*PARTS, "layers", "clean"])],
         input=json.dumps(spec),
         capture_output=True,
         text=True,
