@@ -111,8 +111,10 @@ def edges_of(svc: Service, edges, prompt: Prompt | None) -> tuple:
     if prompt is None:  # a subject not laid out here (a generation's target start) takes no edges
         raise ApiError(422, "edges are not knocked out here", loc=("body", "edges"), type_="edges_unsupported")
     if prompt.stack == "encoder" and svc.loaded.facts.architecture == "encoder-decoder":
-        msg = ("knockout measures the decoder's guess at a target position: ask the decoder or cross stack (an "
-               "encoder's edges are not knocked out yet)")
+        msg = (
+            "knockout measures the decoder's guess at a target position: ask the decoder or cross stack (an "
+            "encoder's edges are not knocked out yet)"
+        )
         raise ApiError(422, msg, loc=("body", "stack"), type_="stack_unsupported")
     return knockout_edges(edges, len(prompt.ids), svc.loaded.facts, prompt.n_keys)
 

@@ -8,7 +8,6 @@ from fastapi import APIRouter
 
 from ..schemas.common import TEXT_CHARS
 from ..schemas.subject import parts_of
-
 from . import (
     atlas,
     attention,

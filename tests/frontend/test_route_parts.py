@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from attnscope.app.main import create_app
 from attnscope.app.routes import api_routers, subject_routes
 from attnscope.app.schemas.common import TEXT_CHARS

@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from attnscope.app.main import create_app
 
 JS = Path(__file__).resolve().parents[2] / "frontend" / "js"
