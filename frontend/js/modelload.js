@@ -26,7 +26,7 @@ export function fitToModel(state) {
 export async function loadModel({ state, update }) {
   for (let attempt = 0; ; attempt++) {
     try {
-      const [model] = await Promise.all([getJSON("/api/model"), loadRoutes()]);
+      const [model] = await Promise.all([getJSON("/api/model"), loadRoutes(state)]);
       state.model = model;
       fitToModel(state);
       update();

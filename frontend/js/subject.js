@@ -31,24 +31,10 @@ export function routesOf(spec) {
   return out;
 }
 
-let routes = {}; // the table `routesOf` gives, once read (the widget is handed the kernel's: `takeRoutes`)
-let routesAsked = null; // the one read of /openapi.json
-
-/** Take `table` ({url: [part]}) as the parts each route takes. */
-export function takeRoutes(table) {
-  routes = table ?? {};
-}
-
-/** Read the routes' parts from /openapi.json, once (the model's load waits for it: modelload.js); a failed read
- * is read again at the next call. */
-export function loadRoutes() {
-  routesAsked ??= getJSON("/openapi.json")
-    .then((spec) => takeRoutes(routesOf(spec)))
-    .catch((err) => {
-      routesAsked = null;
-      throw err;
-    });
-  return routesAsked;
+/** Read the routes' parts (`routesOf`) from /openapi.json into `state.routes`, once: the model's load waits for it
+ * (modelload.js); the notebook widget is handed the kernel's table instead. */
+export async function loadRoutes(state) {
+  state.routes ??= routesOf(await getJSON("/openapi.json"));
 }
 
 /** Whether the model takes `part` of a subject: as GET /api/model `subject` lists them, else by its own flags. */
@@ -62,8 +48,8 @@ export function modelTakes(state, part) {
 }
 
 /** Whether the route `url` takes `part` of a subject ("messages", "image", "stack", "target", "causal", ...): as its
- * request schema says (`routesOf`); nothing before the document is read. */
-export const routeTakes = (url, part) => (routes[url] ?? []).includes(part);
+ * request schema says (`state.routes`, `routesOf`); nothing before the document is read. */
+export const routeTakes = (state, url, part) => (state.routes?.[url] ?? []).includes(part);
 
 /** The recording sent in place of the text: the one picked, dropped or recorded, on a speech model; else null. */
 export const audioOf = (state) => (state.audio && modelTakes(state, "audio") ? state.audio : null);
@@ -96,21 +82,21 @@ export const scaleParam = (state) => (state.scaled ? "model" : "none");
  * (`causal`, `scale`, `ablate`).
  */
 export function subject(state, url) {
-  const messages = routeTakes(url, "messages") ? messagesOf(state) : null;
+  const messages = routeTakes(state, url, "messages") ? messagesOf(state) : null;
   const out = messages ? { messages: messages.map(({ role, content }) => ({ role, content })) } : { text: state.text };
   const image = imageOf(state);
-  if (image && routeTakes(url, "image")) out.image = image.data;
+  if (image && routeTakes(state, url, "image")) out.image = image.data;
   const audio = audioOf(state);
-  if (audio && routeTakes(url, "audio")) {
+  if (audio && routeTakes(state, url, "audio")) {
     delete out.text; // the recording is the whole source
     out.audio = audio.data;
   }
   const [stack, target] = [stackOf(state), targetOf(state)];
-  if (stack && routeTakes(url, "stack")) out.stack = stack;
-  if (target !== null && routeTakes(url, "target")) out.target = target;
-  if (routeTakes(url, "causal")) out.causal = state.causal;
-  if (routeTakes(url, "scale")) out.scale = scaleParam(state);
-  if (routeTakes(url, "ablate")) out.ablate = state.ablate;
+  if (stack && routeTakes(state, url, "stack")) out.stack = stack;
+  if (target !== null && routeTakes(state, url, "target")) out.target = target;
+  if (routeTakes(state, url, "causal")) out.causal = state.causal;
+  if (routeTakes(state, url, "scale")) out.scale = scaleParam(state);
+  if (routeTakes(state, url, "ablate")) out.ablate = state.ablate;
   return out;
 }
 

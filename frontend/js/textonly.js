@@ -8,8 +8,8 @@ import { imageOf, messagesOf, routeTakes } from "./subject.js";
 /** What `view` ({route}) leaves out now: "image" or "conversation" (its route does not take it), else null. */
 function leftOut(state, view) {
   if (!view.route) return null;
-  if (messagesOf(state) && !routeTakes(view.route, "messages")) return "conversation";
-  if (imageOf(state) && !routeTakes(view.route, "image")) return "image";
+  if (messagesOf(state) && !routeTakes(state, view.route, "messages")) return "conversation";
+  if (imageOf(state) && !routeTakes(state, view.route, "image")) return "image";
   return null;
 }
 

@@ -13,7 +13,7 @@ import { changeText } from "./controls.js";
 import { inputsFor } from "./measured.js";
 import { renderSafely } from "./render.js";
 import { createState, gridKey, headKey } from "./state.js";
-import { subjectKey, takeRoutes } from "./subject.js";
+import { subjectKey } from "./subject.js";
 import { installGridPointer } from "./head/grid.js";
 import { VIEWS } from "./views.js";
 import { decodeResponse } from "./wire.js";
@@ -284,7 +284,7 @@ export function render({ model, el }) {
   const els = widgetElements(el);
   const state = createState(VIEWS);
   state.model = JSON.parse(model.get("model_info") || "null");
-  takeRoutes(JSON.parse(model.get("routes") || "{}")); // the parts each route takes, from the kernel's schemas
+  state.routes = JSON.parse(model.get("routes") || "{}"); // the parts each route takes, from the kernel's schemas
   syncState(state, model);
   readAnswers(state, model);
   const update = widgetUpdate({ model, el, els, state });

@@ -23,9 +23,9 @@ SCRIPT = """
 const subject = await import(process.argv[1] + "/subject.js");
 const fs = await import("node:fs");
 const table = subject.routesOf(JSON.parse(fs.readFileSync(0, "utf8")));
-subject.takeRoutes(table);
+const state = { routes: table };
 const asked = Object.fromEntries(Object.keys(table).map((url) => [url, JSON.parse(process.argv[2])
-  .filter((part) => subject.routeTakes(url, part))]));
+  .filter((part) => subject.routeTakes(state, url, part))]));
 console.log(JSON.stringify({ table, asked }));
 """
 
