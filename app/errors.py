@@ -7,6 +7,8 @@
   The offending input is not echoed back.
 * :class:`model.lessons.LessonArgumentError` (a lesson argument out of range, found by the
   model code that also serves notebooks): 422, ``loc`` naming the argument.
+* :class:`model.options.NoKeyLeft` (knocked-out ``edges`` that leave a row no key, found as the model runs):
+  422 ``no_key_left`` naming ``edges``.
 * Starlette ``HTTPException`` (404, 405, ...): its status, detail a string.
 * Anything else: 500 ``{"detail": "internal server error"}``, logged with its traceback in the
   server log, never in the body.
@@ -23,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..model.lessons import LessonArgumentError
+from ..model.options import NoKeyLeft
 from .responses import ORJSONResponse
 
 
@@ -153,9 +156,16 @@ async def _lesson_argument_error(request: Request, exc: LessonArgumentError) -> 
     return ORJSONResponse({"detail": [error_item("value_error", ("body", exc.field), str(exc))]}, status_code=422)
 
 
+async def _no_key_left(request: Request, exc: NoKeyLeft) -> ORJSONResponse:
+    """Knocked-out edges (the subject's ``edges``) that leave a row of some head no key: found as the model runs."""
+    ctx = {"layer": exc.layer, "head": exc.head, "query": exc.query}
+    return ORJSONResponse({"detail": [error_item("no_key_left", ("body", "edges"), str(exc), ctx)]}, status_code=422)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(LessonArgumentError, _lesson_argument_error)
+    app.add_exception_handler(NoKeyLeft, _no_key_left)
     app.add_exception_handler(Exception, _server_error)

@@ -21,7 +21,7 @@ from ..model.chat import ChatError
 from ..model.inspection import scale_divisor
 from ..model.options import AttentionOptions
 from .audio import no_audio, recording_of, with_timing
-from .compute.checks import ablate_set, check_token_count, check_token_id, position_of
+from .compute.checks import ablate_set, check_token_count, check_token_id, knockout_edges, position_of
 from .errors import ApiError
 from .images import image_answer, image_prompt
 from .service import Service
@@ -84,21 +84,39 @@ def subject_of(svc: Service, req, text: str = "text", messages: str | None = "me
         got = with_target(svc, got, target)
         if audio is not None:
             with_timing(svc, got, req)
-    got.opts, got.started = options_of(svc, req), started
+    got.opts, got.started = options_of(svc, req, got), started
     return got
 
 
-def options_of(svc: Service, req) -> AttentionOptions:
+def options_of(svc: Service, req, prompt: Prompt | None = None) -> AttentionOptions:
     """The what-ifs ``req`` composes (:class:`~attnscope.app.schemas.subject.WhatIfs`: ``causal``, ``scale``,
-    ``ablate``; or :class:`~attnscope.app.schemas.subject.Ablate` alone), checked against the model (a 422
-    naming an ``ablate`` entry the model lacks); a request without them runs the model as trained."""
+    ``ablate``, ``edges``; or :class:`~attnscope.app.schemas.subject.Ablate` alone), checked against the model (a
+    422 naming an ``ablate`` entry the model lacks) and the edges against ``prompt``, the subject's tokens; a
+    request without them runs the model as trained."""
     facts = svc.loaded.facts
     scale = getattr(req, "scale", "model")
     return AttentionOptions(
         causal=getattr(req, "causal", True),
         divisor=scale_divisor(scale, facts.head_dim),
         ablate=ablate_set(getattr(req, "ablate", None) or (), facts),
+        knockout=edges_of(svc, getattr(req, "edges", None) or (), prompt),
     )
+
+
+def edges_of(svc: Service, edges, prompt: Prompt | None) -> tuple:
+    """The subject's knocked-out ``edges`` checked against its tokens (queries the stack's rows, keys its keys);
+    an encoder-decoder's encoder stack knocks none out yet (a 422 naming ``stack``)."""
+    if not edges:
+        return ()
+    if prompt is None:  # a subject not laid out here (a generation's target start) takes no edges
+        raise ApiError(422, "edges are not knocked out here", loc=("body", "edges"), type_="edges_unsupported")
+    if prompt.stack == "encoder" and svc.loaded.facts.architecture == "encoder-decoder":
+        msg = (
+            "knockout measures the decoder's guess at a target position: ask the decoder or cross stack (an "
+            "encoder's edges are not knocked out yet)"
+        )
+        raise ApiError(422, msg, loc=("body", "stack"), type_="stack_unsupported")
+    return knockout_edges(edges, len(prompt.ids), svc.loaded.facts, prompt.n_keys)
 
 
 def heard_prompt(svc: Service, value: str | None, spectrogram: bool = False) -> Prompt:

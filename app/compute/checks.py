@@ -190,3 +190,42 @@ def check_token_id(token_id: int | None, name: str, facts: ModelFacts) -> None:
     """A token id the request names (``token_id``, ``foil_id``), when it names one, is in the vocabulary."""
     if token_id is not None:
         check_index(token_id, facts.vocab_size, ("body", name), name, f"the model has {facts.vocab_size} tokens")
+
+
+def knockout_edges(edges, n: int, facts: ModelFacts, n_keys: int | None = None) -> tuple[tuple, ...]:
+    """A request's knocked-out ``edges`` (the subject's ``edges``) checked against the model and the subject:
+    queries among ``n`` tokens, keys among ``n_keys`` (an encoder-decoder's cross stack: the source's), each layer
+    and head the model's; as :attr:`~attnscope.model.options.AttentionOptions.knockout` takes them."""
+    if edges and facts.differential:
+        msg = "differential attention: a head is a pair of softmaxes over one mask; knockout is not split"
+        raise ApiError(422, msg, loc=("body", "edges"), type_="not_exact_here")
+    out = []
+    for i, edge in enumerate(edges):
+        loc = ("body", "edges", i)
+        about = facts.layers[edge.layer] if 0 <= edge.layer < facts.n_layer else {}
+        if about.get("implicit"):  # an implicit head's edge: its term M[t, s] v_s removed from o_t
+            check_knockable(edge, loc, about)
+        else:
+            check_attention_layer(edge.layer, (*loc, "layer"), f"edges.{i}.layer", facts)
+        if edge.head is not None and not about.get("implicit"):
+            check_index(
+                edge.head, facts.n_head, (*loc, "head"), f"edges.{i}.head", f"the model has {facts.n_head} heads"
+            )
+        q0, q1 = check_span(edge.query, n, (*loc, "query"), f"edges.{i}.query")
+        k0, k1 = check_span(edge.key, n_keys or n, (*loc, "key"), f"edges.{i}.key")
+        out.append((edge.layer, edge.head, q0, q1, k0, k1))
+    return tuple(out)
+
+
+def check_knockable(edge, loc: tuple, about: dict) -> None:
+    """An edge of an implicit layer: a mixer whose scan attnscope wraps (not lightning's, not per channel)."""
+    if about["type"] not in ("gated_deltanet", "kimi_delta", "mamba2"):
+        raise ApiError(
+            422,
+            f"layer {edge.layer} is a {about['type']} layer: knocking out its edges is not built "
+            "(gated_deltanet, kimi_delta and mamba2 layers only)",
+            loc=(*loc, "layer"),
+            type_="not_knockable",
+        )
+    if edge.head is not None:
+        check_implicit_head(edge.layer, edge.head, loc, about)

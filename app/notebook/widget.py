@@ -16,6 +16,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
+from ..routes import subject_routes
 from .assets import modules_payload, plotly_js, widget_css, widget_esm
 from .service import TOP_K, answer_bytes, decode_answer
 from .snapshot import snapshot_html
@@ -52,6 +53,8 @@ class AttnScope(anywidget.AnyWidget):
     # GET /api/model; the answers as JSON text: {"text", "causal", "scale", "stack", "target", ["layer", "head"],
     # "answer"}
     model_info = t.Unicode("{}").tag(sync=True)
+    # the parts of the subject each route takes (app.routes.subject_routes): what the page reads from /openapi.json
+    routes = t.Unicode("{}").tag(sync=True)
     grid = t.Unicode("").tag(sync=True)
     detail = t.Unicode("").tag(sync=True)
     error = t.Unicode("").tag(sync=True)
@@ -64,7 +67,8 @@ class AttnScope(anywidget.AnyWidget):
         once; ``image`` (base64, the API's ``image``) goes with every text; ``messages`` (a conversation,
         the API's ``messages``) is the subject instead of the text while the text is empty; ``audio`` (a
         recording, the API's ``audio``) is the source, the text its target (empty: the model writes it)."""
-        super().__init__(text=text, model_info=svc.info_json.decode(), **kwargs)
+        routes = json.dumps(subject_routes())
+        super().__init__(text=text, model_info=svc.info_json.decode(), routes=routes, **kwargs)
         self._svc = svc
         self._image = image
         self._messages = messages

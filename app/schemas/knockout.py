@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from pydantic import ConfigDict, Field
 
-from .common import Index, Prediction, Strict, SubjectAnswer
-from .subject import ImagePart, Subject
-
-MAX_EDGES = 1024
-Span = Index | Annotated[list[Index], Field(min_length=2, max_length=2)]
+from .common import Index, Prediction, SubjectAnswer
+from .subject import Edges, ImagePart, KnockoutEdge, Subject, edges_field
 
 
-class KnockoutEdge(Strict):
-    """Queries and keys of one layer (one head, or every head) whose scores become -inf."""
-
-    layer: Index
-    query: Span = Field(description="a position, or a half-open range [a, b] of positions")
-    key: Span = Field(description="a position, or a half-open range [a, b] of positions")
-    head: Index | None = Field(None, description="absent: every head of the layer")
-
-
-class KnockoutRequest(Subject, ImagePart):
-    """POST /api/knockout."""
+class KnockoutRequest(Subject, ImagePart, Edges):
+    """POST /api/knockout: the subject's knocked-out edges (at least one), the log-probability before and after."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -36,7 +22,7 @@ class KnockoutRequest(Subject, ImagePart):
             ]
         },
     )
-    edges: list[KnockoutEdge] = Field(min_length=1, max_length=MAX_EDGES)
+    edges: list[KnockoutEdge] = edges_field(required=True)
     position: Index | None = Field(
         None, description="the position whose log-probability is measured; default the last (an encoder's first mask)"
     )

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from ...model.fields import Kind
 from .common import Strict, optional_field
+from .subject import SubjectPart
 
 
 class Limits(BaseModel):
@@ -157,7 +158,7 @@ class ModelInfo(BaseModel):
     )
     vision: bool = Field(False, description="an image-text model: `image` may come with a text")
     chat: bool = Field(False, description="the model carries a chat template: `messages` may replace `text`")
-    subject: list[str] = Field(
+    subject: list[SubjectPart] = Field(
         description='the parts of a request\'s subject this model takes, e.g. ["text", "messages", "image"]; '
         'a speech model\'s ["audio", "target"]'
     )

@@ -10,6 +10,7 @@ resolves the parts into what the model reads. :func:`with_text_limit` gives a sc
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationInfo, WithJsonSchema, create_model, field_validator
@@ -17,13 +18,33 @@ from pydantic.functional_validators import PlainValidator
 from pydantic_core import PydanticCustomError
 
 from .audio import AudioUpload
-from .common import TEXT_CHARS, HeadRef, Strict
+from .common import TEXT_CHARS, HeadRef, Index, Strict
 
 MAX_ABLATE = 1024  # longest `ablate` list
+MAX_EDGES = 1024  # longest `edges` list
 MAX_MESSAGES = 256  # most turns in a conversation
 SCALE_MIN, SCALE_MAX = 1e-3, 1e4  # wider would overflow float32 scores or their variances
+
+
+class SubjectPart(str, Enum):
+    """A part of a request's subject, by the name a request schema gives it (the OpenAPI document's ``SubjectPart``:
+    the page reads which route takes which part from it and each route's request schema)."""
+
+    text = "text"
+    messages = "messages"
+    add_generation_prompt = "add_generation_prompt"
+    audio = "audio"
+    image = "image"
+    stack = "stack"
+    target = "target"
+    causal = "causal"
+    scale = "scale"
+    ablate = "ablate"
+    edges = "edges"
+
+
 # every part a subject may have (contract v6: one subject on every route), as the schemas below name them
-PARTS = ("text", "messages", "add_generation_prompt", "audio", "image", "stack", "target", "causal", "scale", "ablate")
+PARTS = tuple(part.value for part in SubjectPart)
 
 
 def text_field(max_chars: int = TEXT_CHARS, required: bool = True) -> Any:
@@ -217,8 +238,37 @@ class Ablate(Strict):
     ablate: list[HeadRef] = ablate_field()
 
 
-class WhatIfs(Ablate):
-    """The what-ifs of a route that reads the patterns: the mask removed, another divisor, heads switched off."""
+Span = Index | Annotated[list[Index], Field(min_length=2, max_length=2)]
+
+
+class KnockoutEdge(Strict):
+    """Queries and keys of one layer (one head, or every head) whose scores become -inf."""
+
+    layer: Index
+    query: Span = Field(description="a position, or a half-open range [a, b] of positions")
+    key: Span = Field(description="a position, or a half-open range [a, b] of positions")
+    head: Index | None = Field(None, description="absent: every head of the layer")
+
+
+def edges_field(required: bool = False) -> Any:
+    return Field(
+        ... if required else [],
+        min_length=1 if required else 0,
+        max_length=MAX_EDGES,
+        description="edges knocked out: each one's scores are -inf before that layer's softmax, so its row "
+        "renormalises over the keys it keeps; the patterns and predictions after follow",
+    )
+
+
+class Edges(Strict):
+    """The what-if of knocked-out edges (attention knockout), checked against the subject's tokens."""
+
+    edges: list[KnockoutEdge] = edges_field()
+
+
+class WhatIfs(Ablate, Edges):
+    """The what-ifs of a route that reads the patterns: the mask removed, another divisor, heads switched off,
+    edges knocked out."""
 
     causal: bool = Field(True, description="false: a what-if with a decoder's mask removed in every layer")
     scale: Scale = "model"

@@ -1,8 +1,11 @@
 // The model's description (GET /api/model) and the head roles (GET /api/heads), asked at start and
-// again when the server serves another model; the chosen head and the switched-off heads fitted to it.
+// again when the server serves another model; the chosen head and the switched-off heads fitted to it. The parts of
+// the subject each route takes (subject.js `loadRoutes`, read once) come in before the model: every request waits
+// for the model (data.js), so none is built before the page knows what its route takes.
 
 import { errorText, getJSON } from "./api.js";
 import { addNotice, chooseHead, fitHead, showError } from "./state.js";
+import { loadRoutes } from "./subject.js";
 import { switchOff } from "./switchedoff.js";
 import { fitRole } from "./views/roles.js";
 import { fitStack, stackModel } from "./stacks.js";
@@ -23,7 +26,8 @@ export function fitToModel(state) {
 export async function loadModel({ state, update }) {
   for (let attempt = 0; ; attempt++) {
     try {
-      state.model = await getJSON("/api/model");
+      const [model] = await Promise.all([getJSON("/api/model"), loadRoutes(state)]);
+      state.model = model;
       fitToModel(state);
       update();
       return;

@@ -75,6 +75,7 @@ export function createState(views = []) {
     ablate: [],
     // what the server told us
     model: null, // GET /api/model
+    routes: null, // the parts of the subject each route takes, read from /openapi.json (subject.js loadRoutes)
     grid: null, // {key, text, prompt, response}: all layers and heads, pattern + stats (prompt: subjectKey)
     detail: null, // {key, text, prompt, textKey, temperature, response}: the chosen head with every field
     error: null, // text of the last error, shown in the banner

@@ -2,37 +2,40 @@
 // the text, or the conversation (`messages`) on a chat model, the image when one is loaded, the attention
 // `stack` and the decoder's `target` on an encoder–decoder, and the what-ifs the route takes. Every body the page
 // sends starts from `subject(state, url)`, and every answer is keyed by its body (answers.js `questionKey`), so a
-// part added here is both sent and keyed. `ROUTES` is the one list of the parts each route takes beyond the text;
-// GET /api/model's `subject` says which parts the model takes.
+// part added here is both sent and keyed. Which parts each route takes is the server's to say, once, in its request
+// schemas: the page reads it from the OpenAPI document at start (`loadRoutes`, `routesOf`); GET /api/model's
+// `subject` says which parts the model takes.
 
 import { questionKey } from "./answers.js";
-import { isBlank } from "./api.js";
+import { getJSON, isBlank } from "./api.js";
 import { STACK_NAMES, chosenStack, gridLayers, manyStacks } from "./stacks.js";
 
 const WHAT_IFS = ["causal", "scale", "ablate"];
-/** The parts an encoder–decoder adds to a subject: the stack looked at, and the decoder's text. */
-const SEQ2SEQ = ["audio", "stack", "target"]; // audio: a speech model's recording, its source
 
 /**
- * Each route the page asks, by its url: the parts of the subject it takes besides the text (the conversation,
- * `messages`; the image; the stack and the target; the what-ifs). Patching's subject is two texts (`clean`,
- * `corrupt`): the page sends texts, and on an encoder–decoder the stack and the target they are read with.
+ * Each route that reads a body, by its url: the parts of the subject its request schema takes, read from the
+ * OpenAPI document `spec` (each POST's request schema's properties that are a `SubjectPart`). Patching's subject is
+ * two texts, its own fields (`clean` / `clean_messages`, `corrupt` / `corrupt_messages`) and no part: its parts are
+ * the stack, the target and `add_generation_prompt` both texts are read with; the view sends its texts itself.
  */
-export const ROUTES = {
-  "/api/attention": ["messages", "image", ...SEQ2SEQ, ...WHAT_IFS],
-  "/api/rollout": ["messages", "image", ...SEQ2SEQ, ...WHAT_IFS],
-  "/api/selection": ["messages", ...SEQ2SEQ, ...WHAT_IFS],
-  "/api/compare-texts": ["messages", ...SEQ2SEQ, ...WHAT_IFS],
-  "/api/neuron": ["messages", ...SEQ2SEQ, ...WHAT_IFS],
-  "/api/head-effects": ["messages", "image", ...SEQ2SEQ, "ablate"],
-  "/api/generate": ["messages", "image", ...SEQ2SEQ, "ablate"],
-  "/api/attribution": ["messages", "image", ...SEQ2SEQ],
-  "/api/knockout": ["messages", "image", ...SEQ2SEQ],
-  "/api/lens": ["messages", "image", ...SEQ2SEQ],
-  "/api/qk-attribution": ["messages", "image", ...SEQ2SEQ],
-  "/api/compare-models": ["messages"],
-  "/api/patching": ["stack", "target"], // its texts are its own: an encoder–decoder's two sources, one target
-};
+export function routesOf(spec) {
+  const schemas = spec?.components?.schemas ?? {};
+  const parts = schemas.SubjectPart?.enum ?? [];
+  const out = {};
+  for (const [url, operations] of Object.entries(spec?.paths ?? {})) {
+    const ref = operations.post?.requestBody?.content?.["application/json"]?.schema?.$ref;
+    if (!ref) continue;
+    const properties = schemas[ref.split("/").pop()]?.properties ?? {};
+    out[url] = parts.filter((part) => part in properties);
+  }
+  return out;
+}
+
+/** Read the routes' parts (`routesOf`) from /openapi.json into `state.routes`, once: the model's load waits for it
+ * (modelload.js); the notebook widget is handed the kernel's table instead. */
+export async function loadRoutes(state) {
+  state.routes ??= routesOf(await getJSON("/openapi.json"));
+}
 
 /** Whether the model takes `part` of a subject: as GET /api/model `subject` lists them, else by its own flags. */
 export function modelTakes(state, part) {
@@ -44,8 +47,9 @@ export function modelTakes(state, part) {
   return part === "text";
 }
 
-/** Whether the route `url` takes `part` of a subject ("messages", "image", "stack", "target", "causal", ...). */
-export const routeTakes = (url, part) => (ROUTES[url] ?? []).includes(part);
+/** Whether the route `url` takes `part` of a subject ("messages", "image", "stack", "target", "causal", ...): as its
+ * request schema says (`state.routes`, `routesOf`); nothing before the document is read. */
+export const routeTakes = (state, url, part) => (state.routes?.[url] ?? []).includes(part);
 
 /** The recording sent in place of the text: the one picked, dropped or recorded, on a speech model; else null. */
 export const audioOf = (state) => (state.audio && modelTakes(state, "audio") ? state.audio : null);
@@ -78,21 +82,21 @@ export const scaleParam = (state) => (state.scaled ? "model" : "none");
  * (`causal`, `scale`, `ablate`).
  */
 export function subject(state, url) {
-  const messages = routeTakes(url, "messages") ? messagesOf(state) : null;
+  const messages = routeTakes(state, url, "messages") ? messagesOf(state) : null;
   const out = messages ? { messages: messages.map(({ role, content }) => ({ role, content })) } : { text: state.text };
   const image = imageOf(state);
-  if (image && routeTakes(url, "image")) out.image = image.data;
+  if (image && routeTakes(state, url, "image")) out.image = image.data;
   const audio = audioOf(state);
-  if (audio && routeTakes(url, "audio")) {
+  if (audio && routeTakes(state, url, "audio")) {
     delete out.text; // the recording is the whole source
     out.audio = audio.data;
   }
   const [stack, target] = [stackOf(state), targetOf(state)];
-  if (stack && routeTakes(url, "stack")) out.stack = stack;
-  if (target !== null && routeTakes(url, "target")) out.target = target;
-  if (routeTakes(url, "causal")) out.causal = state.causal;
-  if (routeTakes(url, "scale")) out.scale = scaleParam(state);
-  if (routeTakes(url, "ablate")) out.ablate = state.ablate;
+  if (stack && routeTakes(state, url, "stack")) out.stack = stack;
+  if (target !== null && routeTakes(state, url, "target")) out.target = target;
+  if (routeTakes(state, url, "causal")) out.causal = state.causal;
+  if (routeTakes(state, url, "scale")) out.scale = scaleParam(state);
+  if (routeTakes(state, url, "ablate")) out.ablate = state.ablate;
   return out;
 }
 

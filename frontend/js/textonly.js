@@ -1,4 +1,4 @@
-// The views whose route takes no image, or no conversation (subject.js `ROUTES`: patching, two texts, two models,
+// The views whose route takes no image, or no conversation (subject.js `routeTakes`: patching, two texts, two models,
 // q · k take no image; patching no conversation), and the line each of them shows while one is beside the text: it
 // runs on the text alone, and reads the text's own last token (the page's chosen token counts the prompt). A view
 // names its route (`route`) and whether it reads the chosen token (`readsToken`).
@@ -8,8 +8,8 @@ import { imageOf, messagesOf, routeTakes } from "./subject.js";
 /** What `view` ({route}) leaves out now: "image" or "conversation" (its route does not take it), else null. */
 function leftOut(state, view) {
   if (!view.route) return null;
-  if (messagesOf(state) && !routeTakes(view.route, "messages")) return "conversation";
-  if (imageOf(state) && !routeTakes(view.route, "image")) return "image";
+  if (messagesOf(state) && !routeTakes(state, view.route, "messages")) return "conversation";
+  if (imageOf(state) && !routeTakes(state, view.route, "image")) return "image";
   return null;
 }
 

@@ -284,6 +284,7 @@ export function render({ model, el }) {
   const els = widgetElements(el);
   const state = createState(VIEWS);
   state.model = JSON.parse(model.get("model_info") || "null");
+  state.routes = JSON.parse(model.get("routes") || "{}"); // the parts each route takes, from the kernel's schemas
   syncState(state, model);
   readAnswers(state, model);
   const update = widgetUpdate({ model, el, els, state });

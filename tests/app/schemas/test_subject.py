@@ -20,6 +20,7 @@ VALUES = {
     "causal": False,
     "scale": "none",
     "ablate": [{"layer": 0, "head": 0}],
+    "edges": [{"layer": 0, "query": 1, "key": 0}],
 }
 
 
