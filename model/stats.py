@@ -17,17 +17,8 @@ import torch
 from torch.nn import functional as F
 
 STAT_SCALARS = (
-    "var_q",
-    "var_k",
-    "mean_scores_raw",
-    "mean_scores",
-    "var_scores_raw",
-    "var_scores",
-    "variance_ratio",
-    "entropy",
-    "entropy_unscaled",
-    "max_weight",
-    "max_weight_unscaled",
+    "var_q", "var_k", "mean_scores_raw", "mean_scores", "var_scores_raw", "var_scores", "variance_ratio",
+    "entropy", "entropy_unscaled", "max_weight", "max_weight_unscaled",
 )
 STAT_ROWS = ("row_entropy", "row_entropy_unscaled")
 

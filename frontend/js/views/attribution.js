@@ -11,7 +11,7 @@ import { byId, drawPlot, idOf, onPlotClick, setHidden, setText } from "../dom.js
 import { asTrainedWords, layerHeadFigure, signedPeak } from "../draw/causal.js";
 import { fmtFixed } from "../draw/figures.js";
 import { changedInputs } from "../measured.js";
-import { chosenStack, manyStacks, querySide } from "../stacks.js";
+import { chooseStack, chosenStack, manyStacks, querySide } from "../stacks.js";
 import { selectedPosition, textTokens } from "../state.js";
 import { blankSubject, subject } from "../subject.js";
 
@@ -72,7 +72,7 @@ export function install(app) {
     const [layer, head] = [Number.parseInt(String(pt.y).slice(1), 10), Number.parseInt(String(pt.x).slice(1), 10)];
     if (!Number.isInteger(layer) || !Number.isInteger(head)) return;
     if (stack && manyStacks(app.state.model) && chosenStack(app.state) !== stack && app.data) {
-      app.state.stack = stack; // as the stack picker does, the chosen token kept: decoder and cross read the target
+      chooseStack(app.state, stack); // as the stack picker does, the chosen token kept: decoder and cross read the target
       app.data.fitToModel();
       app.refreshNow();
     }
