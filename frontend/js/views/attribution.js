@@ -72,7 +72,7 @@ export function install(app) {
     const [layer, head] = [Number.parseInt(String(pt.y).slice(1), 10), Number.parseInt(String(pt.x).slice(1), 10)];
     if (!Number.isInteger(layer) || !Number.isInteger(head)) return;
     if (stack && manyStacks(app.state.model) && chosenStack(app.state) !== stack && app.data) {
-      chooseStack(app.state, stack); // as the stack picker does, the chosen token kept: decoder and cross read the target
+      chooseStack(app.state, stack); // as the picker does, the chosen token kept: decoder and cross read the target
       app.data.fitToModel();
       app.refreshNow();
     }
