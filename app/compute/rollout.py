@@ -21,7 +21,7 @@ def rollout_json(svc: Service, req: RolloutRequest, prompt: Prompt, started: flo
     if prompt.stack == "cross":  # T×S matrices: no product of one layer's with the next's
         msg = "rollout multiplies a stack's T×T matrices layer by layer: ask the encoder or decoder stack, not cross"
         raise ApiError(422, msg, loc=("body", "stack"), type_="stack_not_square")
-    if any(s["name"] == prompt.stack and s.get("merged_softmax") for s in facts.stacks):
+    if any(s["name"] == prompt.stack and s.get("merged_softmax") for s in svc.loaded.facts.stacks):
         msg = (
             f"the {prompt.stack} stack's rows are one block of a softmax shared with the source's keys "
             "(merged_softmax): a rollout of that block alone would leave out their weight on the source"
