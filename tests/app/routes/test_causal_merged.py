@@ -140,3 +140,16 @@ def test_splits_not_worked_out_are_a_422_naming_stack_that_says_why(url, extra, 
     assert r.status_code == 422, r.text
     detail = r.json()["detail"][0]
     assert detail["loc"] == ["body", "stack"] and "merged_softmax" in detail["msg"]
+
+
+def test_comparing_two_encoder_decoders_is_a_422_naming_stack_that_says_why(merged):
+    """Comparing two models holds heads one to one over one token sequence: an encoder-decoder (here with itself,
+    nothing loaded) is refused before any second model is looked for, the message saying what it would take."""
+    client, _ = merged
+    name = client.app.state.attnscope.service.info["name"]
+    r = client.post("/api/compare-models", json={"text": SOURCE, "target": TARGET, "model_b": name, "layer": 0,
+                                                 "head": 0})
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert detail["loc"] == ["body", "stack"] and detail["type"] == "seq2seq_unsupported"
+    assert "one sequence of tokens" in detail["msg"] and "stack by stack" in detail["msg"]
