@@ -198,14 +198,14 @@ def decoder_only(svc: Service, what: str, name: str) -> None:
     raise ApiError(422, msg, loc=("body", name), type_="encoder_unsupported")
 
 
-def single_stack(svc: Service, what: str) -> None:
+def single_stack(svc: Service, what: str, why: str = "") -> None:
     """A 422 naming ``stack`` where ``what`` (a view not worked out over two sides yet) is asked of an
-    encoder-decoder."""
+    encoder-decoder; ``why`` says what it would take."""
     facts = svc.loaded.facts
     if facts.architecture != "encoder-decoder":
         return
-    msg = (f"{what} is not shown for an encoder-decoder yet ({facts.name}): attention, the heads grid, head effects, "
-           "rollout, selection, generation, the lens, knockout, direct and QK attribution and patching are")
+    msg = (f"{what} is not shown for an encoder-decoder yet ({facts.name}){why}: attention, the heads grid, head "
+           "effects, rollout, selection, generation, the lens, knockout, direct and QK attribution and patching are")
     raise ApiError(422, msg, loc=("body", "stack"), type_="seq2seq_unsupported")
 
 

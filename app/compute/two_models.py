@@ -77,10 +77,21 @@ def same_shape(a: Service, b: Service) -> None:
             )
 
 
+SEQ2SEQ_WHY = (
+    ": it runs both models over one sequence of tokens and holds their heads one to one, while an "
+    "encoder-decoder's heads lie in three stacks over a source and a target, which both models would have to read "
+    "with one target (the request's or the served model's written one) and compare stack by stack"
+)
+
+
+def one_sequence(a: Service) -> None:
+    """A 422 naming ``stack`` on an encoder-decoder, before model_b is looked for (nothing loaded for it)."""
+    single_stack(a, "comparing two models", SEQ2SEQ_WHY)
+
+
 def same_ids(a: Service, b: Service, req: TwoModelsRequest, prompt: Prompt) -> None:
     """The subject's ``prompt`` in the served model has the same ids in model_b (its own prompt, laid out
     here: model_b is known once loaded); else a 422 naming ``model_b`` and the first difference."""
-    single_stack(a, "comparing two models")
     ids = prompt.ids
     try:
         ids_b = subject_of(b, req).ids
@@ -119,6 +130,7 @@ def two_models_json(
 ) -> bytes:
     """The answer of ``POST /api/compare-models``, as JSON bytes; ``prompt``: the subject in the served model."""
     started = prompt.started if started is None else started
+    one_sequence(a)
     same_shape(a, b)
     check_head(a, req)
     facts = a.loaded.facts

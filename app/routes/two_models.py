@@ -5,7 +5,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from ..compute.models import machine_models
-from ..compute.two_models import check_head, second_service, two_models_json
+from ..compute.two_models import check_head, one_sequence, second_service, two_models_json
 from ..deps import ERRORS_POST, ServiceDep, StateDep, StrictJSONRoute, subject_dep
 from ..responses import RawJSONResponse
 from ..schemas.subject import with_text_limit
@@ -40,6 +40,7 @@ def make_router(max_text_chars: int) -> APIRouter:
         /api/models``: the first request loads it beside the served one and answers 202."""
         from ..lifespan import load_service
 
+        one_sequence(svc)
         check_head(svc, body)
         settings = state.settings
         models = machine_models(state)

@@ -74,6 +74,8 @@ def stack_parts(backend, name: str) -> Stack:
     model = backend.model
     trunk = model.get_encoder() if name == "encoder" else model.get_decoder()
     family = backend.facts.family
+    if not hasattr(trunk, "block") and not hasattr(trunk, "layers"):  # T5Gemma 2: its text model inside
+        raise NotSplittable(f"{family}: the layout of its {name} ({type(trunk).__name__}) is not known here")
     blocks = list(trunk.block if hasattr(trunk, "block") else trunk.layers)
     first = blocks[0]
     if hasattr(first, "layer") and hasattr(first.layer[0], "SelfAttention"):  # T5, mT5, UMT5

@@ -4,11 +4,13 @@ lessons point at the loaded model."""
 
 from __future__ import annotations
 
+import json
+import urllib.error
 from urllib.parse import quote
 
 import pytest
 
-from tests.kit.live import serving
+from tests.kit.live import post_json, serving
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.browser
@@ -75,6 +77,32 @@ def test_the_lens_reads_each_layer_as_guesses_at_each_position(encoder_tab):
     caption = tab.page.locator("#lens-caption").inner_text()
     assert "masked-LM head" in caption and "token after" not in caption
     assert not tab.unexpected_console_errors()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_attribution_with_no_token_chosen_leaves_the_position_to_the_server(encoder_tab, width):
+    """No token chosen: the view sends no position, so the server's default (an encoder's first mask token)
+    applies, and the page shows the server's own answer to that body (its split at the mask, or its refusal);
+    a chosen token is then sent as it is."""
+    tab = encoder_tab
+    sent = []
+    tab.page.on("request", lambda r: sent.append(r.post_data_json) if r.url.endswith("/api/attribution") else None)
+    tab.open_at(width, "/#view=attribution&text=" + quote(SENTENCE))
+    caption = tab.page.get_by_test_id("attribution-caption")
+    tab.page.wait_for_function("() => !document.querySelector('[data-testid=attribution-caption]')"
+                               ".textContent.includes('computing')")
+    assert sent and sent[-1].get("position") is None
+    body = {k: v for k, v in sent[-1].items() if v is not None}
+    try:
+        served = post_json(tab.base_url + "/api/attribution", body)
+    except urllib.error.HTTPError as e:  # refused: the page says the server's reason
+        assert e.code == 422 and json.loads(e.read())["detail"][0]["msg"] in caption.inner_text()
+    else:
+        assert served["position"] == tab.tokens().index("[MASK]")
+        assert tab.drawn("attribution-heads")["data"][0]["z"] == served["heads"]
+    tab.page.locator("[data-testid=tokens] .chip").nth(2).click()
+    tab.settle()
+    assert sent[-1].get("position") == 2
 
 
 def test_the_lesson_points_at_the_loaded_encoder(encoder_tab):

@@ -207,3 +207,30 @@ def test_why_on_the_cross_stack_and_patching_two_sources(tab, s2s_server, width)
                                                         "stack": "cross", "what": "heads"})
     assert fig["data"][0]["z"] == served["heads"] and served["corrupt_source_tokens"]
     assert tab.inside("patch-plot", width) and not tab.unexpected_console_errors()
+
+
+GRID_SHAPE = """() => { const g = document.getElementById('heads-grid').gridLayout;
+  if (!g || g.grid.stack !== window.attnscope.state.stack) return null;
+  const t = g.grid.layers[0].heads[0].thumbnail, { tile, tileH } = g.layout.geom;
+  return { rows: t.length, cols: t[0].length, tile, tileH,
+    canvas: document.getElementById('heads-grid-canvas').getBoundingClientRect().width }; }"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_grid_draws_each_cross_tile_with_the_thumbnails_shape(tab, s2s_server, width):
+    """A cross stack's thumbnails are target rows × source columns: each tile is drawn with that aspect (its
+    height over its width the answer's rows over columns), the encoder's square, both inside the window."""
+    tab.base_url = s2s_server.url
+    page = tab.page
+    for stack in ("cross", "encoder"):
+        tab.open_at(width, f"/#stack={stack}&target=" + quote(TARGET) + "&text=" + quote(TEXT))
+        page.wait_for_function(GRID_SHAPE)
+        got = page.evaluate(GRID_SHAPE)
+        served = served_layer(tab, stack, TARGET, 0)
+        assert got["rows"] == len(served["target_ids" if stack == "cross" else "source_ids"])
+        assert got["cols"] == len(served["source_ids"])
+        drawn = (got["tileH"] - 1) / (got["tile"] - 1)
+        assert drawn == pytest.approx(got["rows"] / got["cols"], abs=1.0 / (got["tile"] - 1))
+        assert (got["rows"] < got["cols"]) == (stack == "cross") and got["canvas"] <= width
+        assert got["tileH"] >= 5
+    assert not tab.unexpected_console_errors()

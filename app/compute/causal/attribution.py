@@ -14,6 +14,7 @@ from ...schemas.attribution import AttributionRequest
 from ...service import Service
 from ...subject import Prompt, target_of
 from ..rounding import round_sig
+from . import refuse_merged
 
 
 def refused(exc: NotSplittable) -> ApiError:
@@ -27,6 +28,8 @@ def attribution_json(svc: Service, req: AttributionRequest, prompt: Prompt, star
     facts = svc.loaded.facts
     position = target_of(svc, req, prompt)
     pair = facts.architecture == "encoder-decoder"  # the decoder's logit at a target position, whichever the stack
+    if pair:
+        refuse_merged(facts, "its write cannot be split into a self head's part and a cross head's (not worked out)")
     try:
         if pair:
             a = attribute_pair(prompt.backend, position, req.token_id)

@@ -14,6 +14,7 @@ from ...service import Service
 from ...subject import Prompt
 from ..checks import check_attention_layer, check_index, check_position
 from ..rounding import round_sig
+from . import refuse_merged
 from .attribution import refused
 
 
@@ -28,6 +29,7 @@ def qk_attribution_json(
     # the keys' ids: the source's on an encoder-decoder's cross stack, else the query side's own
     keys = prompt.adds["source_ids"] if prompt.stack == "cross" else ids
     if pair:  # the stack's own layers and heads
+        refuse_merged(facts, "a score's query and key terms (through its per-head q and k norms) are not worked out")
         stack = next(s for s in facts.stacks if s["name"] == prompt.stack)
         check_index(req.layer, stack["n_layer"], ("body", "layer"), "layer",
                     f"the {prompt.stack} stack has {stack['n_layer']} layers")

@@ -203,12 +203,24 @@ export function meanThumbnail(heads, size, round = true) {
   });
 }
 
-/** Where things go on a canvas `width` CSS pixels wide: labels, tiles, the scale. */
-export function gridGeometry({ nRows, nCols, size, width }) {
+/**
+ * Where things go on a canvas `width` CSS pixels wide: labels, tiles, the scale. `shape`: a thumbnail's rows and
+ * columns (a cross stack's: target × source), each tile drawn with that aspect (`tile` wide, `tileH` high).
+ */
+export function gridGeometry({ nRows, nCols, size, width, shape = { rows: size, cols: size } }) {
   const label = 34; // left margin for "L12", top margin for "H31"
   const tile = Math.max(4, Math.floor((width - label - 4) / nCols));
-  const scale = (tile - 1) / size; // CSS pixels per thumbnail cell (a tile holds a 1-pixel gap)
-  return { label, tile, scale, width: label + nCols * tile + 4, height: label + nRows * tile + 4 };
+  const scale = (tile - 1) / shape.cols; // CSS pixels per thumbnail cell (a tile holds a 1-pixel gap)
+  const tileH = Math.max(5, Math.round(shape.rows * scale) + 1); // a few target rows stay visible
+  const { rows, cols } = shape;
+  return { label, tile, tileH, scale, scaleY: (tileH - 1) / rows, rows, cols, width: label + nCols * tile + 4,
+    height: label + nRows * tileH + 4 };
+}
+
+/** A grid's thumbnail shape, rows × columns, as the answer has it (its first head's; every head's alike). */
+export function thumbShape(grid, size) {
+  const thumb = grid.layers[0]?.heads[0]?.thumbnail;
+  return thumb?.length ? { rows: thumb.length, cols: thumb[0].length } : { rows: size, cols: size };
 }
 
 /** The layer row, column and thumbnail cell under canvas point (x, y), or null. */
@@ -217,11 +229,11 @@ export function cellAt(geom, size, nRows, nCols, x, y) {
   const gy = y - geom.label;
   if (gx < 0 || gy < 0) return null;
   const c = Math.floor(gx / geom.tile);
-  const r = Math.floor(gy / geom.tile);
+  const r = Math.floor(gy / geom.tileH);
   if (c >= nCols || r >= nRows) return null;
-  const i = Math.floor((gy - r * geom.tile) / geom.scale);
+  const i = Math.floor((gy - r * geom.tileH) / geom.scaleY);
   const j = Math.floor((gx - c * geom.tile) / geom.scale);
-  if (i < 0 || j < 0 || i >= size || j >= size) return null;
+  if (i < 0 || j < 0 || i >= Math.min(size, geom.rows) || j >= Math.min(size, geom.cols)) return null;
   return { row: r, col: c, i, j };
 }
 
@@ -241,7 +253,7 @@ export function paintGrid(canvas, grid, { selected, aggregate = false, width, ma
   const img = gridImage({ layers: grid.layers, size, mask: grid.thumbnail.mask, aggregate });
   const nRows = grid.layers.length;
   const nCols = img.cols.length;
-  const geom = gridGeometry({ nRows, nCols, size, width });
+  const geom = gridGeometry({ nRows, nCols, size, width, shape: thumbShape(grid, size) });
   const dpr = window.devicePixelRatio || 1;
   canvas.width = Math.round(geom.width * dpr);
   canvas.height = Math.round(geom.height * dpr);
@@ -263,12 +275,12 @@ export function paintGrid(canvas, grid, { selected, aggregate = false, width, ma
         native,
         sx,
         sy,
-        size,
-        size,
+        geom.cols,
+        geom.rows,
         geom.label + c * geom.tile,
-        geom.label + r * geom.tile,
+        geom.label + r * geom.tileH,
         geom.tile - 1,
-        geom.tile - 1,
+        geom.tileH - 1,
       );
     }
   }
@@ -277,11 +289,12 @@ export function paintGrid(canvas, grid, { selected, aggregate = false, width, ma
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
   const every = Math.max(1, Math.ceil(14 / geom.tile)); // a label every few tiles when they are small
+  const everyRow = Math.max(1, Math.ceil(14 / geom.tileH));
   grid.layers.forEach((l, r) => {
     // a layer number twice (attention and a mixer side by side): its mixer's row is "L3m"
     const twice = l.implicit && grid.layers[r - 1]?.layer === l.layer;
-    const y = geom.label + r * geom.tile + geom.tile / 2;
-    if (r % every === 0) ctx.fillText(`L${l.layer}${twice ? "m" : ""}`, geom.label - 4, y);
+    const y = geom.label + r * geom.tileH + geom.tileH / 2;
+    if (r % everyRow === 0) ctx.fillText(`L${l.layer}${twice ? "m" : ""}`, geom.label - 4, y);
   });
   ctx.textAlign = "center";
   ctx.textBaseline = "bottom";
@@ -293,7 +306,7 @@ export function paintGrid(canvas, grid, { selected, aggregate = false, width, ma
   for (const [layer, head] of marked) {
     const [r, c] = [grid.layers.findIndex((l) => l.layer === layer), img.cols.indexOf(head)];
     if (r < 0 || c < 0) continue;
-    const [x, y, s] = [geom.label + c * geom.tile, geom.label + r * geom.tile, Math.max(4, geom.tile / 4)];
+    const [x, y, s] = [geom.label + c * geom.tile, geom.label + r * geom.tileH, Math.max(4, geom.tileH / 4)];
     ctx.beginPath();
     ctx.moveTo(x, y);
     ctx.lineTo(x + s, y);
@@ -306,7 +319,8 @@ export function paintGrid(canvas, grid, { selected, aggregate = false, width, ma
     if (r >= 0 && c >= 0) {
       ctx.strokeStyle = "#4338ca";
       ctx.lineWidth = 2.5;
-      ctx.strokeRect(geom.label + c * geom.tile - 1.5, geom.label + r * geom.tile - 1.5, geom.tile + 2, geom.tile + 2);
+      const [x, y] = [geom.label + c * geom.tile - 1.5, geom.label + r * geom.tileH - 1.5];
+      ctx.strokeRect(x, y, geom.tile + 2, geom.tileH + 2);
     }
   }
   return { geom, size, nRows, nCols, cols: img.cols };

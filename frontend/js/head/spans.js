@@ -69,13 +69,13 @@ export function drawSpanBox(state, answer) {
  */
 export function paintSpanBars(canvas, { geom, cols }, answer) {
   const ctx = canvas.getContext("2d");
-  const h = Math.max(3, Math.round(geom.tile * 0.2));
+  const h = Math.max(3, Math.round((geom.tileH ?? geom.tile) * 0.2));
   answer.layers.forEach((l, r) => {
     cols.forEach((head, c) => {
       const mass = head >= 0 ? massOf(answer, l.layer, head) : null;
       if (!mass) return;
       let x = geom.label + c * geom.tile;
-      const y = geom.label + (r + 1) * geom.tile - 1 - h;
+      const y = geom.label + (r + 1) * (geom.tileH ?? geom.tile) - 1 - h;
       answer.spans.forEach((span, i) => {
         const w = (geom.tile - 1) * mass[i];
         ctx.fillStyle = ROLE_COLOURS[span.role] ?? "#64748b";

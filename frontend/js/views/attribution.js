@@ -29,8 +29,10 @@ function attributionQuestion(state) {
   const tokens = textTokens(state);
   if (!tokens || blankSubject(state)) return null;
   const url = "/api/attribution";
-  // an encoder–decoder's logit is the decoder's: on the encoder stack (source rows) the last target token's
-  const position = querySide(state) === "source" ? null : selectedPosition(state, tokens.length);
+  // an encoder–decoder's logit is the decoder's: on the encoder stack (source rows) the last target token's;
+  // no token chosen: the server's default (the last token, an encoder's first mask token)
+  const none = querySide(state) === "source" || state.position === null;
+  const position = none ? null : selectedPosition(state, tokens.length);
   return question("attribution", url, { ...subject(state, url), position });
 }
 
