@@ -22,12 +22,21 @@ def refused(exc: NotSplittable) -> ApiError:
     return ApiError(422, f"this model cannot be split exactly: {exc}", loc=("body", "text"), type_="not_splittable")
 
 
+def nonlinear_head(name: str) -> str:
+    """Why direct attribution is not defined on an encoder's masked-LM logit."""
+    return (f"direct attribution is not defined on {name}'s masked-LM logit: its head runs a dense layer, an "
+            "activation and a norm before the output layer, so the logit is no sum of the components' writes; the "
+            "lens reads each layer through that head (/api/lens), head effects measure each head's part in the guess")
+
+
 def attribution_json(svc: Service, req: AttributionRequest, prompt: Prompt, started: float | None = None) -> bytes:
     """The POST /api/attribution answer: each component's direct contribution to one logit."""
     t0 = prompt.started if started is None else started
     facts = svc.loaded.facts
     position = target_of(svc, req, prompt)
     pair = facts.architecture == "encoder-decoder"  # the decoder's logit at a target position, whichever the stack
+    if facts.architecture == "encoder":
+        raise ApiError(422, nonlinear_head(facts.name), loc=("body", "stack"), type_="encoder_head_nonlinear")
     if pair:
         refuse_merged(facts, "its write cannot be split into a self head's part and a cross head's (not worked out)")
     try:

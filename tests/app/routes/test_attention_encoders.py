@@ -180,3 +180,16 @@ def test_a_text_of_the_whole_context_runs_and_one_more_token_is_refused(folders,
     assert len(full["token_ids"]) == limit
     r = c.post("/api/attention", json={"text": " cat" * (n_words + 1), "top_k": 1})
     assert r.status_code == 422 and r.json()["detail"][0]["type"] == "too_many_tokens"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_direct_attribution_says_why_an_encoder_logit_is_not_split(family, clients):
+    """A masked-LM head is not linear in the residual stream (dense, activation, norm): no exact split, a 422
+    naming ``stack`` that says so and points at the views that do answer; the server keeps serving."""
+    c = clients[family]
+    r = c.post("/api/attribution", json={"text": TEXT})
+    assert r.status_code == 422
+    detail = r.json()["detail"][0]
+    assert detail["loc"] == ["body", "stack"] and detail["type"] == "encoder_head_nonlinear"
+    assert "masked-LM" in detail["msg"] and "/api/lens" in detail["msg"]
+    assert c.get("/api/model").status_code == 200
