@@ -82,10 +82,12 @@ def _head_bias(backend, token_id: int) -> float:
 
 @torch.inference_mode()
 @exact_fp32()
-def qk_pair(backend, layer: int, head: int, query: int, key: int) -> QKAttribution:
+def qk_pair(backend, layer: int, head: int, query: int, key: int, ids: list[int] | None = None) -> QKAttribution:
     """Head ``head`` of ``layer`` in the bound ``backend``'s stack: its raw score of ``query`` (the query side's
-    position) for ``key`` (the key side's) as query-side × key-side terms."""
-    looked = backend.stack
+    position) for ``key`` (the key side's) as query-side × key-side terms. An encoder (BERT and its kin,
+    one stack, ``ids`` its text) is split as an encoder-decoder's encoder."""
+    looked = "encoder" if ids is not None else backend.stack
+    ids = backend.ids if ids is None else ids
     enc = stack_parts(backend, "encoder")
     qst = enc if looked == "encoder" else stack_parts(backend, "decoder")
     kst = enc if looked == "cross" else qst
@@ -94,7 +96,7 @@ def qk_pair(backend, layer: int, head: int, query: int, key: int) -> QKAttributi
     positions = {qst.name: sorted({query, key})} if kst is qst else {qst.name: [query], kst.name: [key]}
     source = _bias_layer(qst, layer) if kind == "self" else None
     cell = _ScoreCell(layer, head, query, key)
-    seen = seen_in(backend, [enc, qst] if kst is not qst else [qst], backend.ids, positions, cell,
+    seen = seen_in(backend, [enc, qst] if kst is not qst else [qst], ids, positions, cell,
                    None if source is None else (qst.name, source))
     qi, ki = positions[qst.name].index(query), positions[kst.name].index(key)
     qnames, qterms, frozen = stream(qst, seen[qst.name], (layer, kind))

@@ -31,6 +31,12 @@ from . import NotSplittable
 from .components import _agree, _bias, _first, _hidden, _wide, weight
 from .norms import freeze
 
+BERT_LIKE = ("bert", "roberta", "electra", "xlm-roberta")  # encoders norming the stream after each add
+WHY_NOT = {
+    "albert": "albert: its layers are one module used again and again, so a layer's write is not its own term",
+    "deberta-v2": "deberta-v2: its score adds content-to-position and position-to-content parts (disentangled "
+                  "attention), whose terms are not worked out here",
+}
 POST_NORM = ("bart", "marian", "plbart", "blenderbot-small")  # layers that norm the residual stream after each add
 
 
@@ -45,11 +51,14 @@ class Sub:
     norm_out: torch.nn.Module | None = None  # on its write, before the residual add (T5Gemma)
     post: torch.nn.Module | None = None  # on the residual stream after the add (BART)
     rope: Callable | None = None  # the family's apply_rotary_pos_emb(q, k, cos, sin), on a rotary self-attention
+    attn: torch.nn.Module | None = None  # the module holding q and k where it is not ``module`` (BERT's)
+    entry: torch.nn.Module | None = None  # whose input is the stream entering (else norm_in or module)
 
     def qk(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
         """Wq, bq, Wk, bk as ``(out, in)`` weights and their biases."""
-        m = self.module
-        q, k = (m.q, m.k) if hasattr(m, "q") else (m.q_proj, m.k_proj)  # T5's q, k; the others' q_proj, k_proj
+        m = self.attn or self.module
+        # T5's q, k; BERT's query, key; the others' q_proj, k_proj
+        q, k = (m.q, m.k) if hasattr(m, "q") else (m.query, m.key) if hasattr(m, "query") else (m.q_proj, m.k_proj)
         return weight(q), _bias(q), weight(k), _bias(k)
 
 
@@ -71,6 +80,8 @@ class Stack:
 def stack_parts(backend, name: str) -> Stack:
     """The modules of ``backend``'s encoder (``name="encoder"``) or decoder that the splits read, or
     :class:`NotSplittable` naming a layout not known here."""
+    if backend.facts.architecture == "encoder":
+        return _encoder_stack(backend)
     model = backend.model
     trunk = model.get_encoder() if name == "encoder" else model.get_decoder()
     family = backend.facts.family
@@ -89,6 +100,19 @@ def stack_parts(backend, name: str) -> Stack:
         raise NotSplittable(f"{family}: the layout of its {name} layers ({type(first).__name__}) is not known here")
     n_head = next(s["n_head"] for s in backend.facts.stacks if s["name"] == name)
     return Stack(name, blocks, layers, final, n_head)
+
+
+def _encoder_stack(backend) -> Stack:
+    """An encoder's one stack (BERT and its post-norm kin), or :class:`NotSplittable` saying why not."""
+    family = backend.facts.family
+    if family not in BERT_LIKE:
+        raise NotSplittable(WHY_NOT.get(family, f"{family}: the split of an encoder's score is worked out for "
+                                        f"{', '.join(BERT_LIKE)}; not for {family}"))
+    blocks = list(backend.trunk.encoder.layer)
+    layers = [[Sub("self", b.attention.output.dense, b.attention.output.dense, post=b.attention.output.LayerNorm,
+                   attn=b.attention.self, entry=b.attention),
+               Sub("mlp", b.output.dense, post=b.output.LayerNorm, entry=b.intermediate)] for b in blocks]
+    return Stack("encoder", blocks, layers, None, backend.facts.n_head)
 
 
 def _t5_subs(block: torch.nn.Module) -> list[Sub]:
@@ -158,7 +182,8 @@ def _install(backend) -> None:
     with _LOCK:
         if getattr(model, "_attnscope_stacks", False):
             return
-        for st in (stack_parts(backend, "encoder"), stack_parts(backend, "decoder")):
+        names = ["encoder"] if backend.facts.architecture == "encoder" else ["encoder", "decoder"]
+        for st in (stack_parts(backend, name) for name in names):
             st.blocks[0].register_forward_pre_hook(lambda m, a, k, st=st: _event(st.name, 0, 0, "embed", a, k, None),
                                                    with_kwargs=True)
             last = len(st.blocks) - 1
@@ -167,7 +192,7 @@ def _install(backend) -> None:
             )
             for i, subs in enumerate(st.layers):
                 for s, sub in enumerate(subs):
-                    hooks = [(sub.norm_in or sub.module, "pre", "sub_in"), (sub.module, "post", "out"),
+                    hooks = [(sub.entry or sub.norm_in or sub.module, "pre", "sub_in"), (sub.module, "post", "out"),
                              (sub.module, "pre", "rope"), (sub.o_proj, "pre", "z"), (sub.norm_out, "post", "normed"),
                              (sub.post, "pre", "post_in"), (getattr(sub.module, "relative_attention_bias", None),
                                                             "post", "bias")]

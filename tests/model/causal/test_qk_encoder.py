@@ -1,0 +1,78 @@
+"""QK attribution on encoders (BERT and its post-norm kin: model/causal/stacks.py's encoder stack, split by
+model/causal/seq2seq.py ``qk_pair``), and the encoders it refuses saying why.
+
+Oracle: transformers' eager masked LM loaded apart from attnscope's, its q and k as each layer's query and
+key linear modules project them (forward hooks): the raw score of a head is their product.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from attnscope.model.causal import NotSplittable  # noqa: E402
+from attnscope.model.causal.seq2seq import qk_pair  # noqa: E402
+from attnscope.model.registry import load_model  # noqa: E402
+from transformers import AutoModelForMaskedLM  # noqa: E402
+
+from tests.kit.encoders import build_encoder  # noqa: E402
+
+FAMILIES = ["bert", "roberta", "electra", "xlm-roberta"]
+REFUSED = {"albert": "one module", "deberta-v2": "disentangled"}
+TEXT = "The cat [MASK] on the mat, and the dog saw the cat."
+CASES = [(0, 0, 1, 4), (1, 2, 5, 3), (1, 3, 0, 9), (0, 1, 7, 7)]  # (layer, head, query, key), keys on both sides
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("enc_qk")
+    out = {}
+    for family in [*FAMILIES, *REFUSED]:
+        folder = build_encoder(family, root / family)
+        lm = load_model(folder, device="cpu")
+        ref = AutoModelForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+        out[family] = (lm, ref, lm.tokenizer.encode_ids(TEXT))
+    return out
+
+
+def eager_qk(ref, ids, layer: int):
+    """Eager's q and k (nh, T, hs) of ``layer``, as its query and key linear modules give them."""
+    attn = ref.base_model.encoder.layer[layer].attention.self
+    kept = {}
+    hooks = [attn.query.register_forward_hook(lambda m, a, out: kept.__setitem__("q", out[0])),
+             attn.key.register_forward_hook(lambda m, a, out: kept.__setitem__("k", out[0]))]
+    try:
+        with torch.no_grad():
+            ref(torch.tensor([ids]))
+    finally:
+        for h in hooks:
+            h.remove()
+    nh = ref.config.num_attention_heads
+    return (kept[n].view(kept[n].shape[0], nh, -1).transpose(0, 1) for n in ("q", "k"))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("layer, head, query, key", CASES)
+def test_the_terms_add_up_to_eagers_score(family, layer, head, query, key, models):
+    lm, ref, ids = models[family]
+    got = qk_pair(lm.backend, layer, head, query, key, ids)
+    q, k = eager_qk(ref, ids, layer)
+    raw = float(q[head, query].double() @ k[head, key].double())
+    tol = 1e-4 * (1 + abs(raw))
+    assert got.score == pytest.approx(raw, abs=tol)
+    assert float(got.matrix.sum()) == pytest.approx(raw, abs=tol)
+    n_terms = 1 + layer * (ref.config.num_attention_heads + 1) + 1  # embed, each earlier head and MLP, bias
+    assert got.matrix.shape == (n_terms, n_terms) and got.key_components is None
+    assert got.components[0] == "embed" and got.components[-1] == "bias"
+    assert all(f"L{i}H{h}" in got.components for i in range(layer) for h in range(ref.config.num_attention_heads))
+    assert "norms after each residual add" in got.frozen or layer == 0
+    assert got.masked is False and got.attn_scores is not None  # an encoder's every key may be attended
+
+
+@pytest.mark.parametrize("family", REFUSED)
+def test_albert_and_deberta_are_refused_saying_why(family, models):
+    lm, _, ids = models[family]
+    with pytest.raises(NotSplittable, match=REFUSED[family]):
+        qk_pair(lm.backend, 0, 0, 1, 2, ids)
