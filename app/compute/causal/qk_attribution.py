@@ -26,6 +26,7 @@ def qk_attribution_json(
     facts = svc.loaded.facts
     ids = prompt.ids
     pair = facts.architecture == "encoder-decoder"
+    encoder = facts.architecture == "encoder"  # one stack, split as an encoder-decoder's encoder
     # the keys' ids: the source's on an encoder-decoder's cross stack, else the query side's own
     keys = prompt.adds["source_ids"] if prompt.stack == "cross" else ids
     if pair:  # the stack's own layers and heads
@@ -43,6 +44,8 @@ def qk_attribution_json(
     try:
         if pair:
             r = qk_pair(prompt.backend, req.layer, req.head, req.query, req.key)
+        elif encoder:
+            r = qk_pair(prompt.backend, req.layer, req.head, req.query, req.key, ids)
         else:
             r = qk_attribution(prompt.backend, ids, req.layer, req.head, req.query, req.key)
     except NotSplittable as exc:

@@ -193,3 +193,35 @@ def test_direct_attribution_says_why_an_encoder_logit_is_not_split(family, clien
     assert detail["loc"] == ["body", "stack"] and detail["type"] == "encoder_head_nonlinear"
     assert "masked-LM" in detail["msg"] and "/api/lens" in detail["msg"]
     assert c.get("/api/model").status_code == 200
+
+
+def test_qk_attribution_splits_a_bert_score_and_refuses_albert_and_deberta_saying_why(folders, clients):
+    """BERT's terms add up to eager's raw score (its q and k from hooks on the query and key modules); ALBERT
+    (one shared layer) and DeBERTa (disentangled) are a 422 that says why; RoBERTa is split too."""
+    layer, head, query, key = 1, 2, 4, 1
+    for family in ("bert", "roberta"):
+        r = clients[family].post("/api/qk-attribution", json={"text": TEXT, "layer": layer, "head": head,
+                                                               "query": query, "key": key})
+        assert r.status_code == 200, r.text
+        got = r.json()
+        ids = attention(clients[family], text=TEXT, top_k=0)["token_ids"]
+        ref = AutoModelForMaskedLM.from_pretrained(folders[family], attn_implementation="eager").eval()
+        attn, kept = ref.base_model.encoder.layer[layer].attention.self, {}
+        hooks = [attn.query.register_forward_hook(lambda m, a, out: kept.__setitem__("q", out[0])),
+                 attn.key.register_forward_hook(lambda m, a, out: kept.__setitem__("k", out[0]))]
+        with torch.no_grad():
+            ref(torch.tensor([ids]))
+        for h in hooks:
+            h.remove()
+        nh = ref.config.num_attention_heads
+        q, k = (kept[n].view(len(ids), nh, -1)[:, head].double() for n in ("q", "k"))
+        raw = float(q[query] @ k[key])
+        matrix = np.array(got["matrix"], dtype=float)
+        assert matrix.shape == (len(got["components"]),) * 2 and "key_components" not in got
+        assert matrix.sum() == pytest.approx(raw, abs=1e-3 * (1 + abs(raw)))
+        assert got["score"] == pytest.approx(raw, abs=1e-3 * (1 + abs(raw)))
+        assert got["components"][0] == "embed" and "L0H0" in got["components"] and got["masked"] is False
+    for family, why in (("albert", "one module"), ("deberta-v2", "disentangled")):
+        body = {"text": TEXT, "layer": 0, "head": 0, "query": 1, "key": 2}
+        r = clients[family].post("/api/qk-attribution", json=body)
+        assert r.status_code == 422 and why in r.json()["detail"][0]["msg"]
