@@ -31,7 +31,7 @@ from . import NotSplittable
 from .components import _agree, _bias, _first, _hidden, _wide, weight
 from .norms import freeze
 
-BERT_LIKE = ("bert", "roberta", "electra", "xlm-roberta")  # encoders norming the stream after each add
+BERT_LIKE = ("bert", "roberta", "electra", "xlm-roberta", "distilbert")  # encoders norming the stream after each add
 WHY_NOT = {
     "albert": "albert: its layers are one module used again and again, so a layer's write is not its own term",
     "deberta-v2": "deberta-v2: its score adds content-to-position and position-to-content parts (disentangled "
@@ -57,8 +57,10 @@ class Sub:
     def qk(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
         """Wq, bq, Wk, bk as ``(out, in)`` weights and their biases."""
         m = self.attn or self.module
-        # T5's q, k; BERT's query, key; the others' q_proj, k_proj
-        q, k = (m.q, m.k) if hasattr(m, "q") else (m.query, m.key) if hasattr(m, "query") else (m.q_proj, m.k_proj)
+        # T5's q, k; BERT's query, key; DistilBERT's q_lin, k_lin; the others' q_proj, k_proj
+        qn, kn = next((q, k) for q, k in (("q", "k"), ("query", "key"), ("q_lin", "k_lin"), ("q_proj", "k_proj"))
+                      if hasattr(m, q))
+        q, k = getattr(m, qn), getattr(m, kn)
         return weight(q), _bias(q), weight(k), _bias(k)
 
 
@@ -108,10 +110,16 @@ def _encoder_stack(backend) -> Stack:
     if family not in BERT_LIKE:
         raise NotSplittable(WHY_NOT.get(family, f"{family}: the split of an encoder's score is worked out for "
                                         f"{', '.join(BERT_LIKE)}; not for {family}"))
-    blocks = list(backend.trunk.encoder.layer)
-    layers = [[Sub("self", b.attention.output.dense, b.attention.output.dense, post=b.attention.output.LayerNorm,
-                   attn=b.attention.self, entry=b.attention),
-               Sub("mlp", b.output.dense, post=b.output.LayerNorm, entry=b.intermediate)] for b in blocks]
+    if family == "distilbert":
+        blocks = list(backend.trunk.transformer.layer)
+        layers = [[Sub("self", b.attention.out_lin, b.attention.out_lin, post=b.sa_layer_norm, attn=b.attention,
+                       entry=b.attention),
+                   Sub("mlp", b.ffn.lin2, post=b.output_layer_norm, entry=b.ffn)] for b in blocks]
+    else:
+        blocks = list(backend.trunk.encoder.layer)
+        layers = [[Sub("self", b.attention.output.dense, b.attention.output.dense, post=b.attention.output.LayerNorm,
+                       attn=b.attention.self, entry=b.attention),
+                   Sub("mlp", b.output.dense, post=b.output.LayerNorm, entry=b.intermediate)] for b in blocks]
     return Stack("encoder", blocks, layers, None, backend.facts.n_head)
 
 

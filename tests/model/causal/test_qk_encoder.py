@@ -19,7 +19,7 @@ from transformers import AutoModelForMaskedLM  # noqa: E402
 
 from tests.kit.encoders import build_encoder  # noqa: E402
 
-FAMILIES = ["bert", "roberta", "electra", "xlm-roberta"]
+FAMILIES = ["bert", "roberta", "electra", "xlm-roberta", "distilbert"]
 REFUSED = {"albert": "one module", "deberta-v2": "disentangled"}
 TEXT = "The cat [MASK] on the mat, and the dog saw the cat."
 CASES = [(0, 0, 1, 4), (1, 2, 5, 3), (1, 3, 0, 9), (0, 1, 7, 7)]  # (layer, head, query, key), keys on both sides
@@ -39,17 +39,23 @@ def models(tmp_path_factory):
 
 def eager_qk(ref, ids, layer: int):
     """Eager's q and k (nh, T, hs) of ``layer``, as its query and key linear modules give them."""
-    attn = ref.base_model.encoder.layer[layer].attention.self
+    trunk = ref.base_model
+    if hasattr(trunk, "transformer"):  # DistilBERT
+        attn = trunk.transformer.layer[layer].attention
+        q_proj, k_proj = attn.q_lin, attn.k_lin
+    else:
+        attn = trunk.encoder.layer[layer].attention.self
+        q_proj, k_proj = attn.query, attn.key
     kept = {}
-    hooks = [attn.query.register_forward_hook(lambda m, a, out: kept.__setitem__("q", out[0])),
-             attn.key.register_forward_hook(lambda m, a, out: kept.__setitem__("k", out[0]))]
+    hooks = [q_proj.register_forward_hook(lambda m, a, out: kept.__setitem__("q", out[0])),
+             k_proj.register_forward_hook(lambda m, a, out: kept.__setitem__("k", out[0]))]
     try:
         with torch.no_grad():
             ref(torch.tensor([ids]))
     finally:
         for h in hooks:
             h.remove()
-    nh = ref.config.num_attention_heads
+    nh = ref.config.n_heads if hasattr(ref.config, "n_heads") else ref.config.num_attention_heads
     return (kept[n].view(kept[n].shape[0], nh, -1).transpose(0, 1) for n in ("q", "k"))
 
 
@@ -63,10 +69,11 @@ def test_the_terms_add_up_to_eagers_score(family, layer, head, query, key, model
     tol = 1e-4 * (1 + abs(raw))
     assert got.score == pytest.approx(raw, abs=tol)
     assert float(got.matrix.sum()) == pytest.approx(raw, abs=tol)
-    n_terms = 1 + layer * (ref.config.num_attention_heads + 1) + 1  # embed, each earlier head and MLP, bias
+    nh = ref.config.n_heads if hasattr(ref.config, "n_heads") else ref.config.num_attention_heads
+    n_terms = 1 + layer * (nh + 1) + 1  # embed, each earlier head and MLP, bias
     assert got.matrix.shape == (n_terms, n_terms) and got.key_components is None
     assert got.components[0] == "embed" and got.components[-1] == "bias"
-    assert all(f"L{i}H{h}" in got.components for i in range(layer) for h in range(ref.config.num_attention_heads))
+    assert all(f"L{i}H{h}" in got.components for i in range(layer) for h in range(nh))
     assert "norms after each residual add" in got.frozen or layer == 0
     assert got.masked is False and got.attn_scores is not None  # an encoder's every key may be attended
 
