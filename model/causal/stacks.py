@@ -31,7 +31,8 @@ from . import NotSplittable
 from .components import _agree, _bias, _first, _hidden, _wide, weight
 from .norms import freeze
 
-BERT_LIKE = ("bert", "roberta", "electra", "xlm-roberta", "distilbert")  # encoders norming the stream after each add
+# the encoders split: norming the stream after each add, and ModernBERT (pre-norm)
+BERT_LIKE = ("bert", "roberta", "electra", "xlm-roberta", "distilbert", "modernbert")
 WHY_NOT = {
     "albert": "albert: its layers are one module used again and again, so a layer's write is not its own term",
     "deberta-v2": "deberta-v2: its score adds content-to-position and position-to-content parts (disentangled "
@@ -57,6 +58,10 @@ class Sub:
     def qk(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
         """Wq, bq, Wk, bk as ``(out, in)`` weights and their biases."""
         m = self.attn or self.module
+        if hasattr(m, "Wqkv"):  # ModernBERT's fused projection: q's rows, then k's, then v's
+            w, b = weight(m.Wqkv), _bias(m.Wqkv)
+            c = w.shape[0] // 3
+            return w[:c], None if b is None else b[:c], w[c : 2 * c], None if b is None else b[c : 2 * c]
         # T5's q, k; BERT's query, key; DistilBERT's q_lin, k_lin; the others' q_proj, k_proj
         qn, kn = next((q, k) for q, k in (("q", "k"), ("query", "key"), ("q_lin", "k_lin"), ("q_proj", "k_proj"))
                       if hasattr(m, q))
@@ -110,6 +115,15 @@ def _encoder_stack(backend) -> Stack:
     if family not in BERT_LIKE:
         raise NotSplittable(WHY_NOT.get(family, f"{family}: the split of an encoder's score is worked out for "
                                         f"{', '.join(BERT_LIKE)}; not for {family}"))
+    if family == "modernbert":  # pre-norm (none before layer 0's attention), RoPE; local and global layers
+        blocks = list(backend.trunk.layers)
+        rope = getattr(sys.modules[type(blocks[0].attn).__module__], "apply_rotary_pos_emb", None)
+        if rope is None:
+            raise NotSplittable("modernbert: its rotary embedding function was not found")
+        layers = [[Sub("self", b.attn, b.attn.Wo, None if isinstance(b.attn_norm, torch.nn.Identity) else b.attn_norm,
+                       rope=rope),
+                   Sub("mlp", b.mlp, norm_in=b.mlp_norm)] for b in blocks]
+        return Stack("encoder", blocks, layers, backend.trunk.final_norm, backend.facts.n_head)
     if family == "distilbert":
         blocks = list(backend.trunk.transformer.layer)
         layers = [[Sub("self", b.attention.out_lin, b.attention.out_lin, post=b.sa_layer_norm, attn=b.attention,

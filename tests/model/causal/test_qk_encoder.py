@@ -83,3 +83,47 @@ def test_albert_and_deberta_are_refused_saying_why(family, models):
     lm, _, ids = models[family]
     with pytest.raises(NotSplittable, match=REFUSED[family]):
         qk_pair(lm.backend, 0, 0, 1, 2, ids)
+
+
+def eager_rotated_qk(ref, ids, layer: int):
+    """ModernBERT eager's q and k (nh, T, hs) of ``layer`` after RoPE, as its attention function receives them."""
+    from transformers.models.modernbert import modeling_modernbert as mm
+
+    kept, plain = {}, mm.eager_attention_forward
+
+    def keep(module, query, key, *args, **kwargs):
+        if module.layer_idx == layer:
+            kept["q"], kept["k"] = query[0], key[0]
+        return plain(module, query, key, *args, **kwargs)
+
+    mm.eager_attention_forward = keep
+    try:
+        with torch.no_grad():
+            ref(torch.tensor([ids]))
+    finally:
+        mm.eager_attention_forward = plain
+    return kept["q"], kept["k"]
+
+
+@pytest.fixture(scope="module")
+def modernbert(tmp_path_factory):
+    folder = build_encoder("modernbert", tmp_path_factory.mktemp("enc_qk_modernbert") / "modernbert")
+    lm = load_model(folder, device="cpu")
+    ref = AutoModelForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    return lm, ref, lm.tokenizer.encode_ids(TEXT)
+
+
+# layer 0 global (no norm before its attention), layers 1 and 2 a band of ±2: key 9 from query 0 is masked there
+@pytest.mark.parametrize("layer, head, query, key", [(0, 1, 2, 8), (1, 0, 4, 3), (2, 1, 6, 7), (2, 0, 0, 9)])
+def test_modernbert_terms_add_up_to_eagers_rotated_score(layer, head, query, key, modernbert):
+    lm, ref, ids = modernbert
+    got = qk_pair(lm.backend, layer, head, query, key, ids)
+    q, k = eager_rotated_qk(ref, ids, layer)
+    raw = float(q[head, query].double() @ k[head, key].double())
+    tol = 1e-4 * (1 + abs(raw))
+    assert got.score == pytest.approx(raw, abs=tol)
+    assert float(got.matrix.sum()) == pytest.approx(raw, abs=tol)
+    assert got.components[0] == "embed" and got.components[-1] == "bias" and len(got.components) == 2 + layer * 5
+    assert got.masked == (abs(query - key) > 2 and layer > 0)
+    assert (got.attn_scores is None) == got.masked
+    assert ("input norm" in got.frozen) == (layer > 0)
