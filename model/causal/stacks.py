@@ -1,4 +1,5 @@
-"""An encoder-decoder's two residual streams as sums of components, for :mod:`.seq2seq`'s splits.
+"""An encoder-decoder's two residual streams as sums of components, for :mod:`.seq2seq`'s splits; an
+encoder's one stream likewise (BERT and its post-norm kin, DistilBERT, ModernBERT: :func:`stack_parts`).
 
 Each stack (the encoder's, the decoder's) is a run of layers, each a run of sublayers: self-attention,
 the decoder's cross-attention, the MLP. A sublayer reads the residual stream (through its input norm
