@@ -207,8 +207,8 @@ def test_qk_attribution_splits_a_bert_score_and_refuses_albert_and_deberta_sayin
         ids = attention(clients[family], text=TEXT, top_k=0)["token_ids"]
         ref = AutoModelForMaskedLM.from_pretrained(folders[family], attn_implementation="eager").eval()
         attn, kept = ref.base_model.encoder.layer[layer].attention.self, {}
-        hooks = [attn.query.register_forward_hook(lambda m, a, out: kept.__setitem__("q", out[0])),
-                 attn.key.register_forward_hook(lambda m, a, out: kept.__setitem__("k", out[0]))]
+        hooks = [attn.query.register_forward_hook(lambda m, a, out, kept=kept: kept.__setitem__("q", out[0])),
+                 attn.key.register_forward_hook(lambda m, a, out, kept=kept: kept.__setitem__("k", out[0]))]
         with torch.no_grad():
             ref(torch.tensor([ids]))
         for h in hooks:
