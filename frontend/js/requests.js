@@ -4,7 +4,7 @@
 // of a zoomed block are the head view's own question (views/head.js).
 
 import { currentGrid } from "./state.js";
-import { attentionLayers } from "./stacks.js";
+import { attentionLayers, keyTokens } from "./stacks.js";
 import { gridAsks, headAsks, messagesOf, subject } from "./subject.js";
 import { viewById } from "./views.js";
 import { copyFields } from "./wire.js";
@@ -39,11 +39,12 @@ export const FEWER_PREDICTIONS_FROM = 2048;
 
 /**
  * The most tokens the text (or conversation) can have: its UTF-8 bytes (a token covers at least one byte) plus a few
- * special tokens; the exact count once the grid answer for this text is in.
+ * special tokens; the exact count once the grid answer for this text is in (the longer side: a cross stack's keys
+ * are the source's).
  */
 export function tokenBound(state) {
   const grid = currentGrid(state);
-  if (grid) return grid.tokens.length;
+  if (grid) return Math.max(grid.tokens.length, keyTokens(state, grid).length);
   const messages = messagesOf(state);
   // a conversation: its contents, and the template's markup around each turn (a generous bound per turn)
   if (messages) return new TextEncoder().encode(messages.map((m) => m.content).join("")).length + 32 * messages.length;
