@@ -7,7 +7,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
 from .common import Index, Spans, Strict, optional_field
-from .subject import TEXT_CHARS, Message, Stack, messages_field, one_of, stack_field, text_field, usable_text
+from .subject import (
+    TEXT_CHARS,
+    Message,
+    Stack,
+    messages_field,
+    one_of,
+    stack_field,
+    target_field,
+    text_field,
+    usable_text,
+)
 
 
 class PatchingRequest(Strict):
@@ -34,12 +44,9 @@ class PatchingRequest(Strict):
     corrupt: str | None = text_field(required=False)
     add_generation_prompt: bool | None = Field(None, description="with messages: as on every route")
     stack: Stack = stack_field()
-    target: str | None = Field(
-        None,
-        min_length=1,
-        max_length=TEXT_CHARS,
-        description="an encoder-decoder: the target both sources are read with (`clean` and `corrupt` are then the "
-        "two sources), teacher-forced after the decoder start; left out, the model writes it from the clean source",
+    target: str | None = target_field(
+        "an encoder-decoder: the target both sources are read with (`clean` and `corrupt` are then the "
+        "two sources), teacher-forced after the decoder start; left out, the model writes it from the clean source"
     )
     position: Index | None = Field(
         None,

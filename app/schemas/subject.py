@@ -83,6 +83,11 @@ def messages_field() -> Any:
 Stack = Literal["encoder", "decoder", "cross"] | None
 
 
+def target_field(description: str) -> Any:
+    """An encoder-decoder's ``target``: the decoder's text, within the text limit, as ``description`` says."""
+    return Field(None, min_length=1, max_length=TEXT_CHARS, description=description)
+
+
 def stack_field() -> Any:
     return Field(
         None,
@@ -106,13 +111,10 @@ class Subject(Strict):
         "true unless the last message is the assistant's",
     )
     stack: Stack = stack_field()
-    target: str | None = Field(
-        None,
-        min_length=1,
-        max_length=TEXT_CHARS,
-        description="an encoder-decoder's target: the decoder's text, teacher-forced after the model's decoder "
+    target: str | None = target_field(
+        "an encoder-decoder's target: the decoder's text, teacher-forced after the model's decoder "
         "start; left out, the model writes one greedily (at most 32 tokens, as `generate()`) and the answer says "
-        "`target_generated`. A 422 naming `target` on a model without a decoder over a source",
+        "`target_generated`. A 422 naming `target` on a model without a decoder over a source"
     )
 
     @field_validator("text")
