@@ -262,7 +262,10 @@ def main(argv: list[str] | None = None, prog: str | None = None, parser=argparse
     cfg = PRESETS[args.preset]
     overrides = {
         k: getattr(args, k)
-        for k in ("corpus", "out", "max_steps", "max_minutes", "batch_size", "lr", "min_lr", "warmup_steps", "threads")
+        for k in (
+            *("corpus", "out", "max_steps", "max_minutes", "batch_size", "lr", "min_lr", "warmup_steps", "threads"),
+            *("repeat_frac", "random_span_frac"),
+        )
         if getattr(args, k) is not None
     }
     if args.new_phase and not args.resume:

@@ -44,4 +44,14 @@ def train_parser(presets: dict, prog: str | None = None, parser=argparse.Argumen
     ap.add_argument(
         "--warmup-steps", type=int, help=f"steps of linear warm-up to the peak rate (small: {small.warmup_steps})"
     )
+    ap.add_argument(
+        "--repeat-frac",
+        type=float,
+        help=f"share of windows in which a span is copied further along (small: {small.repeat_frac:g})",
+    )
+    ap.add_argument(
+        "--random-span-frac",
+        type=float,
+        help=f"of the copied spans, the share made of random tokens (small: {small.random_span_frac:g})",
+    )
     return ap
