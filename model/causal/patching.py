@@ -133,6 +133,15 @@ def patching(
     return Patching(position, token_id, foil_id, clean_diff, corrupt_diff, out, *tops)
 
 
+def resumes(backend: Backend) -> bool:
+    """Whether patched rows start at their own block: ours on a CPU, where the layers before a row's are
+    arithmetic saved. On a GPU a short text's pass waits on its kernel launches, not on its arithmetic, so
+    rows of every layer share whole passes there (GPT-2 small's 144 heads at 32 tokens: one pass of 144 rows
+    against twelve of twelve, one from each layer)."""
+    device = getattr(backend, "device", None)
+    return isinstance(backend, ResumableBackend) and isinstance(device, torch.device) and device.type == "cpu"
+
+
 def _heads(backend: Backend, clean_backend: Backend, clean: list[int], co: torch.Tensor, per: int, restored):
     """(attention layers, nh): each head's clean output written into the corrupt run, one row per head."""
     facts = backend.facts
@@ -142,7 +151,7 @@ def _heads(backend: Backend, clean_backend: Backend, clean: list[int], co: torch
     out = torch.zeros(len(facts.attention_layers), facts.n_head, dtype=torch.float64)
     row_of = {layer: i for i, layer in enumerate(facts.attention_layers)}
     heads = [(layer, h) for layer in facts.attention_layers for h in range(facts.n_head)]
-    starts = backend.block_inputs(co, base) if isinstance(backend, ResumableBackend) else None
+    starts = backend.block_inputs(co, base) if resumes(backend) else None
     if starts is None:  # any heads in a chunk: whole passes
         chunks = [heads[i : i + per] for i in range(0, len(heads), per)]
     else:  # ours: a chunk holds heads of one layer and starts from the corrupt stream entering it
@@ -169,7 +178,7 @@ def _residual(backend: Backend, clean_backend: Backend, clean: list[int], co: to
     stream = residual_stream(clean_backend, clean)  # (L + 1, T, C)
     rows = [(layer, p) for layer in range(L) for p in range(T)]
     out = torch.zeros(L, T, dtype=torch.float64)
-    if isinstance(backend, ResumableBackend):
+    if resumes(backend):
         # ours: a row starts from the corrupt stream after its block, the clean position written in
         corrupt = residual_stream(backend, co[0].tolist())
         for layer in range(L):

@@ -46,9 +46,21 @@ def expected_defaults(model, clean, corrupt):
     return token, foil, diff(lc, token, foil), diff(lx, token, foil)
 
 
-@pytest.mark.parametrize("name", FAMILIES)
-def test_head_patching_equals_a_pre_hook_writing_the_clean_slice(name, loaded, oracles):  # noqa: F811
+def whole_passes(monkeypatch, whole: bool) -> None:
+    """With ``whole``, ours runs its rows as whole passes, as on a GPU (:func:`patching_module.resumes`)."""
+    if whole:
+        monkeypatch.setattr(patching_module, "resumes", lambda backend: False)
+
+
+# every family, and ours again with the rows of every layer in whole passes (a GPU's way)
+HEAD_CASES = [*((name, False) for name in FAMILIES), ("gpt2-export", True)]
+
+
+@pytest.mark.parametrize(("name", "whole"), HEAD_CASES)
+def test_head_patching_equals_a_pre_hook_writing_the_clean_slice(name, whole, loaded, oracles, monkeypatch):  # noqa: F811
     lm, model = loaded[name], oracles[name]
+    whole_passes(monkeypatch, whole)
+    assert patching_module.resumes(lm.backend) == (name == "gpt2-export" and not whole)  # each path is taken
     clean, corrupt = pair(lm)
     token, foil, clean_diff, corrupt_diff = expected_defaults(model, clean, corrupt)
     got = patching(lm.backend, clean, corrupt, len(clean) - 1, token, foil, what="heads")
@@ -65,9 +77,13 @@ def test_head_patching_equals_a_pre_hook_writing_the_clean_slice(name, loaded, o
     assert expected.abs().max() > 1e-2  # some head matters
 
 
-@pytest.mark.parametrize("name", ["gpt2-export", "llama", "gemma2", "gpt_oss"])
-def test_residual_patching_equals_a_hook_writing_the_clean_position(name, loaded, oracles):  # noqa: F811
+RESIDUAL_CASES = [*((name, False) for name in ("gpt2-export", "llama", "gemma2", "gpt_oss")), ("gpt2-export", True)]
+
+
+@pytest.mark.parametrize(("name", "whole"), RESIDUAL_CASES)
+def test_residual_patching_equals_a_hook_writing_the_clean_position(name, whole, loaded, oracles, monkeypatch):  # noqa: F811
     lm, model = loaded[name], oracles[name]
+    whole_passes(monkeypatch, whole)
     clean, corrupt = pair(lm, 12)
     position = len(clean) - 2  # the last token is after it: it restores nothing
     token, foil, clean_diff, corrupt_diff = expected_defaults(model, clean[: position + 1], corrupt[: position + 1])
@@ -106,3 +122,26 @@ def test_a_foil_equal_to_the_token_is_refused(loaded):  # noqa: F811
     with pytest.raises(PatchingError) as e:
         patching(lm.backend, clean, clean, len(clean) - 1, token_id=7, foil_id=8)
     assert e.value.field == "corrupt"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("what", ["heads", "residual"])
+def test_on_a_gpu_ours_patches_in_whole_passes_with_the_cpus_shares(what):
+    import copy
+
+    from attnscope.model.backends import OursBackend
+    from attnscope.model.ours.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, vocab_size=97, n_layer=3, n_head=4, n_embd=64)).eval()
+    cpu = OursBackend(model, None, torch.device("cpu"))
+    gpu = OursBackend(copy.deepcopy(model).cuda(), None, torch.device("cuda"))
+    assert patching_module.resumes(cpu) and not patching_module.resumes(gpu)
+    g = torch.Generator().manual_seed(1)
+    clean, corrupt = (torch.randint(0, 97, (20,), generator=g).tolist() for _ in range(2))
+    want = patching(cpu, clean, corrupt, 19, 7, 8, what=what)
+    got = patching(gpu, clean, corrupt, 19, 7, 8, what=what)
+    span = abs(want.clean_diff - want.corrupt_diff)
+    assert ((got.restored - want.restored) * span).abs().max() <= 1e-4
+    assert want.restored.abs().max() > 1e-2  # something is restored
