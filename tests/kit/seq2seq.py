@@ -1,14 +1,16 @@
 """Tiny random-weight encoder-decoders (T5, BART and their kin), written to disk the way a user's download is.
 
 Each is built from a transformers config in the test (no download), its query and key weights scaled
-up so patterns are far from uniform, with a tokenizer trained here in the family's own kind: Unigram
-(SentencePiece-style) for T5, its source ending in ``</s>``; byte-level BPE for BART, its source
+up so patterns are far from uniform, with a tokenizer made here in the family's own kind: Unigram
+(SentencePiece-style, :func:`unigram`) for T5, its source ending in ``</s>``; byte-level BPE for BART, its source
 ``<s> … </s>``; saved with ``PreTrainedTokenizerFast`` so that ``AutoTokenizer`` reads the same files
 attnscope reads.
 """
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -67,9 +69,21 @@ def model_type(family: str) -> str:
     return family.split(" ")[0]
 
 
+def unigram(specials: list[str], unk: str):
+    """A Unigram model of the test texts, the same every run: the special tokens, then every word of
+    :data:`SP_TEXT` (``▁`` in front) and every character of them, scored by the log of their frequency."""
+    from tokenizers import models
+
+    words = Counter(f"▁{w}" for text in SP_TEXT for w in text.split())
+    chars = Counter(c for text in SP_TEXT for w in text.split() for c in f"▁{w}")
+    total = sum(words.values()) + sum(chars.values())
+    scored = sorted(((piece, math.log(n / total)) for piece, n in (words + chars).items()), key=lambda x: (-x[1], x[0]))
+    return models.Unigram([(s, 0.0) for s in specials] + scored, unk_id=specials.index(unk), byte_fallback=False)
+
+
 def tokenizer(kind: str, specials: dict[str, str]):
-    """A ``tokenizers.Tokenizer`` of ``kind`` trained on the test texts: Unigram ending a text in ``</s>``,
-    or byte-level BPE wrapping it in ``<s> … </s>``."""
+    """A ``tokenizers.Tokenizer`` of ``kind``: Unigram (:func:`unigram`) ending a text in ``</s>``, or
+    byte-level BPE trained on the test texts, wrapping a text in ``<s> … </s>``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     order = list(specials.values())
@@ -81,14 +95,12 @@ def tokenizer(kind: str, specials: dict[str, str]):
             vocab_size=400, special_tokens=order, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-    else:
-        tk = Tokenizer(models.Unigram())
+        tk.train_from_iterator(SP_TEXT, trainer=trainer)
+    else:  # made, not trained: the Unigram trainer picks other pieces from run to run
+        tk = Tokenizer(unigram(order, specials["unk"]))
+        tk.add_special_tokens(order)
         tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
         tk.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-        trainer = trainers.UnigramTrainer(
-            vocab_size=250, special_tokens=order, unk_token=specials["unk"], show_progress=False
-        )
-    tk.train_from_iterator(SP_TEXT, trainer=trainer)
     eos = specials["eos"]
     if "bos" in specials:
         bos = specials["bos"]

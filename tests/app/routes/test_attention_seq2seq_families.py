@@ -87,10 +87,12 @@ def test_the_written_target_is_generates_and_the_stream_is_eagers(family):
     target = steps[0]["target_ids"] + [s["token_id"] for s in steps]
     assert target == expected and lines[-1]["done"] is True
     out = run_eager(ref, source, target[:-1])  # each step's query: the token before the new one
+    # a step reads its row from the cache, eager from one pass (other products' shapes, another order of the
+    # float32 sums): on these peaked rows up to 2.3e-5 apart (T5Gemma 2's merged softmax), plus 5 decimals
     for t, step in enumerate(steps):
         for layer, (own, cross) in enumerate(zip(step["attention"], step["cross"], strict=True)):
-            np.testing.assert_allclose(own, out.decoder_attentions[layer][0, :, t, : t + 1].numpy(), atol=2e-5)
-            np.testing.assert_allclose(cross, out.cross_attentions[layer][0, :, t].numpy(), atol=2e-5)
+            np.testing.assert_allclose(own, out.decoder_attentions[layer][0, :, t, : t + 1].numpy(), atol=4e-5)
+            np.testing.assert_allclose(cross, out.cross_attentions[layer][0, :, t].numpy(), atol=4e-5)
 
 
 def test_the_per_head_routes_answer_in_each_stack(family):
