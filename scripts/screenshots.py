@@ -29,6 +29,7 @@ from tests.kit.live import CHROMIUM, FILLER, chromium, get_json, live_server, te
 
 SENTENCE = "The cat sat on the mat because the mat was warm."
 REPEATED = "Open the red door, then close the blue window. Open the red door, then close the blue window."
+COPY = REPEATED.removesuffix(" window.")  # one token short of the copy: the next token is the induction head's
 
 
 @dataclass
@@ -72,6 +73,8 @@ def shots(long_text: str) -> list[Shot]:
         Shot("head-1024", f"#view=head&layer=3&head=2&pos=15&text={q(REPEATED)}", width=1024, scroll_to_views=False),
         Shot("compare-1024", f"#view=scaling&layer=0&head=0&text={q(SENTENCE)}", width=1024),
         Shot("atlas", "#view=atlas&text=The%20cat", height=1950, open_atlas_head=(3, 2)),  # a server with --atlas
+        # the induction head L3H2 switched off (README.md, docs/VIEWS.md): the card says what " window" falls to
+        Shot("ablation", f"#view=head&layer=3&head=2&off=3.2&text={q(COPY)}", height=1480, scroll_to_views=False),
         Shot("lessons", "", page="/lessons.html", scroll_to_views=False),
         Shot("lessons-variance", "", page="/lessons.html", scroll_to_views=False, scroll_selector="#lesson-variance"),
     ]
