@@ -74,7 +74,7 @@ def shots(long_text: str) -> list[Shot]:
         Shot("compare-1024", f"#view=scaling&layer=0&head=0&text={q(SENTENCE)}", width=1024),
         Shot("atlas", "#view=atlas&text=The%20cat", height=1950, open_atlas_head=(3, 2)),  # a server with --atlas
         # the induction head L3H2 switched off (README.md, docs/VIEWS.md): the card says what " window" falls to
-        Shot("ablation", f"#view=head&layer=3&head=2&off=3.2&text={q(COPY)}", height=1480, scroll_to_views=False),
+        Shot("ablation", f"#view=head&layer=3&head=2&off=3.2&text={q(COPY)}", height=1560, scroll_to_views=False),
         Shot("lessons", "", page="/lessons.html", scroll_to_views=False),
         Shot("lessons-variance", "", page="/lessons.html", scroll_to_views=False, scroll_selector="#lesson-variance"),
     ]
