@@ -29,6 +29,7 @@ from tests.kit.live import CHROMIUM, FILLER, chromium, get_json, live_server, te
 
 SENTENCE = "The cat sat on the mat because the mat was warm."
 REPEATED = "Open the red door, then close the blue window. Open the red door, then close the blue window."
+COPY = REPEATED.removesuffix(" window.")  # one token short of the copy: the next token is the induction head's
 
 
 @dataclass
@@ -47,13 +48,13 @@ class Shot:
 def shots(long_text: str) -> list[Shot]:
     q = quote
     return [
-        Shot("overview", f"#view=head&layer=3&head=0&pos=15&text={q(REPEATED)}", scroll_to_views=False),
-        Shot("head", f"#view=head&layer=3&head=0&pos=15&text={q(REPEATED)}"),
-        Shot("compare", f"#view=scaling&layer=2&head=3&text={q(SENTENCE)}"),
-        Shot("pipeline", f"#view=pipeline&layer=2&head=3&text={q(SENTENCE)}"),
-        Shot("variance", f"#view=variance&layer=3&head=0&text={q(SENTENCE)}"),
-        Shot("roles", f"#view=roles&role=induction&layer=3&head=0&text={q(REPEATED)}"),
-        Shot("lines", f"#view=lines&layer=3&head=0&text={q(SENTENCE)}"),
+        Shot("overview", f"#view=head&layer=3&head=2&pos=15&text={q(REPEATED)}", scroll_to_views=False),
+        Shot("head", f"#view=head&layer=3&head=2&pos=15&text={q(REPEATED)}"),
+        Shot("compare", f"#view=scaling&layer=0&head=0&text={q(SENTENCE)}"),
+        Shot("pipeline", f"#view=pipeline&layer=0&head=0&text={q(SENTENCE)}"),
+        Shot("variance", f"#view=variance&layer=3&head=2&text={q(SENTENCE)}"),
+        Shot("roles", f"#view=roles&role=induction&layer=3&head=2&text={q(REPEATED)}"),
+        Shot("lines", f"#view=lines&layer=3&head=2&text={q(SENTENCE)}"),
         Shot("rollout", f"#view=rollout&text={q(REPEATED)}"),
         Shot(
             "two-texts",
@@ -63,15 +64,17 @@ def shots(long_text: str) -> list[Shot]:
         Shot("q-k", f"#view=qk&layer=1&head=2&text={q(SENTENCE)}"),
         Shot(
             "whatif-no-mask",
-            f"#view=head&causal=0&layer=2&head=3&text={q(SENTENCE)}",
+            f"#view=head&causal=0&layer=0&head=0&text={q(SENTENCE)}",
             scroll_to_views=False,
             scroll_selector="#whatif-banner",
         ),
-        Shot("long-context", f"#view=head&layer=3&head=0&text={q(long_text)}"),
+        Shot("long-context", f"#view=head&layer=3&head=2&text={q(long_text)}"),
         Shot("error-too-long", f"#view=head&text={q(SENTENCE)}", scroll_to_views=False, type_after=FILLER * 6),
-        Shot("head-1024", f"#view=head&layer=3&head=0&pos=15&text={q(REPEATED)}", width=1024, scroll_to_views=False),
-        Shot("compare-1024", f"#view=scaling&layer=2&head=3&text={q(SENTENCE)}", width=1024),
-        Shot("atlas", "#view=atlas&text=The%20cat", height=1950, open_atlas_head=(2, 1)),  # a server with --atlas
+        Shot("head-1024", f"#view=head&layer=3&head=2&pos=15&text={q(REPEATED)}", width=1024, scroll_to_views=False),
+        Shot("compare-1024", f"#view=scaling&layer=0&head=0&text={q(SENTENCE)}", width=1024),
+        Shot("atlas", "#view=atlas&text=The%20cat", height=1950, open_atlas_head=(3, 2)),  # a server with --atlas
+        # the induction head L3H2 switched off (README.md, docs/VIEWS.md): the card says what " window" falls to
+        Shot("ablation", f"#view=head&layer=3&head=2&off=3.2&text={q(COPY)}", height=1560, scroll_to_views=False),
         Shot("lessons", "", page="/lessons.html", scroll_to_views=False),
         Shot("lessons-variance", "", page="/lessons.html", scroll_to_views=False, scroll_selector="#lesson-variance"),
     ]

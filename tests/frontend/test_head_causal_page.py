@@ -3,8 +3,8 @@ prediction change (POST /api/knockout), or click a cell and see which earlier co
 query and its key (POST /api/qk-attribution); every number the server's, the cells marked on the
 map and kept in the link, refusals said in one line, the what-ifs named; at 1280 and 390 px.
 
-The shipped model's induction head L2H1 on the repeated phrase (docs/API.md's worked example), and a
-random DiffLlama (tests/kit/family.py), whose pairs of softmaxes neither route splits.
+The shipped model's strongest induction head (by GET /api/heads: L3H2) on the repeated phrase (docs/API.md's
+worked example), and a random DiffLlama (tests/kit/family.py), whose pairs of softmaxes neither route splits.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.kit.live import post_json
+from tests.kit.live import post_json, strongest_head
 
 pytestmark = pytest.mark.browser
 
@@ -23,8 +23,11 @@ TEXT = "Open the red door, then close the blue window. Open the red door, then c
 WIDTHS = [1280, 390]
 
 
-def open_head(tab, width: int, extra: str = "") -> None:
-    tab.open_at(width, f"/#layer=2&head=1{extra}&text=" + quote(TEXT))
+def open_head(tab, width: int, extra: str = "") -> tuple[int, int]:
+    """The induction head's view of TEXT at ``width`` px; returns its (layer, head)."""
+    layer, head = strongest_head(tab.base_url, "induction")
+    tab.open_at(width, f"/#layer={layer}&head={head}{extra}&text=" + quote(TEXT))
+    return layer, head
 
 
 def click_cell(tab, query: int, key: int, shift: bool = False) -> None:
@@ -59,26 +62,28 @@ def wait_answer(tab, slot: str) -> dict:
     return tab.page.evaluate(f"() => window.attnscope.state.{slot}")
 
 
-def click_in_mode(tab, width: int, mode: str, slot: str) -> dict:
-    """The head L2H1 at ``width`` px, a click on cell (21, 10) in this cell mode: the answer it gets."""
-    open_head(tab, width)
+def click_in_mode(tab, width: int, mode: str, slot: str) -> tuple[dict, int, int]:
+    """The induction head at ``width`` px, a click on cell (21, 10) (the last " blue" to the first " window")
+    in this cell mode: the answer it gets, the layer and the head."""
+    layer, head = open_head(tab, width)
     tab.page.get_by_test_id(f"mode-{mode}").check()
     click_cell(tab, 21, 10)
-    return wait_answer(tab, slot)["response"]
+    return wait_answer(tab, slot)["response"], layer, head
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_knocked_out_cell_changes_the_prediction_as_the_server_says(tab, width):
-    got = click_in_mode(tab, width, "knockout", "knockoutAnswer")
+    got, layer, head = click_in_mode(tab, width, "knockout", "knockoutAnswer")
     page = tab.page
     served = post_json(
-        tab.base_url + "/api/knockout", {"text": TEXT, "edges": [{"layer": 2, "head": 1, "query": 21, "key": 10}]}
+        tab.base_url + "/api/knockout",
+        {"text": TEXT, "edges": [{"layer": layer, "head": head, "query": 21, "key": 10}]},
     )
     assert got["logprob_after"] == served["logprob_after"] < served["logprob_before"] == got["logprob_before"]
     caption = page.get_by_test_id("knockout-caption").inner_text()
     before, after = f"{served['logprob_before']:.3f}", f"{served['logprob_after']:.3f}"
     assert f"log p(“{served['token']}”)" in caption and f"{before} → {after}" in caption
-    assert "L2H1" in caption and "model as trained" not in caption
+    assert f"L{layer}H{head}" in caption and "model as trained" not in caption
     top = page.get_by_test_id("knockout-top").locator("li").all_inner_texts()
     assert top == [f"“{p['token']}” {p['prob']:.3f}" for p in served["predictions"][21]]
     assert rects(tab) == [(9.5, 10.5, 20.5, 21.5)]
@@ -91,12 +96,14 @@ def test_a_knocked_out_cell_changes_the_prediction_as_the_server_says(tab, width
     page.wait_for_function(
         "() => window.attnscope.state.knockoutAnswer?.response && window.location.hash.includes('koall=1')"
     )
-    every = post_json(tab.base_url + "/api/knockout", {"text": TEXT, "edges": [{"layer": 2, "query": 21, "key": 10}]})
+    every = post_json(
+        tab.base_url + "/api/knockout", {"text": TEXT, "edges": [{"layer": layer, "query": 21, "key": 10}]}
+    )
     page.wait_for_function(
         "(v) => document.querySelector('[data-testid=knockout-caption]').innerText.includes(v)",
         arg=f"{every['logprob_after']:.3f}",
     )
-    assert "every head of layer 2" in page.get_by_test_id("knockout-caption").inner_text()
+    assert f"every head of layer {layer}" in page.get_by_test_id("knockout-caption").inner_text()
     # one click clears them: no marks, nothing in the link
     page.get_by_test_id("knockout-clear").click()
     page.wait_for_function("() => !window.location.hash.includes('ko=')")
@@ -120,31 +127,36 @@ def test_a_row_left_without_keys_is_said_in_one_line(tab, width):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_knockout_follows_the_link_the_head_and_the_token_and_names_the_what_ifs(tab, width):
-    open_head(tab, width, "&ko=21.10&causal=0&pos=20")
+    layer, head = open_head(tab, width, "&ko=21.10&causal=0&pos=20")
     page = tab.page
     got = wait_answer(tab, "knockoutAnswer")["response"]
-    edge = {"layer": 2, "head": 1, "query": 21, "key": 10}
+    edge = {"layer": layer, "head": head, "query": 21, "key": 10}
     served = post_json(tab.base_url + "/api/knockout", {"text": TEXT, "edges": [edge], "position": 20})
     assert got["position"] == 20 and got["logprob_after"] == served["logprob_after"]
     assert rects(tab) == [(9.5, 10.5, 20.5, 21.5)]
     caption = page.get_by_test_id("knockout-caption").inner_text()
     assert "model as trained" in caption and "the mask removed" in caption
     # another head: asked again for it
-    page.select_option("#head-select", "0")
-    page.wait_for_function("() => window.attnscope.state.knockoutAnswer?.response && window.attnscope.state.head === 0")
+    other = 0 if head else 1
+    page.select_option("#head-select", str(other))
+    page.wait_for_function(
+        "(h) => window.attnscope.state.knockoutAnswer?.response && window.attnscope.state.head === h", arg=other
+    )
     tab.settle()
-    again = post_json(tab.base_url + "/api/knockout", {"text": TEXT, "edges": [{**edge, "head": 0}], "position": 20})
+    again = post_json(
+        tab.base_url + "/api/knockout", {"text": TEXT, "edges": [{**edge, "head": other}], "position": 20}
+    )
     assert wait_answer(tab, "knockoutAnswer")["response"]["logprob_after"] == again["logprob_after"]
-    assert "L2H0" in page.get_by_test_id("knockout-caption").inner_text()
+    assert f"L{layer}H{other}" in page.get_by_test_id("knockout-caption").inner_text()
     assert not tab.unexpected_console_errors()
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_why_the_induction_head_attends_is_the_servers_split(tab, width):
-    got = click_in_mode(tab, width, "why", "qk")
+    got, layer, head = click_in_mode(tab, width, "why", "qk")
     page = tab.page
     served = post_json(
-        tab.base_url + "/api/qk-attribution", {"text": TEXT, "layer": 2, "head": 1, "query": 21, "key": 10}
+        tab.base_url + "/api/qk-attribution", {"text": TEXT, "layer": layer, "head": head, "query": 21, "key": 10}
     )
     assert got["matrix"] == served["matrix"]
     page.wait_for_function("() => document.querySelector('[data-testid=why-sums]')?.data")
@@ -163,7 +175,7 @@ def test_why_the_induction_head_attends_is_the_servers_split(tab, width):
     assert page.get_by_test_id("why-plot").bounding_box()["width"] <= width
     page.screenshot(path=f"/tmp/head_why_{width}.png", full_page=True)
     # a switched-off head: the heatmap is the what-if, the split the model as trained, said
-    tab.open("/#layer=2&head=1&why=21.10&off=0.2&text=" + quote(TEXT))
+    tab.open(f"/#layer={layer}&head={head}&why=21.10&off=0.2&text=" + quote(TEXT))
     wait_answer(tab, "qk")
     page.wait_for_function("() => document.querySelector('[data-testid=why-caption]').innerText.includes('trained')")
     assert "1 head switched off" in page.get_by_test_id("why-caption").inner_text()

@@ -8,24 +8,29 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.kit.live import post_json
+from tests.kit.live import post_json, strongest_head
 
 pytestmark = pytest.mark.browser
 
 A, B = "The doctor said she", "The doctor said he"
 
 
-def open_two_texts(tab, width: int) -> None:
-    """Two texts at ``width`` px, layer 2 head 1 on A and B, once their difference is drawn."""
-    tab.open_at(width, "/#view=twotexts&layer=2&head=1&text=" + quote(A) + "&textb=" + quote(B), height=1000)
+def open_two_texts(tab, width: int) -> tuple[int, int]:
+    """Two texts at ``width`` px, the model's strongest induction head on A and B, once their difference is
+    drawn; returns its (layer, head)."""
+    layer, head = strongest_head(tab.base_url, "induction")
+    tab.open_at(
+        width, f"/#view=twotexts&layer={layer}&head={head}&text=" + quote(A) + "&textb=" + quote(B), height=1000
+    )
     tab.drawn("twotexts-diff")
+    return layer, head
 
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_two_texts_and_their_difference_are_the_servers(tab, width):
     page = tab.page
-    open_two_texts(tab, width)
-    served = post_json(tab.base_url + "/api/compare-texts", {"text": A, "text_b": B, "layer": 2, "head": 1})
+    layer, head = open_two_texts(tab, width)
+    served = post_json(tab.base_url + "/api/compare-texts", {"text": A, "text_b": B, "layer": layer, "head": head})
     for testid, text in (("twotexts-a", served["texts"][0]), ("twotexts-b", served["texts"][1])):
         drawn = tab.figure(testid)["data"][0]["z"]
         assert [c or 0 for row in drawn for c in row] == pytest.approx(

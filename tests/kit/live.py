@@ -232,6 +232,14 @@ def post_json(url: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
+def strongest_head(base_url: str, role: str) -> tuple[int, int]:
+    """(layer, head) of the served model's head that scores highest on ``role`` (GET /api/heads)."""
+    heads = get_json(base_url + "/api/heads")
+    i = heads["roles"].index(role)
+    scores = {(li, h): per[i] for li, layer in enumerate(heads["scores"]) for h, per in enumerate(layer)}
+    return max(scores, key=scores.get)
+
+
 def _tokens(base_url: str, text: str) -> dict | None:
     """The server's tokens and offsets for ``text``, or None when it has too many tokens."""
     body = {"text": text, "layers": [0], "heads": [0], "include": ["stats"], "top_k": 0}

@@ -103,6 +103,18 @@ def test_resume_with_a_new_phase_trains_on_and_a_plain_resume_keeps_its_schedule
     assert state["schedule"] == {**state["schedule"], "lr": 1e-3, "phase_start": 30, "max_steps": 60}
 
 
+def test_copy_span_shares_from_the_command_line_reach_the_run(tiny, capsys):
+    """--repeat-frac and --random-span-frac are the run's settings, saved with its checkpoint."""
+    shares = {"repeat_frac": 0.3, "random_span_frac": 0.7}
+    assert all(getattr(tiny, k) != v for k, v in shares.items())  # not the preset's own
+    base = ["--preset", "tiny", "--corpus", tiny.corpus, "--out", tiny.out, "--max-steps", "30", "--device", "cpu"]
+    main([*base, "--repeat-frac", "0.3", "--random-span-frac", "0.7"])
+    capsys.readouterr()
+    saved = load_model(f"{tiny.out}/checkpoint").training["train_config"]
+    assert {k: saved[k] for k in shares} == shares
+    assert saved["max_steps"] == 30 and saved["batch_size"] == tiny.batch_size
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
