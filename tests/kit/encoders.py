@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from tests.kit.family import QK_GAIN, SP_TEXT
+from tests.kit.family import QK_GAIN, SP_TEXT, unigram, wordpiece
 
 BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 ROBERTA_SPECIALS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
@@ -73,17 +73,12 @@ def model_type(family: str) -> str:
 
 
 def tokenizer(kind: str, specials: dict[str, str]):
-    """A ``tokenizers.Tokenizer`` of ``kind`` trained on the test texts, adding ``[CLS] … [SEP]`` or ``<s> … </s>``."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """A ``tokenizers.Tokenizer`` of ``kind`` over the test texts, adding ``[CLS] … [SEP]`` or ``<s> … </s>``:
+    byte-level BPE trained on them, WordPiece and Unigram made from them (:mod:`tests.kit.family`)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     order = list(specials.values())
-    if kind == "wordpiece":
-        tk = Tokenizer(models.WordPiece(unk_token=specials["unk"]))
-        tk.normalizer = normalizers.BertNormalizer(lowercase=True)
-        tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tk.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=400, special_tokens=order, show_progress=False)
-    elif kind == "bpe":
+    if kind == "bpe":
         tk = Tokenizer(models.BPE())
         tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tk.decoder = decoders.ByteLevel()
@@ -91,14 +86,26 @@ def tokenizer(kind: str, specials: dict[str, str]):
         trainer = trainers.BpeTrainer(
             vocab_size=500, special_tokens=order, initial_alphabet=alphabet, show_progress=False
         )
+        tk.train_from_iterator(SP_TEXT, trainer=trainer)
+        return _wrapped(tk, specials)
+    # WordPiece and Unigram made, not trained: their trainers pick other pieces from run to run
+    if kind == "wordpiece":
+        tk = Tokenizer(wordpiece(order, specials["unk"]))
+        tk.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tk.decoder = decoders.WordPiece()
     else:
-        tk = Tokenizer(models.Unigram())
+        tk = Tokenizer(unigram(order, specials["unk"]))
         tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
         tk.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-        trainer = trainers.UnigramTrainer(
-            vocab_size=300, special_tokens=order, unk_token=specials["unk"], show_progress=False
-        )
-    tk.train_from_iterator(SP_TEXT, trainer=trainer)
+    tk.add_special_tokens(order)
+    return _wrapped(tk, specials)
+
+
+def _wrapped(tk, specials: dict[str, str]):
+    """``tk`` adding ``[CLS] … [SEP]`` (or ``<s> … </s>``) around a text, ``… [SEP] … [SEP]`` between a pair."""
+    from tokenizers import processors
+
     cls, sep = specials["cls"], specials["sep"]
     tk.post_processor = processors.TemplateProcessing(
         single=f"{cls} $A {sep}",

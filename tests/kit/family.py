@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -26,6 +28,30 @@ SP_TEXT = [
     "Open the window, choose a network, and switch the connection on or off.",
     "A small dog ran across the park and chased the ball that the children had thrown.",
 ] * 20
+
+
+def unigram(specials: list[str], unk: str):
+    """A Unigram model of the test texts, the same every run: the special tokens, then every word of
+    :data:`SP_TEXT` (``▁`` in front) and every character of them, scored by the log of their frequency."""
+    from tokenizers import models
+
+    words = Counter(f"▁{w}" for text in SP_TEXT for w in text.split())
+    chars = Counter(c for text in SP_TEXT for w in text.split() for c in f"▁{w}")
+    total = sum(words.values()) + sum(chars.values())
+    scored = sorted(((piece, math.log(n / total)) for piece, n in (words + chars).items()), key=lambda x: (-x[1], x[0]))
+    return models.Unigram([(s, 0.0) for s in specials] + scored, unk_id=specials.index(unk), byte_fallback=False)
+
+
+def wordpiece(specials: list[str], unk: str):
+    """A WordPiece model of the test texts, the same every run (the trainer's vocabulary is not): the special
+    tokens, then every lower-cased word and punctuation mark of :data:`SP_TEXT`, and each of their characters
+    alone and as a continuation (``##c``)."""
+    from tokenizers import models
+
+    words = sorted({w for text in SP_TEXT for w in re.findall(r"\w+|[^\w\s]", text.lower())})
+    chars = sorted({c for w in words for c in w})
+    pieces = list(dict.fromkeys([*specials, *words, *chars, *(f"##{c}" for c in chars)]))
+    return models.WordPiece({piece: i for i, piece in enumerate(pieces)}, unk_token=unk)
 
 
 def decoder(model_type: str, layers: int = 2, heads: int = 4, kv_heads: int | None = 2, **extra) -> dict:

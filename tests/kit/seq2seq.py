@@ -2,20 +2,18 @@
 
 Each is built from a transformers config in the test (no download), its query and key weights scaled
 up so patterns are far from uniform, with a tokenizer made here in the family's own kind: Unigram
-(SentencePiece-style, :func:`unigram`) for T5, its source ending in ``</s>``; byte-level BPE for BART, its source
-``<s> … </s>``; saved with ``PreTrainedTokenizerFast`` so that ``AutoTokenizer`` reads the same files
-attnscope reads.
+(SentencePiece-style, :func:`tests.kit.family.unigram`) for T5, its source ending in ``</s>``; byte-level
+BPE for BART, its source ``<s> … </s>``; saved with ``PreTrainedTokenizerFast`` so that ``AutoTokenizer``
+reads the same files attnscope reads.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from pathlib import Path
 
 import torch
 
-from tests.kit.family import QK_GAIN, SP_TEXT
+from tests.kit.family import QK_GAIN, SP_TEXT, unigram
 
 T5_SPECIALS = {"pad": "<pad>", "eos": "</s>", "unk": "<unk>"}
 T5GEMMA_SPECIALS = {"pad": "<pad>", "eos": "<eos>", "bos": "<bos>", "unk": "<unk>"}  # its decoder starts at <bos>
@@ -69,20 +67,8 @@ def model_type(family: str) -> str:
     return family.split(" ")[0]
 
 
-def unigram(specials: list[str], unk: str):
-    """A Unigram model of the test texts, the same every run: the special tokens, then every word of
-    :data:`SP_TEXT` (``▁`` in front) and every character of them, scored by the log of their frequency."""
-    from tokenizers import models
-
-    words = Counter(f"▁{w}" for text in SP_TEXT for w in text.split())
-    chars = Counter(c for text in SP_TEXT for w in text.split() for c in f"▁{w}")
-    total = sum(words.values()) + sum(chars.values())
-    scored = sorted(((piece, math.log(n / total)) for piece, n in (words + chars).items()), key=lambda x: (-x[1], x[0]))
-    return models.Unigram([(s, 0.0) for s in specials] + scored, unk_id=specials.index(unk), byte_fallback=False)
-
-
 def tokenizer(kind: str, specials: dict[str, str]):
-    """A ``tokenizers.Tokenizer`` of ``kind``: Unigram (:func:`unigram`) ending a text in ``</s>``, or
+    """A ``tokenizers.Tokenizer`` of ``kind``: Unigram (:func:`~tests.kit.family.unigram`) ending a text in ``</s>``, or
     byte-level BPE trained on the test texts, wrapping a text in ``<s> … </s>``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
