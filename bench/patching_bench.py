@@ -5,9 +5,10 @@
 A GPT-2-small-shaped model (12 layers × 12 heads, d_model 768, vocab 50257, random weights: timings do
 not depend on them) and two random texts of ``--tokens`` tokens; the logit difference read at the last
 position. Printed: one forward pass (the baseline), patching all 144 heads as
-:func:`model.causal.patching.patching` runs them (batched rows, each layer's rows starting from the
-corrupt stream entering it), and patching the residual stream after each of the 12 blocks at each
-position (12 × T rows). Numbers are per machine and per load: note what else was running.
+:func:`model.causal.patching.patching` runs them (batched rows: on a CPU each layer's rows starting from
+the corrupt stream entering it, on a GPU rows of every layer in whole passes) and the other way, in the
+same process, and patching the residual stream after each of the 12 blocks at each position (12 × T
+rows). Numbers are per machine and per load: note what else was running.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 
 import torch
 from attnscope.model.backends import OursBackend
+from attnscope.model.causal import patching as patching_module
 from attnscope.model.causal.patching import patching
 from attnscope.model.options import AttentionOptions
 from attnscope.model.ours.gpt import GPT, GPTConfig
@@ -61,10 +63,20 @@ def main() -> None:
     one = timed(lambda: backend.last_logits(idx, AttentionOptions()), args.repeats, args.device)
     heads = timed(lambda: patching(backend, clean, corrupt, T - 1, 1, 2, "heads"), args.repeats, args.device)
     residual = timed(lambda: patching(backend, clean, corrupt, T - 1, 1, 2, "residual"), args.repeats, args.device)
+    # the other way of batching the rows, in the same process: resumed from their layer <-> whole passes
+    resumed = patching_module.resumes(backend)
+    default_way = patching_module.resumes
+    patching_module.resumes = lambda backend: not resumed
+    try:
+        other = timed(lambda: patching(backend, clean, corrupt, T - 1, 1, 2, "heads"), args.repeats, args.device)
+    finally:
+        patching_module.resumes = default_way
+    ways = ("each layer's rows from the stream entering it", "rows of every layer in whole passes")
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {args.threads} threads"
     print(f"GPT-2-small-shaped (12 × 12), {T} tokens, {name}, median of {args.repeats}")
     print(f"  one forward pass                        {one * 1000:9.1f} ms")
     print(f"  patching all 144 heads                  {heads * 1000:9.1f} ms  ({heads / one:5.1f} forward passes)")
+    print(f"    (the default here: {ways[not resumed]}; {ways[resumed]}: {other * 1000:.1f} ms, {other / one:.1f})")
     print(
         f"  patching residual, 12 blocks × {T:>3} pos. {residual * 1000:9.1f} ms"
         f"  ({residual / one:5.1f} forward passes)"
