@@ -67,6 +67,11 @@ class Tab:
     def settle(self) -> None:
         wait_settled(self.page)
 
+    def show_view(self, view: str) -> None:
+        """Click the view's tab and wait until the page shows that view: a click is never assumed to have landed."""
+        self.page.locator(f"#tab-{view}").click()
+        self.page.wait_for_function("(v) => window.attnscope.state.view === v", arg=view, timeout=10_000)
+
     def drawn(self, testid: str) -> dict:
         """The Plotly figure in the element with this data-testid, once one is drawn there: {data, layout}."""
         self.page.wait_for_function("(id) => document.querySelector(`[data-testid='${id}']`)?.data", arg=testid)

@@ -224,7 +224,7 @@ def test_llava_says_which_part_it_saw_in_whole_pixels_and_the_chosen_band_reads(
     path = write_png(tmp_path, 61, 37, name="odd.png")  # a size whose boxes fall between pixels
     page.get_by_test_id("image-file").set_input_files(str(path))
     png = path.read_bytes()
-    page.locator("#tab-image").click()
+    tab.show_view("image")
     page.wait_for_function("() => window.attnscope.state.imageAnswer?.response?.image?.width === 61")
     wait_cells(page)
     T = page.evaluate("() => window.attnscope.state.imageAnswer.response.tokens.length")
@@ -279,7 +279,7 @@ def test_an_image_the_server_cannot_decode_is_refused_in_the_field_and_the_text_
     assert info.value.code == 422
     assert "cut.png" in refusal.inner_text() and "could not be decoded" in refusal.inner_text()
     assert page.evaluate("() => window.attnscope.state.image") is None
-    page.locator("#tab-head").click()
+    tab.show_view("head")
     page.wait_for_function("() => document.querySelector('#head-heatmap .plot-cells')")
     tab.settle()
     assert page.locator("#error-banner").is_hidden()

@@ -44,9 +44,19 @@ def with_image(tab, server, tmp_path, width, view):
     path = tmp_path / "picked.png"
     path.write_bytes(png)
     page.get_by_test_id("image-file").set_input_files(str(path))
-    page.wait_for_function("() => window.attnscope.state.image !== null")
-    page.locator(f"#tab-{view}").click()
+    wait_image_taken(page)
+    tab.show_view(view)
     return page, png
+
+
+def wait_image_taken(page):
+    """The image taken, its thumbnail drawn and the page settled: the top bar has its new height, so a click on a
+    tab lands on the tab (a click while the thumbnail grew the bar could land beside it at 390 px)."""
+    page.wait_for_function(
+        "() => { const t = document.getElementById('image-thumb'); return window.attnscope.state.image !== null"
+        " && t.complete && t.naturalWidth > 0 && window.attnscope.settled; }",
+        timeout=120_000,
+    )
 
 
 def wait_image_answers(page):
@@ -127,7 +137,7 @@ def test_the_head_view_and_grid_draw_the_image_prompt_with_a_band_that_expands(t
                            f"{T - N_IMAGE}")
     assert "selected" in page.get_by_test_id("token-image-band").get_attribute("class")  # the query is in it
     # the mask pipeline: a query cannot look ahead but inside the image
-    page.locator("#tab-pipeline").click()
+    tab.show_view("pipeline")
     page.wait_for_function("() => document.getElementById('pipeline-notes')?.textContent.includes('inside the image')")
     notes = page.locator("#pipeline-notes").inner_text()
     assert "cannot look ahead (but inside the image)" in notes and "not causal" in notes
@@ -150,13 +160,13 @@ def test_a_view_without_images_says_so_and_runs_on_the_text_alone(tab, vision_se
     assert sent and all("image" not in b for b in sent)
     page.screenshot(path=f"/tmp/image-neuron-{width}.png", full_page=True)
     # a view whose route takes the image sends it: the lens of the image's prompt
-    page.locator("#tab-lens").click()
+    tab.show_view("lens")
     page.wait_for_function("() => window.attnscope.state.lens?.response", timeout=120_000)
     assert "image" in page.evaluate("() => window.attnscope.state.lens.response.token_kinds")
     assert page.locator("#view-lens [data-testid=image-textonly]:visible").count() == 0
     assert all("image" in json.loads(b) for u, b in bodies if u.endswith("/api/lens"))
     # Lines draws the image's prompt; a selection, whose route takes no image, is not combined and says why
-    page.locator("#tab-lines").click()
+    tab.show_view("lines")
     page.wait_for_function("() => window.attnscope.state.lines?.response", timeout=120_000)
     page.locator("[data-testid=lines-svg] text[data-side=query][data-index='2']").click()
     caption = page.locator("#lines-selection-caption")
@@ -164,7 +174,7 @@ def test_a_view_without_images_says_so_and_runs_on_the_text_alone(tab, vision_se
     assert "on the text alone" in caption.inner_text() and "takes no image" in caption.inner_text()
     assert not [u for u, _ in bodies if u.endswith("/api/selection")]
     # the image removed: the note goes, the view asks for the text as ever
-    page.locator("#tab-qk").click()
+    tab.show_view("qk")
     page.get_by_test_id("image-remove").click()
     page.wait_for_function("() => document.querySelector('[data-testid=image-textonly]').hidden")
     assert not tab.unexpected_console_errors()
@@ -200,8 +210,7 @@ def test_every_tab_keeps_working_with_an_image(tab, vision_servers, tmp_path, wi
     assert "tab-image" in tabs and len(tabs) > 10
     for tab_id in tabs:
         view = tab_id.removeprefix("tab-")
-        page.locator(f"#{tab_id}").click()
-        page.wait_for_function("(v) => window.attnscope.state.view === v", arg=view)
+        tab.show_view(view)
         slot = IMAGE_ANSWERS.get(view)
         if slot:
             page.wait_for_function(f"() => window.attnscope.state.{slot}?.response || window.attnscope.state.{slot}"
@@ -212,7 +221,7 @@ def test_every_tab_keeps_working_with_an_image(tab, vision_servers, tmp_path, wi
             assert kinds.count("image") == N_IMAGE and len(kinds) == T, view
         assert "Could not draw this view" not in page.locator("body").inner_text(), view
     # the head effects card measures the image's prompt too; a new image makes them out of date
-    page.locator("#tab-head").click()
+    tab.show_view("head")
     page.get_by_test_id("effects-run").click()
     page.wait_for_function("() => window.attnscope.state.effects?.answer", timeout=120_000)
     assert page.evaluate("() => window.attnscope.state.effects.answer.token_kinds").count("image") == N_IMAGE
