@@ -65,6 +65,15 @@ def rows_per_batch(T: int, n_head: int, d_model: int) -> int:
     return max(1, ROWS_BUDGET_BYTES // per_row)
 
 
+def resumes(backend: Backend) -> bool:
+    """Whether rows (a head switched off, a piece patched in) start at their own block: ours on a CPU, where
+    the layers before a row's are arithmetic saved. On a GPU a short text's pass waits on its kernel launches,
+    not on its arithmetic, so rows of every layer share whole passes there (GPT-2 small's 144 heads at 32
+    tokens: one pass of 144 rows against twelve of twelve, one from each layer)."""
+    device = getattr(backend, "device", None)
+    return isinstance(backend, ResumableBackend) and isinstance(device, torch.device) and device.type == "cpu"
+
+
 def head_effects(
     backend: Backend,
     ids: list[int],
@@ -89,7 +98,7 @@ def head_effects(
     logprob = float(torch.log_softmax(clean.double(), dim=-1)[token_id])
     # the tokens a pass runs: the prefix, or the whole prompt where a backend runs it whole (an image's)
     per = rows_per_batch(getattr(backend, "run_length", len)(prefix), facts.n_head, facts.d_model)
-    starts = backend.block_inputs(idx, base) if isinstance(backend, ResumableBackend) else None
+    starts = backend.block_inputs(idx, base) if resumes(backend) else None
     # one row per attention layer (a hybrid's other layers have no heads), in the order of facts.attention_layers
     delta = torch.zeros(len(facts.attention_layers), facts.n_head, dtype=torch.float64)
     row_of = {layer: i for i, layer in enumerate(facts.attention_layers)}

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..ablation import rows_per_batch
-from ..backends import Backend, ResumableBackend
+from ..ablation import resumes, rows_per_batch
+from ..backends import Backend
 from ..options import AttentionOptions
 from ..precision import exact_fp32
 from ..trace import AttentionTrace
@@ -131,15 +131,6 @@ def patching(
     k = min(GUESSES, clean_logits.shape[-1])
     tops = [torch.topk(logits, k).indices.tolist() for logits in (clean_logits, corrupt_logits)]
     return Patching(position, token_id, foil_id, clean_diff, corrupt_diff, out, *tops)
-
-
-def resumes(backend: Backend) -> bool:
-    """Whether patched rows start at their own block: ours on a CPU, where the layers before a row's are
-    arithmetic saved. On a GPU a short text's pass waits on its kernel launches, not on its arithmetic, so
-    rows of every layer share whole passes there (GPT-2 small's 144 heads at 32 tokens: one pass of 144 rows
-    against twelve of twelve, one from each layer)."""
-    device = getattr(backend, "device", None)
-    return isinstance(backend, ResumableBackend) and isinstance(device, torch.device) and device.type == "cpu"
 
 
 def _heads(backend: Backend, clean_backend: Backend, clean: list[int], co: torch.Tensor, per: int, restored):

@@ -76,10 +76,19 @@ def test_our_fast_path_ablates_as_the_explicit_one(loaded):
     assert (explicit[-1] - fast).abs().max() <= 1e-4
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_head_effects_equal_one_hooked_forward_per_head(name, loaded, oracles):
+# every model, and ours again with its rows in whole passes (as on a GPU: ablation.resumes)
+EFFECT_CASES = [*((name, False) for name in CASES), ("gpt2-export", True)]
+
+
+@pytest.mark.parametrize(("name", "whole"), EFFECT_CASES)
+def test_head_effects_equal_one_hooked_forward_per_head(name, whole, loaded, oracles, monkeypatch):
+    from attnscope.model import ablation
+
     lm = loaded[name]
     model = oracles[name]
+    if whole:
+        monkeypatch.setattr(ablation, "resumes", lambda backend: False)
+    assert ablation.resumes(lm.backend) == (name == "gpt2-export" and not whole)  # each path is taken
     ids = lm.tokenizer.encode_ids(TEXT)
     position = len(ids) - 4
     eff = head_effects(lm.backend, ids, position)
@@ -172,3 +181,25 @@ def test_mean_ablation_on_a_hybrid_takes_each_layers_own_means(loaded, oracles):
     expected = torch.log_softmax(logits[position].double(), -1) - torch.log_softmax(clean[position].double(), -1)
     row = lm.facts.attention_layers.index(3)  # delta has a row per attention layer
     assert abs(float(eff.delta[row, 2]) - float(expected[eff.token_id])) <= 2e-4
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_on_a_gpu_ours_measures_head_effects_in_whole_passes_as_the_cpu_does(mode):
+    import copy
+
+    from attnscope.model import ablation
+    from attnscope.model.ours.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, vocab_size=97, n_layer=3, n_head=4, n_embd=64)).eval()
+    cpu = OursBackend(model, None, torch.device("cpu"))
+    gpu = OursBackend(copy.deepcopy(model).cuda(), None, torch.device("cuda"))
+    assert ablation.resumes(cpu) and not ablation.resumes(gpu)
+    ids = torch.randint(0, 97, (20,), generator=torch.Generator().manual_seed(1)).tolist()
+    want = head_effects(cpu, ids, 15, token_id=7, mode=mode)
+    got = head_effects(gpu, ids, 15, token_id=7, mode=mode)
+    assert abs(got.logprob - want.logprob) <= 1e-4
+    assert (got.delta - want.delta).abs().max() <= 1e-4
+    assert want.delta.abs().max() > 2e-3  # the heads matter to this prediction
