@@ -93,3 +93,17 @@ def hf_greedy(path, ids, n, heads=()):
         if t in eos:
             return generated[: i + 1]
     return generated
+
+
+def ours_on_cpu_and_gpu() -> tuple:
+    """One small random GPT of ours twice, run by our own code on the CPU and on the GPU: (cpu, gpu) backends,
+    the tests' way to hold the GPU's whole passes against the CPU's rows that start at their own block."""
+    import copy
+
+    from attnscope.model.backends import OursBackend
+    from attnscope.model.ours.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, vocab_size=97, n_layer=3, n_head=4, n_embd=64)).eval()
+    cpu = OursBackend(model, None, torch.device("cpu"))
+    return cpu, OursBackend(copy.deepcopy(model).cuda(), None, torch.device("cuda"))

@@ -187,15 +187,11 @@ def test_mean_ablation_on_a_hybrid_takes_each_layers_own_means(loaded, oracles):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_on_a_gpu_ours_measures_head_effects_in_whole_passes_as_the_cpu_does(mode):
-    import copy
-
     from attnscope.model import ablation
-    from attnscope.model.ours.gpt import GPT, GPTConfig
 
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(block_size=64, vocab_size=97, n_layer=3, n_head=4, n_embd=64)).eval()
-    cpu = OursBackend(model, None, torch.device("cpu"))
-    gpu = OursBackend(copy.deepcopy(model).cuda(), None, torch.device("cuda"))
+    from tests.kit.hooks import ours_on_cpu_and_gpu
+
+    cpu, gpu = ours_on_cpu_and_gpu()
     assert ablation.resumes(cpu) and not ablation.resumes(gpu)
     ids = torch.randint(0, 97, (20,), generator=torch.Generator().manual_seed(1)).tolist()
     want = head_effects(cpu, ids, 15, token_id=7, mode=mode)

@@ -128,15 +128,9 @@ def test_a_foil_equal_to_the_token_is_refused(loaded):  # noqa: F811
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("what", ["heads", "residual"])
 def test_on_a_gpu_ours_patches_in_whole_passes_with_the_cpus_shares(what):
-    import copy
+    from tests.kit.hooks import ours_on_cpu_and_gpu
 
-    from attnscope.model.backends import OursBackend
-    from attnscope.model.ours.gpt import GPT, GPTConfig
-
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(block_size=64, vocab_size=97, n_layer=3, n_head=4, n_embd=64)).eval()
-    cpu = OursBackend(model, None, torch.device("cpu"))
-    gpu = OursBackend(copy.deepcopy(model).cuda(), None, torch.device("cuda"))
+    cpu, gpu = ours_on_cpu_and_gpu()
     assert patching_module.resumes(cpu) and not patching_module.resumes(gpu)
     g = torch.Generator().manual_seed(1)
     clean, corrupt = (torch.randint(0, 97, (20,), generator=g).tolist() for _ in range(2))
