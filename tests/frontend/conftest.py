@@ -67,6 +67,18 @@ class Tab:
     def settle(self) -> None:
         wait_settled(self.page)
 
+    def image_taken(self, width: int | None = None) -> None:
+        """Wait until the picked image (``width`` px wide, where given) is taken, its thumbnail drawn and the
+        page settled: the top bar has its new height, so that a click on a tab lands on the tab (a click while
+        the thumbnail grew or shrank the bar could land beside it)."""
+        self.page.wait_for_function(
+            """(w) => { const s = window.attnscope.state, t = document.getElementById('image-thumb');
+                return s.image !== null && (w === null || s.image.width === w) && t.complete && t.naturalWidth > 0
+                    && window.attnscope.settled; }""",
+            arg=width,
+            timeout=120_000,
+        )
+
     def show_view(self, view: str) -> None:
         """Click the view's tab and wait until the page shows that view: a click is never assumed to have landed."""
         self.page.locator(f"#tab-{view}").click()

@@ -224,6 +224,7 @@ def test_llava_says_which_part_it_saw_in_whole_pixels_and_the_chosen_band_reads(
     path = write_png(tmp_path, 61, 37, name="odd.png")  # a size whose boxes fall between pixels
     page.get_by_test_id("image-file").set_input_files(str(path))
     png = path.read_bytes()
+    tab.image_taken(61)
     tab.show_view("image")
     page.wait_for_function("() => window.attnscope.state.imageAnswer?.response?.image?.width === 61")
     wait_cells(page)
@@ -279,6 +280,7 @@ def test_an_image_the_server_cannot_decode_is_refused_in_the_field_and_the_text_
     assert info.value.code == 422
     assert "cut.png" in refusal.inner_text() and "could not be decoded" in refusal.inner_text()
     assert page.evaluate("() => window.attnscope.state.image") is None
+    tab.settle()  # the thumbnail gone and the text's answers in: the bar has its height again
     tab.show_view("head")
     page.wait_for_function("() => document.querySelector('#head-heatmap .plot-cells')")
     tab.settle()

@@ -44,19 +44,9 @@ def with_image(tab, server, tmp_path, width, view):
     path = tmp_path / "picked.png"
     path.write_bytes(png)
     page.get_by_test_id("image-file").set_input_files(str(path))
-    wait_image_taken(page)
+    tab.image_taken()
     tab.show_view(view)
     return page, png
-
-
-def wait_image_taken(page):
-    """The image taken, its thumbnail drawn and the page settled: the top bar has its new height, so a click on a
-    tab lands on the tab (a click while the thumbnail grew the bar could land beside it at 390 px)."""
-    page.wait_for_function(
-        "() => { const t = document.getElementById('image-thumb'); return window.attnscope.state.image !== null"
-        " && t.complete && t.naturalWidth > 0 && window.attnscope.settled; }",
-        timeout=120_000,
-    )
 
 
 def wait_image_answers(page):
