@@ -184,8 +184,8 @@ class Backend(Protocol):
 
 @runtime_checkable
 class ResumableBackend(Backend, Protocol):
-    """A backend that can start a forward pass at any block (ours): head effects then run the
-    layers before a head once for all of its rows (:func:`model.ablation.head_effects`)."""
+    """A backend that can start a forward pass at any block (ours): on a CPU, head effects and patching
+    then run the layers before a row's block once for all its rows (:func:`model.ablation.resumes`)."""
 
     def block_inputs(self, idx: torch.Tensor, opts: AttentionOptions) -> list[torch.Tensor]:
         """Token ids ``(1, T)`` -> the residual stream entering each block, ``L × (1, T, C)``."""
